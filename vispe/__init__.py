@@ -1,0 +1,16 @@
+"""vispe: positional encodings for vision and 3D transformers, on timm, PyTorch and mmengine."""
+
+from vispe.attention import Attention
+from vispe.backbones.vit import VisionTransformerPE, apply_encoding, create_model, register_timm_names
+from vispe.encodings import Encoding, build_encoding, list_encodings
+from vispe.positions import Positions, grid_positions
+
+__version__ = '0.1.0'
+
+#: timm names that importing vispe added (e.g. 'vit_tiny_patch16_ape_sincos_224')
+TIMM_NAMES = register_timm_names(list_encodings())
+
+__all__ = [
+    'Attention', 'Encoding', 'Positions', 'TIMM_NAMES', 'VisionTransformerPE', 'apply_encoding', 'build_encoding',
+    'create_model', 'grid_positions', 'list_encodings',
+]

@@ -1,0 +1,340 @@
+"""timm's VisionTransformer with positions and encoding hooks.
+
+``apply_encoding`` converts any plain timm ViT (weights kept) in place or by copy; ``create_model`` builds a
+timm name with an encoding; importing this module registers timm names such as
+``vit_small_patch16_rope_mixed_224`` that do not exist in timm yet. The result always runs with a dynamic
+image size: any H x W divisible by the patch size, non-square included.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import timm
+import torch
+from timm.layers import Format, resample_abs_pos_embed
+from timm.models import VisionTransformer
+from timm.models._features import feature_take_indices
+from timm.models.vision_transformer import Block
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from vispe.attention import Attention
+from vispe.encodings.build import EncodingSpec, build_encoding, normalize_spec
+from vispe.positions import Positions, grid_positions
+from vispe.registry import MODELS
+
+
+class PEBlock(Block):
+    """timm's pre-norm Block whose attention receives the positions."""
+
+    def forward(self, x, pos: Optional[Positions] = None, attn_mask=None, is_causal: bool = False):
+        x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), pos, attn_mask=attn_mask, is_causal=is_causal)))
+        return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
+
+
+@MODELS.register_module()
+class VisionTransformerPE(VisionTransformer):
+    """A timm ``VisionTransformer`` driven by vispe encodings.
+
+    Model-level encodings (embed, after_block hooks) live in ``self.pe``; per-layer ones (rotate,
+    logit_bias, value_term) in ``blocks[i].attn.pe``. Build it with ``VisionTransformerPE(encoding=...,
+    **timm_vit_kwargs)``, ``vispe.create_model`` or ``vispe.apply_encoding``.
+    """
+
+    def __init__(self, encoding: EncodingSpec = 'ape_learned', **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        apply_encoding(self, encoding)
+
+    # --- encodings -------------------------------------------------------------------------------------------
+    @property
+    def encoding_names(self) -> List[str]:
+        names = list(self.pe)
+        return names + [n for n in self.blocks[0].attn.pe if n not in names] if len(self.blocks) else names
+
+    def encodings(self):
+        """(name, module) of every encoding instance, model-level and per-layer."""
+        yield from self.pe.items()
+        for blk in self.blocks:
+            yield from blk.attn.pe.items()
+
+    @torch.jit.ignore
+    def no_weight_decay(self):
+        skip = {'cls_token', 'reg_token', 'dist_token'}
+        for prefix, module in self.named_modules():
+            if hasattr(module, 'no_weight_decay') and module is not self:
+                skip |= {f'{prefix}.{n}' for n in module.no_weight_decay()}
+        if 'ape_learned' in self.pe:
+            skip.add('pe.ape_learned.pos_embed')
+        return skip
+
+    # --- forward ---------------------------------------------------------------------------------------------
+    def _check_size(self, height: int, width: int) -> None:
+        ph, pw = self.patch_embed.patch_size
+        if not self.patch_embed.dynamic_img_pad and (height % ph or width % pw):
+            raise ValueError(
+                f'image size {height}x{width} is not divisible by the patch size {ph}x{pw}: resize or crop it to a '
+                f'multiple of the patch (e.g. {height // ph * ph}x{width // pw * pw}), or build the model with '
+                'dynamic_img_pad=True to pad the borders'
+            )
+
+    def tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, Positions]:
+        """Images (B, C, H, W) -> tokens (B, prefix + h*w, D) with embed hooks applied, and their positions."""
+        self._check_size(*x.shape[-2:])
+        x = self.patch_embed(x)  # (B, h, w, D)
+        B, h, w, D = x.shape
+        pos = grid_positions(h, w, self.num_prefix_tokens, x.device)
+        x = x.reshape(B, h * w, D)
+        for enc in self.pe.values():
+            if 'embed' in enc.hooks():
+                x = enc.embed(x, pos)
+        prefix = [t.expand(B, -1, -1) for t in (self.cls_token, self.reg_token) if t is not None]
+        x = torch.cat(prefix + [x], dim=1) if prefix else x
+        return self.norm_pre(self.pos_drop(x)), pos
+
+    def run_block(self, i: int, x: torch.Tensor, pos: Positions, attn_mask=None, is_causal: bool = False):
+        blk = self.blocks[i]
+        if self.grad_checkpointing and torch.is_grad_enabled() and not torch.jit.is_scripting():
+            x = checkpoint(blk, x, pos, attn_mask, is_causal, use_reentrant=False)
+        else:
+            x = blk(x, pos, attn_mask=attn_mask, is_causal=is_causal)
+        for enc in self.pe.values():
+            if 'after_block' in enc.hooks() and i in enc.blocks:
+                x = enc.after_block(x, pos)
+        return x
+
+    def forward_features(self, x: torch.Tensor, attn_mask=None, is_causal: bool = False) -> torch.Tensor:
+        x, pos = self.tokens(x)
+        for i in range(len(self.blocks)):
+            x = self.run_block(i, x, pos, attn_mask, is_causal)
+        return self.norm(x)
+
+    def forward_intermediates(
+        self,
+        x: torch.Tensor,
+        indices: Optional[Union[int, List[int]]] = None,
+        return_prefix_tokens: bool = False,
+        norm: bool = False,
+        stop_early: bool = False,
+        output_fmt: str = 'NCHW',
+        intermediates_only: bool = False,
+        output_dict: bool = False,
+        attn_mask: Optional[torch.Tensor] = None,
+        is_causal: bool = False,
+    ):
+        """timm's forward_intermediates contract, with positions threaded through the blocks."""
+        if output_fmt not in ('NCHW', 'NLC'):
+            raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
+        take_indices, max_index = feature_take_indices(len(self.blocks), indices)
+        x, pos = self.tokens(x)
+        npt = self.num_prefix_tokens
+        intermediates, prefixes = [], []
+        for i in range(max_index + 1 if stop_early else len(self.blocks)):
+            x = self.run_block(i, x, pos, attn_mask, is_causal)
+            if i in take_indices:
+                y = self.norm(x) if norm else x
+                prefixes.append(y[:, :npt])
+                y = y[:, npt:]
+                if output_fmt == 'NCHW':
+                    y = y.reshape(y.shape[0], *pos.grid, -1).permute(0, 3, 1, 2).contiguous()
+                intermediates.append(y)
+        if output_dict:
+            out: Dict[str, Any] = {'image_intermediates': intermediates}
+            if return_prefix_tokens and npt:
+                out['image_intermediates_prefix'] = prefixes
+            if not intermediates_only:
+                out['image_features'] = self.norm(x)
+            return out
+        if return_prefix_tokens and npt:
+            intermediates = list(zip(intermediates, prefixes))
+        return intermediates if intermediates_only else (self.norm(x), intermediates)
+
+
+def _prefix_tokens_absorb_pos(model: VisionTransformer) -> None:
+    """Fold the prefix tokens' absolute positions into the tokens themselves (same function, no table)."""
+    if model.pos_embed is None or model.no_embed_class:
+        return
+    offset = 0
+    with torch.no_grad():
+        for token in (model.cls_token, model.reg_token):
+            if token is not None:
+                n = token.shape[1]
+                token.add_(model.pos_embed[:, offset:offset + n])
+                offset += n
+
+
+def _strip_encodings(model: VisionTransformer) -> Optional[torch.Tensor]:
+    """Remove the model's absolute table and vispe encodings; return the old patch table (1, h*w, D) if any."""
+    table = None
+    if isinstance(model, VisionTransformerPE):
+        if 'ape_learned' in model.pe:
+            table = model.pe['ape_learned'].pos_embed.data
+    elif model.pos_embed is not None:
+        _prefix_tokens_absorb_pos(model)
+        npt = 0 if model.no_embed_class else model.num_prefix_tokens
+        table = model.pos_embed.data[:, npt:]
+    model.pos_embed = None
+    return table
+
+
+def _check_convertible(model: nn.Module) -> None:
+    if type(model) not in (VisionTransformer, VisionTransformerPE):
+        raise TypeError(
+            f'apply_encoding converts timm VisionTransformer models; got {type(model).__name__}, which has its own '
+            'forward. Use a plain timm ViT name (vit_*, deit_* without distillation), or one of timm\'s naver RoPE '
+            'models through vispe.create_model.'
+        )
+    if not isinstance(model.patch_drop, nn.Identity):
+        raise ValueError('patch_drop_rate > 0 drops tokens and their positions; build the timm model with patch_drop_rate=0')
+    bad = [type(b).__name__ for b in model.blocks if type(b) not in (Block, PEBlock)]
+    if bad:
+        raise TypeError(f'apply_encoding needs timm pre-norm Blocks; this model has {sorted(set(bad))}')
+
+
+def apply_encoding(model: VisionTransformer, encoding: EncodingSpec, copy_model: bool = False) -> VisionTransformerPE:
+    """Convert a timm ViT to use ``encoding`` (a name, a config dict or a list of them), keeping its weights.
+
+    The model's learned absolute table, if any, becomes the ``ape_learned`` table when that encoding is asked
+    for, and is dropped otherwise; the prefix tokens' own table entries are folded into those tokens.
+    ``copy_model=True`` leaves ``model`` untouched and returns a converted deep copy.
+    """
+    cfgs = normalize_spec(encoding)
+    _check_convertible(model)
+    if copy_model:
+        model = copy.deepcopy(model)
+    old_table = _strip_encodings(model)
+
+    dim, grid = model.embed_dim, tuple(model.patch_embed.grid_size)
+    num_heads = model.blocks[0].attn.num_heads if len(model.blocks) else 1
+    context = dict(dim=dim, num_heads=num_heads, ndim=2, grid_size=grid, depth=len(model.blocks))
+    per_layer = [c for c in cfgs if _class_of(c).per_layer()]
+    model_level = [c for c in cfgs if not _class_of(c).per_layer()]
+
+    model.__class__ = VisionTransformerPE
+    model.dynamic_img_size = True
+    model.patch_embed.flatten = False
+    model.patch_embed.output_fmt = Format.NHWC
+    model.patch_embed.strict_img_size = False
+    model.pe = nn.ModuleDict({c['type']: build_encoding(c, **context) for c in model_level})
+    for i, blk in enumerate(model.blocks):
+        encs = {c['type']: build_encoding(c, layer_index=i, **context) for c in per_layer}
+        blk.attn = Attention.from_timm(blk.attn, encs) if not isinstance(blk.attn, Attention) else blk.attn
+        blk.attn.pe = nn.ModuleDict(encs)
+        blk.__class__ = PEBlock
+    model.pe.to(model.cls_token.device if model.cls_token is not None else next(model.parameters()).device)
+    for blk in model.blocks:
+        blk.attn.pe.to(blk.attn.qkv.weight.device)
+
+    if old_table is not None and 'ape_learned' in model.pe:
+        _load_ape_table(model.pe['ape_learned'], old_table)
+    return model
+
+
+def _class_of(cfg: Dict[str, Any]) -> type:
+    from vispe.encodings.build import encoding_class
+
+    return encoding_class(cfg['type'])
+
+
+def _load_ape_table(ape: nn.Module, table: torch.Tensor) -> None:
+    n = ape.pos_embed.shape[1]
+    if table.shape[1] != n:
+        side = int(round(table.shape[1] ** 0.5))
+        table = resample_abs_pos_embed(table, new_size=list(ape.grid_size), old_size=[side, side], num_prefix_tokens=0)
+    with torch.no_grad():
+        ape.pos_embed.copy_(table)
+
+
+# --- timm's naver-ai RoPE-ViT models (timm's Eva class) -> VisionTransformerPE -------------------------------------
+_EVA_ROPE_SUFFIXES = {  # longest first
+    '_rope_mixed_ape': ['rope_mixed', 'ape_learned'],
+    '_rope_mixed': ['rope_mixed'],
+    '_rope_ape': ['rope_axial', 'ape_learned'],
+    '_rope': ['rope_axial'],
+}
+
+
+def eva_rope_base(model_name: str) -> Optional[Tuple[str, List[str]]]:
+    """'vit_small_patch16_rope_mixed_224' -> ('vit_small_patch16_224', ['rope_mixed']); None for other names."""
+    for suffix, encs in _EVA_ROPE_SUFFIXES.items():
+        if suffix + '_' in model_name and model_name.startswith('vit_'):
+            base = model_name.replace(suffix + '_', '_', 1)
+            if timm.is_model(base) and timm.is_model(model_name.split('.')[0]):
+                return base, encs
+    return None
+
+
+def convert_eva_rope_state_dict(state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """Map an Eva RoPE-ViT state dict (timm naver models) onto VisionTransformerPE's keys."""
+    out = {}
+    for key, value in state_dict.items():
+        if key == 'rope.freqs':  # (2, depth, H, d/2) -> per block (2, H, d/2)
+            for i in range(value.shape[1]):
+                out[f'blocks.{i}.attn.pe.rope_mixed.freqs'] = value[:, i]
+        elif key == 'pos_embed':
+            out['pe.ape_learned.pos_embed'] = value
+        else:
+            out[key.replace('.gamma_1', '.ls1.gamma').replace('.gamma_2', '.ls2.gamma')] = value
+    return out
+
+
+def from_eva_rope(model_name: str, pretrained: bool = False, **kwargs: Any) -> VisionTransformerPE:
+    """Build timm's naver RoPE-ViT ``model_name`` (pretrained if asked) and return the vispe equivalent."""
+    base, encs = eva_rope_base(model_name)
+    eva = timm.create_model(model_name, pretrained=pretrained, **kwargs)
+    vit_kwargs = {k: v for k, v in kwargs.items() if k not in ('rope_temperature', 'rope_type')}
+    vit = timm.create_model(
+        base, pretrained=False, init_values=1e-5, global_pool=eva.global_pool, no_embed_class=True, **vit_kwargs
+    )
+    vit = apply_encoding(vit, encs)
+    vit.load_state_dict(convert_eva_rope_state_dict(eva.state_dict()), strict=True)
+    return vit
+
+
+def create_model(
+    model_name: str, encoding: EncodingSpec = 'default', pretrained: bool = False, **kwargs: Any
+) -> VisionTransformerPE:
+    """Build any timm ViT name with ``encoding``; extra keyword arguments go to ``timm.create_model``.
+
+    ``encoding='default'`` keeps what the name implies: the learned table of a plain ViT, the rotary encoding
+    of timm's ``*_rope_*`` models, the encoding in a vispe-registered name.
+    """
+    if eva_rope_base(model_name) is not None:
+        model = from_eva_rope(model_name, pretrained=pretrained, **kwargs)
+        return model if encoding == 'default' else apply_encoding(model, encoding)
+    model = timm.create_model(model_name, pretrained=pretrained, **kwargs)
+    if isinstance(model, VisionTransformerPE):
+        return model if encoding == 'default' else apply_encoding(model, encoding)
+    if encoding == 'default':
+        encoding = 'ape_learned' if model.pos_embed is not None else None
+    return apply_encoding(model, encoding)
+
+
+# --- timm names for vispe's 2D encodings ---------------------------------------------------------------------------
+TIMM_BASES = {size: f'vit_{size}_patch16_224' for size in ('tiny', 'small', 'base', 'large')}
+
+
+def _make_entrypoint(name: str, base: str, encoding: str):
+    def entrypoint(pretrained: bool = False, **kwargs: Any) -> VisionTransformerPE:
+        return create_model(base, encoding=encoding, pretrained=pretrained, **kwargs)
+
+    entrypoint.__name__ = entrypoint.__qualname__ = name
+    entrypoint.__module__ = __name__
+    entrypoint.__doc__ = f'timm {base} with vispe encoding {encoding!r}.'
+    return entrypoint
+
+
+def register_timm_names(encodings: List[str]) -> List[str]:
+    """Register ``vit_{size}_patch16_{encoding}_224`` for each 2D encoding; never overwrite a timm name."""
+    from timm.models import register_model
+
+    added = []
+    for size, base in TIMM_BASES.items():
+        for enc in encodings:
+            name = f'vit_{size}_patch16_{enc}_224'
+            if timm.is_model(name):
+                continue
+            register_model(_make_entrypoint(name, base, enc))
+            added.append(name)
+    return added

@@ -1,0 +1,349 @@
+"""Shapes2D: procedural image classification where the position of things matters.
+
+A scene is a list of coloured shapes in continuous scene coordinates ``[0, 1]^2`` (x to the right, y down),
+drawn deterministically from ``(seed, split, index)``. Scenes are rendered at any resolution with analytic
+anti-aliasing: each pixel centre gets a signed distance to each shape, turned into coverage by
+``clip(0.5 - sdf * pixels_per_unit, 0, 1)``. The same scene therefore looks the same at 32, 48 or 64 px, which is
+what a comparison of positional encodings across resolutions needs.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from vispe.registry import DATASETS
+
+ImageSize = int | tuple[int, int]
+Color = tuple[float, float, float]
+
+SPLITS = {'train': 0, 'val': 1, 'test': 2}
+BASIC_SHAPES = ('circle', 'square', 'triangle')
+ALL_SHAPES = ('circle', 'square', 'triangle', 'cross', 'diamond')
+CELL_NAMES = tuple(f'{row}-{col}' for row in ('top', 'middle', 'bottom') for col in ('left', 'center', 'right'))
+DIRECTIONS = ('right', 'down', 'left', 'up')  # where the blue object is, seen from the red one
+PAIRS = ((0, 1), (0, 2), (1, 2))  # indices into (red, green, blue)
+PAIR_NAMES = ('red-green', 'red-blue', 'green-blue')
+
+RED: Color = (1.0, 0.15, 0.15)
+GREEN: Color = (0.0, 1.0, 0.0)
+BLUE: Color = (0.15, 0.35, 1.0)
+GREY: Color = (0.55, 0.55, 0.55)
+PURE_RGB: tuple[Color, Color, Color] = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+
+MARGIN = 0.02  # gap (scene units) kept between an object and the image border or its cell border
+THREE_CELL_GRID = 6
+THREE_CELL_MARGIN = 0.5  # in cells: the farthest pair must beat the second farthest by this much
+RELATION_MARGIN = 0.15  # the dominant axis of the displacement beats the other one by this much
+MAX_TRIES = 1000
+
+# Polygons with unit half-extent, centred on their bounding box (y down). Scaled by the shape size at render time.
+_CROSS_W = 0.35  # half width of the cross's arms: thick enough to stay visible at 32 px
+_POLYGONS = {
+    'triangle': np.array([(0.0, -0.866), (1.0, 0.866), (-1.0, 0.866)]),  # equilateral, apex up
+    'diamond': np.array([(0.0, -1.0), (1.0, 0.0), (0.0, 1.0), (-1.0, 0.0)]),
+    'cross': np.array([(-_CROSS_W, -1.0), (_CROSS_W, -1.0), (_CROSS_W, -_CROSS_W), (1.0, -_CROSS_W),
+                       (1.0, _CROSS_W), (_CROSS_W, _CROSS_W), (_CROSS_W, 1.0), (-_CROSS_W, 1.0),
+                       (-_CROSS_W, _CROSS_W), (-1.0, _CROSS_W), (-1.0, -_CROSS_W), (-_CROSS_W, -_CROSS_W)]),
+}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One filled shape: ``kind`` in ALL_SHAPES, centre (x, y), half-extent ``size``, RGB colour in [0, 1]."""
+
+    kind: str
+    center: tuple[float, float]
+    size: float
+    color: Color
+
+    def bbox(self) -> tuple[float, float, float, float]:
+        """(x0, y0, x1, y1): a box that contains the shape (tight except for the triangle's height)."""
+        (cx, cy), s = self.center, self.size
+        return cx - s, cy - s, cx + s, cy + s
+
+
+@dataclass(frozen=True)
+class Scene:
+    """A labelled scene; shapes are painted in order, later ones over earlier ones."""
+
+    label: int
+    shapes: tuple[Shape, ...]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Rendering
+# ----------------------------------------------------------------------------------------------------------------
+
+def as_hw(image_size: ImageSize) -> tuple[int, int]:
+    """Normalise ``image_size`` (int or (H, W)) to a (H, W) tuple of positive ints."""
+    if isinstance(image_size, int):
+        image_size = (image_size, image_size)
+    if len(image_size) != 2 or not all(isinstance(v, int) and v > 0 for v in image_size):
+        raise ValueError(f'image_size must be a positive int or (H, W) pair of them, got {image_size!r}')
+    return int(image_size[0]), int(image_size[1])
+
+
+@lru_cache(maxsize=32)
+def _pixel_centres(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scene coordinates of pixel centres: x as (1, W) and y as (H, 1), to broadcast instead of meshgrid."""
+    x = ((np.arange(width) + 0.5) / width)[None, :]
+    y = ((np.arange(height) + 0.5) / height)[:, None]
+    x.flags.writeable = False  # shared through the cache
+    y.flags.writeable = False
+    return x, y
+
+
+def _box_sdf(px: np.ndarray, py: np.ndarray, half: float) -> np.ndarray:
+    """Signed distance to an axis-aligned square of half side ``half`` centred on the origin."""
+    qx, qy = np.abs(px) - half, np.abs(py) - half
+    outside = np.hypot(np.maximum(qx, 0.0), np.maximum(qy, 0.0))
+    return outside + np.minimum(np.maximum(qx, qy), 0.0)
+
+
+def _polygon_sdf(px: np.ndarray, py: np.ndarray, verts: np.ndarray) -> np.ndarray:
+    """Signed distance to a simple polygon (negative inside), after Inigo Quilez's sdPolygon.
+
+    Loops over edges (a dozen at most) and vectorises over pixels.
+    """
+    px, py = np.broadcast_arrays(px, py)
+    d2 = (px - verts[0, 0]) ** 2 + (py - verts[0, 1]) ** 2
+    sign = np.ones_like(d2)
+    for i in range(len(verts)):
+        (vix, viy), (vjx, vjy) = verts[i], verts[i - 1]
+        ex, ey = vjx - vix, vjy - viy
+        wx, wy = px - vix, py - viy
+        t = np.clip((wx * ex + wy * ey) / (ex * ex + ey * ey), 0.0, 1.0)
+        d2 = np.minimum(d2, (wx - ex * t) ** 2 + (wy - ey * t) ** 2)
+        # Winding test: crossing this edge's span flips inside/outside.
+        c1, c2, c3 = py >= viy, py < vjy, ex * wy > ey * wx
+        sign[(c1 & c2 & c3) | ~(c1 | c2 | c3)] *= -1.0
+    return sign * np.sqrt(d2)
+
+
+def shape_sdf(shape: Shape, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Signed distance (scene units, negative inside) from points (x, y) to ``shape``."""
+    px, py = x - shape.center[0], y - shape.center[1]
+    if shape.kind == 'circle':
+        return np.hypot(px, py) - shape.size
+    if shape.kind == 'square':
+        return _box_sdf(px, py, shape.size)
+    if shape.kind in _POLYGONS:
+        return _polygon_sdf(px, py, _POLYGONS[shape.kind] * shape.size)
+    raise ValueError(f'unknown shape kind {shape.kind!r}; valid: {ALL_SHAPES}')
+
+
+def render_scene(scene: Scene, image_size: ImageSize) -> np.ndarray:
+    """Render ``scene`` to a float32 (H, W, 3) array in [0, 1] on a black background.
+
+    Non-square sizes stretch [0, 1]^2 to the image; the anti-aliasing ramp then uses the geometric mean of the
+    two pixel densities (exact for square images, within a factor sqrt(W/H) of a pixel otherwise).
+    """
+    height, width = as_hw(image_size)
+    x, y = _pixel_centres(height, width)
+    pixels_per_unit = math.sqrt(height * width)
+    image = np.zeros((height, width, 3), dtype=np.float32)
+    for shape in scene.shapes:
+        # Only the pixels near the shape's box can be covered: evaluating there keeps large renders cheap.
+        x0, y0, x1, y1 = shape.bbox()
+        c0, c1 = max(int(x0 * width) - 1, 0), min(math.ceil(x1 * width) + 1, width)
+        r0, r1 = max(int(y0 * height) - 1, 0), min(math.ceil(y1 * height) + 1, height)
+        if c0 >= c1 or r0 >= r1:
+            continue
+        sdf = shape_sdf(shape, x[:, c0:c1], y[r0:r1, :])
+        alpha = np.clip(0.5 - sdf * pixels_per_unit, 0.0, 1.0).astype(np.float32)[..., None]
+        window = image[r0:r1, c0:c1]
+        window *= 1.0 - alpha  # 'over' compositing, so a later shape hides what it covers
+        window += alpha * np.asarray(shape.color, dtype=np.float32)
+    return image
+
+
+def to_uint8(image: np.ndarray) -> np.ndarray:
+    """Float image in [0, 1] (H, W, 3) -> uint8 (H, W, 3), e.g. for PIL.Image.fromarray."""
+    return (np.clip(image, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Scene generators, one per task: each draws the label first (uniformly) and then a scene for it.
+# ----------------------------------------------------------------------------------------------------------------
+
+def _random_color(rng: np.random.Generator) -> Color:
+    """A saturated, bright colour, so objects always stand out from the black background."""
+    h, s, v = rng.uniform(0.0, 1.0), rng.uniform(0.5, 1.0), rng.uniform(0.7, 1.0)
+    return tuple(float(c) for c in colorsys.hsv_to_rgb(h, s, v))
+
+
+def _position_scene(rng: np.random.Generator) -> Scene:
+    """One object of a basic shape inside one cell of a 3x3 grid; label = cell * 3 + shape."""
+    label = int(rng.integers(len(CELL_NAMES) * len(BASIC_SHAPES)))
+    cell, kind = divmod(label, len(BASIC_SHAPES))
+    row, col = divmod(cell, 3)
+    size = rng.uniform(0.06, 0.10)  # at most 0.10: the shape plus margins fits a 1/3 cell with room for jitter
+    lo, hi = size + MARGIN, 1.0 / 3.0 - size - MARGIN
+    center = (col / 3.0 + rng.uniform(lo, hi), row / 3.0 + rng.uniform(lo, hi))
+    return Scene(label, (Shape(BASIC_SHAPES[kind], center, size, _random_color(rng)),))
+
+
+def _uniform_center(rng: np.random.Generator, size: float) -> tuple[float, float]:
+    """A centre that keeps a shape of half-extent ``size`` inside the image with MARGIN to spare."""
+    lo, hi = size + MARGIN, 1.0 - size - MARGIN
+    return float(rng.uniform(lo, hi)), float(rng.uniform(lo, hi))
+
+
+def _boxes_apart(a: Shape, b: Shape, gap: float) -> bool:
+    """True when the boxes of ``a`` and ``b`` are at least ``gap`` apart along some axis."""
+    ax0, ay0, ax1, ay1 = a.bbox()
+    bx0, by0, bx1, by1 = b.bbox()
+    return max(bx0 - ax1, ax0 - bx1, by0 - ay1, ay0 - by1) >= gap
+
+
+def _relation_scene(rng: np.random.Generator) -> Scene:
+    """A red and a blue object (plus maybe a grey distractor); label = direction from red to blue."""
+    label = int(rng.integers(len(DIRECTIONS)))
+    axis, sign = label % 2, (1.0 if label < 2 else -1.0)  # right/down are +x/+y, left/up are -x/-y
+    kinds = rng.integers(len(BASIC_SHAPES), size=3)
+    sizes = rng.uniform(0.05, 0.08, size=3)
+    red_c = blue_c = (0.5, 0.5)
+    for _ in range(MAX_TRIES):
+        red_c = _uniform_center(rng, sizes[0])
+        major = rng.uniform(max(0.2, sizes[0] + sizes[1] + 0.05), 0.8)  # far enough that the objects never touch
+        minor = rng.uniform(-(major - RELATION_MARGIN), major - RELATION_MARGIN)  # keeps the dominant axis clear
+        delta = [0.0, 0.0]
+        delta[axis], delta[1 - axis] = sign * major, minor
+        blue_c = (red_c[0] + delta[0], red_c[1] + delta[1])
+        lo, hi = sizes[1] + MARGIN, 1.0 - sizes[1] - MARGIN
+        if lo <= blue_c[0] <= hi and lo <= blue_c[1] <= hi:
+            break
+    else:
+        raise RuntimeError('could not place the relation objects')  # unreachable in practice: ~1/3 tries succeed
+    red = Shape(BASIC_SHAPES[kinds[0]], red_c, float(sizes[0]), RED)
+    blue = Shape(BASIC_SHAPES[kinds[1]], blue_c, float(sizes[1]), BLUE)
+    shapes = [red, blue]
+    if rng.uniform() < 0.5:
+        for _ in range(50):  # a distractor that would touch red or blue is dropped rather than forced
+            grey = Shape(BASIC_SHAPES[kinds[2]], _uniform_center(rng, sizes[2]), float(sizes[2]), GREY)
+            if _boxes_apart(grey, red, 0.03) and _boxes_apart(grey, blue, 0.03):
+                shapes.append(grey)
+                break
+    return Scene(label, tuple(shapes))
+
+
+def _three_cell_scene(rng: np.random.Generator) -> Scene:
+    """Three cells of a 6x6 grid painted red, green, blue; label = the pair of colours farthest apart."""
+    label = int(rng.integers(len(PAIRS)))
+    n = THREE_CELL_GRID
+    for _ in range(MAX_TRIES):
+        cells = rng.choice(n * n, size=3, replace=False)
+        rc = np.stack(np.divmod(cells, n), axis=1).astype(float)  # (row, col) per cell
+        dists = [float(np.linalg.norm(rc[i] - rc[j])) for i, j in PAIRS]
+        second, first = sorted(dists)[-2:]
+        if first - second >= THREE_CELL_MARGIN:
+            break
+    else:
+        raise RuntimeError('could not draw three cells with a clear farthest pair')  # unreachable in practice
+    # Give the farthest pair the labelled colours (in random order) rather than rejecting: labels stay uniform.
+    far = PAIRS[int(np.argmax(dists))]
+    near = 3 - far[0] - far[1]
+    want = PAIRS[label]
+    colour_of = {far[0]: want[0], far[1]: want[1], near: 3 - want[0] - want[1]}
+    if rng.uniform() < 0.5:
+        colour_of[far[0]], colour_of[far[1]] = want[1], want[0]
+    shapes = tuple(Shape('square', ((c + 0.5) / n, (r + 0.5) / n), 0.5 / n, PURE_RGB[colour_of[k]])
+                   for k, (r, c) in enumerate(rc))
+    return Scene(label, shapes)
+
+
+def _shape_scene(rng: np.random.Generator) -> Scene:
+    """One object of five shapes, anywhere, any size: the control task where position does not matter."""
+    label = int(rng.integers(len(ALL_SHAPES)))
+    size = float(rng.uniform(0.08, 0.25))
+    return Scene(label, (Shape(ALL_SHAPES[label], _uniform_center(rng, size), size, _random_color(rng)),))
+
+
+TASKS: dict[str, tuple[Callable[[np.random.Generator], Scene], tuple[str, ...]]] = {
+    'position': (_position_scene, tuple(f'{cell}-{kind}' for cell in CELL_NAMES for kind in BASIC_SHAPES)),
+    'relation': (_relation_scene, DIRECTIONS),
+    'three_cell': (_three_cell_scene, PAIR_NAMES),
+    'shape': (_shape_scene, ALL_SHAPES),
+}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Dataset
+# ----------------------------------------------------------------------------------------------------------------
+
+@DATASETS.register_module()
+class Shapes2D(Dataset):
+    """Procedural shape scenes for probing positional encodings, rendered at any resolution.
+
+    Args:
+        task: one of ``TASKS``: 'position' (27 classes: 3x3 cell x 3 shapes), 'relation' (4: direction from the
+            red object to the blue one), 'three_cell' (3: farthest pair of coloured cells), 'shape' (5 shapes).
+        split: 'train', 'val' or 'test'; each split draws different scenes.
+        num_samples: length of the dataset.
+        image_size: int or (H, W); a non-square size stretches the scene to the image.
+        seed: non-negative int; scene ``i`` depends only on (seed, split, i).
+        normalize: map pixel values from [0, 1] to [-1, 1] with (x - 0.5) / 0.5.
+
+    Items are ``dict(inputs=FloatTensor (3, H, W), labels=int)``.
+    """
+
+    def __init__(self, task: str = 'position', split: str = 'train', num_samples: int = 2000,
+                 image_size: ImageSize = 32, seed: int = 0, normalize: bool = True) -> None:
+        if task not in TASKS:
+            raise ValueError(f'unknown Shapes2D task {task!r}; valid tasks: {sorted(TASKS)}')
+        if split not in SPLITS:
+            raise ValueError(f'unknown split {split!r}; valid splits: {list(SPLITS)}')
+        if num_samples < 0 or seed < 0:
+            raise ValueError(f'num_samples and seed must be non-negative, got {num_samples} and {seed}')
+        self.task, self.split, self.num_samples = task, split, int(num_samples)
+        self.image_size, self.seed, self.normalize = as_hw(image_size), int(seed), normalize
+        self._generate, names = TASKS[task]
+        self.classes = list(names)
+        self.num_classes = len(self.classes)
+        self.metainfo = {'task': task, 'classes': tuple(self.classes), 'num_classes': self.num_classes}
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def _check_index(self, index: int) -> int:
+        """Python-style indexing: negative indices count from the end, others raise IndexError."""
+        if not -self.num_samples <= index < self.num_samples:
+            raise IndexError(f'index {index} out of range for Shapes2D of length {self.num_samples}')
+        return index % self.num_samples
+
+    def scene(self, index: int) -> Scene:
+        """The scene (shapes in scene units, and label) of item ``index``."""
+        index = self._check_index(index)
+        rng = np.random.default_rng([self.seed, SPLITS[self.split], index])
+        return self._generate(rng)
+
+    def render_numpy(self, index: int, image_size: ImageSize | None = None) -> np.ndarray:
+        """Item ``index`` as a float32 (H, W, 3) array in [0, 1], at ``image_size`` (default: the dataset's)."""
+        return render_scene(self.scene(index), image_size or self.image_size)
+
+    def render(self, index: int, image_size: ImageSize | None = None) -> torch.Tensor:
+        """Item ``index`` as an unnormalised float tensor (3, H, W) in [0, 1], at any size."""
+        return torch.from_numpy(self.render_numpy(index, image_size).transpose(2, 0, 1).copy())
+
+    def render_uint8(self, index: int, image_size: ImageSize | None = None) -> np.ndarray:
+        """Item ``index`` as a uint8 (H, W, 3) array for visualisation."""
+        return to_uint8(self.render_numpy(index, image_size))
+
+    def __getitem__(self, index: int) -> dict:
+        scene = self.scene(index)
+        image = torch.from_numpy(render_scene(scene, self.image_size).transpose(2, 0, 1).copy())
+        if self.normalize:
+            image = (image - 0.5) / 0.5
+        return {'inputs': image, 'labels': scene.label}
+
+    def __repr__(self) -> str:
+        return (f'Shapes2D(task={self.task!r}, split={self.split!r}, num_samples={self.num_samples}, '
+                f'image_size={self.image_size}, seed={self.seed}, normalize={self.normalize})')

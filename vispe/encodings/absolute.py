@@ -1,0 +1,84 @@
+"""Absolute baselines: a learned table (ViT / DeiT) and fixed 2D sin-cos (MAE / DiT)."""
+
+from __future__ import annotations
+
+from typing import Sequence, Tuple
+
+import torch
+from timm.layers import resample_abs_pos_embed, trunc_normal_
+from torch import nn
+
+from vispe.encodings.base import Encoding, GridTableCache
+from vispe.positions import Positions
+from vispe.registry import ENCODINGS
+
+
+@ENCODINGS.register_module(name='ape_learned')
+class ApeLearned(Encoding):
+    """Learned absolute position table (Dosovitskiy et al., ICLR 2021; DeiT).
+
+    A (1, h*w, D) table for the training grid, trunc-normal std 0.02, added to the patch tokens
+    (prefix tokens carry no position). At another grid the table is resampled with ``strategy``
+    (bicubic by default, as DeiT and timm do; bilinear and nearest selectable).
+
+    Shapes: embed x (B, h*w, D) -> (B, h*w, D).
+    """
+
+    strategies = ('bicubic', 'bilinear', 'nearest')
+    needs_grid = True
+
+    def __init__(self, dim: int, grid_size: Sequence[int] = (14, 14)) -> None:
+        super().__init__()
+        self.grid_size: Tuple[int, int] = (int(grid_size[0]), int(grid_size[1]))
+        self.pos_embed = nn.Parameter(torch.zeros(1, self.grid_size[0] * self.grid_size[1], dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        trunc_normal_(self.pos_embed, std=0.02)
+
+    def table(self, grid: Tuple[int, int]) -> torch.Tensor:
+        """The (1, h*w, D) table for ``grid``, resampled from the training grid when they differ."""
+        if tuple(grid) == self.grid_size:
+            return self.pos_embed
+        return resample_abs_pos_embed(
+            self.pos_embed, new_size=list(grid), old_size=list(self.grid_size), num_prefix_tokens=0,
+            interpolation=self.strategy, antialias=self.strategy != 'nearest',
+        )
+
+    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        return x + self.table(pos.grid).to(x.dtype)
+
+
+def sincos_embed(coords: torch.Tensor, dim: int, temperature: float = 10000.0) -> torch.Tensor:
+    """Fixed sin-cos features of (..., N, 2) (row, col) coordinates -> (..., N, dim), in float32.
+
+    The first half of the channels encodes the column, the second the row (MAE and DiT order), each as
+    [sin(p * w_i), cos(p * w_i)] with w_i = 1 / temperature^(i / (dim/4)), i < dim/4.
+    """
+    if dim % 4:
+        raise ValueError(f'ape_sincos needs a model width divisible by 4, got {dim}')
+    omega = 1.0 / temperature ** (torch.arange(dim // 4, device=coords.device, dtype=torch.float32) / (dim / 4))
+    parts = []
+    for axis in (1, 0):  # column, then row
+        angles = coords[..., axis, None].float() * omega
+        parts += [angles.sin(), angles.cos()]
+    return torch.cat(parts, dim=-1)
+
+
+@ENCODINGS.register_module(name='ape_sincos')
+class ApeSincos(Encoding):
+    """Fixed 2D sin-cos absolute embedding (MAE, He et al. 2022; DiT, Peebles and Xie 2023).
+
+    Computed from the coordinates on the fly, so any grid (and any sampled coordinates) works and
+    nothing is stored in a checkpoint. Shapes: embed x (B, N, D) -> (B, N, D).
+    """
+
+    def __init__(self, dim: int, temperature: float = 10000.0) -> None:
+        super().__init__()
+        self.dim = dim
+        self.temperature = temperature
+        self._cache = GridTableCache()
+
+    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        table = self._cache.get(pos.cache_key(), lambda: sincos_embed(pos.coords, self.dim, self.temperature))
+        return x + table.to(x.dtype)

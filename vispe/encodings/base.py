@@ -1,0 +1,96 @@
+"""The encoding base class: five hooks, each called by the backbone at one fixed point.
+
+| hook | called | returns |
+|---|---|---|
+| ``embed(x, pos)`` | once, on the (B, N, D) non-prefix tokens after tokenisation | x |
+| ``rotate(q, k, pos)`` | in every attention, on (B, H, N_total, d) q and k, before SDPA | q, k |
+| ``logit_bias(q, pos)`` | in every attention; the result is SDPA's float ``attn_mask`` | (B or 1, H, N, N) |
+| ``value_term(v, pos)`` | in every attention; added to the SDPA output | (B, H, N, d) |
+| ``after_block(x, pos)`` | after the blocks named by ``self.blocks``, on (B, N_total, D) | x |
+
+``rotate`` encodings may also define ``transform_v(v, pos)`` and ``transform_out(out, pos)``.
+Encodings implementing an attention hook are instantiated once per attention layer (their parameters
+are per-layer); the others once per model.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, FrozenSet, Tuple
+
+import torch
+from torch import nn
+
+from vispe.positions import Positions
+
+HOOKS = ('embed', 'rotate', 'logit_bias', 'value_term', 'after_block')
+ATTENTION_HOOKS = frozenset({'rotate', 'logit_bias', 'value_term'})
+
+
+class Encoding(nn.Module):
+    """Base class of every positional encoding.
+
+    Subclasses override any subset of the hooks and set ``strategies`` when they can be evaluated at
+    new resolutions in several ways (the first entry is the default).
+    """
+
+    strategies: ClassVar[Tuple[str, ...]] = ()
+    #: whether the encoding needs ``Positions.grid`` (conv encodings, learned tables)
+    needs_grid: ClassVar[bool] = False
+
+    @classmethod
+    def hooks(cls) -> FrozenSet[str]:
+        """Names of the hooks this class implements."""
+        return frozenset(h for h in HOOKS if getattr(cls, h) is not getattr(Encoding, h))
+
+    @classmethod
+    def per_layer(cls) -> bool:
+        """True when the encoding lives inside each attention layer."""
+        return bool(cls.hooks() & ATTENTION_HOOKS)
+
+    @property
+    def strategy(self) -> str:
+        return getattr(self, '_strategy', self.strategies[0] if self.strategies else 'none')
+
+    @strategy.setter
+    def strategy(self, value: str) -> None:
+        if value not in self.strategies:
+            raise ValueError(
+                f'{type(self).__name__} has no resolution strategy {value!r}; choose one of {list(self.strategies)}'
+            )
+        self._strategy = value
+
+    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        raise NotImplementedError
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> Tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def logit_bias(self, q: torch.Tensor, pos: Positions) -> torch.Tensor:
+        raise NotImplementedError
+
+    def value_term(self, v: torch.Tensor, pos: Positions) -> torch.Tensor:
+        raise NotImplementedError
+
+    def after_block(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class GridTableCache:
+    """Tables that depend only on positions (never on parameters), cached per positions key and dtype.
+
+    Kept outside the module's state dict so they never land in checkpoints.
+    """
+
+    def __init__(self, max_entries: int = 8) -> None:
+        self._tables: dict = {}
+        self.max_entries = max_entries
+
+    def get(self, key, build):
+        if key is None:
+            return build()
+        table = self._tables.get(key)
+        if table is None:
+            if len(self._tables) >= self.max_entries:
+                self._tables.pop(next(iter(self._tables)))
+            table = self._tables[key] = build()
+        return table

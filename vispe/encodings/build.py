@@ -1,0 +1,86 @@
+"""Building encodings from names, config dicts and lists of them, with errors that say what to fix."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import inspect
+from typing import Any, Dict, List, Sequence, Union
+
+from vispe.encodings.base import Encoding
+from vispe.registry import ENCODINGS
+
+EncodingSpec = Union[None, str, Dict[str, Any], Encoding, Sequence[Union[str, Dict[str, Any]]]]
+
+
+def list_encodings() -> List[str]:
+    """Names of every registered encoding, sorted."""
+    import vispe.encodings  # noqa: F401  (make sure every family file has registered itself)
+
+    return sorted(ENCODINGS.module_dict)
+
+
+def _closest(name: str, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.4)
+    return f'; did you mean {", ".join(map(repr, close))}?' if close else ''
+
+
+def encoding_class(name: str) -> type:
+    """The registered class for ``name``; an unknown name raises ValueError listing the closest names."""
+    names = list_encodings()
+    if name not in names:
+        raise ValueError(f'unknown encoding {name!r}{_closest(name, names)} Registered encodings: {", ".join(names)}')
+    return ENCODINGS.get(name)
+
+
+def normalize_spec(spec: EncodingSpec) -> List[Dict[str, Any]]:
+    """'rope_mixed', dict(type=...), or a list of those -> a list of config dicts (copies)."""
+    if spec is None or spec == 'none':
+        return []
+    if isinstance(spec, (str, dict)):
+        spec = [spec]
+    cfgs = []
+    for item in spec:
+        if isinstance(item, str):
+            item = {'type': item}
+        elif not isinstance(item, dict) or 'type' not in item:
+            raise TypeError(f"an encoding is a name or a dict with a 'type' key, got {item!r}")
+        cfgs.append(copy.deepcopy(dict(item)))
+    names = [c['type'] for c in cfgs]
+    for name in names:
+        encoding_class(name)
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f'encoding(s) {dupes} listed twice; give each encoding once')
+    return cfgs
+
+
+def _accepted(cls: type) -> Dict[str, inspect.Parameter]:
+    params = dict(inspect.signature(cls.__init__).parameters)
+    params.pop('self', None)
+    return params
+
+
+def build_encoding(spec: Union[str, Dict[str, Any]], **context: Any) -> Encoding:
+    """Build one encoding from its name or config dict.
+
+    ``context`` holds what a backbone supplies (dim, num_heads, ndim, grid_size, ...); each class takes only
+    the entries its constructor names. User keys the constructor does not know raise TypeError naming the
+    closest valid argument.
+    """
+    (cfg,) = normalize_spec(spec)
+    name = cfg.pop('type')
+    cls = encoding_class(name)
+    params = _accepted(cls)
+    unknown = [k for k in cfg if k not in params]
+    if unknown:
+        valid = [p for p in params if p not in ('dim', 'num_heads', 'ndim', 'grid_size')]
+        hints = '; '.join(f'{k!r}{_closest(k, valid)}' for k in unknown)
+        raise TypeError(f'{name} got unknown argument(s) {hints} Valid arguments: {valid}')
+    kwargs = {k: v for k, v in context.items() if k in params}
+    kwargs.update(cfg)
+    missing = [p.name for p in params.values() if p.default is inspect.Parameter.empty and p.name not in kwargs
+               and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    if missing:
+        raise TypeError(f'{name} needs {missing}: pass them, e.g. build_encoding({name!r}, dim=384, num_heads=6)')
+    return cls(**kwargs)
