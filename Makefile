@@ -1,0 +1,40 @@
+# vispe: `make demo` runs the main job on embedded data, `make test` runs the tests.
+# Both bootstrap .venv (pinned packages, open3d's system library) and are safe to run twice.
+
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint venv sysdeps clean
+
+demo: $(STAMP)
+	$(PY) tools/demo.py
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check vispe tools tests configs
+
+venv: $(STAMP)
+
+# The stamp depends on the pins: editing requirements.txt or setup.py reinstalls.
+$(STAMP): requirements.txt setup.py pyproject.toml | sysdeps
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=python3"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+# open3d links libusb-1.0 at import time; install it where it is missing (Debian/Ubuntu, as root or with sudo).
+sysdeps:
+	@if ! ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0'; then \
+		echo "installing libusb-1.0-0 (needed by open3d)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libusb-1.0-0 >/dev/null; \
+	fi
+
+clean:
+	rm -rf $(VENV) outputs work_dirs .pytest_cache

@@ -1,0 +1,49 @@
+"""Train from an mmengine config: python tools/train.py CONFIG [--work-dir D] [--resume] [--amp] [--cfg-options k=v]
+
+Multi-GPU / multi-process: torchrun --nproc_per_node N tools/train.py CONFIG --launcher pytorch
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from mmengine.runner import Runner  # noqa: E402
+
+from vispe.engine.checkpoint import allow_mmengine_checkpoints  # noqa: E402
+from vispe.engine.config import ConfigError, common_parser_args, enable_amp, load_config, setup_distributed_backend  # noqa: E402
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description='Train a vispe model with the mmengine Runner')
+    common_parser_args(parser)
+    parser.add_argument('--work-dir', help='where logs and checkpoints go (default: work_dirs/<config name>)')
+    parser.add_argument('--resume', action='store_true', help='continue from the last checkpoint in the work dir')
+    parser.add_argument('--amp', action='store_true', help='bf16 mixed precision (GPU)')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args()
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
+    return args
+
+
+def main():
+    args = parse_args()
+    try:
+        cfg = load_config(args.config, args.cfg_options, args.work_dir)
+        cfg.launcher = args.launcher
+        if args.resume:
+            cfg.resume = True
+        if args.amp:
+            enable_amp(cfg)
+    except (ConfigError, FileNotFoundError) as err:
+        sys.exit(f'error: {err}')
+    setup_distributed_backend(cfg)
+    allow_mmengine_checkpoints()
+    runner = Runner.from_cfg(cfg)
+    runner.train()
+
+
+if __name__ == '__main__':
+    main()

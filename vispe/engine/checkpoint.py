@@ -1,0 +1,107 @@
+"""Safe checkpoint loading: ``torch.load(weights_only=True)`` everywhere, with an exact allow-list.
+
+mmengine 0.10.7 stores its MessageHub (``HistoryBuffer`` objects holding numpy arrays) in every checkpoint
+and resumes with ``torch.load``'s defaults, which torch >= 2.6 refuses. ``allow_mmengine_checkpoints``
+allow-lists exactly those classes, so resume works while arbitrary pickled code is still refused.
+
+``HistoryBuffer.__getstate__`` also pickles its class-level table of statistics functions, which would need
+``builtins.getattr`` on the allow-list (a far wider door than a class). Those functions are registered again
+when their code is imported, so vispe saves buffers without them; mmengine's ``__setstate__`` already
+treats them as optional.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import torch
+from mmengine.logging.history_buffer import HistoryBuffer
+from torch import nn
+
+_numpy_core = np._core if hasattr(np, '_core') else np.core  # numpy 2 renamed np.core
+
+
+def mmengine_safe_globals() -> List[Any]:
+    """The exact classes an mmengine checkpoint's MessageHub needs (numpy arrays of floats and ints)."""
+    return [
+        HistoryBuffer,
+        np.ndarray,
+        np.dtype,
+        np.dtypes.Float64DType,
+        np.dtypes.Float32DType,
+        np.dtypes.Int64DType,
+        _numpy_core.multiarray._reconstruct,
+        _numpy_core.multiarray.scalar,
+    ]
+
+
+def _history_buffer_state(self: HistoryBuffer) -> dict:
+    """HistoryBuffer state without the class-level statistics functions (and without mutating __dict__)."""
+    state = dict(self.__dict__)
+    state.pop('statistics_methods', None)
+    return state
+
+
+def allow_mmengine_checkpoints() -> None:
+    """Make mmengine checkpoints load with weights_only=True, process-wide: allow-list the exact classes and
+    save HistoryBuffers without function references. Idempotent; called by ``import vispe``."""
+    torch.serialization.add_safe_globals(mmengine_safe_globals())
+    HistoryBuffer.__getstate__ = _history_buffer_state
+
+
+class CheckpointError(ValueError):
+    """A file that cannot be used as a checkpoint."""
+
+
+def read_checkpoint(path: str, map_location: Any = 'cpu') -> Dict[str, Any]:
+    """torch.load a file with weights_only=True and the mmengine allow-list; clear errors for bad files."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'checkpoint {path!r} does not exist')
+    try:
+        with torch.serialization.safe_globals(mmengine_safe_globals()):
+            ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        msg = str(err)
+        detail = next((line.strip() for line in msg.splitlines() if 'Unsupported global' in line
+                       or 'Can only' in line or 'unrecognized function' in line), '')
+        if detail:
+            raise CheckpointError(
+                f'{path!r} holds objects outside the allow-list and was not loaded (weights_only=True keeps pickled '
+                f'code from running): {detail.split(". Please use")[0]}'
+            ) from None
+        raise CheckpointError(f'{path!r} is not a PyTorch checkpoint ({msg.splitlines()[0] if msg else err})') from None
+    except Exception as err:  # torch.load raises many types on foreign or truncated files
+        raise CheckpointError(
+            f'{path!r} is not a PyTorch checkpoint (torch.load failed: {type(err).__name__}: {err})'
+        ) from None
+    if not isinstance(ckpt, dict):
+        raise CheckpointError(f'{path!r} holds a {type(ckpt).__name__}, not a checkpoint dict or state dict')
+    return ckpt
+
+
+def state_dict_of(ckpt: Dict[str, Any], path: str = 'checkpoint') -> Dict[str, torch.Tensor]:
+    """The model weights of an mmengine checkpoint ({'state_dict': ...}) or of a bare state dict."""
+    state = ckpt.get('state_dict', ckpt)
+    if not isinstance(state, dict) or not state or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise CheckpointError(f'{path!r} has no model weights (expected a state dict of tensors)')
+    return state
+
+
+def load_checkpoint(
+    path: str, model: Optional[nn.Module] = None, strict: bool = True, map_location: Any = 'cpu'
+) -> Dict[str, Any]:
+    """Read ``path`` safely and, when ``model`` is given, load its weights into it. Returns the checkpoint."""
+    ckpt = read_checkpoint(path, map_location)
+    if model is not None:
+        state = state_dict_of(ckpt, path)
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        if strict and (missing or unexpected):
+            raise CheckpointError(
+                f'{path!r} does not fit this model: missing keys {missing[:5]}{"..." if len(missing) > 5 else ""}, '
+                f'unexpected keys {unexpected[:5]}{"..." if len(unexpected) > 5 else ""}. Was it trained from another '
+                'config (encoding, model size)?'
+            )
+    return ckpt

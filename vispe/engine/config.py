@@ -1,0 +1,79 @@
+"""Config loading for the tools: --cfg-options, device-aware defaults, and typo checks mmengine lacks."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import os.path as osp
+from typing import List, Optional
+
+import torch
+from mmengine.config import Config, DictAction
+from mmengine.runner import Runner
+
+# Top-level keys Runner.from_cfg reads, plus the ones vispe's tools read.
+RUNNER_KEYS = frozenset(p for p in inspect.signature(Runner.__init__).parameters if p not in ('self', 'cfg'))
+VISPE_KEYS = frozenset({'train_resolution', 'custom_imports', 'max_epochs'})
+
+
+class ConfigError(ValueError):
+    """A config that would run, but not as its author meant."""
+
+
+def check_config(cfg: Config) -> None:
+    """Reject top-level keys that look like typos of keys the Runner reads (mmengine would ignore them).
+
+    Other unknown keys are allowed: configs often hold helper variables (``shapes2d = dict(...)``).
+    """
+    known = sorted(RUNNER_KEYS | VISPE_KEYS)
+    for key in cfg.keys():
+        if key in RUNNER_KEYS or key in VISPE_KEYS:
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+        if close:
+            raise ConfigError(
+                f'config key {key!r} is not read by the Runner and would be silently ignored; did you mean {close[0]!r}?'
+            )
+    if 'model' not in cfg:
+        raise ConfigError("config has no 'model'; inherit one from configs/_base_/models/ or define model=dict(...)")
+
+
+def load_config(path: str, cfg_options: Optional[dict] = None, work_dir: Optional[str] = None) -> Config:
+    """Config.fromfile + --cfg-options + checks; work_dir defaults to work_dirs/<config name>."""
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'config file {path!r} does not exist (configs live under configs/, e.g. configs/vit/)')
+    cfg = Config.fromfile(path)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    check_config(cfg)
+    if work_dir is not None:
+        cfg.work_dir = work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('work_dirs', osp.splitext(osp.basename(path))[0])
+    return cfg
+
+
+def setup_distributed_backend(cfg: Config) -> None:
+    """nccl on GPU, gloo on CPU, unless the config chose one."""
+    env = cfg.setdefault('env_cfg', {})
+    dist_cfg = env.setdefault('dist_cfg', {})
+    dist_cfg.setdefault('backend', 'nccl' if torch.cuda.is_available() else 'gloo')
+
+
+def enable_amp(cfg: Config) -> None:
+    """bf16 autocast through mmengine's AmpOptimWrapper (it needs an accelerator)."""
+    if not torch.cuda.is_available():
+        raise ConfigError('--amp uses mmengine AmpOptimWrapper, which needs a GPU; drop --amp on CPU')
+    cfg.optim_wrapper.type = 'AmpOptimWrapper'
+    cfg.optim_wrapper.dtype = 'bfloat16'
+
+
+def common_parser_args(parser) -> None:
+    parser.add_argument('config', help='config file, e.g. configs/vit/vit_tiny_rope_mixed_shapes2d_position.py')
+    parser.add_argument(
+        '--cfg-options', nargs='+', action=DictAction, default=None,
+        help='override config entries, e.g. train_cfg.max_epochs=2 model.backbone.encoding=rope_axial',
+    )
+
+
+__all__: List[str] = ['ConfigError', 'check_config', 'load_config', 'setup_distributed_backend', 'enable_amp']

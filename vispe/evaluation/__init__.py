@@ -1,0 +1,1 @@
+"""Evaluation at unseen resolutions, benchmarks and plots."""

@@ -1,0 +1,57 @@
+"""Image classification as an mmengine model: a vispe ViT, cross-entropy, top-1 predictions."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Union
+
+import torch
+import torch.nn.functional as F
+from mmengine.model import BaseModel
+
+from vispe.backbones.vit import create_model
+from vispe.registry import MODELS
+
+
+@MODELS.register_module()
+class ImageClassifier(BaseModel):
+    """Wraps ``vispe.create_model(**backbone)`` for mmengine's Runner.
+
+    Args:
+        backbone: keyword arguments of ``vispe.create_model``: ``model_name`` (any timm ViT name),
+            ``encoding`` and timm keyword arguments (img_size, patch_size, embed_dim, num_classes, ...).
+        label_smoothing: cross-entropy label smoothing.
+        data_preprocessor: mmengine data preprocessor config (default: move the batch to the device).
+
+    Batches are dicts ``{'inputs': (B, C, H, W), 'labels': (B,)}``. ``mode='loss'`` returns
+    ``{'loss': ...}``, ``mode='predict'`` one dict per sample (``pred``, ``label``, ``score``), and
+    ``mode='tensor'`` the logits.
+    """
+
+    def __init__(
+        self,
+        backbone: Dict[str, Any],
+        label_smoothing: float = 0.0,
+        data_preprocessor: Optional[dict] = None,
+        init_cfg: Optional[dict] = None,
+    ) -> None:
+        super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        backbone = dict(backbone)
+        if 'model_name' not in backbone:
+            raise ValueError("ImageClassifier needs backbone=dict(model_name='vit_tiny_patch16_224', encoding=..., ...)")
+        self.backbone = create_model(backbone.pop('model_name'), **backbone)
+        self.label_smoothing = label_smoothing
+
+    def forward(
+        self, inputs: torch.Tensor, labels: Optional[torch.Tensor] = None, mode: str = 'tensor'
+    ) -> Union[torch.Tensor, Dict[str, torch.Tensor], List[Dict[str, torch.Tensor]]]:
+        logits = self.backbone(inputs)  # (B, num_classes)
+        if mode == 'tensor':
+            return logits
+        if labels is None:
+            raise ValueError(f"mode={mode!r} needs labels in the batch ('labels' key)")
+        if mode == 'loss':
+            return {'loss': F.cross_entropy(logits, labels, label_smoothing=self.label_smoothing)}
+        if mode == 'predict':
+            scores = logits.float().softmax(-1)
+            return [{'pred': s.argmax(), 'score': s.max(), 'label': y} for s, y in zip(scores, labels)]
+        raise ValueError(f"mode must be 'loss', 'predict' or 'tensor', got {mode!r}")
