@@ -294,21 +294,29 @@ def from_eva_rope(model_name: str, pretrained: bool = False, **kwargs: Any) -> V
 
 def create_model(
     model_name: str, encoding: EncodingSpec = 'default', pretrained: bool = False, **kwargs: Any
-) -> VisionTransformerPE:
+) -> nn.Module:
     """Build any timm ViT name with ``encoding``; extra keyword arguments go to ``timm.create_model``.
 
     ``encoding='default'`` keeps what the name implies: the learned table of a plain ViT, the rotary encoding
-    of timm's ``*_rope_*`` models, the encoding in a vispe-registered name.
+    of timm's ``*_rope_*`` models, the encoding in a vispe-registered name. ``features_only=True`` (with
+    ``out_indices``) returns timm's feature wrapper around the converted model, as timm does for its ViTs.
     """
+    features_only = kwargs.pop('features_only', False)
+    feature_kwargs = {k: kwargs.pop(k) for k in ('out_indices', 'feature_cls', 'output_fmt') if k in kwargs}
     if eva_rope_base(model_name) is not None:
         model = from_eva_rope(model_name, pretrained=pretrained, **kwargs)
-        return model if encoding == 'default' else apply_encoding(model, encoding)
-    model = timm.create_model(model_name, pretrained=pretrained, **kwargs)
-    if isinstance(model, VisionTransformerPE):
-        return model if encoding == 'default' else apply_encoding(model, encoding)
-    if encoding == 'default':
-        encoding = 'ape_learned' if model.pos_embed is not None else None
-    return apply_encoding(model, encoding)
+    else:
+        model = timm.create_model(model_name, pretrained=pretrained, **kwargs)
+        if encoding == 'default' and not isinstance(model, VisionTransformerPE):
+            encoding = 'ape_learned' if getattr(model, 'pos_embed', None) is not None else None
+    if encoding != 'default':
+        model = apply_encoding(model, encoding)
+    if features_only:
+        from timm.models._features import FeatureGetterNet
+
+        feature_kwargs.pop('feature_cls', None)
+        return FeatureGetterNet(model, **{'out_indices': 3, **feature_kwargs})
+    return model
 
 
 # --- timm names for vispe's 2D encodings ---------------------------------------------------------------------------

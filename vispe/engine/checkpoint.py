@@ -65,14 +65,15 @@ def read_checkpoint(path: str, map_location: Any = 'cpu') -> Dict[str, Any]:
             ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
         msg = str(err)
-        detail = next((line.strip() for line in msg.splitlines() if 'Unsupported global' in line
-                       or 'Can only' in line or 'unrecognized function' in line), '')
-        if detail:
+        detail = next((line.strip() for line in msg.splitlines()
+                       if any(w in line for w in ('GLOBAL', 'Can only', 'unrecognized', 'blocked'))), '')
+        if detail:  # torch refused an object outside the allow-list
             raise CheckpointError(
                 f'{path!r} holds objects outside the allow-list and was not loaded (weights_only=True keeps pickled '
                 f'code from running): {detail.split(". Please use")[0]}'
             ) from None
-        raise CheckpointError(f'{path!r} is not a PyTorch checkpoint ({msg.splitlines()[0] if msg else err})') from None
+        last = [line for line in msg.splitlines() if line.strip()]
+        raise CheckpointError(f'{path!r} is not a PyTorch checkpoint ({last[-1] if last else err})') from None
     except Exception as err:  # torch.load raises many types on foreign or truncated files
         raise CheckpointError(
             f'{path!r} is not a PyTorch checkpoint (torch.load failed: {type(err).__name__}: {err})'
@@ -97,7 +98,10 @@ def load_checkpoint(
     ckpt = read_checkpoint(path, map_location)
     if model is not None:
         state = state_dict_of(ckpt, path)
-        missing, unexpected = model.load_state_dict(state, strict=False)
+        try:
+            missing, unexpected = model.load_state_dict(state, strict=False)
+        except RuntimeError as err:  # shape mismatches raise even with strict=False
+            raise CheckpointError(f'{path!r} does not fit this model: {err}') from None
         if strict and (missing or unexpected):
             raise CheckpointError(
                 f'{path!r} does not fit this model: missing keys {missing[:5]}{"..." if len(missing) > 5 else ""}, '

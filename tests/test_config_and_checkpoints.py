@@ -1,0 +1,75 @@
+"""Bad configs and bad checkpoint files get errors that say what to fix."""
+
+import hashlib
+import os
+
+import pytest
+import torch
+
+from vispe.engine.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
+from vispe.engine.config import ConfigError, load_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG = os.path.join(ROOT, 'configs/vit/vit_tiny_rope_mixed_shapes2d_position.py')
+
+
+def test_config_key_typo_is_rejected(tmp_path):
+    path = tmp_path / 'typo.py'
+    path.write_text(f"_base_ = ['{CONFIG}']\noptim_wraper = dict(optimizer=dict(type='SGD', lr=0.1))\n")
+    with pytest.raises(ConfigError, match="'optim_wraper'.*did you mean 'optim_wrapper'"):
+        load_config(str(path))
+
+
+def test_config_helper_variables_are_allowed(tmp_path):
+    path = tmp_path / 'helpers.py'
+    path.write_text(f"_base_ = ['{CONFIG}']\nimg_scale = 32\n")
+    cfg = load_config(str(path))
+    assert cfg.img_scale == 32 and cfg.work_dir.endswith('helpers')
+
+
+def test_missing_config_names_the_path():
+    with pytest.raises(FileNotFoundError, match='nope.py'):
+        load_config('configs/nope.py')
+
+
+def sha(path):
+    return hashlib.sha256(open(path, 'rb').read()).hexdigest()
+
+
+@pytest.mark.parametrize('content', [b'not a checkpoint at all', b'PK\x03\x04 truncated zip', b''])
+def test_non_checkpoint_is_refused_and_left_intact(tmp_path, content):
+    path = tmp_path / 'model.pth'
+    path.write_bytes(content)
+    before = sha(path)
+    with pytest.raises(CheckpointError, match='is not a PyTorch checkpoint'):
+        read_checkpoint(str(path))
+    assert sha(path) == before
+
+
+def test_pickled_code_is_refused(tmp_path):
+    class Boom:
+        def __reduce__(self):
+            return (os.system, (f'touch {tmp_path}/pwned',))
+
+    path = tmp_path / 'evil.pth'
+    torch.save({'state_dict': {}, 'payload': Boom()}, str(path))
+    with pytest.raises(CheckpointError, match='allow-list'):
+        read_checkpoint(str(path))
+    assert not (tmp_path / 'pwned').exists()
+
+
+def test_weights_that_do_not_fit_name_the_keys(tmp_path):
+    path = tmp_path / 'w.pth'
+    torch.save({'state_dict': {'weight': torch.zeros(2, 2)}}, str(path))
+    with pytest.raises(CheckpointError, match='(?s)does not fit this model.*size mismatch'):
+        load_checkpoint(str(path), torch.nn.Linear(2, 3))
+    with pytest.raises(CheckpointError, match=r"missing keys \['0.weight'"):
+        load_checkpoint(str(path), torch.nn.Sequential(torch.nn.Linear(2, 2)))
+    model = torch.nn.Linear(2, 2, bias=False)
+    load_checkpoint(str(path), model)
+    assert torch.equal(model.weight, torch.zeros(2, 2))
+
+
+def test_missing_checkpoint():
+    with pytest.raises(FileNotFoundError, match='ghost.pth'):
+        read_checkpoint('ghost.pth')
