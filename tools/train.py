@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mmengine.runner import Runner  # noqa: E402
 
 from vispe.engine.checkpoint import allow_mmengine_checkpoints  # noqa: E402
+from vispe.engine.distributed import setup_cpu_distributed  # noqa: E402
 from vispe.engine.config import ConfigError, common_parser_args, enable_amp, load_config, setup_distributed_backend  # noqa: E402
 
 
@@ -40,6 +41,7 @@ def main():
     except (ConfigError, FileNotFoundError) as err:
         sys.exit(f'error: {err}')
     setup_distributed_backend(cfg)
+    setup_cpu_distributed(cfg)
     allow_mmengine_checkpoints()
     runner = Runner.from_cfg(cfg)
     runner.train()

@@ -27,7 +27,7 @@ PARAM_SCHEDULERS = Registry('parameter scheduler', parent=mm.PARAM_SCHEDULERS, s
 DATA_SAMPLERS = Registry('data sampler', parent=mm.DATA_SAMPLERS, scope='vispe')
 FUNCTIONS = Registry('function', parent=mm.FUNCTIONS, scope='vispe')
 EVALUATOR = Registry('evaluator', parent=mm.EVALUATOR, scope='vispe')
-MODEL_WRAPPERS = Registry('model_wrapper', parent=mm.MODEL_WRAPPERS, scope='vispe')
+MODEL_WRAPPERS = Registry('model_wrapper', parent=mm.MODEL_WRAPPERS, scope='vispe', locations=['vispe.engine'])
 WEIGHT_INITIALIZERS = Registry('weight initializer', parent=mm.WEIGHT_INITIALIZERS, scope='vispe')
 VISUALIZERS = Registry('visualizer', parent=mm.VISUALIZERS, scope='vispe')
 VISBACKENDS = Registry('vis_backend', parent=mm.VISBACKENDS, scope='vispe')

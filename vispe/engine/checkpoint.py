@@ -60,9 +60,10 @@ def read_checkpoint(path: str, map_location: Any = 'cpu') -> Dict[str, Any]:
     """torch.load a file with weights_only=True and the mmengine allow-list; clear errors for bad files."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f'checkpoint {path!r} does not exist')
+    # process-wide, not torch's safe_globals() context: leaving that context removes the entries for everyone
+    allow_mmengine_checkpoints()
     try:
-        with torch.serialization.safe_globals(mmengine_safe_globals()):
-            ckpt = torch.load(path, map_location=map_location, weights_only=True)
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
         msg = str(err)
         detail = next((line.strip() for line in msg.splitlines()

@@ -1,0 +1,34 @@
+"""Distributed training on CPU (gloo) with mmengine 0.10.7.
+
+mmengine's pytorch launcher calls ``torch.cuda.set_device`` and wraps the model with ``device_ids=[LOCAL_RANK]``,
+both of which fail without a GPU. On CPU vispe starts the gloo process group itself (mmengine then skips its
+own init) and wraps the model with ``CPUDistributedDataParallel``. On GPU nothing changes.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from mmengine.model import MMDistributedDataParallel
+
+from vispe.registry import MODEL_WRAPPERS
+
+
+@MODEL_WRAPPERS.register_module()
+class CPUDistributedDataParallel(MMDistributedDataParallel):
+    """mmengine's DDP wrapper for CPU modules, which DDP requires to get ``device_ids=None``."""
+
+    def __init__(self, module, device_ids=None, **kwargs):
+        super().__init__(module=module, device_ids=None, **kwargs)
+
+
+def setup_cpu_distributed(cfg) -> None:
+    """With a launcher and no GPU: init the gloo process group and pick the CPU DDP wrapper."""
+    if cfg.get('launcher', 'none') == 'none' or torch.cuda.is_available():
+        return
+    if not dist.is_initialized():
+        backend = cfg.get('env_cfg', {}).get('dist_cfg', {}).get('backend', 'gloo')
+        dist.init_process_group(backend=backend)
+    if cfg.get('model_wrapper_cfg') is None:
+        # scoped key: mmengine's wrap_model looks the type up in its root registry
+        cfg.model_wrapper_cfg = dict(type='vispe.CPUDistributedDataParallel', broadcast_buffers=False)
