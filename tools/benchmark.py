@@ -1,4 +1,4 @@
-"""Time one training step (forward + backward) of a ViT, or of one attention layer, per positional encoding.
+r"""Time one training step (forward + backward) of a ViT, or of one attention layer, per positional encoding.
 
     python tools/benchmark.py --model vit_small_patch16_224 --img-size 224 --batch-size 8 \
         --encodings ape_learned rope_axial rope_mixed --repeats 10 [--level attention] [--device cuda]

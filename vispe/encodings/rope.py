@@ -3,9 +3,10 @@ Vision Transformer", ECCV 2024).
 
 Channel layout follows timm's naver-ai RoPE-ViT models, so their weights load unchanged: pairs are
 interleaved (channels 2j, 2j+1 form pair j) and, for images, the first half of the pairs rotates with the
-column (x) and the second half with the row (y). Prefix tokens are left unrotated (cos = 1, sin = 0 rows
-in the tables, which avoids slicing q and k). Angles and sin/cos are computed in float32 even under
-autocast. Hook: rotate, q and k (B, H, N_total, d) -> same.
+column (x) and the second half with the row (y). A pair is rotated as one complex multiplication,
+(x_2j + i x_2j+1) * e^(i angle), which is the same maths as timm's cos/sin form at about half the time and
+memory. Prefix tokens are left unrotated (e^(i 0) rows in the table, which avoids slicing q and k). Angles
+and the rotation are computed in float32 even under autocast. Hook: rotate, q and k (B, H, N_total, d) -> same.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Tuple
 
 import torch
 import torch.nn.functional as F
-from timm.layers.pos_embed_sincos import apply_rot_embed, init_random_2d_freqs
+from timm.layers.pos_embed_sincos import init_random_2d_freqs
 from torch import nn
 
 from vispe.encodings.base import Encoding, GridTableCache
@@ -30,22 +31,19 @@ def axial_frequencies(head_dim: int, ndim: int, theta: float) -> torch.Tensor:
     return 1.0 / theta ** (torch.arange(per_axis, dtype=torch.float32) / per_axis)
 
 
-def rotary_tables(angles: torch.Tensor, num_prefix: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Interleaved (cos, sin) tables (..., num_prefix + N, d) from angles (..., N, d/2), float32.
+def rotary_table(angles: torch.Tensor, num_prefix: int) -> torch.Tensor:
+    """Complex table e^(i angle) (..., num_prefix + N, d/2) from angles (..., N, d/2), complex64.
 
-    Prefix rows get cos = 1 and sin = 0: those tokens pass through unrotated.
+    Prefix rows are 1: those tokens pass through unrotated.
     """
-    cos = angles.cos().repeat_interleave(2, dim=-1)
-    sin = angles.sin().repeat_interleave(2, dim=-1)
-    if num_prefix:
-        pad = [0, 0, num_prefix, 0]
-        cos, sin = F.pad(cos, pad, value=1.0), F.pad(sin, pad, value=0.0)
-    return cos, sin
+    table = torch.polar(torch.ones_like(angles), angles.float())
+    return F.pad(table, [0, 0, num_prefix, 0], value=1.0) if num_prefix else table
 
 
-def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-    """Rotate q and k (B, H, N, d); the tables broadcast against them: (N, d), (H, N, d) or (B, 1|H, N, d)."""
-    return apply_rot_embed(q, sin, cos), apply_rot_embed(k, sin, cos)
+def rotate_pairs(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """Rotate interleaved channel pairs of x (B, H, N, d) by a complex table broadcastable to (B, H, N, d/2)."""
+    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(pairs * table).flatten(-2).type_as(x)
 
 
 @ENCODINGS.register_module(name='rope_axial')
@@ -69,10 +67,10 @@ class RoPEAxial(Encoding):
         return torch.cat(per_axis, dim=-1)
 
     def rotate(self, q, k, pos: Positions):
-        cos, sin = self._cache.get(pos.cache_key(), lambda: rotary_tables(self.angles(pos.coords), pos.num_prefix))
-        if cos.dim() == 3:  # per-sample positions: (B, N, d) -> (B, 1, N, d), shared by the heads
-            cos, sin = cos[:, None], sin[:, None]
-        return apply_rotary(q, k, cos, sin)
+        table = self._cache.get(pos.cache_key(), lambda: rotary_table(self.angles(pos.coords), pos.num_prefix))
+        if table.dim() == 3:  # per-sample positions: (B, N, d/2) -> (B, 1, N, d/2), shared by the heads
+            table = table[:, None]
+        return rotate_pairs(q, table), rotate_pairs(k, table)
 
 
 @ENCODINGS.register_module(name='rope_mixed')
@@ -109,8 +107,8 @@ class RoPEMixed(Encoding):
         return col[..., None, :, None] * freqs[0, :, None] + row[..., None, :, None] * freqs[1, :, None]
 
     def rotate(self, q, k, pos: Positions):
-        cos, sin = rotary_tables(self.angles(pos.coords), pos.num_prefix)
-        return apply_rotary(q, k, cos, sin)
+        table = rotary_table(self.angles(pos.coords), pos.num_prefix)  # (..., H, N, d/2)
+        return rotate_pairs(q, table), rotate_pairs(k, table)
 
 
-__all__ = ['RoPEAxial', 'RoPEMixed', 'axial_frequencies', 'rotary_tables', 'apply_rotary']
+__all__ = ['RoPEAxial', 'RoPEMixed', 'axial_frequencies', 'rotary_table', 'rotate_pairs']

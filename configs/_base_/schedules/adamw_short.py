@@ -1,5 +1,5 @@
 # AdamW with a one-epoch linear warm-up and cosine decay; no weight decay on positional tables and frequencies.
-max_epochs = 10
+max_epochs = 15
 optim_wrapper = dict(
     type='OptimWrapper',
     optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.05),
