@@ -23,10 +23,27 @@ from vispe.evaluation.benchmark import (
     write_report,
 )
 
-TINY = dict(model='vit_tiny_patch16_224', img_size=(32, 32), batch_size=2, warmup=1, repeats=3,
-            model_kwargs=dict(patch_size=8, depth=2))
-REPORT_KEYS = {'model', 'img_size', 'batch_size', 'level', 'device', 'threads', 'torch', 'repeats', 'baseline',
-               'results', 'memory_method'}
+TINY = dict(
+    model='vit_tiny_patch16_224',
+    img_size=(32, 32),
+    batch_size=2,
+    warmup=1,
+    repeats=3,
+    model_kwargs=dict(patch_size=8, depth=2),
+)
+REPORT_KEYS = {
+    'model',
+    'img_size',
+    'batch_size',
+    'level',
+    'device',
+    'threads',
+    'torch',
+    'repeats',
+    'baseline',
+    'results',
+    'memory_method',
+}
 RESULT_KEYS = {'encoding', 'median_ms', 'min_ms', 'ratio', 'peak_mb'}
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -119,7 +136,8 @@ def test_cpu_peak_memory_counts_live_tensors() -> None:
 
 def test_default_out_path() -> None:
     assert default_out_path('vit_small_patch16_224', (224, 224), 'model') == Path(
-        'outputs/benchmark/vit_small_patch16_224_224_model.json')
+        'outputs/benchmark/vit_small_patch16_224_224_model.json'
+    )
     assert default_out_path('m', (224, 320), 'attention').name == 'm_224x320_attention.json'
 
 
@@ -139,8 +157,23 @@ def test_cli_unknown_encoding_is_one_line_exit_2(capsys: pytest.CaptureFixture) 
 
 def test_cli_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / 'b.json'
-    argv = ['--model', 'vit_tiny_patch16_224', '--img-size', '32', '48', '--batch-size', '1', '--encodings',
-            'rope_axial', '--warmup', '0', '--repeats', '1', '--out', str(out)]
+    argv = [
+        '--model',
+        'vit_tiny_patch16_224',
+        '--img-size',
+        '32',
+        '48',
+        '--batch-size',
+        '1',
+        '--encodings',
+        'rope_axial',
+        '--warmup',
+        '0',
+        '--repeats',
+        '1',
+        '--out',
+        str(out),
+    ]
     assert load_tool().main(argv) == 0
     report = json.loads(out.read_text())
     assert report['img_size'] == [32, 48]

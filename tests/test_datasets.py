@@ -40,6 +40,7 @@ def dominant(image: np.ndarray, channel: int) -> np.ndarray:
 # Shapes2D: determinism, splits, sizes
 # ---------------------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize('task', TASKS)
 def test_same_seed_split_index_gives_identical_items(task: str) -> None:
     a, b = Shapes2D(task=task, num_samples=10, seed=3), Shapes2D(task=task, num_samples=10, seed=3)
@@ -154,6 +155,7 @@ def test_rendering_is_fast() -> None:
 # Shapes2D: labels agree with the pixels
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def test_position_label_matches_centroid_cell() -> None:
     ds = Shapes2D(task='position', num_samples=200)
     for i in range(200):
@@ -243,7 +245,8 @@ def test_image_folder_normalises_and_falls_back_to_root(tmp_path: Path) -> None:
     ds = ImageFolderDataset(tmp_path, split='val', image_size=(8, 12))
     item = ds[0]
     assert item['inputs'].shape == (3, 8, 12) and ds.classes == ['cat', 'dog'] and item['labels'] == 0
-    expected = (torch.tensor([1.0, 0.0, 0.0]) - torch.tensor([0.485, 0.456, 0.406])) / torch.tensor([0.229, 0.224, 0.225])
+    mean, std = torch.tensor([0.485, 0.456, 0.406]), torch.tensor([0.229, 0.224, 0.225])
+    expected = (torch.tensor([1.0, 0.0, 0.0]) - mean) / std
     torch.testing.assert_close(item['inputs'][:, 4, 6], expected, atol=1e-3, rtol=0)
 
 
@@ -276,8 +279,10 @@ def test_cifar10_incomplete_folder(tmp_path: Path) -> None:
         CIFAR10Dataset(tmp_path, split='val')
 
 
-@pytest.mark.skipif(not (Path(__file__).parents[1] / 'data/cifar10/cifar-10-batches-py').is_dir(),
-                    reason='CIFAR-10 not placed under data/cifar10 (see data/README.md)')
+@pytest.mark.skipif(
+    not (Path(__file__).parents[1] / 'data/cifar10/cifar-10-batches-py').is_dir(),
+    reason='CIFAR-10 not placed under data/cifar10 (see data/README.md)',
+)
 def test_cifar10_real_data() -> None:
     ds = CIFAR10Dataset(Path(__file__).parents[1] / 'data/cifar10', split='test')
     item = ds[0]

@@ -72,7 +72,8 @@ def test_eval_resolution_writes_the_json_and_plot(trained, tmp_path):
     assert results['train_resolution'] == 32 and results['metric'] == 'accuracy'
     rows = results['results']
     assert {(r['strategy'], r['resolution']) for r in rows} == {
-        (s, r) for s in ('bicubic', 'bilinear', 'nearest') for r in (32, 48)}
+        (s, r) for s in ('bicubic', 'bilinear', 'nearest') for r in (32, 48)
+    }
     assert all(r['encoding'] == 'ape_learned' and 0 <= r['value'] <= 100 for r in rows)
     assert (out / 'results.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     assert 'bicubic' in proc.stdout and 'results.json' in proc.stdout
@@ -80,8 +81,18 @@ def test_eval_resolution_writes_the_json_and_plot(trained, tmp_path):
 
 def test_eval_resolution_rejects_unknown_strategy(trained, tmp_path):
     config, ckpt, _, _ = trained
-    proc = run_tool('tools/eval_resolution.py', config, ckpt, '--resolutions', '32', '--strategy', 'yarn',
-                    '--out', str(tmp_path), check=False)
+    proc = run_tool(
+        'tools/eval_resolution.py',
+        config,
+        ckpt,
+        '--resolutions',
+        '32',
+        '--strategy',
+        'yarn',
+        '--out',
+        str(tmp_path),
+        check=False,
+    )
     assert proc.returncode != 0 and "strategies ['yarn'] are not supported" in proc.stderr
 
 
@@ -137,9 +148,25 @@ def test_ddp_two_processes_gloo(tmp_path):
     config = tiny_config(tmp_path, samples=32)
     work = tmp_path / 'work'
     proc = subprocess.run(
-        [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2', '--master_port', '29517',
-         'tools/train.py', config, '--work-dir', str(work), '--launcher', 'pytorch'],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            '-m',
+            'torch.distributed.run',
+            '--nproc_per_node',
+            '2',
+            '--master_port',
+            '29517',
+            'tools/train.py',
+            config,
+            '--work-dir',
+            str(work),
+            '--launcher',
+            'pytorch',
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]

@@ -14,8 +14,9 @@ def timm_tiny(**overrides):
 
 
 def test_create_model_any_timm_vit_and_lists():
-    model = vispe.create_model('vit_small_patch16_224', encoding=['rope_mixed', 'ape_learned'], num_classes=10,
-                               img_size=64, depth=2)
+    model = vispe.create_model(
+        'vit_small_patch16_224', encoding=['rope_mixed', 'ape_learned'], num_classes=10, img_size=64, depth=2
+    )
     assert isinstance(model, timm.models.VisionTransformer)
     assert set(model.encoding_names) == {'rope_mixed', 'ape_learned'}
     assert 'rope_mixed' in model.blocks[1].attn.pe and 'ape_learned' in model.pe
@@ -70,11 +71,14 @@ def test_timm_own_names_are_not_overwritten():
     assert type(timm.create_model('vit_small_patch16_rope_224', depth=1)).__name__ == 'Eva'
 
 
-@pytest.mark.parametrize('name, encodings', [
-    ('vit_small_patch16_rope_224', ['rope_axial']),
-    ('vit_small_patch16_rope_mixed_224', ['rope_mixed']),
-    ('vit_small_patch16_rope_mixed_ape_224', ['ape_learned', 'rope_mixed']),
-])
+@pytest.mark.parametrize(
+    'name, encodings',
+    [
+        ('vit_small_patch16_rope_224', ['rope_axial']),
+        ('vit_small_patch16_rope_mixed_224', ['rope_mixed']),
+        ('vit_small_patch16_rope_mixed_ape_224', ['ape_learned', 'rope_mixed']),
+    ],
+)
 def test_loads_timm_naver_rope_weights(name, encodings):
     """Random-init timm RoPE-ViT: its state dict maps key for key, and the outputs match."""
     kwargs = dict(depth=2, num_classes=7, dynamic_img_size=True)
@@ -99,7 +103,11 @@ def test_forward_intermediates_contract():
 
 
 def test_features_only_through_timm():
-    model = timm.create_model('vit_tiny_patch16_rope_axial_224', features_only=True, out_indices=(1,), **{
-        k: v for k, v in TINY_VIT.items() if k != 'num_classes'})
+    model = timm.create_model(
+        'vit_tiny_patch16_rope_axial_224',
+        features_only=True,
+        out_indices=(1,),
+        **{k: v for k, v in TINY_VIT.items() if k != 'num_classes'},
+    )
     (feat,) = model(torch.randn(1, 3, 32, 32))
     assert feat.shape == (1, 64, 4, 4)

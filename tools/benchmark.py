@@ -33,8 +33,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--model', default='vit_small_patch16_224', help='any timm ViT name')
     p.add_argument('--img-size', type=int, nargs='+', default=[224], metavar='N', help='S, or H W')
     p.add_argument('--batch-size', type=int, default=8)
-    p.add_argument('--encodings', nargs='+', default=None,
-                   help="encoding names ('a+b' combines two); default: every registered one. The baseline is added")
+    p.add_argument(
+        '--encodings',
+        nargs='+',
+        default=None,
+        help="encoding names ('a+b' combines two); default: every registered one. The baseline is added",
+    )
     p.add_argument('--baseline', default='ape_learned', help="ratio denominator ('sdpa' allowed at attention level)")
     p.add_argument('--level', choices=LEVELS, default='model')
     p.add_argument('--warmup', type=int, default=3, help='untimed steps per encoding')
@@ -56,9 +60,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = BenchmarkConfig(
-        model=args.model, img_size=normalize_img_size(args.img_size), batch_size=args.batch_size,
-        encodings=args.encodings, baseline=args.baseline, level=args.level, warmup=args.warmup,
-        repeats=args.repeats, device=args.device, seed=args.seed,
+        model=args.model,
+        img_size=normalize_img_size(args.img_size),
+        batch_size=args.batch_size,
+        encodings=args.encodings,
+        baseline=args.baseline,
+        level=args.level,
+        warmup=args.warmup,
+        repeats=args.repeats,
+        device=args.device,
+        seed=args.seed,
     )
     try:
         subjects = build_subjects(cfg)

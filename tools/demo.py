@@ -30,8 +30,8 @@ def run(cmd):
     subprocess.run([sys.executable, *cmd], cwd=ROOT, check=True)
 
 
-def final_checkpoint(work_dir):
-    """The last checkpoint of a finished run, or None."""
+def final_checkpoint(config, work_dir):
+    """The last checkpoint of a run of ``config`` that finished, or None."""
     from mmengine.config import Config
 
     pointer = os.path.join(work_dir, 'last_checkpoint')
@@ -39,19 +39,20 @@ def final_checkpoint(work_dir):
         return None
     with open(pointer) as f:
         ckpt = f.read().strip()
-    max_epochs = Config.fromfile(os.path.join(work_dir, 'config.py')).train_cfg.max_epochs
+    max_epochs = Config.fromfile(os.path.join(ROOT, config)).train_cfg.max_epochs
     return ckpt if os.path.basename(ckpt) == f'epoch_{max_epochs}.pth' and os.path.isfile(ckpt) else None
 
 
 def train_and_eval(encoding):
     config, work_dir = CONFIG.format(encoding), os.path.join(OUT, encoding)
-    ckpt = final_checkpoint(work_dir) if os.path.isdir(work_dir) else None
+    ckpt = final_checkpoint(config, work_dir)
     if ckpt:
-        console.print(f'{encoding}: reusing {os.path.relpath(ckpt, ROOT)} (delete {os.path.relpath(OUT, ROOT)} to retrain)')
+        rel = os.path.relpath
+        console.print(f'{encoding}: reusing {rel(ckpt, ROOT)} (delete {rel(OUT, ROOT)} to retrain)')
     else:
         resume = ['--resume'] if os.path.isfile(os.path.join(work_dir, 'last_checkpoint')) else []
         run(['tools/train.py', config, '--work-dir', work_dir, *resume])
-        ckpt = final_checkpoint(work_dir)
+        ckpt = final_checkpoint(config, work_dir)
     eval_dir = os.path.join(work_dir, 'eval')
     run(['tools/eval_resolution.py', config, ckpt, '--resolutions', *RESOLUTIONS, '--out', eval_dir, '--no-progress'])
     with open(os.path.join(eval_dir, 'results.json')) as f:
@@ -62,8 +63,13 @@ def main():
     start = time.time()
     results = [train_and_eval(enc) for enc in ENCODINGS]
     rows = [row for r in results for row in r['results']]
-    summary = {'task': 'shapes2d position', 'train_resolution': results[0]['train_resolution'], 'metric': 'accuracy',
-               'runs': results, 'results': rows}
+    summary = {
+        'task': 'shapes2d position',
+        'train_resolution': results[0]['train_resolution'],
+        'metric': 'accuracy',
+        'runs': results,
+        'results': rows,
+    }
     json_path = write_json(summary, os.path.join(OUT, 'summary.json'))
     png_path = plot_results(rows, os.path.join(OUT, 'summary.png'), train_resolution=summary['train_resolution'])
     console.print(results_table(rows, title='shapes2d position: top-1 accuracy (%) by test resolution (trained at 32)'))

@@ -22,26 +22,37 @@ def main():
     parser = argparse.ArgumentParser(description='Evaluate a vispe checkpoint at unseen resolutions')
     common_parser_args(parser)
     parser.add_argument('checkpoint')
-    parser.add_argument('--resolutions', nargs='+', type=R.parse_resolution, required=True,
-                        help='image sizes: 32 48 64, or HxW such as 48x64')
-    parser.add_argument('--strategy', nargs='+', default=None,
-                        help="resolution strategies (default: every one the model's encodings support)")
+    parser.add_argument(
+        '--resolutions',
+        nargs='+',
+        type=R.parse_resolution,
+        required=True,
+        help='image sizes: 32 48 64, or HxW such as 48x64',
+    )
+    parser.add_argument(
+        '--strategy',
+        nargs='+',
+        default=None,
+        help="resolution strategies (default: every one the model's encodings support)",
+    )
     parser.add_argument('--out', required=True, help='output folder for results.json and results.png')
     parser.add_argument('--device', default=None, help='cpu or cuda (default: cuda when available)')
     parser.add_argument('--no-progress', action='store_true')
     args = parser.parse_args()
     try:
         cfg = load_config(args.config, args.cfg_options)
-        results = R.sweep(cfg, args.checkpoint, args.resolutions, args.strategy, args.device,
-                          show_progress=not args.no_progress)
+        results = R.sweep(
+            cfg, args.checkpoint, args.resolutions, args.strategy, args.device, show_progress=not args.no_progress
+        )
     except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
         sys.exit(f'error: {err}')
     console = Console()
     title = f'{results["metric"]} (%) of {os.path.basename(args.checkpoint)}, trained at {results["train_resolution"]}'
     console.print(R.results_table(results['results'], title=title))
     json_path = R.write_json(results, os.path.join(args.out, 'results.json'))
-    png_path = R.plot_results(results['results'], os.path.join(args.out, 'results.png'),
-                              train_resolution=results['train_resolution'])
+    png_path = R.plot_results(
+        results['results'], os.path.join(args.out, 'results.png'), train_resolution=results['train_resolution']
+    )
     console.print(f'results: {json_path}\nplot: {png_path}')
 
 

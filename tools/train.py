@@ -12,8 +12,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mmengine.runner import Runner  # noqa: E402
 
 from vispe.engine.checkpoint import allow_mmengine_checkpoints  # noqa: E402
-from vispe.engine.distributed import setup_cpu_distributed  # noqa: E402
 from vispe.engine.config import ConfigError, common_parser_args, enable_amp, load_config, setup_distributed_backend  # noqa: E402
+from vispe.engine.distributed import setup_cpu_distributed  # noqa: E402
 
 
 def parse_args():

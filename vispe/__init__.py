@@ -14,6 +14,15 @@ allow_mmengine_checkpoints()  # mmengine's resume then works with torch.load(wei
 TIMM_NAMES = register_timm_names(list_encodings())
 
 __all__ = [
-    'Attention', 'Encoding', 'Positions', 'TIMM_NAMES', 'VisionTransformerPE', 'apply_encoding', 'build_encoding',
-    'create_model', 'grid_positions', 'list_encodings', 'load_checkpoint',
+    'Attention',
+    'Encoding',
+    'Positions',
+    'TIMM_NAMES',
+    'VisionTransformerPE',
+    'apply_encoding',
+    'build_encoding',
+    'create_model',
+    'grid_positions',
+    'list_encodings',
+    'load_checkpoint',
 ]

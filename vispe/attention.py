@@ -61,13 +61,13 @@ class Attention(nn.Module):
         self.pe = nn.ModuleDict(encodings or {})
 
     @classmethod
-    def from_timm(cls, attn: nn.Module, encodings: Optional[dict] = None) -> 'Attention':
+    def from_timm(cls, attn: nn.Module, encodings: Optional[dict] = None) -> Attention:
         """Take over a timm ``Attention``'s submodules (weights included) and add encodings."""
         if type(attn) is not TimmAttention or getattr(attn, 'gate', None) is not None:
             raise TypeError(
-                f'vispe can convert blocks whose attention is timm.layers.Attention without a gate; this model uses '
-                f'{type(attn).__module__}.{type(attn).__name__}. Pick a plain ViT (vit_*, deit_*) or build vispe.Attention '
-                'into the model yourself.'
+                'vispe can convert blocks whose attention is timm.layers.Attention without a gate; this model uses '
+                f'{type(attn).__module__}.{type(attn).__name__}. Pick a plain ViT (vit_*, deit_*) or build '
+                'vispe.Attention into the model yourself.'
             )
         new = cls.__new__(cls)
         nn.Module.__init__(new)

@@ -160,7 +160,7 @@ def _prefix_tokens_absorb_pos(model: VisionTransformer) -> None:
         for token in (model.cls_token, model.reg_token):
             if token is not None:
                 n = token.shape[1]
-                token.add_(model.pos_embed[:, offset:offset + n])
+                token.add_(model.pos_embed[:, offset : offset + n])
                 offset += n
 
 
@@ -182,11 +182,13 @@ def _check_convertible(model: nn.Module) -> None:
     if type(model) not in (VisionTransformer, VisionTransformerPE):
         raise TypeError(
             f'apply_encoding converts timm VisionTransformer models; got {type(model).__name__}, which has its own '
-            'forward. Use a plain timm ViT name (vit_*, deit_* without distillation), or one of timm\'s naver RoPE '
+            "forward. Use a plain timm ViT name (vit_*, deit_* without distillation), or one of timm's naver RoPE "
             'models through vispe.create_model.'
         )
     if not isinstance(model.patch_drop, nn.Identity):
-        raise ValueError('patch_drop_rate > 0 drops tokens and their positions; build the timm model with patch_drop_rate=0')
+        raise ValueError(
+            'patch_drop_rate > 0 drops tokens and their positions; build the timm model with patch_drop_rate=0'
+        )
     bad = [type(b).__name__ for b in model.blocks if type(b) not in (Block, PEBlock)]
     if bad:
         raise TypeError(f'apply_encoding needs timm pre-norm Blocks; this model has {sorted(set(bad))}')

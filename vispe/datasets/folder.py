@@ -74,8 +74,11 @@ def _find_image_root(data_root: Path, split: str) -> Path:
         subdirs = [p.name for p in data_root.iterdir() if p.is_dir()]
         if subdirs and not set(subdirs) & set(SPLIT_NAMES):
             return data_root
-    raise _missing(split_dir, f'Expected an ImageFolder tree: {data_root}/{split}/<class_name>/<image files> '
-                              f'(or class folders directly under {data_root}).')
+    raise _missing(
+        split_dir,
+        f'Expected an ImageFolder tree: {data_root}/{split}/<class_name>/<image files> '
+        f'(or class folders directly under {data_root}).',
+    )
 
 
 @DATASETS.register_module()
@@ -90,8 +93,14 @@ class ImageFolderDataset(_DictDataset):
         augment: random crop + flip; default: ``split == 'train'``.
     """
 
-    def __init__(self, data_root: str | Path, split: str = 'train', image_size: ImageSize = 224,
-                 normalize: bool = True, augment: bool | None = None) -> None:
+    def __init__(
+        self,
+        data_root: str | Path,
+        split: str = 'train',
+        image_size: ImageSize = 224,
+        normalize: bool = True,
+        augment: bool | None = None,
+    ) -> None:
         self.data_root, self.split, self.image_size = Path(data_root), split, image_size
         root = _find_image_root(self.data_root, split)
         augment = split == 'train' if augment is None else augment
@@ -112,15 +121,23 @@ class CIFAR10Dataset(_DictDataset):
         augment: 4-pixel padded random crop + flip; default: ``split == 'train'``.
     """
 
-    def __init__(self, data_root: str | Path = 'data/cifar10', split: str = 'train', image_size: ImageSize = 32,
-                 normalize: bool = True, augment: bool | None = None) -> None:
+    def __init__(
+        self,
+        data_root: str | Path = 'data/cifar10',
+        split: str = 'train',
+        image_size: ImageSize = 32,
+        normalize: bool = True,
+        augment: bool | None = None,
+    ) -> None:
         if split not in SPLIT_NAMES:
             raise ValueError(f'unknown split {split!r}; valid splits: {list(SPLIT_NAMES)}')
         self.data_root, self.split, self.image_size = Path(data_root), split, image_size
         batches = self.data_root / CIFAR10_FOLDER
-        how = (f'Expected the CIFAR-10 python version (data_batch_1..5, test_batch, batches.meta) in {batches}: '
-               f'download cifar-10-python.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and extract it '
-               f'into {self.data_root}.')
+        how = (
+            f'Expected the CIFAR-10 python version (data_batch_1..5, test_batch, batches.meta) in {batches}: '
+            f'download cifar-10-python.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and extract it '
+            f'into {self.data_root}.'
+        )
         if not batches.is_dir():
             raise _missing(batches, how)
         augment = split == 'train' if augment is None else augment
@@ -129,8 +146,7 @@ class CIFAR10Dataset(_DictDataset):
             steps.append(v2.Resize(image_size, antialias=True))
         transform = v2.Compose(steps + _to_tensor(normalize, CIFAR10_MEAN, CIFAR10_STD))
         try:
-            base = tv_datasets.CIFAR10(str(self.data_root), train=split == 'train', transform=transform,
-                                       download=False)
+            base = tv_datasets.CIFAR10(str(self.data_root), train=split == 'train', transform=transform, download=False)
         except RuntimeError as err:  # torchvision's "Dataset not found or corrupted"
             raise _missing(batches, how + ' (a file is missing or corrupted)') from err
         super().__init__(base, base.classes)

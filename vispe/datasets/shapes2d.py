@@ -49,9 +49,22 @@ _CROSS_W = 0.35  # half width of the cross's arms: thick enough to stay visible 
 _POLYGONS = {
     'triangle': np.array([(0.0, -0.866), (1.0, 0.866), (-1.0, 0.866)]),  # equilateral, apex up
     'diamond': np.array([(0.0, -1.0), (1.0, 0.0), (0.0, 1.0), (-1.0, 0.0)]),
-    'cross': np.array([(-_CROSS_W, -1.0), (_CROSS_W, -1.0), (_CROSS_W, -_CROSS_W), (1.0, -_CROSS_W),
-                       (1.0, _CROSS_W), (_CROSS_W, _CROSS_W), (_CROSS_W, 1.0), (-_CROSS_W, 1.0),
-                       (-_CROSS_W, _CROSS_W), (-1.0, _CROSS_W), (-1.0, -_CROSS_W), (-_CROSS_W, -_CROSS_W)]),
+    'cross': np.array(
+        [
+            (-_CROSS_W, -1.0),
+            (_CROSS_W, -1.0),
+            (_CROSS_W, -_CROSS_W),
+            (1.0, -_CROSS_W),
+            (1.0, _CROSS_W),
+            (_CROSS_W, _CROSS_W),
+            (_CROSS_W, 1.0),
+            (-_CROSS_W, 1.0),
+            (-_CROSS_W, _CROSS_W),
+            (-1.0, _CROSS_W),
+            (-1.0, -_CROSS_W),
+            (-_CROSS_W, -_CROSS_W),
+        ]
+    ),
 }
 
 
@@ -81,6 +94,7 @@ class Scene:
 # ----------------------------------------------------------------------------------------------------------------
 # Rendering
 # ----------------------------------------------------------------------------------------------------------------
+
 
 def as_hw(image_size: ImageSize) -> tuple[int, int]:
     """Normalise ``image_size`` (int or (H, W)) to a (H, W) tuple of positive ints."""
@@ -174,6 +188,7 @@ def to_uint8(image: np.ndarray) -> np.ndarray:
 # Scene generators, one per task: each draws the label first (uniformly) and then a scene for it.
 # ----------------------------------------------------------------------------------------------------------------
 
+
 def _random_color(rng: np.random.Generator) -> Color:
     """A saturated, bright colour, so objects always stand out from the black background."""
     h, s, v = rng.uniform(0.0, 1.0), rng.uniform(0.5, 1.0), rng.uniform(0.7, 1.0)
@@ -255,8 +270,9 @@ def _three_cell_scene(rng: np.random.Generator) -> Scene:
     colour_of = {far[0]: want[0], far[1]: want[1], near: 3 - want[0] - want[1]}
     if rng.uniform() < 0.5:
         colour_of[far[0]], colour_of[far[1]] = want[1], want[0]
-    shapes = tuple(Shape('square', ((c + 0.5) / n, (r + 0.5) / n), 0.5 / n, PURE_RGB[colour_of[k]])
-                   for k, (r, c) in enumerate(rc))
+    shapes = tuple(
+        Shape('square', ((c + 0.5) / n, (r + 0.5) / n), 0.5 / n, PURE_RGB[colour_of[k]]) for k, (r, c) in enumerate(rc)
+    )
     return Scene(label, shapes)
 
 
@@ -279,6 +295,7 @@ TASKS: dict[str, tuple[Callable[[np.random.Generator], Scene], tuple[str, ...]]]
 # Dataset
 # ----------------------------------------------------------------------------------------------------------------
 
+
 @DATASETS.register_module()
 class Shapes2D(Dataset):
     """Procedural shape scenes for probing positional encodings, rendered at any resolution.
@@ -295,8 +312,15 @@ class Shapes2D(Dataset):
     Items are ``dict(inputs=FloatTensor (3, H, W), labels=int)``.
     """
 
-    def __init__(self, task: str = 'position', split: str = 'train', num_samples: int = 2000,
-                 image_size: ImageSize = 32, seed: int = 0, normalize: bool = True) -> None:
+    def __init__(
+        self,
+        task: str = 'position',
+        split: str = 'train',
+        num_samples: int = 2000,
+        image_size: ImageSize = 32,
+        seed: int = 0,
+        normalize: bool = True,
+    ) -> None:
         if task not in TASKS:
             raise ValueError(f'unknown Shapes2D task {task!r}; valid tasks: {sorted(TASKS)}')
         if split not in SPLITS:
@@ -345,5 +369,7 @@ class Shapes2D(Dataset):
         return {'inputs': image, 'labels': scene.label}
 
     def __repr__(self) -> str:
-        return (f'Shapes2D(task={self.task!r}, split={self.split!r}, num_samples={self.num_samples}, '
-                f'image_size={self.image_size}, seed={self.seed}, normalize={self.normalize})')
+        return (
+            f'Shapes2D(task={self.task!r}, split={self.split!r}, num_samples={self.num_samples}, '
+            f'image_size={self.image_size}, seed={self.seed}, normalize={self.normalize})'
+        )

@@ -5,5 +5,11 @@ from vispe.encodings.base import ATTENTION_HOOKS, HOOKS, Encoding
 from vispe.encodings.build import build_encoding, encoding_class, list_encodings, normalize_spec
 
 __all__ = [
-    'ATTENTION_HOOKS', 'HOOKS', 'Encoding', 'build_encoding', 'encoding_class', 'list_encodings', 'normalize_spec',
+    'ATTENTION_HOOKS',
+    'HOOKS',
+    'Encoding',
+    'build_encoding',
+    'encoding_class',
+    'list_encodings',
+    'normalize_spec',
 ]

@@ -41,8 +41,12 @@ class ApeLearned(Encoding):
         if tuple(grid) == self.grid_size:
             return self.pos_embed
         return resample_abs_pos_embed(
-            self.pos_embed, new_size=list(grid), old_size=list(self.grid_size), num_prefix_tokens=0,
-            interpolation=self.strategy, antialias=self.strategy != 'nearest',
+            self.pos_embed,
+            new_size=list(grid),
+            old_size=list(self.grid_size),
+            num_prefix_tokens=0,
+            interpolation=self.strategy,
+            antialias=self.strategy != 'nearest',
         )
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:

@@ -79,8 +79,13 @@ def build_encoding(spec: Union[str, Dict[str, Any]], **context: Any) -> Encoding
         raise TypeError(f'{name} got unknown argument(s) {hints} Valid arguments: {valid}')
     kwargs = {k: v for k, v in context.items() if k in params}
     kwargs.update(cfg)
-    missing = [p.name for p in params.values() if p.default is inspect.Parameter.empty and p.name not in kwargs
-               and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    missing = [
+        p.name
+        for p in params.values()
+        if p.default is inspect.Parameter.empty
+        and p.name not in kwargs
+        and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    ]
     if missing:
         raise TypeError(f'{name} needs {missing}: pass them, e.g. build_encoding({name!r}, dim=384, num_heads=6)')
     return cls(**kwargs)

@@ -11,8 +11,6 @@ and the rotation are computed in float32 even under autocast. Hook: rotate, q an
 
 from __future__ import annotations
 
-from typing import Tuple
-
 import torch
 import torch.nn.functional as F
 from timm.layers.pos_embed_sincos import init_random_2d_freqs
@@ -26,7 +24,9 @@ from vispe.registry import ENCODINGS
 def axial_frequencies(head_dim: int, ndim: int, theta: float) -> torch.Tensor:
     """w_k = 1 / theta^(k / (d / (2 ndim))), k < d / (2 ndim): for 2D, 1 / theta^(4k/d)."""
     if head_dim % (2 * ndim):
-        raise ValueError(f'rotary encodings need a head dim divisible by {2 * ndim} for {ndim}D positions, got {head_dim}')
+        raise ValueError(
+            f'rotary encodings need a head dim divisible by {2 * ndim} for {ndim}D positions, got {head_dim}'
+        )
     per_axis = head_dim // (2 * ndim)
     return 1.0 / theta ** (torch.arange(per_axis, dtype=torch.float32) / per_axis)
 

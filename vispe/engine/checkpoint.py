@@ -66,8 +66,14 @@ def read_checkpoint(path: str, map_location: Any = 'cpu') -> Dict[str, Any]:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
         msg = str(err)
-        detail = next((line.strip() for line in msg.splitlines()
-                       if any(w in line for w in ('GLOBAL', 'Can only', 'unrecognized', 'blocked'))), '')
+        detail = next(
+            (
+                line.strip()
+                for line in msg.splitlines()
+                if any(w in line for w in ('GLOBAL', 'Can only', 'unrecognized', 'blocked'))
+            ),
+            '',
+        )
         if detail:  # torch refused an object outside the allow-list
             raise CheckpointError(
                 f'{path!r} holds objects outside the allow-list and was not loaded (weights_only=True keeps pickled '

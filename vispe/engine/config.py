@@ -32,7 +32,8 @@ def check_config(cfg: Config) -> None:
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
         if close:
             raise ConfigError(
-                f'config key {key!r} is not read by the Runner and would be silently ignored; did you mean {close[0]!r}?'
+                f'config key {key!r} is not read by the Runner and would be silently ignored; '
+                f'did you mean {close[0]!r}?'
             )
     if 'model' not in cfg:
         raise ConfigError("config has no 'model'; inherit one from configs/_base_/models/ or define model=dict(...)")
@@ -71,7 +72,10 @@ def enable_amp(cfg: Config) -> None:
 def common_parser_args(parser) -> None:
     parser.add_argument('config', help='config file, e.g. configs/vit/vit_tiny_rope_mixed_shapes2d_position.py')
     parser.add_argument(
-        '--cfg-options', nargs='+', action=DictAction, default=None,
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        default=None,
         help='override config entries, e.g. train_cfg.max_epochs=2 model.backbone.encoding=rope_axial',
     )
 

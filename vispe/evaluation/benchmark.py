@@ -42,7 +42,7 @@ SDPA = 'sdpa'
 MEMORY_METHODS = {
     'cuda': 'torch.cuda.max_memory_allocated during one step, minus what was allocated before it',
     'cpu': 'torch.profiler(profile_memory=True): max over time of the running sum of CPU allocator '
-           'allocations and frees during one step',
+    'allocations and frees during one step',
 }
 
 
@@ -143,7 +143,7 @@ class EncodedAttention(nn.Module):
     def forward(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         embed = [enc for enc in self.pe.values() if 'embed' in enc.hooks()]
         if embed:
-            prefix, patches = x[:, :self.num_prefix], x[:, self.num_prefix:]
+            prefix, patches = x[:, : self.num_prefix], x[:, self.num_prefix :]
             for enc in embed:
                 patches = enc.embed(patches, pos)
             x = torch.cat([prefix, patches], dim=1)
@@ -256,8 +256,16 @@ def summarize(times: dict[str, list[float]], peaks: dict[str, float], baseline: 
     rows = []
     for name, ms in times.items():
         med = statistics.median(ms)
-        rows.append({'encoding': name, 'median_ms': med, 'min_ms': min(ms), 'ratio': med / base,
-                     'peak_mb': peaks[name], 'times_ms': ms})
+        rows.append(
+            {
+                'encoding': name,
+                'median_ms': med,
+                'min_ms': min(ms),
+                'ratio': med / base,
+                'peak_mb': peaks[name],
+                'times_ms': ms,
+            }
+        )
     return rows
 
 
@@ -271,10 +279,20 @@ def measure(cfg: BenchmarkConfig, subjects: Sequence[Subject]) -> dict[str, Any]
         s.zero_grad()  # grads start absent, as in a timed step: the peak then includes allocating them
         peaks[s.name] = peak_memory_mb(s.forward_backward, cfg.device)
     return {
-        'model': cfg.model, 'img_size': list(cfg.img_size), 'batch_size': cfg.batch_size, 'level': cfg.level,
-        'device': cfg.device, 'threads': torch.get_num_threads(), 'torch': torch.__version__,
-        'timm': timm.__version__, 'repeats': cfg.repeats, 'warmup': cfg.warmup, 'seed': cfg.seed,
-        'baseline': cfg.baseline, 'model_kwargs': cfg.model_kwargs, 'cpu_count': os.cpu_count(),
+        'model': cfg.model,
+        'img_size': list(cfg.img_size),
+        'batch_size': cfg.batch_size,
+        'level': cfg.level,
+        'device': cfg.device,
+        'threads': torch.get_num_threads(),
+        'torch': torch.__version__,
+        'timm': timm.__version__,
+        'repeats': cfg.repeats,
+        'warmup': cfg.warmup,
+        'seed': cfg.seed,
+        'baseline': cfg.baseline,
+        'model_kwargs': cfg.model_kwargs,
+        'cpu_count': os.cpu_count(),
         'load_avg_1m': [load_before, os.getloadavg()[0]],
         'memory_method': MEMORY_METHODS['cuda' if cfg.device.startswith('cuda') else 'cpu'],
         'results': summarize(times, peaks, cfg.baseline),
@@ -298,9 +316,11 @@ def write_report(report: dict[str, Any], path: str | Path) -> Path:
 def config_line(report: dict[str, Any]) -> str:
     """One line naming what was run, for above the table."""
     h, w = report['img_size']
-    return (f"model={report['model']} img_size={h}x{w} batch={report['batch_size']} level={report['level']} "
-            f"device={report['device']} threads={report['threads']} torch={report['torch']} "
-            f"warmup={report['warmup']} repeats={report['repeats']}")
+    return (
+        f'model={report["model"]} img_size={h}x{w} batch={report["batch_size"]} level={report["level"]} '
+        f'device={report["device"]} threads={report["threads"]} torch={report["torch"]} '
+        f'warmup={report["warmup"]} repeats={report["repeats"]}'
+    )
 
 
 def noise_note(report: dict[str, Any], tolerance: float = 1.2) -> str | None:
@@ -310,8 +330,10 @@ def noise_note(report: dict[str, Any], tolerance: float = 1.2) -> str | None:
     if spread <= tolerance:
         return None
     before, after = report['load_avg_1m']
-    return (f"note: noisy timings: {worst['encoding']} median is {spread:.2f}x its min (1-min load average "
-            f"{before:.1f} -> {after:.1f} on {report['cpu_count']} CPUs); rerun, or try fewer --threads")
+    return (
+        f'note: noisy timings: {worst["encoding"]} median is {spread:.2f}x its min (1-min load average '
+        f'{before:.1f} -> {after:.1f} on {report["cpu_count"]} CPUs); rerun, or try fewer --threads'
+    )
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -319,12 +341,13 @@ def print_report(report: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table('encoding', 'median ms', 'min ms', f"ratio vs {report['baseline']}", 'peak MB')
+    table = Table('encoding', 'median ms', 'min ms', f'ratio vs {report["baseline"]}', 'peak MB')
     for column in table.columns[1:]:
         column.justify = 'right'
     for r in report['results']:
-        table.add_row(r['encoding'], f"{r['median_ms']:.2f}", f"{r['min_ms']:.2f}", f"{r['ratio']:.3f}",
-                      f"{r['peak_mb']:.1f}")
+        table.add_row(
+            r['encoding'], f'{r["median_ms"]:.2f}', f'{r["min_ms"]:.2f}', f'{r["ratio"]:.3f}', f'{r["peak_mb"]:.1f}'
+        )
     print(config_line(report))
     Console().print(table)
     note = noise_note(report)
@@ -333,7 +356,24 @@ def print_report(report: dict[str, Any]) -> None:
 
 
 __all__ = [
-    'LEVELS', 'MEMORY_METHODS', 'SDPA', 'BenchmarkConfig', 'EncodedAttention', 'Subject', 'build_subjects',
-    'config_line', 'default_out_path', 'interleaved_times', 'measure', 'noise_note', 'normalize_img_size',
-    'peak_memory_mb', 'print_report', 'resolve_encodings', 'run_benchmark', 'summarize', 'time_step', 'write_report',
+    'LEVELS',
+    'MEMORY_METHODS',
+    'SDPA',
+    'BenchmarkConfig',
+    'EncodedAttention',
+    'Subject',
+    'build_subjects',
+    'config_line',
+    'default_out_path',
+    'interleaved_times',
+    'measure',
+    'noise_note',
+    'normalize_img_size',
+    'peak_memory_mb',
+    'print_report',
+    'resolve_encodings',
+    'run_benchmark',
+    'summarize',
+    'time_step',
+    'write_report',
 ]

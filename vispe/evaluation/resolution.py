@@ -117,7 +117,7 @@ def sweep(
     strategies = list(strategies or supported)
     unknown = [s for s in strategies if s not in supported]
     if unknown:
-        raise ValueError(f'strategies {unknown} are not supported by this model\'s encodings; choose from {supported}')
+        raise ValueError(f"strategies {unknown} are not supported by this model's encodings; choose from {supported}")
     loaders = {resolution_label(r): (r, eval_loader(cfg, r)) for r in resolutions}
     evaluator = Evaluator(copy.deepcopy(cfg.test_evaluator))
     rows = []
@@ -131,10 +131,21 @@ def sweep(
                 if progress:
                     progress.update(task, description=f'{strategy} @ {label}')
                 metrics = evaluate(model, loader, evaluator, progress, task)
-                rows.append({'encoding': encoding_label(model), 'strategy': strategy, 'resolution': res,
-                             'value': metrics[metric_key]})
-    return {'config': cfg.filename, 'checkpoint': checkpoint, 'train_resolution': train_resolution(cfg),
-            'metric': metric_key.split('/')[0], 'results': rows}
+                rows.append(
+                    {
+                        'encoding': encoding_label(model),
+                        'strategy': strategy,
+                        'resolution': res,
+                        'value': metrics[metric_key],
+                    }
+                )
+    return {
+        'config': cfg.filename,
+        'checkpoint': checkpoint,
+        'train_resolution': train_resolution(cfg),
+        'metric': metric_key.split('/')[0],
+        'results': rows,
+    }
 
 
 class _NoProgress:

@@ -37,7 +37,9 @@ class ImageClassifier(BaseModel):
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         backbone = dict(backbone)
         if 'model_name' not in backbone:
-            raise ValueError("ImageClassifier needs backbone=dict(model_name='vit_tiny_patch16_224', encoding=..., ...)")
+            raise ValueError(
+                "ImageClassifier needs backbone=dict(model_name='vit_tiny_patch16_224', encoding=..., ...)"
+            )
         self.backbone = create_model(backbone.pop('model_name'), **backbone)
         self.label_smoothing = label_smoothing
 

@@ -1,12 +1,16 @@
 # AdamW with a one-epoch linear warm-up and cosine decay; no weight decay on positional tables and frequencies.
-max_epochs = 15
+max_epochs = 30
 optim_wrapper = dict(
     type='OptimWrapper',
     optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.05),
     paramwise_cfg=dict(
         norm_decay_mult=0.0,
         bias_decay_mult=0.0,
-        custom_keys={'.freqs': dict(decay_mult=0.0), 'pos_embed': dict(decay_mult=0.0), 'cls_token': dict(decay_mult=0.0)},
+        custom_keys={
+            '.freqs': dict(decay_mult=0.0),
+            'pos_embed': dict(decay_mult=0.0),
+            'cls_token': dict(decay_mult=0.0),
+        },
     ),
 )
 param_scheduler = [
