@@ -21,7 +21,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from vispe.attention import Attention
-from vispe.encodings.build import EncodingSpec, build_encoding, normalize_spec
+from vispe.encodings.build import EncodingSpec, build_encoding, encoding_class, normalize_spec
 from vispe.positions import Positions, grid_positions
 from vispe.registry import MODELS
 
@@ -210,33 +210,26 @@ def apply_encoding(model: VisionTransformer, encoding: EncodingSpec, copy_model:
     dim, grid = model.embed_dim, tuple(model.patch_embed.grid_size)
     num_heads = model.blocks[0].attn.num_heads if len(model.blocks) else 1
     context = dict(dim=dim, num_heads=num_heads, ndim=2, grid_size=grid, depth=len(model.blocks))
-    per_layer = [c for c in cfgs if _class_of(c).per_layer()]
-    model_level = [c for c in cfgs if not _class_of(c).per_layer()]
+    per_layer = [c for c in cfgs if encoding_class(c['type']).per_layer()]
+    model_level = [c for c in cfgs if not encoding_class(c['type']).per_layer()]
 
     model.__class__ = VisionTransformerPE
     model.dynamic_img_size = True
     model.patch_embed.flatten = False
     model.patch_embed.output_fmt = Format.NHWC
     model.patch_embed.strict_img_size = False
-    model.pe = nn.ModuleDict({c['type']: build_encoding(c, **context) for c in model_level})
+    device = model.patch_embed.proj.weight.device
+    model.pe = nn.ModuleDict({c['type']: build_encoding(c, **context) for c in model_level}).to(device)
     for i, blk in enumerate(model.blocks):
+        if not isinstance(blk.attn, Attention):
+            blk.attn = Attention.from_timm(blk.attn)
         encs = {c['type']: build_encoding(c, layer_index=i, **context) for c in per_layer}
-        blk.attn = Attention.from_timm(blk.attn, encs) if not isinstance(blk.attn, Attention) else blk.attn
-        blk.attn.pe = nn.ModuleDict(encs)
+        blk.attn.pe = nn.ModuleDict(encs).to(device)
         blk.__class__ = PEBlock
-    model.pe.to(model.cls_token.device if model.cls_token is not None else next(model.parameters()).device)
-    for blk in model.blocks:
-        blk.attn.pe.to(blk.attn.qkv.weight.device)
 
     if old_table is not None and 'ape_learned' in model.pe:
         _load_ape_table(model.pe['ape_learned'], old_table)
     return model
-
-
-def _class_of(cfg: Dict[str, Any]) -> type:
-    from vispe.encodings.build import encoding_class
-
-    return encoding_class(cfg['type'])
 
 
 def _load_ape_table(ape: nn.Module, table: torch.Tensor) -> None:

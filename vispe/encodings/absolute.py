@@ -25,7 +25,6 @@ class ApeLearned(Encoding):
     """
 
     strategies = ('bicubic', 'bilinear', 'nearest')
-    needs_grid = True
 
     def __init__(self, dim: int, grid_size: Sequence[int] = (14, 14)) -> None:
         super().__init__()

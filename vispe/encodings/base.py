@@ -10,11 +10,13 @@
 
 ``rotate`` encodings may also define ``transform_v(v, pos)`` and ``transform_out(out, pos)``.
 Encodings implementing an attention hook are instantiated once per attention layer (their parameters
-are per-layer); the others once per model.
+are per-layer); the others once per model. ``after_block`` encodings name the blocks they follow in
+``self.blocks``.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import ClassVar, FrozenSet, Tuple
 
 import torch
@@ -34,13 +36,11 @@ class Encoding(nn.Module):
     """
 
     strategies: ClassVar[Tuple[str, ...]] = ()
-    #: whether the encoding needs ``Positions.grid`` (conv encodings, learned tables)
-    needs_grid: ClassVar[bool] = False
 
     @classmethod
     def hooks(cls) -> FrozenSet[str]:
-        """Names of the hooks this class implements."""
-        return frozenset(h for h in HOOKS if getattr(cls, h) is not getattr(Encoding, h))
+        """Names of the hooks this class implements (cached: it is asked in every forward)."""
+        return _implemented_hooks(cls)
 
     @classmethod
     def per_layer(cls) -> bool:
@@ -73,6 +73,11 @@ class Encoding(nn.Module):
 
     def after_block(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         raise NotImplementedError
+
+
+@cache
+def _implemented_hooks(cls: type) -> FrozenSet[str]:
+    return frozenset(h for h in HOOKS if getattr(cls, h) is not getattr(Encoding, h))
 
 
 class GridTableCache:
