@@ -80,6 +80,19 @@ class Attention(nn.Module):
     def encodings(self, hook: str) -> Iterable[Encoding]:
         return [enc for enc in self.pe.values() if _has(enc, hook)]
 
+    def attention_weights(self, q, k, attn_mask=None, is_causal: bool = False) -> torch.Tensor:
+        """softmax(q k^T / sqrt(d) + mask), with dropout in training: (B, H, N, N)."""
+        logits = (q * self.head_dim**-0.5) @ k.transpose(-2, -1)
+        if is_causal:
+            n = logits.shape[-1]
+            causal = torch.ones(n, n, dtype=torch.bool, device=logits.device).triu(1)
+            logits = logits.masked_fill(causal, float('-inf'))
+        if attn_mask is not None:
+            logits = (
+                logits.masked_fill(~attn_mask, float('-inf')) if attn_mask.dtype == torch.bool else logits + attn_mask
+            )
+        return self.attn_drop(logits.softmax(dim=-1))
+
     def forward(
         self,
         x: torch.Tensor,
@@ -96,15 +109,22 @@ class Attention(nn.Module):
             for enc in self.encodings('transform_v'):
                 v = enc.transform_v(v, pos)
             for enc in self.encodings('logit_bias'):
-                bias = enc.logit_bias(q, pos).to(q.dtype)  # (B or 1, H, N, N)
+                bias = enc.logit_bias(q, k, pos).to(q.dtype)  # (B or 1, H, N, N)
                 attn_mask = bias if attn_mask is None else attn_mask + bias
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, dropout_p=self.attn_drop.p if self.training else 0.0, is_causal=is_causal
-        )  # (B, H, N, d)
+        value_terms = self.encodings('value_term') if pos is not None else []
+        if any(enc.needs_attn_weights for enc in value_terms):
+            # an encoding sums over the attention weights themselves (iRPE on V): materialise them, only here
+            attn = self.attention_weights(q, k, attn_mask, is_causal)  # (B, H, N, N)
+            out = attn @ v
+        else:
+            attn = None
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=attn_mask, dropout_p=self.attn_drop.p if self.training else 0.0, is_causal=is_causal
+            )  # (B, H, N, d)
         if pos is not None:
             for enc in self.encodings('transform_out'):
                 out = enc.transform_out(out, pos)
-            for enc in self.encodings('value_term'):
-                out = out + enc.value_term(v, pos)
+            for enc in value_terms:
+                out = out + (enc.value_term(v, pos, attn) if enc.needs_attn_weights else enc.value_term(v, pos))
         out = self.norm(out.transpose(1, 2).reshape(B, N, C))
         return self.proj_drop(self.proj(out))

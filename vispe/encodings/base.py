@@ -4,8 +4,9 @@
 |---|---|---|
 | ``embed(x, pos)`` | once, on the (B, N, D) non-prefix tokens after tokenisation | x |
 | ``rotate(q, k, pos)`` | in every attention, on (B, H, N_total, d) q and k, before SDPA | q, k |
-| ``logit_bias(q, pos)`` | in every attention; the result is SDPA's float ``attn_mask`` | (B or 1, H, N, N) |
+| ``logit_bias(q, k, pos)`` | in every attention; the result is SDPA's float ``attn_mask`` | (B or 1, H, N, N) |
 | ``value_term(v, pos)`` | in every attention; added to the SDPA output | (B, H, N, d) |
+|   ``value_term(v, pos, attn)`` when ``needs_attn_weights``: the (B, H, N, N) softmax weights too | |
 | ``after_block(x, pos)`` | after the blocks named by ``self.blocks``, on (B, N_total, D) | x |
 
 ``rotate`` encodings may also define ``transform_v(v, pos)`` and ``transform_out(out, pos)``.
@@ -17,7 +18,7 @@ are per-layer); the others once per model. ``after_block`` encodings name the bl
 from __future__ import annotations
 
 from functools import cache
-from typing import ClassVar, FrozenSet, Tuple
+from typing import ClassVar, FrozenSet, Optional, Tuple
 
 import torch
 from torch import nn
@@ -36,6 +37,8 @@ class Encoding(nn.Module):
     """
 
     strategies: ClassVar[Tuple[str, ...]] = ()
+    #: value_term needs the softmax weights: the attention then materialises them instead of fused SDPA
+    needs_attn_weights: ClassVar[bool] = False
 
     @classmethod
     def hooks(cls) -> FrozenSet[str]:
@@ -65,10 +68,10 @@ class Encoding(nn.Module):
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> Tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
-    def logit_bias(self, q: torch.Tensor, pos: Positions) -> torch.Tensor:
+    def logit_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> torch.Tensor:
         raise NotImplementedError
 
-    def value_term(self, v: torch.Tensor, pos: Positions) -> torch.Tensor:
+    def value_term(self, v: torch.Tensor, pos: Positions, attn: Optional[torch.Tensor] = None) -> torch.Tensor:
         raise NotImplementedError
 
     def after_block(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
