@@ -1,0 +1,43 @@
+"""The comparison helpers behind tools/compare_encodings.py and the demo."""
+
+import pytest
+
+from vispe.evaluation.compare import Run, encoding_option, final_checkpoint, markdown_table, schedule_options
+
+
+def test_encoding_option_single_and_combined():
+    assert encoding_option('rope_mixed') == 'model.backbone.encoding=rope_mixed'
+    assert encoding_option('rope_mixed+peg') == 'model.backbone.encoding=[rope_mixed,peg]'
+
+
+def test_schedule_needs_two_epochs():
+    assert 'param_scheduler.1.end=5' in schedule_options(5)
+    assert schedule_options(None) == []
+    with pytest.raises(ValueError, match='at least 2 epochs'):
+        schedule_options(1)
+
+
+def test_final_checkpoint_only_for_finished_runs(tmp_path):
+    config = 'configs/vit/vit_tiny_shapes2d_position.py'
+    run = Run('position', config, str(tmp_path), ['train_cfg.max_epochs=3'])
+    assert final_checkpoint(run) is None  # nothing yet
+    (tmp_path / 'epoch_2.pth').write_bytes(b'x')
+    (tmp_path / 'last_checkpoint').write_text(str(tmp_path / 'epoch_2.pth'))
+    assert final_checkpoint(run) is None  # interrupted at epoch 2 of 3
+    (tmp_path / 'epoch_3.pth').write_bytes(b'x')
+    (tmp_path / 'last_checkpoint').write_text(str(tmp_path / 'epoch_3.pth'))
+    assert final_checkpoint(run) == str(tmp_path / 'epoch_3.pth')
+    default = Run('position', config, str(tmp_path))  # the config's own 30 epochs
+    assert final_checkpoint(default) is None
+
+
+def test_markdown_table_rows_and_columns():
+    rows = [
+        {'encoding': 'a', 'strategy': 's', 'resolution': 32, 'value': 90.0},
+        {'encoding': 'a', 'strategy': 's', 'resolution': 64, 'value': 50.25},
+        {'encoding': 'b', 'strategy': 'default', 'resolution': 32, 'value': 10.0},
+    ]
+    table = markdown_table(rows, ['32', '64']).splitlines()
+    assert table[0] == '| encoding | strategy | 32 | 64 |'
+    assert table[2] == '| a | s | 90.0 | 50.2 |'
+    assert table[3] == '| b | default | 10.0 | nan |'

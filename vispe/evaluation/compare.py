@@ -1,0 +1,123 @@
+"""Train-and-sweep comparisons of encodings: each run trains with tools/train.py, is evaluated at several
+resolutions with tools/eval_resolution.py, and lands in one summary (JSON, PNG per task, a table).
+
+Finished runs are reused (a run is finished when its last checkpoint is the config's final epoch) and
+unfinished ones resume, so a comparison can be interrupted and started again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+from vispe.engine.config import load_config
+from vispe.evaluation.resolution import plot_results, write_json
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclass
+class Run:
+    """One training run: ``config`` (relative to the repo root) with ``cfg_options``, in ``work_dir``."""
+
+    task: str
+    config: str
+    work_dir: str
+    cfg_options: List[str] = field(default_factory=list)
+
+
+def encoding_option(encoding: str) -> str:
+    """'rope_mixed+peg' -> the cfg-option selecting that encoding list."""
+    names = encoding.split('+')
+    value = names[0] if len(names) == 1 else '[' + ','.join(names) + ']'
+    return f'model.backbone.encoding={value}'
+
+
+def schedule_options(epochs: Optional[int]) -> List[str]:
+    """Override the number of epochs of the adamw_short schedule (warm-up 1 epoch, cosine to the end)."""
+    if epochs is None:
+        return []
+    if epochs < 2:
+        raise ValueError(f'--epochs {epochs}: the schedule has a one-epoch warm-up, so it needs at least 2 epochs')
+    return [f'train_cfg.max_epochs={epochs}', f'train_cfg.val_interval={epochs}', f'param_scheduler.1.end={epochs}']
+
+
+def final_checkpoint(run: Run) -> Optional[str]:
+    """The final-epoch checkpoint of a finished run, or None."""
+    pointer = os.path.join(run.work_dir, 'last_checkpoint')
+    if not os.path.isfile(pointer):
+        return None
+    with open(pointer) as f:
+        ckpt = f.read().strip()
+    options = dict(o.split('=', 1) for o in run.cfg_options)
+    max_epochs = (
+        int(options.get('train_cfg.max_epochs', 0)) or load_config(os.path.join(ROOT, run.config)).train_cfg.max_epochs
+    )
+    return ckpt if os.path.basename(ckpt) == f'epoch_{max_epochs}.pth' and os.path.isfile(ckpt) else None
+
+
+def _tool(args: Sequence[str], log: Callable[[str], None]) -> None:
+    log('$ ' + ' '.join(args))
+    subprocess.run([sys.executable, *args], cwd=ROOT, check=True)
+
+
+def train_and_evaluate(run: Run, resolutions: Sequence[str], log: Callable[[str], None] = print) -> Dict:
+    """Train (or reuse / resume) one run, evaluate it at ``resolutions``; returns its results.json content."""
+    options = ['--cfg-options', *run.cfg_options] if run.cfg_options else []
+    ckpt = final_checkpoint(run)
+    if ckpt:
+        log(f'reusing {os.path.relpath(ckpt, ROOT)}')
+    else:
+        resume = ['--resume'] if os.path.isfile(os.path.join(run.work_dir, 'last_checkpoint')) else []
+        _tool(['tools/train.py', run.config, '--work-dir', run.work_dir, *resume, *options], log)
+        ckpt = final_checkpoint(run)
+    eval_dir = os.path.join(run.work_dir, 'eval')
+    _tool(
+        [
+            'tools/eval_resolution.py',
+            run.config,
+            ckpt,
+            '--resolutions',
+            *resolutions,
+            '--out',
+            eval_dir,
+            '--no-progress',
+            *options,
+        ],
+        log,
+    )
+    with open(os.path.join(eval_dir, 'results.json')) as f:
+        return json.load(f)
+
+
+def compare(runs: Sequence[Run], resolutions: Sequence[str], out_dir: str, log: Callable[[str], None] = print) -> Dict:
+    """Run every comparison run; write ``out_dir/summary.json`` and ``out_dir/summary_<task>.png``."""
+    tasks: Dict[str, Dict] = {}
+    for run in runs:
+        result = train_and_evaluate(run, resolutions, log)
+        entry = tasks.setdefault(run.task, {'train_resolution': result['train_resolution'], 'results': []})
+        entry['results'] += [dict(row, task=run.task) for row in result['results']]
+    summary = {'metric': 'accuracy', 'resolutions': list(resolutions), 'tasks': tasks, 'runs': [vars(r) for r in runs]}
+    summary['json'] = write_json(summary, os.path.join(out_dir, 'summary.json'))
+    summary['plots'] = [
+        plot_results(t['results'], os.path.join(out_dir, f'summary_{task}.png'), train_resolution=t['train_resolution'])
+        for task, t in tasks.items()
+    ]
+    return summary
+
+
+def markdown_table(rows: Sequence[Dict], resolutions: Sequence[str]) -> str:
+    """A markdown table, one line per (encoding, strategy), one column per resolution."""
+    lines = ['| encoding | strategy | ' + ' | '.join(resolutions) + ' |', '|---|---|' + '---|' * len(resolutions)]
+    cells: Dict = {}
+    for r in rows:
+        cells.setdefault((r['encoding'], r['strategy']), {})[str(r['resolution'])] = r['value']
+    for (enc, strat), values in cells.items():
+        lines.append(
+            f'| {enc} | {strat} | ' + ' | '.join(f'{values.get(res, float("nan")):.1f}' for res in resolutions) + ' |'
+        )
+    return '\n'.join(lines)
