@@ -17,6 +17,7 @@ from vispe.evaluation.benchmark import (
     build_subjects,
     default_out_path,
     interleaved_times,
+    parse_encoding_spec,
     peak_memory_mb,
     resolve_encodings,
     run_benchmark,
@@ -114,6 +115,30 @@ def test_baseline_first_and_once() -> None:
     assert resolve_encodings(['rope_axial'], SDPA, level='attention') == [SDPA, 'rope_axial']
     with pytest.raises(ValueError):
         resolve_encodings(['rope_axial'], SDPA, level='model')
+
+
+def test_parse_encoding_spec() -> None:
+    assert parse_encoding_spec('rope_axial') == ['rope_axial']
+    assert parse_encoding_spec('irpe:mode=bias') == [{'type': 'irpe', 'mode': 'bias'}]
+    assert parse_encoding_spec('irpe:mode=contextual,on=qkv+ape_learned') == [
+        {'type': 'irpe', 'mode': 'contextual', 'on': 'qkv'},
+        'ape_learned',
+    ]
+    parsed = parse_encoding_spec('x:a=3,b=0.5,c=true,d=False,e=none,f=1e-3,g=k')[0]
+    assert parsed == {'type': 'x', 'a': 3, 'b': 0.5, 'c': True, 'd': False, 'e': None, 'f': 1e-3, 'g': 'k'}
+    assert type(parsed['a']) is int and type(parsed['b']) is float
+    with pytest.raises(ValueError, match='key=value'):
+        parse_encoding_spec('irpe:mode')
+
+
+def test_parameterised_rows_keep_their_label() -> None:
+    specs = ['irpe:mode=bias', 'irpe:on=qkv']
+    assert resolve_encodings(specs, 'ape_learned') == ['ape_learned', *specs]
+    with pytest.raises(ValueError, match="'irpe'"):
+        resolve_encodings(['irp:mode=bias'], 'ape_learned')
+    subjects = {s.name: s for s in build_subjects(BenchmarkConfig(**TINY, encodings=specs))}
+    assert subjects['irpe:mode=bias'].module.blocks[0].attn.pe['irpe'].mode == 'bias'
+    assert subjects['irpe:on=qkv'].module.blocks[0].attn.pe['irpe'].on == 'qkv'
 
 
 def test_repeats_are_interleaved_and_rotated() -> None:

@@ -1,7 +1,7 @@
 r"""Time one training step (forward + backward) of a ViT, or of one attention layer, per positional encoding.
 
     python tools/benchmark.py --model vit_small_patch16_224 --img-size 224 --batch-size 8 \
-        --encodings ape_learned rope_axial rope_mixed --repeats 10 [--level attention] [--device cuda]
+        --encodings ape_learned rope_axial irpe irpe:mode=bias --repeats 10 [--level attention] [--device cuda]
 
 Prints the configuration and a table (median ms, min ms, ratio to the baseline's median, peak MB) and writes
 JSON. Method and caveats: vispe/evaluation/benchmark.py.
@@ -37,7 +37,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         '--encodings',
         nargs='+',
         default=None,
-        help="encoding names ('a+b' combines two); default: every registered one. The baseline is added",
+        help="encoding names ('a+b' combines two; 'name:key=value,key=value' sets arguments, e.g. "
+        "'irpe:mode=bias' or 'irpe:on=qkv+ape_learned'); default: every registered one. The baseline is added",
     )
     p.add_argument('--baseline', default='ape_learned', help="ratio denominator ('sdpa' allowed at attention level)")
     p.add_argument('--level', choices=LEVELS, default='model')

@@ -18,8 +18,8 @@ from vispe.encodings.base import Encoding
 from vispe.positions import Positions
 
 
-def _has(enc: nn.Module, hook: str) -> bool:
-    return hook in type(enc).hooks() or (hook in ('transform_v', 'transform_out') and hasattr(enc, hook))
+def _has(enc: Encoding, hook: str) -> bool:
+    return hook in enc.active_hooks() or (hook in ('transform_v', 'transform_out') and hasattr(enc, hook))
 
 
 class Attention(nn.Module):

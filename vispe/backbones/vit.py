@@ -87,7 +87,7 @@ class VisionTransformerPE(VisionTransformer):
         pos = grid_positions(h, w, self.num_prefix_tokens, x.device)
         x = x.reshape(B, h * w, D)
         for enc in self.pe.values():
-            if 'embed' in enc.hooks():
+            if 'embed' in enc.active_hooks():
                 x = enc.embed(x, pos)
         prefix = [t.expand(B, -1, -1) for t in (self.cls_token, self.reg_token) if t is not None]
         x = torch.cat(prefix + [x], dim=1) if prefix else x
@@ -100,7 +100,7 @@ class VisionTransformerPE(VisionTransformer):
         else:
             x = blk(x, pos, attn_mask=attn_mask, is_causal=is_causal)
         for enc in self.pe.values():
-            if 'after_block' in enc.hooks() and i in enc.blocks:
+            if 'after_block' in enc.active_hooks() and i in enc.blocks:
                 x = enc.after_block(x, pos)
         return x
 

@@ -45,6 +45,11 @@ class Encoding(nn.Module):
         """Names of the hooks this class implements (cached: it is asked in every forward)."""
         return _implemented_hooks(cls)
 
+    def active_hooks(self) -> FrozenSet[str]:
+        """The hooks the backbone calls on this instance: the class's, unless its configuration switches some
+        off (iRPE on K only has no value term)."""
+        return type(self).hooks()
+
     @classmethod
     def per_layer(cls) -> bool:
         """True when the encoding lives inside each attention layer."""

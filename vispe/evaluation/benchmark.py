@@ -48,7 +48,8 @@ MEMORY_METHODS = {
 
 @dataclass
 class BenchmarkConfig:
-    """What to measure. ``encodings=None`` means every registered encoding; 'a+b' names a combination."""
+    """What to measure. ``encodings=None`` means every registered encoding; 'a+b' names a combination and
+    'name:key=value,...' sets an encoding's arguments (``parse_encoding_spec``)."""
 
     model: str = 'vit_small_patch16_224'
     img_size: tuple[int, int] = (224, 224)
@@ -97,9 +98,46 @@ def resolve_encodings(encodings: Sequence[str] | None, baseline: str, level: str
     names = list(dict.fromkeys([baseline, *(list_encodings() if encodings is None else encodings)]))
     for name in names:
         if not (level == 'attention' and name == SDPA):
-            for part in name.split('+'):
-                encoding_class(part)
+            for part in parse_encoding_spec(name):
+                encoding_class(part if isinstance(part, str) else part['type'])
     return names
+
+
+def _parse_value(text: str) -> Any:
+    """'3' -> 3, '0.5' -> 0.5, 'true' / 'false' -> bool, 'none' -> None, anything else stays a string."""
+    lowered = text.lower()
+    if lowered in ('true', 'false'):
+        return lowered == 'true'
+    if lowered == 'none':
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_encoding_spec(spec: str) -> list[str | dict[str, Any]]:
+    """A row spec -> vispe encoding specs: 'a+b' combines; 'name:key=value,key=value' sets arguments.
+
+    'irpe:mode=contextual,on=qkv+ape_learned' -> [{'type': 'irpe', 'mode': 'contextual', 'on': 'qkv'},
+    'ape_learned']. Values that look like an int, float, bool (true / false) or none are parsed as such.
+    """
+    parts: list[str | dict[str, Any]] = []
+    for part in spec.split('+'):
+        name, sep, args = part.partition(':')
+        if not sep:
+            parts.append(name)
+            continue
+        cfg: dict[str, Any] = {'type': name}
+        for item in args.split(','):
+            key, eq, value = item.partition('=')
+            if not eq or not key.strip():
+                raise ValueError(f'encoding spec {spec!r}: expected name:key=value,key=value, got {item!r}')
+            cfg[key.strip()] = _parse_value(value.strip())
+        parts.append(cfg)
+    return parts
 
 
 def default_out_path(model: str, img_size: tuple[int, int], level: str) -> Path:
@@ -109,9 +147,10 @@ def default_out_path(model: str, img_size: tuple[int, int], level: str) -> Path:
 
 
 def _build(cfg: BenchmarkConfig, name: str | None) -> nn.Module:
-    """The model with encoding ``name`` ('a+b' for several, None for none), seeded so shared weights agree."""
+    """The model with encoding ``name`` (a row spec, see ``parse_encoding_spec``; None for none), seeded so
+    shared weights agree."""
     torch.manual_seed(cfg.seed)
-    spec = None if name is None else name.split('+')
+    spec = None if name is None else parse_encoding_spec(name)
     model = create_model(cfg.model, encoding=spec, img_size=cfg.img_size, **cfg.model_kwargs)
     model._check_size(*cfg.img_size)  # a clear ValueError now rather than in the first step
     return model.to(cfg.device).train()
@@ -369,6 +408,7 @@ __all__ = [
     'measure',
     'noise_note',
     'normalize_img_size',
+    'parse_encoding_spec',
     'peak_memory_mb',
     'print_report',
     'resolve_encodings',

@@ -1,0 +1,111 @@
+"""Learnable Fourier features (Li et al., NeurIPS 2021)."""
+
+import math
+
+import pytest
+import timm
+import torch
+
+import vispe
+from vispe.encodings.fourier import normalize_positions
+from vispe.positions import Positions, grid_positions
+
+TINY = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=5)
+
+
+def lff(**kwargs):
+    return vispe.build_encoding({'type': 'lff', **kwargs}, dim=16)
+
+
+def test_gradients_reach_the_frequencies_and_the_mlp():
+    enc = lff()
+    enc.embed(torch.zeros(2, 12, 16), grid_positions(3, 4)).square().sum().backward()
+    for name, p in enc.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+    assert enc.freqs.weight.shape == (8, 2)  # W_r: (F/2, M), F = D = 16
+
+
+def test_init_and_feature_scale_follow_the_paper():
+    torch.manual_seed(0)
+    enc = vispe.build_encoding({'type': 'lff', 'num_features': 4096, 'gamma': 4.0}, dim=16)
+    assert abs(enc.freqs.weight.std().item() - 0.25) < 0.01  # N(0, gamma^-2)
+    feats = enc.features(torch.rand(7, 2))
+    assert feats.shape == (7, 4096)
+    # cos^2 + sin^2 = 1 per frequency: each token's feature vector has norm sqrt(F/2 / F)
+    torch.testing.assert_close(feats.norm(dim=-1), torch.full((7,), math.sqrt(0.5)))
+
+
+@pytest.mark.parametrize('grid', [(1, 1), (3, 5), (14, 14)])
+def test_grid_positions_normalise_into_the_unit_square(grid):
+    p = normalize_positions(grid_positions(*grid))
+    assert p.shape == (grid[0] * grid[1], 2) and p.min() > 0 and p.max() < 1
+    torch.testing.assert_close(p[0], torch.tensor([0.5 / grid[0], 0.5 / grid[1]]))
+
+
+@pytest.mark.parametrize('shape', [(50, 3), (2, 50, 3)])
+def test_points_are_min_max_normalised_per_sample(shape):
+    coords = torch.randn(*shape) * torch.tensor([10.0, 0.1, 3.0]) + 5.0
+    p = normalize_positions(Positions(coords))
+    assert p.shape == shape
+    torch.testing.assert_close(p.amin(-2), torch.zeros(*shape[:-2], 3))
+    torch.testing.assert_close(p.amax(-2), torch.ones(*shape[:-2], 3))
+    flat = Positions(torch.cat([torch.randn(5, 2), torch.full((5, 1), 2.0)], dim=1))  # a flat z axis
+    assert torch.isfinite(normalize_positions(flat)).all() and normalize_positions(flat)[:, 2].abs().max() == 0
+
+
+def test_3d_points_embed_per_sample():
+    enc = lff(ndim=3)
+    coords = torch.randn(2, 30, 3)
+    out = enc.embed(torch.zeros(2, 30, 16), Positions(coords))
+    assert out.shape == (2, 30, 16) and torch.isfinite(out).all()
+    # min-max per sample: scaling and shifting a cloud gives the same embedding
+    out2 = enc.embed(torch.zeros(2, 30, 16), Positions(coords * 3.0 + 1.0))
+    torch.testing.assert_close(out2, out, atol=1e-5, rtol=1e-5)
+    assert (out[0] - out[1]).abs().max() > 1e-4  # different clouds, different embeddings
+    with pytest.raises(ValueError, match='ndim=2'):
+        enc.embed(torch.zeros(1, 4, 16), grid_positions(2, 2))
+
+
+def test_same_normalised_position_gives_the_same_embedding():
+    enc = lff()
+    small = enc.embed(torch.zeros(1, 9, 16), grid_positions(3, 3))[0].reshape(3, 3, 16)
+    large = enc.embed(torch.zeros(1, 81, 16), grid_positions(9, 9))[0].reshape(9, 9, 16)
+    # (r + 0.5) / h: row 0 of 3 and row 1 of 9 are both 1/6; row 1 of 3 and row 4 of 9 are both 1/2
+    torch.testing.assert_close(small[0, 1], large[1, 4])
+    torch.testing.assert_close(small[1, 1], large[4, 4])
+    assert (small[0, 0] - large[0, 0]).abs().max() > 1e-6  # 1/6 vs 1/18: different positions differ
+
+
+def test_bf16_autocast_is_finite_and_close_to_fp32():
+    enc = lff(gamma=0.05)  # high frequencies: bf16 angles would be visibly wrong
+    pos = grid_positions(14, 14)
+    x = torch.randn(2, 196, 16)
+    ref = enc.embed(x, pos)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        out = enc.embed(x, pos)
+        feats = enc.features(normalize_positions(pos))
+    assert feats.dtype == torch.float32
+    assert torch.isfinite(out).all() and (out - ref).abs().max() < 0.05
+    assert (out - ref).abs().max() > 0  # the MLP did run in bf16
+
+
+@pytest.mark.parametrize('kwargs', [dict(num_features=15), dict(num_features=0), dict(gamma=0.0)])
+def test_bad_arguments_name_the_fix(kwargs):
+    with pytest.raises(ValueError, match='even num_features|gamma > 0'):
+        lff(**kwargs)
+
+
+@pytest.mark.parametrize('encoding', ['lff', ['rope_mixed', 'lff']])
+def test_models_train_at_two_resolutions(encoding):
+    model = vispe.create_model('vit_tiny_patch16_224', encoding=encoding, **TINY)
+    for size in [(32, 32), (40, 24)]:
+        model.zero_grad()
+        out = model(torch.randn(2, 3, *size))
+        assert out.shape == (2, 5) and torch.isfinite(out).all()
+        out.square().sum().backward()
+        assert model.pe['lff'].freqs.weight.grad.abs().sum() > 0
+
+
+def test_timm_knows_the_name():
+    assert timm.is_model('vit_tiny_patch16_lff_224')
+    assert timm.create_model('vit_tiny_patch16_lff_224', **TINY).encoding_names == ['lff']

@@ -1,0 +1,90 @@
+"""Learnable Fourier features (Li et al., "Learnable Fourier Features for Multi-Dimensional Spatial Positional
+Encoding", NeurIPS 2021).
+
+For a position p in R^M normalised to [0, 1]^M: r = (1/sqrt(F)) [cos(p W_r^T), sin(p W_r^T)] with a learned
+W_r in R^(F/2 x M), init N(0, gamma^-2), then an MLP (Linear - GELU - Linear) to the model width, added to
+the tokens. Because positions are normalised, a larger grid samples the same function more densely.
+Hook: embed, x (B, N, D) -> (B, N, D).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+from torch import nn
+
+from vispe.encodings.base import Encoding, GridTableCache
+from vispe.positions import Positions
+from vispe.registry import ENCODINGS
+
+#: floor on an axis' extent when min-max normalising points, so a flat axis (all equal) maps to 0, not NaN
+POINT_EPS = 1e-6
+
+
+def normalize_positions(pos: Positions) -> torch.Tensor:
+    """(N, M) or (B, N, M) float32 positions in [0, 1].
+
+    Grid tokens: (coord + 0.5) / size per axis, with size = ``pos.grid`` (token centres; the same normalised
+    point in two grids gets the same value). Points (``pos.grid`` None): min-max over the tokens of each
+    sample, per axis: (p - min) / max(max - min, POINT_EPS).
+    """
+    coords = pos.coords.float()
+    if pos.grid is not None:
+        size = torch.tensor(pos.grid, dtype=torch.float32, device=coords.device)
+        return (coords + 0.5) / size
+    lo = coords.amin(dim=-2, keepdim=True)
+    hi = coords.amax(dim=-2, keepdim=True)
+    return (coords - lo) / (hi - lo).clamp_min(POINT_EPS)
+
+
+@ENCODINGS.register_module(name='lff')
+class LFF(Encoding):
+    """Learnable Fourier features + MLP, added to the patch tokens (prefix tokens carry no position).
+
+    Args:
+        dim: model width D. ndim: position dimensions M (2 for images, 3 for points). num_features: F, even
+        (None: F = D). hidden_dim: MLP width (32 in the paper). gamma: W_r init std is 1 / gamma.
+
+    Grid positions are normalised with the grid size, points without a grid by per-sample min-max (see
+    ``normalize_positions``). The Fourier features are computed in float32 even under autocast; the MLP follows
+    autocast. Shared positions (N, M) give one (N, D) table broadcast over the batch.
+    """
+
+    def __init__(
+        self, dim: int, ndim: int = 2, num_features: Optional[int] = None, hidden_dim: int = 32, gamma: float = 10.0
+    ) -> None:
+        super().__init__()
+        num_features = dim if num_features is None else num_features
+        if num_features < 2 or num_features % 2:
+            raise ValueError(f'lff needs an even num_features >= 2 (cos and sin halves), got {num_features}')
+        if gamma <= 0:
+            raise ValueError(f'lff needs gamma > 0 (W_r init std is 1/gamma), got {gamma}')
+        self.ndim = ndim
+        self.num_features = num_features
+        self.gamma = gamma
+        self.freqs = nn.Linear(ndim, num_features // 2, bias=False)  # W_r (F/2, M)
+        self.mlp = nn.Sequential(nn.Linear(num_features, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
+        self._cache = GridTableCache()
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.freqs.weight, std=1.0 / self.gamma)
+
+    def features(self, p: torch.Tensor) -> torch.Tensor:
+        """Normalised positions (..., N, M) -> Fourier features (..., N, F), float32."""
+        with torch.autocast(p.device.type, enabled=False):  # bf16 angles would lose the fine frequencies
+            angles = p.float() @ self.freqs.weight.float().t()
+            return torch.cat([angles.cos(), angles.sin()], dim=-1) * (1.0 / math.sqrt(self.num_features))
+
+    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        if pos.ndim != self.ndim:
+            raise ValueError(
+                f'lff was built for {self.ndim}D positions but got {pos.ndim}D; build it with ndim={pos.ndim}'
+            )
+        p = self._cache.get(pos.cache_key(), lambda: normalize_positions(pos))
+        return x + self.mlp(self.features(p)).to(x.dtype)
+
+
+__all__ = ['LFF', 'normalize_positions']

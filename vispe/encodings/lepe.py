@@ -1,0 +1,52 @@
+"""Locally-enhanced positional encoding (LePE) of CSWin (Dong et al., "CSWin Transformer: A General Vision
+Transformer Backbone with Cross-Shaped Windows", CVPR 2022).
+
+out = softmax(q k^T / sqrt(d)) v + DWConv(v): a depthwise conv over the values laid out on the token grid,
+added to the attention output before the output projection. On a plain global-attention ViT the grid is the
+whole token map. Hook: value_term, v (B, H, N_total, d) -> (B, H, N_total, d).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from vispe.encodings.base import Encoding
+from vispe.encodings.conditional import check_kernel_size, require_grid
+from vispe.positions import Positions
+from vispe.registry import ENCODINGS
+
+
+@ENCODINGS.register_module(name='lepe')
+class LePE(Encoding):
+    """LePE: a per-layer depthwise ``kernel_size`` conv (zero padding, bias) on V, one filter per channel of
+    each head (H*d = D channels, head-major as in CSWin).
+
+    The N = h*w patch values (B, H, N, d) are read as (B, H*d, h, w) and convolved; the prefix tokens (cls,
+    registers) carry no position and get a zero term.
+
+    Shapes: value_term v (B, H, num_prefix + h*w, d) -> (B, H, num_prefix + h*w, d).
+    """
+
+    def __init__(self, dim: int, num_heads: int, kernel_size: int = 3) -> None:
+        super().__init__()
+        if dim % num_heads:
+            raise ValueError(f'lepe needs a model width divisible by num_heads, got dim={dim}, num_heads={num_heads}')
+        k = check_kernel_size(kernel_size, 'lepe')
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.conv = nn.Conv2d(dim, dim, k, padding=k // 2, groups=dim)
+
+    def value_term(self, v: torch.Tensor, pos: Positions) -> torch.Tensor:
+        h, w = require_grid(pos, 'lepe')
+        B, H, _, d = v.shape
+        n = pos.num_prefix
+        # (B, H, N, d) -> (B, H, d, N) -> (B, H*d, h, w): for the qkv-split v this is a view, no copy
+        feat = v[:, :, n:].transpose(-1, -2).reshape(B, H * d, h, w)
+        term = self.conv(feat).reshape(B, H, d, h * w).transpose(-1, -2)  # (B, H, N, d)
+        # zero rows for the prefix: pad writes the one output tensor, where cat would also build a zeros tensor
+        return F.pad(term, (0, 0, n, 0)) if n else term
+
+
+__all__ = ['LePE']
