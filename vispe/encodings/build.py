@@ -10,6 +10,9 @@ from typing import Any, Dict, List, Sequence, Union
 from vispe.encodings.base import Encoding
 from vispe.registry import ENCODINGS
 
+#: constructor arguments a backbone supplies (the user does not set them in a config)
+BACKBONE_CONTEXT = frozenset({'dim', 'num_heads', 'ndim', 'grid_size', 'depth', 'layer_index'})
+
 EncodingSpec = Union[None, str, Dict[str, Any], Encoding, Sequence[Union[str, Dict[str, Any]]]]
 
 
@@ -74,7 +77,7 @@ def build_encoding(spec: Union[str, Dict[str, Any]], **context: Any) -> Encoding
     params = _accepted(cls)
     unknown = [k for k in cfg if k not in params]
     if unknown:
-        valid = [p for p in params if p not in ('dim', 'num_heads', 'ndim', 'grid_size')]
+        valid = [p for p in params if p not in BACKBONE_CONTEXT]
         hints = '; '.join(f'{k!r}{_closest(k, valid)}' for k in unknown)
         raise TypeError(f'{name} got unknown argument(s) {hints} Valid arguments: {valid}')
     kwargs = {k: v for k, v in context.items() if k in params}
