@@ -41,3 +41,23 @@ def test_markdown_table_rows_and_columns():
     assert table[0] == '| encoding | strategy | 32 | 64 |'
     assert table[2] == '| a | s | 90.0 | 50.2 |'
     assert table[3] == '| b | default | 10.0 | nan |'
+
+
+def test_previous_results_are_reused_only_for_the_same_checkpoint(tmp_path):
+    import json
+    import os
+    import time
+
+    from vispe.evaluation.compare import _previous_results
+
+    ckpt = tmp_path / 'epoch_3.pth'
+    ckpt.write_bytes(b'x')
+    path = tmp_path / 'results.json'
+    assert _previous_results(str(path), str(ckpt), ['32']) is None  # nothing yet
+    rows = [{'encoding': 'a', 'strategy': 's', 'resolution': 32, 'value': 1.0}]
+    path.write_text(json.dumps({'checkpoint': str(ckpt), 'results': rows}))
+    assert _previous_results(str(path), str(ckpt), ['32'])['results'] == rows
+    assert _previous_results(str(path), str(ckpt), ['32', '48']) is None  # other resolutions
+    later = time.time() + 10
+    os.utime(ckpt, (later, later))  # the checkpoint was rewritten after the evaluation
+    assert _previous_results(str(path), str(ckpt), ['32']) is None

@@ -76,22 +76,25 @@ def train_and_evaluate(run: Run, resolutions: Sequence[str], log: Callable[[str]
         _tool(['tools/train.py', run.config, '--work-dir', run.work_dir, *resume, *options], log)
         ckpt = final_checkpoint(run)
     eval_dir = os.path.join(run.work_dir, 'eval')
-    _tool(
-        [
-            'tools/eval_resolution.py',
-            run.config,
-            ckpt,
-            '--resolutions',
-            *resolutions,
-            '--out',
-            eval_dir,
-            '--no-progress',
-            *options,
-        ],
-        log,
-    )
+    previous = _previous_results(os.path.join(eval_dir, 'results.json'), ckpt, resolutions)
+    if previous is not None:
+        log(f'reusing {os.path.relpath(eval_dir, ROOT)}/results.json')
+        return previous
+    args = ['tools/eval_resolution.py', run.config, ckpt, '--resolutions', *resolutions, '--out', eval_dir]
+    _tool([*args, '--no-progress', *options], log)
     with open(os.path.join(eval_dir, 'results.json')) as f:
         return json.load(f)
+
+
+def _previous_results(path: str, ckpt: str, resolutions: Sequence[str]) -> Optional[Dict]:
+    """An earlier evaluation of the same checkpoint file (not modified since) at the same resolutions."""
+    if not os.path.isfile(path) or os.path.getmtime(path) < os.path.getmtime(ckpt):
+        return None
+    with open(path) as f:
+        results = json.load(f)
+    done = {str(r['resolution']) for r in results['results']}
+    same = os.path.abspath(results['checkpoint']) == os.path.abspath(ckpt) and done == set(resolutions)
+    return results if same else None
 
 
 def compare(runs: Sequence[Run], resolutions: Sequence[str], out_dir: str, log: Callable[[str], None] = print) -> Dict:
