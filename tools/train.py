@@ -13,7 +13,7 @@ from mmengine.runner import Runner  # noqa: E402
 
 from vispe.engine.checkpoint import allow_mmengine_checkpoints  # noqa: E402
 from vispe.engine.config import ConfigError, common_parser_args, enable_amp, load_config, setup_distributed_backend  # noqa: E402
-from vispe.engine.distributed import setup_cpu_distributed  # noqa: E402
+from vispe.engine.distributed import setup_cpu_distributed, teardown_distributed  # noqa: E402
 
 
 def parse_args():
@@ -45,6 +45,7 @@ def main():
     allow_mmengine_checkpoints()
     runner = Runner.from_cfg(cfg)
     runner.train()
+    teardown_distributed()
 
 
 if __name__ == '__main__':

@@ -32,3 +32,10 @@ def setup_cpu_distributed(cfg) -> None:
     if cfg.get('model_wrapper_cfg') is None:
         # scoped key: mmengine's wrap_model looks the type up in its root registry
         cfg.model_wrapper_cfg = dict(type='vispe.CPUDistributedDataParallel', broadcast_buffers=False)
+
+
+def teardown_distributed() -> None:
+    """Leave the process group cleanly: without it, gloo's threads can abort a rank at interpreter exit."""
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
