@@ -1,4 +1,5 @@
-"""Token positions, computed once per forward pass by a backbone and handed to every encoding.
+"""Token positions, computed once per forward pass by a backbone and handed to every encoding, and position
+samplers that replace them in training (``POSITION_SAMPLERS``: ``rpe2d``).
 
 An encoding never guesses a grid from a token count: it reads ``Positions``.
 """
@@ -6,9 +7,11 @@ An encoding never guesses a grid from a token count: it reads ``Positions``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Hashable, Optional, Tuple
+from typing import Any, Callable, Dict, Hashable, Optional, Sequence, Tuple, Union
 
 import torch
+
+from vispe.registry import POSITION_SAMPLERS
 
 
 @dataclass
@@ -57,3 +60,79 @@ def grid_coords(h: int, w: int, device: Optional[torch.device] = None) -> torch.
 def grid_positions(h: int, w: int, num_prefix: int = 0, device: Optional[torch.device] = None) -> Positions:
     """Positions of an h x w token grid with ``num_prefix`` prefix tokens in front."""
     return Positions(grid_coords(h, w, device), grid=(h, w), num_prefix=num_prefix, key=('grid', h, w))
+
+
+def sorted_subsets(batch_size: int, count: int, limit: int, generator=None, device=None) -> torch.Tensor:
+    """(B, count) float32: per row, ``count`` distinct integers drawn uniformly from [0, limit), sorted.
+
+    The top-``count`` of ``limit`` uniform scores is a uniformly random subset of that size.
+    """
+    scores = torch.rand(batch_size, limit, generator=generator, device=device)
+    return scores.topk(count, dim=-1).indices.sort(dim=-1).values.float()
+
+
+@POSITION_SAMPLERS.register_module(name='rpe2d')
+class RPE2D:
+    """RPE-2D, randomized 2D positions for resolution generalisation (as described in ENCODINGS.md, "Position
+    samplers"): in training, an h x w grid gets h sorted distinct row positions and w sorted distinct column
+    positions drawn uniformly from the enlarged integer range [0, L) of each axis, independently per axis and per
+    sample, so that every position of the largest grid to be served is seen in training. At evaluation the backbone
+    does not call it and the plain grid positions are used.
+
+    Args:
+        max_grid: (H_max, W_max), L per axis: the largest token grid to be served.
+
+    ``__call__(pos, batch_size, generator=None)``: grid positions -> per-sample coords (B, h*w, 2) (row, col),
+    ``key=None`` (nothing may cache them); ``grid``, ``num_prefix`` and ``cameras`` are kept, so encodings that
+    work on the image grid (ape_learned's table, peg / lepe convs) see the image grid, while coordinate encodings
+    (rope_*, ape_sincos, lff, irpe buckets) see the sampled positions.
+    """
+
+    def __init__(self, max_grid: Sequence[int]) -> None:
+        if len(max_grid) != 2 or min(int(m) for m in max_grid) < 1:
+            raise ValueError(f'rpe2d needs max_grid=(H_max, W_max), two positive ints, got {max_grid!r}')
+        self.max_grid: Tuple[int, int] = (int(max_grid[0]), int(max_grid[1]))
+
+    def __repr__(self) -> str:
+        return f'RPE2D(max_grid={self.max_grid})'
+
+    def check(self, grid: Optional[Tuple[int, int]]) -> Tuple[int, int]:
+        """The (h, w) grid, after checking that L >= the grid on each axis."""
+        if grid is None:
+            raise ValueError('rpe2d samples positions for a token grid, but these positions have no grid')
+        h, w = grid
+        if h > self.max_grid[0] or w > self.max_grid[1]:
+            raise ValueError(
+                f'rpe2d: max_grid (L) {self.max_grid[0]}x{self.max_grid[1]} must be >= the token grid on each axis, '
+                f'got a {h}x{w} grid; raise max_grid to the largest grid the model will serve'
+            )
+        return h, w
+
+    def __call__(self, pos: Positions, batch_size: int, generator: Optional[torch.Generator] = None) -> Positions:
+        h, w = self.check(pos.grid)
+        device = generator.device if generator is not None else pos.coords.device
+        rows = sorted_subsets(batch_size, h, self.max_grid[0], generator, device)  # (B, h)
+        cols = sorted_subsets(batch_size, w, self.max_grid[1], generator, device)  # (B, w)
+        coords = torch.stack([rows[:, :, None].expand(-1, h, w), cols[:, None, :].expand(-1, h, w)], dim=-1)
+        return Positions(
+            coords.reshape(batch_size, h * w, 2).to(pos.coords.device),
+            grid=pos.grid,
+            num_prefix=pos.num_prefix,
+            cameras=pos.cameras,
+            key=None,
+        )
+
+
+PositionSampler = Callable[..., Positions]
+
+
+def build_position_sampler(spec: Union[None, Dict[str, Any], PositionSampler]) -> Optional[PositionSampler]:
+    """None -> None; a config dict (``dict(type='rpe2d', max_grid=(16, 16))``) -> built from POSITION_SAMPLERS;
+    a callable ``(pos, batch_size) -> Positions`` is used as is."""
+    if spec is None:
+        return None
+    if isinstance(spec, dict):
+        return POSITION_SAMPLERS.build(dict(spec))
+    if callable(spec):
+        return spec
+    raise TypeError(f"a position sampler is a config dict with a 'type' key or a callable, got {spec!r}")

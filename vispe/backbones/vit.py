@@ -22,7 +22,7 @@ from torch.utils.checkpoint import checkpoint
 
 from vispe.attention import Attention
 from vispe.encodings.build import EncodingSpec, build_encoding, encoding_class, normalize_spec
-from vispe.positions import Positions, grid_positions
+from vispe.positions import Positions, PositionSampler, build_position_sampler, grid_positions
 from vispe.registry import MODELS
 
 
@@ -41,11 +41,17 @@ class VisionTransformerPE(VisionTransformer):
     Model-level encodings (embed, after_block hooks) live in ``self.pe``; per-layer ones (rotate,
     logit_bias, value_term) in ``blocks[i].attn.pe``. Build it with ``VisionTransformerPE(encoding=...,
     **timm_vit_kwargs)``, ``vispe.create_model`` or ``vispe.apply_encoding``.
+
+    ``position_sampler`` (e.g. ``RPE2D``, built from ``dict(type='rpe2d', max_grid=(16, 16))``) replaces the grid
+    positions in training only (``self.training``); evaluation always uses the plain grid.
     """
 
-    def __init__(self, encoding: EncodingSpec = 'ape_learned', **kwargs: Any) -> None:
+    #: training-time position sampler ``(pos, batch_size) -> Positions``, or None
+    position_sampler: Optional[PositionSampler] = None
+
+    def __init__(self, encoding: EncodingSpec = 'ape_learned', position_sampler=None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        apply_encoding(self, encoding)
+        apply_encoding(self, encoding, position_sampler=position_sampler)
 
     # --- encodings -------------------------------------------------------------------------------------------
     @property
@@ -85,6 +91,9 @@ class VisionTransformerPE(VisionTransformer):
         x = self.patch_embed(x)  # (B, h, w, D)
         B, h, w, D = x.shape
         pos = grid_positions(h, w, self.num_prefix_tokens, x.device)
+        if self.training and self.position_sampler is not None:
+            # per-sample coords (B, h*w, 2); pos.grid stays (h, w), so conv encodings still see the image grid
+            pos = self.position_sampler(pos, B)
         x = x.reshape(B, h * w, D)
         for enc in self.pe.values():
             if 'embed' in enc.active_hooks():
@@ -167,8 +176,8 @@ def _prefix_tokens_absorb_pos(model: VisionTransformer) -> None:
 def _strip_encodings(model: VisionTransformer) -> Optional[torch.Tensor]:
     """Remove the model's absolute table and vispe encodings; return the old patch table (1, h*w, D) if any."""
     table = None
-    if isinstance(model, VisionTransformerPE):
-        if 'ape_learned' in model.pe:
+    if isinstance(model, VisionTransformerPE):  # during VisionTransformerPE.__init__ there is no pe yet
+        if 'ape_learned' in getattr(model, 'pe', {}):
             table = model.pe['ape_learned'].pos_embed.data
     elif model.pos_embed is not None:
         _prefix_tokens_absorb_pos(model)
@@ -194,12 +203,19 @@ def _check_convertible(model: nn.Module) -> None:
         raise TypeError(f'apply_encoding needs timm pre-norm Blocks; this model has {sorted(set(bad))}')
 
 
-def apply_encoding(model: VisionTransformer, encoding: EncodingSpec, copy_model: bool = False) -> VisionTransformerPE:
+def apply_encoding(
+    model: VisionTransformer,
+    encoding: EncodingSpec,
+    copy_model: bool = False,
+    position_sampler: Union[None, Dict[str, Any], PositionSampler] = None,
+) -> VisionTransformerPE:
     """Convert a timm ViT to use ``encoding`` (a name, a config dict or a list of them), keeping its weights.
 
     The model's learned absolute table, if any, becomes the ``ape_learned`` table when that encoding is asked
     for, and is dropped otherwise; the prefix tokens' own table entries are folded into those tokens.
-    ``copy_model=True`` leaves ``model`` untouched and returns a converted deep copy.
+    ``copy_model=True`` leaves ``model`` untouched and returns a converted deep copy. ``position_sampler`` (a
+    config dict such as ``dict(type='rpe2d', max_grid=(16, 16))`` or a callable) is attached for training;
+    None keeps the model's current one (none for a timm model).
     """
     cfgs = normalize_spec(encoding)
     _check_convertible(model)
@@ -229,6 +245,8 @@ def apply_encoding(model: VisionTransformer, encoding: EncodingSpec, copy_model:
 
     if old_table is not None and 'ape_learned' in model.pe:
         _load_ape_table(model.pe['ape_learned'], old_table)
+    if position_sampler is not None:
+        model.position_sampler = build_position_sampler(position_sampler)
     return model
 
 
@@ -295,8 +313,10 @@ def create_model(
     ``encoding='default'`` keeps what the name implies: the learned table of a plain ViT, the rotary encoding
     of timm's ``*_rope_*`` models, the encoding in a vispe-registered name. ``features_only=True`` (with
     ``out_indices``) returns timm's feature wrapper around the converted model, as timm does for its ViTs.
+    ``position_sampler=dict(type='rpe2d', max_grid=(16, 16))`` attaches a training-time position sampler.
     """
     features_only = kwargs.pop('features_only', False)
+    sampler = kwargs.pop('position_sampler', None)
     feature_kwargs = {k: kwargs.pop(k) for k in ('out_indices', 'feature_cls', 'output_fmt') if k in kwargs}
     if eva_rope_base(model_name) is not None:
         model = from_eva_rope(model_name, pretrained=pretrained, **kwargs)
@@ -306,6 +326,10 @@ def create_model(
             encoding = 'ape_learned' if getattr(model, 'pos_embed', None) is not None else None
     if encoding != 'default':
         model = apply_encoding(model, encoding)
+    if sampler is not None:
+        if not isinstance(model, VisionTransformerPE):
+            raise TypeError(f'position_sampler needs a vispe model, but {model_name} with encoding=None is plain timm')
+        model.position_sampler = build_position_sampler(sampler)
     if features_only:
         from timm.models._features import FeatureGetterNet
 

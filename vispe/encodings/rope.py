@@ -1,5 +1,5 @@
 """Rotary position embeddings for vision: axial and mixed (Heo et al., "Rotary Position Embedding for
-Vision Transformer", ECCV 2024).
+Vision Transformer", ECCV 2024), with extrapolation strategies for grids larger than the training grid.
 
 Channel layout follows timm's naver-ai RoPE-ViT models, so their weights load unchanged: pairs are
 interleaved (channels 2j, 2j+1 form pair j) and, for images, the first half of the pairs rotates with the
@@ -7,9 +7,26 @@ column (x) and the second half with the row (y). A pair is rotated as one comple
 (x_2j + i x_2j+1) * e^(i angle), which is the same maths as timm's cos/sin form at about half the time and
 memory. Prefix tokens are left unrotated (e^(i 0) rows in the table, which avoids slicing q and k). Angles
 and the rotation are computed in float32 even under autocast. Hook: rotate, q and k (B, H, N_total, d) -> same.
+
+Extrapolation strategies (``strategy``; the backbone supplies the training grid as ``grid_size``). Per axis a
+the scale is s_a = max(1, extent_a / train_a), the extent being ``pos.grid`` (or, without a grid, the number
+of integer positions the coordinates span); an axis with s_a = 1 is untouched, so strategies only act on
+axes that grew. d_a = head_dim / ndim rotary dims per axis, w_k the frequency of pair k < d_a / 2.
+
+- ``none``: integer positions simply extend (the default).
+- ``interpolate``: position interpolation (PI; Chen et al. 2023), positions / s_a, i.e. w_k / s_a.
+- ``ntk``: NTK-aware scaling (bloc97 2023): theta' = theta * s_a^(d_a / (d_a - 2)), which multiplies w_k by
+  s_a^(-2k / (d_a - 2)): the fastest pair is kept, the slowest divided by exactly s_a.
+- ``yarn``: YaRN (Peng et al. 2023): w'_k = (1 - g_k) w_k / s_a + g_k w_k with
+  g_k = clamp((r_k - 1) / (32 - 1), 0, 1) and r_k = L_train,a w_k / (2 pi) the rotations of pair k over the
+  training extent; q and k are each multiplied by sqrt(0.1 ln s + 1) after rotation (logits by 0.1 ln s + 1),
+  with s the geometric mean of the axis scales (= s for a uniform zoom; our choice for aspect changes).
 """
 
 from __future__ import annotations
+
+import math
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +36,10 @@ from torch import nn
 from vispe.encodings.base import Encoding, GridTableCache
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
+
+#: YaRN's ramp, in rotations over the training extent: pairs above BETA_FAST extrapolate, below BETA_SLOW interpolate
+YARN_BETA_FAST = 32.0
+YARN_BETA_SLOW = 1.0
 
 
 def axial_frequencies(head_dim: int, ndim: int, theta: float) -> torch.Tensor:
@@ -40,55 +61,188 @@ def rotary_table(angles: torch.Tensor, num_prefix: int) -> torch.Tensor:
     return F.pad(table, [0, 0, num_prefix, 0], value=1.0) if num_prefix else table
 
 
-def rotate_pairs(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """Rotate interleaved channel pairs of x (B, H, N, d) by a complex table broadcastable to (B, H, N, d/2)."""
+def rotate_pairs(x: torch.Tensor, table: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    """Rotate interleaved channel pairs of x (B, H, N, d) by a complex table broadcastable to (B, H, N, d/2).
+
+    ``scale`` multiplies the result (YaRN's logit scaling), in float32 before casting back.
+    """
     pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
-    return torch.view_as_real(pairs * table).flatten(-2).type_as(x)
+    out = pairs * table
+    if scale != 1.0:
+        out = out * scale
+    return torch.view_as_real(out).flatten(-2).type_as(x)
+
+
+# --- extrapolation strategies: pure functions of the scale s of one axis ------------------------------------------
+def ntk_theta(theta: float, scale: float, axis_dims: int) -> float:
+    """NTK-aware base: theta' = theta * s^(d_a / (d_a - 2)), d_a = rotary dims per axis."""
+    if axis_dims <= 2:  # one pair per axis: its frequency is theta^0 = 1 whatever the base
+        return theta
+    return theta * scale ** (axis_dims / (axis_dims - 2))
+
+
+def ntk_factors(ranks: torch.Tensor, scale: float, axis_dims: int) -> torch.Tensor:
+    """Multipliers s^(-2k / (d_a - 2)) for pairs of frequency rank k (0 = fastest): what ``ntk_theta`` does to
+    w_k = 1 / theta^(2k / d_a), for frequencies that have no theta (learned ones)."""
+    if axis_dims <= 2:
+        return torch.ones_like(ranks, dtype=torch.float32)
+    return scale ** (-2.0 * ranks.float() / (axis_dims - 2))
+
+
+def yarn_factors(freqs: torch.Tensor, scale: float, train_len: float) -> torch.Tensor:
+    """YaRN multipliers (1 - g_k) / s + g_k for angular frequencies ``freqs`` (any shape; their magnitude counts).
+
+    r_k = L_train |w_k| / (2 pi) rotations over the training extent; g_k = clamp((r_k - beta_slow) /
+    (beta_fast - beta_slow), 0, 1): pairs turning >= 32 times keep their frequency, <= 1 time are divided by s.
+    """
+    rotations = train_len * freqs.detach().abs().float() / (2 * math.pi)
+    gamma = ((rotations - YARN_BETA_SLOW) / (YARN_BETA_FAST - YARN_BETA_SLOW)).clamp(0.0, 1.0)
+    return (1.0 - gamma) / scale + gamma
+
+
+def yarn_logit_scale(scale: float) -> float:
+    """YaRN's attention temperature: logits are multiplied by 0.1 ln s + 1."""
+    return 0.1 * math.log(scale) + 1.0
+
+
+def frequency_ranks(magnitudes: torch.Tensor, groups: int) -> torch.Tensor:
+    """Rank (0 = largest) of each of the (..., P) magnitudes within its block of P / groups consecutive pairs."""
+    blocks = magnitudes.reshape(*magnitudes.shape[:-1], groups, -1)
+    ranks = blocks.argsort(dim=-1, descending=True).argsort(dim=-1)
+    return ranks.reshape(magnitudes.shape)
+
+
+class RotaryStrategies(Encoding):
+    """The strategy machinery shared by the rotary encodings: training grid, per-axis scales, logit scale.
+
+    Subclasses set ``self.train_grid`` with ``train_grid_from``; without one only ``none`` may be chosen.
+    """
+
+    strategies = ('none', 'interpolate', 'ntk', 'yarn')
+    train_grid: Optional[Tuple[int, ...]] = None
+
+    @Encoding.strategy.setter
+    def strategy(self, value: str) -> None:
+        if value != 'none' and value in self.strategies and self.train_grid is None:
+            raise ValueError(
+                f'{type(self).__name__}: strategy {value!r} scales positions by the training grid, and none is known; '
+                "build it with grid_size=(h, w) (vispe's backbones pass it) or keep strategy 'none'"
+            )
+        Encoding.strategy.fset(self, value)
+
+    def axis_scales(self, coords: torch.Tensor, grid: Optional[Sequence[int]] = None) -> Tuple[float, ...]:
+        """s_a = max(1, extent_a / train_a) per coordinate axis, (row, col) for images; all 1 under ``none``.
+
+        The extent is ``grid`` when given, else the integer positions the (..., N, ndim) coordinates span
+        (max - min + 1, over the whole batch: one scale for every sample).
+        """
+        ndim = coords.shape[-1]
+        if self.strategy == 'none' or self.train_grid is None:
+            return (1.0,) * ndim
+        if grid is None:
+            flat = coords.detach().reshape(-1, ndim).float()
+            grid = (flat.amax(0) - flat.amin(0) + 1).tolist()
+        return tuple(max(1.0, float(e) / t) for e, t in zip(grid, self.train_grid))
+
+    def qk_scale(self, scales: Sequence[float]) -> float:
+        """What q and k are each multiplied by after rotation: sqrt(0.1 ln s + 1) for ``yarn``, else 1."""
+        if self.strategy != 'yarn' or all(s == 1.0 for s in scales):
+            return 1.0
+        geometric_mean = math.exp(sum(math.log(s) for s in scales) / len(scales))
+        return math.sqrt(yarn_logit_scale(geometric_mean))
+
+
+def train_grid_from(grid_size: Optional[Sequence[int]], ndim: int) -> Optional[Tuple[int, ...]]:
+    """The training grid as a tuple of ndim ints (None stays None)."""
+    if grid_size is None:
+        return None
+    grid = tuple(int(g) for g in grid_size)
+    if len(grid) != ndim or min(grid) < 1:
+        raise ValueError(f'grid_size must be {ndim} positive ints (one per position axis), got {tuple(grid_size)}')
+    return grid
 
 
 @ENCODINGS.register_module(name='rope_axial')
-class RoPEAxial(Encoding):
+class RoPEAxial(RotaryStrategies):
     """Axial 2D RoPE: pair k of axis a rotates by coord_a * w_k, w_k = 1/theta^(4k/d) (theta = 100).
 
-    No parameters; the (cos, sin) tables are cached per grid, prefix count and device.
+    No parameters; the complex tables are cached per grid, prefix count, device and strategy. ``grid_size`` is
+    the training grid (supplied by the backbone), needed by every strategy but ``none``.
     """
 
-    def __init__(self, dim: int, num_heads: int, ndim: int = 2, theta: float = 100.0) -> None:
+    def __init__(
+        self, dim: int, num_heads: int, ndim: int = 2, theta: float = 100.0, grid_size: Optional[Sequence[int]] = None
+    ) -> None:
         super().__init__()
         self.head_dim = dim // num_heads
         self.ndim = ndim
         self.theta = theta
+        self.train_grid = train_grid_from(grid_size, ndim)
         self.register_buffer('freqs', axial_frequencies(self.head_dim, ndim, theta), persistent=False)
         self._cache = GridTableCache()
 
-    def angles(self, coords: torch.Tensor) -> torch.Tensor:
-        """(..., N, ndim) -> (..., N, d/2). The last axis comes first (x before y for (row, col))."""
-        per_axis = [coords[..., a, None].float() * self.freqs for a in reversed(range(self.ndim))]
+    @property
+    def axis_dims(self) -> int:
+        """d_a: rotary channels per position axis."""
+        return self.head_dim // self.ndim
+
+    def axis_frequencies(self, scales: Sequence[float]) -> List[torch.Tensor]:
+        """Per axis (coordinate order), the (d_a/2,) float32 frequencies under the strategy at those scales."""
+        return [self._scaled(s, a) for a, s in enumerate(scales)]
+
+    def _scaled(self, scale: float, axis: int) -> torch.Tensor:
+        if scale == 1.0:
+            return self.freqs
+        if self.strategy == 'interpolate':
+            return self.freqs / scale
+        if self.strategy == 'ntk':
+            theta = ntk_theta(self.theta, scale, self.axis_dims)
+            return axial_frequencies(self.head_dim, self.ndim, theta).to(self.freqs.device)
+        return self.freqs * yarn_factors(self.freqs, scale, self.train_grid[axis])  # yarn
+
+    def angles(self, coords: torch.Tensor, grid: Optional[Sequence[int]] = None) -> torch.Tensor:
+        """(..., N, ndim) -> (..., N, d/2) float32, with the strategy applied (``grid``: the token grid, for the
+        scales; without it the coordinates' extent). The last axis comes first (x before y for (row, col))."""
+        freqs = self.axis_frequencies(self.axis_scales(coords, grid))
+        per_axis = [coords[..., a, None].float() * freqs[a] for a in reversed(range(self.ndim))]
         return torch.cat(per_axis, dim=-1)
 
+    def table(self, pos: Positions) -> torch.Tensor:
+        """The complex table (num_prefix + N, d/2), or (B, 1, num_prefix + N, d/2) for per-sample positions."""
+        key = pos.cache_key(self.strategy)  # the strategy may change between evaluations of one model
+        table = self._cache.get(key, lambda: rotary_table(self.angles(pos.coords, pos.grid), pos.num_prefix))
+        return table[:, None] if table.dim() == 3 else table  # per-sample tables are shared by the heads
+
     def rotate(self, q, k, pos: Positions):
-        table = self._cache.get(pos.cache_key(), lambda: rotary_table(self.angles(pos.coords), pos.num_prefix))
-        if table.dim() == 3:  # per-sample positions: (B, N, d/2) -> (B, 1, N, d/2), shared by the heads
-            table = table[:, None]
-        return rotate_pairs(q, table), rotate_pairs(k, table)
+        scale = self.qk_scale(self.axis_scales(pos.coords, pos.grid))
+        table = self.table(pos)
+        return rotate_pairs(q, table, scale), rotate_pairs(k, table, scale)
 
 
 @ENCODINGS.register_module(name='rope_mixed')
-class RoPEMixed(Encoding):
+class RoPEMixed(RotaryStrategies):
     """Mixed 2D RoPE with learnable frequencies, one set per attention layer and head.
 
     The angle of pair j in head h is f_x[h, j] * col + f_y[h, j] * row. Init (theta = 10): magnitudes
     1/theta^(4k/d); a random angle a per head; the first d/4 pairs point along (cos a, sin a), the last d/4
     along a + pi/2. ``freqs`` (ndim, H, d/2) is excluded from weight decay.
+
+    Strategies act on each axis' component of the frequencies (f_x with the column scale, f_y with the row
+    scale). Learned frequencies have no theta, so ``ntk`` applies its equivalent per-pair factor
+    s^(-2k / (d_a - 2)), k the rank of |f_j| within its block of d/4 pairs (the blocks are the two axis groups of
+    the init; rank 0 = largest magnitude, kept); ``yarn`` counts the rotations of pair j with |f_j|.
     """
 
-    def __init__(self, dim: int, num_heads: int, ndim: int = 2, theta: float = 10.0) -> None:
+    def __init__(
+        self, dim: int, num_heads: int, ndim: int = 2, theta: float = 10.0, grid_size: Optional[Sequence[int]] = None
+    ) -> None:
         super().__init__()
         if ndim != 2:
             raise ValueError(f'rope_mixed is defined here for 2D positions, got ndim={ndim}')
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.theta = theta
+        self.train_grid = train_grid_from(grid_size, ndim)
         axial_frequencies(self.head_dim, ndim, theta)  # validates the head dim
         self.freqs = nn.Parameter(torch.empty(2, num_heads, self.head_dim // 2))
         self.reset_parameters()
@@ -100,15 +254,47 @@ class RoPEMixed(Encoding):
     def no_weight_decay(self):
         return {'freqs'}
 
-    def angles(self, coords: torch.Tensor) -> torch.Tensor:
+    def frequency_factors(self, scales: Sequence[float]) -> Optional[torch.Tensor]:
+        """(2, H, d/2) float32 multipliers of (f_x, f_y) under the strategy at (row, col) scales; None: all 1."""
+        if all(s == 1.0 for s in scales):
+            return None
+        by_freq_axis = (scales[1], scales[0])  # freqs[0] multiplies the column, freqs[1] the row
+        magnitudes = self.freqs.detach().float().norm(dim=0)  # (H, d/2); the strategy is no function to train
+        axis_dims = self.head_dim // 2
+        factors = []
+        for a, s in enumerate(by_freq_axis):
+            if self.strategy == 'interpolate':
+                factors.append(torch.full_like(magnitudes, 1.0 / s))
+            elif self.strategy == 'ntk':
+                factors.append(ntk_factors(frequency_ranks(magnitudes, 2), s, axis_dims))
+            else:  # yarn, with the training extent of the axis this component multiplies
+                factors.append(yarn_factors(magnitudes, s, self.train_grid[1 - a]))
+        return torch.stack(factors)
+
+    def angles(self, coords: torch.Tensor, grid: Optional[Sequence[int]] = None) -> torch.Tensor:
         """(..., N, 2) (row, col) -> (..., H, N, d/2); float32 matmul-free so autocast cannot downcast it."""
         freqs = self.freqs.float()
+        factors = self.frequency_factors(self.axis_scales(coords, grid))
+        if factors is not None:
+            freqs = freqs * factors
         col, row = coords[..., 1].float(), coords[..., 0].float()
         return col[..., None, :, None] * freqs[0, :, None] + row[..., None, :, None] * freqs[1, :, None]
 
     def rotate(self, q, k, pos: Positions):
-        table = rotary_table(self.angles(pos.coords), pos.num_prefix)  # (..., H, N, d/2)
-        return rotate_pairs(q, table), rotate_pairs(k, table)
+        scale = self.qk_scale(self.axis_scales(pos.coords, pos.grid))
+        table = rotary_table(self.angles(pos.coords, pos.grid), pos.num_prefix)  # (..., H, N, d/2)
+        return rotate_pairs(q, table, scale), rotate_pairs(k, table, scale)
 
 
-__all__ = ['RoPEAxial', 'RoPEMixed', 'axial_frequencies', 'rotary_table', 'rotate_pairs']
+__all__ = [
+    'RoPEAxial',
+    'RoPEMixed',
+    'RotaryStrategies',
+    'axial_frequencies',
+    'ntk_factors',
+    'ntk_theta',
+    'rotary_table',
+    'rotate_pairs',
+    'yarn_factors',
+    'yarn_logit_scale',
+]

@@ -7,7 +7,8 @@ optim_wrapper = dict(
         norm_decay_mult=0.0,
         bias_decay_mult=0.0,
         custom_keys={
-            '.freqs': dict(decay_mult=0.0),
+            '.freqs': dict(decay_mult=0.0),  # rope_mixed frequencies
+            '.comrope_': dict(decay_mult=0.0),  # ComRoPE generators: decay would shrink every rotation
             'pos_embed': dict(decay_mult=0.0),
             'cls_token': dict(decay_mult=0.0),
         },

@@ -1,0 +1,287 @@
+"""ComRoPE: rotary encodings with trainable commuting angle matrices (Yu et al., "ComRoPE: Scalable and Robust
+Rotary Position Embedding Parameterized by Trainable Commuting Angle Matrices", CVPR 2025).
+
+R(x) = exp(sum_i A_i x_i) for normalised positions x, with skew-symmetric, pairwise commuting A_i, so
+R(x)^T R(y) = R(y - x): q_m . k_n depends only on x_n - x_m. Each A_i is block diagonal with b x b blocks
+(b = ``block_size``, J = d/b blocks per head), block j being a multiple of one generator S_j = P_j - P_j^T per
+head, A_i[j] = W[i, j] S_j, which is why they commute. ``comrope_ap`` (axis-partitioned): W[i, j] = 1 if
+j = i (mod ndim), else 0. ``comrope_ld`` (linearly dependent): W = theta, learned per axis and block (shared by
+the heads, as in the reference code).
+
+Block j of token n is thus exp(t_nj S_j), t = x W (N, J), applied to q viewed as (B, H, N, J, b) with tables
+(H, N, J, ...) computed once per forward and shared by the batch, never as the reference's dense d x d matrix
+per token. b = 2: a rotation by t S[1, 0], RoPE's complex multiplication. b = 4: so(4) splits into commuting
+left and right quaternion multiplications, so exp(t S) x = p x r with unit quaternions p, r (Rodrigues'
+formula each): a few complex multiplications, no matrix exponential. b = 8: ``expm`` on (H, N, J, 8, 8) and a
+batched matmul, about 8x slower than b = 4. Float32, autocast off; prefix tokens get t = 0 (the identity).
+
+Positions: ((r + 0.5) / h, (c + 0.5) / w) from ``pos.grid``; without a grid, min-max per sample and axis to
+[0, 1]. ``jitter=True``: in training, U(-0.5, 0.5) coordinate units (half a patch) per sample and token are
+added before normalising, the paper's position perturbation.
+
+Init (ours; the reference code's default is P ~ N(0, 1)): P_j ~ N(0, sigma_j^2), sigma_j = r_j / sqrt(2 (b - 1)),
+so that r_j is the RMS rotation rate of block j's invariant planes in radians per image side. The r_j are
+geometric over ``rate_range`` = (0.16, 16), like RoPE's ladder on a 16-patch side (16: about 1 rad per patch,
+RoPE's fastest pair; 0.16: nearly constant, about RoPE's slowest at theta = 100). AP ranks each axis' blocks on
+the ladder; LD ranks all blocks and points theta_j in a random unit direction (as rope_mixed), so no block
+starts blind to an axis.
+
+Hook: rotate, q and k (B, H, N_total, d) -> same. Parameters per layer: P (H, J, b, b); LD also theta (ndim, J).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from vispe.encodings.base import Encoding
+from vispe.encodings.rope import rotary_table, rotate_pairs
+from vispe.positions import Positions
+from vispe.registry import ENCODINGS
+
+BLOCK_SIZES = (2, 4, 8)
+
+
+def quaternion_matrices(p: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(..., 4, 4) matrices of x -> p x and x -> x p for quaternions p (..., 4) = (w, x, y, z)."""
+    w, x, y, z = p.unbind(-1)
+    left = torch.stack([w, -x, -y, -z, x, w, -z, y, y, z, w, -x, z, -y, x, w], dim=-1)
+    right = torch.stack([w, -x, -y, -z, x, w, z, -y, y, -z, w, x, z, y, -x, w], dim=-1)
+    return left.unflatten(-1, (4, 4)), right.unflatten(-1, (4, 4))
+
+
+def so4_split(gen: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Skew S (..., 4, 4) = L_a + R_b: the pure quaternions a, b (..., 3) of its left and right parts.
+
+    L_u, R_u for u = i, j, k are an orthogonal basis of so(4) (squared norm 4 each); the two halves commute.
+    """
+    left, right = quaternion_matrices(torch.eye(4, device=gen.device)[1:])  # (3, 4, 4) each
+    return torch.einsum('...xy,mxy->...m', gen, left) / 4, torch.einsum('...xy,mxy->...m', gen, right) / 4
+
+
+def unit_quaternion(v: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """exp(t v) = cos t|v| + sin t|v| v/|v| for pure quaternions v (H, J, 3) and t (..., N, J), as Cayley-Dickson
+    complex pairs (w + x i, y + z i): (..., H, N, J, 2) complex64."""
+    norm = v.square().sum(-1).add(1e-24).sqrt()  # eps: finite gradients if a part vanishes
+    phi = t[..., None, :, :] * norm[:, None, :]  # (..., H, N, J)
+    sin = phi.sin()[..., None] * (v / norm[..., None])[:, None]  # (..., H, N, J, 3)
+    return torch.complex(torch.stack([phi.cos(), sin[..., 1]], -1), torch.stack([sin[..., 0], sin[..., 2]], -1))
+
+
+def quaternion_sandwich(x: torch.Tensor, p: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    """p x r for x (B, H, N, d) read as d/4 quaternions and unit quaternions p, r (..., H, N, d/4, 2) complex.
+
+    With x = z1 + z2 j (z1 = x0 + x1 i, z2 = x2 + x3 i) and j z = conj(z) j, both products are complex
+    multiplications: elementwise, twice as fast on CPU as a batched 4x4 matmul per token and block.
+    """
+    z1, z2 = torch.view_as_complex(x.float().unflatten(-1, (-1, 2, 2))).unbind(-1)  # (B, H, N, d/4) each
+    (w1, w2), (u1, u2) = p.unbind(-1), r.unbind(-1)
+    y1, y2 = w1 * z1 - w2 * z2.conj(), w1 * z2 + w2 * z1.conj()  # p x
+    out = torch.stack([y1 * u1 - y2 * u2.conj(), y1 * u2 + y2 * u1.conj()], dim=-1)  # (p x) r
+    return torch.view_as_real(out).flatten(-3).type_as(x)
+
+
+#: Taylor degree of ``expm`` on matrices scaled to 1-norm <= 1/2: truncation error <= 0.5^9 / 9! ~ 5e-9
+EXP_DEGREE = 8
+
+
+def expm(a: torch.Tensor) -> torch.Tensor:
+    """exp(a) for a batch (..., n, n): scaling and squaring of a degree-8 Taylor polynomial (float32-accurate).
+
+    The scheme of ``torch.linalg.matrix_exp``, but differentiated as plain matmuls, whereas matrix_exp's backward
+    exponentiates a 2n x 2n block matrix: forward + backward take 1/4 of its time for HARoPE's (2H, 64, 64), 1/2
+    for (H, N, J, 8, 8). The number of squarings comes from the norm, read on the host (a device sync on GPU).
+    """
+    norm = a.detach().abs().sum(-2).amax().item()  # the 1-norm, worst matrix of the batch
+    if not math.isfinite(norm):
+        return torch.linalg.matrix_exp(a)
+    squarings = max(0, math.ceil(math.log2(norm / 0.5))) if norm > 0.5 else 0
+    x = a / 2**squarings
+    eye = torch.eye(a.shape[-1], device=a.device, dtype=a.dtype)
+    out = eye + x / EXP_DEGREE
+    for k in range(EXP_DEGREE - 1, 0, -1):  # Horner: I + x (I + x/2 (... (I + x/8))...)
+        out = eye + (x @ out) / k
+    for _ in range(squarings):
+        out = out @ out
+    return out
+
+
+def exp_skew(gen: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """exp(t S) for skew generators S (H, J, b, b) and multipliers t (..., N, J) -> (..., H, N, J, b, b).
+
+    Closed forms for b = 2 (a rotation by t S[1, 0]) and b = 4 (L_p R_r: L_a and R_b commute, so exp(t S) =
+    exp(t L_a) exp(t R_b)); ``expm`` otherwise.
+    """
+    b = gen.shape[-1]
+    if b == 4:
+        p, r = (torch.view_as_real(unit_quaternion(v, t)).flatten(-2) for v in so4_split(gen))  # (..., 4)
+        return quaternion_matrices(p)[0] @ quaternion_matrices(r)[1]
+    angle_gen = t[..., None, :, :, None, None] * gen[:, None]  # (..., H, N, J, b, b)
+    if b == 2:
+        cos, sin = angle_gen[..., 1, 0].cos(), angle_gen[..., 1, 0].sin()
+        return torch.stack([cos, -sin, sin, cos], dim=-1).unflatten(-1, (2, 2))
+    return expm(angle_gen)
+
+
+def apply_blocks(x: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
+    """x (B, H, N, d) with each b-channel block j of token n multiplied by rot ([B,] H, N, d/b, b, b)."""
+    blocks = x.float().unflatten(-1, rot.shape[-3:-1])  # (B, H, N, d/b, b)
+    pattern = 'hnjab,xhnjb->xhnja' if rot.dim() == 5 else 'xhnjab,xhnjb->xhnja'
+    return torch.einsum(pattern, rot, blocks).flatten(-2).type_as(x)
+
+
+def rate_ladder(count: int, rate_range: Sequence[float]) -> torch.Tensor:
+    """(count,) rates from max(rate_range) down to min(rate_range), geometrically spaced."""
+    lo, hi = min(rate_range), max(rate_range)
+    return hi * (lo / hi) ** (torch.arange(count, dtype=torch.float32) / max(count - 1, 1))
+
+
+class ComRoPE(Encoding):
+    """Shared by ``comrope_ap`` and ``comrope_ld``, which define the axis weights W (ndim, J) and block rates."""
+
+    #: every axis owns whole blocks (AP), so the head dim must divide by block_size * ndim
+    partitioned: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        ndim: int = 2,
+        block_size: int = 4,
+        jitter: bool = False,
+        rate_range: Tuple[float, float] = (0.16, 16.0),
+    ) -> None:
+        super().__init__()
+        head_dim, name = dim // num_heads, type(self).__name__
+        if block_size not in BLOCK_SIZES:
+            raise ValueError(f'{name}: block_size must be one of {BLOCK_SIZES}, got {block_size}')
+        unit = block_size * (ndim if self.partitioned else 1)
+        if head_dim % unit:
+            why = f' times {ndim} axes, each owning whole blocks' if self.partitioned else ''
+            raise ValueError(
+                f'{name}: head dim {head_dim} (dim {dim} / {num_heads} heads) must be divisible by {unit} '
+                f'(block_size {block_size}{why}); change block_size or num_heads'
+            )
+        self.num_heads, self.head_dim, self.ndim = num_heads, head_dim, ndim
+        self.block_size, self.num_blocks = block_size, head_dim // block_size
+        self.jitter, self.rate_range = jitter, tuple(rate_range)
+        self.P = nn.Parameter(torch.empty(num_heads, self.num_blocks, block_size, block_size))
+        self.build_axis_weights()
+        self.reset_parameters()
+
+    def build_axis_weights(self) -> None:
+        raise NotImplementedError
+
+    def axis_weights(self) -> torch.Tensor:  # W (ndim, J): A_i[j] = W[i, j] S_j
+        raise NotImplementedError
+
+    def block_rates(self) -> torch.Tensor:  # (J,) initial RMS rotation rates, rad per unit of normalised position
+        raise NotImplementedError
+
+    def reset_parameters(self) -> None:
+        sigma = self.block_rates() / math.sqrt(2 * (self.block_size - 1))
+        with torch.no_grad():
+            self.P.normal_().mul_(sigma[None, :, None, None])
+
+    def no_weight_decay(self):
+        """Decay would shrink every rotation towards none, as for rope_mixed's frequencies."""
+        return {'P'}
+
+    def skew_generators(self) -> torch.Tensor:
+        """S = P - P^T (H, J, b, b), float32."""
+        p = self.P.float()
+        return p - p.transpose(-1, -2)
+
+    def generators(self) -> torch.Tensor:
+        """The blocks of the angle matrices A_i: (ndim, H, J, b, b)."""
+        return self.axis_weights().float()[:, None, :, None, None] * self.skew_generators()
+
+    def normalized_coords(self, pos: Positions, batch: Optional[int] = None) -> torch.Tensor:
+        """(N, ndim), or (B, N, ndim) when jittered (B = ``batch``), float32 positions in (0, 1)."""
+        coords = pos.coords.float()
+        if pos.grid is not None:
+            lo = torch.full((len(pos.grid),), -0.5, device=coords.device)
+            span = torch.tensor(pos.grid, dtype=torch.float32, device=coords.device)
+        else:  # no grid (points, sampled positions): min-max per sample
+            lo = coords.amin(dim=-2, keepdim=True)
+            span = (coords.amax(dim=-2, keepdim=True) - lo).clamp_min(1e-6)
+        if self.jitter and self.training:
+            coords = coords + torch.rand(batch or 1, *coords.shape[-2:], device=coords.device) - 0.5
+        return (coords - lo) / span
+
+    def multipliers(self, x: torch.Tensor, num_prefix: int = 0) -> torch.Tensor:
+        """t = x W (..., num_prefix + N, J), float32; prefix tokens get t = 0, the identity."""
+        t = x.float() @ self.axis_weights().float()
+        return F.pad(t, [0, 0, num_prefix, 0]) if num_prefix else t
+
+    def rotation(self, x: torch.Tensor, num_prefix: int = 0) -> torch.Tensor:
+        """Blocks of R(x) = exp(sum_i A_i x_i) for normalised x (..., N, ndim): (..., H, num_prefix + N, J, b, b)."""
+        with torch.autocast(x.device.type, enabled=False):
+            return exp_skew(self.skew_generators(), self.multipliers(x, num_prefix))
+
+    def rotate_normalized(self, q: torch.Tensor, k: torch.Tensor, x: torch.Tensor, num_prefix: int = 0):
+        """Rotate q, k (B, H, num_prefix + N, d) by R(x) for normalised positions x (N or B, N, ndim)."""
+        with torch.autocast(q.device.type, enabled=False):
+            gen, t = self.skew_generators(), self.multipliers(x, num_prefix)
+            if self.block_size == 2:  # e^(i t_j omega_j), omega = S[1, 0]: (..., H, N, d/2)
+                table = rotary_table(t[..., None, :, :] * gen[:, None, :, 1, 0], 0)
+                return rotate_pairs(q, table), rotate_pairs(k, table)
+            if self.block_size == 4:  # x -> p x r, p = exp(t a), r = exp(t b): (..., H, N, d/4, 2) each
+                p, r = (unit_quaternion(v, t) for v in so4_split(gen))
+                return quaternion_sandwich(q, p, r), quaternion_sandwich(k, p, r)
+            rot = exp_skew(gen, t)
+            return apply_blocks(q, rot), apply_blocks(k, rot)
+
+    def rotate(self, q, k, pos: Positions):
+        return self.rotate_normalized(q, k, self.normalized_coords(pos, q.shape[0]), pos.num_prefix)
+
+
+@ENCODINGS.register_module(name='comrope_ap')
+class ComRoPEAP(ComRoPE):
+    """ComRoPE-AP: block j rotates with axis j mod ndim only, by exp(x_(j mod ndim) (P_j - P_j^T))."""
+
+    partitioned = True
+
+    def build_axis_weights(self) -> None:
+        mask = torch.arange(self.num_blocks) % self.ndim == torch.arange(self.ndim)[:, None]
+        self.register_buffer('mask', mask.float(), persistent=False)
+
+    def axis_weights(self) -> torch.Tensor:
+        return self.mask
+
+    def block_rates(self) -> torch.Tensor:
+        rank = torch.arange(self.num_blocks) // self.ndim  # each axis gets the whole ladder
+        return rate_ladder(self.num_blocks // self.ndim, self.rate_range)[rank]
+
+
+@ENCODINGS.register_module(name='comrope_ld')
+class ComRoPELD(ComRoPE):
+    """ComRoPE-LD: A_i = theta_i (P - P^T) blockwise: block j rotates by exp((x . theta_j) (P_j - P_j^T)).
+
+    ``theta`` (ndim, J) starts as a random unit vector per block; like P it is excluded from weight decay.
+    """
+
+    def build_axis_weights(self) -> None:
+        self.theta = nn.Parameter(torch.empty(self.ndim, self.num_blocks))
+
+    def axis_weights(self) -> torch.Tensor:
+        return self.theta
+
+    def block_rates(self) -> torch.Tensor:
+        return rate_ladder(self.num_blocks, self.rate_range)
+
+    def reset_parameters(self) -> None:
+        super().reset_parameters()
+        with torch.no_grad():
+            direction = torch.randn(self.ndim, self.num_blocks)
+            self.theta.copy_(direction / direction.norm(dim=0, keepdim=True))
+
+    def no_weight_decay(self):
+        return {'P', 'theta'}
+
+
+__all__ = ['ComRoPE', 'ComRoPEAP', 'ComRoPELD', 'exp_skew', 'expm', 'quaternion_sandwich', 'so4_split']

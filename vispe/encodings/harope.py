@@ -1,0 +1,89 @@
+"""HARoPE: head-wise adaptive rotary position encoding (Li et al., 2025, for diffusion transformers).
+
+Per head an invertible M = U diag(s) V^T (d x d) mixes the channels before 2D axial RoPE (theta = 10000, d/2
+channels per axis): q -> M q and k -> M^-T k, so that the score
+
+    (R_m M q)^T (R_n M^-T k) = q^T M^T R(n - m) M^-T k
+
+still depends only on the offset n - m, while each head chooses which channel directions rotate at which
+frequency. U = exp(A_u - A_u^T) and V = exp(A_v - A_v^T) are orthogonal, s = softplus(sigma) + 1e-6 > 0, so
+M^-1 = V diag(1/s) U^T in closed form (and M^-T = U diag(1/s) V^T: M and M^-T differ only in s vs 1/s).
+Init A_u = A_v = 0, sigma = log(e - 1) (softplus = 1): M = I up to the 1e-6, and training starts as plain
+RoPE; the gradients there are non-zero (the differential of exp at 0 is the identity).
+
+Prefix tokens: M and M^-T act on every token, cls included (no slicing); RoPE then leaves the prefix unrotated.
+Scores among patches stay relative, prefix-prefix scores are unchanged (q^T M^T M^-T k = q^T k), and a cls-patch
+score q^T M^T R_n M^-T k sees the same sandwich as patch-patch ones (it is absolute in any case). The resolution
+strategies (none / interpolate / ntk / yarn) are RoPEAxial's, applied to the rotation after M.
+
+U and V are computed once per forward, (H, d, d) in float32, by ``expm`` (scaling and squaring, checked against
+``torch.linalg.matrix_exp`` in the tests; its backward is 4x cheaper); q and k are transformed in float32 with
+autocast off and cast back. Hook: rotate, q and k (B, H, N_total, d) -> same.
+Parameters per layer: A_u, A_v (H, d, d), sigma (H, d).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from vispe.encodings.comrope import expm
+from vispe.encodings.rope import RoPEAxial
+from vispe.positions import Positions
+from vispe.registry import ENCODINGS
+
+
+@ENCODINGS.register_module(name='harope')
+class HARoPE(RoPEAxial):
+    """HARoPE: q -> M q, k -> M^-T k per head, then RoPEAxial's rotation (theta = 10000)."""
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        ndim: int = 2,
+        theta: float = 10000.0,
+        grid_size: Optional[Sequence[int]] = None,
+    ) -> None:
+        super().__init__(dim, num_heads, ndim=ndim, theta=theta, grid_size=grid_size)
+        self.num_heads = num_heads
+        d = self.head_dim
+        self.A_u = nn.Parameter(torch.empty(num_heads, d, d))
+        self.A_v = nn.Parameter(torch.empty(num_heads, d, d))
+        self.sigma = nn.Parameter(torch.empty(num_heads, d))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.zeros_(self.A_u)
+        nn.init.zeros_(self.A_v)
+        nn.init.constant_(self.sigma, math.log(math.e - 1.0))  # softplus(sigma) = 1
+
+    def factors(self) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """U, V (H, d, d) orthogonal and s (H, d) > 0, float32, with M = U diag(s) V^T."""
+        a = torch.cat([self.A_u, self.A_v]).float()  # one exponential for both: one norm read, half the calls
+        u, v = expm(a - a.transpose(-1, -2)).chunk(2)
+        return u, v, F.softplus(self.sigma.float()) + 1e-6
+
+    def mixing(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(M, M^-T), each (H, d, d) float32."""
+        u, v, s = self.factors()
+        return (u * s[:, None, :]) @ v.transpose(-1, -2), (u / s[:, None, :]) @ v.transpose(-1, -2)
+
+    def transform(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """q -> M q, k -> M^-T k on (B, H, N, d) rows: q @ M^T, k @ M^-1."""
+        with torch.autocast(q.device.type, enabled=False):
+            m, m_inv_t = self.mixing()
+            q2 = q.float() @ m.transpose(-1, -2)
+            k2 = k.float() @ m_inv_t.transpose(-1, -2)
+        return q2.to(q.dtype), k2.to(k.dtype)
+
+    def rotate(self, q, k, pos: Positions):
+        q2, k2 = self.transform(q, k)
+        return super().rotate(q2, k2, pos)
+
+
+__all__ = ['HARoPE']
