@@ -58,6 +58,16 @@ def test_previous_results_are_reused_only_for_the_same_checkpoint(tmp_path):
     path.write_text(json.dumps({'checkpoint': str(ckpt), 'results': rows}))
     assert _previous_results(str(path), str(ckpt), ['32'])['results'] == rows
     assert _previous_results(str(path), str(ckpt), ['32', '48']) is None  # other resolutions
+    assert _previous_results(str(path), str(ckpt), ['32'], ['s']) is not None
+    assert _previous_results(str(path), str(ckpt), ['32'], ['s', 'ntk']) is None  # the model now has more strategies
     later = time.time() + 10
     os.utime(ckpt, (later, later))  # the checkpoint was rewritten after the evaluation
     assert _previous_results(str(path), str(ckpt), ['32']) is None
+
+
+def test_supported_strategies_follow_the_encoding():
+    from vispe.evaluation.compare import supported_strategies
+
+    config = 'configs/vit/vit_tiny_shapes2d_position.py'
+    assert supported_strategies(Run('position', config, 'unused', [encoding_option('ape_learned')]))[0] == 'bicubic'
+    assert 'ntk' in supported_strategies(Run('position', config, 'unused', [encoding_option('rope_mixed+peg')]))

@@ -76,7 +76,7 @@ def train_and_evaluate(run: Run, resolutions: Sequence[str], log: Callable[[str]
         _tool(['tools/train.py', run.config, '--work-dir', run.work_dir, *resume, *options], log)
         ckpt = final_checkpoint(run)
     eval_dir = os.path.join(run.work_dir, 'eval')
-    previous = _previous_results(os.path.join(eval_dir, 'results.json'), ckpt, resolutions)
+    previous = _previous_results(os.path.join(eval_dir, 'results.json'), ckpt, resolutions, supported_strategies(run))
     if previous is not None:
         log(f'reusing {os.path.relpath(eval_dir, ROOT)}/results.json')
         return previous
@@ -86,15 +86,34 @@ def train_and_evaluate(run: Run, resolutions: Sequence[str], log: Callable[[str]
         return json.load(f)
 
 
-def _previous_results(path: str, ckpt: str, resolutions: Sequence[str]) -> Optional[Dict]:
-    """An earlier evaluation of the same checkpoint file (not modified since) at the same resolutions."""
+def _previous_results(
+    path: str, ckpt: str, resolutions: Sequence[str], strategies: Optional[Sequence[str]] = None
+) -> Optional[Dict]:
+    """An earlier evaluation of the same checkpoint file (not modified since) at the same resolutions and, when
+    given, the same strategies (the set a model supports grows as vispe does)."""
     if not os.path.isfile(path) or os.path.getmtime(path) < os.path.getmtime(ckpt):
         return None
     with open(path) as f:
         results = json.load(f)
     done = {str(r['resolution']) for r in results['results']}
     same = os.path.abspath(results['checkpoint']) == os.path.abspath(ckpt) and done == set(resolutions)
+    if strategies is not None:
+        same = same and {r['strategy'] for r in results['results']} == set(strategies)
     return results if same else None
+
+
+def supported_strategies(run: Run) -> List[str]:
+    """The resolution strategies eval_resolution will sweep for this run's model (built, not trained)."""
+    from mmengine.config import DictAction
+    from mmengine.registry import init_default_scope
+
+    from vispe.evaluation.resolution import available_strategies
+    from vispe.registry import MODELS
+
+    options = dict(o.split('=', 1) for o in run.cfg_options)
+    cfg = load_config(os.path.join(ROOT, run.config), {k: DictAction._parse_iterable(v) for k, v in options.items()})
+    init_default_scope('vispe')
+    return available_strategies(MODELS.build(cfg.model))
 
 
 def compare(runs: Sequence[Run], resolutions: Sequence[str], out_dir: str, log: Callable[[str], None] = print) -> Dict:
