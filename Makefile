@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint venv sysdeps clean
+.PHONY: demo test lint venv sysdeps clean leaderboard
 
 demo: $(STAMP)
 	$(PY) tools/demo.py
@@ -38,3 +38,7 @@ sysdeps:
 
 clean:
 	rm -rf $(VENV) outputs work_dirs .pytest_cache
+
+# The encoding leaderboard: every encoding x {position, relation} x 3 seeds (an hour or more on CPU; not in CI).
+leaderboard: $(STAMP)
+	$(PY) tools/leaderboard.py
