@@ -13,17 +13,20 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from vispe.evaluation.compare import ROOT, Run, compare, encoding_option, markdown_table, schedule_options  # noqa: E402
-
-TASK_CONFIGS = {
-    'position': 'configs/vit/vit_tiny_shapes2d_position.py',
-    'relation': 'configs/vit/vit_tiny_shapes2d_relation.py',
-}
+from vispe.evaluation.compare import (
+    ROOT,
+    SHAPES2D_TASK_CONFIGS,
+    Run,
+    compare,
+    encoding_option,
+    markdown_table,
+    schedule_options,
+)  # noqa: E402
 
 
 def main():
     parser = argparse.ArgumentParser(description='Compare positional encodings on shapes2d')
-    parser.add_argument('--tasks', nargs='+', default=['position'], choices=sorted(TASK_CONFIGS))
+    parser.add_argument('--tasks', nargs='+', default=['position'], choices=sorted(SHAPES2D_TASK_CONFIGS))
     parser.add_argument('--encodings', nargs='+', required=True, help="names; 'a+b' combines encodings")
     parser.add_argument('--epochs', type=int, default=None, help='override the schedule length (all runs alike)')
     parser.add_argument('--resolutions', nargs='+', default=['32', '48', '64'])
@@ -33,7 +36,7 @@ def main():
     runs = [
         Run(
             task,
-            TASK_CONFIGS[task],
+            SHAPES2D_TASK_CONFIGS[task],
             os.path.join(args.out, task, enc),
             [encoding_option(enc), f'randomness.seed={args.seed}', *schedule_options(args.epochs)],
         )

@@ -16,24 +16,21 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import vispe  # noqa: E402
-from vispe.evaluation.compare import ROOT  # noqa: E402
+from vispe.evaluation.compare import ROOT, SHAPES2D_TASK_CONFIGS  # noqa: E402
 from vispe.evaluation.leaderboard import collect, leaderboard_runs, markdown, summarize  # noqa: E402
-
-TASK_CONFIGS = {
-    'position': 'configs/vit/vit_tiny_shapes2d_position.py',
-    'relation': 'configs/vit/vit_tiny_shapes2d_relation.py',
-}
 
 
 def main():
     parser = argparse.ArgumentParser(description='Train and rank every 2D encoding on shapes2d')
     parser.add_argument('--encodings', nargs='+', default=vispe.list_encodings())
-    parser.add_argument('--tasks', nargs='+', default=list(TASK_CONFIGS), choices=sorted(TASK_CONFIGS))
+    parser.add_argument(
+        '--tasks', nargs='+', default=list(SHAPES2D_TASK_CONFIGS), choices=sorted(SHAPES2D_TASK_CONFIGS)
+    )
     parser.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
     parser.add_argument('--resolutions', nargs='+', default=['32', '48', '64', '96'], help='first = training size')
     parser.add_argument('--out', default=os.path.join(ROOT, 'outputs', 'leaderboard'))
     args = parser.parse_args()
-    runs = leaderboard_runs({t: TASK_CONFIGS[t] for t in args.tasks}, args.encodings, args.seeds, args.out)
+    runs = leaderboard_runs({t: SHAPES2D_TASK_CONFIGS[t] for t in args.tasks}, args.encodings, args.seeds, args.out)
     stats = summarize(collect(runs, args.resolutions))
     report = '\n\n'.join(
         f'### shapes2d {task}: top-1 accuracy (%), mean ± std over seeds {args.seeds}\n\n'

@@ -19,6 +19,12 @@ from vispe.evaluation.resolution import plot_results, write_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+#: one config per shapes2d task; the encoding is chosen per run with --cfg-options
+SHAPES2D_TASK_CONFIGS = {
+    'position': 'configs/vit/vit_tiny_shapes2d_position.py',
+    'relation': 'configs/vit/vit_tiny_shapes2d_relation.py',
+}
+
 
 @dataclass
 class Run:
@@ -46,6 +52,14 @@ def schedule_options(epochs: Optional[int]) -> List[str]:
     return [f'train_cfg.max_epochs={epochs}', f'train_cfg.val_interval={epochs}', f'param_scheduler.1.end={epochs}']
 
 
+def run_config(run: Run):
+    """The run's config with its cfg-options applied, parsed as tools/train.py's --cfg-options parses them."""
+    from mmengine.config import DictAction
+
+    options = dict(o.split('=', 1) for o in run.cfg_options)
+    return load_config(os.path.join(ROOT, run.config), {k: DictAction._parse_iterable(v) for k, v in options.items()})
+
+
 def final_checkpoint(run: Run) -> Optional[str]:
     """The final-epoch checkpoint of a finished run, or None."""
     pointer = os.path.join(run.work_dir, 'last_checkpoint')
@@ -53,10 +67,7 @@ def final_checkpoint(run: Run) -> Optional[str]:
         return None
     with open(pointer) as f:
         ckpt = f.read().strip()
-    options = dict(o.split('=', 1) for o in run.cfg_options)
-    max_epochs = (
-        int(options.get('train_cfg.max_epochs', 0)) or load_config(os.path.join(ROOT, run.config)).train_cfg.max_epochs
-    )
+    max_epochs = run_config(run).train_cfg.max_epochs
     return ckpt if os.path.basename(ckpt) == f'epoch_{max_epochs}.pth' and os.path.isfile(ckpt) else None
 
 
@@ -104,16 +115,13 @@ def _previous_results(
 
 def supported_strategies(run: Run) -> List[str]:
     """The resolution strategies eval_resolution will sweep for this run's model (built, not trained)."""
-    from mmengine.config import DictAction
     from mmengine.registry import init_default_scope
 
     from vispe.evaluation.resolution import available_strategies
     from vispe.registry import MODELS
 
-    options = dict(o.split('=', 1) for o in run.cfg_options)
-    cfg = load_config(os.path.join(ROOT, run.config), {k: DictAction._parse_iterable(v) for k, v in options.items()})
     init_default_scope('vispe')
-    return available_strategies(MODELS.build(cfg.model))
+    return available_strategies(MODELS.build(run_config(run).model))
 
 
 def compare(runs: Sequence[Run], resolutions: Sequence[str], out_dir: str, log: Callable[[str], None] = print) -> Dict:
