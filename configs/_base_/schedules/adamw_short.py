@@ -9,6 +9,7 @@ optim_wrapper = dict(
         custom_keys={
             '.freqs': dict(decay_mult=0.0),  # rope_mixed frequencies
             '.comrope_': dict(decay_mult=0.0),  # ComRoPE generators: decay would shrink every rotation
+            '.harope.sigma': dict(decay_mult=0.0),  # HARoPE singular values: decay would pull them off 1
             'pos_embed': dict(decay_mult=0.0),
             'cls_token': dict(decay_mult=0.0),
         },
