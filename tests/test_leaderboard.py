@@ -42,3 +42,11 @@ def test_one_run_per_task_encoding_and_seed():
     assert len(runs) == 12
     assert runs[0].work_dir.endswith('position/a/seed0') and 'randomness.seed=0' in runs[0].cfg_options
     assert 'model.backbone.encoding=[b,c]' in runs[3].cfg_options
+
+
+def test_plot_writes_a_png_per_call(tmp_path):
+    from vispe.evaluation.leaderboard import plot
+
+    path = plot(summarize(VALUES), ['position'], ['32', '64'], str(tmp_path / 'lb.png'))
+    with open(path, 'rb') as f:
+        assert f.read(8) == b'\x89PNG\r\n\x1a\n'

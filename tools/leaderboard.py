@@ -1,11 +1,12 @@
 """The encoding leaderboard (about an hour or more on CPU; not for CI):
 
 python tools/leaderboard.py [--encodings ...] [--tasks position relation] [--seeds 0 1 2] \
-    [--resolutions 32 48 64 96] [--out outputs/leaderboard]
+    [--resolutions 32 48 64 96] [--out outputs/leaderboard] [--models models]
 
 Trains every encoding on each shapes2d task with one schedule and each seed (finished runs are reused), evaluates
-at every resolution with every strategy, and writes OUT/leaderboard.md and OUT/leaderboard.json: per encoding its
-plain strategy and its best one, mean +- std over seeds.
+at every resolution with every strategy, and writes OUT/leaderboard.md, .json and .png: per encoding its plain
+strategy and its best one, mean +- std over seeds. Then exports the first seed's checkpoints to the model zoo
+(MODELS/<name>/ with config, slim checkpoint, metrics and card; MODELS/README.md with the table and plot).
 """
 
 import argparse
@@ -17,7 +18,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import vispe  # noqa: E402
 from vispe.evaluation.compare import ROOT, SHAPES2D_TASK_CONFIGS  # noqa: E402
-from vispe.evaluation.leaderboard import collect, leaderboard_runs, markdown, summarize  # noqa: E402
+from vispe.evaluation.leaderboard import (  # noqa: E402
+    collect,
+    leaderboard_runs,
+    markdown,
+    plot,
+    summarize,
+    write_model_zoo,
+)
 
 
 def main():
@@ -29,6 +37,9 @@ def main():
     parser.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
     parser.add_argument('--resolutions', nargs='+', default=['32', '48', '64', '96'], help='first = training size')
     parser.add_argument('--out', default=os.path.join(ROOT, 'outputs', 'leaderboard'))
+    parser.add_argument(
+        '--models', default=os.path.join(ROOT, 'models'), help="model zoo folder for the first seed's runs ('' = none)"
+    )
     args = parser.parse_args()
     runs = leaderboard_runs({t: SHAPES2D_TASK_CONFIGS[t] for t in args.tasks}, args.encodings, args.seeds, args.out)
     stats = summarize(collect(runs, args.resolutions))
@@ -49,8 +60,12 @@ def main():
             f,
             indent=2,
         )
+    png = plot(stats, args.tasks, args.resolutions, os.path.join(args.out, 'leaderboard.png'))
     print(report)
-    print(f'\nwritten: {os.path.join(args.out, "leaderboard.md")}, leaderboard.json')
+    print(f'\nwritten: {os.path.join(args.out, "leaderboard.md")}, leaderboard.json, leaderboard.png')
+    if args.models:
+        folders = write_model_zoo(runs, args.seeds[0], stats, args.resolutions, report, png, args.models)
+        print(f'model zoo: {len(folders)} models and README.md in {args.models}')
 
 
 if __name__ == '__main__':

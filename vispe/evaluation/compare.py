@@ -28,12 +28,15 @@ SHAPES2D_TASK_CONFIGS = {
 
 @dataclass
 class Run:
-    """One training run: ``config`` (relative to the repo root) with ``cfg_options``, in ``work_dir``."""
+    """One training run: ``config`` (relative to the repo root) with ``cfg_options``, in ``work_dir``; ``encoding``
+    and ``seed`` label it where the options set them (the leaderboard)."""
 
     task: str
     config: str
     work_dir: str
     cfg_options: List[str] = field(default_factory=list)
+    encoding: str = ''
+    seed: Optional[int] = None
 
 
 def encoding_option(encoding: str) -> str:

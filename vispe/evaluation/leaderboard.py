@@ -14,6 +14,7 @@ from vispe.evaluation.compare import Run, encoding_option, train_and_evaluate
 PLAIN = ('none', 'default', 'bicubic')
 
 Key = Tuple[str, str, str, str]  # task, encoding, strategy, resolution
+Stats = Dict[Key, Tuple[float, float, int]]  # mean, standard deviation, number of seeds
 
 
 def leaderboard_runs(
@@ -22,7 +23,12 @@ def leaderboard_runs(
     """One run per (task, encoding, seed), in ``out/<task>/<encoding>/seed<k>``."""
     return [
         Run(
-            task, config, os.path.join(out, task, enc, f'seed{seed}'), [encoding_option(enc), f'randomness.seed={seed}']
+            task,
+            config,
+            os.path.join(out, task, enc, f'seed{seed}'),
+            [encoding_option(enc), f'randomness.seed={seed}'],
+            encoding=enc,
+            seed=seed,
         )
         for task, config in task_configs.items()
         for enc in encodings
@@ -42,12 +48,12 @@ def collect(
     return values
 
 
-def summarize(values: Dict[Key, List[float]]) -> Dict[Key, Tuple[float, float, int]]:
+def summarize(values: Dict[Key, List[float]]) -> Stats:
     """(mean, standard deviation (0 for one seed), seeds) per key."""
     return {k: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v)) for k, v in values.items()}
 
 
-def best_strategy(stats: Dict[Key, Tuple[float, float, int]], task: str, encoding: str, train_res: str) -> str:
+def best_strategy(stats: Stats, task: str, encoding: str, train_res: str) -> str:
     """The strategy with the highest mean over the resolutions other than the training one."""
     scores: Dict[str, List[float]] = {}
     for (t, enc, strat, res), (mean, _, _) in stats.items():
@@ -58,13 +64,13 @@ def best_strategy(stats: Dict[Key, Tuple[float, float, int]], task: str, encodin
     return max(scores, key=lambda s: statistics.fmean(scores[s]))
 
 
-def plain_strategy(stats: Dict[Key, Tuple[float, float, int]], task: str, encoding: str) -> str:
+def plain_strategy(stats: Stats, task: str, encoding: str) -> str:
     """The no-trick strategy of this encoding (none / default / bicubic for learned tables)."""
     have = {strat for (t, enc, strat, _) in stats if t == task and enc == encoding}
     return next(s for s in PLAIN if s in have)
 
 
-def markdown(stats: Dict[Key, Tuple[float, float, int]], task: str, resolutions: Sequence[str]) -> str:
+def markdown(stats: Stats, task: str, resolutions: Sequence[str]) -> str:
     """One table per task: each encoding with its plain strategy and, if different, its best one."""
     lines = ['| encoding | strategy | ' + ' | '.join(resolutions) + ' |', '|---|---|' + '---|' * len(resolutions)]
     encodings = sorted({enc for (t, enc, _, _) in stats if t == task})
@@ -78,3 +84,125 @@ def markdown(stats: Dict[Key, Tuple[float, float, int]], task: str, resolutions:
             label = strat + (' (best)' if strat == best and best != plain else '')
             lines.append(f'| {enc} | {label} | ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
+
+
+def plot(stats: Stats, tasks: Sequence[str], resolutions: Sequence[str], path: str) -> str:
+    """One row per task, columns 'plain strategy' and 'best strategy': accuracy against test resolution, one line per
+    encoding with its spread over seeds as error bars. Saved as PNG."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(tasks), 2, figsize=(11, 4 * len(tasks)), dpi=110, squeeze=False, sharey='row')
+    xs = [int(r.split('x')[0]) for r in resolutions]
+    for row, task in enumerate(tasks):
+        encodings = sorted({enc for (t, enc, _, _) in stats if t == task})
+        for col, title in enumerate(('plain strategy', 'best strategy')):
+            ax = axes[row][col]
+            for enc in encodings:
+                if col == 0:
+                    strat = plain_strategy(stats, task, enc)
+                else:
+                    strat = best_strategy(stats, task, enc, resolutions[0])
+                cells = [stats.get((task, enc, strat, r), (float('nan'), 0.0, 0)) for r in resolutions]
+                means, stds = [c[0] for c in cells], [c[1] for c in cells]
+                ax.errorbar(xs, means, yerr=stds, marker='o', capsize=3, label=f'{enc} ({strat})')
+            ax.axvline(xs[0], color='grey', linestyle=':')
+            ax.set_title(f'shapes2d {task}: {title}')
+            ax.set_xlabel('test resolution (px; dotted: training)')
+            ax.set_ylabel('top-1 accuracy (%)')
+            ax.set_xticks(xs)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def card_note(stats: Stats, task: str, encoding: str, resolutions: Sequence[str]) -> str:
+    """The leaderboard's line for one model card: its encoding's mean ± std over seeds with the best strategy."""
+    best = best_strategy(stats, task, encoding, resolutions[0])
+    cells = ', '.join(
+        f'{mean:.1f} ± {std:.1f} at {res} px'
+        for res in resolutions
+        for mean, std, _ in [stats.get((task, encoding, best, res), (float('nan'), 0.0, 0))]
+    )
+    seeds = max(n for (t, e, _, _), (_, _, n) in stats.items() if t == task and e == encoding)
+    over = f'{seeds} seeds' if seeds > 1 else 'one seed'
+    return f'Over {over} (the leaderboard, ../README.md), `{encoding}` with its best strategy `{best}`: {cells}.'
+
+
+def write_model_zoo(
+    runs: Sequence[Run],
+    seed: int,
+    stats: Stats,
+    resolutions: Sequence[str],
+    report: str,
+    plot_path: str,
+    out_root: str,
+) -> List[str]:
+    """A model folder (model_zoo.export_model) for each run of ``seed``, plus ``out_root/README.md``: the
+    leaderboard's table and plot and an index of the models."""
+    import json
+    import shutil
+
+    from vispe.evaluation.compare import final_checkpoint
+    from vispe.evaluation.model_zoo import export_model, model_name
+
+    folders, index = [], []
+    for run in runs:
+        if run.seed != seed:
+            continue
+        encoding = run.encoding
+        ckpt = final_checkpoint(run)
+        if ckpt is None:
+            raise FileNotFoundError(f'{run.work_dir} has no final checkpoint: train it first (collect() does)')
+        with open(os.path.join(run.work_dir, 'eval', 'results.json')) as f:
+            results = json.load(f)
+        options = ' '.join(run.cfg_options)
+        folders.append(
+            export_model(
+                run.work_dir,
+                ckpt,
+                results,
+                run.task,
+                encoding,
+                seed,
+                f'python tools/train.py {run.config} --cfg-options {options}',
+                out_root,
+                card_note(stats, run.task, encoding, resolutions),
+            )
+        )
+        best = best_strategy(stats, run.task, encoding, resolutions[0])
+        values = {str(r['resolution']): r['value'] for r in results['results'] if r['strategy'] == best}
+        name = model_name(run.task, encoding)
+        index.append(
+            f'| [{name}]({name}/README.md) | {run.task} | {encoding} | {best} | '
+            + ' | '.join(f'{values.get(res, float("nan")):.1f}' for res in resolutions)
+            + ' |'
+        )
+    shutil.copyfile(plot_path, os.path.join(out_root, 'leaderboard.png'))
+    page = [
+        '# vispe model zoo',
+        '',
+        'Tiny ViTs trained by `make leaderboard` (tools/leaderboard.py): every 2D encoding on the procedural shapes2d '
+        f'tasks with one schedule. The leaderboard is mean ± std over seeds; the folders hold the seed-{seed} '
+        'checkpoints, each with its config, its metrics and a card saying how to evaluate it '
+        '(`tools/eval_resolution.py`) without training.',
+        '',
+        '![leaderboard](leaderboard.png)',
+        '',
+        report,
+        '',
+        f"## Models (seed {seed}; accuracy of that checkpoint with its encoding's best strategy)",
+        '',
+        '| model | task | encoding | strategy | ' + ' | '.join(f'{r} px' for r in resolutions) + ' |',
+        '|---|---|---|---|' + '---|' * len(resolutions),
+        *index,
+    ]
+    with open(os.path.join(out_root, 'README.md'), 'w') as f:
+        f.write('\n'.join(page) + '\n')
+    return folders

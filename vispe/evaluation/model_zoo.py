@@ -1,0 +1,156 @@
+"""The model zoo (``models/``): one folder per trained model, so that evaluation can be tried without training.
+
+Each ``models/<name>/`` holds
+
+- ``<name>.pth``: a slim checkpoint, the weights and the run's provenance (epoch, seed, dataset meta) without the
+  optimizer and scheduler state; it loads with ``torch.load(weights_only=True)``;
+- ``config.py``: the config that trained it (as tools/train.py dumped it, minus the work_dir);
+- ``metrics.json``: its accuracy per resolution and strategy (tools/eval_resolution.py's schema) and the
+  checkpoint's sha256;
+- ``README.md``: the card: what it is, how it was trained, its numbers, how to evaluate and retrain it.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+from typing import Any, Dict, Optional
+
+import torch
+
+from vispe.engine.checkpoint import read_checkpoint, state_dict_of
+from vispe.evaluation.compare import markdown_table
+
+#: provenance kept from mmengine's checkpoint meta (the config text is in config.py, the rest is training state)
+KEPT_META = ('epoch', 'iter', 'seed', 'experiment_name', 'mmengine_version', 'dataset_meta')
+
+
+def model_name(task: str, encoding: str) -> str:
+    """'rope_mixed+peg' on 'position' -> 'vit_tiny_rope_mixed-peg_shapes2d_position' (the configs/vit/ naming)."""
+    return f'vit_tiny_{encoding.replace("+", "-")}_shapes2d_{task}'
+
+
+def sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(1 << 20), b''):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def slim_checkpoint(src: str, dst: str) -> Dict[str, Any]:
+    """Write ``src``'s weights and provenance to ``dst`` (no optimizer / scheduler / message-hub state)."""
+    ckpt = read_checkpoint(src)
+    meta = {k: v for k, v in ckpt.get('meta', {}).items() if k in KEPT_META}
+    slim = {'meta': meta, 'state_dict': state_dict_of(ckpt, src)}
+    os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
+    torch.save(slim, dst)
+    return slim
+
+
+def dumped_config(work_dir: str):
+    """The config tools/train.py dumped into ``work_dir``, without its machine-specific work_dir."""
+    from mmengine.config import Config
+
+    dumped = sorted(glob.glob(os.path.join(work_dir, '*.py')))
+    if len(dumped) != 1:
+        raise FileNotFoundError(f'expected one dumped config in {work_dir}, found {dumped or "none"}')
+    cfg = Config.fromfile(dumped[0])
+    cfg.pop('work_dir', None)
+    return cfg
+
+
+def describe_backbone(backbone: Dict[str, Any], params: int) -> str:
+    """'vit_tiny_patch16_224 (depth 4, embed_dim 64, ...; 139k parameters)' from a backbone config."""
+    keys = ('img_size', 'patch_size', 'embed_dim', 'depth', 'num_heads')
+    overrides = ', '.join(f'{k} {backbone[k]}' for k in keys if k in backbone)
+    size = f'{params / 1e3:.0f}k parameters'
+    return f'`{backbone.get("model_name", "ViT")}` ({overrides + "; " if overrides else ""}{size})'
+
+
+def export_model(
+    work_dir: str,
+    checkpoint: str,
+    results: Dict[str, Any],
+    task: str,
+    encoding: str,
+    seed: int,
+    train_command: str,
+    out_root: str,
+    leaderboard_note: Optional[str] = None,
+) -> str:
+    """Write ``out_root/<name>/`` for one finished run (its final checkpoint and its eval_resolution results)."""
+    name = model_name(task, encoding)
+    folder = os.path.join(out_root, name)
+    os.makedirs(folder, exist_ok=True)
+    ckpt_path = os.path.join(folder, f'{name}.pth')
+    slim = slim_checkpoint(checkpoint, ckpt_path)
+    cfg = dumped_config(work_dir)
+    with open(os.path.join(folder, 'config.py'), 'w') as f:
+        f.write(f'# The config that trained {name} (seed {seed}); tools/train.py dumped it.\n')
+        f.write(cfg.pretty_text)
+    resolutions = list(dict.fromkeys(str(r['resolution']) for r in results['results']))
+    params = sum(v.numel() for v in slim['state_dict'].values())  # vispe keeps derived tables out of state dicts
+    metrics = {
+        'name': name,
+        'task': task,
+        'encoding': encoding,
+        'seed': seed,
+        'epochs': slim['meta'].get('epoch'),
+        'params': params,
+        'train_resolution': results['train_resolution'],
+        'metric': results['metric'],
+        'checkpoint': os.path.basename(ckpt_path),
+        'sha256': sha256(ckpt_path),
+        'results': results['results'],
+    }
+    with open(os.path.join(folder, 'metrics.json'), 'w') as f:
+        json.dump(metrics, f, indent=2)
+    rel = os.path.join(os.path.basename(os.path.normpath(out_root)), name)  # as run from the repo root
+    val_size = cfg.get('val_dataloader', {}).get('dataset', {}).get('num_samples')
+    val_set = f'the {val_size:,} validation images' if val_size else 'the validation set'
+    card = [
+        f'# {name}',
+        '',
+        f'{describe_backbone(cfg.model.backbone, params)} with the `{encoding}` positional encoding, trained on '
+        f'procedural shapes2d `{task}` at {results["train_resolution"]} px for {metrics["epochs"]} epochs, '
+        f'seed {seed}.',
+        '',
+        f'## Top-1 accuracy (%) of this checkpoint on {val_set}, per test resolution',
+        '',
+        markdown_table(results['results'], resolutions),
+        '',
+    ]
+    if leaderboard_note:
+        card += [leaderboard_note, '']
+    card += [
+        '## Use',
+        '',
+        '```bash',
+        f'python tools/eval_resolution.py {rel}/config.py {rel}/{name}.pth --resolutions {" ".join(resolutions)} '
+        f'--out outputs/eval/{name}',
+        '```',
+        '',
+        'Retrain (the same run; tools/leaderboard.py trains all of them):',
+        '',
+        '```bash',
+        train_command,
+        '```',
+        '',
+        f'`{name}.pth`: weights and training provenance only (no optimizer state), sha256 `{metrics["sha256"]}`; '
+        'it loads with `torch.load(weights_only=True)`.',
+    ]
+    with open(os.path.join(folder, 'README.md'), 'w') as f:
+        f.write('\n'.join(card) + '\n')
+    return folder
+
+
+def shipped_models(root: str) -> Dict[str, Dict[str, Any]]:
+    """name -> metrics.json content of every model folder under ``root``."""
+    found = {}
+    for path in sorted(glob.glob(os.path.join(root, '*', 'metrics.json'))):
+        with open(path) as f:
+            found[os.path.basename(os.path.dirname(path))] = json.load(f)
+    return found
