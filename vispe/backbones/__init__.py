@@ -1,5 +1,17 @@
 """Backbones that take vispe encodings."""
 
+from vispe.backbones.common import build_backbone_encodings
+from vispe.backbones.dit import DIT_SIZES, DiT, dit
 from vispe.backbones.vit import PEBlock, VisionTransformerPE, apply_encoding, create_model, register_timm_names
 
-__all__ = ['PEBlock', 'VisionTransformerPE', 'apply_encoding', 'create_model', 'register_timm_names']
+__all__ = [
+    'DIT_SIZES',
+    'DiT',
+    'PEBlock',
+    'VisionTransformerPE',
+    'apply_encoding',
+    'build_backbone_encodings',
+    'create_model',
+    'dit',
+    'register_timm_names',
+]

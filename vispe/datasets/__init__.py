@@ -1,6 +1,7 @@
-"""vispe's data sets, registered in ``vispe.registry.DATASETS``."""
+"""vispe's data sets, registered in ``vispe.registry.DATASETS``, and transforms, in ``vispe.registry.TRANSFORMS``."""
 
 from vispe.datasets.folder import CIFAR10Dataset, ImageFolderDataset
 from vispe.datasets.shapes2d import Shapes2D
+from vispe.datasets.transforms import RandomResizedCropBox, TransformedDataset
 
-__all__ = ['CIFAR10Dataset', 'ImageFolderDataset', 'Shapes2D']
+__all__ = ['CIFAR10Dataset', 'ImageFolderDataset', 'RandomResizedCropBox', 'Shapes2D', 'TransformedDataset']

@@ -5,6 +5,9 @@ drawn deterministically from ``(seed, split, index)``. Scenes are rendered at an
 anti-aliasing: each pixel centre gets a signed distance to each shape, turned into coverage by
 ``clip(0.5 - sdf * pixels_per_unit, 0, 1)``. The same scene therefore looks the same at 32, 48 or 64 px, which is
 what a comparison of positional encodings across resolutions needs.
+
+Any axis-aligned window of the scene can be rendered directly at the output size (``render_scene(..., window=)``),
+which gives random resized crops without resampling blur: ``Shapes2D(crop_scale=...)``.
 """
 
 from __future__ import annotations
@@ -37,6 +40,16 @@ GREEN: Color = (0.0, 1.0, 0.0)
 BLUE: Color = (0.15, 0.35, 1.0)
 GREY: Color = (0.55, 0.55, 0.55)
 PURE_RGB: tuple[Color, Color, Color] = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+YELLOW: Color = (1.0, 1.0, 0.1)
+
+# The 'shape_color' task: one object whose class is a (colour, shape) pair. As RGB directions the palette's colours
+# are 36 degrees or more apart, so a pixel's colour is recognisable from its direction alone, anti-aliased edges
+# (the colour scaled towards the black background) included.
+COLOR_NAMES = ('red', 'green', 'blue', 'yellow')
+PALETTE: tuple[Color, ...] = (RED, GREEN, BLUE, YELLOW)
+SHAPE_COLOR_SHAPES = ALL_SHAPES
+SHAPE_COLOR_SIZES = (0.12, 0.24)  # half-extent range: at least 7.7 px across at 32 px, so the five shapes differ
+SHAPE_COLOR_CLASSES = tuple(f'{color} {kind}' for color in COLOR_NAMES for kind in SHAPE_COLOR_SHAPES)
 
 MARGIN = 0.02  # gap (scene units) kept between an object and the image border or its cell border
 THREE_CELL_GRID = 6
@@ -89,6 +102,10 @@ class Scene:
 
     label: int
     shapes: tuple[Shape, ...]
+
+
+Window = tuple[float, float, float, float]  # (top, left, height, width) as fractions of the full scene
+FULL_WINDOW: Window = (0.0, 0.0, 1.0, 1.0)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -154,19 +171,28 @@ def shape_sdf(shape: Shape, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     raise ValueError(f'unknown shape kind {shape.kind!r}; valid: {ALL_SHAPES}')
 
 
-def render_scene(scene: Scene, image_size: ImageSize) -> np.ndarray:
+def render_scene(scene: Scene, image_size: ImageSize, window: Window | None = None) -> np.ndarray:
     """Render ``scene`` to a float32 (H, W, 3) array in [0, 1] on a black background.
 
     Non-square sizes stretch [0, 1]^2 to the image; the anti-aliasing ramp then uses the geometric mean of the
     two pixel densities (exact for square images, within a factor sqrt(W/H) of a pixel otherwise).
+
+    ``window`` = (top, left, height, width) in scene units renders only that part of the scene, stretched to
+    ``image_size``: the same pixels as a render of the whole scene at ``image_size / window size``, sliced.
     """
     height, width = as_hw(image_size)
     x, y = _pixel_centres(height, width)
     pixels_per_unit = math.sqrt(height * width)
+    top, left, win_h, win_w = window or FULL_WINDOW
+    if window is not None:
+        x, y = left + x * win_w, top + y * win_h
+        pixels_per_unit = math.sqrt(height * width / (win_h * win_w))
     image = np.zeros((height, width, 3), dtype=np.float32)
     for shape in scene.shapes:
         # Only the pixels near the shape's box can be covered: evaluating there keeps large renders cheap.
         x0, y0, x1, y1 = shape.bbox()
+        if window is not None:  # the box in window units, so the pixel ranges below stay the same code
+            x0, x1, y0, y1 = (x0 - left) / win_w, (x1 - left) / win_w, (y0 - top) / win_h, (y1 - top) / win_h
         c0, c1 = max(int(x0 * width) - 1, 0), min(math.ceil(x1 * width) + 1, width)
         r0, r1 = max(int(y0 * height) - 1, 0), min(math.ceil(y1 * height) + 1, height)
         if c0 >= c1 or r0 >= r1:
@@ -283,12 +309,49 @@ def _shape_scene(rng: np.random.Generator) -> Scene:
     return Scene(label, (Shape(ALL_SHAPES[label], _uniform_center(rng, size), size, _random_color(rng)),))
 
 
+def _shape_color_scene(rng: np.random.Generator) -> Scene:
+    """One object of a palette colour and one of five shapes, anywhere; label = colour * 5 + shape."""
+    label = int(rng.integers(len(SHAPE_COLOR_CLASSES)))
+    color, kind = divmod(label, len(SHAPE_COLOR_SHAPES))
+    size = float(rng.uniform(*SHAPE_COLOR_SIZES))
+    return Scene(label, (Shape(SHAPE_COLOR_SHAPES[kind], _uniform_center(rng, size), size, PALETTE[color]),))
+
+
+def shape_color_of(label: int) -> tuple[str, str]:
+    """(shape, colour name) of a 'shape_color' label, e.g. 7 -> ('triangle', 'green')."""
+    color, kind = divmod(int(label), len(SHAPE_COLOR_SHAPES))
+    return SHAPE_COLOR_SHAPES[kind], COLOR_NAMES[color]
+
+
 TASKS: dict[str, tuple[Callable[[np.random.Generator], Scene], tuple[str, ...]]] = {
     'position': (_position_scene, tuple(f'{cell}-{kind}' for cell in CELL_NAMES for kind in BASIC_SHAPES)),
     'relation': (_relation_scene, DIRECTIONS),
     'three_cell': (_three_cell_scene, PAIR_NAMES),
     'shape': (_shape_scene, ALL_SHAPES),
+    'shape_color': (_shape_color_scene, SHAPE_COLOR_CLASSES),
 }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Random resized crops, drawn in scene units
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def random_window(
+    rng: np.random.Generator, scale: tuple[float, float], ratio: tuple[float, float], aspect: float = 1.0
+) -> Window:
+    """A window (top, left, height, width) in scene units, drawn like torchvision's RandomResizedCrop.
+
+    Its area (fraction of the scene) is uniform in ``scale`` and its pixel aspect ratio (width / height on an
+    image of aspect ``aspect`` = W / H) log-uniform in ``ratio``; its position is uniform among the windows that
+    fit. A side longer than the scene is clipped to it, so the area can fall short of ``scale`` for extreme ratios.
+    """
+    area = rng.uniform(*scale)
+    log_ratio = rng.uniform(math.log(ratio[0]), math.log(ratio[1]))
+    pixel_ratio = math.exp(log_ratio) / aspect  # width / height in scene units
+    win_h, win_w = min(math.sqrt(area / pixel_ratio), 1.0), min(math.sqrt(area * pixel_ratio), 1.0)
+    top, left = rng.uniform(0.0, 1.0 - win_h), rng.uniform(0.0, 1.0 - win_w)
+    return float(top), float(left), float(win_h), float(win_w)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -302,14 +365,25 @@ class Shapes2D(Dataset):
 
     Args:
         task: one of ``TASKS``: 'position' (27 classes: 3x3 cell x 3 shapes), 'relation' (4: direction from the
-            red object to the blue one), 'three_cell' (3: farthest pair of coloured cells), 'shape' (5 shapes).
+            red object to the blue one), 'three_cell' (3: farthest pair of coloured cells), 'shape' (5 shapes),
+            'shape_color' (20: 'red circle', ...: a palette colour x a shape, for class-conditional generation).
         split: 'train', 'val' or 'test'; each split draws different scenes.
         num_samples: length of the dataset.
         image_size: int or (H, W); a non-square size stretches the scene to the image.
         seed: non-negative int; scene ``i`` depends only on (seed, split, i).
         normalize: map pixel values from [0, 1] to [-1, 1] with (x - 0.5) / 0.5.
+        crop_scale: (min, max) area of a random window of the scene, as a fraction of it, rendered directly at
+            ``image_size`` (an analytic random resized crop: no resampling blur). None: the whole scene. The window
+            of item ``i`` depends only on (seed, split, i), and is drawn from its own random stream, so the scenes
+            are the same with and without cropping. Objects may be cut or left out, as with any random crop: the
+            crop box tells a conditional model where the window lies.
+        crop_ratio: (min, max) aspect ratio (width / height, in output pixels) of the window; the default keeps
+            windows square on square images, so shapes are never stretched.
+        return_crop: add ``crop`` to the items; default: whenever ``crop_scale`` is set.
 
-    Items are ``dict(inputs=FloatTensor (3, H, W), labels=int)``.
+    Items are ``dict(inputs=FloatTensor (3, H, W), labels=int)``, plus ``crop=FloatTensor(4)`` = (top, left, height,
+    width) of the rendered window as fractions of the full image (the whole image is (0, 0, 1, 1)) when
+    ``return_crop``. ``metainfo`` holds the task, classes and, for 'shape_color', the shapes and the named palette.
     """
 
     def __init__(
@@ -320,6 +394,9 @@ class Shapes2D(Dataset):
         image_size: ImageSize = 32,
         seed: int = 0,
         normalize: bool = True,
+        crop_scale: tuple[float, float] | None = None,
+        crop_ratio: tuple[float, float] = (1.0, 1.0),
+        return_crop: bool | None = None,
     ) -> None:
         if task not in TASKS:
             raise ValueError(f'unknown Shapes2D task {task!r}; valid tasks: {sorted(TASKS)}')
@@ -327,12 +404,21 @@ class Shapes2D(Dataset):
             raise ValueError(f'unknown split {split!r}; valid splits: {list(SPLITS)}')
         if num_samples < 0 or seed < 0:
             raise ValueError(f'num_samples and seed must be non-negative, got {num_samples} and {seed}')
+        if crop_scale is not None and not 0.0 < crop_scale[0] <= crop_scale[1] <= 1.0:
+            raise ValueError(f'crop_scale must be (min, max) with 0 < min <= max <= 1, got {crop_scale!r}')
+        if not 0.0 < crop_ratio[0] <= crop_ratio[1]:
+            raise ValueError(f'crop_ratio must be (min, max) with 0 < min <= max, got {crop_ratio!r}')
+        self.crop_scale = None if crop_scale is None else (float(crop_scale[0]), float(crop_scale[1]))
+        self.crop_ratio = (float(crop_ratio[0]), float(crop_ratio[1]))
+        self.return_crop = crop_scale is not None if return_crop is None else bool(return_crop)
         self.task, self.split, self.num_samples = task, split, int(num_samples)
         self.image_size, self.seed, self.normalize = as_hw(image_size), int(seed), normalize
         self._generate, names = TASKS[task]
         self.classes = list(names)
         self.num_classes = len(self.classes)
         self.metainfo = {'task': task, 'classes': tuple(self.classes), 'num_classes': self.num_classes}
+        if task == 'shape_color':
+            self.metainfo.update(shapes=SHAPE_COLOR_SHAPES, colors=dict(zip(COLOR_NAMES, PALETTE)))
 
     def __len__(self) -> int:
         return self.num_samples
@@ -349,9 +435,21 @@ class Shapes2D(Dataset):
         rng = np.random.default_rng([self.seed, SPLITS[self.split], index])
         return self._generate(rng)
 
-    def render_numpy(self, index: int, image_size: ImageSize | None = None) -> np.ndarray:
-        """Item ``index`` as a float32 (H, W, 3) array in [0, 1], at ``image_size`` (default: the dataset's)."""
-        return render_scene(self.scene(index), image_size or self.image_size)
+    def crop_box(self, index: int) -> Window:
+        """(top, left, height, width) of item ``index``'s window, as fractions of the scene; (0, 0, 1, 1) if off."""
+        index = self._check_index(index)
+        if self.crop_scale is None:
+            return FULL_WINDOW
+        rng = np.random.default_rng([self.seed, SPLITS[self.split], index, 1])  # not the scene's stream
+        height, width = self.image_size
+        return random_window(rng, self.crop_scale, self.crop_ratio, aspect=width / height)
+
+    def render_numpy(self, index: int, image_size: ImageSize | None = None, window: Window | None = None) -> np.ndarray:
+        """Item ``index`` as a float32 (H, W, 3) array in [0, 1], at ``image_size`` (default: the dataset's).
+
+        The whole scene, or only ``window`` (top, left, height, width in scene units); never the item's random crop.
+        """
+        return render_scene(self.scene(index), image_size or self.image_size, window)
 
     def render(self, index: int, image_size: ImageSize | None = None) -> torch.Tensor:
         """Item ``index`` as an unnormalised float tensor (3, H, W) in [0, 1], at any size."""
@@ -363,13 +461,20 @@ class Shapes2D(Dataset):
 
     def __getitem__(self, index: int) -> dict:
         scene = self.scene(index)
-        image = torch.from_numpy(render_scene(scene, self.image_size).transpose(2, 0, 1).copy())
+        window = None if self.crop_scale is None else self.crop_box(index)
+        image = torch.from_numpy(render_scene(scene, self.image_size, window).transpose(2, 0, 1).copy())
         if self.normalize:
             image = (image - 0.5) / 0.5
-        return {'inputs': image, 'labels': scene.label}
+        item = {'inputs': image, 'labels': scene.label}
+        if self.return_crop:
+            item['crop'] = torch.tensor(window or FULL_WINDOW, dtype=torch.float32)
+        return item
 
     def __repr__(self) -> str:
         return (
             f'Shapes2D(task={self.task!r}, split={self.split!r}, num_samples={self.num_samples}, '
-            f'image_size={self.image_size}, seed={self.seed}, normalize={self.normalize})'
+            f'image_size={self.image_size}, seed={self.seed}, normalize={self.normalize}'
+            + ('' if self.crop_scale is None else f', crop_scale={self.crop_scale}, crop_ratio={self.crop_ratio}')
+            + ('' if self.return_crop == (self.crop_scale is not None) else f', return_crop={self.return_crop}')
+            + ')'
         )

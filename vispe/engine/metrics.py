@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Sequence
 
+import torch
 from mmengine.evaluator import BaseMetric
 
 from vispe.registry import METRICS
@@ -23,3 +24,23 @@ class Accuracy(BaseMetric):
         if not results:
             raise ValueError('Accuracy got no predictions: is the evaluation dataset empty?')
         return {'top1': 100.0 * sum(p == y for p, y in results) / len(results)}
+
+
+@METRICS.register_module()
+class DenoisingLoss(BaseMetric):
+    """Mean held-out denoising loss from per-sample ``{'loss'}`` predictions (``DiffusionModel``, mode='predict');
+    reported as 'denoising/mse'. Each sample counts once, whatever its resolution.
+
+    Not 'denoising/loss': mmengine's LogProcessor logs every key matching ``.*(loss|time|...).*`` as a mean over the
+    last 10 values, so a val metric named '...loss' would show a running mean of past validations."""
+
+    default_prefix = 'denoising'
+
+    def process(self, data_batch: Any, data_samples: Sequence[Dict[str, Any]]) -> None:
+        if data_samples:  # one device sync per batch
+            self.results.extend(torch.stack([torch.as_tensor(s['loss']).float() for s in data_samples]).tolist())
+
+    def compute_metrics(self, results: List[float]) -> Dict[str, float]:
+        if not results:
+            raise ValueError('DenoisingLoss got no predictions: is the evaluation dataset empty?')
+        return {'mse': sum(results) / len(results)}

@@ -1,5 +1,6 @@
 """mmengine BaseModel wrappers that own losses and predictions."""
 
 from vispe.tasks.classification import ImageClassifier
+from vispe.tasks.diffusion import DiffusionModel
 
-__all__ = ['ImageClassifier']
+__all__ = ['DiffusionModel', 'ImageClassifier']

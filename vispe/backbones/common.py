@@ -1,0 +1,35 @@
+"""What every vispe backbone shares: building its encodings from a spec, split into model-level and per-layer."""
+
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+from torch import nn
+
+from vispe.encodings.build import EncodingSpec, build_encoding, encoding_class, normalize_spec
+
+
+def build_backbone_encodings(
+    spec: EncodingSpec, dim: int, num_heads: int, depth: int, grid_size: Sequence[int], ndim: int = 2
+) -> Tuple[nn.ModuleDict, List[nn.ModuleDict]]:
+    """Build ``spec`` (a name, a config dict or a list of them) for a ``depth``-block backbone.
+
+    Returns (model_level, per_layer): one ModuleDict of the encodings with embed / after_block hooks, shared by
+    the model, and ``depth`` ModuleDicts (one per attention layer, built with ``layer_index=i``) of those with
+    attention hooks. Each encoding receives the backbone context it names: dim, num_heads, ndim, grid_size (the
+    training token grid) and depth. Keys are the registry names.
+    """
+    cfgs = normalize_spec(spec)
+    context = dict(dim=dim, num_heads=num_heads, ndim=ndim, grid_size=tuple(grid_size), depth=depth)
+    layer_cfgs = [c for c in cfgs if encoding_class(c['type']).per_layer()]
+    model_level = nn.ModuleDict(
+        {c['type']: build_encoding(c, **context) for c in cfgs if not encoding_class(c['type']).per_layer()}
+    )
+    per_layer = [
+        nn.ModuleDict({c['type']: build_encoding(c, layer_index=i, **context) for c in layer_cfgs})
+        for i in range(depth)
+    ]
+    return model_level, per_layer
+
+
+__all__ = ['build_backbone_encodings']

@@ -1,0 +1,332 @@
+"""DiT: the diffusion transformer of Peebles and Xie, "Scalable Diffusion Models with Transformers" (ICCV 2023),
+with vispe positions and encoding hooks.
+
+Images (B, C, H, W) with any H x W divisible by the patch p -> patch tokens (B, h*w, D), h = H/p, w = W/p ->
+``depth`` adaLN-Zero blocks conditioned on c = t_emb + y_emb (+ crop_emb), (B, D) -> final adaLN + Linear ->
+(B, h*w, p*p*C_out) -> unpatchify -> (B, C_out, H, W); C_out = 2 C with ``learn_sigma`` (the paper's learned
+variance), else C. At init every block is the identity and the output is exactly 0 (adaLN-Zero).
+
+Positions are the h x w token grid (no cls token); encodings plug in as in ``VisionTransformerPE``: embed hooks
+after patch embedding (DiT's own fixed sin-cos is ``ape_sincos``, the default), attention hooks in every block,
+after_block hooks after the blocks they name. ``grid_size`` (img_size / p) is the training grid, so rotary
+strategies (none / interpolate / ntk / yarn) work at sampling time through ``vispe.evaluation.resolution``.
+Submodule names follow the paper's reference code (x_embedder, t_embedder, y_embedder, adaLN_modulation,
+final_layer).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import partial
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import torch
+from timm.layers import Format, Mlp, PatchEmbed, to_2tuple
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from vispe.attention import Attention
+from vispe.backbones.common import build_backbone_encodings
+from vispe.encodings.base import Encoding
+from vispe.encodings.build import EncodingSpec
+from vispe.positions import Positions, build_position_sampler, grid_positions
+from vispe.registry import MODELS
+
+#: width, depth and heads of the paper's sizes (Table 1), plus 'Ti', small enough to train on a CPU
+DIT_SIZES: Dict[str, Dict[str, int]] = {
+    'Ti': dict(embed_dim=128, depth=4, num_heads=4),
+    'S': dict(embed_dim=384, depth=12, num_heads=6),
+    'B': dict(embed_dim=768, depth=12, num_heads=12),
+    'L': dict(embed_dim=1024, depth=24, num_heads=16),
+    'XL': dict(embed_dim=1152, depth=28, num_heads=16),
+}
+
+
+def frequency_embedding(t: torch.Tensor, dim: int = 256, max_period: float = 10000.0) -> torch.Tensor:
+    """(...,) scalars -> (..., dim) float32 [cos(t w_i), sin(t w_i)], w_i = max_period^(-i / (dim/2)) (DiT)."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
+    args = t.float()[..., None] * freqs
+    return torch.cat([args.cos(), args.sin()], dim=-1)
+
+
+def modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """adaLN: x (B, N, D) * (1 + scale) + shift, with shift and scale (B, 1, D)."""
+    return x * (1 + scale) + shift
+
+
+def patchify(x: torch.Tensor, patch_size: int) -> torch.Tensor:
+    """(B, C, h*p, w*p) -> (B, h*w, p*p*C), each token's channels ordered (row in patch, col in patch, C)."""
+    B, C, H, W = x.shape
+    p = patch_size
+    x = x.reshape(B, C, H // p, p, W // p, p).permute(0, 2, 4, 3, 5, 1)  # (B, h, w, p, p, C)
+    return x.reshape(B, (H // p) * (W // p), p * p * C)
+
+
+def unpatchify(x: torch.Tensor, patch_size: int, grid: Sequence[int]) -> torch.Tensor:
+    """(B, h*w, p*p*C) -> (B, C, h*p, w*p) for the (h, w) token grid; the inverse of ``patchify``."""
+    (h, w), p = grid, patch_size
+    B, N, K = x.shape
+    C = K // (p * p)
+    x = x.reshape(B, h, w, p, p, C).permute(0, 5, 1, 3, 2, 4)  # (B, C, h, p, w, p)
+    return x.reshape(B, C, h * p, w * p)
+
+
+class TimestepEmbedder(nn.Module):
+    """t (B,) in DiT's scale [0, 1000] -> 256-channel frequency embedding -> Linear-SiLU-Linear -> (B, D)."""
+
+    def __init__(self, dim: int, frequency_dim: int = 256) -> None:
+        super().__init__()
+        self.frequency_dim = frequency_dim
+        self.mlp = nn.Sequential(nn.Linear(frequency_dim, dim), nn.SiLU(), nn.Linear(dim, dim))
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        return self.mlp(frequency_embedding(t, self.frequency_dim).to(self.mlp[0].weight.dtype))
+
+
+class LabelEmbedder(nn.Module):
+    """y (B,) -> (B, D) from a table of num_classes + 1 rows; row num_classes is the null class of classifier-free
+    guidance. In training each label is replaced by the null class with probability ``dropout_prob``."""
+
+    def __init__(self, num_classes: int, dim: int, dropout_prob: float = 0.1) -> None:
+        super().__init__()
+        self.num_classes, self.dropout_prob = num_classes, dropout_prob
+        self.embedding_table = nn.Embedding(num_classes + 1, dim)
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        if self.training and self.dropout_prob > 0:
+            drop = torch.rand(y.shape[0], device=y.device) < self.dropout_prob
+            y = torch.where(drop, torch.full_like(y, self.num_classes), y)
+        return self.embedding_table(y)
+
+
+class CropEmbedder(nn.Module):
+    """Crop micro-condition: (B, 4) box (top, left, height, width) as fractions of the original image ->
+    frequency embedding of each number (times ``scale``, DiT's timestep scale, so that fractions are resolved)
+    -> Linear-SiLU-Linear -> (B, D). The last layer starts at zero, so enabling it leaves the init unchanged."""
+
+    def __init__(self, dim: int, frequency_dim: int = 256, scale: float = 1000.0) -> None:
+        super().__init__()
+        self.frequency_dim, self.scale = frequency_dim, scale
+        self.mlp = nn.Sequential(nn.Linear(4 * frequency_dim, dim), nn.SiLU(), nn.Linear(dim, dim))
+
+    def forward(self, crop: torch.Tensor) -> torch.Tensor:
+        emb = frequency_embedding(crop * self.scale, self.frequency_dim).flatten(1)  # (B, 4 * frequency_dim)
+        return self.mlp(emb.to(self.mlp[0].weight.dtype))
+
+
+class DiTBlock(nn.Module):
+    """adaLN-Zero block: pre-norm attention and MLP, each modulated (shift, scale) and gated by Linear(SiLU(c))."""
+
+    def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4.0, encodings: Optional[dict] = None) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.attn = Attention(dim, num_heads, qkv_bias=True, encodings=encodings)
+        self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=partial(nn.GELU, approximate='tanh'))
+        self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(dim, 6 * dim))
+
+    def forward(self, x: torch.Tensor, c: torch.Tensor, pos: Positions) -> torch.Tensor:
+        # x (B, N, D), c (B, D) -> six (B, 1, D)
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.adaLN_modulation(c)[:, None].chunk(6, -1)
+        x = x + gate_msa * self.attn(modulate(self.norm1(x), shift_msa, scale_msa), pos)
+        return x + gate_mlp * self.mlp(modulate(self.norm2(x), shift_mlp, scale_mlp))
+
+
+class FinalLayer(nn.Module):
+    """adaLN (shift, scale) then Linear to the p*p*C_out values of each patch: (B, N, D) -> (B, N, p*p*C_out)."""
+
+    def __init__(self, dim: int, patch_size: int, out_chans: int) -> None:
+        super().__init__()
+        self.norm_final = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.linear = nn.Linear(dim, patch_size * patch_size * out_chans)
+        self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(dim, 2 * dim))
+
+    def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        shift, scale = self.adaLN_modulation(c)[:, None].chunk(2, dim=-1)  # (B, 1, D) each
+        return self.linear(modulate(self.norm_final(x), shift, scale))
+
+
+def _linears(module: nn.Module) -> Iterator[nn.Linear]:
+    """The Linear layers under ``module``, skipping encodings (they initialise themselves)."""
+    for child in module.children():
+        if isinstance(child, nn.Linear):
+            yield child
+        elif not isinstance(child, Encoding):
+            yield from _linears(child)
+
+
+@MODELS.register_module()
+class DiT(nn.Module):
+    """Diffusion transformer (Peebles and Xie, ICCV 2023) with vispe encodings.
+
+    Args:
+        img_size: training image size (int or (H, W)); with ``patch_size`` it fixes the training token grid
+            ``grid_size`` that rotary strategies and ``ape_learned`` refer to. Any H x W divisible by the patch
+            runs. patch_size: p. in_chans: C (4 for SD latents, 3 for pixels).
+        embed_dim, depth, num_heads, mlp_ratio: the transformer (see ``DIT_SIZES`` and ``dit``).
+        num_classes: classes; the label table has one more row, the null class. class_dropout_prob: training
+            label dropout for classifier-free guidance.
+        learn_sigma: output 2C channels (prediction and variance), as the paper's DDPM setup.
+        encoding: a name, config dict or list of them (``ape_sincos``, DiT's own, by default).
+        position_sampler: training-time position sampler, e.g. ``dict(type='rpe2d', max_grid=(32, 32))``.
+        crop_condition: add the crop box micro-condition to c.
+
+    ``forward(x, t, y, crop=None)``: x (B, C, H, W), t (B,) float in [0, 1000], y (B,) long (num_classes = null;
+    None = all null), crop (B, 4) (top, left, height, width) fractions or None (the full image) ->
+    (B, C_out, H, W).
+    """
+
+    def __init__(
+        self,
+        img_size: Union[int, Tuple[int, int]] = 32,
+        patch_size: int = 2,
+        in_chans: int = 3,
+        embed_dim: int = 384,
+        depth: int = 12,
+        num_heads: int = 6,
+        mlp_ratio: float = 4.0,
+        num_classes: int = 1000,
+        class_dropout_prob: float = 0.1,
+        learn_sigma: bool = False,
+        encoding: EncodingSpec = 'ape_sincos',
+        position_sampler: Any = None,
+        crop_condition: bool = False,
+    ) -> None:
+        super().__init__()
+        img_size = to_2tuple(img_size)
+        if img_size[0] % patch_size or img_size[1] % patch_size:
+            raise ValueError(f'img_size {img_size[0]}x{img_size[1]} is not divisible by patch_size {patch_size}')
+        self.patch_size, self.in_chans, self.num_classes = patch_size, in_chans, num_classes
+        self.out_chans = 2 * in_chans if learn_sigma else in_chans
+        self.embed_dim, self.num_heads, self.learn_sigma = embed_dim, num_heads, learn_sigma
+        self.grid_size = (img_size[0] // patch_size, img_size[1] // patch_size)
+        self.grad_checkpointing = False
+
+        self.x_embedder = PatchEmbed(
+            img_size, patch_size, in_chans, embed_dim, flatten=False, output_fmt=Format.NHWC, strict_img_size=False
+        )
+        self.t_embedder = TimestepEmbedder(embed_dim)
+        self.y_embedder = LabelEmbedder(num_classes, embed_dim, class_dropout_prob)
+        self.crop_embedder = CropEmbedder(embed_dim) if crop_condition else None
+        self.pe, per_layer = build_backbone_encodings(encoding, embed_dim, num_heads, depth, self.grid_size)
+        self.blocks = nn.ModuleList([DiTBlock(embed_dim, num_heads, mlp_ratio, per_layer[i]) for i in range(depth)])
+        self.final_layer = FinalLayer(embed_dim, patch_size, self.out_chans)
+        self.position_sampler = build_position_sampler(position_sampler)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """DiT's init: xavier-uniform Linears (the patch projection as one), N(0, 0.02) label table and timestep
+        MLP, zero adaLN modulation and final layer. Encodings keep their own init."""
+        for layer in _linears(self):
+            nn.init.xavier_uniform_(layer.weight)
+            nn.init.zeros_(layer.bias)
+        proj = self.x_embedder.proj
+        nn.init.xavier_uniform_(proj.weight.view(proj.weight.shape[0], -1))
+        nn.init.zeros_(proj.bias)
+        nn.init.normal_(self.y_embedder.embedding_table.weight, std=0.02)
+        for embedder in (self.t_embedder, self.crop_embedder):
+            if embedder is not None:
+                nn.init.normal_(embedder.mlp[0].weight, std=0.02)
+                nn.init.normal_(embedder.mlp[2].weight, std=0.02)
+        zero = [blk.adaLN_modulation[-1] for blk in self.blocks] + [self.final_layer.adaLN_modulation[-1]]
+        zero += [self.final_layer.linear] + ([self.crop_embedder.mlp[2]] if self.crop_embedder is not None else [])
+        for layer in zero:
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
+
+    # --- encodings -------------------------------------------------------------------------------------------
+    @property
+    def encoding_names(self) -> List[str]:
+        names = list(self.pe)
+        return names + [n for n in self.blocks[0].attn.pe if n not in names] if len(self.blocks) else names
+
+    def encodings(self) -> Iterator[Tuple[str, Encoding]]:
+        """(name, module) of every encoding instance, model-level and per-layer."""
+        yield from self.pe.items()
+        for blk in self.blocks:
+            yield from blk.attn.pe.items()
+
+    @torch.jit.ignore
+    def no_weight_decay(self) -> set:
+        skip = set()
+        for prefix, module in self.named_modules():
+            if hasattr(module, 'no_weight_decay') and module is not self:
+                skip |= {f'{prefix}.{n}' for n in module.no_weight_decay()}
+        return skip
+
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        self.grad_checkpointing = enable
+
+    # --- forward ---------------------------------------------------------------------------------------------
+    def _check_size(self, height: int, width: int) -> None:
+        p = self.patch_size
+        if height % p or width % p:
+            near_h, near_w = (max(p, round(s / p) * p) for s in (height, width))
+            raise ValueError(
+                f'DiT: image size {height}x{width} is not divisible by the patch size {p}x{p}; resize or crop it to '
+                f'a multiple of the patch, e.g. {near_h}x{near_w}'
+            )
+
+    def tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, Positions]:
+        """Images (B, C, H, W) -> tokens (B, h*w, D) with embed hooks applied, and their positions."""
+        self._check_size(*x.shape[-2:])
+        x = self.x_embedder(x)  # (B, h, w, D)
+        B, h, w, D = x.shape
+        pos = grid_positions(h, w, 0, x.device)
+        if self.training and self.position_sampler is not None:
+            pos = self.position_sampler(pos, B)  # per-sample coords (B, h*w, 2); pos.grid stays (h, w)
+        x = x.reshape(B, h * w, D)
+        for enc in self.pe.values():
+            if 'embed' in enc.active_hooks():
+                x = enc.embed(x, pos)
+        return x, pos
+
+    def condition(self, t: torch.Tensor, y: Optional[torch.Tensor], crop: Optional[torch.Tensor], batch: int):
+        """c = t_emb + y_emb (+ crop_emb): (B, D)."""
+        t = t.expand(batch) if t.dim() == 0 else t
+        if y is None:
+            y = torch.full((batch,), self.num_classes, dtype=torch.long, device=t.device)
+        c = self.t_embedder(t) + self.y_embedder(y)
+        if self.crop_embedder is not None:
+            if crop is None:
+                crop = torch.tensor([0.0, 0.0, 1.0, 1.0], device=t.device).expand(batch, 4)
+            c = c + self.crop_embedder(crop)
+        return c
+
+    def run_block(self, i: int, x: torch.Tensor, c: torch.Tensor, pos: Positions) -> torch.Tensor:
+        blk = self.blocks[i]
+        if self.grad_checkpointing and torch.is_grad_enabled() and not torch.jit.is_scripting():
+            x = checkpoint(blk, x, c, pos, use_reentrant=False)
+        else:
+            x = blk(x, c, pos)
+        for enc in self.pe.values():
+            if 'after_block' in enc.active_hooks() and i in enc.blocks:
+                x = enc.after_block(x, pos)
+        return x
+
+    def forward(
+        self, x: torch.Tensor, t: torch.Tensor, y: Optional[torch.Tensor], crop: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
+        tokens, pos = self.tokens(x)  # (B, h*w, D)
+        c = self.condition(t, y, crop, x.shape[0])  # (B, D)
+        for i in range(len(self.blocks)):
+            tokens = self.run_block(i, tokens, c, pos)
+        out = self.final_layer(tokens, c)  # (B, h*w, p*p*C_out)
+        return unpatchify(out, self.patch_size, pos.grid)  # (B, C_out, H, W)
+
+
+@MODELS.register_module(name='dit_preset')
+def dit(name: str = 'DiT-S/2', **overrides: Any) -> DiT:
+    """The paper's named models: 'DiT-{Ti,S,B,L,XL}/{patch}' (e.g. 'DiT-XL/2'); keyword arguments go to ``DiT``.
+    Registered as ``dit_preset`` (configs: ``dict(type='dit_preset', name='DiT-S/2', ...)``); classifier-free
+    guidance lives in ``vispe.tasks.diffusion.DiffusionModel.denoise``."""
+    match = re.fullmatch(r'DiT-(\w+)/(\d+)', name)
+    if match is None or match.group(1) not in DIT_SIZES:
+        sizes = ', '.join(f'DiT-{s}/2' for s in DIT_SIZES)
+        raise ValueError(f'unknown DiT name {name!r}; use DiT-<size>/<patch> with a size among: {sizes}')
+    return DiT(**{**DIT_SIZES[match.group(1)], 'patch_size': int(match.group(2)), **overrides})
+
+
+__all__ = ['DIT_SIZES', 'DiT', 'DiTBlock', 'dit', 'frequency_embedding', 'patchify', 'unpatchify']

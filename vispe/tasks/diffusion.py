@@ -1,0 +1,388 @@
+"""Class-conditional image diffusion as an mmengine model: flow matching (default) or DDPM, sampled with CFG.
+
+Conventions (both objectives): time runs from data to noise, and samplers integrate it backwards.
+
+``objective='flow'``: rectified flow / linear-path flow matching (Liu et al. 2023; Lipman et al. 2023; SiT, Ma et
+al. 2024)::
+
+    x_t = (1 - t) * x0 + t * eps,    t ~ U[0, 1],    eps ~ N(0, I)
+    v   = d x_t / dt = eps - x0      (points from data towards noise)
+
+``t = 0`` is data and ``t = 1`` pure noise. The backbone predicts ``v`` (MSE loss) and sees the time as
+``num_train_timesteps * t`` (DiT's scale, [0, 1000]). Sampling integrates ``dx/dt = v(x, t)`` from ``t = 1`` down
+to ``t = 0`` on a uniform grid, so a step is ``x <- x + (t_next - t) * v`` with ``t_next < t``.
+
+``objective='ddpm'``: DDPM (Ho et al. 2020) with DiT's schedule: betas linear from 1e-4 to 0.02 over T = 1000
+steps (scaled by 1000 / T for other T, as in Improved DDPM), ``ab_t = prod_{s <= t} (1 - beta_s)``::
+
+    x_t = sqrt(ab_t) * x0 + sqrt(1 - ab_t) * eps,    t ~ U{0, ..., T - 1}
+
+The backbone predicts ``eps`` (MSE loss) and sees the integer ``t``. Sampling is DDIM with eta = 0 (Song et al.
+2021) on ``steps`` evenly spaced timesteps from T - 1 to 0, then to the clean image (``ab = 1``).
+
+Labels: index ``num_classes`` (the backbone's) is the null class. Classifier-free guidance (Ho & Salimans 2022) needs
+training on it for some labels (10% in DiT). vispe's DiT drops labels itself (``class_dropout_prob=0.1``, as in the
+paper's LabelEmbedder), so this model's ``class_dropout`` defaults to 0; set it for backbones that do not. Sampling::
+
+    out = out_null + s * (out_cond - out_null);    s = 1 skips the null pass.
+
+Backbone interface: ``net(x, t, y, crop=None) -> (B, C or 2C, H, W)``; with 2C outputs (DiT's learned sigma) only the
+first C channels are used.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from mmengine.model import BaseModel
+from torch import nn
+
+from vispe.registry import MODELS
+
+Tensor = torch.Tensor
+TimeLike = Union[float, Tensor]
+#: ``fn(x, t) -> prediction`` with t a float (flow time in [0, 1], or a DDPM timestep index)
+PredictFn = Callable[[Tensor, float], Tensor]
+
+
+def _per_sample(t: TimeLike, x: Tensor) -> Tensor:
+    """A scalar or (B,) time as a tensor that broadcasts against x (B, ...)."""
+    t = torch.as_tensor(t, dtype=x.dtype, device=x.device)
+    return t.reshape(-1, *([1] * (x.dim() - 1))) if t.dim() else t
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Flow matching
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def flow_interpolate(x0: Tensor, eps: Tensor, t: TimeLike) -> Tensor:
+    """The linear path ``x_t = (1 - t) x0 + t eps``; t scalar or (B,)."""
+    t = _per_sample(t, x0)
+    return (1 - t) * x0 + t * eps
+
+
+def flow_target(x0: Tensor, eps: Tensor) -> Tensor:
+    """The velocity of the linear path, ``d x_t / dt = eps - x0``."""
+    return eps - x0
+
+
+def euler_step(velocity: PredictFn, x: Tensor, t: float, t_next: float) -> Tensor:
+    """One explicit Euler step of ``dx/dt = velocity(x, t)`` from t to t_next."""
+    return x + (t_next - t) * velocity(x, t)
+
+
+def heun_step(velocity: PredictFn, x: Tensor, t: float, t_next: float) -> Tensor:
+    """One Heun step (explicit trapezoid, 2nd order, two evaluations) of ``dx/dt = velocity(x, t)``."""
+    d = velocity(x, t)
+    x_euler = x + (t_next - t) * d
+    return x + (t_next - t) * 0.5 * (d + velocity(x_euler, t_next))
+
+
+FLOW_STEPS = {'euler': euler_step, 'heun': heun_step}
+
+
+def flow_sample(velocity: PredictFn, noise: Tensor, steps: int, sampler: str = 'euler') -> Tensor:
+    """Integrate ``dx/dt = velocity(x, t)`` from t = 1 (``noise``) to t = 0 in ``steps`` uniform steps."""
+    step = FLOW_STEPS[sampler]
+    times = torch.linspace(1.0, 0.0, steps + 1, dtype=torch.float64).tolist()
+    x = noise
+    for t, t_next in zip(times[:-1], times[1:]):
+        x = step(velocity, x, t, t_next)
+    return x
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# DDPM / DDIM
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def ddpm_schedule(num_timesteps: int = 1000, beta_start: float = 1e-4, beta_end: float = 0.02) -> Tensor:
+    """``alphas_cumprod`` (float64, (T,)) of the linear beta schedule; betas scale by 1000 / T as in DiT."""
+    scale = 1000.0 / num_timesteps
+    betas = torch.linspace(scale * beta_start, scale * beta_end, num_timesteps, dtype=torch.float64)
+    return torch.cumprod(1.0 - betas, dim=0)
+
+
+def ddpm_interpolate(x0: Tensor, eps: Tensor, alpha_bar: TimeLike) -> Tensor:
+    """``x_t = sqrt(ab) x0 + sqrt(1 - ab) eps``; alpha_bar scalar or (B,)."""
+    ab = _per_sample(alpha_bar, x0)
+    return ab.sqrt() * x0 + (1 - ab).sqrt() * eps
+
+
+def ddim_step(x: Tensor, eps: Tensor, alpha_bar: TimeLike, alpha_bar_prev: TimeLike) -> Tensor:
+    """One deterministic DDIM step (eta = 0) from noise level ``alpha_bar`` to ``alpha_bar_prev`` (less noise)."""
+    ab, ab_prev = _per_sample(alpha_bar, x), _per_sample(alpha_bar_prev, x)
+    x0 = (x - (1 - ab).sqrt() * eps) / ab.sqrt()
+    return ab_prev.sqrt() * x0 + (1 - ab_prev).sqrt() * eps
+
+
+def ddim_timesteps(steps: int, num_timesteps: int = 1000) -> List[int]:
+    """``steps`` evenly spaced timesteps from T - 1 down to 0 (both included when steps > 1)."""
+    if not 1 <= steps <= num_timesteps:
+        raise ValueError(f'DDIM needs 1 <= steps <= {num_timesteps}, got {steps}')
+    return torch.linspace(num_timesteps - 1, 0, steps, dtype=torch.float64).round().long().tolist()
+
+
+def ddim_sample(eps_fn: PredictFn, noise: Tensor, alphas_cumprod: Tensor, steps: int) -> Tensor:
+    """DDIM (eta = 0) from ``noise`` at t = T - 1 to the clean image; ``eps_fn(x, t)`` predicts eps at timestep t."""
+    timesteps = ddim_timesteps(steps, len(alphas_cumprod))
+    x = noise
+    for i, t in enumerate(timesteps):
+        ab_prev = float(alphas_cumprod[timesteps[i + 1]]) if i + 1 < len(timesteps) else 1.0
+        x = ddim_step(x, eps_fn(x, float(t)), float(alphas_cumprod[t]), ab_prev)
+    return x
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Objectives: what the network learns, at which times, and how to sample from it
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class FlowMatching(nn.Module):
+    """Linear-path flow matching; the network predicts the velocity ``eps - x0``."""
+
+    samplers = ('euler', 'heun')
+    default_sampler = 'heun'
+
+    def __init__(self, num_train_timesteps: int = 1000) -> None:
+        super().__init__()
+        self.time_scale = float(num_train_timesteps)
+
+    def train_times(self, n: int, device: torch.device) -> Tensor:
+        return torch.rand(n, device=device)
+
+    def eval_times(self, n: int) -> Tensor:
+        return (torch.arange(n, dtype=torch.float64) + 0.5).div(n).float()  # stratified over [0, 1]
+
+    def corrupt(self, x0: Tensor, eps: Tensor, t: Tensor) -> Tuple[Tensor, Tensor]:
+        return flow_interpolate(x0, eps, t), flow_target(x0, eps)
+
+    def net_time(self, t: TimeLike) -> TimeLike:
+        return t * self.time_scale
+
+    def sample(self, predict: PredictFn, noise: Tensor, steps: int, sampler: str) -> Tensor:
+        return flow_sample(predict, noise, steps, sampler)
+
+
+class DDPM(nn.Module):
+    """DDPM with the linear schedule; the network predicts eps."""
+
+    samplers = ('ddim',)
+    default_sampler = 'ddim'
+
+    def __init__(self, num_train_timesteps: int = 1000) -> None:
+        super().__init__()
+        self.num_timesteps = int(num_train_timesteps)
+        # derived table: rebuilt from the arguments, never stored in checkpoints
+        self.register_buffer('alphas_cumprod', ddpm_schedule(self.num_timesteps).float(), persistent=False)
+
+    def train_times(self, n: int, device: torch.device) -> Tensor:
+        return torch.randint(0, self.num_timesteps, (n,), device=device)
+
+    def eval_times(self, n: int) -> Tensor:
+        return ((torch.arange(n, dtype=torch.float64) + 0.5) * (self.num_timesteps / n)).long()
+
+    def corrupt(self, x0: Tensor, eps: Tensor, t: Tensor) -> Tuple[Tensor, Tensor]:
+        return ddpm_interpolate(x0, eps, self.alphas_cumprod[t].to(x0.dtype)), eps
+
+    def net_time(self, t: TimeLike) -> TimeLike:
+        return t.float() if isinstance(t, Tensor) else float(t)
+
+    def sample(self, predict: PredictFn, noise: Tensor, steps: int, sampler: str) -> Tensor:
+        return ddim_sample(predict, noise, ddpm_schedule(self.num_timesteps), steps)
+
+
+OBJECTIVES = {'flow': FlowMatching, 'ddpm': DDPM}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The mmengine model
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@MODELS.register_module()
+class DiffusionModel(BaseModel):
+    """Wraps a denoising backbone (``MODELS.build(backbone)``, e.g. vispe's DiT) for mmengine's Runner.
+
+    Args:
+        backbone: config of a network ``net(x, t, y, crop=None)`` with a ``num_classes`` attribute (see module doc).
+        objective: 'flow' (velocity, rectified flow) or 'ddpm' (eps, linear betas).
+        num_train_timesteps: T; the backbone sees times in [0, T].
+        class_dropout: probability of replacing a training label by the null label, for classifier-free guidance.
+            0 by default because vispe's DiT already does it (``class_dropout_prob=0.1``); do not stack both.
+        val_seed: seed of the noise in ``mode='predict'`` / ``'tensor'``, whose times are stratified over the batch,
+            so held-out losses compare between checkpoints and resolutions.
+        data_preprocessor: mmengine data preprocessor config (default: move the batch to the device).
+
+    Batches are dicts ``{'inputs': (B, C, H, W) in [-1, 1], 'labels': (B,), 'crop': optional (B, 4)}``; without
+    labels the model is unconditional (null class). ``mode='loss'`` returns ``{'loss': ...}``, ``mode='predict'`` one
+    dict per sample (``loss``: its denoising MSE, ``t``, ``label``) for the ``DenoisingLoss`` metric, and
+    ``mode='tensor'`` the backbone's prediction on the same deterministic noising.
+    """
+
+    def __init__(
+        self,
+        backbone: Dict[str, Any],
+        objective: str = 'flow',
+        num_train_timesteps: int = 1000,
+        class_dropout: float = 0.0,
+        val_seed: int = 0,
+        data_preprocessor: Optional[dict] = None,
+        init_cfg: Optional[dict] = None,
+    ) -> None:
+        super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        if objective not in OBJECTIVES:
+            raise ValueError(f'unknown objective {objective!r}; valid objectives: {sorted(OBJECTIVES)}')
+        if not 0.0 <= class_dropout <= 1.0:
+            raise ValueError(f'class_dropout must be in [0, 1], got {class_dropout}')
+        self.backbone = MODELS.build(backbone)
+        if not hasattr(self.backbone, 'num_classes'):
+            raise ValueError(f'{type(self.backbone).__name__} has no num_classes attribute (the null label index)')
+        self.num_classes = int(self.backbone.num_classes)
+        self.objective = OBJECTIVES[objective](num_train_timesteps)
+        self.class_dropout = class_dropout
+        self.val_seed = val_seed
+
+    # -- training and validation ---------------------------------------------------------------------------------
+
+    def forward(
+        self,
+        inputs: Tensor,
+        labels: Optional[Tensor] = None,
+        crop: Optional[Tensor] = None,
+        mode: str = 'tensor',
+    ) -> Union[Tensor, Dict[str, Tensor], List[Dict[str, Tensor]]]:
+        if mode not in ('loss', 'predict', 'tensor'):
+            raise ValueError(f"mode must be 'loss', 'predict' or 'tensor', got {mode!r}")
+        B = inputs.shape[0]
+        y = self._labels(labels, B, inputs.device)
+        if mode == 'loss':
+            t = self.objective.train_times(B, inputs.device)
+            eps = torch.randn_like(inputs)
+            if self.training and self.class_dropout > 0:
+                drop = torch.rand(B, device=inputs.device) < self.class_dropout
+                y = torch.where(drop, torch.full_like(y, self.num_classes), y)
+        else:  # deterministic: own generator (the global RNG is left alone), stratified times
+            generator = torch.Generator().manual_seed(self.val_seed)
+            eps = torch.randn(inputs.shape, generator=generator).to(inputs)
+            t = self.objective.eval_times(B).to(inputs.device)
+        x_t, target = self.objective.corrupt(inputs, eps, t)  # (B, C, H, W) each
+        pred = self.backbone(x_t, self.objective.net_time(t), y, crop=crop)[:, : inputs.shape[1]]
+        if mode == 'tensor':
+            return pred
+        if mode == 'loss':
+            return {'loss': F.mse_loss(pred.float(), target.float())}
+        losses = (pred.detach().float() - target.float()).pow(2).flatten(1).mean(1)  # (B,)
+        return [{'loss': loss, 't': ti, 'label': yi} for loss, ti, yi in zip(losses, t, y)]
+
+    def _labels(self, labels: Optional[Union[Tensor, Sequence[int]]], batch: int, device: torch.device) -> Tensor:
+        """Labels as a long (B,) tensor on ``device``; none means unconditional (the null class)."""
+        if labels is None:
+            return torch.full((batch,), self.num_classes, dtype=torch.long, device=device)
+        labels = torch.as_tensor(labels, device=device).long().reshape(-1)
+        if labels.numel() != batch:
+            raise ValueError(f'got {labels.numel()} labels for a batch of {batch}')
+        return labels
+
+    # -- sampling ------------------------------------------------------------------------------------------------
+
+    def denoise(
+        self, x: Tensor, t: TimeLike, labels: Tensor, crop: Optional[Tensor] = None, cfg_scale: float = 1.0
+    ) -> Tensor:
+        """The backbone's (first C channels') prediction at objective time ``t``, with classifier-free guidance."""
+        B, C = x.shape[:2]
+        t_net = torch.as_tensor(self.objective.net_time(t), dtype=torch.float32, device=x.device).expand(B).clone()
+        if cfg_scale == 1.0:  # exactly the conditional model: no null pass
+            return self.backbone(x, t_net, labels, crop=crop)[:, :C]
+        null = torch.full_like(labels, self.num_classes)
+        crop2 = None if crop is None else torch.cat([crop, crop])
+        out = self.backbone(torch.cat([x, x]), torch.cat([t_net, t_net]), torch.cat([labels, null]), crop=crop2)
+        cond, uncond = out[:, :C].chunk(2)
+        return uncond + cfg_scale * (cond - uncond)
+
+    @torch.no_grad()
+    def sample(
+        self,
+        labels: Union[Tensor, Sequence[int]],
+        size: Optional[Union[int, Tuple[int, int]]] = None,
+        steps: int = 50,
+        sampler: Optional[str] = None,
+        cfg_scale: float = 1.0,
+        generator: Optional[torch.Generator] = None,
+        crop: Optional[Tensor] = None,
+        noise: Optional[Tensor] = None,
+    ) -> Tensor:
+        """Generate images in [-1, 1] (clamped), one per label, in eval mode.
+
+        Args:
+            labels: (B,) class indices; ``num_classes`` gives unconditional samples.
+            size: int or (H, W); not needed when ``noise`` is given.
+            steps: integration steps (flow; Heun uses two evaluations per step) or DDIM timesteps (ddpm).
+            sampler: 'euler' or 'heun' (flow, default 'heun'), 'ddim' (ddpm).
+            cfg_scale: classifier-free guidance scale s; 1 is the plain conditional model.
+            generator: draws the initial noise (on its own device, then moved to the model's).
+            crop: (B, 4) or (4,) crop boxes (top, left, height, width as fractions) passed to the backbone.
+            noise: (B, C, H, W) initial noise (t = 1 / t = T - 1) instead of drawing it.
+        """
+        sampler = sampler or self.objective.default_sampler
+        if sampler not in self.objective.samplers:
+            raise ValueError(
+                f'sampler {sampler!r} does not fit this objective; valid samplers: {self.objective.samplers}'
+            )
+        if steps < 1:
+            raise ValueError(f'steps must be >= 1, got {steps}')
+        device = self._device()
+        if noise is None:
+            noise = self._noise(len(labels), size, generator, device)
+        B = noise.shape[0]
+        y = self._labels(labels, B, device)
+        if bool(((y < 0) | (y > self.num_classes)).any()):
+            raise ValueError(f'labels must be in [0, {self.num_classes}] ({self.num_classes} = unconditional)')
+        if crop is not None:
+            crop = torch.as_tensor(crop, dtype=torch.float32, device=device).reshape(-1, 4).expand(B, 4)
+        was_training = self.training
+        self.eval()
+        try:
+            x = self.objective.sample(
+                lambda x, t: self.denoise(x, t, y, crop, cfg_scale), noise.to(device, torch.float32), steps, sampler
+            )
+        finally:
+            self.train(was_training)
+        return x.clamp(-1.0, 1.0)
+
+    def _noise(
+        self, batch: int, size: Optional[Union[int, Tuple[int, int]]], generator: Optional[torch.Generator], device
+    ) -> Tensor:
+        if size is None:
+            raise ValueError('sample() needs size=(H, W) (or an int) when no noise is given')
+        H, W = (size, size) if isinstance(size, int) else tuple(size)
+        channels = getattr(self.backbone, 'in_chans', None) or getattr(self.backbone, 'in_channels', None)
+        if channels is None:
+            raise ValueError(f'{type(self.backbone).__name__} has no in_chans / in_channels; pass noise= instead')
+        noise_device = generator.device if generator is not None else device
+        return torch.randn((batch, int(channels), H, W), generator=generator, device=noise_device).to(device)
+
+    def _device(self) -> torch.device:
+        first = next(itertools.chain(self.parameters(), self.buffers()), None)
+        return first.device if first is not None else self.data_preprocessor.device
+
+
+__all__ = [
+    'DDPM',
+    'DiffusionModel',
+    'FlowMatching',
+    'ddim_sample',
+    'ddim_step',
+    'ddim_timesteps',
+    'ddpm_interpolate',
+    'ddpm_schedule',
+    'euler_step',
+    'flow_interpolate',
+    'flow_sample',
+    'flow_target',
+    'heun_step',
+]
