@@ -7,16 +7,30 @@ import pytest
 import torch
 from mmengine.registry import init_default_scope
 
+from vispe.datasets.shapes2d import as_hw
 from vispe.engine.config import load_config
 from vispe.registry import DATASETS, MODELS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, 'configs', '*', '*.py')))
 CONFIGS = [c for c in CONFIGS if '_base_' not in c]
+#: data sets read from the user's disk: the test feeds random images of the config's size instead
+ON_DISK = ('ImageFolderDataset', 'CIFAR10Dataset')
 
 
 def test_configs_are_found():
-    assert len(CONFIGS) >= 9
+    assert len(CONFIGS) >= 15
+
+
+def _batch(cfg, num_classes: int):
+    """Two validation images and labels of the config's data set."""
+    dataset_cfg = cfg.val_dataloader.dataset
+    if dataset_cfg.type in ON_DISK:
+        return torch.rand(2, 3, *as_hw(dataset_cfg.image_size)) * 2 - 1, torch.tensor([0, num_classes - 1])
+    dataset = DATASETS.build(dict(dataset_cfg, num_samples=2))
+    assert dataset.num_classes == num_classes
+    items = [dataset[i] for i in range(2)]
+    return torch.stack([it['inputs'] for it in items]), torch.tensor([it['labels'] for it in items])
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=[os.path.basename(c) for c in CONFIGS])
@@ -24,9 +38,11 @@ def test_config_builds_and_runs(path):
     cfg = load_config(path)
     init_default_scope('vispe')
     model = MODELS.build(cfg.model).eval()
-    dataset_cfg = dict(cfg.val_dataloader.dataset, num_samples=2)
-    dataset = DATASETS.build(dataset_cfg)
-    batch = torch.stack([dataset[i]['inputs'] for i in range(2)])
-    logits = model(batch)
-    assert logits.shape == (2, dataset.num_classes)
-    assert model.backbone.encoding_names == [cfg.model.backbone.encoding]
+    backbone = cfg.model.backbone
+    images, labels = _batch(cfg, backbone.num_classes)
+    if cfg.model.type == 'DiffusionModel':
+        losses = [p['loss'] for p in model(images, labels, mode='predict')]
+        assert len(losses) == 2 and all(torch.isfinite(loss) for loss in losses)
+    else:
+        assert model(images).shape == (2, backbone.num_classes)
+    assert model.backbone.encoding_names == [backbone.encoding]

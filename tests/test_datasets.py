@@ -250,6 +250,14 @@ def test_image_folder_normalises_and_falls_back_to_root(tmp_path: Path) -> None:
     torch.testing.assert_close(item['inputs'][:, 4, 6], expected, atol=1e-3, rtol=0)
 
 
+def test_image_folder_symmetric_range_for_diffusion(tmp_path: Path) -> None:
+    write_image_folder(tmp_path)
+    ds = ImageFolderDataset(tmp_path, split='val', image_size=8, normalize='symmetric')
+    torch.testing.assert_close(ds[0]['inputs'][:, 4, 4], torch.tensor([1.0, -1.0, -1.0]), atol=1e-3, rtol=0)
+    with pytest.raises(ValueError, match="'symmetric'"):
+        ImageFolderDataset(tmp_path, split='val', image_size=8, normalize='imagenet')
+
+
 def test_image_folder_missing_paths(tmp_path: Path) -> None:
     missing = tmp_path / 'nowhere'
     with pytest.raises(FileNotFoundError, match='never downloads') as info:

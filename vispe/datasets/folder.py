@@ -25,10 +25,20 @@ SPLIT_NAMES = ('train', 'val', 'test')
 CIFAR10_FOLDER = 'cifar-10-batches-py'
 
 
-def _to_tensor(normalize: bool, mean: tuple[float, ...], std: tuple[float, ...]) -> list:
-    """PIL image -> float tensor in [0, 1], optionally normalised with ``mean`` / ``std``."""
+Normalize = bool | str  # True: the data set's mean / std; 'symmetric': [-1, 1]; False: [0, 1]
+
+
+def _to_tensor(normalize: Normalize, mean: tuple[float, ...], std: tuple[float, ...]) -> list:
+    """PIL image -> float tensor in [0, 1]; then ``(x - mean) / std`` when ``normalize`` is True, or ``(x - 0.5) / 0.5``
+    (values in [-1, 1], what Shapes2D gives and diffusion models expect) when it is 'symmetric'."""
+    if normalize not in (True, False, 'symmetric'):
+        raise ValueError(
+            f"normalize must be True (mean / std), 'symmetric' ([-1, 1]) or False ([0, 1]), got {normalize!r}"
+        )
     steps = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]
-    if normalize:
+    if normalize == 'symmetric':
+        steps.append(v2.Normalize((0.5,) * 3, (0.5,) * 3))
+    elif normalize:
         steps.append(v2.Normalize(mean, std))
     return steps
 
@@ -89,7 +99,7 @@ class ImageFolderDataset(_DictDataset):
         data_root: root of the tree.
         split: sub-folder to read; also picks the transform (random crops and flips only for 'train').
         image_size: int (square crop) or (H, W).
-        normalize: normalise with ImageNet mean / std; otherwise values stay in [0, 1].
+        normalize: True: ImageNet mean / std; 'symmetric': values in [-1, 1] (for diffusion); False: [0, 1].
         augment: random crop + flip; default: ``split == 'train'``.
     """
 
@@ -98,7 +108,7 @@ class ImageFolderDataset(_DictDataset):
         data_root: str | Path,
         split: str = 'train',
         image_size: ImageSize = 224,
-        normalize: bool = True,
+        normalize: Normalize = True,
         augment: bool | None = None,
     ) -> None:
         self.data_root, self.split, self.image_size = Path(data_root), split, image_size
@@ -117,7 +127,7 @@ class CIFAR10Dataset(_DictDataset):
         data_root: folder that contains ``cifar-10-batches-py``.
         split: 'train' (50k images) or 'val' / 'test' (both the 10k test batch).
         image_size: images are resized when this differs from 32.
-        normalize: normalise with CIFAR-10 mean / std; otherwise values stay in [0, 1].
+        normalize: True: CIFAR-10 mean / std; 'symmetric': values in [-1, 1] (for diffusion); False: [0, 1].
         augment: 4-pixel padded random crop + flip; default: ``split == 'train'``.
     """
 
@@ -126,7 +136,7 @@ class CIFAR10Dataset(_DictDataset):
         data_root: str | Path = 'data/cifar10',
         split: str = 'train',
         image_size: ImageSize = 32,
-        normalize: bool = True,
+        normalize: Normalize = True,
         augment: bool | None = None,
     ) -> None:
         if split not in SPLIT_NAMES:

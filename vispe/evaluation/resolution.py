@@ -171,8 +171,8 @@ def write_json(results: Dict[str, Any], path: str) -> str:
     return path
 
 
-def results_table(rows: Iterable[Dict[str, Any]], title: str = '', metric: str = 'accuracy'):
-    """A rich Table: one row per (encoding, strategy), one column per resolution."""
+def results_table(rows: Iterable[Dict[str, Any]], title: str = '', metric: str = 'accuracy', fmt: str = '.1f'):
+    """A rich Table: one row per (encoding, strategy), one column per resolution; values formatted with ``fmt``."""
     from rich.table import Table
 
     rows = list(rows)
@@ -183,7 +183,7 @@ def results_table(rows: Iterable[Dict[str, Any]], title: str = '', metric: str =
     for res in resolutions:
         table.add_column(res, justify='right')
     for (enc, strat), cells in _group(rows).items():
-        table.add_row(enc, strat, *[f'{cells[r]:.1f}' if r in cells else '-' for r in resolutions])
+        table.add_row(enc, strat, *[format(cells[r], fmt) if r in cells else '-' for r in resolutions])
     return table
 
 

@@ -1,0 +1,3 @@
+# DiT-Ti/4 with rope_axial on shapes2d 'shape_color'.
+_base_ = ['./dit_tiny_shapes2d.py']
+model = dict(backbone=dict(encoding='rope_axial'))
