@@ -205,3 +205,21 @@ def test_cli_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert [r['encoding'] for r in report['results']] == ['ape_learned', 'rope_axial']
     printed = capsys.readouterr().out
     assert 'median ms' in printed and f'wrote {out}' in printed
+
+
+@pytest.mark.parametrize('level', ['model', 'attention'])
+def test_dit_rows_use_ape_sincos_as_baseline(level: str) -> None:
+    cfg = BenchmarkConfig(
+        model='DiT-Ti/4',
+        img_size=(16, 24),
+        batch_size=2,
+        encodings=['rope_axial', 'harope'],
+        level=level,
+        warmup=1,
+        repeats=2,
+        model_kwargs=dict(depth=1, num_classes=4),
+    )
+    report = run_benchmark(cfg)
+    assert report['baseline'] == 'ape_sincos'
+    names = ['ape_sincos', 'rope_axial', 'harope'] + ([SDPA] if level == 'attention' else [])
+    check_results(report, names)

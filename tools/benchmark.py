@@ -30,7 +30,9 @@ from vispe.evaluation.benchmark import (
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--model', default='vit_small_patch16_224', help='any timm ViT name')
+    p.add_argument(
+        '--model', default='vit_small_patch16_224', help="any timm ViT name, or a DiT: 'DiT-S/2', 'DiT-Ti/4'"
+    )
     p.add_argument('--img-size', type=int, nargs='+', default=[224], metavar='N', help='S, or H W')
     p.add_argument('--batch-size', type=int, default=8)
     p.add_argument(
@@ -40,7 +42,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="encoding names ('a+b' combines two; 'name:key=value,key=value' sets arguments, e.g. "
         "'irpe:mode=bias' or 'irpe:on=qkv+ape_learned'); default: every registered one. The baseline is added",
     )
-    p.add_argument('--baseline', default='ape_learned', help="ratio denominator ('sdpa' allowed at attention level)")
+    p.add_argument(
+        '--baseline',
+        default=None,
+        help="ratio denominator (default: ape_learned, ape_sincos for DiTs; 'sdpa' at attention level)",
+    )
     p.add_argument('--level', choices=LEVELS, default='model')
     p.add_argument('--warmup', type=int, default=3, help='untimed steps per encoding')
     p.add_argument('--repeats', type=int, default=10, help='timed interleaved rounds')

@@ -2,7 +2,8 @@
 
 Two levels:
 
-* ``model``: the whole model on random images, cross-entropy on random labels.
+* ``model``: the whole model on random images: a timm ViT name with cross-entropy on random labels, or a DiT name
+  (``DiT-S/2``, ``DiT-Ti/4``, ...: ``vispe.backbones.dit.dit``) with the diffusion MSE on random times and labels.
 * ``attention``: one vispe ``Attention`` layer of the model's width and heads on (B, N, D) random tokens of
   the grid the image size gives, holding the model's own first-layer encoding instance; plus an ``sdpa`` row
   (the same layer with no encoding). A model-level encoding (embed / after_block hooks, e.g. ``ape_learned``)
@@ -32,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vispe.backbones.dit import dit
 from vispe.backbones.vit import create_model
 from vispe.encodings import encoding_class, list_encodings
 from vispe.positions import Positions, grid_positions
@@ -39,6 +41,9 @@ from vispe.positions import Positions, grid_positions
 LEVELS = ('model', 'attention')
 #: name of the attention-level row without any encoding
 SDPA = 'sdpa'
+#: the ratio denominator when none is given: each backbone family's default encoding
+DEFAULT_BASELINE = {'vit': 'ape_learned', 'dit': 'ape_sincos'}
+
 MEMORY_METHODS = {
     'cuda': 'torch.cuda.max_memory_allocated during one step, minus what was allocated before it',
     'cpu': 'torch.profiler(profile_memory=True): max over time of the running sum of CPU allocator '
@@ -55,7 +60,7 @@ class BenchmarkConfig:
     img_size: tuple[int, int] = (224, 224)
     batch_size: int = 8
     encodings: Sequence[str] | None = None
-    baseline: str = 'ape_learned'
+    baseline: str | None = None  # None: each backbone's own default (DEFAULT_BASELINE)
     level: str = 'model'
     warmup: int = 3
     repeats: int = 10
@@ -79,7 +84,18 @@ class Subject:
         self.forward_backward()
 
 
+def is_dit(model: str) -> bool:
+    """'DiT-S/2' style names are vispe DiTs; anything else is a timm ViT name."""
+    return model.startswith('DiT-')
+
+
+def baseline_of(cfg: BenchmarkConfig) -> str:
+    return cfg.baseline or DEFAULT_BASELINE['dit' if is_dit(cfg.model) else 'vit']
+
+
 # --- what to build ---------------------------------------------------------------------------------------------
+
+
 def normalize_img_size(size: int | Sequence[int]) -> tuple[int, int]:
     """224 or [224] -> (224, 224); (H, W) stays."""
     if isinstance(size, int):
@@ -151,12 +167,33 @@ def _build(cfg: BenchmarkConfig, name: str | None) -> nn.Module:
     shared weights agree."""
     torch.manual_seed(cfg.seed)
     spec = None if name is None else parse_encoding_spec(name)
-    model = create_model(cfg.model, encoding=spec, img_size=cfg.img_size, **cfg.model_kwargs)
+    if is_dit(cfg.model):
+        model = dit(cfg.model, encoding=spec, img_size=cfg.img_size, **cfg.model_kwargs)
+    else:
+        model = create_model(cfg.model, encoding=spec, img_size=cfg.img_size, **cfg.model_kwargs)
     model._check_size(*cfg.img_size)  # a clear ValueError now rather than in the first step
     return model.to(cfg.device).train()
 
 
+def _dit_subject(cfg: BenchmarkConfig, name: str) -> Subject:
+    """A DiT training step: MSE of the prediction on noisy random images at random times and labels."""
+    model = _build(cfg, name)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    B = cfg.batch_size
+    x = torch.randn(B, model.in_chans, *cfg.img_size, generator=gen).to(cfg.device)
+    t = (torch.rand(B, generator=gen) * 1000).to(cfg.device)
+    y = torch.randint(model.num_classes, (B,), generator=gen).to(cfg.device)
+    target = torch.randn(B, model.out_chans, *cfg.img_size, generator=gen).to(cfg.device)
+
+    def forward_backward() -> None:
+        F.mse_loss(model(x, t, y), target).backward()
+
+    return Subject(name, model, forward_backward, lambda: model.zero_grad(set_to_none=True))
+
+
 def _model_subject(cfg: BenchmarkConfig, name: str) -> Subject:
+    if is_dit(cfg.model):
+        return _dit_subject(cfg, name)
     model = _build(cfg, name)
     gen = torch.Generator().manual_seed(cfg.seed)
     images = torch.randn(cfg.batch_size, model.patch_embed.proj.in_channels, *cfg.img_size, generator=gen)
@@ -195,10 +232,12 @@ class EncodedAttention(nn.Module):
 
 def _attention_subject(cfg: BenchmarkConfig, name: str) -> Subject:
     model = _build(cfg, None if name == SDPA else name)
-    layer = EncodedAttention(model.blocks[0].attn, model.pe, model.num_prefix_tokens)
-    (ph, pw), (h, w) = model.patch_embed.patch_size, cfg.img_size
-    pos = grid_positions(h // ph, w // pw, model.num_prefix_tokens, torch.device(cfg.device))
-    n_tokens = model.num_prefix_tokens + pos.num_tokens
+    num_prefix = getattr(model, 'num_prefix_tokens', 0)  # a DiT has none
+    layer = EncodedAttention(model.blocks[0].attn, model.pe, num_prefix)
+    patch_embed = model.x_embedder if is_dit(cfg.model) else model.patch_embed
+    (ph, pw), (h, w) = patch_embed.patch_size, cfg.img_size
+    pos = grid_positions(h // ph, w // pw, num_prefix, torch.device(cfg.device))
+    n_tokens = num_prefix + pos.num_tokens
     gen = torch.Generator().manual_seed(cfg.seed)
     # requires_grad: inside a model the layer's input needs a gradient too, so backward computes it
     x = torch.randn(cfg.batch_size, n_tokens, model.embed_dim, generator=gen).to(cfg.device).requires_grad_()
@@ -220,7 +259,7 @@ def build_subjects(cfg: BenchmarkConfig) -> list[Subject]:
         raise ValueError(f'level must be one of {LEVELS}, got {cfg.level!r}')
     if cfg.device.startswith('cuda') and not torch.cuda.is_available():
         raise ValueError('device cuda asked for, but torch sees no CUDA device')
-    names = resolve_encodings(cfg.encodings, cfg.baseline, cfg.level)
+    names = resolve_encodings(cfg.encodings, baseline_of(cfg), cfg.level)
     if cfg.level == 'model':
         return [_model_subject(cfg, name) for name in names]
     names += [] if SDPA in names else [SDPA]
@@ -329,12 +368,12 @@ def measure(cfg: BenchmarkConfig, subjects: Sequence[Subject]) -> dict[str, Any]
         'repeats': cfg.repeats,
         'warmup': cfg.warmup,
         'seed': cfg.seed,
-        'baseline': cfg.baseline,
+        'baseline': baseline_of(cfg),
         'model_kwargs': cfg.model_kwargs,
         'cpu_count': os.cpu_count(),
         'load_avg_1m': [load_before, os.getloadavg()[0]],
         'memory_method': MEMORY_METHODS['cuda' if cfg.device.startswith('cuda') else 'cpu'],
-        'results': summarize(times, peaks, cfg.baseline),
+        'results': summarize(times, peaks, baseline_of(cfg)),
     }
 
 
