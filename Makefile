@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint venv sysdeps clean leaderboard
+.PHONY: demo test lint venv sysdeps clean leaderboard demo-dit
 
 demo: $(STAMP)
 	$(PY) tools/demo.py
@@ -42,3 +42,7 @@ clean:
 # The encoding leaderboard: every encoding x {position, relation} x 3 seeds (an hour or more on CPU; not in CI).
 leaderboard: $(STAMP)
 	$(PY) tools/leaderboard.py
+
+# The DiT demo: DiT-Ti/4 with four encodings on shapes2d, sampled at 1x, 1.5x, 2x (about an hour on CPU; not in CI).
+demo-dit: $(STAMP)
+	$(PY) tools/demo_dit.py

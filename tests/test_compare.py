@@ -31,6 +31,17 @@ def test_final_checkpoint_only_for_finished_runs(tmp_path):
     assert final_checkpoint(default) is None
 
 
+
+def test_final_checkpoint_of_iteration_based_training(tmp_path):
+    run = Run('shape_color', 'configs/dit/dit_tiny_shapes2d.py', str(tmp_path), ['train_cfg.max_iters=20'])
+    (tmp_path / 'iter_10.pth').write_bytes(b'x')
+    (tmp_path / 'last_checkpoint').write_text(str(tmp_path / 'iter_10.pth'))
+    assert final_checkpoint(run) is None
+    (tmp_path / 'iter_20.pth').write_bytes(b'x')
+    (tmp_path / 'last_checkpoint').write_text(str(tmp_path / 'iter_20.pth'))
+    assert final_checkpoint(run) == str(tmp_path / 'iter_20.pth')
+
+
 def test_markdown_table_rows_and_columns():
     rows = [
         {'encoding': 'a', 'strategy': 's', 'resolution': 32, 'value': 90.0},

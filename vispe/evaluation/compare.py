@@ -64,14 +64,21 @@ def run_config(run: Run):
 
 
 def final_checkpoint(run: Run) -> Optional[str]:
-    """The final-epoch checkpoint of a finished run, or None."""
+    """The final checkpoint (last epoch or iteration) of a finished run, or None."""
     pointer = os.path.join(run.work_dir, 'last_checkpoint')
     if not os.path.isfile(pointer):
         return None
     with open(pointer) as f:
         ckpt = f.read().strip()
-    max_epochs = run_config(run).train_cfg.max_epochs
-    return ckpt if os.path.basename(ckpt) == f'epoch_{max_epochs}.pth' and os.path.isfile(ckpt) else None
+    return ckpt if os.path.basename(ckpt) == final_checkpoint_name(run_config(run)) and os.path.isfile(ckpt) else None
+
+
+def final_checkpoint_name(cfg) -> str:
+    """'epoch_<max_epochs>.pth', or 'iter_<max_iters>.pth' for iteration-based training (mmengine's names)."""
+    train_cfg = cfg.train_cfg
+    if train_cfg.get('max_iters') is not None:
+        return f'iter_{train_cfg.max_iters}.pth'
+    return f'epoch_{train_cfg.max_epochs}.pth'
 
 
 def _tool(args: Sequence[str], log: Callable[[str], None]) -> None:
@@ -143,14 +150,16 @@ def compare(runs: Sequence[Run], resolutions: Sequence[str], out_dir: str, log: 
     return summary
 
 
-def markdown_table(rows: Sequence[Dict], resolutions: Sequence[str]) -> str:
-    """A markdown table, one line per (encoding, strategy), one column per resolution."""
+def markdown_table(rows: Sequence[Dict], resolutions: Sequence[str], fmt: str = '.1f') -> str:
+    """A markdown table, one line per (encoding, strategy), one column per resolution, values formatted with fmt."""
     lines = ['| encoding | strategy | ' + ' | '.join(resolutions) + ' |', '|---|---|' + '---|' * len(resolutions)]
     cells: Dict = {}
     for r in rows:
         cells.setdefault((r['encoding'], r['strategy']), {})[str(r['resolution'])] = r['value']
     for (enc, strat), values in cells.items():
         lines.append(
-            f'| {enc} | {strat} | ' + ' | '.join(f'{values.get(res, float("nan")):.1f}' for res in resolutions) + ' |'
+            f'| {enc} | {strat} | '
+            + ' | '.join(format(values.get(res, float('nan')), fmt) for res in resolutions)
+            + ' |'
         )
     return '\n'.join(lines)

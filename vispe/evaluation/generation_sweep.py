@@ -137,4 +137,49 @@ def metric_rows(results: Dict[str, Any], metric: str) -> List[Dict[str, Any]]:
     return [r for r in results['results'] if r['metric'] == metric]
 
 
-__all__ = ['METRICS', 'generate', 'load_classifier', 'metric_rows', 'real_images', 'sample_grid', 'sweep_generation']
+def train_and_generate(
+    run, resolutions: Sequence[str], strategies: Optional[Sequence[str]], samples_per_class: int, log=print
+) -> Dict[str, Any]:
+    """Train (or reuse / resume) one diffusion run with tools/train.py, then sweep it with tools/eval_generation.py
+    (reused when the checkpoint, resolutions, strategies and sample count are unchanged); returns results.json."""
+    import json
+
+    from vispe.evaluation.compare import ROOT, _tool, final_checkpoint
+
+    options = ['--cfg-options', *run.cfg_options] if run.cfg_options else []
+    ckpt = final_checkpoint(run)
+    if ckpt is None:
+        resume = ['--resume'] if os.path.isfile(os.path.join(run.work_dir, 'last_checkpoint')) else []
+        _tool(['tools/train.py', run.config, '--work-dir', run.work_dir, *resume, *options], log)
+        ckpt = final_checkpoint(run)
+    out = os.path.join(run.work_dir, 'generation')
+    path = os.path.join(out, 'results.json')
+    if os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(ckpt):
+        with open(path) as f:
+            previous = json.load(f)
+        same = {str(r['resolution']) for r in previous['results']} == set(resolutions)
+        same &= strategies is None or {r['strategy'] for r in previous['results']} == set(strategies)
+        same &= previous['settings'].get('samples_per_class') == samples_per_class
+        if same:
+            log(f'reusing {os.path.relpath(path, ROOT)}')
+            return previous
+    args = ['--resolutions', *resolutions, '--samples-per-class', str(samples_per_class), '--out', out]
+    _tool(
+        ['tools/eval_generation.py', run.config, ckpt, *args, *(['--strategy', *strategies] if strategies else [])]
+        + options,
+        log,
+    )
+    with open(path) as f:
+        return json.load(f)
+
+
+__all__ = [
+    'METRICS',
+    'generate',
+    'load_classifier',
+    'metric_rows',
+    'real_images',
+    'sample_grid',
+    'sweep_generation',
+    'train_and_generate',
+]
