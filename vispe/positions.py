@@ -26,6 +26,8 @@ class Positions:
         cameras: optional camera data for camera encodings (view index, K, cam-to-world, image size).
         key: a hashable naming ``coords`` when they are a deterministic function of the grid (so encodings
             may cache tables derived from them); None when coords vary per call (e.g. sampled positions).
+        extent: per axis, the integer range [0, extent) the coordinates were drawn from when it is larger than
+            the grid (rpe2d's enlarged range L); None: the grid itself.
     """
 
     coords: torch.Tensor
@@ -33,6 +35,14 @@ class Positions:
     num_prefix: int = 0
     cameras: Any = None
     key: Optional[Hashable] = None
+    extent: Optional[Tuple[int, ...]] = None
+
+    @property
+    def span(self) -> Optional[Tuple[int, ...]]:
+        """Per axis, how many integer positions the coordinates range over: ``extent`` when set, else ``grid``.
+        Encodings on normalised coordinates divide by it, so rpe2d's training positions and the plain grid of
+        the largest served size land on the same [0, 1] values."""
+        return self.extent if self.extent is not None else self.grid
 
     @property
     def ndim(self) -> int:
@@ -120,6 +130,7 @@ class RPE2D:
             num_prefix=pos.num_prefix,
             cameras=pos.cameras,
             key=None,
+            extent=self.max_grid,
         )
 
 

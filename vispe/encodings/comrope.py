@@ -15,9 +15,9 @@ left and right quaternion multiplications, so exp(t S) x = p x r with unit quate
 formula each): a few complex multiplications, no matrix exponential. b = 8: ``expm`` on (H, N, J, 8, 8) and a
 batched matmul, about 8x slower than b = 4. Float32, autocast off; prefix tokens get t = 0 (the identity).
 
-Positions: ((r + 0.5) / h, (c + 0.5) / w) from ``pos.grid``; without a grid, min-max per sample and axis to
-[0, 1]. ``jitter=True``: in training, U(-0.5, 0.5) coordinate units (half a patch) per sample and token are
-added before normalising, the paper's position perturbation.
+Positions: ((r + 0.5) / h, (c + 0.5) / w) from ``pos.span`` (the grid, or rpe2d's enlarged range); without a
+grid, min-max per sample and axis to [0, 1]. ``jitter=True``: in training, U(-0.5, 0.5) coordinate units (half a
+patch) per sample and token are added before normalising, the paper's position perturbation.
 
 Init (ours; the reference code's default is P ~ N(0, 1)): P_j ~ N(0, sigma_j^2), sigma_j = r_j / sqrt(2 (b - 1)),
 so that r_j is the RMS rotation rate of block j's invariant planes in radians per image side. The r_j are
@@ -205,7 +205,7 @@ class ComRoPE(Encoding):
         coords = pos.coords.float()
         if pos.grid is not None:
             lo = torch.full((len(pos.grid),), -0.5, device=coords.device)
-            span = torch.tensor(pos.grid, dtype=torch.float32, device=coords.device)
+            span = torch.tensor(pos.span, dtype=torch.float32, device=coords.device)  # rpe2d: its range L
         else:  # no grid (points, sampled positions): min-max per sample
             lo = coords.amin(dim=-2, keepdim=True)
             span = (coords.amax(dim=-2, keepdim=True) - lo).clamp_min(1e-6)

@@ -26,13 +26,13 @@ POINT_EPS = 1e-6
 def normalize_positions(pos: Positions) -> torch.Tensor:
     """(N, M) or (B, N, M) float32 positions in [0, 1].
 
-    Grid tokens: (coord + 0.5) / size per axis, with size = ``pos.grid`` (token centres; the same normalised
-    point in two grids gets the same value). Points (``pos.grid`` None): min-max over the tokens of each
-    sample, per axis: (p - min) / max(max - min, POINT_EPS).
+    Grid tokens: (coord + 0.5) / size per axis, with size = ``pos.span`` (the grid, or rpe2d's enlarged range;
+    token centres: the same normalised point in two grids gets the same value). Points (``pos.grid`` None):
+    min-max over the tokens of each sample, per axis: (p - min) / max(max - min, POINT_EPS).
     """
     coords = pos.coords.float()
     if pos.grid is not None:
-        size = torch.tensor(pos.grid, dtype=torch.float32, device=coords.device)
+        size = torch.tensor(pos.span, dtype=torch.float32, device=coords.device)
         return (coords + 0.5) / size
     lo = coords.amin(dim=-2, keepdim=True)
     hi = coords.amax(dim=-2, keepdim=True)
