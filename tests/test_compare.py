@@ -31,7 +31,6 @@ def test_final_checkpoint_only_for_finished_runs(tmp_path):
     assert final_checkpoint(default) is None
 
 
-
 def test_final_checkpoint_of_iteration_based_training(tmp_path):
     run = Run('shape_color', 'configs/dit/dit_tiny_shapes2d.py', str(tmp_path), ['train_cfg.max_iters=20'])
     (tmp_path / 'iter_10.pth').write_bytes(b'x')
