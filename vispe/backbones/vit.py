@@ -21,7 +21,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from vispe.attention import Attention
-from vispe.encodings.build import EncodingSpec, build_encoding, encoding_class, normalize_spec
+from vispe.backbones.common import build_backbone_encodings
+from vispe.encodings.build import EncodingSpec, normalize_spec
 from vispe.positions import Positions, PositionSampler, build_position_sampler, grid_positions
 from vispe.registry import MODELS
 
@@ -223,11 +224,9 @@ def apply_encoding(
         model = copy.deepcopy(model)
     old_table = _strip_encodings(model)
 
-    dim, grid = model.embed_dim, tuple(model.patch_embed.grid_size)
     num_heads = model.blocks[0].attn.num_heads if len(model.blocks) else 1
-    context = dict(dim=dim, num_heads=num_heads, ndim=2, grid_size=grid, depth=len(model.blocks))
-    per_layer = [c for c in cfgs if encoding_class(c['type']).per_layer()]
-    model_level = [c for c in cfgs if not encoding_class(c['type']).per_layer()]
+    grid = tuple(model.patch_embed.grid_size)
+    model_level, per_layer = build_backbone_encodings(cfgs, model.embed_dim, num_heads, len(model.blocks), grid)
 
     model.__class__ = VisionTransformerPE
     model.dynamic_img_size = True
@@ -235,12 +234,11 @@ def apply_encoding(
     model.patch_embed.output_fmt = Format.NHWC
     model.patch_embed.strict_img_size = False
     device = model.patch_embed.proj.weight.device
-    model.pe = nn.ModuleDict({c['type']: build_encoding(c, **context) for c in model_level}).to(device)
-    for i, blk in enumerate(model.blocks):
+    model.pe = model_level.to(device)
+    for blk, encs in zip(model.blocks, per_layer):
         if not isinstance(blk.attn, Attention):
             blk.attn = Attention.from_timm(blk.attn)
-        encs = {c['type']: build_encoding(c, layer_index=i, **context) for c in per_layer}
-        blk.attn.pe = nn.ModuleDict(encs).to(device)
+        blk.attn.pe = encs.to(device)
         blk.__class__ = PEBlock
 
     if old_table is not None and 'ape_learned' in model.pe:
