@@ -100,14 +100,15 @@ def plot(stats: Stats, tasks: Sequence[str], resolutions: Sequence[str], path: s
         encodings = sorted({enc for (t, enc, _, _) in stats if t == task})
         for col, title in enumerate(('plain strategy', 'best strategy')):
             ax = axes[row][col]
-            for enc in encodings:
+            for index, enc in enumerate(encodings):
                 if col == 0:
                     strat = plain_strategy(stats, task, enc)
                 else:
                     strat = best_strategy(stats, task, enc, resolutions[0])
                 cells = [stats.get((task, enc, strat, r), (float('nan'), 0.0, 0)) for r in resolutions]
                 means, stds = [c[0] for c in cells], [c[1] for c in cells]
-                ax.errorbar(xs, means, yerr=stds, marker='o', capsize=3, label=f'{enc} ({strat})')
+                color = plt.cm.tab20(index % 20)  # one colour per encoding, the same in every panel
+                ax.errorbar(xs, means, yerr=stds, marker='o', capsize=3, color=color, label=f'{enc} ({strat})')
             ax.axvline(xs[0], color='grey', linestyle=':')
             ax.set_title(f'shapes2d {task}: {title}')
             ax.set_xlabel('test resolution (px; dotted: training)')
