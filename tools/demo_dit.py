@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from rich.console import Console  # noqa: E402
 
-from vispe.evaluation.compare import ROOT, Run, _tool, final_checkpoint, markdown_table  # noqa: E402
+from vispe.evaluation.compare import ROOT, Run, markdown_table, train  # noqa: E402
 from vispe.evaluation.generation_sweep import METRICS, train_and_generate  # noqa: E402
 
 RESOLUTIONS = ['32', '48', '64']  # 1x, 1.5x, 2x
@@ -39,10 +39,7 @@ def feature_extractor(log) -> str:
     """The classifier checkpoint for FD / KID: the model zoo's, or one trained now."""
     if os.path.isfile(os.path.join(ROOT, ZOO_CLASSIFIER)):
         return os.path.join(ROOT, ZOO_CLASSIFIER)
-    run = Run('shape_color', CLASSIFIER_CONFIG, os.path.join(OUT, 'classifier'))
-    if final_checkpoint(run) is None:
-        _tool(['tools/train.py', run.config, '--work-dir', run.work_dir], log)
-    return final_checkpoint(run)
+    return train(Run('shape_color', CLASSIFIER_CONFIG, os.path.join(OUT, 'classifier')), log)
 
 
 def main():

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
+import torch
 from torch import nn
 
 from vispe.encodings.build import EncodingSpec, build_encoding, encoding_class, normalize_spec
+from vispe.positions import Positions
 
 
 def build_backbone_encodings(
@@ -32,4 +34,20 @@ def build_backbone_encodings(
     return model_level, per_layer
 
 
-__all__ = ['build_backbone_encodings']
+def apply_embed_hooks(model_level: nn.ModuleDict, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+    """The model-level encodings' ``embed`` hooks on the (B, N, D) non-prefix tokens, in order."""
+    for enc in model_level.values():
+        if 'embed' in enc.active_hooks():
+            x = enc.embed(x, pos)
+    return x
+
+
+def apply_after_block_hooks(model_level: nn.ModuleDict, i: int, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+    """The ``after_block`` hooks of the encodings that name block ``i``, on its (B, N_total, D) output."""
+    for enc in model_level.values():
+        if 'after_block' in enc.active_hooks() and i in enc.blocks:
+            x = enc.after_block(x, pos)
+    return x
+
+
+__all__ = ['apply_after_block_hooks', 'apply_embed_hooks', 'build_backbone_encodings']

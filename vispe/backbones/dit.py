@@ -27,7 +27,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from vispe.attention import Attention
-from vispe.backbones.common import build_backbone_encodings
+from vispe.backbones.common import apply_after_block_hooks, apply_embed_hooks, build_backbone_encodings
 from vispe.encodings.base import Encoding
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Positions, build_position_sampler, grid_positions
@@ -278,9 +278,7 @@ class DiT(nn.Module):
         if self.training and self.position_sampler is not None:
             pos = self.position_sampler(pos, B)  # per-sample coords (B, h*w, 2); pos.grid stays (h, w)
         x = x.reshape(B, h * w, D)
-        for enc in self.pe.values():
-            if 'embed' in enc.active_hooks():
-                x = enc.embed(x, pos)
+        x = apply_embed_hooks(self.pe, x, pos)
         return x, pos
 
     def condition(self, t: torch.Tensor, y: Optional[torch.Tensor], crop: Optional[torch.Tensor], batch: int):
@@ -301,10 +299,7 @@ class DiT(nn.Module):
             x = checkpoint(blk, x, c, pos, use_reentrant=False)
         else:
             x = blk(x, c, pos)
-        for enc in self.pe.values():
-            if 'after_block' in enc.active_hooks() and i in enc.blocks:
-                x = enc.after_block(x, pos)
-        return x
+        return apply_after_block_hooks(self.pe, i, x, pos)
 
     def forward(
         self, x: torch.Tensor, t: torch.Tensor, y: Optional[torch.Tensor], crop: Optional[torch.Tensor] = None

@@ -21,7 +21,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from vispe.attention import Attention
-from vispe.backbones.common import build_backbone_encodings
+from vispe.backbones.common import apply_after_block_hooks, apply_embed_hooks, build_backbone_encodings
 from vispe.encodings.build import EncodingSpec, normalize_spec
 from vispe.positions import Positions, PositionSampler, build_position_sampler, grid_positions
 from vispe.registry import MODELS
@@ -96,9 +96,7 @@ class VisionTransformerPE(VisionTransformer):
             # per-sample coords (B, h*w, 2); pos.grid stays (h, w), so conv encodings still see the image grid
             pos = self.position_sampler(pos, B)
         x = x.reshape(B, h * w, D)
-        for enc in self.pe.values():
-            if 'embed' in enc.active_hooks():
-                x = enc.embed(x, pos)
+        x = apply_embed_hooks(self.pe, x, pos)
         prefix = [t.expand(B, -1, -1) for t in (self.cls_token, self.reg_token) if t is not None]
         x = torch.cat(prefix + [x], dim=1) if prefix else x
         return self.norm_pre(self.pos_drop(x)), pos
@@ -109,10 +107,7 @@ class VisionTransformerPE(VisionTransformer):
             x = checkpoint(blk, x, pos, attn_mask, is_causal, use_reentrant=False)
         else:
             x = blk(x, pos, attn_mask=attn_mask, is_causal=is_causal)
-        for enc in self.pe.values():
-            if 'after_block' in enc.active_hooks() and i in enc.blocks:
-                x = enc.after_block(x, pos)
-        return x
+        return apply_after_block_hooks(self.pe, i, x, pos)
 
     def forward_features(self, x: torch.Tensor, attn_mask=None, is_causal: bool = False) -> torch.Tensor:
         x, pos = self.tokens(x)

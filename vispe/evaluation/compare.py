@@ -86,16 +86,27 @@ def _tool(args: Sequence[str], log: Callable[[str], None]) -> None:
     subprocess.run([sys.executable, *args], cwd=ROOT, check=True)
 
 
-def train_and_evaluate(run: Run, resolutions: Sequence[str], log: Callable[[str], None] = print) -> Dict:
-    """Train (or reuse / resume) one run, evaluate it at ``resolutions``; returns its results.json content."""
-    options = ['--cfg-options', *run.cfg_options] if run.cfg_options else []
+def cfg_option_args(run: Run) -> List[str]:
+    """The run's cfg-options as tool arguments."""
+    return ['--cfg-options', *run.cfg_options] if run.cfg_options else []
+
+
+def train(run: Run, log: Callable[[str], None] = print) -> str:
+    """Train one run with tools/train.py, reusing a finished one and resuming an interrupted one; returns its final
+    checkpoint."""
     ckpt = final_checkpoint(run)
     if ckpt:
         log(f'reusing {os.path.relpath(ckpt, ROOT)}')
-    else:
-        resume = ['--resume'] if os.path.isfile(os.path.join(run.work_dir, 'last_checkpoint')) else []
-        _tool(['tools/train.py', run.config, '--work-dir', run.work_dir, *resume, *options], log)
-        ckpt = final_checkpoint(run)
+        return ckpt
+    resume = ['--resume'] if os.path.isfile(os.path.join(run.work_dir, 'last_checkpoint')) else []
+    _tool(['tools/train.py', run.config, '--work-dir', run.work_dir, *resume, *cfg_option_args(run)], log)
+    return final_checkpoint(run)
+
+
+def train_and_evaluate(run: Run, resolutions: Sequence[str], log: Callable[[str], None] = print) -> Dict:
+    """Train (or reuse / resume) one run, evaluate it at ``resolutions``; returns its results.json content."""
+    options = cfg_option_args(run)
+    ckpt = train(run, log)
     eval_dir = os.path.join(run.work_dir, 'eval')
     previous = _previous_results(os.path.join(eval_dir, 'results.json'), ckpt, resolutions, supported_strategies(run))
     if previous is not None:

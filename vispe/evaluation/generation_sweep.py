@@ -144,14 +144,10 @@ def train_and_generate(
     (reused when the checkpoint, resolutions, strategies and sample count are unchanged); returns results.json."""
     import json
 
-    from vispe.evaluation.compare import ROOT, _tool, final_checkpoint
+    from vispe.evaluation.compare import ROOT, _tool, cfg_option_args, train
 
-    options = ['--cfg-options', *run.cfg_options] if run.cfg_options else []
-    ckpt = final_checkpoint(run)
-    if ckpt is None:
-        resume = ['--resume'] if os.path.isfile(os.path.join(run.work_dir, 'last_checkpoint')) else []
-        _tool(['tools/train.py', run.config, '--work-dir', run.work_dir, *resume, *options], log)
-        ckpt = final_checkpoint(run)
+    options = cfg_option_args(run)
+    ckpt = train(run, log)
     out = os.path.join(run.work_dir, 'generation')
     path = os.path.join(out, 'results.json')
     if os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(ckpt):
