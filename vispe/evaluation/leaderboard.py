@@ -9,6 +9,7 @@ import statistics
 from typing import Callable, Dict, List, Sequence, Tuple
 
 from vispe.evaluation.compare import Run, encoding_option, train_and_evaluate
+from vispe.evaluation.resolution import save_figure
 
 #: the strategy that means "no extrapolation trick" for each family; encodings without strategies report 'default'
 PLAIN = ('none', 'default', 'bicubic')
@@ -116,11 +117,7 @@ def plot(stats: Stats, tasks: Sequence[str], resolutions: Sequence[str], path: s
             ax.set_xticks(xs)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def card_note(stats: Stats, task: str, encoding: str, resolutions: Sequence[str]) -> str:

@@ -212,6 +212,13 @@ def plot_results(rows: Iterable[Dict[str, Any]], path: str, metric: str = 'accur
     ax.set_ylabel(f'{metric} (%)')
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    return save_figure(fig, path)
+
+
+def save_figure(fig, path: str) -> str:
+    """Tight layout, write ``path`` (creating its folder), close the figure; returns the path."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path)
