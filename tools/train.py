@@ -43,8 +43,7 @@ def main():
     setup_distributed_backend(cfg)
     setup_cpu_distributed(cfg)
     allow_mmengine_checkpoints()
-    runner = Runner.from_cfg(cfg)
-    runner.train()
+    Runner.from_cfg(cfg).train()  # no name kept: teardown must be able to free the DDP wrapper
     teardown_distributed()
 
 
