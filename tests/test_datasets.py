@@ -15,6 +15,7 @@ from PIL import Image
 from vispe.datasets.folder import CIFAR10Dataset, ImageFolderDataset
 from vispe.datasets.shapes2d import PAIRS, Shapes2D
 from vispe.registry import DATASETS
+from vispe.tasks import MultiScaleDataPreprocessor
 
 TASKS = ['position', 'relation', 'three_cell', 'shape']
 NUM_CLASSES = {'position': 27, 'relation': 4, 'three_cell': 3, 'shape': 5}
@@ -296,3 +297,27 @@ def test_cifar10_real_data() -> None:
     item = ds[0]
     assert len(ds) == 10000 and ds.num_classes == 10
     assert item['inputs'].shape == (3, 32, 32) and 0 <= item['labels'] < 10
+
+
+def test_multiscale_preprocessor_resizes_training_batches_only() -> None:
+    pre = MultiScaleDataPreprocessor(sizes=(32, 48, 64))
+    data = Shapes2D(task='shape_color', image_size=64, split='val', num_samples=4, seed=0)
+    batch = {'inputs': torch.stack([data[i]['inputs'] for i in range(4)]), 'labels': torch.arange(4)}
+    torch.manual_seed(0)
+    seen = {}
+    for _ in range(30):
+        out = pre(batch, training=True)
+        seen[out['inputs'].shape[-1]] = out['inputs']
+        assert out['inputs'].shape[:2] == (4, 3) and out['inputs'].shape[-2] == out['inputs'].shape[-1]
+        assert torch.equal(out['labels'], batch['labels'])
+    assert set(seen) == {32, 48, 64}
+    assert torch.equal(seen[64], batch['inputs'])  # the native size is passed through untouched
+    # antialiased resizing keeps the picture: the 32 px batch is the 64 px one averaged over 2x2 blocks
+    pooled = F.avg_pool2d(batch['inputs'], 2)
+    assert (seen[32] - pooled).abs().mean() < 0.02
+    assert pre(batch, training=False)['inputs'].shape[-1] == 64  # validation keeps the data set's size
+
+
+def test_multiscale_preprocessor_rejects_bad_sizes() -> None:
+    with pytest.raises(ValueError, match='positive pixel sizes'):
+        MultiScaleDataPreprocessor(sizes=())

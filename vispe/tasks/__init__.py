@@ -2,5 +2,6 @@
 
 from vispe.tasks.classification import ImageClassifier
 from vispe.tasks.diffusion import DiffusionModel
+from vispe.tasks.preprocess import MultiScaleDataPreprocessor
 
-__all__ = ['DiffusionModel', 'ImageClassifier']
+__all__ = ['DiffusionModel', 'ImageClassifier', 'MultiScaleDataPreprocessor']
