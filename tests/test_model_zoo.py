@@ -52,7 +52,9 @@ def test_export_writes_a_slim_checkpoint_config_metrics_and_card(tmp_path):
     plot = tmp_path / 'plot.png'
     plot.write_bytes(b'png')
     out = tmp_path / 'models'
-    out.mkdir()
+    (out / 'feature_net').mkdir(parents=True)  # a shipped model that is not on the leaderboard
+    other = {'task': 'shape_color', 'encoding': 'ape_sincos', 'role': 'FD features'}
+    (out / 'feature_net' / 'metrics.json').write_text(json.dumps(other))
     (folder,) = write_model_zoo([run], 0, stats, ['32', '64'], '| the table |', str(plot), str(out))
     name = 'vit_tiny_rope_axial_shapes2d_position'
     assert folder == str(out / name)
@@ -75,6 +77,8 @@ def test_export_writes_a_slim_checkpoint_config_metrics_and_card(tmp_path):
     index = (out / 'README.md').read_text()
     assert '| the table |' in index
     assert f'| [{name}]({name}/README.md) | position | rope_axial | interpolate | 99.0 | 80.0 |' in index
+    assert '| [feature_net](feature_net/README.md) | shape_color | ape_sincos | FD features |' in index
+    assert index.count(f'[{name}]({name}/README.md)') == 1  # a leaderboard model is not listed again
     assert (out / 'leaderboard.png').read_bytes() == b'png'
 
 

@@ -148,7 +148,7 @@ def write_model_zoo(
     import shutil
 
     from vispe.evaluation.compare import final_checkpoint
-    from vispe.evaluation.model_zoo import export_model, model_name
+    from vispe.evaluation.model_zoo import export_model, model_name, shipped_models
 
     folders, index = [], []
     for run in runs:
@@ -183,6 +183,12 @@ def write_model_zoo(
             + ' |'
         )
     shutil.copyfile(plot_path, os.path.join(out_root, 'leaderboard.png'))
+    listed = {model_name(run.task, run.encoding) for run in runs}
+    others = [
+        f'| [{name}]({name}/README.md) | {m["task"]} | {m["encoding"]} | {m.get("role", "")} |'
+        for name, m in shipped_models(out_root).items()
+        if name not in listed
+    ]
     page = [
         '# vispe model zoo',
         '',
@@ -201,6 +207,8 @@ def write_model_zoo(
         '|---|---|---|---|' + '---|' * len(resolutions),
         *index,
     ]
+    if others:
+        page += ['', '## Other models', '', '| model | task | encoding | role |', '|---|---|---|---|', *others]
     with open(os.path.join(out_root, 'README.md'), 'w') as f:
         f.write('\n'.join(page) + '\n')
     return folders

@@ -80,8 +80,12 @@ def export_model(
     train_command: str,
     out_root: str,
     leaderboard_note: Optional[str] = None,
+    role: Optional[str] = None,
 ) -> str:
-    """Write ``out_root/<name>/`` for one finished run (its final checkpoint and its eval_resolution results)."""
+    """Write ``out_root/<name>/`` for one finished run (its final checkpoint and its eval_resolution results).
+
+    ``leaderboard_note`` is card text placed under the accuracy table; ``role`` says what a model outside the
+    leaderboard is for (it goes into metrics.json and the zoo index)."""
     name = model_name(task, encoding)
     folder = os.path.join(out_root, name)
     os.makedirs(folder, exist_ok=True)
@@ -106,6 +110,8 @@ def export_model(
         'sha256': sha256(ckpt_path),
         'results': results['results'],
     }
+    if role:
+        metrics['role'] = role
     with open(os.path.join(folder, 'metrics.json'), 'w') as f:
         json.dump(metrics, f, indent=2)
     rel = os.path.join(os.path.basename(os.path.normpath(out_root)), name)  # as run from the repo root
