@@ -83,3 +83,23 @@ def test_eval_generation_refuses_a_classifier_config(trained, tmp_path):
     args = ['--resolutions', '32', '--out', str(tmp_path), '--no-fd']
     proc = run_tool('tools/eval_generation.py', CLASSIFIER, ckpt, *args, check=False)
     assert proc.returncode != 0 and 'error:' in proc.stderr and 'Traceback' not in proc.stderr
+
+
+def test_generation_sweep_is_reused_until_the_feature_extractor_changes(trained):
+    from vispe.evaluation.compare import Run
+    from vispe.evaluation.generation_sweep import train_and_generate
+
+    config, ckpt, tmp = trained
+    run = Run('shape_color', config, str(tmp / 'work'))
+    logged = []
+    first = train_and_generate(run, ['32'], ['none'], 1, logged.append)
+    assert first['feature_extractor'] == str(tmp / 'classifier.pth')
+    assert not any('results.json' in line and 'reusing' in line for line in logged)
+    logged.clear()
+    assert train_and_generate(run, ['32'], ['none'], 1, logged.append) == first
+    assert any('reusing' in line and 'results.json' in line for line in logged)
+    # a retrained feature extractor makes the old FD / KID stale: the sweep runs again
+    os.utime(tmp / 'classifier.pth')
+    logged.clear()
+    train_and_generate(run, ['32'], ['none'], 1, logged.append)
+    assert not any('reusing' in line and 'results.json' in line for line in logged)

@@ -128,6 +128,7 @@ def sweep_generation(
         'train_resolution': R.train_resolution(cfg),
         'metric': 'generation',
         'settings': dict(settings, samples_per_class=samples_per_class, seed=seed),
+        'feature_extractor': os.path.abspath(classifier[1]) if classifier else None,
         'results': rows,
     }
 
@@ -141,10 +142,11 @@ def train_and_generate(
     run, resolutions: Sequence[str], strategies: Optional[Sequence[str]], samples_per_class: int, log=print
 ) -> Dict[str, Any]:
     """Train (or reuse / resume) one diffusion run with tools/train.py, then sweep it with tools/eval_generation.py
-    (reused when the checkpoint, resolutions, strategies and sample count are unchanged); returns results.json."""
+    (reused when the checkpoint, resolutions, strategies, sample count and FD / KID feature extractor are
+    unchanged); returns results.json."""
     import json
 
-    from vispe.evaluation.compare import ROOT, _tool, cfg_option_args, train
+    from vispe.evaluation.compare import ROOT, _tool, cfg_option_args, run_config, train
 
     options = cfg_option_args(run)
     ckpt = train(run, log)
@@ -156,6 +158,11 @@ def train_and_generate(
         same = {str(r['resolution']) for r in previous['results']} == set(resolutions)
         same &= strategies is None or {r['strategy'] for r in previous['results']} == set(strategies)
         same &= previous['settings'].get('samples_per_class') == samples_per_class
+        extractor = (run_config(run).get('generation_eval') or {}).get('classifier_checkpoint')
+        extractor = os.path.join(ROOT, extractor) if extractor else None  # the tools run from ROOT
+        same &= previous.get('feature_extractor') == extractor
+        if extractor and os.path.isfile(extractor):
+            same &= os.path.getmtime(path) > os.path.getmtime(extractor)
         if same:
             log(f'reusing {os.path.relpath(path, ROOT)}')
             return previous
