@@ -6,7 +6,7 @@ outputs/demo_dit/<run>/generation/.
 python tools/demo_dit.py [--samples-per-class 4]
 
 The FD / KID feature extractor (a tiny classifier) comes from the model zoo when it is there, else it is trained
-first (about 5 minutes). Finished runs are reused and unfinished ones resume.
+first (about 20 minutes). Finished runs are reused and unfinished ones resume.
 """
 
 import argparse
@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from rich.console import Console  # noqa: E402
 
+from vispe.engine.config import load_config  # noqa: E402
 from vispe.evaluation.compare import ROOT, Run, markdown_table, train  # noqa: E402
 from vispe.evaluation.generation_sweep import METRICS, train_and_generate  # noqa: E402
 
@@ -30,16 +31,16 @@ RUNS = {
     'rope_axial+rpe2d': ('configs/dit/dit_tiny_rope_axial_rpe2d_shapes2d.py', ['none']),
     'harope': ('configs/dit/dit_tiny_harope_shapes2d.py', ['none', 'interpolate', 'yarn']),
 }
-CLASSIFIER_CONFIG = 'configs/dit/classifier_shapes2d_shape_color.py'
-ZOO_CLASSIFIER = 'models/classifier_shapes2d_shape_color/classifier_shapes2d_shape_color.pth'
 OUT = os.path.join(ROOT, 'outputs', 'demo_dit')
 
 
 def feature_extractor(log) -> str:
-    """The classifier checkpoint for FD / KID: the model zoo's, or one trained now."""
-    if os.path.isfile(os.path.join(ROOT, ZOO_CLASSIFIER)):
-        return os.path.join(ROOT, ZOO_CLASSIFIER)
-    return train(Run('shape_color', CLASSIFIER_CONFIG, os.path.join(OUT, 'classifier')), log)
+    """The classifier checkpoint for FD / KID: the configs' default (the model zoo's), or one trained now."""
+    opts = load_config(os.path.join(ROOT, RUNS['ape_sincos'][0])).generation_eval
+    zoo = os.path.join(ROOT, opts.classifier_checkpoint)
+    if os.path.isfile(zoo):
+        return zoo
+    return train(Run('shape_color', opts.classifier_config, os.path.join(OUT, 'classifier')), log)
 
 
 def main():

@@ -79,13 +79,13 @@ def export_model(
     seed: int,
     train_command: str,
     out_root: str,
-    leaderboard_note: Optional[str] = None,
+    note: Optional[str] = None,
     role: Optional[str] = None,
 ) -> str:
     """Write ``out_root/<name>/`` for one finished run (its final checkpoint and its eval_resolution results).
 
-    ``leaderboard_note`` is card text placed under the accuracy table; ``role`` says what a model outside the
-    leaderboard is for (it goes into metrics.json and the zoo index)."""
+    ``note`` is card text placed under the accuracy table. ``role`` says what a model outside the leaderboard is
+    for (it goes into metrics.json and the zoo index); without one the model is a leaderboard run."""
     name = model_name(task, encoding)
     folder = os.path.join(out_root, name)
     os.makedirs(folder, exist_ok=True)
@@ -129,8 +129,8 @@ def export_model(
         markdown_table(results['results'], resolutions),
         '',
     ]
-    if leaderboard_note:
-        card += [leaderboard_note, '']
+    if note:
+        card += [note, '']
     card += [
         '## Use',
         '',
@@ -139,7 +139,7 @@ def export_model(
         f'--out outputs/eval/{name}',
         '```',
         '',
-        'Retrain (the same run; tools/leaderboard.py trains all of them):',
+        'Retrain:' if role else 'Retrain (the same run; tools/leaderboard.py trains all of them):',
         '',
         '```bash',
         train_command,

@@ -21,10 +21,10 @@ test_dataloader = val_dataloader
 val_evaluator = dict(type='DenoisingLoss')
 test_evaluator = val_evaluator
 
-# tools/eval_generation.py: the feature extractor for FD / KID (train it with its config, or use the model zoo's)
+# tools/eval_generation.py: the feature extractor for FD / KID, shipped in the model zoo (retrain it with its config)
 generation_eval = dict(
     classifier_config='configs/dit/classifier_shapes2d_shape_color.py',
-    classifier_checkpoint='models/classifier_shapes2d_shape_color/classifier_shapes2d_shape_color.pth',
+    classifier_checkpoint='models/vit_tiny_ape_sincos_shapes2d_shape_color/vit_tiny_ape_sincos_shapes2d_shape_color.pth',
     real_split='test',
     steps=25,
     sampler='heun',
