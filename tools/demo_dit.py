@@ -43,6 +43,39 @@ def feature_extractor(log) -> str:
     return train(Run('shape_color', opts.classifier_config, os.path.join(OUT, 'classifier')), log)
 
 
+#: grid rows (two classes of four samples each) whose first class the summary figure shows: a red, a green, a blue
+#: and a yellow shape
+SHOWN_ROWS = (0, 3, 5, 8)
+
+
+def sample_figure(cells, path: str) -> str:
+    """Sample strips from the sweeps' grids: a row per (run, strategy), a column per resolution."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from PIL import Image
+
+    from vispe.evaluation.resolution import save_figure
+
+    fig, axes = plt.subplots(
+        len(cells), len(RESOLUTIONS), figsize=(1.6 * len(RESOLUTIONS), 1.6 * len(cells)), squeeze=False, dpi=100
+    )
+    for i, (label, strategy) in enumerate(cells):
+        for j, res in enumerate(RESOLUTIONS):
+            grid = Image.open(os.path.join(OUT, label, 'generation', f'samples_{strategy}_{res}.png')).convert('RGB')
+            step = int(res) + 1  # one image plus the grid's 1 px padding
+            rows = [np.asarray(grid)[r * step : (r + 1) * step + 1, : 4 * step + 1] for r in SHOWN_ROWS]
+            strip = np.concatenate(rows)  # 4 x 4 samples
+            ax = axes[i, j]
+            ax.imshow(strip, interpolation='nearest')
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if j == 0:
+                ax.set_ylabel(f'{label}\n{strategy}', fontsize=7)
+            if i == 0:
+                ax.set_title(f'{res} px', fontsize=8)
+    return save_figure(fig, path)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--samples-per-class', type=int, default=4)
@@ -70,7 +103,9 @@ def main():
     with open(os.path.join(OUT, 'summary.json'), 'w') as f:
         json.dump({'resolutions': RESOLUTIONS, 'results': rows}, f, indent=2)
     console.print(text)
-    console.print(f'summary: {OUT}/summary.md; sample grids: {OUT}/<run>/generation/samples_*.png')
+    cells = [(label, s) for label, (_, strategies) in RUNS.items() for s in strategies or ['default']]
+    figure = sample_figure(cells, os.path.join(OUT, 'samples.png'))
+    console.print(f'summary: {OUT}/summary.md; samples: {figure} and {OUT}/<run>/generation/samples_*.png')
     console.print(f'total time: {(time.time() - start) / 60:.1f} min')
 
 
