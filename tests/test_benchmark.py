@@ -164,6 +164,7 @@ def test_default_out_path() -> None:
         'outputs/benchmark/vit_small_patch16_224_224_model.json'
     )
     assert default_out_path('m', (224, 320), 'attention').name == 'm_224x320_attention.json'
+    assert default_out_path('DiT-S/2', (32, 32), 'model') == Path('outputs/benchmark/DiT-S-2_32_model.json')
 
 
 def load_tool():

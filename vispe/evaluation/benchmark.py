@@ -157,9 +157,11 @@ def parse_encoding_spec(spec: str) -> list[str | dict[str, Any]]:
 
 
 def default_out_path(model: str, img_size: tuple[int, int], level: str) -> Path:
-    """outputs/benchmark/<model>_<size>_<level>.json, size '224' when square else '224x320'."""
+    """outputs/benchmark/<model>_<size>_<level>.json, size '224' when square else '224x320'; a '/' in the model
+    name ('DiT-S/2') becomes '-', so the report stays in outputs/benchmark/."""
     h, w = img_size
-    return Path('outputs') / 'benchmark' / f'{model}_{h if h == w else f"{h}x{w}"}_{level}.json'
+    name = model.replace('/', '-')
+    return Path('outputs') / 'benchmark' / f'{name}_{h if h == w else f"{h}x{w}"}_{level}.json'
 
 
 def _build(cfg: BenchmarkConfig, name: str | None) -> nn.Module:
