@@ -90,7 +90,7 @@ def main():
             'shape_color', config, os.path.join(OUT, label), [f'generation_eval.classifier_checkpoint={classifier}']
         )
         results = train_and_generate(run, RESOLUTIONS, strategies, args.samples_per_class, log)
-        rows += [dict(r, run=label) for r in results['results']]
+        rows += [dict(r, encoding=label) for r in results['results']]  # the run's label: rpe2d is rope_axial too
     report = []
     for metric in METRICS:
         fmt = '.1f' if metric.endswith('accuracy') else '.4g'
