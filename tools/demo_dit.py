@@ -1,7 +1,7 @@
-"""The DiT demo (about 1.5 hours on a 2-core CPU; not for CI): train DiT-Ti/4 on shapes2d 'shape_color' with ape_sincos,
-rope_axial, rope_axial + RPE-2D and harope (about 16 minutes each), sample each at 1x, 1.5x and 2x the training
-resolution, and print one table per metric; writes outputs/demo_dit/summary.md and .json, and sample grids in
-outputs/demo_dit/<run>/generation/.
+"""The DiT demo (about 1.5 hours on a 2-core CPU; not for CI): train DiT-Ti/4 on shapes2d 'shape_color' with
+ape_sincos, rope_axial, rope_axial + RPE-2D and harope (about 16 minutes each), sample each at 1x, 1.5x and 2x the
+training resolution, and print one table per metric; writes outputs/demo_dit/summary.md and .json, a samples figure
+outputs/demo_dit/samples.png, and sample grids in outputs/demo_dit/<run>/generation/.
 
 python tools/demo_dit.py [--samples-per-class 4]
 
