@@ -1,0 +1,64 @@
+"""Point-cloud building blocks: farthest-point sampling and kNN (vispe/backbones/point.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import open3d as o3d
+import pytest
+import torch
+
+from vispe.backbones.point import farthest_point_sample, gather_points, knn
+
+
+def min_pairwise_distance(points: torch.Tensor) -> torch.Tensor:
+    """(B, G, 3) -> (B,) smallest distance between two different points of each set."""
+    dist = torch.cdist(points, points)
+    return (dist + torch.eye(points.shape[1]) * 1e9).amin(dim=(-2, -1))
+
+
+def test_fps_picks_distinct_points_that_cover_better_than_random() -> None:
+    torch.manual_seed(0)
+    xyz = torch.rand(4, 1024, 3)
+    idx = farthest_point_sample(xyz, 64)
+    assert idx.shape == (4, 64) and all(len(set(row.tolist())) == 64 for row in idx)
+    fps_spacing = min_pairwise_distance(gather_points(xyz, idx))
+    for _ in range(20):
+        random_idx = torch.stack([torch.randperm(1024)[:64] for _ in range(4)])
+        assert (fps_spacing > min_pairwise_distance(gather_points(xyz, random_idx))).all()
+
+
+def test_fps_matches_open3d() -> None:
+    """Same start (point 0), same greedy rule: the same points as open3d's farthest_point_down_sample."""
+    rng = np.random.default_rng(0)
+    clouds = rng.random((3, 500, 3))
+    idx = farthest_point_sample(torch.from_numpy(clouds), 32)
+    for cloud, picked in zip(clouds, idx):
+        pcd = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(cloud))
+        ref = np.asarray(pcd.farthest_point_down_sample(32).points)
+        np.testing.assert_allclose(np.sort(cloud[picked.numpy()], axis=0), np.sort(ref, axis=0))
+
+
+def test_fps_start_and_bad_counts() -> None:
+    xyz = torch.rand(2, 10, 3)
+    assert farthest_point_sample(xyz, 3, start=torch.tensor([4, 7]))[:, 0].tolist() == [4, 7]
+    with pytest.raises(ValueError, match='num must be in'):
+        farthest_point_sample(xyz, 11)
+
+
+def test_knn_equals_brute_force() -> None:
+    torch.manual_seed(1)
+    points, query = torch.randn(2, 300, 3), torch.randn(2, 40, 3)
+    idx = knn(query, points, 8)
+    assert idx.shape == (2, 40, 8)
+    brute = ((query[:, :, None] - points[:, None]) ** 2).sum(-1).argsort(dim=-1)[..., :8]
+    assert torch.equal(idx, brute)
+    with pytest.raises(ValueError, match='k must be in'):
+        knn(query, points, 301)
+
+
+def test_gather_points_keeps_index_shape() -> None:
+    points = torch.arange(2 * 5 * 3, dtype=torch.float32).reshape(2, 5, 3)
+    index = torch.tensor([[[0, 4], [1, 1]], [[2, 3], [0, 0]]])
+    out = gather_points(points, index)
+    assert out.shape == (2, 2, 2, 3)
+    assert torch.equal(out[1, 0, 1], points[1, 3]) and torch.equal(out[0, 1, 0], points[0, 1])

@@ -1,0 +1,60 @@
+"""Point-cloud building blocks: batched farthest-point sampling and k-nearest-neighbour grouping.
+
+Both run on (B, N, 3) tensors on any device. Farthest-point sampling is sequential in the picks (each one depends
+on the previous), so it loops over the ``num`` picks; every pick is vectorised over the batch and all points.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+
+def farthest_point_sample(xyz: Tensor, num: int, start: Optional[Tensor] = None) -> Tensor:
+    """Indices (B, num) of ``num`` points of ``xyz`` (B, N, 3) picked by farthest-point sampling.
+
+    The first pick is ``start`` (B,) (default: point 0, as open3d's ``farthest_point_down_sample``); each next
+    pick is the point farthest from all picked so far (the first such point on ties). Distances are squared
+    Euclidean in float32 or wider.
+    """
+    if xyz.dim() != 3:
+        raise ValueError(f'xyz must be (B, N, D) points, got shape {tuple(xyz.shape)}')
+    B, N, _ = xyz.shape
+    if not 1 <= num <= N:
+        raise ValueError(f'cannot pick {num} of {N} points: num must be in [1, N]')
+    points = xyz if xyz.dtype in (torch.float32, torch.float64) else xyz.float()
+    batch = torch.arange(B, device=xyz.device)
+    picked = torch.empty(B, num, dtype=torch.long, device=xyz.device)
+    current = torch.zeros(B, dtype=torch.long, device=xyz.device) if start is None else start.long()
+    nearest = torch.full((B, N), float('inf'), dtype=points.dtype, device=xyz.device)  # to the picked set
+    for i in range(num):
+        picked[:, i] = current
+        centre = points[batch, current]  # (B, D)
+        nearest = torch.minimum(nearest, (points - centre[:, None]).square().sum(-1))
+        current = nearest.argmax(dim=-1)
+    return picked
+
+
+def knn(query: Tensor, points: Tensor, k: int) -> Tensor:
+    """Indices (B, M, k) of the ``k`` nearest ``points`` (B, N, D) of each ``query`` (B, M, D), nearest first."""
+    if query.dim() != 3 or points.dim() != 3 or query.shape[0] != points.shape[0]:
+        raise ValueError(
+            f'query (B, M, D) and points (B, N, D) expected, got {tuple(query.shape)} and {tuple(points.shape)}'
+        )
+    if not 1 <= k <= points.shape[1]:
+        raise ValueError(f'k = {k} neighbours asked of {points.shape[1]} points: k must be in [1, N]')
+    dist = torch.cdist(query.float(), points.float(), compute_mode='donot_use_mm_for_euclid_dist')  # (B, M, N)
+    return dist.topk(k, dim=-1, largest=False, sorted=True).indices
+
+
+def gather_points(points: Tensor, index: Tensor) -> Tensor:
+    """points (B, N, C) gathered at index (B, ...) -> (B, ..., C)."""
+    B = points.shape[0]
+    flat = index.reshape(B, -1)  # (B, K)
+    out = torch.gather(points, 1, flat[..., None].expand(-1, -1, points.shape[-1]))
+    return out.reshape(*index.shape, points.shape[-1])
+
+
+__all__ = ['farthest_point_sample', 'gather_points', 'knn']
