@@ -7,7 +7,7 @@ import open3d as o3d
 import pytest
 import torch
 
-from vispe.backbones.point import farthest_point_sample, gather_points, knn
+from vispe.backbones.point import MiniPointNet, farthest_point_sample, gather_points, group_points, knn
 
 
 def min_pairwise_distance(points: torch.Tensor) -> torch.Tensor:
@@ -62,3 +62,28 @@ def test_gather_points_keeps_index_shape() -> None:
     out = gather_points(points, index)
     assert out.shape == (2, 2, 2, 3)
     assert torch.equal(out[1, 0, 1], points[1, 3]) and torch.equal(out[0, 1, 0], points[0, 1])
+
+
+def test_groups_are_centred_neighbourhoods_of_fps_centres() -> None:
+    torch.manual_seed(2)
+    xyz = torch.rand(2, 256, 3)
+    centres, groups = group_points(xyz, 16, 8)
+    assert centres.shape == (2, 16, 3) and groups.shape == (2, 16, 8, 3)
+    # each group's nearest point is its centre itself (offset 0), and the rest are no farther than the 8th neighbour
+    assert torch.allclose(groups[:, :, 0], torch.zeros(2, 16, 3))
+    kth = torch.cdist(centres, xyz).sort(dim=-1).values[..., 7]
+    assert (groups.norm(dim=-1).amax(-1) <= kth + 1e-6).all()
+    # translating the cloud moves the centres and leaves the centred groups as they are
+    shifted_centres, shifted_groups = group_points(xyz + torch.tensor([5.0, -2.0, 1.0]), 16, 8)
+    assert torch.allclose(shifted_centres, centres + torch.tensor([5.0, -2.0, 1.0]), atol=1e-5)
+    assert torch.allclose(shifted_groups, groups, atol=1e-5)
+
+
+def test_mini_pointnet_ignores_point_order_within_a_group() -> None:
+    torch.manual_seed(3)
+    net = MiniPointNet(embed_dim=32)
+    groups = torch.randn(2, 5, 8, 3)
+    tokens = net(groups)
+    assert tokens.shape == (2, 5, 32)
+    assert torch.allclose(net(groups[:, :, torch.randperm(8)]), tokens, atol=1e-6)
+    assert not torch.allclose(net(groups.roll(1, dims=1)), tokens)  # but groups stay distinct tokens

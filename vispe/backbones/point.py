@@ -1,6 +1,7 @@
-"""Point-cloud building blocks: batched farthest-point sampling and k-nearest-neighbour grouping.
+"""Point-cloud building blocks: batched farthest-point sampling, k-nearest-neighbour grouping and Point-MAE's
+group tokeniser.
 
-Both run on (B, N, 3) tensors on any device. Farthest-point sampling is sequential in the picks (each one depends
+All run on (B, N, 3) tensors on any device. Farthest-point sampling is sequential in the picks (each one depends
 on the previous), so it loops over the ``num`` picks; every pick is vectorised over the batch and all points.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 
 def farthest_point_sample(xyz: Tensor, num: int, start: Optional[Tensor] = None) -> Tensor:
@@ -57,4 +58,33 @@ def gather_points(points: Tensor, index: Tensor) -> Tensor:
     return out.reshape(*index.shape, points.shape[-1])
 
 
-__all__ = ['farthest_point_sample', 'gather_points', 'knn']
+def group_points(xyz: Tensor, num_groups: int, group_size: int) -> tuple[Tensor, Tensor]:
+    """Point-MAE's grouping: ``num_groups`` centres by farthest-point sampling, each with its ``group_size``
+    nearest points expressed relative to the centre. Returns (centres (B, G, 3), neighbourhoods (B, G, K, 3))."""
+    centres = gather_points(xyz, farthest_point_sample(xyz, num_groups))
+    neighbourhoods = gather_points(xyz, knn(centres, xyz, group_size)) - centres[:, :, None]
+    return centres, neighbourhoods
+
+
+class MiniPointNet(nn.Module):
+    """Point-MAE's group encoder: a shared per-point MLP, max-pooled, the pooled feature appended to every point,
+    a second shared MLP, max-pooled again. (B, G, K, 3) neighbourhoods -> (B, G, embed_dim) tokens, invariant to
+    the order of the points within a group. LayerNorm where Point-MAE has BatchNorm, so that a token does not
+    depend on the other clouds of the batch."""
+
+    def __init__(self, embed_dim: int, hidden: int = 128, in_dim: int = 3) -> None:
+        super().__init__()
+        self.first = nn.Sequential(
+            nn.Linear(in_dim, hidden), nn.LayerNorm(hidden), nn.GELU(), nn.Linear(hidden, 2 * hidden)
+        )
+        self.second = nn.Sequential(
+            nn.Linear(4 * hidden, 4 * hidden), nn.LayerNorm(4 * hidden), nn.GELU(), nn.Linear(4 * hidden, embed_dim)
+        )
+
+    def forward(self, groups: Tensor) -> Tensor:
+        f = self.first(groups)  # (B, G, K, 2h)
+        pooled = f.amax(dim=-2, keepdim=True).expand_as(f)
+        return self.second(torch.cat([pooled, f], dim=-1)).amax(dim=-2)  # (B, G, embed_dim)
+
+
+__all__ = ['MiniPointNet', 'farthest_point_sample', 'gather_points', 'group_points', 'knn']
