@@ -7,7 +7,14 @@ import open3d as o3d
 import pytest
 import torch
 
-from vispe.backbones.point import MiniPointNet, farthest_point_sample, gather_points, group_points, knn
+from vispe.backbones.point import (
+    MiniPointNet,
+    PointTransformer,
+    farthest_point_sample,
+    gather_points,
+    group_points,
+    knn,
+)
 
 
 def min_pairwise_distance(points: torch.Tensor) -> torch.Tensor:
@@ -87,3 +94,24 @@ def test_mini_pointnet_ignores_point_order_within_a_group() -> None:
     assert tokens.shape == (2, 5, 32)
     assert torch.allclose(net(groups[:, :, torch.randperm(8)]), tokens, atol=1e-6)
     assert not torch.allclose(net(groups.roll(1, dims=1)), tokens)  # but groups stay distinct tokens
+
+
+def tiny_point_transformer(**kwargs) -> PointTransformer:
+    args = dict(num_classes=5, num_groups=16, group_size=8, embed_dim=32, depth=2, num_heads=2, drop_path_rate=0.0)
+    return PointTransformer(**{**args, **kwargs}).eval()
+
+
+def test_point_transformer_without_encoding_is_translation_invariant() -> None:
+    """Centred groups and no positional encoding: only shapes matter, so moving the cloud changes nothing."""
+    torch.manual_seed(4)
+    model = tiny_point_transformer()
+    cloud = torch.rand(3, 128, 3)
+    logits = model(cloud)
+    assert logits.shape == (3, 5)
+    assert torch.allclose(model(cloud + torch.tensor([3.0, -1.0, 0.5])), logits, atol=1e-4)
+    assert not torch.allclose(model(cloud * torch.tensor([2.0, 1.0, 1.0])), logits, atol=1e-4)  # but shape does
+
+
+def test_point_transformer_says_when_a_cloud_is_too_small() -> None:
+    with pytest.raises(ValueError, match='fewer than group_size=8'):
+        tiny_point_transformer()(torch.rand(1, 5, 3))

@@ -10,7 +10,15 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+from timm.layers import trunc_normal_
 from torch import Tensor, nn
+
+from vispe.attention import Attention
+from vispe.backbones.common import apply_after_block_hooks, apply_embed_hooks, build_backbone_encodings
+from vispe.backbones.vit import PEBlock
+from vispe.encodings.build import EncodingSpec
+from vispe.positions import Positions
+from vispe.registry import MODELS
 
 
 def farthest_point_sample(xyz: Tensor, num: int, start: Optional[Tensor] = None) -> Tensor:
@@ -87,4 +95,66 @@ class MiniPointNet(nn.Module):
         return self.second(torch.cat([pooled, f], dim=-1)).amax(dim=-2)  # (B, G, embed_dim)
 
 
-__all__ = ['MiniPointNet', 'farthest_point_sample', 'gather_points', 'group_points', 'knn']
+@MODELS.register_module()
+class PointTransformer(nn.Module):
+    """A Point-MAE-style classifier: FPS centres with centred kNN groups, a mini-PointNet token per group, a cls
+    token, pre-norm transformer blocks on vispe's attention, and a head on [cls, max-pool of the group tokens].
+
+    Args:
+        num_classes: outputs of the head. encoding: vispe encoding spec; positions are the group centres (ndim 3,
+            the data's unit), the cls token has none. num_groups, group_size: G centres, K points per group.
+        embed_dim, depth, num_heads, mlp_ratio, drop_path_rate: the transformer (Point-MAE: 384, 12, 6, 4, 0.1).
+
+    ``forward(points)`` takes (B, N, 3) clouds, N >= group_size, and returns (B, num_classes) logits.
+    """
+
+    def __init__(
+        self,
+        num_classes: int = 40,
+        encoding: EncodingSpec = None,
+        num_groups: int = 64,
+        group_size: int = 32,
+        embed_dim: int = 384,
+        depth: int = 12,
+        num_heads: int = 6,
+        mlp_ratio: float = 4.0,
+        drop_path_rate: float = 0.1,
+    ) -> None:
+        super().__init__()
+        self.num_classes, self.num_groups, self.group_size = num_classes, num_groups, group_size
+        self.group_embed = MiniPointNet(embed_dim)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
+        self.pe, per_layer = build_backbone_encodings(encoding, embed_dim, num_heads, depth, grid_size=(), ndim=3)
+        rates = torch.linspace(0, drop_path_rate, depth).tolist()
+        self.blocks = nn.ModuleList()
+        for rate, encodings in zip(rates, per_layer):
+            block = PEBlock(embed_dim, num_heads, mlp_ratio, qkv_bias=True, drop_path=rate)
+            block.attn = Attention(embed_dim, num_heads, qkv_bias=True, encodings=encodings)
+            self.blocks.append(block)
+        self.norm = nn.LayerNorm(embed_dim)
+        self.head = nn.Linear(2 * embed_dim, num_classes)
+        trunc_normal_(self.cls_token, std=0.02)
+
+    def forward_features(self, points: Tensor) -> Tensor:
+        """(B, N, 3) -> normalised tokens (B, 1 + G, D), the cls token first."""
+        if points.dim() != 3 or points.shape[-1] != 3:
+            raise ValueError(f'points must be (B, N, 3), got shape {tuple(points.shape)}')
+        if points.shape[1] < self.group_size:
+            raise ValueError(
+                f'{points.shape[1]} points per cloud, fewer than group_size={self.group_size}: sample more points '
+                'or lower group_size'
+            )
+        centres, groups = group_points(points, min(self.num_groups, points.shape[1]), self.group_size)
+        pos = Positions(coords=centres, num_prefix=1)
+        x = apply_embed_hooks(self.pe, self.group_embed(groups), pos)  # (B, G, D)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+        for i, block in enumerate(self.blocks):
+            x = apply_after_block_hooks(self.pe, i, block(x, pos), pos)
+        return self.norm(x)
+
+    def forward(self, points: Tensor) -> Tensor:
+        x = self.forward_features(points)
+        return self.head(torch.cat([x[:, 0], x[:, 1:].amax(dim=1)], dim=-1))
+
+
+__all__ = ['MiniPointNet', 'PointTransformer', 'farthest_point_sample', 'gather_points', 'group_points', 'knn']
