@@ -115,3 +115,26 @@ def test_point_transformer_without_encoding_is_translation_invariant() -> None:
 def test_point_transformer_says_when_a_cloud_is_too_small() -> None:
     with pytest.raises(ValueError, match='fewer than group_size=8'):
         tiny_point_transformer()(torch.rand(1, 5, 3))
+
+
+def test_point_mlp_is_absolute_and_added_before_every_block() -> None:
+    torch.manual_seed(5)
+    model = tiny_point_transformer(encoding='point_mlp', depth=3)
+    enc = model.pe['point_mlp']
+    assert enc.blocks == (0, 1)  # embed before block 0, after blocks 0 and 1 = before blocks 1 and 2
+    cloud = torch.rand(2, 128, 3)
+    logits = model(cloud)
+    assert not torch.allclose(model(cloud + torch.tensor([3.0, -1.0, 0.5])), logits, atol=1e-3)
+    # every hook adds the same table: with its output layer zeroed, the encoding is the identity
+    torch.nn.init.zeros_(enc.mlp[2].weight)
+    torch.nn.init.zeros_(enc.mlp[2].bias)
+    plain = tiny_point_transformer(depth=3)
+    plain.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith('pe.')})
+    assert torch.allclose(model(cloud), plain(cloud), atol=1e-6)
+
+
+def test_point_encodings_stay_out_of_the_image_lists() -> None:
+    from vispe import list_encodings
+
+    assert 'point_mlp' in list_encodings() and 'point_mlp' in list_encodings(ndim=3)
+    assert 'point_mlp' not in list_encodings(ndim=2) and 'rope_axial' in list_encodings(ndim=2)

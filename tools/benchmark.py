@@ -40,7 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         nargs='+',
         default=None,
         help="encoding names ('a+b' combines two; 'name:key=value,key=value' sets arguments, e.g. "
-        "'irpe:mode=bias' or 'irpe:on=qkv+ape_learned'); default: every registered one. The baseline is added",
+        "'irpe:mode=bias' or 'irpe:on=qkv+ape_learned'); default: every image (2D) one. The baseline is added",
     )
     p.add_argument(
         '--baseline',

@@ -30,7 +30,7 @@ from vispe.evaluation.leaderboard import (  # noqa: E402
 
 def main():
     parser = argparse.ArgumentParser(description='Train and rank every 2D encoding on shapes2d')
-    parser.add_argument('--encodings', nargs='+', default=vispe.list_encodings())
+    parser.add_argument('--encodings', nargs='+', default=vispe.list_encodings(ndim=2))
     parser.add_argument(
         '--tasks', nargs='+', default=list(SHAPES2D_TASK_CONFIGS), choices=sorted(SHAPES2D_TASK_CONFIGS)
     )

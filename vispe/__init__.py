@@ -11,7 +11,7 @@ __version__ = '0.1.0'
 allow_mmengine_checkpoints()  # mmengine's resume then works with torch.load(weights_only=True)
 
 #: timm names that importing vispe added (e.g. 'vit_tiny_patch16_ape_sincos_224')
-TIMM_NAMES = register_timm_names(list_encodings())
+TIMM_NAMES = register_timm_names(list_encodings(ndim=2))
 
 __all__ = [
     'Attention',

@@ -37,6 +37,8 @@ class Encoding(nn.Module):
     """
 
     strategies: ClassVar[Tuple[str, ...]] = ()
+    #: the position dimensions it is meant for: 2 (image token grids), 3 (points); ``list_encodings(ndim)`` filters
+    ndims: ClassVar[Tuple[int, ...]] = (2, 3)
     #: value_term needs the softmax weights: the attention then materialises them instead of fused SDPA
     needs_attn_weights: ClassVar[bool] = False
 

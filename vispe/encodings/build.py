@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import difflib
 import inspect
-from typing import Any, Dict, List, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from vispe.encodings.base import Encoding
 from vispe.registry import ENCODINGS
@@ -16,11 +16,12 @@ BACKBONE_CONTEXT = frozenset({'dim', 'num_heads', 'ndim', 'grid_size', 'depth', 
 EncodingSpec = Union[None, str, Dict[str, Any], Encoding, Sequence[Union[str, Dict[str, Any]]]]
 
 
-def list_encodings() -> List[str]:
-    """Names of every registered encoding, sorted."""
+def list_encodings(ndim: Optional[int] = None) -> List[str]:
+    """Names of every registered encoding, sorted; with ``ndim``, those meant for that many position dimensions
+    (2: image grids, 3: points)."""
     import vispe.encodings  # noqa: F401  (make sure every family file has registered itself)
 
-    return sorted(ENCODINGS.module_dict)
+    return sorted(name for name, cls in ENCODINGS.module_dict.items() if ndim is None or ndim in cls.ndims)
 
 
 def _closest(name: str, choices: Sequence[str]) -> str:

@@ -53,7 +53,7 @@ MEMORY_METHODS = {
 
 @dataclass
 class BenchmarkConfig:
-    """What to measure. ``encodings=None`` means every registered encoding; 'a+b' names a combination and
+    """What to measure. ``encodings=None`` means every image (2D) encoding; 'a+b' names a combination and
     'name:key=value,...' sets an encoding's arguments (``parse_encoding_spec``)."""
 
     model: str = 'vit_small_patch16_224'
@@ -111,7 +111,7 @@ def resolve_encodings(encodings: Sequence[str] | None, baseline: str, level: str
 
     An unknown name raises vispe's ValueError (it lists the closest registered names).
     """
-    names = list(dict.fromkeys([baseline, *(list_encodings() if encodings is None else encodings)]))
+    names = list(dict.fromkeys([baseline, *(list_encodings(ndim=2) if encodings is None else encodings)]))
     for name in names:
         if not (level == 'attention' and name == SDPA):
             for part in parse_encoding_spec(name):
