@@ -105,7 +105,8 @@ class PointTransformer(nn.Module):
             the data's unit), the cls token has none. num_groups, group_size: G centres, K points per group.
         embed_dim, depth, num_heads, mlp_ratio, drop_path_rate: the transformer (Point-MAE: 384, 12, 6, 4, 0.1).
 
-    ``forward(points)`` takes (B, N, 3) clouds, N >= group_size, and returns (B, num_classes) logits.
+    ``forward(points)`` takes (B, N, 3) clouds, N >= group_size, and returns (B, num_classes) logits; a cloud of
+    fewer than num_groups points gets one group per point.
     """
 
     def __init__(
@@ -129,6 +130,7 @@ class PointTransformer(nn.Module):
         self.blocks = nn.ModuleList()
         for rate, encodings in zip(rates, per_layer):
             block = PEBlock(embed_dim, num_heads, mlp_ratio, qkv_bias=True, drop_path=rate)
+            # timm's Block passes arguments vispe's Attention does not take to attn_layer, so swap it in after
             block.attn = Attention(embed_dim, num_heads, qkv_bias=True, encodings=encodings)
             self.blocks.append(block)
         self.norm = nn.LayerNorm(embed_dim)
