@@ -138,3 +138,21 @@ def test_point_encodings_stay_out_of_the_image_lists() -> None:
 
     assert 'point_mlp' in list_encodings() and 'point_mlp' in list_encodings(ndim=3)
     assert 'point_mlp' not in list_encodings(ndim=2) and 'rope_axial' in list_encodings(ndim=2)
+
+
+def test_point_classifier_loss_and_predictions() -> None:
+    from mmengine.registry import init_default_scope
+
+    from vispe.registry import MODELS
+
+    init_default_scope('vispe')
+    backbone = dict(type='PointTransformer', num_classes=5, num_groups=8, group_size=8, embed_dim=32, depth=1)
+    model = MODELS.build(dict(type='PointClassifier', backbone=dict(backbone, num_heads=2)))
+    clouds, labels = torch.rand(4, 64, 3), torch.tensor([0, 1, 2, 3])
+    loss = model(clouds, labels, mode='loss')['loss']
+    assert loss.ndim == 0 and loss.requires_grad
+    logits = model(clouds, mode='tensor')
+    assert logits.shape == (4, 5)
+    preds = model(clouds, labels, mode='predict')
+    assert [int(p['pred']) for p in preds] == logits.argmax(-1).tolist()
+    assert torch.allclose(loss, torch.nn.functional.cross_entropy(logits, labels))

@@ -1,7 +1,7 @@
 """mmengine BaseModel wrappers that own losses and predictions."""
 
-from vispe.tasks.classification import ImageClassifier
+from vispe.tasks.classification import Classifier, ImageClassifier, PointClassifier
 from vispe.tasks.diffusion import DiffusionModel
 from vispe.tasks.preprocess import MultiScaleDataPreprocessor
 
-__all__ = ['DiffusionModel', 'ImageClassifier', 'MultiScaleDataPreprocessor']
+__all__ = ['Classifier', 'DiffusionModel', 'ImageClassifier', 'MultiScaleDataPreprocessor', 'PointClassifier']

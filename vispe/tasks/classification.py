@@ -1,4 +1,5 @@
-"""Image classification as an mmengine model: a vispe ViT, cross-entropy, top-1 predictions."""
+"""Classification as mmengine models (a vispe ViT on images, a point transformer on clouds): cross-entropy,
+top-1 predictions."""
 
 from __future__ import annotations
 
@@ -7,40 +8,29 @@ from typing import Any, Dict, List, Optional, Union
 import torch
 import torch.nn.functional as F
 from mmengine.model import BaseModel
+from torch import nn
 
 from vispe.backbones.vit import create_model
 from vispe.registry import MODELS
 
 
-@MODELS.register_module()
-class ImageClassifier(BaseModel):
-    """Wraps ``vispe.create_model(**backbone)`` for mmengine's Runner.
+class Classifier(BaseModel):
+    """Cross-entropy classification around ``self.backbone`` (inputs -> logits); subclasses build the backbone.
 
-    Args:
-        backbone: keyword arguments of ``vispe.create_model``: ``model_name`` (any timm ViT name),
-            ``encoding`` and timm keyword arguments (img_size, patch_size, embed_dim, num_classes, ...).
-        label_smoothing: cross-entropy label smoothing.
-        data_preprocessor: mmengine data preprocessor config (default: move the batch to the device).
-
-    Batches are dicts ``{'inputs': (B, C, H, W), 'labels': (B,)}``. ``mode='loss'`` returns
-    ``{'loss': ...}``, ``mode='predict'`` one dict per sample (``pred``, ``label``, ``score``), and
+    Batches are dicts ``{'inputs': ..., 'labels': (B,)}``. ``mode='loss'`` returns ``{'loss': ...}``,
+    ``mode='predict'`` one dict per sample (``pred``, ``label``, ``score``) for the ``Accuracy`` metric, and
     ``mode='tensor'`` the logits.
     """
 
     def __init__(
         self,
-        backbone: Dict[str, Any],
+        backbone: nn.Module,
         label_smoothing: float = 0.0,
         data_preprocessor: Optional[dict] = None,
         init_cfg: Optional[dict] = None,
     ) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
-        backbone = dict(backbone)
-        if 'model_name' not in backbone:
-            raise ValueError(
-                "ImageClassifier needs backbone=dict(model_name='vit_tiny_patch16_224', encoding=..., ...)"
-            )
-        self.backbone = create_model(backbone.pop('model_name'), **backbone)
+        self.backbone = backbone
         self.label_smoothing = label_smoothing
 
     def forward(
@@ -57,3 +47,50 @@ class ImageClassifier(BaseModel):
             scores = logits.float().softmax(-1)
             return [{'pred': s.argmax(), 'score': s.max(), 'label': y} for s, y in zip(scores, labels)]
         raise ValueError(f"mode must be 'loss', 'predict' or 'tensor', got {mode!r}")
+
+
+@MODELS.register_module()
+class ImageClassifier(Classifier):
+    """Wraps ``vispe.create_model(**backbone)`` for mmengine's Runner.
+
+    Args:
+        backbone: keyword arguments of ``vispe.create_model``: ``model_name`` (any timm ViT name),
+            ``encoding`` and timm keyword arguments (img_size, patch_size, embed_dim, num_classes, ...).
+        label_smoothing: cross-entropy label smoothing.
+        data_preprocessor: mmengine data preprocessor config (default: move the batch to the device).
+
+    Batches are dicts ``{'inputs': (B, C, H, W), 'labels': (B,)}``; modes as ``Classifier``.
+    """
+
+    def __init__(
+        self,
+        backbone: Dict[str, Any],
+        label_smoothing: float = 0.0,
+        data_preprocessor: Optional[dict] = None,
+        init_cfg: Optional[dict] = None,
+    ) -> None:
+        backbone = dict(backbone)
+        if 'model_name' not in backbone:
+            raise ValueError(
+                "ImageClassifier needs backbone=dict(model_name='vit_tiny_patch16_224', encoding=..., ...)"
+            )
+        net = create_model(backbone.pop('model_name'), **backbone)
+        super().__init__(net, label_smoothing, data_preprocessor, init_cfg)
+
+
+@MODELS.register_module()
+class PointClassifier(Classifier):
+    """A point-cloud classifier for mmengine's Runner: ``backbone`` is a registry config of a network taking
+    (B, N, 3) clouds, e.g. ``dict(type='PointTransformer', num_classes=..., encoding='point_mlp')``.
+
+    Batches are dicts ``{'inputs': (B, N, 3), 'labels': (B,)}``; modes as ``Classifier``.
+    """
+
+    def __init__(
+        self,
+        backbone: Dict[str, Any],
+        label_smoothing: float = 0.0,
+        data_preprocessor: Optional[dict] = None,
+        init_cfg: Optional[dict] = None,
+    ) -> None:
+        super().__init__(MODELS.build(backbone), label_smoothing, data_preprocessor, init_cfg)
