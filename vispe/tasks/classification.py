@@ -15,7 +15,13 @@ from vispe.registry import MODELS
 
 
 class Classifier(BaseModel):
-    """Cross-entropy classification around ``self.backbone`` (inputs -> logits); subclasses build the backbone.
+    """Cross-entropy classification around a backbone (inputs -> logits) that subclasses build from its config
+    (``build_backbone``).
+
+    Args:
+        backbone: the backbone's config, as the subclass reads it.
+        label_smoothing: cross-entropy label smoothing.
+        data_preprocessor: mmengine data preprocessor config (default: move the batch to the device).
 
     Batches are dicts ``{'inputs': ..., 'labels': (B,)}``. ``mode='loss'`` returns ``{'loss': ...}``,
     ``mode='predict'`` one dict per sample (``pred``, ``label``, ``score``) for the ``Accuracy`` metric, and
@@ -24,14 +30,17 @@ class Classifier(BaseModel):
 
     def __init__(
         self,
-        backbone: nn.Module,
+        backbone: Dict[str, Any],
         label_smoothing: float = 0.0,
         data_preprocessor: Optional[dict] = None,
         init_cfg: Optional[dict] = None,
     ) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
-        self.backbone = backbone
+        self.backbone = self.build_backbone(dict(backbone))
         self.label_smoothing = label_smoothing
+
+    def build_backbone(self, cfg: Dict[str, Any]) -> nn.Module:
+        raise NotImplementedError
 
     def forward(
         self, inputs: torch.Tensor, labels: Optional[torch.Tensor] = None, mode: str = 'tensor'
@@ -51,46 +60,26 @@ class Classifier(BaseModel):
 
 @MODELS.register_module()
 class ImageClassifier(Classifier):
-    """Wraps ``vispe.create_model(**backbone)`` for mmengine's Runner.
-
-    Args:
-        backbone: keyword arguments of ``vispe.create_model``: ``model_name`` (any timm ViT name),
-            ``encoding`` and timm keyword arguments (img_size, patch_size, embed_dim, num_classes, ...).
-        label_smoothing: cross-entropy label smoothing.
-        data_preprocessor: mmengine data preprocessor config (default: move the batch to the device).
-
-    Batches are dicts ``{'inputs': (B, C, H, W), 'labels': (B,)}``; modes as ``Classifier``.
+    """A vispe ViT classifier for mmengine's Runner: ``backbone`` holds the keyword arguments of
+    ``vispe.create_model``: ``model_name`` (any timm ViT name), ``encoding`` and timm keyword arguments (img_size,
+    patch_size, embed_dim, num_classes, ...). Other arguments and modes as ``Classifier``; batches are dicts
+    ``{'inputs': (B, C, H, W), 'labels': (B,)}``.
     """
 
-    def __init__(
-        self,
-        backbone: Dict[str, Any],
-        label_smoothing: float = 0.0,
-        data_preprocessor: Optional[dict] = None,
-        init_cfg: Optional[dict] = None,
-    ) -> None:
-        backbone = dict(backbone)
-        if 'model_name' not in backbone:
+    def build_backbone(self, cfg: Dict[str, Any]) -> nn.Module:
+        if 'model_name' not in cfg:
             raise ValueError(
                 "ImageClassifier needs backbone=dict(model_name='vit_tiny_patch16_224', encoding=..., ...)"
             )
-        net = create_model(backbone.pop('model_name'), **backbone)
-        super().__init__(net, label_smoothing, data_preprocessor, init_cfg)
+        return create_model(cfg.pop('model_name'), **cfg)
 
 
 @MODELS.register_module()
 class PointClassifier(Classifier):
     """A point-cloud classifier for mmengine's Runner: ``backbone`` is a registry config of a network taking
-    (B, N, 3) clouds, e.g. ``dict(type='PointTransformer', num_classes=..., encoding='point_mlp')``.
-
-    Batches are dicts ``{'inputs': (B, N, 3), 'labels': (B,)}``; modes as ``Classifier``.
+    (B, N, 3) clouds, e.g. ``dict(type='PointTransformer', num_classes=..., encoding='point_mlp')``. Other
+    arguments and modes as ``Classifier``; batches are dicts ``{'inputs': (B, N, 3), 'labels': (B,)}``.
     """
 
-    def __init__(
-        self,
-        backbone: Dict[str, Any],
-        label_smoothing: float = 0.0,
-        data_preprocessor: Optional[dict] = None,
-        init_cfg: Optional[dict] = None,
-    ) -> None:
-        super().__init__(MODELS.build(backbone), label_smoothing, data_preprocessor, init_cfg)
+    def build_backbone(self, cfg: Dict[str, Any]) -> nn.Module:
+        return MODELS.build(cfg)
