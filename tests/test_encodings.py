@@ -1,4 +1,5 @@
-"""Every registered encoding, through the registry and a timm ViT (picked up automatically for new ones)."""
+"""Every registered image encoding, through the registry and a timm ViT (picked up automatically for new ones);
+the point-cloud ones are exercised the same way in test_point_encodings.py."""
 
 import io
 
@@ -9,7 +10,7 @@ import vispe
 from vispe.encodings.build import encoding_class
 from vispe.positions import Positions, grid_positions
 
-ENCODINGS = vispe.list_encodings()
+ENCODINGS = vispe.list_encodings(ndim=2)
 
 
 def tiny_model(encoding, **overrides):
@@ -22,10 +23,10 @@ def test_registry_lists_the_foundation_encodings():
     assert {'ape_learned', 'ape_sincos', 'rope_axial', 'rope_mixed'} <= set(ENCODINGS)
 
 
-@pytest.mark.parametrize('name', ENCODINGS)
+@pytest.mark.parametrize('name', vispe.list_encodings())
 def test_builds_from_name_and_dict(name):
     cls = encoding_class(name)
-    context = dict(dim=64, num_heads=4, ndim=2, grid_size=(4, 4))
+    context = dict(dim=96, num_heads=4, ndim=cls.ndims[0], grid_size=(4, 4)[: cls.ndims[0]])
     assert type(vispe.build_encoding(name, **context)) is cls
     assert type(vispe.build_encoding({'type': name}, **context)) is cls
 

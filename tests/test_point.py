@@ -133,13 +133,6 @@ def test_point_mlp_is_absolute_and_added_before_every_block() -> None:
     assert torch.allclose(model(cloud), plain(cloud), atol=1e-6)
 
 
-def test_point_encodings_stay_out_of_the_image_lists() -> None:
-    from vispe import list_encodings
-
-    assert 'point_mlp' in list_encodings() and 'point_mlp' in list_encodings(ndim=3)
-    assert 'point_mlp' not in list_encodings(ndim=2) and 'rope_axial' in list_encodings(ndim=2)
-
-
 def test_point_classifier_loss_and_predictions() -> None:
     from mmengine.registry import init_default_scope
 

@@ -7,7 +7,7 @@ from typing import List, Sequence, Tuple
 import torch
 from torch import nn
 
-from vispe.encodings.build import EncodingSpec, build_encoding, encoding_class, normalize_spec
+from vispe.encodings.build import EncodingSpec, build_encoding, encoding_class, list_encodings, normalize_spec
 from vispe.positions import Positions
 
 
@@ -18,10 +18,18 @@ def build_backbone_encodings(
 
     Returns (model_level, per_layer): one ModuleDict of the encodings with embed / after_block hooks, shared by
     the model, and ``depth`` ModuleDicts (one per attention layer, built with ``layer_index=i``) of those with
-    attention hooks. Each encoding receives the backbone context it names: dim, num_heads, ndim, grid_size (the
+    attention hooks. An encoding not meant for ``ndim``-D positions raises ValueError listing those that are.
+    Each encoding receives the backbone context it names: dim, num_heads, ndim, grid_size (the
     training token grid) and depth. Keys are the registry names.
     """
     cfgs = normalize_spec(spec)
+    for cfg in cfgs:
+        if ndim not in encoding_class(cfg['type']).ndims:
+            kind = {2: 'image token grids', 3: 'point clouds'}.get(ndim, f'{ndim}D positions')
+            raise ValueError(
+                f"encoding {cfg['type']!r} does not work on {ndim}D positions; for {kind} choose one of "
+                f'{list_encodings(ndim)}'
+            )
     context = dict(dim=dim, num_heads=num_heads, ndim=ndim, grid_size=tuple(grid_size), depth=depth)
     layer_cfgs = [c for c in cfgs if encoding_class(c['type']).per_layer()]
     model_level = nn.ModuleDict(

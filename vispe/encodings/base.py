@@ -37,8 +37,9 @@ class Encoding(nn.Module):
     """
 
     strategies: ClassVar[Tuple[str, ...]] = ()
-    #: the position dimensions it is meant for: 2 (image token grids), 3 (points); ``list_encodings(ndim)`` filters
-    ndims: ClassVar[Tuple[int, ...]] = (2, 3)
+    #: the position dimensions it works on: 2 (image token grids), 3 (points); ``list_encodings(ndim)`` filters on
+    #: it and backbones refuse the others
+    ndims: ClassVar[Tuple[int, ...]] = (2,)
     #: value_term needs the softmax weights: the attention then materialises them instead of fused SDPA
     needs_attn_weights: ClassVar[bool] = False
 

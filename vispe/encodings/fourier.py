@@ -52,6 +52,8 @@ class LFF(Encoding):
     autocast. Shared positions (N, M) give one (N, D) table broadcast over the batch.
     """
 
+    ndims = (2, 3)
+
     def __init__(
         self, dim: int, ndim: int = 2, num_features: Optional[int] = None, hidden_dim: int = 32, gamma: float = 10.0
     ) -> None:

@@ -3,6 +3,13 @@
 ``point_mlp`` is Point-MAE's (Pang et al., ECCV 2022): the group centres through Linear(3, 128) - GELU -
 Linear(128, D), added to the group tokens before every transformer block. It is absolute: translating the cloud
 changes it, where the centred groups themselves do not.
+
+``rope3d`` is rotary embedding on (x, y, z) (ENCODINGS.md: ``rope_axial`` / ``rope_mixed`` with ndim = 3): relative,
+so a model whose tokens are translation-invariant (centred groups) gives the same logits for a translated cloud.
+Image RoPE counts positions in tokens, so its fastest pair turns 1 rad from one token to the next; points come in
+metres (or whatever the data's unit is), so every frequency is multiplied by ``freq_scale`` (rad per unit), which
+should be about 1 / (distance between neighbouring group centres): 8 for objects of about unit size with 64
+groups (measured median 0.14 on primitives3d), about 3 for ModelNet40 clouds normalised to the unit sphere.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import torch
 from torch import nn
 
 from vispe.encodings.base import Encoding
+from vispe.encodings.rope import rotary_table, rotate_pairs
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
@@ -47,3 +55,123 @@ class PointMLP(Encoding):
     def after_block(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         p = pos.num_prefix
         return torch.cat([x[:, :p], x[:, p:] + self.table(pos, x.dtype)], dim=1)
+
+
+def random_rotation(ndim: int, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """A uniformly random (ndim, ndim) rotation matrix (QR of a Gaussian matrix with the signs fixed, det +1)."""
+    q, r = torch.linalg.qr(torch.randn(ndim, ndim, generator=generator, dtype=torch.float64))
+    q = q * torch.sign(torch.diagonal(r))
+    if torch.det(q) < 0:
+        q[:, 0] = -q[:, 0]
+    return q.float()
+
+
+@ENCODINGS.register_module(name='rope3d')
+class RoPE3D(Encoding):
+    """Rotary embedding of ndim-D point positions (default 3: x, y, z in the data's unit), axial or mixed.
+
+    Args:
+        dim, num_heads: model width and heads (head dim d). ndim: position dimensions (the backbone passes 3).
+        mode: 'axial' (fixed frequencies, each pair turns with one axis; theta 100 as rope_axial) or 'mixed'
+            (learned frequency vectors per layer, head and pair; theta 10 as rope_mixed; no weight decay).
+        theta: frequency base (None: the mode's default). freq_scale: rad per data unit of the fastest pair.
+        prefix: where prefix tokens (cls) sit: 'centroid' (the mean of the sample's positions) or 'none'
+            (unrotated, as rope_axial does on images).
+
+    Prefix position: an unrotated cls token meets group j through q_cls . R(p_j) k_j, which depends on the
+    absolute position p_j; placing it at the centroid makes every logit a function of differences, so the whole
+    network is translation-invariant (tested). The centroid moves with the cloud, so nothing absolute comes back.
+
+    Pairs: P_a = d // (2 ndim) per axis, pair k of an axis with magnitude freq_scale / theta^(k / P_a). When d is
+    not a multiple of 2 ndim (d = 64, ndim = 3: 30 of 32 pairs used), the remaining pairs get frequency 0 and pass
+    through unrotated (partial rotary), in 'mixed' mode until training moves them. Axial: pair group a (a < ndim)
+    turns with coordinate a. Mixed init generalises rope_mixed's: per head a random rotation U, and group a points
+    along U's column a (for 2D, the (cos t, sin t) and t + pi/2 directions). Angles are sums of coordinate x
+    frequency products in float32, without a matmul, so neither autocast nor TF32 lowers their precision.
+    Positions change with every cloud, so nothing is cached. Hook: rotate, q and k (B, H, N_total, d) -> same.
+    """
+
+    ndims = (3,)
+    modes = ('axial', 'mixed')
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        ndim: int = 3,
+        mode: str = 'axial',
+        theta: Optional[float] = None,
+        freq_scale: float = 8.0,
+        prefix: str = 'centroid',
+    ) -> None:
+        super().__init__()
+        if mode not in self.modes:
+            raise ValueError(f'rope3d mode must be one of {list(self.modes)}, got {mode!r}')
+        if prefix not in ('centroid', 'none'):
+            raise ValueError(f"rope3d prefix must be 'centroid' or 'none', got {prefix!r}")
+        self.prefix = prefix
+        head_dim = dim // num_heads
+        per_axis = head_dim // (2 * ndim)
+        if per_axis < 1:
+            raise ValueError(f'rope3d needs a head dim of at least {2 * ndim} for {ndim}D positions, got {head_dim}')
+        if freq_scale <= 0:
+            raise ValueError(f'rope3d needs freq_scale > 0 (rad per data unit), got {freq_scale}')
+        self.mode, self.ndim, self.num_heads, self.head_dim = mode, ndim, num_heads, head_dim
+        self.theta = float(theta if theta is not None else (100.0 if mode == 'axial' else 10.0))
+        self.freq_scale = float(freq_scale)
+        self.rotated_pairs = per_axis * ndim
+        freqs = self.initial_frequencies()
+        if mode == 'axial':
+            self.register_buffer('freqs', freqs[:, :1], persistent=False)  # (ndim, 1, d/2): shared by the heads
+        else:
+            self.freqs = nn.Parameter(freqs)  # (ndim, H, d/2)
+
+    def initial_frequencies(self) -> torch.Tensor:
+        """(ndim, H, d/2) frequency vectors: pair k of group a along direction a (axial: the axes; mixed: the
+        columns of a random rotation per head) with magnitude freq_scale / theta^(k / P_a); unused pairs 0."""
+        per_axis = self.rotated_pairs // self.ndim
+        magnitudes = self.freq_scale / self.theta ** (torch.arange(per_axis, dtype=torch.float32) / per_axis)
+        freqs = torch.zeros(self.ndim, self.num_heads, self.head_dim // 2)
+        for h in range(self.num_heads):
+            basis = random_rotation(self.ndim) if self.mode == 'mixed' else torch.eye(self.ndim)
+            for a in range(self.ndim):
+                freqs[:, h, a * per_axis : (a + 1) * per_axis] = basis[:, a, None] * magnitudes
+        return freqs
+
+    def reset_parameters(self) -> None:
+        if self.mode == 'mixed':
+            with torch.no_grad():
+                self.freqs.copy_(self.initial_frequencies())
+
+    def no_weight_decay(self):
+        return {'freqs'} if self.mode == 'mixed' else set()
+
+    def angles(self, coords: torch.Tensor) -> torch.Tensor:
+        """(..., N, ndim) -> (..., H or 1, N, d/2) float32: sum_a coord_a * freqs[a]."""
+        if coords.shape[-1] != self.ndim:
+            raise ValueError(
+                f'rope3d was built for {self.ndim}D positions but got {coords.shape[-1]}D; build it with '
+                f'ndim={coords.shape[-1]}'
+            )
+        coords = coords.float()[..., None, :, :, None]  # (..., 1, N, ndim, 1)
+        freqs = self.freqs.float().transpose(0, 1)[:, None]  # (H, 1, ndim, d/2)
+        return (coords * freqs).sum(dim=-2)
+
+    def table(self, pos: Positions) -> torch.Tensor:
+        """The complex rotation table (..., H or 1, num_prefix + N, d/2)."""
+        coords, num_prefix = pos.coords, pos.num_prefix
+        if self.prefix == 'centroid' and num_prefix:
+            centroid = coords.mean(dim=-2, keepdim=True)
+            coords = torch.cat([centroid.expand(*coords.shape[:-2], num_prefix, -1), coords], dim=-2)
+            num_prefix = 0
+        return rotary_table(self.angles(coords), num_prefix)
+
+    def rotate(self, q, k, pos: Positions):
+        table = self.table(pos)
+        return rotate_pairs(q, table), rotate_pairs(k, table)
+
+    def extra_repr(self) -> str:
+        return (
+            f'mode={self.mode}, theta={self.theta:g}, freq_scale={self.freq_scale:g}, pairs={self.rotated_pairs}, '
+            f'prefix={self.prefix}'
+        )
