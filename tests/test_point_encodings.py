@@ -82,7 +82,7 @@ def test_rope3d_frequencies_partial_rotation_and_mixed_init() -> None:
 
 
 def test_rope3d_bad_arguments_say_what_to_fix() -> None:
-    with pytest.raises(ValueError, match="mode must be one of"):
+    with pytest.raises(ValueError, match='mode must be one of'):
         RoPE3D(96, 2, mode='spiral')
     with pytest.raises(ValueError, match='head dim of at least 6'):
         RoPE3D(8, 2)

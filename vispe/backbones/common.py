@@ -27,7 +27,7 @@ def build_backbone_encodings(
         if ndim not in encoding_class(cfg['type']).ndims:
             kind = {2: 'image token grids', 3: 'point clouds'}.get(ndim, f'{ndim}D positions')
             raise ValueError(
-                f"encoding {cfg['type']!r} does not work on {ndim}D positions; for {kind} choose one of "
+                f'encoding {cfg["type"]!r} does not work on {ndim}D positions; for {kind} choose one of '
                 f'{list_encodings(ndim)}'
             )
     context = dict(dim=dim, num_heads=num_heads, ndim=ndim, grid_size=tuple(grid_size), depth=depth)
