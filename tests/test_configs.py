@@ -8,14 +8,16 @@ import torch
 from mmengine.registry import init_default_scope
 
 from vispe.datasets.shapes2d import as_hw
+from vispe.encodings.build import normalize_spec
 from vispe.engine.config import load_config
 from vispe.registry import DATASETS, MODELS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, 'configs', '*', '*.py')))
 CONFIGS = [c for c in CONFIGS if '_base_' not in c]
-#: data sets read from the user's disk: the test feeds random images of the config's size instead
+#: data sets read from the user's disk: the test feeds random images (or clouds) of the config's size instead
 ON_DISK = ('ImageFolderDataset', 'CIFAR10Dataset')
+ON_DISK_POINTS = ('ModelNet40',)
 
 
 def test_configs_are_found():
@@ -23,8 +25,10 @@ def test_configs_are_found():
 
 
 def _batch(cfg, num_classes: int):
-    """Two validation images and labels of the config's data set."""
+    """Two validation images (or point clouds) and labels of the config's data set."""
     dataset_cfg = cfg.val_dataloader.dataset
+    if dataset_cfg.type in ON_DISK_POINTS:
+        return torch.randn(2, dataset_cfg.num_points, 3) * 0.5, torch.tensor([0, num_classes - 1])
     if dataset_cfg.type in ON_DISK:
         return torch.rand(2, 3, *as_hw(dataset_cfg.image_size)) * 2 - 1, torch.tensor([0, num_classes - 1])
     dataset = DATASETS.build(dict(dataset_cfg, num_samples=2))
@@ -45,4 +49,4 @@ def test_config_builds_and_runs(path):
         assert len(losses) == 2 and all(torch.isfinite(loss) for loss in losses)
     else:
         assert model(images).shape == (2, backbone.num_classes)
-    assert model.backbone.encoding_names == [backbone.encoding]
+    assert model.backbone.encoding_names == [c['type'] for c in normalize_spec(backbone.encoding)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import Iterator, List, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -42,6 +42,23 @@ def build_backbone_encodings(
     return model_level, per_layer
 
 
+class EncodingHost:
+    """What a vispe backbone says about its encodings; mixed into backbones that keep model-level encodings in
+    ``self.pe`` and per-layer ones in ``self.blocks[i].attn.pe``."""
+
+    @property
+    def encoding_names(self) -> List[str]:
+        """Registry names of the encodings, model-level first."""
+        names = list(self.pe)
+        return names + [n for n in self.blocks[0].attn.pe if n not in names] if len(self.blocks) else names
+
+    def encodings(self) -> Iterator[Tuple[str, nn.Module]]:
+        """(name, module) of every encoding instance, model-level and per-layer."""
+        yield from self.pe.items()
+        for blk in self.blocks:
+            yield from blk.attn.pe.items()
+
+
 def apply_embed_hooks(model_level: nn.ModuleDict, x: torch.Tensor, pos: Positions) -> torch.Tensor:
     """The model-level encodings' ``embed`` hooks on the (B, N, D) non-prefix tokens, in order."""
     for enc in model_level.values():
@@ -58,4 +75,4 @@ def apply_after_block_hooks(model_level: nn.ModuleDict, i: int, x: torch.Tensor,
     return x
 
 
-__all__ = ['apply_after_block_hooks', 'apply_embed_hooks', 'build_backbone_encodings']
+__all__ = ['EncodingHost', 'apply_after_block_hooks', 'apply_embed_hooks', 'build_backbone_encodings']

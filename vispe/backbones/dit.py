@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 from functools import partial
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import torch
 from timm.layers import Format, Mlp, PatchEmbed, to_2tuple
@@ -27,7 +27,12 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from vispe.attention import Attention
-from vispe.backbones.common import apply_after_block_hooks, apply_embed_hooks, build_backbone_encodings
+from vispe.backbones.common import (
+    EncodingHost,
+    apply_after_block_hooks,
+    apply_embed_hooks,
+    build_backbone_encodings,
+)
 from vispe.encodings.base import Encoding
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Positions, build_position_sampler, grid_positions
@@ -158,7 +163,7 @@ def _linears(module: nn.Module) -> Iterator[nn.Linear]:
 
 
 @MODELS.register_module()
-class DiT(nn.Module):
+class DiT(EncodingHost, nn.Module):
     """Diffusion transformer (Peebles and Xie, ICCV 2023) with vispe encodings.
 
     Args:
@@ -237,17 +242,6 @@ class DiT(nn.Module):
             nn.init.zeros_(layer.bias)
 
     # --- encodings -------------------------------------------------------------------------------------------
-    @property
-    def encoding_names(self) -> List[str]:
-        names = list(self.pe)
-        return names + [n for n in self.blocks[0].attn.pe if n not in names] if len(self.blocks) else names
-
-    def encodings(self) -> Iterator[Tuple[str, Encoding]]:
-        """(name, module) of every encoding instance, model-level and per-layer."""
-        yield from self.pe.items()
-        for blk in self.blocks:
-            yield from blk.attn.pe.items()
-
     @torch.jit.ignore
     def no_weight_decay(self) -> set:
         skip = set()

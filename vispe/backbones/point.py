@@ -14,7 +14,12 @@ from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
 from vispe.attention import Attention
-from vispe.backbones.common import apply_after_block_hooks, apply_embed_hooks, build_backbone_encodings
+from vispe.backbones.common import (
+    EncodingHost,
+    apply_after_block_hooks,
+    apply_embed_hooks,
+    build_backbone_encodings,
+)
 from vispe.backbones.vit import PEBlock
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Positions
@@ -96,7 +101,7 @@ class MiniPointNet(nn.Module):
 
 
 @MODELS.register_module()
-class PointTransformer(nn.Module):
+class PointTransformer(EncodingHost, nn.Module):
     """A Point-MAE-style classifier: FPS centres with centred kNN groups, a mini-PointNet token per group, a cls
     token, pre-norm transformer blocks on vispe's attention, and a head on [cls, max-pool of the group tokens].
 
@@ -104,6 +109,8 @@ class PointTransformer(nn.Module):
         num_classes: outputs of the head. encoding: vispe encoding spec; positions are the group centres (ndim 3,
             the data's unit), the cls token has none. num_groups, group_size: G centres, K points per group.
         embed_dim, depth, num_heads, mlp_ratio, drop_path_rate: the transformer (Point-MAE: 384, 12, 6, 4, 0.1).
+        group_hidden: the mini-PointNet's width h (Point-MAE: 128; its second MLP is 4h wide and runs on every
+            point of every group, so it dominates the cost of small models: lower it for CPU training).
 
     ``forward(points)`` takes (B, N, 3) clouds, N >= group_size, and returns (B, num_classes) logits; a cloud of
     fewer than num_groups points gets one group per point.
@@ -120,10 +127,11 @@ class PointTransformer(nn.Module):
         num_heads: int = 6,
         mlp_ratio: float = 4.0,
         drop_path_rate: float = 0.1,
+        group_hidden: int = 128,
     ) -> None:
         super().__init__()
         self.num_classes, self.num_groups, self.group_size = num_classes, num_groups, group_size
-        self.group_embed = MiniPointNet(embed_dim)
+        self.group_embed = MiniPointNet(embed_dim, hidden=group_hidden)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
         self.pe, per_layer = build_backbone_encodings(encoding, embed_dim, num_heads, depth, grid_size=(), ndim=3)
         rates = torch.linspace(0, drop_path_rate, depth).tolist()

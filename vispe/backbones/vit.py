@@ -21,7 +21,12 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from vispe.attention import Attention
-from vispe.backbones.common import apply_after_block_hooks, apply_embed_hooks, build_backbone_encodings
+from vispe.backbones.common import (
+    EncodingHost,
+    apply_after_block_hooks,
+    apply_embed_hooks,
+    build_backbone_encodings,
+)
 from vispe.encodings.build import EncodingSpec, normalize_spec
 from vispe.positions import Positions, PositionSampler, build_position_sampler, grid_positions
 from vispe.registry import MODELS
@@ -36,7 +41,7 @@ class PEBlock(Block):
 
 
 @MODELS.register_module()
-class VisionTransformerPE(VisionTransformer):
+class VisionTransformerPE(EncodingHost, VisionTransformer):
     """A timm ``VisionTransformer`` driven by vispe encodings.
 
     Model-level encodings (embed, after_block hooks) live in ``self.pe``; per-layer ones (rotate,
@@ -55,17 +60,6 @@ class VisionTransformerPE(VisionTransformer):
         apply_encoding(self, encoding, position_sampler=position_sampler)
 
     # --- encodings -------------------------------------------------------------------------------------------
-    @property
-    def encoding_names(self) -> List[str]:
-        names = list(self.pe)
-        return names + [n for n in self.blocks[0].attn.pe if n not in names] if len(self.blocks) else names
-
-    def encodings(self):
-        """(name, module) of every encoding instance, model-level and per-layer."""
-        yield from self.pe.items()
-        for blk in self.blocks:
-            yield from blk.attn.pe.items()
-
     @torch.jit.ignore
     def no_weight_decay(self):
         skip = {'cls_token', 'reg_token', 'dist_token'}

@@ -1,6 +1,7 @@
 """vispe's data sets, registered in ``vispe.registry.DATASETS``, and transforms, in ``vispe.registry.TRANSFORMS``."""
 
 from vispe.datasets.folder import CIFAR10Dataset, ImageFolderDataset
+from vispe.datasets.modelnet import ModelNet40
 from vispe.datasets.primitives3d import Primitives3D
 from vispe.datasets.shapes2d import Shapes2D
 from vispe.datasets.transforms import RandomResizedCropBox, TransformedDataset
@@ -8,6 +9,7 @@ from vispe.datasets.transforms import RandomResizedCropBox, TransformedDataset
 __all__ = [
     'CIFAR10Dataset',
     'ImageFolderDataset',
+    'ModelNet40',
     'Primitives3D',
     'RandomResizedCropBox',
     'Shapes2D',

@@ -51,6 +51,8 @@ class Primitives3D(Dataset):
     """
 
     classes: Tuple[str, ...] = tuple(PRIMITIVES)
+    #: how ``tools/infer_points.py`` brings a user's cloud into this data set's frame (objects centred, unit size)
+    frame = 'bbox'
 
     def __init__(
         self,

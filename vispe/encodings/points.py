@@ -9,7 +9,7 @@ so a model whose tokens are translation-invariant (centred groups) gives the sam
 Image RoPE counts positions in tokens, so its fastest pair turns 1 rad from one token to the next; points come in
 metres (or whatever the data's unit is), so every frequency is multiplied by ``freq_scale`` (rad per unit), which
 should be about 1 / (distance between neighbouring group centres): 8 for objects of about unit size with 64
-groups (measured median 0.14 on primitives3d), about 3 for ModelNet40 clouds normalised to the unit sphere.
+groups (measured median 0.14 on primitives3d), about 4 for clouds normalised into the unit sphere (0.23).
 """
 
 from __future__ import annotations

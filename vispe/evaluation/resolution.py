@@ -121,7 +121,7 @@ def sweep(
     loaders = {resolution_label(r): (r, eval_loader(cfg, r)) for r in resolutions}
     evaluator = Evaluator(copy.deepcopy(cfg.test_evaluator))
     rows = []
-    with _progress(show_progress) as progress:
+    with progress_bar(show_progress) as progress:
         total = len(strategies) * sum(len(loader) for _, loader in loaders.values())
         task = progress.add_task('evaluating', total=total) if progress else None
         for strategy in strategies:
@@ -156,7 +156,8 @@ class _NoProgress:
         return False
 
 
-def _progress(show: bool):
+def progress_bar(show: bool):
+    """A rich progress bar (a context manager giving it), or one giving None when ``show`` is False."""
     if not show:
         return _NoProgress()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn

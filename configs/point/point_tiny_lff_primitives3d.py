@@ -1,0 +1,2 @@
+_base_ = ['./point_tiny_primitives3d.py']
+model = dict(backbone=dict(encoding='lff'))

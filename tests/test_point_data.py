@@ -1,0 +1,104 @@
+"""Point clouds from disk: ModelNet40 in both layouts, and a user's .ply / .pcd / mesh files through open3d."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import open3d as o3d
+import pytest
+import torch
+
+from vispe.datasets import ModelNet40
+from vispe.datasets.modelnet import read_text_cloud
+from vispe.datasets.pointfiles import center, read_points, resample, unit_sphere
+
+
+def write_text_layout(root, classes=('chair', 'lamp'), per_class=3, points=300) -> None:
+    rng = np.random.default_rng(0)
+    os.makedirs(root)
+    with open(os.path.join(root, 'modelnet40_shape_names.txt'), 'w') as f:
+        f.write('\n'.join(classes) + '\n')
+    for split, ids in (('train', range(1, per_class + 1)), ('test', range(per_class + 1, per_class + 2))):
+        names = [f'{c}_{i:04d}' for c in classes for i in ids]
+        with open(os.path.join(root, f'modelnet40_{split}.txt'), 'w') as f:
+            f.write('\n'.join(names) + '\n')
+        for name in names:
+            cls = name.rsplit('_', 1)[0]
+            os.makedirs(os.path.join(root, cls), exist_ok=True)
+            np.savetxt(os.path.join(root, cls, f'{name}.txt'), rng.normal(5.0, 2.0, (points, 6)), delimiter=',')
+
+
+def test_text_layout_reads_labels_and_normalises_into_the_unit_sphere(tmp_path) -> None:
+    root = str(tmp_path / 'modelnet40_normal_resampled')
+    write_text_layout(root)
+    train = ModelNet40(root, split='train', num_points=128)
+    assert train.layout == 'text' and train.classes == ('chair', 'lamp') and len(train) == 6
+    assert [train[i]['labels'] for i in range(6)] == [0, 0, 0, 1, 1, 1]
+    cloud = train[4]['inputs']
+    assert cloud.shape == (128, 3) and cloud.dtype == torch.float32
+    assert torch.allclose(cloud.mean(0), torch.zeros(3), atol=1e-5)
+    assert torch.isclose(cloud.norm(dim=1).max(), torch.tensor(1.0))
+    assert torch.equal(train[4]['inputs'], cloud)  # deterministic
+    test = ModelNet40(root, split='val', num_points=64, scale=2.0)  # 'val' reads the test split
+    assert len(test) == 2 and torch.isclose(test[0]['inputs'].norm(dim=1).max(), torch.tensor(2.0))
+    raw = read_text_cloud(os.path.join(root, 'chair', 'chair_0001.txt'))
+    assert raw.shape == (300, 3)
+
+
+def test_mesh_layout_samples_off_files(tmp_path) -> None:
+    Mesh = o3d.geometry.TriangleMesh
+    for cls, mesh in (('box', Mesh.create_box()), ('cone', Mesh.create_cone())):
+        for split in ('train', 'test'):
+            os.makedirs(tmp_path / cls / split)
+            assert o3d.io.write_triangle_mesh(str(tmp_path / cls / split / f'{cls}_0001.off'), mesh)
+    data = ModelNet40(str(tmp_path), split='test', num_points=256)
+    assert data.layout == 'mesh' and data.classes == ('box', 'cone') and len(data) == 2
+    box = data[0]['inputs'].numpy()
+    # a box's surface points all lie on one of its faces: on some axis, at that axis' minimum or maximum
+    on_face = np.isclose(box, box.min(0), atol=1e-4) | np.isclose(box, box.max(0), atol=1e-4)
+    assert on_face.any(axis=1).all()
+
+
+def test_missing_modelnet_names_the_expected_paths(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match=r'modelnet40_shape_names\.txt.*<class>/\{train,test\}/\*\.off'):
+        ModelNet40(str(tmp_path / 'nowhere'))
+
+
+def test_read_ply_pcd_and_mesh_files(tmp_path) -> None:
+    rng = np.random.default_rng(1)
+    xyz = rng.normal(size=(500, 3))
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(xyz))
+    for suffix in ('.ply', '.pcd'):
+        path = str(tmp_path / f'cloud{suffix}')
+        assert o3d.io.write_point_cloud(path, cloud)
+        assert np.allclose(read_points(path), xyz, atol=1e-5)
+    mesh_path = str(tmp_path / 'sphere.off')
+    o3d.io.write_triangle_mesh(mesh_path, o3d.geometry.TriangleMesh.create_sphere(2.0, resolution=30))
+    surface = read_points(mesh_path, mesh_samples=1000)
+    assert surface.shape == (1000, 3) and np.allclose(np.linalg.norm(surface, axis=1), 2.0, atol=0.05)
+    with pytest.raises(FileNotFoundError, match='no such point-cloud file'):
+        read_points(str(tmp_path / 'missing.ply'))
+    (tmp_path / 'notes.txt').write_text('hello')
+    with pytest.raises(ValueError, match=r"unsupported file type '\.txt'; point clouds: \.ply"):
+        read_points(str(tmp_path / 'notes.txt'))
+    (tmp_path / 'empty.pcd').write_text('')
+    with pytest.raises(ValueError, match='read no points'):
+        read_points(str(tmp_path / 'empty.pcd'))
+
+
+def test_resample_and_frames() -> None:
+    rng = np.random.default_rng(2)
+    xyz = rng.uniform(-1, 1, (400, 3)).astype(np.float32) + 3.0
+    fps = resample(xyz, 32, 'fps')
+    assert fps.shape == (32, 3) and len({tuple(p) for p in fps.tolist()}) == 32
+    assert np.allclose(fps[0], xyz[0])  # open3d starts from the first point
+    assert resample(xyz, 32, 'random', seed=1).shape == (32, 3)
+    assert np.array_equal(resample(xyz, 32, 'first'), xyz[:32])
+    assert resample(xyz[:10], 32).shape == (32, 3)  # too few: points repeat
+    sphere = unit_sphere(xyz)
+    assert np.allclose(sphere.mean(0), 0, atol=1e-5) and np.isclose(np.linalg.norm(sphere, axis=1).max(), 1.0)
+    boxed = center(xyz, 'bbox')
+    assert np.allclose(boxed.min(0), -boxed.max(0), atol=1e-5)
+    with pytest.raises(ValueError, match="frame must be 'none', 'bbox' or 'unit_sphere'"):
+        center(xyz, 'origin')

@@ -1,0 +1,132 @@
+"""ModelNet40 (Wu et al., CVPR 2015) read from the user's disk; nothing is downloaded.
+
+Two layouts are recognised under ``data_root``:
+
+- ``text`` (the common ``modelnet40_normal_resampled``): ``modelnet40_shape_names.txt`` (one class per line),
+  ``modelnet40_train.txt`` / ``modelnet40_test.txt`` (one item per line, e.g. ``airplane_0001``) and
+  ``<class>/<item>.txt`` with 10,000 lines ``x,y,z,nx,ny,nz`` (normals are not used);
+- ``mesh`` (the original ``ModelNet40``): ``<class>/train/*.off`` and ``<class>/test/*.off``, read by open3d and
+  sampled on the surface (seeded per item).
+
+Each cloud is reduced to ``num_points`` (farthest-point by default, as Point-MAE's data), centred and scaled into
+the unit sphere, then multiplied by ``scale`` (the knob for unseen object sizes).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import List, Tuple
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from vispe.datasets.pointfiles import read_points, resample, unit_sphere
+from vispe.registry import DATASETS
+
+#: ModelNet40's classes in their usual (alphabetical) order; used when the files on disk do not list them
+MODELNET40_CLASSES: Tuple[str, ...] = (
+    'airplane', 'bathtub', 'bed', 'bench', 'bookshelf', 'bottle', 'bowl', 'car', 'chair', 'cone', 'cup', 'curtain',
+    'desk', 'door', 'dresser', 'flower_pot', 'glass_box', 'guitar', 'keyboard', 'lamp', 'laptop', 'mantel',
+    'monitor', 'night_stand', 'person', 'piano', 'plant', 'radio', 'range_hood', 'sink', 'sofa', 'stairs', 'stool',
+    'table', 'tent', 'toilet', 'tv_stand', 'vase', 'wardrobe', 'xbox',
+)  # fmt: skip
+
+
+def read_text_cloud(path: str) -> np.ndarray:
+    """(N, 3) float32 xyz of a ``x,y,z[,nx,ny,nz]`` text file (comma or space separated)."""
+    with open(path) as f:
+        text = f.read()
+    first = text.lstrip().split('\n', 1)[0]
+    width = len(first.replace(',', ' ').split())
+    values = np.fromstring(text.replace(',', ' '), dtype=np.float32, sep=' ')
+    if width < 3 or values.size == 0 or values.size % width:
+        raise ValueError(f'{path}: expected lines of x,y,z[,nx,ny,nz] numbers')
+    return values.reshape(-1, width)[:, :3].copy()
+
+
+@DATASETS.register_module()
+class ModelNet40(Dataset):
+    """ModelNet40 point clouds from disk, labelled by class.
+
+    Args:
+        data_root: the data folder (either layout above). split: 'train' or 'test' ('val' reads 'test': ModelNet40 has
+            no validation split). num_points: N points per cloud. sample: 'fps', 'random' or 'first' (how N points
+            are chosen from the file's). scale: multiplies every normalised cloud. seed: for mesh sampling and
+            'random'. variant: the text layout's file prefix ('modelnet10' for ModelNet10).
+
+    Items are ``{'inputs': FloatTensor (N, 3), 'labels': int}``.
+    """
+
+    classes: Tuple[str, ...] = MODELNET40_CLASSES
+    #: how ``tools/infer_points.py`` brings a user's cloud into this data set's frame
+    frame = 'unit_sphere'
+
+    def __init__(
+        self,
+        data_root: str = 'data/modelnet40_normal_resampled',
+        split: str = 'train',
+        num_points: int = 1024,
+        sample: str = 'fps',
+        scale: float = 1.0,
+        seed: int = 0,
+        variant: str = 'modelnet40',
+    ) -> None:
+        if split not in ('train', 'val', 'test'):
+            raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
+        if sample not in ('fps', 'random', 'first'):
+            raise ValueError(f"sample must be 'fps', 'random' or 'first', got {sample!r}")
+        if num_points < 1 or scale <= 0:
+            raise ValueError('num_points >= 1 and scale > 0 are needed')
+        self.data_root, self.split = data_root, 'test' if split == 'val' else split
+        self.num_points, self.sample, self.scale, self.seed = int(num_points), sample, float(scale), int(seed)
+        self.layout, self.classes, self.items = self._index(variant)
+        self.metainfo = {'classes': self.classes, 'num_classes': len(self.classes)}
+
+    def _index(self, variant: str) -> Tuple[str, Tuple[str, ...], List[Tuple[str, int]]]:
+        names_file = os.path.join(self.data_root, f'{variant}_shape_names.txt')
+        if os.path.isfile(names_file):
+            with open(names_file) as f:
+                classes = tuple(line.strip() for line in f if line.strip())
+            split_file = os.path.join(self.data_root, f'{variant}_{self.split}.txt')
+            if not os.path.isfile(split_file):
+                raise FileNotFoundError(f'{split_file} is missing: the text layout lists each split in it')
+            with open(split_file) as f:
+                ids = [line.strip() for line in f if line.strip()]
+            index = {c: i for i, c in enumerate(classes)}
+            items = []
+            for item in ids:
+                cls = item.rsplit('_', 1)[0]
+                if cls not in index:
+                    raise ValueError(f'{split_file}: item {item!r} names class {cls!r}, not in {names_file}')
+                items.append((os.path.join(self.data_root, cls, f'{item}.txt'), index[cls]))
+            return 'text', classes, items
+        meshes = sorted(glob.glob(os.path.join(self.data_root, '*', self.split, '*.off')))
+        if meshes:
+            classes = tuple(sorted({os.path.basename(os.path.dirname(os.path.dirname(p))) for p in meshes}))
+            index = {c: i for i, c in enumerate(classes)}
+            return 'mesh', classes, [(p, index[os.path.basename(os.path.dirname(os.path.dirname(p)))]) for p in meshes]
+        raise FileNotFoundError(
+            f'ModelNet40 not found under {os.path.abspath(self.data_root)}: expected either '
+            f'{variant}_shape_names.txt, {variant}_{{train,test}}.txt and <class>/<item>.txt '
+            f'(modelnet40_normal_resampled) or <class>/{{train,test}}/*.off (ModelNet40 meshes). Place the data '
+            'there or set the dataset root in the config (see data/README.md)'
+        )
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> dict:
+        path, label = self.items[index]
+        seed = self.seed * 1_000_003 + index
+        points = read_text_cloud(path) if self.layout == 'text' else read_points(path, seed=seed)
+        points = unit_sphere(resample(points, self.num_points, self.sample, seed=seed)) * self.scale
+        return {'inputs': torch.from_numpy(points), 'labels': label}
+
+
+__all__ = ['MODELNET40_CLASSES', 'ModelNet40', 'read_text_cloud']
