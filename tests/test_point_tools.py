@@ -116,3 +116,16 @@ def test_user_clouds_are_put_in_the_data_sets_frame(tmp_path) -> None:
     assert torch.allclose(boxed.amax(0) - boxed.amin(0), torch.tensor([1.04, 1.04, 0.24]), atol=0.03)
     sphere = load_cloud(path, 256, 'unit_sphere')  # ModelNet40: centred, farthest point at 1
     assert torch.isclose(sphere.norm(dim=1).max(), torch.tensor(1.0)) and sphere.mean(0).abs().max() < 1e-5
+
+
+def test_fps_benchmark_times_both_and_measures_coverage(tmp_path) -> None:
+    out = tmp_path / 'fps.json'
+    proc = run_tool('tools/benchmark_fps.py', '--settings', '2x256x16', '--repeats', '1', '--out', str(out))
+    rows = json.loads(out.read_text())['rows']
+    assert [r['method'] for r in rows] == ['vispe', 'open3d', 'random'] and 'x open3d' in proc.stdout
+    ours, theirs, random = rows
+    assert ours['median_ms'] > 0 and theirs['ratio_to_open3d'] == 1.0 and ours['same_picks_as_open3d'] == 1.0
+    assert ours['covering_radius'] == pytest.approx(theirs['covering_radius'])
+    assert ours['covering_radius'] < random['covering_radius'] and ours['spread'] > random['spread']
+    bad = run_tool('tools/benchmark_fps.py', '--settings', '2x16x32', check=False)
+    assert bad.returncode != 0 and 'picks <= points' in bad.stderr

@@ -1,0 +1,132 @@
+"""vispe's batched farthest-point sampling against open3d's ``farthest_point_down_sample``: time and coverage.
+
+Both are timed side by side in one process (interleaved rounds, median), on the same primitives3d clouds: vispe's
+on the whole (B, N, 3) batch at once (CPU or CUDA), open3d one cloud after another (CPU; that is its API). Coverage
+is measured for both and for a random subset of the same size:
+
+- covering radius: the largest distance from a point of the cloud to its nearest pick (smaller covers better;
+  farthest-point sampling is within 2x of the best possible);
+- spread: the smallest distance between two picks (larger spreads better).
+
+Both start from point 0 and take the first farthest point on ties, so their picks should be the same points;
+``same picks`` reports the share of clouds where they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+import numpy as np
+import open3d as o3d
+import torch
+
+from vispe.backbones.point import farthest_point_sample, gather_points
+from vispe.datasets.primitives3d import Primitives3D
+from vispe.evaluation.benchmark import interleaved_times
+
+#: (batch, points, picks) settings of the default run
+DEFAULT_SETTINGS: Tuple[Tuple[int, int, int], ...] = ((1, 1024, 64), (32, 1024, 64), (32, 4096, 256), (8, 8192, 512))
+
+
+@dataclass
+class Timed:
+    """What ``interleaved_times`` times: a name and a step."""
+
+    name: str
+    step: Callable[[], Any]
+
+
+def clouds(batch: int, points: int, seed: int = 0) -> torch.Tensor:
+    """(batch, points, 3) primitives3d clouds (every class in turn)."""
+    data = Primitives3D('test', num_samples=batch, num_points=points, seed=seed)
+    return torch.stack([data[i]['inputs'] for i in range(batch)])
+
+
+def open3d_fps(xyz: torch.Tensor, num: int) -> List[np.ndarray]:
+    """open3d's picks, cloud by cloud, as (num, 3) arrays."""
+    out = []
+    for cloud in xyz.cpu().double().numpy():
+        pcd = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(cloud))
+        out.append(np.asarray(pcd.farthest_point_down_sample(num).points))
+    return out
+
+
+def coverage(xyz: torch.Tensor, picks: torch.Tensor) -> Dict[str, float]:
+    """Mean over the batch of the covering radius and of the spread (see the module doc)."""
+    xyz, picks = xyz.double().cpu(), picks.double().cpu()
+    radius = torch.cdist(xyz, picks).amin(-1).amax(-1)
+    pair = torch.cdist(picks, picks) + torch.eye(picks.shape[1], dtype=picks.dtype) * 1e9
+    return {'covering_radius': float(radius.mean()), 'spread': float(pair.amin(dim=(-2, -1)).mean())}
+
+
+def run(
+    settings: Sequence[Tuple[int, int, int]] = DEFAULT_SETTINGS,
+    device: str = 'cpu',
+    warmup: int = 2,
+    repeats: int = 7,
+    seed: int = 0,
+) -> List[Dict[str, Any]]:
+    """One row per (setting, method): median ms, ratio to open3d, coverage, and whether vispe's picks equal open3d's."""
+    rows = []
+    for batch, points, num in settings:
+        xyz = clouds(batch, points, seed).to(device)
+        subjects = [
+            Timed('vispe', lambda xyz=xyz, num=num: farthest_point_sample(xyz, num)),
+            Timed('open3d', lambda xyz=xyz, num=num: open3d_fps(xyz, num)),
+        ]
+        times = interleaved_times(subjects, warmup, repeats, device)
+        ours = gather_points(xyz, farthest_point_sample(xyz, num))
+        theirs = torch.from_numpy(np.stack(open3d_fps(xyz, num)))
+        same = [
+            {tuple(p) for p in a.tolist()} == {tuple(p) for p in b.tolist()}
+            for a, b in zip(ours.double().cpu().numpy().round(5), theirs.numpy().round(5))
+        ]
+        generator = torch.Generator().manual_seed(seed)
+        random = gather_points(xyz.cpu(), torch.stack([torch.randperm(points, generator=generator)[:num] for _ in xyz]))
+        o3d_ms = float(np.median(times['open3d']))
+        for method, picks in (('vispe', ours), ('open3d', theirs), ('random', random)):
+            ms = float(np.median(times[method])) if method in times else None
+            rows.append(
+                {
+                    'batch': batch,
+                    'points': points,
+                    'picks': num,
+                    'method': method,
+                    'device': device if method == 'vispe' else 'cpu',
+                    'median_ms': ms,
+                    'ratio_to_open3d': ms / o3d_ms if ms is not None else None,
+                    **coverage(xyz, picks),
+                    'same_picks_as_open3d': float(np.mean(same)) if method == 'vispe' else None,
+                }
+            )
+    return rows
+
+
+def print_rows(rows: Sequence[Dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title='farthest-point sampling of G of N points in B clouds: vispe (batched torch), open3d (per cloud), random',
+        caption='ms: median time; cover r: covering radius (smaller covers better); spread: closest two picks '
+        "(larger is better); same: clouds where vispe's picks are open3d's",
+    )
+    for col in ('BxNxG', 'method', 'device', 'ms', 'x open3d', 'cover r', 'spread', 'same'):
+        table.add_column(col, justify='left' if col in ('method', 'device') else 'right')
+    fmt = lambda v, spec: '-' if v is None else format(v, spec)  # noqa: E731
+    for r in rows:
+        table.add_row(
+            f'{r["batch"]}x{r["points"]}x{r["picks"]}',
+            r['method'],
+            r['device'],
+            fmt(r['median_ms'], '.2f'),
+            fmt(r['ratio_to_open3d'], '.2f'),
+            f'{r["covering_radius"]:.4f}',
+            f'{r["spread"]:.4f}',
+            fmt(r['same_picks_as_open3d'], '.0%'),
+        )
+    Console().print(table)
+
+
+__all__ = ['DEFAULT_SETTINGS', 'clouds', 'coverage', 'open3d_fps', 'print_rows', 'run']
