@@ -9,7 +9,9 @@ at object sizes never seen in training. Nothing is downloaded.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Tuple
+import hashlib
+import os
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 import open3d as o3d
@@ -46,6 +48,9 @@ class Primitives3D(Dataset):
         rotation: 'z' (about the vertical axis) or 'so3' (any). scale_range: per-axis random scale factors.
         scale: multiplies every cloud (evaluation at unseen object sizes). jitter: std of the Gaussian noise added
             to each point, in units of the (unscaled) object.
+        cache_dir: when set (e.g. 'data/primitives3d_cache'), each cloud is generated once and kept there as .npy,
+            under a folder named by the settings that shape it (``scale`` is applied after reading). Worth it for
+            'poisson' sampling (about 15 ms a cloud against 0.25 ms for 'uniform').
 
     Items are ``{'inputs': FloatTensor (N, 3), 'labels': int}``; ``metainfo`` holds the classes.
     """
@@ -65,6 +70,7 @@ class Primitives3D(Dataset):
         scale_range: Tuple[float, float] = (0.7, 1.3),
         scale: float = 1.0,
         jitter: float = 0.005,
+        cache_dir: Optional[str] = None,
     ) -> None:
         if split not in SPLITS:
             raise ValueError(f'unknown split {split!r}; valid splits: {list(SPLITS)}')
@@ -83,6 +89,10 @@ class Primitives3D(Dataset):
             float(jitter),
         )
         self.metainfo = {'classes': self.classes, 'num_classes': len(self.classes)}
+        self.cache_dir = None
+        if cache_dir is not None:
+            settings = (self.seed, split, self.num_points, sampling, rotation, self.scale_range, self.jitter)
+            self.cache_dir = os.path.join(cache_dir, hashlib.sha1(repr(settings).encode()).hexdigest()[:16])
 
     @property
     def num_classes(self) -> int:
@@ -94,6 +104,25 @@ class Primitives3D(Dataset):
     def __getitem__(self, index: int) -> dict:
         if not 0 <= index < self.num_samples:
             raise IndexError(f'index {index} out of range for {self.num_samples} samples')
+        label = index % self.num_classes
+        points = self.cached(index) if self.cache_dir else self.generate(index)
+        return {'inputs': torch.from_numpy(points * np.float32(self.scale)), 'labels': label}
+
+    def cached(self, index: int) -> np.ndarray:
+        """The cloud of ``index`` from the cache, generated and written first when missing (write to a temporary
+        name, then rename: a reader never sees half a file, and workers racing on one item write the same data)."""
+        path = os.path.join(self.cache_dir, f'{self.split}_{index}.npy')
+        if os.path.isfile(path):
+            return np.load(path)
+        points = self.generate(index)
+        os.makedirs(self.cache_dir, exist_ok=True)
+        tmp = f'{path}.{os.getpid()}.tmp.npy'
+        np.save(tmp, points)
+        os.replace(tmp, path)
+        return points
+
+    def generate(self, index: int) -> np.ndarray:
+        """The (N, 3) float32 cloud of item ``index`` at scale 1."""
         label = index % self.num_classes
         rng = np.random.default_rng([self.seed, SPLITS[self.split], index])
         mesh = PRIMITIVES[self.classes[label]]()
@@ -110,8 +139,7 @@ class Primitives3D(Dataset):
         else:  # a normalised Gaussian quaternion is uniform on SO(3)
             quat = rng.normal(size=4)
             rot = o3d.geometry.get_rotation_matrix_from_quaternion(quat / np.linalg.norm(quat))
-        points = points @ rot.T + rng.normal(0.0, self.jitter, size=points.shape)
-        return {'inputs': torch.from_numpy(points * self.scale).float(), 'labels': label}
+        return (points @ rot.T + rng.normal(0.0, self.jitter, size=points.shape)).astype(np.float32)
 
 
 __all__ = ['PRIMITIVES', 'Primitives3D']
