@@ -150,6 +150,9 @@ def plot_results(rows: Sequence[Dict[str, Any]], path: str, metric: str = 'accur
         ax.axvline(1.0, color='grey', linestyle=':')
         if sweep == 'points':
             ax.set_xscale('log', base=2)
+        factors = sorted({r['factor'] for r in rows if r['sweep'] == sweep})
+        ax.set_xticks(factors, [f'{f:g}x' for f in factors])
+        ax.minorticks_off()
         ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f'{metric} (%)')
