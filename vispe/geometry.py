@@ -32,6 +32,13 @@ def pixel_centres(h: int, w: int, stride: int = 1, device: Optional[torch.device
     return torch.stack([u, v], dim=-1).reshape(-1, 2)
 
 
+def patch_pixel_centres(h: int, w: int, patch: int, device: Optional[torch.device] = None) -> Tensor:
+    """(h * w, patch * patch, 2) (u, v) centres of the pixels of each patch of an h x w token grid, tokens
+    row-major and pixels row-major within a patch."""
+    pixels = pixel_centres(h * patch, w * patch, device=device).reshape(h, patch, w, patch, 2)
+    return pixels.permute(0, 2, 1, 3, 4).reshape(h * w, patch * patch, 2)
+
+
 def _expand_points(uv: Tensor, K: Tensor) -> Tensor:
     """uv (N, 2) or (..., N, 2) broadcast to K's leading dims (...): (..., N, 2)."""
     return uv.expand(*K.shape[:-2], *uv.shape[-2:]).to(K.dtype)
@@ -74,7 +81,8 @@ def frustum_points(K: Tensor, cam_to_world: Tensor, uv: Tensor, depths: Tensor) 
 
 def project(K: Tensor, cam_to_world: Tensor, points: Tensor) -> Tuple[Tensor, Tensor]:
     """Pixels (..., N, 2) and camera-frame depths (..., N) of world points (..., N, 3)."""
-    cam = transform_points(inverse_transformation(cam_to_world)[..., None, :, :], points)
+    world_to_cam = inverse_transformation(cam_to_world.reshape(-1, 4, 4)).reshape(cam_to_world.shape)  # kornia: N
+    cam = transform_points(world_to_cam[..., None, :, :], points)
     return project_points(cam, K[..., None, :, :]), cam[..., 2]
 
 
@@ -115,6 +123,7 @@ __all__ = [
     'intrinsics',
     'linear_increasing_depths',
     'look_at',
+    'patch_pixel_centres',
     'pixel_centres',
     'plucker',
     'project',

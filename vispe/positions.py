@@ -15,6 +15,38 @@ from vispe.registry import POSITION_SAMPLERS
 
 
 @dataclass
+class Cameras:
+    """The cameras of a multi-view forward pass and where each token sits in them (OpenCV convention, see
+    ``vispe.geometry``).
+
+    Attributes:
+        K: (B, V, 3, 3) intrinsics in pixels. cam_to_world: (B, V, 4, 4) poses.
+        view: (N,) long, the view of each non-prefix token (tokens are view-major: view 0's grid first).
+        image_size: (H, W) of every view in pixels. patch_size: pixels per token side; token (i, j) of a view
+            covers pixels [i p, (i + 1) p) x [j p, (j + 1) p).
+    """
+
+    K: torch.Tensor
+    cam_to_world: torch.Tensor
+    view: torch.Tensor
+    image_size: Tuple[int, int]
+    patch_size: int
+
+    @property
+    def num_views(self) -> int:
+        return self.K.shape[1]
+
+    @property
+    def grid(self) -> Tuple[int, int]:
+        """The (h, w) token grid of one view."""
+        return self.image_size[0] // self.patch_size, self.image_size[1] // self.patch_size
+
+    def per_token(self, per_view: torch.Tensor) -> torch.Tensor:
+        """(B, V, ...) -> (B, N, ...): each token's entry of a per-view tensor."""
+        return per_view[:, self.view]
+
+
+@dataclass
 class Positions:
     """Where the tokens of one forward pass sit.
 
@@ -23,7 +55,7 @@ class Positions:
             token-grid units in (row, col) order; point clouds use the data's metric unit.
         grid: (h, w) when the N tokens form a row-major grid, else None. Conv encodings need it.
         num_prefix: cls / register tokens in front of the N tokens; they carry no position.
-        cameras: optional camera data for camera encodings (view index, K, cam-to-world, image size).
+        cameras: ``Cameras`` for camera encodings (view index, K, cam-to-world, image size), or None.
         key: a hashable naming ``coords`` when they are a deterministic function of the grid (so encodings
             may cache tables derived from them); None when coords vary per call (e.g. sampled positions).
         extent: per axis, the integer range [0, extent) the coordinates were drawn from when it is larger than
@@ -33,7 +65,7 @@ class Positions:
     coords: torch.Tensor
     grid: Optional[Tuple[int, int]] = None
     num_prefix: int = 0
-    cameras: Any = None
+    cameras: Optional[Cameras] = None
     key: Optional[Hashable] = None
     extent: Optional[Tuple[int, ...]] = None
 

@@ -2,12 +2,14 @@
 
 from vispe.backbones.common import build_backbone_encodings
 from vispe.backbones.dit import DIT_SIZES, DiT, dit
+from vispe.backbones.multiview import MultiViewTransformer
 from vispe.backbones.point import PointTransformer
 from vispe.backbones.vit import PEBlock, VisionTransformerPE, apply_encoding, create_model, register_timm_names
 
 __all__ = [
     'DIT_SIZES',
     'DiT',
+    'MultiViewTransformer',
     'PEBlock',
     'PointTransformer',
     'VisionTransformerPE',

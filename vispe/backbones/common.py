@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator, List, Sequence, Tuple
+from typing import Any, Iterator, List, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -12,25 +12,40 @@ from vispe.positions import Positions
 
 
 def build_backbone_encodings(
-    spec: EncodingSpec, dim: int, num_heads: int, depth: int, grid_size: Sequence[int], ndim: int = 2
+    spec: EncodingSpec,
+    dim: int,
+    num_heads: int,
+    depth: int,
+    grid_size: Sequence[int],
+    ndim: int = 2,
+    cameras: bool = False,
+    **extra_context: Any,
 ) -> Tuple[nn.ModuleDict, List[nn.ModuleDict]]:
     """Build ``spec`` (a name, a config dict or a list of them) for a ``depth``-block backbone.
 
     Returns (model_level, per_layer): one ModuleDict of the encodings with embed / after_block hooks, shared by
     the model, and ``depth`` ModuleDicts (one per attention layer, built with ``layer_index=i``) of those with
-    attention hooks. An encoding not meant for ``ndim``-D positions raises ValueError listing those that are.
+    attention hooks. An encoding not meant for ``ndim``-D positions raises ValueError listing those that are, and
+    so does a camera encoding when the backbone supplies no cameras (``cameras=False``).
     Each encoding receives the backbone context it names: dim, num_heads, ndim, grid_size (the
-    training token grid) and depth. Keys are the registry names.
+    training token grid), depth and ``extra_context`` (the multi-view transformer's patch_size). Keys are the
+    registry names.
     """
     cfgs = normalize_spec(spec)
     for cfg in cfgs:
-        if ndim not in encoding_class(cfg['type']).ndims:
+        cls = encoding_class(cfg['type'])
+        if ndim not in cls.ndims:
             kind = {2: 'image token grids', 3: 'point clouds'}.get(ndim, f'{ndim}D positions')
             raise ValueError(
                 f'encoding {cfg["type"]!r} does not work on {ndim}D positions; for {kind} choose one of '
-                f'{list_encodings(ndim)}'
+                f'{list_encodings(ndim, cameras)}'
             )
-    context = dict(dim=dim, num_heads=num_heads, ndim=ndim, grid_size=tuple(grid_size), depth=depth)
+        if cls.needs_cameras and not cameras:
+            raise ValueError(
+                f'encoding {cfg["type"]!r} needs cameras, which this backbone does not have; use it in the '
+                "multi-view transformer (dict(type='MultiViewTransformer', ...))"
+            )
+    context = dict(dim=dim, num_heads=num_heads, ndim=ndim, grid_size=tuple(grid_size), depth=depth, **extra_context)
     layer_cfgs = [c for c in cfgs if encoding_class(c['type']).per_layer()]
     model_level = nn.ModuleDict(
         {c['type']: build_encoding(c, **context) for c in cfgs if not encoding_class(c['type']).per_layer()}

@@ -40,6 +40,8 @@ class Encoding(nn.Module):
     #: the position dimensions it works on: 2 (image token grids), 3 (points); ``list_encodings(ndim)`` filters on
     #: it and backbones refuse the others
     ndims: ClassVar[Tuple[int, ...]] = (2,)
+    #: reads ``pos.cameras``: only backbones that supply cameras (the multi-view transformer) accept it
+    needs_cameras: ClassVar[bool] = False
     #: value_term needs the softmax weights: the attention then materialises them instead of fused SDPA
     needs_attn_weights: ClassVar[bool] = False
 

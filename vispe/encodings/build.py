@@ -11,17 +11,21 @@ from vispe.encodings.base import Encoding
 from vispe.registry import ENCODINGS
 
 #: constructor arguments a backbone supplies (the user does not set them in a config)
-BACKBONE_CONTEXT = frozenset({'dim', 'num_heads', 'ndim', 'grid_size', 'depth', 'layer_index'})
+BACKBONE_CONTEXT = frozenset({'dim', 'num_heads', 'ndim', 'grid_size', 'depth', 'layer_index', 'patch_size'})
 
 EncodingSpec = Union[None, str, Dict[str, Any], Encoding, Sequence[Union[str, Dict[str, Any]]]]
 
 
-def list_encodings(ndim: Optional[int] = None) -> List[str]:
-    """Names of every registered encoding, sorted; with ``ndim``, those meant for that many position dimensions
-    (2: image grids, 3: points)."""
+def list_encodings(ndim: Optional[int] = None, cameras: bool = False) -> List[str]:
+    """Names of every registered encoding, sorted. With ``ndim``, those meant for that many position dimensions
+    (2: image grids, 3: points), camera encodings only when ``cameras`` (a backbone that supplies cameras)."""
     import vispe.encodings  # noqa: F401  (make sure every family file has registered itself)
 
-    return sorted(name for name, cls in ENCODINGS.module_dict.items() if ndim is None or ndim in cls.ndims)
+    return sorted(
+        name
+        for name, cls in ENCODINGS.module_dict.items()
+        if ndim is None or (ndim in cls.ndims and (cameras or not cls.needs_cameras))
+    )
 
 
 def _closest(name: str, choices: Sequence[str]) -> str:

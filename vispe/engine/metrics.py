@@ -44,3 +44,30 @@ class DenoisingLoss(BaseMetric):
         if not results:
             raise ValueError('DenoisingLoss got no predictions: is the evaluation dataset empty?')
         return {'mse': sum(results) / len(results)}
+
+
+@METRICS.register_module()
+class Localization3D(BaseMetric):
+    """3D localisation error from per-sample ``{'pred', 'target'}`` points (``MultiViewLocalizer``): the mean
+    Euclidean error ('loc3d/mean_error', in the data's unit) and the share of samples within ``threshold`` of the
+    target ('loc3d/within', in percent)."""
+
+    default_prefix = 'loc3d'
+
+    def __init__(self, threshold: float = 0.2, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if threshold <= 0:
+            raise ValueError(f'Localization3D needs threshold > 0, got {threshold}')
+        self.threshold = float(threshold)
+
+    def process(self, data_batch: Any, data_samples: Sequence[Dict[str, Any]]) -> None:
+        if data_samples:
+            pred = torch.stack([torch.as_tensor(s['pred']).float().cpu() for s in data_samples])
+            target = torch.stack([torch.as_tensor(s['target']).float().cpu() for s in data_samples])
+            self.results.extend((pred - target).norm(dim=-1).tolist())
+
+    def compute_metrics(self, results: List[float]) -> Dict[str, float]:
+        if not results:
+            raise ValueError('Localization3D got no predictions: is the evaluation dataset empty?')
+        errors = torch.tensor(results)
+        return {'mean_error': float(errors.mean()), 'within': 100.0 * float((errors <= self.threshold).float().mean())}

@@ -2,6 +2,14 @@
 
 from vispe.tasks.classification import Classifier, ImageClassifier, PointClassifier
 from vispe.tasks.diffusion import DiffusionModel
+from vispe.tasks.localization import MultiViewLocalizer
 from vispe.tasks.preprocess import MultiScaleDataPreprocessor
 
-__all__ = ['Classifier', 'DiffusionModel', 'ImageClassifier', 'MultiScaleDataPreprocessor', 'PointClassifier']
+__all__ = [
+    'Classifier',
+    'DiffusionModel',
+    'ImageClassifier',
+    'MultiScaleDataPreprocessor',
+    'MultiViewLocalizer',
+    'PointClassifier',
+]

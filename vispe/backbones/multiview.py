@@ -1,0 +1,145 @@
+"""A multi-view transformer: V views through one shared patch embedding, joint attention over all views' tokens,
+and positions that carry each token's view and camera (``vispe.positions.Cameras``, OpenCV convention).
+
+Camera encodings (plucker, petr: embed; gta: rotate and transform) see every token with its camera. Image
+encodings work per view: embed ones (ape_learned, ape_sincos, lff) are applied to each view's grid, rotary ones
+(rope_axial, rope_mixed) rotate by each token's (row, col) in its own view, so they can be compared with, and
+combined with, the camera encodings. Encodings that need the tokens to form one grid (peg, lepe, irpe) are refused.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from timm.layers import PatchEmbed
+from torch import Tensor, nn
+
+from vispe.attention import Attention
+from vispe.backbones.common import EncodingHost, build_backbone_encodings
+from vispe.backbones.vit import PEBlock
+from vispe.encodings.build import EncodingSpec, list_encodings
+from vispe.positions import Cameras, Positions, grid_coords, grid_positions
+from vispe.registry import MODELS
+
+#: hooks an encoding may use here: per-view grids and all tokens together only meet in these
+SUPPORTED_HOOKS = frozenset({'embed', 'rotate'})
+
+
+def multiview_encodings() -> list:
+    """Names of the encodings the multi-view transformer accepts."""
+    from vispe.encodings.build import encoding_class
+
+    return [n for n in list_encodings(ndim=2, cameras=True) if encoding_class(n).hooks() <= SUPPORTED_HOOKS]
+
+
+@MODELS.register_module()
+class MultiViewTransformer(EncodingHost, nn.Module):
+    """Joint attention over the patch tokens of V views, mean-pooled into ``num_outputs`` values.
+
+    Args:
+        num_outputs: outputs of the head. encoding: vispe encoding spec (camera and per-view image encodings).
+        img_size: training image size (H, W or one int; other sizes work when divisible by the patch).
+        patch_size, in_chans, embed_dim, depth, num_heads, mlp_ratio, drop_path_rate: the transformer.
+
+    ``forward(images, K, cam_to_world)``: images (B, V, C, H, W), intrinsics (B, V, 3, 3) in pixels, poses
+    (B, V, 4, 4) camera-to-world -> (B, num_outputs). There is no cls token: pooling keeps the output a function of
+    the tokens alone, so an encoding that is invariant to the world frame (gta, relative plucker) makes the whole
+    model invariant.
+    """
+
+    def __init__(
+        self,
+        num_outputs: int = 3,
+        encoding: EncodingSpec = None,
+        img_size: int | tuple = 32,
+        patch_size: int = 4,
+        in_chans: int = 3,
+        embed_dim: int = 128,
+        depth: int = 4,
+        num_heads: int = 4,
+        mlp_ratio: float = 2.0,
+        drop_path_rate: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.patch_size = patch_size
+        self.patch_embed = PatchEmbed(img_size, patch_size, in_chans, embed_dim, strict_img_size=False)
+        self.pe, per_layer = build_backbone_encodings(
+            encoding,
+            embed_dim,
+            num_heads,
+            depth,
+            self.patch_embed.grid_size,
+            ndim=2,
+            cameras=True,
+            patch_size=patch_size,
+        )
+        for name, enc in [*self.pe.items(), *(per_layer[0].items() if per_layer else [])]:
+            if not type(enc).hooks() <= SUPPORTED_HOOKS:
+                raise ValueError(
+                    f'{name} needs the tokens to form one image grid, which the multi-view transformer does not have; '
+                    f'choose from {multiview_encodings()}'
+                )
+        rotating = [n for n, enc in (per_layer[0].items() if per_layer else []) if 'rotate' in type(enc).hooks()]
+        if 'gta' in rotating and len(rotating) > 1:
+            raise ValueError(
+                f'gta cannot be combined with {[n for n in rotating if n != "gta"]}: its SO(2) blocks already rotate '
+                'by the patch position (rope_axial), and a second rotation of the same channels does not commute '
+                "with gta's camera blocks, so logits would stop depending on relative poses only"
+            )
+        rates = torch.linspace(0, drop_path_rate, depth).tolist()
+        self.blocks = nn.ModuleList()
+        for rate, encodings in zip(rates, per_layer):
+            block = PEBlock(embed_dim, num_heads, mlp_ratio, qkv_bias=True, drop_path=rate)
+            block.attn = Attention(embed_dim, num_heads, qkv_bias=True, encodings=encodings)  # as in point.py
+            self.blocks.append(block)
+        self.norm = nn.LayerNorm(embed_dim)
+        self.head = nn.Linear(embed_dim, num_outputs)
+
+    def positions(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> Positions:
+        """Every token's (row, col) in its view's grid, view-major, with the cameras."""
+        B, V, _, H, W = images.shape
+        h, w = H // self.patch_size, W // self.patch_size
+        view = torch.arange(V, device=images.device).repeat_interleave(h * w)
+        cameras = Cameras(K=K, cam_to_world=cam_to_world, view=view, image_size=(H, W), patch_size=self.patch_size)
+        coords = grid_coords(h, w, images.device).repeat(V, 1)
+        return Positions(coords=coords, cameras=cameras, key=('multiview', V, h, w))
+
+    def check_inputs(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> None:
+        if images.dim() != 5:
+            raise ValueError(f'images must be (B, V, C, H, W), got shape {tuple(images.shape)}')
+        B, V, _, H, W = images.shape
+        if K.shape != (B, V, 3, 3) or cam_to_world.shape != (B, V, 4, 4):
+            raise ValueError(
+                f'for {B} x {V} views, K must be ({B}, {V}, 3, 3) and cam_to_world ({B}, {V}, 4, 4); got '
+                f'{tuple(K.shape)} and {tuple(cam_to_world.shape)}'
+            )
+        if H % self.patch_size or W % self.patch_size:
+            raise ValueError(
+                f'image size {H}x{W} is not divisible by the patch size {self.patch_size}: resize or crop the views '
+                f'to a multiple of {self.patch_size}'
+            )
+
+    def forward_features(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> Tensor:
+        """-> normalised tokens (B, V * N, D), view-major."""
+        self.check_inputs(images, K, cam_to_world)
+        B, V, _, H, W = images.shape
+        pos = self.positions(images, K, cam_to_world)
+        x = self.patch_embed(images.flatten(0, 1))  # (B V, N, D)
+        view_pos: Optional[Positions] = None
+        for enc in self.pe.values():
+            if enc.needs_cameras:
+                x = enc.embed(x.reshape(B, -1, x.shape[-1]), pos)
+            else:  # an image encoding, on each view's grid
+                view_pos = view_pos or grid_positions(H // self.patch_size, W // self.patch_size, device=x.device)
+                x = enc.embed(x.reshape(B * V, -1, x.shape[-1]), view_pos)
+        x = x.reshape(B, -1, x.shape[-1])
+        for block in self.blocks:
+            x = block(x, pos)
+        return self.norm(x)
+
+    def forward(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> Tensor:
+        return self.head(self.forward_features(images, K, cam_to_world).mean(dim=1))
+
+
+__all__ = ['MultiViewTransformer', 'multiview_encodings']

@@ -1,0 +1,81 @@
+"""Camera-ray encodings for multi-view transformers: Plucker coordinates of each patch's rays.
+
+Cameras come from ``pos.cameras`` (``vispe.positions.Cameras``, OpenCV convention, see ``vispe.geometry``); only a
+backbone that supplies them (``MultiViewTransformer``) accepts these encodings.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from vispe import geometry as G
+from vispe.encodings.base import Encoding
+from vispe.positions import Cameras, Positions
+from vispe.registry import ENCODINGS
+
+
+def require_cameras(pos: Positions, name: str) -> Cameras:
+    """``pos.cameras``, or a ValueError that says which backbone supplies them."""
+    if pos.cameras is None:
+        raise ValueError(f'{name} needs cameras in the positions; the multi-view transformer supplies them')
+    return pos.cameras
+
+
+def camera_poses(cameras: Cameras, relative: bool) -> torch.Tensor:
+    """(B, V, 4, 4) float32 camera-to-world poses, relative to the first view when ``relative``."""
+    poses = cameras.cam_to_world.float()
+    return G.relative_poses(poses) if relative else poses
+
+
+@ENCODINGS.register_module(name='plucker')
+class Plucker(Encoding):
+    """Plucker rays (o x d, d) of each patch, embedded linearly and added to its token (ENCODINGS.md, camera).
+
+    Args:
+        dim: model width. patch_size: pixels per token side (the backbone passes it). patchify: embed the rays of
+            every pixel of the patch (6 p^2 values, like the patch embedding of the image) instead of the ray
+            through the patch centre (6 values). relative: poses relative to the first view (its camera becomes
+            the world frame), which makes the encoding independent of the world frame.
+
+    Rays are computed in float32 with autocast off; the linear layer follows autocast. Absolute by design: moving
+    every camera by the same rigid transform changes the rays, and the tokens, unless ``relative``.
+    """
+
+    ndims = (2,)
+    needs_cameras = True
+
+    def __init__(self, dim: int, patch_size: int = 16, patchify: bool = True, relative: bool = False) -> None:
+        super().__init__()
+        self.patch_size, self.patchify, self.relative = int(patch_size), bool(patchify), bool(relative)
+        rays_per_token = self.patch_size**2 if self.patchify else 1
+        self.proj = nn.Linear(6 * rays_per_token, dim)
+
+    def rays(self, pos: Positions) -> torch.Tensor:
+        """(B, V * N, 6 r) float32 Plucker coordinates of the r rays of each token, view-major."""
+        cameras = require_cameras(pos, 'plucker')
+        if cameras.patch_size != self.patch_size:
+            raise ValueError(
+                f'plucker was built for {self.patch_size} px patches, the positions have {cameras.patch_size}; build '
+                'it with the backbone that uses it'
+            )
+        (h, w), p = cameras.grid, cameras.patch_size
+        device = cameras.K.device
+        if self.patchify:
+            uv = G.patch_pixel_centres(h, w, p, device=device).reshape(-1, 2)
+        else:
+            uv = G.pixel_centres(h, w, stride=p, device=device)
+        with torch.autocast(device.type, enabled=False):
+            origin, direction = G.rays(cameras.K.float(), camera_poses(cameras, self.relative), uv)
+            rays = G.plucker(origin, direction)  # (B, V, N r, 6)
+        B, V = rays.shape[:2]
+        return rays.reshape(B, V * h * w, -1)
+
+    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        return x + self.proj(self.rays(pos).to(self.proj.weight.dtype)).to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return f'patch_size={self.patch_size}, patchify={self.patchify}, relative={self.relative}'
+
+
+__all__ = ['Plucker', 'camera_poses', 'require_cameras']

@@ -1,0 +1,142 @@
+"""GTA, geometric transform attention (Miyato et al., "GTA: A Geometry-Aware Attention Mechanism for Multi-View
+Transformers", ICLR 2024).
+
+Each token carries a group element g = (its camera's pose, its patch position in the image), represented by a
+block-diagonal matrix rho(g) acting on each head's channels: 4 x 4 blocks [[R, s t], [0, 1]] of the camera pose
+(translation scaled by a learned scalar s, init 0.01) on the first ``se3_dims`` channels, and 2 x 2 rotations of
+the patch (row, col) at several frequencies (rope_axial's layout and frequencies, theta 100) on the rest. Then
+
+    q' = rho(g_q)^-T q,   k' = rho(g_k) k,   v' = rho(g_k) v,   out = rho(g_q)^-1 (softmax(q'^T k') v'),
+
+so every logit is q^T rho(g_q)^-1 rho(g_k) k and depends only on the relative element g_q^-1 g_k.
+
+Convention (OpenCV, ``vispe.geometry``): rho takes the camera-to-world pose T. A change of world frame X -> G X
+makes T -> G T, and T_q^-1 T_k is unchanged: attention is invariant to the world frame (tested). ENCODINGS.md words
+the block as the world-to-camera matrix E = T^-1; with E the invariant pairing is rho(E_q) rho(E_k)^-1 (the
+paper's form), which is the same relative element. With ``se3_fraction=0`` and ``transform_values=False`` GTA is
+rope_axial exactly (tested).
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+import torch
+from torch import nn
+
+from vispe.encodings.base import Encoding
+from vispe.encodings.camera import camera_poses, require_cameras
+from vispe.encodings.rope import rotary_table, rotate_pairs
+from vispe.positions import Positions
+from vispe.registry import ENCODINGS
+
+
+@ENCODINGS.register_module(name='gta')
+class GTA(Encoding):
+    """Geometric transform attention: SE(3) blocks of each token's camera plus SO(2) blocks of its patch position.
+
+    Args:
+        dim, num_heads: model width and heads (head dim d). se3_fraction: share of each head's channels in 4 x 4
+            camera blocks (rounded down to a multiple of 4; the rest, made even, rotate as RoPE; pairs that do not
+            split evenly over the two axes stay unrotated). theta: SO(2) frequency base. translation_scale: init of
+            the learned translation scale s. transform_values: also transform v and the output (GTA); False leaves
+            them as they are (logits only). relative: poses relative to the first view (the logits are the same;
+            float rounding aside).
+
+    Prefix tokens (no camera) get the identity. Everything is computed in float32; the result is cast back.
+    """
+
+    ndims = (2,)
+    needs_cameras = True
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        se3_fraction: float = 0.5,
+        theta: float = 100.0,
+        translation_scale: float = 0.01,
+        transform_values: bool = True,
+        relative: bool = False,
+    ) -> None:
+        super().__init__()
+        head_dim = dim // num_heads
+        if not 0.0 <= se3_fraction <= 1.0:
+            raise ValueError(f'gta se3_fraction is a share of each head, in [0, 1]; got {se3_fraction}')
+        self.head_dim = head_dim
+        self.se3_dims = 4 * (int(head_dim * se3_fraction) // 4)
+        so2_pairs = (head_dim - self.se3_dims) // 2
+        per_axis = so2_pairs // 2
+        self.so2_dims = 4 * per_axis
+        freqs = 1.0 / theta ** (torch.arange(per_axis, dtype=torch.float32) / max(per_axis, 1))
+        self.register_buffer('freqs', freqs, persistent=False)
+        self.translation_scale = nn.Parameter(torch.tensor(float(translation_scale)))
+        self.transform_values, self.relative = bool(transform_values), bool(relative)
+
+    def no_weight_decay(self):
+        return {'translation_scale'}
+
+    # --- the group representation ----------------------------------------------------------------------------------
+    def pose_blocks(self, pos: Positions) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(B, N_total, 4, 4) float32 rho of each token's camera, [[R, s t], [0, 1]], and its inverse; identity for
+        prefix tokens."""
+        cameras = require_cameras(pos, 'gta')
+        poses = cameras.per_token(camera_poses(cameras, self.relative))  # (B, N, 4, 4)
+        R, t = poses[..., :3, :3], poses[..., :3, 3:] * self.translation_scale.float()
+        eye = torch.eye(4, device=poses.device).expand_as(poses)
+        top = torch.cat([R, t], dim=-1)
+        rho = torch.cat([top, eye[..., 3:, :]], dim=-2)
+        Rt = R.transpose(-1, -2)
+        inv = torch.cat([torch.cat([Rt, -Rt @ t], dim=-1), eye[..., 3:, :]], dim=-2)
+        if pos.num_prefix:
+            pad = torch.eye(4, device=poses.device).expand(poses.shape[0], pos.num_prefix, 4, 4)
+            rho, inv = torch.cat([pad, rho], dim=1), torch.cat([pad, inv], dim=1)
+        return rho, inv
+
+    def so2_table(self, pos: Positions) -> torch.Tensor:
+        """(N_total, so2_dims / 2) complex rotations of the patch positions: col pairs first, then row pairs."""
+        coords = pos.coords.float()
+        angles = torch.cat([coords[..., 1, None] * self.freqs, coords[..., 0, None] * self.freqs], dim=-1)
+        return rotary_table(angles, pos.num_prefix)
+
+    # --- applying it ----------------------------------------------------------------------------------------------
+    def _apply(self, x: torch.Tensor, blocks: torch.Tensor, transpose: bool, table: torch.Tensor) -> torch.Tensor:
+        """x (B, H, N, d): SE(3) channels by ``blocks`` (B, N, 4, 4) (transposed when asked), SO(2) channels by
+        ``table``; other channels unchanged."""
+        B, H, N, _ = x.shape
+        xf = x.float()
+        se3, so2, rest = xf.split([self.se3_dims, self.so2_dims, self.head_dim - self.se3_dims - self.so2_dims], -1)
+        parts = []
+        if self.se3_dims:
+            equation = 'bnji,bhnkj->bhnki' if transpose else 'bnij,bhnkj->bhnki'
+            parts.append(torch.einsum(equation, blocks, se3.reshape(B, H, N, -1, 4)).reshape(B, H, N, -1))
+        if self.so2_dims:
+            parts.append(rotate_pairs(so2, table))
+        parts.append(rest)
+        return torch.cat(parts, dim=-1).type_as(x)
+
+    def rotate(self, q, k, pos: Positions):
+        rho, inv = self.pose_blocks(pos)
+        table = self.so2_table(pos)
+        return self._apply(q, inv, True, table), self._apply(k, rho, False, table)
+
+    def transform_v(self, v: torch.Tensor, pos: Positions) -> torch.Tensor:
+        if not self.transform_values:
+            return v
+        rho, _ = self.pose_blocks(pos)
+        return self._apply(v, rho, False, self.so2_table(pos))
+
+    def transform_out(self, out: torch.Tensor, pos: Positions) -> torch.Tensor:
+        if not self.transform_values:
+            return out
+        _, inv = self.pose_blocks(pos)
+        return self._apply(out, inv, False, self.so2_table(pos).conj())
+
+    def extra_repr(self) -> str:
+        return (
+            f'se3_dims={self.se3_dims}, so2_dims={self.so2_dims}, transform_values={self.transform_values}, '
+            f'relative={self.relative}'
+        )
+
+
+__all__ = ['GTA']

@@ -1,0 +1,61 @@
+"""3D localisation from several views as an mmengine model: regress a point of the scene in the world frame."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Union
+
+import torch
+from kornia.geometry.linalg import transform_points
+from mmengine.model import BaseModel
+
+from vispe.registry import MODELS
+
+
+@MODELS.register_module()
+class MultiViewLocalizer(BaseModel):
+    """Predict a world-frame 3D point (the target object's centre) from V posed views.
+
+    Args:
+        backbone: registry config of a multi-view network ``(images, K, cam_to_world) -> (B, 3)``, e.g.
+            ``dict(type='MultiViewTransformer', encoding='gta')``.
+        data_preprocessor: mmengine data preprocessor config (default: move the batch to the device).
+
+    The backbone's output is read in the first view's camera frame and taken to the world with that view's pose,
+    x_world = T_0 y: a model whose features do not depend on the world frame (gta) can then still answer in it,
+    and every model gets the same known transform. Without camera information in the tokens the answer stays
+    ambiguous (relative poses, focal length and object size are unknown), which the task is built on.
+
+    Batches are dicts with ``inputs`` (B, V, 3, H, W), ``K`` (B, V, 3, 3), ``cam_to_world`` (B, V, 4, 4) and
+    ``target`` (B, 3) (other keys, e.g. ``depth``, are ignored). ``mode='loss'``: ``{'loss': mean Euclidean error}``;
+    ``'predict'``: one ``{'pred', 'target'}`` per sample for ``Localization3D``; ``'tensor'``: (B, 3) world points.
+    """
+
+    def __init__(
+        self, backbone: Dict[str, Any], data_preprocessor: Optional[dict] = None, init_cfg: Optional[dict] = None
+    ) -> None:
+        super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        self.backbone = MODELS.build(dict(backbone))
+
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        K: torch.Tensor,
+        cam_to_world: torch.Tensor,
+        target: Optional[torch.Tensor] = None,
+        mode: str = 'tensor',
+        **unused: Any,
+    ) -> Union[torch.Tensor, Dict[str, torch.Tensor], List[Dict[str, torch.Tensor]]]:
+        local = self.backbone(inputs, K, cam_to_world).float()  # (B, 3) in view 0's camera frame
+        world = transform_points(cam_to_world[:, 0].float(), local[:, None])[:, 0]
+        if mode == 'tensor':
+            return world
+        if target is None:
+            raise ValueError(f"mode={mode!r} needs the target point in the batch ('target' key)")
+        if mode == 'loss':
+            return {'loss': (world - target.float()).norm(dim=-1).mean()}
+        if mode == 'predict':
+            return [{'pred': p, 'target': t} for p, t in zip(world.detach(), target)]
+        raise ValueError(f"mode must be 'loss', 'predict' or 'tensor', got {mode!r}")
+
+
+__all__ = ['MultiViewLocalizer']
