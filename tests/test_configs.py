@@ -6,6 +6,7 @@ import os
 import pytest
 import torch
 from mmengine.registry import init_default_scope
+from torch.utils.data import default_collate
 
 from vispe.datasets.shapes2d import as_hw
 from vispe.encodings.build import normalize_spec
@@ -43,10 +44,16 @@ def test_config_builds_and_runs(path):
     init_default_scope('vispe')
     model = MODELS.build(cfg.model).eval()
     backbone = cfg.model.backbone
-    images, labels = _batch(cfg, backbone.num_classes)
-    if cfg.model.type == 'DiffusionModel':
+    if cfg.model.type == 'MultiViewLocalizer':  # multi-view scenes: a batch of two items, a 3D point each
+        dataset = DATASETS.build(dict(cfg.val_dataloader.dataset, num_samples=2))
+        batch = default_collate([dataset[i] for i in range(2)])
+        assert model(**batch, mode='tensor').shape == (2, 3)
+        assert torch.isfinite(model(**batch, mode='loss')['loss'])
+    elif cfg.model.type == 'DiffusionModel':
+        images, labels = _batch(cfg, backbone.num_classes)
         losses = [p['loss'] for p in model(images, labels, mode='predict')]
         assert len(losses) == 2 and all(torch.isfinite(loss) for loss in losses)
     else:
+        images, _ = _batch(cfg, backbone.num_classes)
         assert model(images).shape == (2, backbone.num_classes)
     assert model.backbone.encoding_names == [c['type'] for c in normalize_spec(backbone.encoding)]

@@ -1,0 +1,2 @@
+_base_ = ['./multiview_tiny_scenes.py']
+model = dict(backbone=dict(encoding='gta'))

@@ -1,0 +1,15 @@
+# Tiny multi-view transformer on multiview scenes without camera information (the baseline the task is built to
+# defeat); the multiview_tiny_<encoding>_scenes.py leaves add plucker, petr or gta, or use
+# --cfg-options model.backbone.encoding=NAME (python -c "from vispe.backbones import multiview_encodings as m; print(m())").
+_base_ = [
+    '../_base_/models/multiview_tiny.py',
+    '../_base_/datasets/multiview_scenes.py',
+    '../_base_/schedules/adamw_short.py',
+    '../_base_/default_runtime.py',
+]
+max_epochs = 12
+train_cfg = dict(max_epochs=max_epochs, val_interval=4)
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.01, by_epoch=True, begin=0, end=1, convert_to_iter_based=True),
+    dict(type='CosineAnnealingLR', by_epoch=True, begin=1, end=max_epochs, eta_min=1e-5, convert_to_iter_based=True),
+]
