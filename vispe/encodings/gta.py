@@ -100,7 +100,7 @@ class GTA(Encoding):
         return rotary_table(angles, pos.num_prefix)
 
     # --- applying it ----------------------------------------------------------------------------------------------
-    def _apply(self, x: torch.Tensor, blocks: torch.Tensor, transpose: bool, table: torch.Tensor) -> torch.Tensor:
+    def _transform(self, x: torch.Tensor, blocks: torch.Tensor, transpose: bool, table: torch.Tensor) -> torch.Tensor:
         """x (B, H, N, d): SE(3) channels by ``blocks`` (B, N, 4, 4) (transposed when asked), SO(2) channels by
         ``table``; other channels unchanged."""
         B, H, N, _ = x.shape
@@ -118,19 +118,19 @@ class GTA(Encoding):
     def rotate(self, q, k, pos: Positions):
         rho, inv = self.pose_blocks(pos)
         table = self.so2_table(pos)
-        return self._apply(q, inv, True, table), self._apply(k, rho, False, table)
+        return self._transform(q, inv, True, table), self._transform(k, rho, False, table)
 
     def transform_v(self, v: torch.Tensor, pos: Positions) -> torch.Tensor:
         if not self.transform_values:
             return v
         rho, _ = self.pose_blocks(pos)
-        return self._apply(v, rho, False, self.so2_table(pos))
+        return self._transform(v, rho, False, self.so2_table(pos))
 
     def transform_out(self, out: torch.Tensor, pos: Positions) -> torch.Tensor:
         if not self.transform_values:
             return out
         _, inv = self.pose_blocks(pos)
-        return self._apply(out, inv, False, self.so2_table(pos).conj())
+        return self._transform(out, inv, False, self.so2_table(pos).conj())
 
     def extra_repr(self) -> str:
         return (

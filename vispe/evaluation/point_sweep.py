@@ -12,14 +12,10 @@ the scale itself: training is at scale 1).
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Dict, List, Optional, Sequence
 
-import torch
-from mmengine.evaluator import Evaluator
-from mmengine.runner import Runner
-
-from vispe.evaluation.resolution import build_model, encoding_label, evaluate, progress_bar, save_figure
+from vispe.evaluation.resolution import save_figure
+from vispe.evaluation.settings_sweep import evaluate_settings
 
 SWEEPS = ('points', 'scale')
 
@@ -39,13 +35,6 @@ def default_settings(cfg) -> Dict[str, List[float]]:
     return {'points': list(opts.get('points', [n, 2 * n, 4 * n])), 'scales': list(opts.get('scales', [1.0, 1.5, 2.0]))}
 
 
-def eval_loader(cfg, num_points: int, scale: float):
-    loader_cfg = copy.deepcopy(cfg.test_dataloader)
-    loader_cfg.dataset.num_points = int(num_points)
-    loader_cfg.dataset.scale = float(scale)
-    return Runner.build_dataloader(loader_cfg, seed=0)
-
-
 def sweep(
     cfg,
     checkpoint: str,
@@ -63,23 +52,19 @@ def sweep(
     if min(points) < 1 or min(scales) <= 0:
         raise ValueError(f'point counts must be >= 1 and scales > 0, got points={points} scales={scales}')
     n_train = train_points(cfg)
-    device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    model = build_model(cfg, checkpoint, device)
     settings = [('points', p, p / n_train, (p, 1.0)) for p in points] + [('scale', s, s, (n_train, s)) for s in scales]
-    conditions = list(dict.fromkeys(cond for *_, cond in settings))
-    evaluator = Evaluator(copy.deepcopy(cfg.test_evaluator))
-    values = {}
-    with progress_bar(show_progress) as progress:
-        loaders = {cond: eval_loader(cfg, *cond) for cond in conditions}
-        task = progress.add_task('evaluating', total=sum(len(dl) for dl in loaders.values())) if progress else None
-        for cond, loader in loaders.items():
-            if progress:
-                progress.update(task, description=f'{cond[0]} points, scale {cond[1]:g}')
-            values[cond] = evaluate(model, loader, evaluator, progress, task)[metric_key]
-    label = encoding_label(model)
+    name = lambda n, s: f'{n} points, scale {s:g}'  # noqa: E731
+    conditions = {name(n, s): {'num_points': int(n), 'scale': float(s)} for *_, (n, s) in settings}  # dict: once each
+    label, metrics = evaluate_settings(cfg, checkpoint, conditions, device, show_progress)
     rows = [
-        {'encoding': label, 'sweep': sweep, 'setting': setting, 'factor': factor, 'value': values[cond]}
-        for sweep, setting, factor, cond in settings
+        {
+            'encoding': label,
+            'sweep': sweep,
+            'setting': setting,
+            'factor': factor,
+            'value': metrics[name(n, s)][metric_key],
+        }
+        for sweep, setting, factor, (n, s) in settings
     ]
     return {
         'config': cfg.filename,

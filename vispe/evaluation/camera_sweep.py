@@ -1,0 +1,121 @@
+"""Evaluate a multi-view checkpoint at camera settings it never saw: field of view, image size, number of views,
+camera distance (overrides of the test set's ``MultiViewScenes`` arguments, named in the config's
+``camera_eval.settings``).
+
+The JSON schema written by ``tools/eval_cameras.py``::
+
+    {"config": ..., "checkpoint": ..., "metric": "loc3d", "threshold": 0.2,
+     "results": [{"encoding": ..., "setting": "fov_wide", "overrides": {...}, "mean_error": ..., "value": ...}]}
+
+``value`` is the share of test scenes whose target is found within the threshold (percent), ``mean_error`` the
+mean 3D distance in the data's unit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+from vispe.evaluation.resolution import save_figure
+from vispe.evaluation.settings_sweep import evaluate_settings
+
+
+def camera_settings(cfg, names: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, Any]]:
+    """The config's named settings (``camera_eval.settings``), all or those ``names``; unknown names raise
+    ValueError listing the known ones."""
+    known = dict((cfg.get('camera_eval') or {}).get('settings') or {'train': {}})
+    if names:
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f'unknown camera settings {unknown}; the config defines {list(known)}')
+        known = {n: known[n] for n in names}
+    return {name: dict(overrides) for name, overrides in known.items()}
+
+
+def sweep(
+    cfg,
+    checkpoint: str,
+    names: Optional[Sequence[str]] = None,
+    device: Optional[str] = None,
+    show_progress: bool = True,
+) -> Dict[str, Any]:
+    """Evaluate ``checkpoint`` under each named camera setting; returns the results dict (schema above)."""
+    settings = camera_settings(cfg, names)
+    label, metrics = evaluate_settings(cfg, checkpoint, settings, device, show_progress)
+    rows = [
+        {
+            'encoding': label,
+            'setting': name,
+            'overrides': settings[name],
+            'mean_error': metrics[name]['loc3d/mean_error'],
+            'value': metrics[name]['loc3d/within'],
+        }
+        for name in settings
+    ]
+    threshold = cfg.test_evaluator.get('threshold', 0.2)
+    return {
+        'config': cfg.filename,
+        'checkpoint': checkpoint,
+        'metric': 'loc3d',
+        'threshold': threshold,
+        'results': rows,
+    }
+
+
+def _cells(rows: Sequence[Dict[str, Any]], key: str) -> Dict[str, Dict[str, float]]:
+    cells: Dict[str, Dict[str, float]] = {}
+    for r in rows:
+        cells.setdefault(r['encoding'], {})[r['setting']] = r[key]
+    return cells
+
+
+def _settings(rows: Sequence[Dict[str, Any]]) -> List[str]:
+    return list(dict.fromkeys(r['setting'] for r in rows))
+
+
+def results_table(rows: Sequence[Dict[str, Any]], title: str = ''):
+    """A rich Table: one row per encoding, one column per setting, 'mean error / within %'."""
+    from rich.table import Table
+
+    cols = _settings(rows)
+    errors, within = _cells(rows, 'mean_error'), _cells(rows, 'value')
+    table = Table(title=title or '3D error (data units) / within threshold (%) by camera setting')
+    table.add_column('encoding')
+    for c in cols:
+        table.add_column(c, justify='right')
+    for enc in errors:
+        table.add_row(enc, *[f'{errors[enc][c]:.3f} / {within[enc][c]:.0f}' if c in errors[enc] else '-' for c in cols])
+    return table
+
+
+def markdown_table(rows: Sequence[Dict[str, Any]], key: str = 'mean_error', fmt: str = '.3f') -> str:
+    """One line per encoding, one column per setting, values of ``key`` ('mean_error' or 'value')."""
+    cols = _settings(rows)
+    lines = ['| encoding | ' + ' | '.join(cols) + ' |', '|---|' + '---:|' * len(cols)]
+    for enc, cells in _cells(rows, key).items():
+        lines.append(f'| {enc} | ' + ' | '.join(format(cells.get(c, float('nan')), fmt) for c in cols) + ' |')
+    return '\n'.join(lines)
+
+
+def plot_results(rows: Sequence[Dict[str, Any]], path: str) -> str:
+    """Grouped bars of the mean 3D error per setting, one colour per encoding."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    cols = _settings(rows)
+    errors = _cells(rows, 'mean_error')
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(cols) * max(1, len(errors)) ** 0.5), 3.8), dpi=120)
+    width = 0.8 / max(1, len(errors))
+    x = np.arange(len(cols))
+    for i, (enc, cells) in enumerate(errors.items()):
+        ax.bar(x + (i - (len(errors) - 1) / 2) * width, [cells.get(c, np.nan) for c in cols], width, label=enc)
+    ax.set_xticks(x, cols, rotation=20)
+    ax.set_ylabel('mean 3D error (data units)')
+    ax.grid(axis='y', alpha=0.3)
+    ax.legend(fontsize=8)
+    return save_figure(fig, path)
+
+
+__all__ = ['camera_settings', 'markdown_table', 'plot_results', 'results_table', 'sweep']
