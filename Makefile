@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint venv sysdeps clean leaderboard demo-dit demo-points
+.PHONY: demo test lint venv sysdeps clean leaderboard demo-dit demo-points demo-cameras
 
 demo: $(STAMP)
 	$(PY) tools/demo.py
@@ -51,3 +51,8 @@ demo-dit: $(STAMP)
 # counts and object scales (about 40 minutes on CPU; not in CI).
 demo-points: $(STAMP)
 	$(PY) tools/demo_points.py
+
+# The camera demo: the multi-view transformer with none / plucker / petr / gta, tested at unseen fields of view,
+# image sizes, view counts and distances (about an hour on CPU; not in CI).
+demo-cameras: $(STAMP)
+	$(PY) tools/demo_cameras.py

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from rich.console import Console  # noqa: E402
 
-from vispe.evaluation.compare import ROOT, Run, _tool, cfg_option_args, train  # noqa: E402
+from vispe.evaluation.compare import ROOT, Run, train_and_sweep  # noqa: E402
 from vispe.evaluation.point_sweep import markdown_table, plot_results  # noqa: E402
 
 #: label -> config
@@ -34,20 +34,6 @@ CLOUDS = 'the 1000 primitives3d validation clouds'
 OUT = os.path.join(ROOT, 'outputs', 'demo_points')
 
 
-def train_and_sweep(run: Run, log) -> dict:
-    """Train (or reuse / resume) one run, then sweep it with tools/eval_points.py (reused when newer than the
-    checkpoint); returns its results.json."""
-    ckpt = train(run, log)
-    out = os.path.join(run.work_dir, 'eval')
-    path = os.path.join(out, 'results.json')
-    if not (os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(ckpt)):
-        _tool(['tools/eval_points.py', run.config, ckpt, '--out', out, '--no-progress', *cfg_option_args(run)], log)
-    else:
-        log(f'reusing {os.path.relpath(path, ROOT)}')
-    with open(path) as f:
-        return json.load(f)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--encodings', nargs='+', choices=list(CONFIGS), default=DEFAULT)
@@ -57,7 +43,8 @@ def main():
     start = time.time()
     rows = []
     for label in args.encodings:
-        results = train_and_sweep(Run('primitives3d', CONFIGS[label], os.path.join(OUT, label)), log)
+        run = Run('primitives3d', CONFIGS[label], os.path.join(OUT, label))
+        results = train_and_sweep(run, 'tools/eval_points.py', log)
         rows += [dict(r, encoding=label) for r in results['results']]  # the run's label: rope3d_mixed is rope3d
     table = markdown_table(rows)
     os.makedirs(OUT, exist_ok=True)

@@ -1,6 +1,7 @@
 # Tiny multi-view transformer on multiview scenes without camera information (the baseline the task is built to
 # defeat); the multiview_tiny_<encoding>_scenes.py leaves add plucker, petr or gta, or use
-# --cfg-options model.backbone.encoding=NAME (python -c "from vispe.backbones import multiview_encodings as m; print(m())").
+# --cfg-options model.backbone.encoding=NAME; the names it accepts:
+# python -c "from vispe.backbones.multiview import multiview_encodings; print(multiview_encodings())"
 _base_ = [
     '../_base_/models/multiview_tiny.py',
     '../_base_/datasets/multiview_scenes.py',

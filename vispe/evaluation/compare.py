@@ -118,6 +118,21 @@ def train_and_evaluate(run: Run, resolutions: Sequence[str], log: Callable[[str]
         return json.load(f)
 
 
+def train_and_sweep(run: Run, tool: str, log: Callable[[str], None] = print) -> Dict:
+    """Train (or reuse / resume) one run, then evaluate it with a sweep ``tool`` (tools/eval_points.py,
+    tools/eval_cameras.py: CONFIG CKPT --out DIR) into ``work_dir/eval`` (reused when newer than the checkpoint);
+    returns its results.json."""
+    ckpt = train(run, log)
+    out = os.path.join(run.work_dir, 'eval')
+    path = os.path.join(out, 'results.json')
+    if os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(ckpt):
+        log(f'reusing {os.path.relpath(path, ROOT)}')
+    else:
+        _tool([tool, run.config, ckpt, '--out', out, '--no-progress', *cfg_option_args(run)], log)
+    with open(path) as f:
+        return json.load(f)
+
+
 def _previous_results(
     path: str, ckpt: str, resolutions: Sequence[str], strategies: Optional[Sequence[str]] = None
 ) -> Optional[Dict]:
