@@ -6,12 +6,10 @@ import json
 import os
 
 import pytest
-import torch
-from mmengine.runner import Runner
+from conftest import changed_keys, train_in_process
 from test_tools import run_tool
 
 from vispe.engine.checkpoint import read_checkpoint
-from vispe.engine.config import load_config
 from vispe.evaluation import camera_sweep
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,18 +36,14 @@ camera_eval = dict(settings=dict(_delete_=True, train=dict(), views_3=dict(num_v
 @pytest.fixture(scope='module')
 def trained(tmp_path_factory):
     tmp = tmp_path_factory.mktemp('camera_train')
-    cfg = load_config(tiny_camera_config(tmp), work_dir=str(tmp / 'work'))
-    runner = Runner.from_cfg(cfg)
-    init = {k: v.clone() for k, v in runner.model.state_dict().items()}
-    runner.train()
-    return cfg.filename, str(tmp / 'work' / 'epoch_1.pth'), init, runner
+    return train_in_process(tiny_camera_config(tmp), str(tmp / 'work'))
 
 
 def test_runner_trains_three_iterations(trained) -> None:
     _, ckpt, init, runner = trained
     assert runner.iter == 3
     state = read_checkpoint(ckpt)['state_dict']
-    changed = [k for k in init if not torch.equal(init[k], state[k].to(init[k].dtype))]
+    changed = changed_keys(init, state)
     assert any('qkv' in k for k in changed) and any('translation_scale' in k for k in changed)  # gta's scale learns
     losses = runner.message_hub.get_scalar('train/loss').data[0]
     assert len(losses) == 3 and all(0 < v < 20 for v in losses)

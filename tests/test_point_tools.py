@@ -9,11 +9,10 @@ import os
 import open3d as o3d
 import pytest
 import torch
-from mmengine.runner import Runner
+from conftest import changed_keys, train_in_process
 from test_tools import run_tool
 
 from vispe.engine.checkpoint import read_checkpoint
-from vispe.engine.config import load_config
 from vispe.evaluation import point_sweep
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,18 +41,14 @@ point_eval = dict(points=[train_points, 2 * train_points], scales=[1.0, 2.0])
 def trained(tmp_path_factory):
     """Three Runner iterations in process; returns (config, checkpoint, initial state, runner)."""
     tmp = tmp_path_factory.mktemp('point_train')
-    cfg = load_config(tiny_point_config(tmp), work_dir=str(tmp / 'work'))
-    runner = Runner.from_cfg(cfg)
-    init = {k: v.clone() for k, v in runner.model.state_dict().items()}
-    runner.train()
-    return cfg.filename, str(tmp / 'work' / 'epoch_1.pth'), init, runner
+    return train_in_process(tiny_point_config(tmp), str(tmp / 'work'))
 
 
 def test_runner_trains_three_iterations(trained) -> None:
     _, ckpt, init, runner = trained
     assert runner.iter == 3
     state = read_checkpoint(ckpt)
-    changed = [k for k in init if not torch.equal(init[k], state['state_dict'][k].to(init[k].dtype))]
+    changed = changed_keys(init, state['state_dict'])
     assert any('qkv' in k for k in changed) and any('group_embed' in k for k in changed)
     assert state['meta']['dataset_meta']['classes'][0] == 'box'  # what infer_points names classes by
     losses = runner.message_hub.get_scalar('train/loss').data[0]

@@ -8,11 +8,9 @@ import sys
 import time
 
 import pytest
-import torch
-from mmengine.runner import Runner
+from conftest import changed_keys, train_in_process
 
 from vispe.engine.checkpoint import read_checkpoint
-from vispe.engine.config import load_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = os.path.join(ROOT, 'configs/vit/vit_tiny_{}_shapes2d_position.py')
@@ -45,11 +43,7 @@ def run_tool(*args, check=True, timeout=300):
 def trained(tmp_path_factory):
     """Two Runner iterations (16 images, batch 8) in process; returns (config, checkpoint, initial state)."""
     tmp = tmp_path_factory.mktemp('train')
-    cfg = load_config(tiny_config(tmp), work_dir=str(tmp / 'work'))
-    runner = Runner.from_cfg(cfg)
-    init = {k: v.clone() for k, v in runner.model.state_dict().items()}
-    runner.train()
-    return cfg.filename, str(tmp / 'work' / 'epoch_1.pth'), init, runner
+    return train_in_process(tiny_config(tmp), str(tmp / 'work'))
 
 
 def test_runner_trains_two_iterations(trained):
@@ -57,7 +51,7 @@ def test_runner_trains_two_iterations(trained):
     assert runner.iter == 2 and runner.epoch == 1
     state = read_checkpoint(ckpt)
     assert state['meta']['iter'] == 2
-    changed = [k for k in init if not torch.equal(init[k], state['state_dict'][k].to(init[k].dtype))]
+    changed = changed_keys(init, state['state_dict'])
     assert any('qkv' in k for k in changed), 'the optimizer did not update the attention weights'
     losses = runner.message_hub.get_scalar('train/loss').data[0]
     assert len(losses) == 2 and all(map(lambda v: v == v and v < 10, losses))
