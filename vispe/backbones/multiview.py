@@ -15,9 +15,8 @@ import torch
 from timm.layers import PatchEmbed
 from torch import Tensor, nn
 
-from vispe.attention import Attention
 from vispe.backbones.common import EncodingHost, build_backbone_encodings
-from vispe.backbones.vit import PEBlock
+from vispe.backbones.vit import pe_blocks
 from vispe.encodings.build import EncodingSpec, list_encodings
 from vispe.positions import Cameras, Positions, grid_coords, grid_positions
 from vispe.registry import MODELS
@@ -87,12 +86,7 @@ class MultiViewTransformer(EncodingHost, nn.Module):
                 'by the patch position (rope_axial), and a second rotation of the same channels does not commute '
                 "with gta's camera blocks, so logits would stop depending on relative poses only"
             )
-        rates = torch.linspace(0, drop_path_rate, depth).tolist()
-        self.blocks = nn.ModuleList()
-        for rate, encodings in zip(rates, per_layer):
-            block = PEBlock(embed_dim, num_heads, mlp_ratio, qkv_bias=True, drop_path=rate)
-            block.attn = Attention(embed_dim, num_heads, qkv_bias=True, encodings=encodings)  # as in point.py
-            self.blocks.append(block)
+        self.blocks = pe_blocks(embed_dim, num_heads, mlp_ratio, drop_path_rate, per_layer)
         self.norm = nn.LayerNorm(embed_dim)
         self.head = nn.Linear(embed_dim, num_outputs)
 

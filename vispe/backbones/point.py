@@ -13,14 +13,13 @@ import torch
 from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
-from vispe.attention import Attention
 from vispe.backbones.common import (
     EncodingHost,
     apply_after_block_hooks,
     apply_embed_hooks,
     build_backbone_encodings,
 )
-from vispe.backbones.vit import PEBlock
+from vispe.backbones.vit import pe_blocks
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Positions
 from vispe.registry import MODELS
@@ -134,13 +133,7 @@ class PointTransformer(EncodingHost, nn.Module):
         self.group_embed = MiniPointNet(embed_dim, hidden=group_hidden)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
         self.pe, per_layer = build_backbone_encodings(encoding, embed_dim, num_heads, depth, grid_size=(), ndim=3)
-        rates = torch.linspace(0, drop_path_rate, depth).tolist()
-        self.blocks = nn.ModuleList()
-        for rate, encodings in zip(rates, per_layer):
-            block = PEBlock(embed_dim, num_heads, mlp_ratio, qkv_bias=True, drop_path=rate)
-            # timm's Block passes arguments vispe's Attention does not take to attn_layer, so swap it in after
-            block.attn = Attention(embed_dim, num_heads, qkv_bias=True, encodings=encodings)
-            self.blocks.append(block)
+        self.blocks = pe_blocks(embed_dim, num_heads, mlp_ratio, drop_path_rate, per_layer)
         self.norm = nn.LayerNorm(embed_dim)
         self.head = nn.Linear(2 * embed_dim, num_classes)
         trunc_normal_(self.cls_token, std=0.02)

@@ -40,6 +40,21 @@ class PEBlock(Block):
         return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
 
 
+def pe_blocks(
+    embed_dim: int, num_heads: int, mlp_ratio: float, drop_path_rate: float, per_layer: List[nn.ModuleDict]
+) -> nn.ModuleList:
+    """Pre-norm blocks on vispe's attention, one per entry of ``per_layer`` (that layer's encodings), with drop
+    path rising linearly to ``drop_path_rate``: the blocks of the point and multi-view transformers."""
+    rates = torch.linspace(0, drop_path_rate, len(per_layer)).tolist()
+    blocks = nn.ModuleList()
+    for rate, encodings in zip(rates, per_layer):
+        block = PEBlock(embed_dim, num_heads, mlp_ratio, qkv_bias=True, drop_path=rate)
+        # timm's Block passes arguments vispe's Attention does not take to attn_layer, so swap it in after
+        block.attn = Attention(embed_dim, num_heads, qkv_bias=True, encodings=encodings)
+        blocks.append(block)
+    return blocks
+
+
 @MODELS.register_module()
 class VisionTransformerPE(EncodingHost, VisionTransformer):
     """A timm ``VisionTransformer`` driven by vispe encodings.
