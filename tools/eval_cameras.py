@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from rich.console import Console  # noqa: E402
 
 from vispe.engine.checkpoint import CheckpointError  # noqa: E402
-from vispe.engine.config import ConfigError, common_parser_args, load_config  # noqa: E402
+from vispe.engine.config import ConfigError, common_parser_args, load_config, sweep_parser_args  # noqa: E402
 from vispe.evaluation import camera_sweep as C  # noqa: E402
 from vispe.evaluation.resolution import write_json  # noqa: E402
 
@@ -23,11 +23,8 @@ from vispe.evaluation.resolution import write_json  # noqa: E402
 def main():
     parser = argparse.ArgumentParser(description='Evaluate a multi-view checkpoint at unseen camera settings')
     common_parser_args(parser)
-    parser.add_argument('checkpoint')
+    sweep_parser_args(parser)
     parser.add_argument('--settings', nargs='+', default=None, help="names from the config's camera_eval.settings")
-    parser.add_argument('--out', required=True, help='output folder for results.json and results.png')
-    parser.add_argument('--device', default=None, help='cpu or cuda (default: cuda when available)')
-    parser.add_argument('--no-progress', action='store_true')
     args = parser.parse_args()
     try:
         cfg = load_config(args.config, args.cfg_options)

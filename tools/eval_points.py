@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from rich.console import Console  # noqa: E402
 
 from vispe.engine.checkpoint import CheckpointError  # noqa: E402
-from vispe.engine.config import ConfigError, common_parser_args, load_config  # noqa: E402
+from vispe.engine.config import ConfigError, common_parser_args, load_config, sweep_parser_args  # noqa: E402
 from vispe.evaluation import point_sweep as P  # noqa: E402
 from vispe.evaluation.resolution import write_json  # noqa: E402
 
@@ -23,12 +23,9 @@ from vispe.evaluation.resolution import write_json  # noqa: E402
 def main():
     parser = argparse.ArgumentParser(description='Evaluate a point-cloud checkpoint at unseen point counts and scales')
     common_parser_args(parser)
-    parser.add_argument('checkpoint')
+    sweep_parser_args(parser)
     parser.add_argument('--points', nargs='+', type=int, default=None, help='test point counts')
     parser.add_argument('--scales', nargs='+', type=float, default=None, help='test object scales (training: 1)')
-    parser.add_argument('--out', required=True, help='output folder for results.json and results.png')
-    parser.add_argument('--device', default=None, help='cpu or cuda (default: cuda when available)')
-    parser.add_argument('--no-progress', action='store_true')
     args = parser.parse_args()
     try:
         cfg = load_config(args.config, args.cfg_options)

@@ -14,14 +14,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from rich.console import Console  # noqa: E402
 
 from vispe.engine.checkpoint import CheckpointError  # noqa: E402
-from vispe.engine.config import ConfigError, common_parser_args, load_config  # noqa: E402
+from vispe.engine.config import ConfigError, common_parser_args, load_config, sweep_parser_args  # noqa: E402
 from vispe.evaluation import resolution as R  # noqa: E402
 
 
 def main():
     parser = argparse.ArgumentParser(description='Evaluate a vispe checkpoint at unseen resolutions')
     common_parser_args(parser)
-    parser.add_argument('checkpoint')
+    sweep_parser_args(parser)
     parser.add_argument(
         '--resolutions',
         nargs='+',
@@ -35,9 +35,6 @@ def main():
         default=None,
         help="resolution strategies (default: every one the model's encodings support)",
     )
-    parser.add_argument('--out', required=True, help='output folder for results.json and results.png')
-    parser.add_argument('--device', default=None, help='cpu or cuda (default: cuda when available)')
-    parser.add_argument('--no-progress', action='store_true')
     args = parser.parse_args()
     try:
         cfg = load_config(args.config, args.cfg_options)

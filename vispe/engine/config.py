@@ -80,4 +80,21 @@ def common_parser_args(parser) -> None:
     )
 
 
-__all__: List[str] = ['ConfigError', 'check_config', 'load_config', 'setup_distributed_backend', 'enable_amp']
+def sweep_parser_args(parser) -> None:
+    """The arguments every sweep tool (eval_resolution, eval_points, eval_cameras) takes after CONFIG: CKPT, --out,
+    --device and --no-progress."""
+    parser.add_argument('checkpoint')
+    parser.add_argument('--out', required=True, help='output folder for results.json and results.png')
+    parser.add_argument('--device', default=None, help='cpu or cuda (default: cuda when available)')
+    parser.add_argument('--no-progress', action='store_true')
+
+
+__all__: List[str] = [
+    'ConfigError',
+    'check_config',
+    'common_parser_args',
+    'enable_amp',
+    'load_config',
+    'setup_distributed_backend',
+    'sweep_parser_args',
+]
