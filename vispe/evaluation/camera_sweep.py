@@ -106,7 +106,7 @@ def plot_results(rows: Sequence[Dict[str, Any]], path: str) -> str:
 
     cols = _settings(rows)
     errors = _cells(rows, 'mean_error')
-    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(cols) * max(1, len(errors)) ** 0.5), 3.8), dpi=120)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(cols) + 1), 3.8), dpi=120)
     width = 0.8 / max(1, len(errors))
     x = np.arange(len(cols))
     for i, (enc, cells) in enumerate(errors.items()):
