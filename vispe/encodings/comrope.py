@@ -94,8 +94,11 @@ def expm(a: torch.Tensor) -> torch.Tensor:
 
     The scheme of ``torch.linalg.matrix_exp``, but differentiated as plain matmuls, whereas matrix_exp's backward
     exponentiates a 2n x 2n block matrix: forward + backward take 1/4 of its time for HARoPE's (2H, 64, 64), 1/2
-    for (H, N, J, 8, 8). The number of squarings comes from the norm, read on the host (a device sync on GPU).
+    for (H, N, J, 8, 8). The number of squarings comes from the norm, read on the host (a device sync on GPU);
+    under ``torch.compile`` that read would break the graph, so compiled code calls ``torch.linalg.matrix_exp``.
     """
+    if torch.compiler.is_compiling():  # the norm read below would break the graph; matrix_exp traces as one op
+        return torch.linalg.matrix_exp(a)
     norm = a.detach().abs().sum(-2).amax().item()  # the 1-norm, worst matrix of the batch
     if not math.isfinite(norm):
         return torch.linalg.matrix_exp(a)

@@ -1,0 +1,40 @@
+"""torch.compile: the forward of every registered encoding, in the backbone that serves it, traces as one graph
+(``torch._dynamo.explain`` on CPU), so compiled training never falls back to eager in the middle of a model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo as dynamo
+from conftest import TINY_VIT
+
+import vispe
+from vispe import geometry as G
+from vispe.backbones import MultiViewTransformer, PointTransformer
+from vispe.encodings.build import encoding_class
+
+
+def model_and_inputs(name: str):
+    """The tiny backbone that serves ``name`` and a batch for it."""
+    cls = encoding_class(name)
+    if cls.needs_cameras:
+        B, V = 2, 2
+        poses = G.look_at(torch.randn(B, V, 3) * 3, torch.zeros(B, V, 3))
+        K = G.intrinsics(torch.full((B, V), 20.0), 16, 16)
+        model = MultiViewTransformer(encoding=name, img_size=16, patch_size=4, embed_dim=32, depth=1, num_heads=2)
+        return model, (torch.rand(B, V, 3, 16, 16), K, poses)
+    if 2 not in cls.ndims:
+        args = dict(num_classes=5, num_groups=8, group_size=8, embed_dim=48, depth=1, num_heads=2)
+        model = PointTransformer(encoding=name, **args)
+        return model, (torch.rand(2, 64, 3),)
+    return vispe.create_model('vit_tiny_patch16_224', encoding=name, **TINY_VIT), (torch.randn(2, 3, 32, 32),)
+
+
+@pytest.mark.parametrize('name', vispe.list_encodings())
+def test_forward_has_no_graph_break(name: str) -> None:
+    model, inputs = model_and_inputs(name)
+    dynamo.reset()
+    explanation = dynamo.explain(model.eval())(*inputs)
+    reasons = sorted({str(b.reason).splitlines()[0] for b in explanation.break_reasons})
+    assert explanation.graph_break_count == 0, f'{name}: {reasons}'
+    assert explanation.graph_count == 1
