@@ -12,7 +12,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mmengine.runner import Runner  # noqa: E402
 
 from vispe.engine.checkpoint import allow_mmengine_checkpoints  # noqa: E402
-from vispe.engine.config import ConfigError, common_parser_args, enable_amp, load_config, setup_distributed_backend  # noqa: E402
+from vispe.engine.config import (  # noqa: E402
+    ConfigError,
+    common_parser_args,
+    compile_backbone,
+    enable_amp,
+    load_config,
+    setup_distributed_backend,
+)
 from vispe.engine.distributed import setup_cpu_distributed, teardown_distributed  # noqa: E402
 
 
@@ -22,6 +29,9 @@ def parse_args():
     parser.add_argument('--work-dir', help='where logs and checkpoints go (default: work_dirs/<config name>)')
     parser.add_argument('--resume', action='store_true', help='continue from the last checkpoint in the work dir')
     parser.add_argument('--amp', action='store_true', help='bf16 mixed precision (GPU)')
+    parser.add_argument(
+        '--compile', action='store_true', help="torch.compile the model's backbone in place (state-dict keys unchanged)"
+    )
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
     args = parser.parse_args()
@@ -43,7 +53,11 @@ def main():
     setup_distributed_backend(cfg)
     setup_cpu_distributed(cfg)
     allow_mmengine_checkpoints()
-    Runner.from_cfg(cfg).train()  # no name kept: teardown must be able to free the DDP wrapper
+    runner = Runner.from_cfg(cfg)
+    if args.compile:
+        compile_backbone(runner.model)
+    runner.train()
+    del runner  # teardown must be able to free the DDP wrapper
     teardown_distributed()
 
 

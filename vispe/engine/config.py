@@ -69,6 +69,18 @@ def enable_amp(cfg: Config) -> None:
     cfg.optim_wrapper.dtype = 'bfloat16'
 
 
+def compile_backbone(model: torch.nn.Module) -> torch.nn.Module:
+    """``torch.compile`` the backbone of an mmengine model (unwrapping DDP) in place with ``nn.Module.compile``: the
+    state-dict keys stay as they are, so checkpoints load either way. mmengine's own ``compile`` option compiles the
+    whole train step, optimizer included, which dynamo cannot trace through mmengine's scheduler wrappers."""
+    inner = getattr(model, 'module', model)
+    backbone = getattr(inner, 'backbone', None)
+    if backbone is None:
+        raise ConfigError(f'--compile compiles model.backbone, and {type(inner).__name__} has none')
+    backbone.compile()
+    return model
+
+
 def common_parser_args(parser) -> None:
     parser.add_argument('config', help='config file, e.g. configs/vit/vit_tiny_rope_mixed_shapes2d_position.py')
     parser.add_argument(
@@ -93,6 +105,7 @@ __all__: List[str] = [
     'ConfigError',
     'check_config',
     'common_parser_args',
+    'compile_backbone',
     'enable_amp',
     'load_config',
     'setup_distributed_backend',
