@@ -14,9 +14,9 @@ from vispe.backbones import MultiViewTransformer, PointTransformer
 from vispe.encodings.build import encoding_class
 
 
-def model_and_inputs(name: str):
-    """The tiny backbone that serves ``name`` and a batch for it."""
-    cls = encoding_class(name)
+def model_and_inputs(name):
+    """The tiny backbone that serves encoding ``name`` (or a config dict of one) and a batch for it."""
+    cls = encoding_class(name if isinstance(name, str) else name['type'])
     if cls.needs_cameras:
         B, V = 2, 2
         poses = G.look_at(torch.randn(B, V, 3) * 3, torch.zeros(B, V, 3))

@@ -22,6 +22,8 @@ class ApeLearned(Encoding):
     (bicubic by default, as DeiT and timm do; bilinear and nearest selectable).
 
     Shapes: embed x (B, h*w, D) -> (B, h*w, D).
+
+    Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
     """
 
     strategies = ('bicubic', 'bilinear', 'nearest')
@@ -74,6 +76,8 @@ class ApeSincos(Encoding):
 
     Computed from the coordinates on the fly, so any grid (and any sampled coordinates) works and
     nothing is stored in a checkpoint. Shapes: embed x (B, N, D) -> (B, N, D).
+
+    Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
     """
 
     def __init__(self, dim: int, temperature: float = 10000.0) -> None:

@@ -40,6 +40,8 @@ class Plucker(Encoding):
 
     Rays are computed in float32 with autocast off; the linear layer follows autocast. Absolute by design: moving
     every camera by the same rigid transform changes the rays, and the tokens, unless ``relative``.
+
+    Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
     """
 
     ndims = (2,)

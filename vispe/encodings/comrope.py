@@ -144,7 +144,10 @@ def rate_ladder(count: int, rate_range: Sequence[float]) -> torch.Tensor:
 
 
 class ComRoPE(Encoding):
-    """Shared by ``comrope_ap`` and ``comrope_ld``, which define the axis weights W (ndim, J) and block rates."""
+    """Shared by ``comrope_ap`` and ``comrope_ld``, which define the axis weights W (ndim, J) and block rates.
+
+    Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
+    """
 
     #: every axis owns whole blocks (AP), so the head dim must divide by block_size * ndim
     partitioned: ClassVar[bool] = False

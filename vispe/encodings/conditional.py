@@ -67,6 +67,8 @@ class PEG(Encoding):
         dim: model width D. kernel_size: odd conv size (3 in the paper). blocks: block index or indices the
         PEG follows (one PEG, shared weights). depth: the model's block count (supplied by the backbone) to
         validate ``blocks``.
+
+    Attention path: none of its own (a conv between blocks): fused SDPA without a mask stays.
     """
 
     def __init__(

@@ -50,6 +50,8 @@ class LFF(Encoding):
     Grid positions are normalised with the grid size, points without a grid by per-sample min-max (see
     ``normalize_positions``). The Fourier features are computed in float32 even under autocast; the MLP follows
     autocast. Shared positions (N, M) give one (N, D) table broadcast over the batch.
+
+    Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
     """
 
     ndims = (2, 3)

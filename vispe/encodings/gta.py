@@ -44,6 +44,9 @@ class GTA(Encoding):
             float rounding aside).
 
     Prefix tokens (no camera) get the identity. Everything is computed in float32; the result is cast back.
+
+    Attention path: q, k and v are transformed before SDPA and the output after it, no mask: fused SDPA (flash or
+    memory-efficient on CUDA).
     """
 
     ndims = (2,)

@@ -39,7 +39,10 @@ from vispe.registry import ENCODINGS
 
 @ENCODINGS.register_module(name='harope')
 class HARoPE(RoPEAxial):
-    """HARoPE: q -> M q, k -> M^-T k per head, then RoPEAxial's rotation (theta = 10000)."""
+    """HARoPE: q -> M q, k -> M^-T k per head, then RoPEAxial's rotation (theta = 10000).
+
+    Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
+    """
 
     def __init__(
         self,

@@ -146,6 +146,10 @@ class IRPE(Encoding):
     ``scaled_dot_product_attention`` (on CPU in training it takes the math backend, as for any mask that needs
     a gradient). On V the term needs the softmax weights: ``needs_attn_weights`` is then True and the
     attention materialises softmax(q k^T / sqrt(d) + bias), disabling fused SDPA for that layer.
+
+    Attention path: the bias (and the contextual q . W term on K) goes to SDPA as a float attn_mask: the
+    memory-efficient kernel with a bias on CUDA, never flash; on V (on='qkv') the softmax weights are materialised
+    (math path).
     """
 
     def __init__(

@@ -27,6 +27,8 @@ class LePE(Encoding):
     registers) carry no position and get a zero term.
 
     Shapes: value_term v (B, H, num_prefix + h*w, d) -> (B, H, num_prefix + h*w, d).
+
+    Attention path: its conv on V is added to the SDPA output, no mask: fused SDPA (flash or memory-efficient on CUDA).
     """
 
     def __init__(self, dim: int, num_heads: int, kernel_size: int = 3) -> None:

@@ -37,6 +37,8 @@ class PETR(Encoding):
             to (points outside saturate). hidden_dim: width of the first 1x1 conv (None: 4 dim, as PETR).
             feature_guided: PETRv2's variant, PE * sigmoid(MLP(token features)). relative: poses relative to the
             first view.
+
+    Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
     """
 
     ndims = (2,)

@@ -36,6 +36,8 @@ class PointMLP(Encoding):
 
     The MLP is recomputed at each hook: on G group centres it costs G x (ndim x h + h x D) multiply-adds, small
     next to a block, and nothing derived from the positions is kept between calls.
+
+    Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
     """
 
     ndims = (3,)
@@ -89,6 +91,8 @@ class RoPE3D(Encoding):
     along U's column a (for 2D, the (cos t, sin t) and t + pi/2 directions). Angles are sums of coordinate x
     frequency products in float32, without a matmul, so neither autocast nor TF32 lowers their precision.
     Positions change with every cloud, so nothing is cached. Hook: rotate, q and k (B, H, N_total, d) -> same.
+
+    Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
     """
 
     ndims = (3,)

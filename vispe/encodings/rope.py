@@ -168,6 +168,8 @@ class RoPEAxial(RotaryStrategies):
 
     No parameters; the complex tables are cached per grid, prefix count, device and strategy. ``grid_size`` is
     the training grid (supplied by the backbone), needed by every strategy but ``none``.
+
+    Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
     """
 
     def __init__(
@@ -231,6 +233,8 @@ class RoPEMixed(RotaryStrategies):
     scale). Learned frequencies have no theta, so ``ntk`` applies its equivalent per-pair factor
     s^(-2k / (d_a - 2)), k the rank of |f_j| within its block of d/4 pairs (the blocks are the two axis groups of
     the init; rank 0 = largest magnitude, kept); ``yarn`` counts the rotations of pair j with |f_j|.
+
+    Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
     """
 
     def __init__(
