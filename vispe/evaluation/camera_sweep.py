@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from vispe.evaluation.resolution import save_figure
 from vispe.evaluation.settings_sweep import evaluate_settings
+from vispe.evaluation.tables import by_encoding, markdown
 
 
 def camera_settings(cfg, names: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, Any]]:
@@ -61,11 +62,8 @@ def sweep(
     }
 
 
-def _cells(rows: Sequence[Dict[str, Any]], key: str) -> Dict[str, Dict[str, float]]:
-    cells: Dict[str, Dict[str, float]] = {}
-    for r in rows:
-        cells.setdefault(r['encoding'], {})[r['setting']] = r[key]
-    return cells
+def setting(row: Dict[str, Any]) -> str:
+    return row['setting']
 
 
 def _settings(rows: Sequence[Dict[str, Any]]) -> List[str]:
@@ -77,7 +75,7 @@ def results_table(rows: Sequence[Dict[str, Any]], title: str = ''):
     from rich.table import Table
 
     cols = _settings(rows)
-    errors, within = _cells(rows, 'mean_error'), _cells(rows, 'value')
+    errors, within = by_encoding(rows, setting, 'mean_error'), by_encoding(rows, setting)
     table = Table(title=title or '3D error (data units) / within threshold (%) by camera setting')
     table.add_column('encoding')
     for c in cols:
@@ -89,11 +87,7 @@ def results_table(rows: Sequence[Dict[str, Any]], title: str = ''):
 
 def markdown_table(rows: Sequence[Dict[str, Any]], key: str = 'mean_error', fmt: str = '.3f') -> str:
     """One line per encoding, one column per setting, values of ``key`` ('mean_error' or 'value')."""
-    cols = _settings(rows)
-    lines = ['| encoding | ' + ' | '.join(cols) + ' |', '|---|' + '---:|' * len(cols)]
-    for enc, cells in _cells(rows, key).items():
-        lines.append(f'| {enc} | ' + ' | '.join(format(cells.get(c, float('nan')), fmt) for c in cols) + ' |')
-    return '\n'.join(lines)
+    return markdown(by_encoding(rows, setting, key), _settings(rows), fmt)
 
 
 def plot_results(rows: Sequence[Dict[str, Any]], path: str) -> str:
@@ -105,7 +99,7 @@ def plot_results(rows: Sequence[Dict[str, Any]], path: str) -> str:
     import numpy as np
 
     cols = _settings(rows)
-    errors = _cells(rows, 'mean_error')
+    errors = by_encoding(rows, setting, 'mean_error')
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(cols) + 1), 3.8), dpi=120)
     width = 0.8 / max(1, len(errors))
     x = np.arange(len(cols))

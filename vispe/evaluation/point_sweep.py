@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from vispe.evaluation.resolution import save_figure
 from vispe.evaluation.settings_sweep import evaluate_settings
+from vispe.evaluation.tables import by_encoding, markdown
 
 SWEEPS = ('points', 'scale')
 
@@ -86,13 +87,6 @@ def columns(rows: Sequence[Dict[str, Any]]) -> List[str]:
     return list(dict.fromkeys(factor_label(r) for r in ordered))
 
 
-def _cells(rows: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, float]]:
-    cells: Dict[str, Dict[str, float]] = {}
-    for r in rows:
-        cells.setdefault(r['encoding'], {})[factor_label(r)] = r['value']
-    return cells
-
-
 def results_table(rows: Sequence[Dict[str, Any]], title: str = '', fmt: str = '.1f'):
     """A rich Table: one row per encoding, one column per (sweep, factor)."""
     from rich.table import Table
@@ -102,18 +96,14 @@ def results_table(rows: Sequence[Dict[str, Any]], title: str = '', fmt: str = '.
     table.add_column('encoding')
     for c in cols:
         table.add_column(c, justify='right')
-    for enc, cells in _cells(rows).items():
+    for enc, cells in by_encoding(rows, factor_label).items():
         table.add_row(enc, *[format(cells[c], fmt) if c in cells else '-' for c in cols])
     return table
 
 
 def markdown_table(rows: Sequence[Dict[str, Any]], fmt: str = '.1f') -> str:
     """The same table in markdown."""
-    cols = columns(rows)
-    lines = ['| encoding | ' + ' | '.join(cols) + ' |', '|---|' + '---:|' * len(cols)]
-    for enc, cells in _cells(rows).items():
-        lines.append(f'| {enc} | ' + ' | '.join(format(cells.get(c, float('nan')), fmt) for c in cols) + ' |')
-    return '\n'.join(lines)
+    return markdown(by_encoding(rows, factor_label), columns(rows), fmt)
 
 
 def plot_results(rows: Sequence[Dict[str, Any]], path: str, metric: str = 'accuracy') -> str:
@@ -125,11 +115,11 @@ def plot_results(rows: Sequence[Dict[str, Any]], path: str, metric: str = 'accur
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), dpi=120, sharey=True)
     for ax, sweep, xlabel in zip(axes, SWEEPS, ('test points / training points', 'object scale (training: 1)')):
-        by_encoding: Dict[str, List[Dict[str, Any]]] = {}
+        series: Dict[str, List[Dict[str, Any]]] = {}
         for r in rows:
             if r['sweep'] == sweep:
-                by_encoding.setdefault(r['encoding'], []).append(r)
-        for enc, cells in by_encoding.items():
+                series.setdefault(r['encoding'], []).append(r)
+        for enc, cells in series.items():
             cells = sorted(cells, key=lambda r: r['factor'])
             ax.plot([r['factor'] for r in cells], [r['value'] for r in cells], marker='o', label=enc)
         ax.axvline(1.0, color='grey', linestyle=':')
