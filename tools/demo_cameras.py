@@ -9,7 +9,6 @@ Finished runs are reused and unfinished ones resume.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -18,8 +17,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from rich.console import Console  # noqa: E402
 
+from vispe.engine.config import load_config  # noqa: E402
 from vispe.evaluation.camera_sweep import markdown_table, plot_results  # noqa: E402
-from vispe.evaluation.compare import ROOT, Run, train_and_sweep  # noqa: E402
+from vispe.evaluation.compare import ROOT, sweep_runs, write_summary  # noqa: E402
 
 #: label -> config
 CONFIGS = {
@@ -39,29 +39,21 @@ def main():
     console = Console(width=160)
     log = lambda line: console.print(f'[bold]{line}[/bold]')  # noqa: E731
     start = time.time()
-    rows = []
-    for label in args.encodings:
-        run = Run('multiview', CONFIGS[label], os.path.join(OUT, label))
-        results = train_and_sweep(run, 'tools/eval_cameras.py', log)
-        rows += [dict(r, encoding=label) for r in results['results']]
+    rows = sweep_runs('multiview', CONFIGS, args.encodings, OUT, 'tools/eval_cameras.py', log)
+    threshold = load_config(os.path.join(ROOT, CONFIGS[args.encodings[0]])).test_evaluator.threshold
     text = '\n'.join(
         [
             '### mean 3D error (scene units; objects are 0.4-0.9 across)',
             '',
             markdown_table(rows, 'mean_error', '.3f'),
             '',
-            f'### share of scenes within {results["threshold"]:g} of the target (%)',
+            f'### share of scenes within {threshold:g} of the target (%)',
             '',
             markdown_table(rows, 'value', '.1f'),
             '',
         ]
     )
-    os.makedirs(OUT, exist_ok=True)
-    with open(os.path.join(OUT, 'summary.md'), 'w') as f:
-        f.write(text)
-    with open(os.path.join(OUT, 'summary.json'), 'w') as f:
-        json.dump({'results': rows}, f, indent=2)
-    plot = plot_results(rows, os.path.join(OUT, 'summary.png'))
+    plot = write_summary(OUT, text, rows, plot_results)
     console.print(text)
     console.print(f'summary: {OUT}/summary.md; plot: {plot}')
     console.print(f'total time: {(time.time() - start) / 60:.1f} min')

@@ -9,7 +9,6 @@ Finished runs are reused and unfinished ones resume.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -18,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from rich.console import Console  # noqa: E402
 
-from vispe.evaluation.compare import ROOT, Run, train_and_sweep  # noqa: E402
+from vispe.evaluation.compare import ROOT, sweep_runs, write_summary  # noqa: E402
 from vispe.evaluation.point_sweep import markdown_table, plot_results  # noqa: E402
 
 #: label -> config
@@ -41,18 +40,10 @@ def main():
     console = Console()
     log = lambda line: console.print(f'[bold]{line}[/bold]')  # noqa: E731
     start = time.time()
-    rows = []
-    for label in args.encodings:
-        run = Run('primitives3d', CONFIGS[label], os.path.join(OUT, label))
-        results = train_and_sweep(run, 'tools/eval_points.py', log)
-        rows += [dict(r, encoding=label) for r in results['results']]  # the run's label: rope3d_mixed is rope3d
+    rows = sweep_runs('primitives3d', CONFIGS, args.encodings, OUT, 'tools/eval_points.py', log)
     table = markdown_table(rows)
-    os.makedirs(OUT, exist_ok=True)
-    with open(os.path.join(OUT, 'summary.md'), 'w') as f:
-        f.write(f'Top-1 accuracy (%) on {CLOUDS}; trained on 512 points at scale 1.\n\n{table}\n')
-    with open(os.path.join(OUT, 'summary.json'), 'w') as f:
-        json.dump({'results': rows}, f, indent=2)
-    plot = plot_results(rows, os.path.join(OUT, 'summary.png'))
+    text = f'Top-1 accuracy (%) on {CLOUDS}; trained on 512 points at scale 1.\n\n{table}\n'
+    plot = write_summary(OUT, text, rows, plot_results)
     console.print(table)
     console.print(f'summary: {OUT}/summary.md; plot: {plot}')
     console.print(f'total time: {(time.time() - start) / 60:.1f} min')

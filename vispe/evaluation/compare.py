@@ -133,6 +133,29 @@ def train_and_sweep(run: Run, tool: str, log: Callable[[str], None] = print) -> 
         return json.load(f)
 
 
+def sweep_runs(
+    task: str, configs: Dict[str, str], labels: Sequence[str], out_dir: str, tool: str, log: Callable[[str], None]
+) -> List[Dict]:
+    """``train_and_sweep`` each labelled config into ``out_dir/<label>``; the rows of all, each with
+    ``encoding`` = its run's label (rope3d_mixed is rope3d to the model, gta+plucker two encodings)."""
+    rows: List[Dict] = []
+    for label in labels:
+        results = train_and_sweep(Run(task, configs[label], os.path.join(out_dir, label)), tool, log)
+        rows += [dict(r, encoding=label) for r in results['results']]
+    return rows
+
+
+def write_summary(out_dir: str, text: str, rows: Sequence[Dict], plot: Callable[[Sequence[Dict], str], str]) -> str:
+    """``out_dir/summary.md`` (``text``), ``summary.json`` (the rows) and ``summary.png`` (``plot(rows, path)``);
+    returns the plot's path."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, 'summary.md'), 'w') as f:
+        f.write(text)
+    with open(os.path.join(out_dir, 'summary.json'), 'w') as f:
+        json.dump({'results': list(rows)}, f, indent=2)
+    return plot(rows, os.path.join(out_dir, 'summary.png'))
+
+
 def _previous_results(
     path: str, ckpt: str, resolutions: Sequence[str], strategies: Optional[Sequence[str]] = None
 ) -> Optional[Dict]:
