@@ -28,7 +28,11 @@ def parse_args():
     common_parser_args(parser)
     parser.add_argument('--work-dir', help='where logs and checkpoints go (default: work_dirs/<config name>)')
     parser.add_argument('--resume', action='store_true', help='continue from the last checkpoint in the work dir')
-    parser.add_argument('--amp', action='store_true', help='bf16 mixed precision (GPU)')
+    parser.add_argument(
+        '--amp',
+        action='store_true',
+        help="bf16 autocast (mmengine's AmpOptimWrapper on GPU, vispe's BF16OptimWrapper on CPU)",
+    )
     parser.add_argument(
         '--compile', action='store_true', help="torch.compile the model's backbone in place (state-dict keys unchanged)"
     )

@@ -20,7 +20,7 @@ POSITION_SAMPLERS = Registry('position sampler', scope='vispe', locations=['visp
 RUNNERS = Registry('runner', parent=mm.RUNNERS, scope='vispe')
 LOOPS = Registry('loop', parent=mm.LOOPS, scope='vispe')
 OPTIMIZERS = Registry('optimizer', parent=mm.OPTIMIZERS, scope='vispe')
-OPTIM_WRAPPERS = Registry('optim_wrapper', parent=mm.OPTIM_WRAPPERS, scope='vispe')
+OPTIM_WRAPPERS = Registry('optim_wrapper', parent=mm.OPTIM_WRAPPERS, scope='vispe', locations=['vispe.engine'])
 OPTIM_WRAPPER_CONSTRUCTORS = Registry(
     'optimizer wrapper constructor', parent=mm.OPTIM_WRAPPER_CONSTRUCTORS, scope='vispe'
 )

@@ -68,13 +68,15 @@ class HARoPE(RoPEAxial):
     def factors(self) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """U, V (H, d, d) orthogonal and s (H, d) > 0, float32, with M = U diag(s) V^T."""
         a = torch.cat([self.A_u, self.A_v]).float()  # one exponential for both: one norm read, half the calls
-        u, v = expm(a - a.transpose(-1, -2)).chunk(2)
+        with torch.autocast(a.device.type, enabled=False):  # expm's matmuls would otherwise run in bf16
+            u, v = expm(a - a.transpose(-1, -2)).chunk(2)
         return u, v, F.softplus(self.sigma.float()) + 1e-6
 
     def mixing(self) -> Tuple[torch.Tensor, torch.Tensor]:
         """(M, M^-T), each (H, d, d) float32."""
         u, v, s = self.factors()
-        return (u * s[:, None, :]) @ v.transpose(-1, -2), (u / s[:, None, :]) @ v.transpose(-1, -2)
+        with torch.autocast(u.device.type, enabled=False):
+            return (u * s[:, None, :]) @ v.transpose(-1, -2), (u / s[:, None, :]) @ v.transpose(-1, -2)
 
     def transform(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """q -> M q, k -> M^-T k on (B, H, N, d) rows: q @ M^T, k @ M^-1."""

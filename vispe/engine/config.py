@@ -61,12 +61,22 @@ def setup_distributed_backend(cfg: Config) -> None:
     dist_cfg.setdefault('backend', 'nccl' if torch.cuda.is_available() else 'gloo')
 
 
-def enable_amp(cfg: Config) -> None:
-    """bf16 autocast through mmengine's AmpOptimWrapper (it needs an accelerator)."""
-    if not torch.cuda.is_available():
-        raise ConfigError('--amp uses mmengine AmpOptimWrapper, which needs a GPU; drop --amp on CPU')
-    cfg.optim_wrapper.type = 'AmpOptimWrapper'
-    cfg.optim_wrapper.dtype = 'bfloat16'
+def enable_amp(cfg: Config, device: Optional[str] = None) -> None:
+    """bf16 autocast for training: mmengine's AmpOptimWrapper on a GPU, vispe's BF16OptimWrapper on CPU (where
+    AmpOptimWrapper refuses to build). ``device`` defaults to cuda when torch sees one. The rest of the config's
+    optim_wrapper (optimizer, paramwise_cfg, clip_grad) is kept."""
+    device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    if cfg.optim_wrapper.get('type', 'OptimWrapper') not in ('OptimWrapper', 'AmpOptimWrapper', 'BF16OptimWrapper'):
+        raise ConfigError(
+            f'--amp replaces optim_wrapper.type, and this config uses {cfg.optim_wrapper.type!r}; '
+            'set its dtype yourself or drop --amp'
+        )
+    if device.startswith('cuda'):
+        cfg.optim_wrapper.type = 'AmpOptimWrapper'
+        cfg.optim_wrapper.dtype = 'bfloat16'
+    else:
+        cfg.optim_wrapper.type = 'BF16OptimWrapper'
+        cfg.optim_wrapper.pop('dtype', None)
 
 
 def compile_backbone(model: torch.nn.Module) -> torch.nn.Module:
