@@ -140,6 +140,26 @@ def test_ape_sincos_is_a_pure_function_of_position():
     torch.testing.assert_close(small[0].reshape(3, 4, 64)[2, 3], large[0].reshape(5, 6, 64)[2, 3])
 
 
+def test_grid_tables_are_cached_per_grid_device_and_dtype():
+    """One build per (grid, prefix count, device, dtype): a repeated forward reuses the table, a new grid or a bf16
+    input builds its own (in that dtype), and the float32 entry stays."""
+    enc = vispe.build_encoding('ape_sincos', dim=16)
+    pos = grid_positions(3, 4)
+    out32 = enc.embed(torch.zeros(1, 12, 16), pos)
+    assert len(enc._cache._tables) == 1
+    enc.embed(torch.zeros(1, 12, 16), grid_positions(3, 4))
+    assert len(enc._cache._tables) == 1
+    out16 = enc.embed(torch.zeros(1, 12, 16, dtype=torch.bfloat16), pos)
+    enc.embed(torch.zeros(1, 20, 16), grid_positions(4, 5))
+    assert len(enc._cache._tables) == 3 and out16.dtype == torch.bfloat16
+    torch.testing.assert_close(out16.float(), out32, atol=1e-2, rtol=0)
+    rope = vispe.build_encoding('rope_axial', dim=16, num_heads=1)
+    q = torch.randn(1, 1, 12, 16)
+    rope.rotate(q, q, pos)
+    rope.rotate(q.bfloat16(), q.bfloat16(), pos)  # rotary tables are float32 for every input dtype: one entry
+    assert len(rope._cache._tables) == 1
+
+
 @pytest.mark.parametrize('strategy', ['bicubic', 'bilinear', 'nearest'])
 def test_ape_learned_resamples_to_new_grids(strategy):
     enc = vispe.build_encoding('ape_learned', dim=8, grid_size=(4, 4))

@@ -87,5 +87,8 @@ class ApeSincos(Encoding):
         self._cache = GridTableCache()
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        table = self._cache.get(pos.cache_key(), lambda: sincos_embed(pos.coords, self.dim, self.temperature))
-        return x + table.to(x.dtype)
+        # one table per (grid, prefix, device, dtype): a bf16 model does not cast the float32 table every forward
+        table = self._cache.get(
+            pos.cache_key(x.dtype), lambda: sincos_embed(pos.coords, self.dim, self.temperature).to(x.dtype)
+        )
+        return x + table

@@ -94,7 +94,9 @@ def _implemented_hooks(cls: type) -> FrozenSet[str]:
 
 
 class GridTableCache:
-    """Tables that depend only on positions (never on parameters), cached per positions key and dtype.
+    """Tables that depend only on positions (never on parameters), cached per ``Positions.cache_key``: the grid,
+    prefix count and device, plus what the caller adds. A table in the input's dtype adds the dtype (ape_sincos);
+    rotary tables are float32 whatever the input (the rotation runs in float32), so theirs need not.
 
     Kept outside the module's state dict so they never land in checkpoints.
     """
