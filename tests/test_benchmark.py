@@ -11,12 +11,16 @@ import torch
 
 import vispe
 from vispe.evaluation.benchmark import (
+    NO_SDPA,
     SDPA,
     BenchmarkConfig,
     Subject,
     build_subjects,
     default_out_path,
+    encoding_kind,
     interleaved_times,
+    measure,
+    measure_scaling,
     parse_encoding_spec,
     peak_memory_mb,
     resolve_encodings,
@@ -44,8 +48,10 @@ REPORT_KEYS = {
     'baseline',
     'results',
     'memory_method',
+    'amp',
+    'compile',
 }
-RESULT_KEYS = {'encoding', 'median_ms', 'min_ms', 'ratio', 'peak_mb'}
+RESULT_KEYS = {'encoding', 'median_ms', 'min_ms', 'ratio', 'peak_mb', 'sdpa'}
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -82,6 +88,9 @@ def test_model_level_report(model_report: dict, tmp_path: Path) -> None:
     others = [n for n in vispe.list_encodings(ndim=2) if n != 'ape_learned']
     check_results(model_report, ['ape_learned', *others])
     assert model_report['level'] == 'model' and model_report['img_size'] == [32, 32]
+    kernels = {r['encoding']: r['sdpa'] for r in model_report['results']}
+    # CPU: the fused kernel for every encoding whose bias (if any) needs no gradient; irpe's learned bias runs math
+    assert kernels['irpe'] == 'math' and set(kernels.values()) == {'cpu-flash', 'math'}
     path = write_report(model_report, tmp_path / 'nested' / 'report.json')
     loaded = json.loads(path.read_text())
     assert REPORT_KEYS <= set(loaded)
@@ -224,3 +233,67 @@ def test_dit_rows_use_ape_sincos_as_baseline(level: str) -> None:
     assert report['baseline'] == 'ape_sincos'
     names = ['ape_sincos', 'rope_axial', 'harope'] + ([SDPA] if level == 'attention' else [])
     check_results(report, names)
+
+
+def test_materialised_attention_reports_no_sdpa_kernel() -> None:
+    report = run_benchmark(BenchmarkConfig(**{**TINY, 'encodings': ['irpe:on=qkv'], 'repeats': 1}))
+    assert [r['sdpa'] for r in report['results']] == ['cpu-flash', NO_SDPA]
+
+
+def test_amp_runs_the_forward_in_bf16() -> None:
+    """--amp: the model's linear layers see bf16 inside the step; the weights and their grads stay float32."""
+    (subject,) = build_subjects(BenchmarkConfig(**{**TINY, 'encodings': ['ape_learned']}, amp=True))
+    dtypes = []
+    subject.module.blocks[0].attn.qkv.register_forward_hook(lambda m, a, out: dtypes.append(out.dtype))
+    subject.step()
+    assert dtypes == [torch.bfloat16]
+    assert all(p.grad.dtype == torch.float32 for p in subject.module.parameters() if p.grad is not None)
+
+
+def test_compile_compiles_every_row() -> None:
+    cfg = BenchmarkConfig(**{**TINY, 'encodings': ['rope_axial'], 'repeats': 1}, compile=True)
+    subjects = build_subjects(cfg)
+    assert all(s.module._compiled_call_impl is not None for s in subjects)
+    report = measure(cfg, subjects)
+    assert report['compile'] is True and [r['encoding'] for r in report['results']] == ['ape_learned', 'rope_axial']
+
+
+def test_encoding_kinds() -> None:
+    kinds = {name: encoding_kind(name) for name in vispe.list_encodings(ndim=2)}
+    assert kinds['irpe'] == 'bias' and kinds['lepe'] == 'value' and kinds['peg'] == 'embed'
+    assert {n for n, k in kinds.items() if k == 'rotary'} >= {'rope_axial', 'rope_mixed', 'harope', 'comrope_ap'}
+    assert encoding_kind('rope_axial+ape_learned') == 'rotary' and encoding_kind(SDPA) == 'none'
+
+
+def test_scaling_report() -> None:
+    cfg = BenchmarkConfig(**{**TINY, 'encodings': ['rope_axial', 'irpe'], 'repeats': 2}, level='attention')
+    report = measure_scaling(cfg, [16, 32])
+    assert [r['img_size'] for r in report['reports']] == [[16, 16], [32, 32]]
+    rows = {r['encoding']: r for r in report['scaling']}
+    assert list(rows) == ['ape_learned', 'rope_axial', 'irpe', SDPA]
+    assert rows['ape_learned']['growth_vs_baseline'] == 1.0
+    for name, row in rows.items():
+        first, last = (next(r for r in rep['results'] if r['encoding'] == name) for rep in report['reports'])
+        growth = last['median_ms'] / first['median_ms']
+        base = [next(r for r in rep['results'] if r['encoding'] == 'ape_learned') for rep in report['reports']]
+        assert row['growth_vs_baseline'] == pytest.approx(growth / (base[1]['median_ms'] / base[0]['median_ms']))
+        assert row['ratio'] == [first['ratio'], last['ratio']]
+
+
+def test_cli_scaling_checks_every_size_first(capsys: pytest.CaptureFixture) -> None:
+    argv = ['--model', 'vit_tiny_patch16_224', '--scaling', '32', '40', '--encodings', 'rope_axial']
+    assert load_tool().main(argv) == 2
+    assert 'divisible' in capsys.readouterr().err
+
+
+def test_cli_throughput(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from test_tools import tiny_config
+
+    out = tmp_path / 't.json'
+    argv = ['--throughput', tiny_config(tmp_path), '--iters', '2', '--warmup', '1', '--rounds', '1', '--out', str(out)]
+    assert load_tool().main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report['loops']['runner']['iterations'] == report['loops']['plain']['iterations'] == [3]  # warm-up too
+    assert 'plain / runner' in capsys.readouterr().out
+    assert load_tool().main(['--throughput', str(tmp_path / 'missing.py')]) == 2
+    assert 'does not exist' in capsys.readouterr().err

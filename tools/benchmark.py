@@ -1,31 +1,45 @@
 r"""Time one training step (forward + backward) of a ViT, or of one attention layer, per positional encoding.
 
     python tools/benchmark.py --model vit_small_patch16_224 --img-size 224 --batch-size 8 \
-        --encodings ape_learned rope_axial irpe irpe:mode=bias --repeats 10 [--level attention] [--device cuda]
+        --encodings ape_learned rope_axial irpe irpe:mode=bias --repeats 10 [--level attention] [--device cuda] \
+        [--amp] [--compile] [--scaling [224 448 672]]
+    python tools/benchmark.py --throughput configs/vit/vit_tiny_rope_mixed_shapes2d_position.py [--iters 30] \
+        [--rounds 3] [--amp] [--compile] [--device cuda] [--cfg-options train_dataloader.batch_size=32]
 
-Prints the configuration and a table (median ms, min ms, ratio to the baseline's median, peak MB) and writes
-JSON. Method and caveats: vispe/evaluation/benchmark.py.
+Prints the configuration and a table (median ms, min ms, ratio to the baseline's median, peak MB, SDPA kernel)
+and writes JSON. ``--scaling`` runs every size and adds how each encoding's cost grows against the baseline's.
+``--throughput CONFIG`` instead trains the config's model through the mmengine Runner and through a plain PyTorch
+loop, side by side, and prints images/s and their ratio (target: Runner within 1.05x; vispe/evaluation/throughput.py).
+Method and caveats: vispe/evaluation/benchmark.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import torch
+from mmengine.config import DictAction
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout: vispe is not pip-installed
 from vispe.evaluation.benchmark import (
     LEVELS,
+    SCALING_SIZES,
     BenchmarkConfig,
+    baseline_of,
     build_subjects,
     default_out_path,
     measure,
+    measure_scaling,
     normalize_img_size,
     print_report,
+    print_scaling,
+    resolve_encodings,
     write_report,
 )
+from vispe.evaluation.throughput import print_throughput, runner_vs_loop
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -52,7 +66,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--repeats', type=int, default=10, help='timed interleaved rounds')
     p.add_argument('--threads', type=int, default=None, help='torch.set_num_threads (default: leave as is)')
     p.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
+    p.add_argument('--amp', action='store_true', help='forward under bf16 autocast (backward outside it)')
+    p.add_argument('--compile', action='store_true', help='nn.Module.compile each row before its warm-up')
+    p.add_argument(
+        '--scaling',
+        type=int,
+        nargs='*',
+        default=None,
+        metavar='S',
+        help=f'run at each square size (default {" ".join(map(str, SCALING_SIZES))}) and report how each '
+        'encoding grows against the baseline; replaces --img-size',
+    )
     p.add_argument('--seed', type=int, default=0)
+    p.add_argument(
+        '--throughput',
+        metavar='CONFIG',
+        default=None,
+        help='compare Runner and plain-loop training throughput of this config instead (uses --warmup, --device, '
+        "--amp, --compile, --seed is the config's)",
+    )
+    p.add_argument('--iters', type=int, default=30, help='--throughput: timed iterations per round')
+    p.add_argument('--rounds', type=int, default=3, help='--throughput: rounds, alternating which loop goes first')
+    p.add_argument(
+        '--cfg-options', nargs='+', action=DictAction, default=None, help='--throughput: override config entries'
+    )
     p.add_argument('--out', default=None, help='JSON path (default outputs/benchmark/<model>_<size>_<level>.json)')
     args = p.parse_args(argv)
     if len(args.img_size) not in (1, 2):
@@ -62,10 +99,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def throughput(args: argparse.Namespace) -> int:
+    """--throughput: Runner against a plain loop on one config."""
+    try:
+        report = runner_vs_loop(
+            args.throughput,
+            iters=args.iters,
+            warmup=args.warmup,
+            rounds=args.rounds,
+            cfg_options=args.cfg_options,
+            amp=args.amp,
+            compile=args.compile,
+            device=args.device,
+        )
+    except (ValueError, FileNotFoundError) as err:  # a missing config, bad counts or no CUDA
+        print(f'benchmark.py: error: {err}', file=sys.stderr)
+        return 2
+    print_throughput(report)
+    name = Path(args.throughput).stem
+    path = write_report(report, args.out or Path('outputs') / 'benchmark' / f'throughput_{name}_{args.device}.json')
+    print(f'wrote {path}')
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.throughput:
+        return throughput(args)
     cfg = BenchmarkConfig(
         model=args.model,
         img_size=normalize_img_size(args.img_size),
@@ -77,15 +139,30 @@ def main(argv: list[str] | None = None) -> int:
         repeats=args.repeats,
         device=args.device,
         seed=args.seed,
+        amp=args.amp,
+        compile=args.compile,
     )
-    try:
-        subjects = build_subjects(cfg)
-    except (ValueError, TypeError) as err:  # bad names, sizes or arguments: vispe's message says what to fix
+    sizes = None if args.scaling is None else (args.scaling or list(SCALING_SIZES))
+    try:  # bad names, sizes or arguments: vispe's message says what to fix, before anything is timed
+        if sizes is None:
+            subjects = build_subjects(cfg)
+        else:
+            for size in sizes:
+                build_subjects(replace(cfg, img_size=(size, size), encodings=[baseline_of(cfg)], compile=False))
+            resolve_encodings(cfg.encodings, baseline_of(cfg), cfg.level)
+    except (ValueError, TypeError) as err:
         print(f'benchmark.py: error: {err}', file=sys.stderr)
         return 2
-    report = measure(cfg, subjects)
-    print_report(report)
-    path = write_report(report, args.out or default_out_path(cfg.model, cfg.img_size, cfg.level))
+    if sizes is None:
+        report = measure(cfg, subjects)
+        print_report(report)
+        default = default_out_path(cfg.model, cfg.img_size, cfg.level)
+    else:
+        report = measure_scaling(cfg, sizes)
+        print_scaling(report)
+        default = default_out_path(cfg.model, (sizes[0], sizes[0]), cfg.level)
+        default = default.with_name(default.name.replace(f'_{sizes[0]}_', '_scaling_'))
+    path = write_report(report, args.out or default)
     print(f'wrote {path}')
     return 0
 

@@ -12,7 +12,14 @@ Two levels:
 
 Every subject is built first, in one process, from the same seed; all are warmed up; the repeats are then
 interleaved (round-robin, the starting subject rotating each round) so that drift from other processes, clock
-changes or heat falls on every encoding alike. Medians are reported, with min and a ratio to the baseline.
+changes or heat falls on every encoding alike. Medians are reported, with min and a ratio to the baseline, the
+peak memory of one step, and the SDPA kernel the step ran (read from the profiler's aten ops: flash, efficient,
+cudnn or math on CUDA, cpu-flash on CPU, none when the attention weights were materialised).
+
+Options: ``amp`` runs the forward under bf16 autocast; ``compile`` compiles each subject with
+``nn.Module.compile`` before the warm-up. ``measure_scaling`` repeats the benchmark at 224, 448 and 672 px and
+reports how each encoding's cost grows against the baseline's (rotary and embed encodings should grow like plain
+attention; bias encodings carry N^2 tables).
 """
 
 from __future__ import annotations
@@ -22,9 +29,10 @@ import itertools
 import json
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +75,8 @@ class BenchmarkConfig:
     device: str = 'cpu'
     seed: int = 0
     model_kwargs: dict[str, Any] = field(default_factory=dict)
+    amp: bool = False  # the forward under torch.autocast(dtype=torch.bfloat16); backward outside it, as torch advises
+    compile: bool = False  # nn.Module.compile each subject before its warm-up (compilation is not timed)
 
 
 @dataclass
@@ -177,6 +187,18 @@ def _build(cfg: BenchmarkConfig, name: str | None) -> nn.Module:
     return model.to(cfg.device).train()
 
 
+def training_step(loss: Callable[[], torch.Tensor], cfg: BenchmarkConfig) -> Callable[[], None]:
+    """forward + backward of ``loss``: the forward under bf16 autocast when ``cfg.amp``, the backward outside it."""
+    device_type = torch.device(cfg.device).type
+
+    def forward_backward() -> None:
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=cfg.amp):
+            value = loss()
+        value.backward()
+
+    return forward_backward
+
+
 def _dit_subject(cfg: BenchmarkConfig, name: str) -> Subject:
     """A DiT training step: MSE of the prediction on noisy random images at random times and labels."""
     model = _build(cfg, name)
@@ -187,10 +209,10 @@ def _dit_subject(cfg: BenchmarkConfig, name: str) -> Subject:
     y = torch.randint(model.num_classes, (B,), generator=gen).to(cfg.device)
     target = torch.randn(B, model.out_chans, *cfg.img_size, generator=gen).to(cfg.device)
 
-    def forward_backward() -> None:
-        F.mse_loss(model(x, t, y), target).backward()
+    def loss() -> torch.Tensor:
+        return F.mse_loss(model(x, t, y).float(), target)
 
-    return Subject(name, model, forward_backward, lambda: model.zero_grad(set_to_none=True))
+    return Subject(name, model, training_step(loss, cfg), lambda: model.zero_grad(set_to_none=True))
 
 
 def _model_subject(cfg: BenchmarkConfig, name: str) -> Subject:
@@ -202,13 +224,12 @@ def _model_subject(cfg: BenchmarkConfig, name: str) -> Subject:
     images = images.to(cfg.device)
     labels = torch.randint(max(model.num_classes, 1), (cfg.batch_size,), generator=gen).to(cfg.device)
 
-    def forward_backward() -> None:
-        out = model(images)
+    def loss() -> torch.Tensor:
+        out = model(images).float()
         # a headless model (num_classes=0) has no logits to classify: any scalar of its output will do
-        loss = F.cross_entropy(out, labels) if model.num_classes else out.square().mean()
-        loss.backward()
+        return F.cross_entropy(out, labels) if model.num_classes else out.square().mean()
 
-    return Subject(name, model, forward_backward, lambda: model.zero_grad(set_to_none=True))
+    return Subject(name, model, training_step(loss, cfg), lambda: model.zero_grad(set_to_none=True))
 
 
 class EncodedAttention(nn.Module):
@@ -245,14 +266,14 @@ def _attention_subject(cfg: BenchmarkConfig, name: str) -> Subject:
     x = torch.randn(cfg.batch_size, n_tokens, model.embed_dim, generator=gen).to(cfg.device).requires_grad_()
     del model  # keep only the layer: the other blocks would just hold memory
 
-    def forward_backward() -> None:
-        layer(x, pos).square().mean().backward()
+    def loss() -> torch.Tensor:
+        return layer(x, pos).float().square().mean()
 
     def zero_grad() -> None:
         layer.zero_grad(set_to_none=True)
         x.grad = None
 
-    return Subject(name, layer, forward_backward, zero_grad)
+    return Subject(name, layer, training_step(loss, cfg), zero_grad)
 
 
 def build_subjects(cfg: BenchmarkConfig) -> list[Subject]:
@@ -263,23 +284,43 @@ def build_subjects(cfg: BenchmarkConfig) -> list[Subject]:
         raise ValueError('device cuda asked for, but torch sees no CUDA device')
     names = resolve_encodings(cfg.encodings, baseline_of(cfg), cfg.level)
     if cfg.level == 'model':
-        return [_model_subject(cfg, name) for name in names]
-    names += [] if SDPA in names else [SDPA]
-    return [_attention_subject(cfg, name) for name in names]
+        subjects = [_model_subject(cfg, name) for name in names]
+    else:
+        names += [] if SDPA in names else [SDPA]
+        subjects = [_attention_subject(cfg, name) for name in names]
+    if cfg.compile:
+        compile_subjects(subjects)
+    return subjects
+
+
+def compile_subjects(subjects: Sequence[Subject]) -> None:
+    """``nn.Module.compile`` every subject in place. Subjects of one class share their forward's code object, and
+    dynamo keeps a bounded number of compiled versions per code object before it runs eager: the limits are raised
+    to fit every row, and hitting them raises instead of timing eager code under a 'compiled' label."""
+    import torch._dynamo
+
+    config = torch._dynamo.config
+    needed = 4 * len(subjects)  # a few versions each (train mode, grad mode, shapes)
+    config.recompile_limit = max(config.recompile_limit, needed)
+    config.accumulated_recompile_limit = max(config.accumulated_recompile_limit, 8 * needed)
+    config.fail_on_recompile_limit_hit = True
+    for subject in subjects:
+        subject.module.compile()
 
 
 # --- measuring -------------------------------------------------------------------------------------------------
-def _sync(device: str) -> None:
+def synchronize(device: str) -> None:
+    """Wait for queued CUDA work (a no-op on CPU), so that a clock read after it counts that work."""
     if device.startswith('cuda'):
         torch.cuda.synchronize()
 
 
 def time_step(step: Callable[[], None], device: str) -> float:
     """Wall time of one step in ms (CUDA is synchronised on both sides, so queued work is counted)."""
-    _sync(device)
+    synchronize(device)
     start = time.perf_counter()
     step()
-    _sync(device)
+    synchronize(device)
     return (time.perf_counter() - start) * 1e3
 
 
@@ -288,7 +329,7 @@ def interleaved_times(subjects: Sequence[Subject], warmup: int, repeats: int, de
     for _ in range(warmup):
         for subject in subjects:
             subject.step()
-    _sync(device)
+    synchronize(device)
     gc.collect()
     times: dict[str, list[float]] = {s.name: [] for s in subjects}
     for r in range(repeats):
@@ -330,8 +371,35 @@ def peak_memory_mb(step: Callable[[], None], device: str) -> float:
     return _cpu_peak_bytes(step) / 2**20
 
 
-def summarize(times: dict[str, list[float]], peaks: dict[str, float], baseline: str) -> list[dict[str, Any]]:
-    """One result dict per row: median and min ms, median / baseline median, peak MiB, the raw times."""
+#: the aten kernels behind ``F.scaled_dot_product_attention``, by the name the profiler records them under
+SDPA_KERNELS = {
+    'aten::_scaled_dot_product_flash_attention': 'flash',
+    'aten::_scaled_dot_product_efficient_attention': 'efficient',
+    'aten::_scaled_dot_product_cudnn_attention': 'cudnn',
+    'aten::_scaled_dot_product_flash_attention_for_cpu': 'cpu-flash',
+    'aten::_scaled_dot_product_fused_attention_overrideable': 'overrideable',
+    'aten::_scaled_dot_product_attention_math': 'math',
+}
+#: what ``sdpa_backend`` says when no SDPA kernel ran (the attention weights were materialised, e.g. irpe on V)
+NO_SDPA = 'none'
+
+
+def sdpa_backend(step: Callable[[], None]) -> str:
+    """The SDPA kernel(s) one ``step`` ran ('flash', 'efficient', 'cudnn', 'cpu-flash', 'math', joined by '+'
+    when several), read from the profiler's record of aten ops; ``NO_SDPA`` when none ran."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:  # aten ops are recorded on the host for CUDA too
+        step()
+    synchronize('cuda' if torch.cuda.is_available() else 'cpu')
+    kernels = {SDPA_KERNELS[e.name] for e in prof.events() if e.name in SDPA_KERNELS}
+    return '+'.join(sorted(kernels)) or NO_SDPA
+
+
+def summarize(
+    times: dict[str, list[float]], peaks: dict[str, float], baseline: str, backends: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """One result dict per row: median and min ms, median / baseline median, peak MiB, SDPA kernel, the raw times."""
     base = statistics.median(times[baseline])
     rows = []
     for name, ms in times.items():
@@ -343,6 +411,7 @@ def summarize(times: dict[str, list[float]], peaks: dict[str, float], baseline: 
                 'min_ms': min(ms),
                 'ratio': med / base,
                 'peak_mb': peaks[name],
+                'sdpa': (backends or {}).get(name, ''),
                 'times_ms': ms,
             }
         )
@@ -354,10 +423,11 @@ def measure(cfg: BenchmarkConfig, subjects: Sequence[Subject]) -> dict[str, Any]
     load_before = os.getloadavg()[0]  # recorded so that a noisy run can be recognised afterwards
     times = interleaved_times(subjects, cfg.warmup, cfg.repeats, cfg.device)
     # memory after timing: the profiler's overhead must not touch the times
-    peaks = {}
+    peaks, backends = {}, {}
     for s in subjects:
         s.zero_grad()  # grads start absent, as in a timed step: the peak then includes allocating them
         peaks[s.name] = peak_memory_mb(s.forward_backward, cfg.device)
+        backends[s.name] = sdpa_backend(s.step)
     return {
         'model': cfg.model,
         'img_size': list(cfg.img_size),
@@ -370,18 +440,119 @@ def measure(cfg: BenchmarkConfig, subjects: Sequence[Subject]) -> dict[str, Any]
         'repeats': cfg.repeats,
         'warmup': cfg.warmup,
         'seed': cfg.seed,
+        'amp': cfg.amp,
+        'compile': cfg.compile,
         'baseline': baseline_of(cfg),
         'model_kwargs': cfg.model_kwargs,
         'cpu_count': os.cpu_count(),
         'load_avg_1m': [load_before, os.getloadavg()[0]],
         'memory_method': MEMORY_METHODS['cuda' if cfg.device.startswith('cuda') else 'cpu'],
-        'results': summarize(times, peaks, baseline_of(cfg)),
+        'results': summarize(times, peaks, baseline_of(cfg), backends),
     }
 
 
 def run_benchmark(cfg: BenchmarkConfig) -> dict[str, Any]:
     """Build every subject, then measure them: the whole benchmark as one call."""
     return measure(cfg, build_subjects(cfg))
+
+
+# --- scaling with resolution ----------------------------------------------------------------------------------
+#: image sizes of ``--scaling``: 1x, 2x and 3x ViT's 224 (196, 784 and 1764 patches at patch 16)
+SCALING_SIZES = (224, 448, 672)
+#: how each kind of encoding's cost should grow with the token count N, against plain attention
+GROWTH_EXPECTED = {
+    'embed': 'proportional: one (N, D) table added to the tokens, O(N D)',
+    'rotary': 'proportional: q and k rotated by (N, d) tables, O(N d); the attention stays fused',
+    'value': 'proportional: a depthwise convolution of V added to the output, O(N d)',
+    'bias': 'faster: an (N, N) bucket-id table and a (B, H, N, N) logit bias beside the fused kernel, O(N^2)',
+    'none': 'the reference: fused SDPA alone',
+}
+
+
+def encoding_kind(name: str) -> str:
+    """For a row spec: 'bias' (a logit bias or a value term over the attention weights: N^2 tables), 'rotary'
+    (rotates q and k), 'value' (a term computed from V alone), 'embed' (changes the tokens); 'none' for the
+    plain-attention row."""
+    if name == SDPA:
+        return 'none'
+    hooks: set[str] = set()
+    for part in parse_encoding_spec(name):
+        cls = encoding_class(part if isinstance(part, str) else part['type'])
+        hooks |= cls.hooks()
+    if 'logit_bias' in hooks:
+        return 'bias'
+    if 'rotate' in hooks:
+        return 'rotary'
+    return 'value' if 'value_term' in hooks else 'embed'
+
+
+def measure_scaling(cfg: BenchmarkConfig, sizes: Sequence[int] = SCALING_SIZES) -> dict[str, Any]:
+    """The benchmark at each square size (each size's subjects built, measured and freed before the next), and
+    per encoding its time at every size relative to the baseline there, plus its growth from the first size to
+    the last divided by the baseline's growth (1.0 = grows like the baseline)."""
+    reports = []
+    for size in sizes:
+        sized = replace(cfg, img_size=normalize_img_size(size))
+        subjects = build_subjects(sized)
+        reports.append(measure(sized, subjects))
+        del subjects
+        gc.collect()
+        if cfg.device.startswith('cuda'):
+            torch.cuda.empty_cache()
+    return {'sizes': list(sizes), 'baseline': baseline_of(cfg), 'reports': reports, 'scaling': scaling_rows(reports)}
+
+
+def scaling_rows(reports: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per encoding: kind, median ms, ratio and peak MB per size, growth relative to the baseline's."""
+    by_size = [{r['encoding']: r for r in report['results']} for report in reports]
+    base = reports[0]['baseline']
+    rows = []
+    for name in by_size[0]:
+        first, last = by_size[0][name], by_size[-1][name]
+        growth = last['median_ms'] / first['median_ms']
+        base_growth = by_size[-1][base]['median_ms'] / by_size[0][base]['median_ms']
+        rows.append(
+            {
+                'encoding': name,
+                'kind': encoding_kind(name),
+                'median_ms': [rows_[name]['median_ms'] for rows_ in by_size],
+                'ratio': [rows_[name]['ratio'] for rows_ in by_size],
+                'peak_mb': [rows_[name]['peak_mb'] for rows_ in by_size],
+                'growth_vs_baseline': growth / base_growth,
+            }
+        )
+    return rows
+
+
+def print_scaling(report: dict[str, Any]) -> None:
+    """The per-size tables, then one table of ratios by size and growth relative to the baseline, and what each
+    kind of encoding is expected to do."""
+    from rich.table import Table
+
+    for sized in report['reports']:
+        print_report(sized)
+    sizes = report['sizes']
+    table = Table(
+        'encoding',
+        'kind',
+        *(f'ratio @{s}' for s in sizes),
+        f'growth {sizes[0]}->{sizes[-1]} vs {report["baseline"]}',
+        f'peak MB @{sizes[-1]}',
+        title='scaling with resolution',
+    )
+    for column in table.columns[2:]:
+        column.justify = 'right'
+    for r in report['scaling']:
+        table.add_row(
+            r['encoding'],
+            r['kind'],
+            *(f'{x:.3f}' for x in r['ratio']),
+            f'{r["growth_vs_baseline"]:.3f}',
+            f'{r["peak_mb"][-1]:.1f}',
+        )
+    console().print(table)
+    for kind in sorted({r['kind'] for r in report['scaling']}):
+        print(f'{kind}: expected growth {GROWTH_EXPECTED[kind]}')
 
 
 # --- reporting -------------------------------------------------------------------------------------------------
@@ -393,13 +564,21 @@ def write_report(report: dict[str, Any], path: str | Path) -> Path:
     return path
 
 
+def console():
+    """rich's console, wide enough for the tables when the output is a file or a pipe (rich assumes 80 columns)."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
 def config_line(report: dict[str, Any]) -> str:
     """One line naming what was run, for above the table."""
     h, w = report['img_size']
     return (
         f'model={report["model"]} img_size={h}x{w} batch={report["batch_size"]} level={report["level"]} '
         f'device={report["device"]} threads={report["threads"]} torch={report["torch"]} '
-        f'warmup={report["warmup"]} repeats={report["repeats"]}'
+        f'warmup={report["warmup"]} repeats={report["repeats"]} amp={"bf16" if report.get("amp") else "off"} '
+        f'compile={"on" if report.get("compile") else "off"}'
     )
 
 
@@ -417,44 +596,61 @@ def noise_note(report: dict[str, Any], tolerance: float = 1.2) -> str | None:
 
 
 def print_report(report: dict[str, Any]) -> None:
-    """Print the configuration line, the table (encoding, median ms, min ms, ratio, peak MB) and any noise note."""
-    from rich.console import Console
+    """Print the configuration line, the table (encoding, median ms, min ms, ratio, peak MB, SDPA kernel) and any
+    noise note."""
     from rich.table import Table
 
-    table = Table('encoding', 'median ms', 'min ms', f'ratio vs {report["baseline"]}', 'peak MB')
-    for column in table.columns[1:]:
+    table = Table('encoding', 'median ms', 'min ms', f'ratio vs {report["baseline"]}', 'peak MB', 'SDPA kernel')
+    for column in table.columns[1:5]:
         column.justify = 'right'
     for r in report['results']:
         table.add_row(
-            r['encoding'], f'{r["median_ms"]:.2f}', f'{r["min_ms"]:.2f}', f'{r["ratio"]:.3f}', f'{r["peak_mb"]:.1f}'
+            r['encoding'],
+            f'{r["median_ms"]:.2f}',
+            f'{r["min_ms"]:.2f}',
+            f'{r["ratio"]:.3f}',
+            f'{r["peak_mb"]:.1f}',
+            r.get('sdpa', ''),
         )
     print(config_line(report))
-    Console().print(table)
+    console().print(table)
     note = noise_note(report)
     if note:
         print(note)
 
 
 __all__ = [
+    'GROWTH_EXPECTED',
     'LEVELS',
     'MEMORY_METHODS',
+    'NO_SDPA',
+    'SCALING_SIZES',
     'SDPA',
+    'SDPA_KERNELS',
     'BenchmarkConfig',
     'EncodedAttention',
     'Subject',
     'build_subjects',
+    'compile_subjects',
     'config_line',
+    'console',
     'default_out_path',
+    'encoding_kind',
     'interleaved_times',
     'measure',
+    'measure_scaling',
     'noise_note',
     'normalize_img_size',
     'parse_encoding_spec',
     'peak_memory_mb',
     'print_report',
+    'print_scaling',
     'resolve_encodings',
     'run_benchmark',
+    'scaling_rows',
+    'sdpa_backend',
     'summarize',
+    'training_step',
     'time_step',
     'write_report',
 ]
