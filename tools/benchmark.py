@@ -16,6 +16,7 @@ Method and caveats: vispe/evaluation/benchmark.py.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +38,7 @@ from vispe.evaluation.benchmark import (
     print_report,
     print_scaling,
     resolve_encodings,
+    summary_markdown,
     write_report,
 )
 from vispe.evaluation.throughput import print_throughput, runner_vs_loop
@@ -90,6 +92,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         '--cfg-options', nargs='+', action=DictAction, default=None, help='--throughput: override config entries'
     )
+    p.add_argument(
+        '--summarize',
+        nargs='+',
+        metavar='JSON',
+        default=None,
+        help='print one markdown table of these reports (same rows: e.g. 224 and 448 px, eager and compiled)',
+    )
     p.add_argument('--out', default=None, help='JSON path (default outputs/benchmark/<model>_<size>_<level>.json)')
     args = p.parse_args(argv)
     if len(args.img_size) not in (1, 2):
@@ -128,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     if args.throughput:
         return throughput(args)
+    if args.summarize:
+        print(summary_markdown([json.loads(Path(path).read_text()) for path in args.summarize]), end='')
+        return 0
     cfg = BenchmarkConfig(
         model=args.model,
         img_size=normalize_img_size(args.img_size),

@@ -59,6 +59,32 @@ MEMORY_METHODS = {
 }
 
 
+#: The issues' speed targets: forward + backward of vit_small_patch16_224 at 224 px, ratio to ape_learned's median
+#: (GPU: batch 64, bf16; CPU: batch 8, float32). Benchmarks report them, met or not; no test times anything.
+TARGET_SETTING = {'model': 'vit_small_patch16_224', 'img_size': [224, 224], 'level': 'model'}
+TARGETS = {
+    'cuda': {
+        **dict.fromkeys(['rope_axial', 'rope_mixed', 'harope', 'lff', 'peg'], 1.05),
+        **dict.fromkeys(['lepe', 'comrope_ap', 'comrope_ld'], 1.15),
+        'irpe': 1.4,  # contextual on K, the default
+    },
+    'cpu': {
+        **dict.fromkeys(['rope_axial', 'rope_mixed', 'lff', 'peg'], 1.05),
+        **dict.fromkeys(['lepe', 'harope'], 1.10),
+        **dict.fromkeys(['comrope_ap', 'comrope_ld', 'irpe:mode=bias'], 1.15),
+        'irpe': 1.35,
+    },
+}
+
+
+def target_of(report: dict[str, Any], encoding: str) -> float | None:
+    """The issues' target ratio for a row of ``report``, or None when the report is not in the targets' setting
+    (model, 224 px, model level) or the row has none."""
+    if any(report.get(k) != v for k, v in TARGET_SETTING.items()):
+        return None
+    return TARGETS['cuda' if report['device'].startswith('cuda') else 'cpu'].get(encoding)
+
+
 @dataclass
 class BenchmarkConfig:
     """What to measure. ``encodings=None`` means every image (2D) encoding; 'a+b' names a combination and
@@ -293,6 +319,10 @@ def build_subjects(cfg: BenchmarkConfig) -> list[Subject]:
     return subjects
 
 
+#: warm-up steps of a compiled subject, whatever ``warmup`` says (see ``measure``)
+COMPILE_WARMUP = 3
+
+
 def compile_subjects(subjects: Sequence[Subject]) -> None:
     """``nn.Module.compile`` every subject in place. Subjects of one class share their forward's code object, and
     dynamo keeps a bounded number of compiled versions per code object before it runs eager: the limits are raised
@@ -421,7 +451,10 @@ def summarize(
 def measure(cfg: BenchmarkConfig, subjects: Sequence[Subject]) -> dict[str, Any]:
     """Time and measure already-built subjects; return the JSON-ready report."""
     load_before = os.getloadavg()[0]  # recorded so that a noisy run can be recognised afterwards
-    times = interleaved_times(subjects, cfg.warmup, cfg.repeats, cfg.device)
+    # compiled modules compile on the first call and recompile once more when a grid-table cache turns from empty to
+    # filled (dynamo guards on it): at least three warm-up steps keep compilation out of the timed ones
+    warmup = max(cfg.warmup, COMPILE_WARMUP) if cfg.compile else cfg.warmup
+    times = interleaved_times(subjects, warmup, cfg.repeats, cfg.device)
     # memory after timing: the profiler's overhead must not touch the times
     peaks, backends = {}, {}
     for s in subjects:
@@ -438,7 +471,7 @@ def measure(cfg: BenchmarkConfig, subjects: Sequence[Subject]) -> dict[str, Any]
         'torch': torch.__version__,
         'timm': timm.__version__,
         'repeats': cfg.repeats,
-        'warmup': cfg.warmup,
+        'warmup': warmup,
         'seed': cfg.seed,
         'amp': cfg.amp,
         'compile': cfg.compile,
@@ -595,12 +628,44 @@ def noise_note(report: dict[str, Any], tolerance: float = 1.2) -> str | None:
     )
 
 
+def target_text(ratio: float, target: float | None) -> str:
+    """'<= 1.05 met', '<= 1.05 NOT met', or '' without a target."""
+    if target is None:
+        return ''
+    return f'<= {target:.2f} {"met" if ratio <= target else "NOT met"}'
+
+
+def summary_markdown(reports: Sequence[dict[str, Any]]) -> str:
+    """One markdown table of several reports of the same rows (e.g. tools/gpu_check.sh's 224 / 448 px, eager /
+    compiled): per encoding its ratio in each report, the SDPA kernel of the first, peak MB of each and the target
+    where the first report is in the targets' setting."""
+
+    def label(report: dict[str, Any]) -> str:
+        h, w = report['img_size']
+        size = h if h == w else f'{h}x{w}'
+        return f'{size} px{" bf16" if report.get("amp") else ""}{" compiled" if report.get("compile") else ""}'
+
+    head = ['encoding', 'kind', *(f'ratio {label(r)}' for r in reports), *(f'MB {label(r)}' for r in reports)]
+    head += ['SDPA kernel', 'target']
+    lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+    rows = [{r['encoding']: r for r in report['results']} for report in reports]
+    for name, first in rows[0].items():
+        ratios = [f'{by[name]["ratio"]:.3f}' if name in by else '-' for by in rows]
+        peaks = [f'{by[name]["peak_mb"]:.0f}' if name in by else '-' for by in rows]
+        target = target_text(first['ratio'], target_of(reports[0], name))
+        cells = [name, encoding_kind(name), *ratios, *peaks, first.get('sdpa', ''), target]
+        lines.append('| ' + ' | '.join(cells) + ' |')
+    return '\n'.join([config_line(reports[0]), '', *lines]) + '\n'
+
+
 def print_report(report: dict[str, Any]) -> None:
     """Print the configuration line, the table (encoding, median ms, min ms, ratio, peak MB, SDPA kernel) and any
     noise note."""
     from rich.table import Table
 
-    table = Table('encoding', 'median ms', 'min ms', f'ratio vs {report["baseline"]}', 'peak MB', 'SDPA kernel')
+    table = Table(
+        'encoding', 'median ms', 'min ms', f'ratio vs {report["baseline"]}', 'peak MB', 'SDPA kernel', 'target'
+    )
     for column in table.columns[1:5]:
         column.justify = 'right'
     for r in report['results']:
@@ -611,6 +676,7 @@ def print_report(report: dict[str, Any]) -> None:
             f'{r["ratio"]:.3f}',
             f'{r["peak_mb"]:.1f}',
             r.get('sdpa', ''),
+            target_text(r['ratio'], target_of(report, r['encoding'])),
         )
     print(config_line(report))
     console().print(table)
@@ -620,6 +686,7 @@ def print_report(report: dict[str, Any]) -> None:
 
 
 __all__ = [
+    'COMPILE_WARMUP',
     'GROWTH_EXPECTED',
     'LEVELS',
     'MEMORY_METHODS',
@@ -627,6 +694,8 @@ __all__ = [
     'SCALING_SIZES',
     'SDPA',
     'SDPA_KERNELS',
+    'TARGETS',
+    'TARGET_SETTING',
     'BenchmarkConfig',
     'EncodedAttention',
     'Subject',
@@ -650,6 +719,7 @@ __all__ = [
     'scaling_rows',
     'sdpa_backend',
     'summarize',
+    'summary_markdown',
     'training_step',
     'time_step',
     'write_report',
