@@ -11,7 +11,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mmengine.runner import Runner  # noqa: E402
 
-from vispe.engine.checkpoint import allow_mmengine_checkpoints  # noqa: E402
+from vispe.engine.checkpoint import allow_mmengine_checkpoints, latest_checkpoint  # noqa: E402
 from vispe.engine.config import (  # noqa: E402
     ConfigError,
     common_parser_args,
@@ -21,6 +21,7 @@ from vispe.engine.config import (  # noqa: E402
     setup_distributed_backend,
 )
 from vispe.engine.distributed import setup_cpu_distributed, teardown_distributed  # noqa: E402
+from vispe.engine.hooks import NonFiniteLossError  # noqa: E402
 
 
 def parse_args():
@@ -50,6 +51,9 @@ def main():
         cfg.launcher = args.launcher
         if args.resume:
             cfg.resume = True
+            # the newest complete checkpoint (the pointer's, else the highest epoch / iter file that reads whole);
+            # none: a fresh start
+            cfg.load_from = cfg.get('load_from') or latest_checkpoint(cfg.work_dir)
         if args.amp:
             enable_amp(cfg)
     except (ConfigError, FileNotFoundError) as err:
@@ -60,7 +64,10 @@ def main():
     runner = Runner.from_cfg(cfg)
     if args.compile:
         compile_backbone(runner.model)
-    runner.train()
+    try:
+        runner.train()
+    except NonFiniteLossError as err:
+        sys.exit(f'error: {err}')
     del runner  # teardown must be able to free the DDP wrapper
     teardown_distributed()
 

@@ -1,12 +1,17 @@
 # Runtime settings shared by every vispe config.
 default_scope = 'vispe'
 
+# AtomicCheckpointHook: mmengine's CheckpointHook with atomic writes (a killed run resumes from a whole checkpoint);
+# rng_state: the random generators saved and restored with checkpoints (a resumed run continues bit for bit);
+# nonfinite_loss: stop at the first NaN / Inf loss, naming the iteration and the last good checkpoint.
 default_hooks = dict(
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=20),
     param_scheduler=dict(type='ParamSchedulerHook'),
-    checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=2, save_last=True),
+    checkpoint=dict(type='AtomicCheckpointHook', interval=1, max_keep_ckpts=2, save_last=True),
     sampler_seed=dict(type='DistSamplerSeedHook'),
+    rng_state=dict(type='RNGStateHook'),
+    nonfinite_loss=dict(type='NonFiniteLossHook'),
 )
 
 # dist backend: tools/train.py picks nccl on GPU and gloo on CPU unless a config sets it.

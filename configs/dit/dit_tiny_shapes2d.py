@@ -20,6 +20,6 @@ custom_hooks = [dict(type='EMAHook', momentum=1e-3, update_buffers=True, priorit
 # iteration-based logging and checkpoints
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=50),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=2000, max_keep_ckpts=2, save_last=True),
+    checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=2000, max_keep_ckpts=2, save_last=True),
 )
 log_processor = dict(by_epoch=False, window_size=50)

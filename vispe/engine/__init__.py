@@ -1,14 +1,21 @@
-"""Runner parts: metrics, safe checkpoint loading, config checks, CPU distributed training, CPU bf16 autocast."""
+"""Runner parts: metrics, safe checkpoint loading and atomic saving, hooks for interrupted and diverged runs, config
+checks, CPU distributed training, CPU bf16 autocast."""
 
 from vispe.engine.amp import BF16OptimWrapper
-from vispe.engine.checkpoint import allow_mmengine_checkpoints, load_checkpoint
+from vispe.engine.checkpoint import allow_mmengine_checkpoints, latest_checkpoint, load_checkpoint
 from vispe.engine.distributed import CPUDistributedDataParallel
+from vispe.engine.hooks import AtomicCheckpointHook, NonFiniteLossError, NonFiniteLossHook, RNGStateHook
 from vispe.engine.metrics import Accuracy
 
 __all__ = [
     'Accuracy',
+    'AtomicCheckpointHook',
     'BF16OptimWrapper',
     'CPUDistributedDataParallel',
+    'NonFiniteLossError',
+    'NonFiniteLossHook',
+    'RNGStateHook',
     'allow_mmengine_checkpoints',
+    'latest_checkpoint',
     'load_checkpoint',
 ]

@@ -12,9 +12,14 @@ treats them as optional.
 
 from __future__ import annotations
 
+import glob
 import os
+import os.path as osp
 import pickle
-from typing import Any, Dict, List, Optional
+import re
+import zipfile
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional, Union
 
 import numpy as np
 import torch
@@ -25,7 +30,8 @@ _numpy_core = np._core if hasattr(np, '_core') else np.core  # numpy 2 renamed n
 
 
 def mmengine_safe_globals() -> List[Any]:
-    """The exact classes an mmengine checkpoint's MessageHub needs (numpy arrays of floats and ints)."""
+    """The exact classes an mmengine checkpoint's MessageHub needs (numpy arrays of floats and ints), and numpy's
+    random state (a uint32 array) that vispe's RNGStateHook stores."""
     return [
         HistoryBuffer,
         np.ndarray,
@@ -33,6 +39,7 @@ def mmengine_safe_globals() -> List[Any]:
         np.dtypes.Float64DType,
         np.dtypes.Float32DType,
         np.dtypes.Int64DType,
+        np.dtypes.UInt32DType,  # numpy's random state (RNGStateHook)
         _numpy_core.multiarray._reconstruct,
         _numpy_core.multiarray.scalar,
     ]
@@ -116,3 +123,95 @@ def load_checkpoint(
                 'config (encoding, model size)?'
             )
     return ckpt
+
+
+# --- writing: atomic files and finding the last complete checkpoint ------------------------------------------------
+#: infix of the hidden temporary files ``atomic_write`` renames into place: '.epoch_3.pth.partial-<pid>'
+PARTIAL = '.partial-'
+
+
+def partial_path(path: str) -> str:
+    """The hidden temporary file beside ``path`` that this process writes before renaming it to ``path``."""
+    directory, name = osp.split(osp.abspath(path))
+    return osp.join(directory, f'.{name}{PARTIAL}{os.getpid()}')
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make a rename in ``directory`` durable (a no-op where directories cannot be opened, e.g. Windows)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_open(path: str, mode: str = 'w', **kwargs) -> Iterator[Any]:
+    """``open(path, mode)`` for writing whose result appears all at once: the data goes to a hidden temporary file
+    beside ``path``, is flushed to disk, and is renamed over ``path`` when the block ends without an error. A
+    process killed at any moment leaves ``path`` as it was (old contents, or absent), never half written."""
+    if not any(c in mode for c in 'wx'):
+        raise ValueError(f'atomic_open writes whole files (mode w or wb), got mode {mode!r}')
+    tmp = partial_path(path)
+    os.makedirs(osp.dirname(tmp), exist_ok=True)
+    try:
+        with open(tmp, mode, **kwargs) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if osp.exists(tmp):
+            os.remove(tmp)
+        raise
+    _fsync_dir(osp.dirname(tmp))
+
+
+def atomic_write(path: str, data: Union[bytes, str], encoding: str = 'utf-8') -> None:
+    """Write ``data`` (bytes, or text in ``encoding``) to ``path`` atomically (``atomic_open``)."""
+    with atomic_open(path, 'wb') as f:
+        f.write(data if isinstance(data, bytes) else data.encode(encoding))
+
+
+def remove_partial_files(directory: str) -> List[str]:
+    """Delete the temporary files that killed writers left in ``directory``; returns their paths."""
+    stale = glob.glob(osp.join(glob.escape(directory), f'.*{PARTIAL}*'))
+    for path in stale:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+    return stale
+
+
+def is_complete_checkpoint(path: str) -> bool:
+    """Whether ``path`` is a whole torch checkpoint: a zip archive whose central directory (written last) reads
+    back. Cheap: no tensor is loaded."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return bool(archive.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+_STEP = re.compile(r'(?:epoch|iter)_(\d+)\.pth$')
+
+
+def latest_checkpoint(work_dir: str) -> Optional[str]:
+    """The checkpoint to resume from in ``work_dir``: the one ``last_checkpoint`` names when it is complete, else
+    the complete ``epoch_N.pth`` / ``iter_N.pth`` with the highest N; None when there is none."""
+    pointer = osp.join(work_dir, 'last_checkpoint')
+    if osp.isfile(pointer):
+        with open(pointer) as f:
+            named = f.read().strip()
+        if named and is_complete_checkpoint(named):
+            return named
+    steps = []
+    for path in glob.glob(osp.join(glob.escape(work_dir), '*.pth')):
+        match = _STEP.search(osp.basename(path))
+        if match and is_complete_checkpoint(path):
+            steps.append((int(match.group(1)), path))
+    return max(steps)[1] if steps else None

@@ -1,0 +1,251 @@
+"""Interrupted and diverged training: atomic checkpoint writes, resume after kill -9 at random moments (bit for bit
+on CPU, dropout included), a kill in the middle of a checkpoint write, and the stop at the first non-finite loss."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from conftest import ROOT
+from test_tools import tiny_config
+
+from vispe.engine.checkpoint import (
+    PARTIAL,
+    atomic_open,
+    atomic_write,
+    is_complete_checkpoint,
+    latest_checkpoint,
+    read_checkpoint,
+    remove_partial_files,
+)
+
+EPOCHS = 4  # of 2 iterations (16 images, batch 8): a checkpoint after each epoch, the last two kept
+
+
+def sha(path) -> str:
+    return hashlib.sha256(open(path, 'rb').read()).hexdigest()
+
+
+# --- atomic files ------------------------------------------------------------------------------------------------
+def test_a_failed_write_leaves_the_old_file(tmp_path) -> None:
+    path = tmp_path / 'last_checkpoint'
+    atomic_write(str(path), 'epoch_1.pth')
+    with pytest.raises(RuntimeError), atomic_open(str(path)) as f:
+        f.write('epoch_2')
+        raise RuntimeError('killed half way')
+    assert path.read_text() == 'epoch_1.pth' and os.listdir(tmp_path) == ['last_checkpoint']
+    with pytest.raises(ValueError, match='mode'):
+        with atomic_open(str(path), 'a'):
+            pass
+
+
+def test_a_killed_writer_leaves_the_old_file_and_a_partial_that_is_cleaned(tmp_path) -> None:
+    """A process writing half a file, then SIGKILLed: the target keeps its old bytes; the hidden temporary file it
+    left is what ``remove_partial_files`` deletes."""
+    path = tmp_path / 'epoch_1.pth'
+    torch.save({'w': torch.ones(3)}, path)
+    before = sha(path)
+    code = (
+        'import sys, time; sys.path.insert(0, sys.argv[2]); from vispe.engine.checkpoint import atomic_open\n'
+        "with atomic_open(sys.argv[1], 'wb') as f:\n"
+        "    f.write(b'PK' * 1000); f.flush(); print('half', flush=True); time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, '-c', code, str(path), ROOT], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == 'half'
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert sha(path) == before and read_checkpoint(str(path))['w'].sum() == 3
+    partial = [p for p in os.listdir(tmp_path) if PARTIAL in p]
+    assert len(partial) == 1 and partial[0].startswith('.epoch_1.pth')
+    assert remove_partial_files(str(tmp_path)) and os.listdir(tmp_path) == ['epoch_1.pth']
+
+
+def test_latest_checkpoint_skips_what_is_not_whole(tmp_path) -> None:
+    assert latest_checkpoint(str(tmp_path)) is None
+    for n in (1, 2, 3):
+        torch.save({'n': n}, tmp_path / f'epoch_{n}.pth')
+    data = (tmp_path / 'epoch_3.pth').read_bytes()
+    (tmp_path / 'epoch_3.pth').write_bytes(data[: len(data) // 2])  # a truncated file (a non-atomic writer's)
+    (tmp_path / 'last_checkpoint').write_text(str(tmp_path / 'epoch_3.pth'))
+    assert not is_complete_checkpoint(str(tmp_path / 'epoch_3.pth'))
+    assert latest_checkpoint(str(tmp_path)) == str(tmp_path / 'epoch_2.pth')
+    (tmp_path / 'last_checkpoint').write_text(str(tmp_path / 'epoch_1.pth'))
+    assert latest_checkpoint(str(tmp_path)) == str(tmp_path / 'epoch_1.pth')  # the pointer wins when it is whole
+
+
+# --- kill -9 and resume ------------------------------------------------------------------------------------------
+def dropout_config(tmp_path) -> str:
+    """The tiny ViT config with dropout and drop-path, so that a resumed run only matches when the random
+    generators continue where they were."""
+    base = tiny_config(tmp_path, epochs=EPOCHS, name='base.py')
+    path = tmp_path / 'dropout.py'
+    path.write_text(
+        f"_base_ = ['{base}']\n"
+        'model = dict(backbone=dict(drop_rate=0.1, drop_path_rate=0.1))\n'
+        'randomness = dict(seed=0, deterministic=True)\n'
+    )
+    return str(path)
+
+
+def train_cmd(config: str, work_dir, *extra: str) -> list:
+    return [sys.executable, 'tools/train.py', config, '--work-dir', str(work_dir), *extra]
+
+
+def final_weights(work_dir) -> dict:
+    return read_checkpoint(str(work_dir / f'epoch_{EPOCHS}.pth'))['state_dict']
+
+
+def assert_resumable(work_dir) -> None:
+    """What a killed run leaves: no pointer, or one naming a complete checkpoint; every epoch_N.pth whole."""
+    pointer = work_dir / 'last_checkpoint'
+    if pointer.exists():
+        assert is_complete_checkpoint(pointer.read_text().strip()), pointer.read_text()
+    for name in os.listdir(work_dir) if work_dir.exists() else []:
+        if name.endswith('.pth'):
+            assert is_complete_checkpoint(str(work_dir / name)), name
+
+
+@pytest.fixture(scope='module')
+def uninterrupted(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp('uninterrupted')
+    config = dropout_config(tmp)
+    subprocess.run(train_cmd(config, tmp / 'work'), cwd=ROOT, check=True, capture_output=True, timeout=600)
+    return config, final_weights(tmp / 'work')
+
+
+def kill_when(proc: subprocess.Popen, marker: str, delay: float) -> bool:
+    """Read the run's output until a line contains ``marker``, wait ``delay`` s, SIGKILL. False if it ended first."""
+    for line in proc.stdout:
+        if marker in line:
+            time.sleep(delay)
+            break
+    else:
+        proc.wait()
+        return False
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return True
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_moments_then_resume_ends_bit_exact(uninterrupted, tmp_path) -> None:
+    config, reference = uninterrupted
+    work = tmp_path / 'work'
+    rng = random.Random(0)
+    # kill points: during start-up, right after a checkpoint began, in the middle of an epoch
+    # (a tiny epoch takes ~20 ms, so the delays are drawn in milliseconds)
+    markers = ['Checkpoints will be saved', 'Saving checkpoint at 1', 'Saving checkpoint at 2', 'Epoch(train) [3][1/2]']
+    plan = [(marker, rng.uniform(0, 0.01)) for marker in markers]
+    kills = 0
+    for marker, delay in plan:
+        proc = subprocess.Popen(
+            train_cmd(config, work, '--resume'), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        kills += kill_when(proc, marker, delay)
+        assert_resumable(work)
+    assert kills >= 3, 'the runs ended before they could be killed: the test would prove nothing'
+    proc = subprocess.run(train_cmd(config, work, '--resume'), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert 'Auto resumed' in proc.stdout + proc.stderr or 'resumed' in (proc.stdout + proc.stderr).lower()
+    resumed = final_weights(work)
+    assert resumed.keys() == reference.keys()
+    different = [k for k in reference if not torch.equal(reference[k], resumed[k])]
+    assert not different, f'resumed run differs from the uninterrupted one in {different[:5]}'
+
+
+@pytest.mark.slow
+def test_kill_during_a_checkpoint_write_keeps_the_previous_one(uninterrupted, tmp_path) -> None:
+    """The run is killed while epoch_2.pth is half written (its writer is made to stall there): the pointer still
+    names epoch_1.pth, which is whole; --resume finishes and matches the uninterrupted run."""
+    config, reference = uninterrupted
+    work = tmp_path / 'work'
+    stall = (
+        'import sys, time, runpy\n'
+        'import vispe.engine.checkpoint as ck\n'
+        'real = ck.atomic_write\n'
+        'def stalling(path, data, encoding="utf-8"):\n'
+        '    if path.endswith("epoch_2.pth"):\n'
+        '        with open(ck.partial_path(path), "wb") as f:\n'
+        '            f.write(data[: len(data) // 2]); f.flush()\n'
+        '        print("HALF WRITTEN", flush=True); time.sleep(60)\n'
+        '    real(path, data, encoding)\n'
+        'import vispe.engine.hooks as hooks; hooks.atomic_write = stalling\n'
+        'sys.argv = sys.argv[1:]; runpy.run_path("tools/train.py", run_name="__main__")\n'
+    )
+    env = {**os.environ, 'PYTHONPATH': ROOT}
+    proc = subprocess.Popen(
+        [sys.executable, '-c', stall, *train_cmd(config, work)[1:]],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert kill_when(proc, 'HALF WRITTEN', 0.0)
+    assert (work / 'last_checkpoint').read_text().strip().endswith('epoch_1.pth')
+    assert not (work / 'epoch_2.pth').exists() and any(PARTIAL in n for n in os.listdir(work))
+    assert latest_checkpoint(str(work)).endswith('epoch_1.pth')
+    proc = subprocess.run(train_cmd(config, work, '--resume'), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert not any(PARTIAL in n for n in os.listdir(work)), 'the next save removes what the killed writer left'
+    resumed = final_weights(work)
+    assert all(torch.equal(reference[k], resumed[k]) for k in reference)
+
+
+# --- non-finite loss ---------------------------------------------------------------------------------------------
+class PoisonAt:
+    """A hook that turns the classifier's weights to NaN just before iteration ``at`` (1-based)."""
+
+    priority = 'NORMAL'
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def before_train_iter(self, runner, batch_idx, data_batch=None) -> None:
+        if runner.iter + 1 == self.at:
+            with torch.no_grad():
+                runner.model.backbone.head.weight.fill_(float('nan'))
+
+
+def test_nan_loss_stops_and_names_the_iteration_and_last_good_checkpoint(tmp_path) -> None:
+    from mmengine.hooks import Hook
+    from mmengine.runner import Runner
+
+    from vispe.engine.config import load_config
+    from vispe.engine.hooks import NonFiniteLossError
+
+    cfg = load_config(tiny_config(tmp_path, epochs=3), work_dir=str(tmp_path / 'work'))
+    runner = Runner.from_cfg(cfg)
+    runner.register_hook(type('Poison', (PoisonAt, Hook), {})(at=5))  # epoch 3, first batch
+    with pytest.raises(NonFiniteLossError) as err:
+        runner.train()
+    message = str(err.value)
+    last = str(tmp_path / 'work' / 'epoch_2.pth')
+    assert 'loss = nan at iteration 5 (epoch 3, batch 1)' in message and f'last good checkpoint is {last}' in message
+    assert not (tmp_path / 'work' / 'epoch_3.pth').exists(), 'the diverged weights must not be saved'
+    state = read_checkpoint(last)['state_dict']
+    assert all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point())
+    assert (tmp_path / 'work' / 'last_checkpoint').read_text().strip() == last
+
+
+def test_train_tool_exits_with_the_message_on_divergence(tmp_path) -> None:
+    """tools/train.py: an absurd learning rate makes the loss Inf / NaN; the tool exits 1 with one line naming the
+    iteration, no traceback."""
+    config = tiny_config(tmp_path, epochs=3)
+    proc = subprocess.run(
+        [*train_cmd(config, tmp_path / 'work'), '--cfg-options', 'optim_wrapper.optimizer.lr=1e30'],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1
+    assert 'Traceback' not in proc.stderr
+    assert 'error: training stopped: loss = ' in proc.stderr and ' at iteration ' in proc.stderr

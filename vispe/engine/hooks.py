@@ -1,0 +1,134 @@
+"""Runner hooks for runs that survive being killed and stop on a diverged loss.
+
+* ``AtomicCheckpointHook``: mmengine's CheckpointHook whose writes cannot be seen half done. The checkpoint goes
+  through the ``atomic_local`` file backend (temporary file, fsync, rename) and the ``last_checkpoint`` pointer,
+  which mmengine writes with a plain ``open``, through ``atomic_open``; files left by a killed writer are removed
+  at the next save. ``kill -9`` at any moment leaves the previous checkpoint and pointer whole.
+* ``RNGStateHook``: stores the torch (CPU and CUDA), numpy and Python random states in each checkpoint and puts
+  them back on resume, so that dropout, drop-path and random augmentation continue as if never interrupted (mmengine
+  reseeds on resume instead).
+* ``NonFiniteLossHook``: stops training at the first NaN / Inf loss, before any hook can save the diverged weights,
+  with an error naming the iteration and the last good checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from contextlib import contextmanager
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from mmengine.fileio.backends import LocalBackend, register_backend
+from mmengine.hooks import CheckpointHook, Hook
+from mmengine.hooks import checkpoint_hook as _mm_checkpoint_hook
+
+from vispe.engine.checkpoint import atomic_open, atomic_write, latest_checkpoint, remove_partial_files
+from vispe.registry import HOOKS
+
+
+@register_backend('atomic_local', force=True)
+class AtomicLocalBackend(LocalBackend):
+    """mmengine's local file backend with atomic ``put`` / ``put_text`` (``vispe.engine.checkpoint.atomic_write``)."""
+
+    def put(self, obj: bytes, filepath) -> None:
+        atomic_write(str(filepath), obj)
+
+    def put_text(self, obj: str, filepath, encoding: str = 'utf-8') -> None:
+        atomic_write(str(filepath), obj, encoding)
+
+
+@contextmanager
+def _atomic_pointer_writes():
+    """Inside the block, mmengine's checkpoint hook module opens files through ``atomic_open`` (it writes the
+    ``last_checkpoint`` pointer with the builtin ``open``); restored afterwards."""
+    _mm_checkpoint_hook.open = atomic_open
+    try:
+        yield
+    finally:
+        del _mm_checkpoint_hook.open  # the builtin again
+
+
+@HOOKS.register_module()
+class AtomicCheckpointHook(CheckpointHook):
+    """``CheckpointHook`` (same arguments) whose checkpoint files and ``last_checkpoint`` pointer are replaced
+    atomically, so an interrupted run always resumes from a complete checkpoint. Local paths only: with your own
+    ``backend_args`` (another storage backend) the checkpoint is written through that backend as given."""
+
+    def __init__(self, *args, backend_args: Optional[dict] = None, **kwargs) -> None:
+        super().__init__(*args, backend_args=backend_args or {'backend': 'atomic_local'}, **kwargs)
+
+    def _save_checkpoint_with_step(self, runner, step, meta) -> None:
+        if self.backend_args.get('backend') == 'atomic_local':
+            remove_partial_files(self.out_dir)
+        with _atomic_pointer_writes():
+            super()._save_checkpoint_with_step(runner, step, meta)
+
+
+@HOOKS.register_module()
+class RNGStateHook(Hook):
+    """Saves the random number generators' states with each checkpoint and restores them on resume."""
+
+    priority = 'VERY_LOW'
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        state: dict[str, Any] = {
+            'torch': torch.get_rng_state(),
+            'numpy': np.random.get_state(),
+            'python': random.getstate(),
+        }
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            state['cuda'] = torch.cuda.get_rng_state_all()
+        checkpoint['rng_state'] = state
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        state = checkpoint.get('rng_state')
+        if not state:
+            return
+        torch.set_rng_state(state['torch'])
+        np.random.set_state(tuple(state['numpy']))
+        version, internal, gauss = state['python']
+        random.setstate((version, tuple(internal), gauss))
+        if 'cuda' in state and torch.cuda.is_available() and len(state['cuda']) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(state['cuda'])
+
+
+class NonFiniteLossError(RuntimeError):
+    """Training produced a NaN or Inf loss."""
+
+
+@HOOKS.register_module()
+class NonFiniteLossHook(Hook):
+    """Raises ``NonFiniteLossError`` at the first iteration whose loss is NaN or Inf. Runs before every other hook
+    of that iteration (priority HIGHEST), so no checkpoint of the diverged weights is written; the message names
+    the iteration and the last good checkpoint."""
+
+    priority = 'HIGHEST'
+
+    def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs: Optional[dict] = None) -> None:
+        if not outputs:
+            return
+        bad = {}
+        for key, value in outputs.items():
+            if 'loss' not in key:
+                continue
+            number = float(value.detach().float().mean()) if isinstance(value, torch.Tensor) else float(value)
+            if not math.isfinite(number):
+                bad[key] = number
+        if not bad:
+            return
+        last = latest_checkpoint(runner.work_dir)
+        where = f'iteration {runner.iter + 1} (epoch {runner.epoch + 1}, batch {batch_idx + 1})'
+        losses = ', '.join(f'{k} = {v}' for k, v in bad.items())
+        keep = (
+            f'the last good checkpoint is {last} (left as it was); resume from it with --resume after lowering the '
+            'learning rate, adding gradient clipping (optim_wrapper.clip_grad) or checking the data'
+            if last
+            else 'no checkpoint had been saved yet; lower the learning rate, add gradient clipping '
+            '(optim_wrapper.clip_grad) or check the data'
+        )
+        raise NonFiniteLossError(f'training stopped: {losses} at {where}; {keep}')
+
+
+__all__ = ['AtomicCheckpointHook', 'AtomicLocalBackend', 'NonFiniteLossError', 'NonFiniteLossHook', 'RNGStateHook']
