@@ -73,3 +73,33 @@ def test_weights_that_do_not_fit_name_the_keys(tmp_path):
 def test_missing_checkpoint():
     with pytest.raises(FileNotFoundError, match='ghost.pth'):
         read_checkpoint('ghost.pth')
+
+
+def test_runner_loads_go_through_vispe_load_checkpoint() -> None:
+    """mmengine's loader for local files (Runner load_from / resume) is vispe's, so its allow-list applies."""
+    from mmengine.runner.checkpoint import CheckpointLoader
+
+    import vispe
+    from vispe.engine import checkpoint
+
+    assert CheckpointLoader._get_checkpoint_loader('work_dirs/x/epoch_1.pth') is checkpoint._mmengine_local_loader
+    assert vispe.load_checkpoint is checkpoint.load_checkpoint
+
+
+def test_resume_from_a_crafted_checkpoint_is_refused_and_runs_no_code(tmp_path) -> None:
+    """tools/train.py --resume on a work dir whose newest checkpoint would run a shell command when unpickled: the
+    tool exits with the allow-list message, and the command never ran."""
+    from test_tools import run_tool, tiny_config
+
+    class Boom:
+        def __reduce__(self):
+            return (os.system, (f'touch {tmp_path}/pwned',))
+
+    work = tmp_path / 'work'
+    work.mkdir()
+    torch.save({'state_dict': {}, 'meta': {'epoch': 1}, 'payload': Boom()}, str(work / 'epoch_1.pth'))
+    (work / 'last_checkpoint').write_text(str(work / 'epoch_1.pth'))
+    proc = run_tool('tools/train.py', tiny_config(tmp_path), '--work-dir', str(work), '--resume', check=False)
+    assert proc.returncode == 1 and 'Traceback' not in proc.stderr
+    assert 'outside the allow-list' in proc.stderr and 'epoch_1.pth' in proc.stderr
+    assert not (tmp_path / 'pwned').exists()

@@ -8,7 +8,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mmengine.runner import Runner  # noqa: E402
 
-from vispe.engine.checkpoint import CheckpointError, read_checkpoint  # noqa: E402
+from vispe.engine.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from vispe.engine.config import ConfigError, common_parser_args, load_config  # noqa: E402
 
 
@@ -20,7 +20,7 @@ def main():
     args = parser.parse_args()
     try:
         cfg = load_config(args.config, args.cfg_options, args.work_dir)
-        read_checkpoint(args.checkpoint)  # a clear error for a missing or non-checkpoint file, before any work
+        load_checkpoint(args.checkpoint)  # a clear error for a missing or non-checkpoint file, before any work
     except (ConfigError, CheckpointError, FileNotFoundError) as err:
         sys.exit(f'error: {err}')
     cfg.load_from = args.checkpoint

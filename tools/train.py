@@ -11,7 +11,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mmengine.runner import Runner  # noqa: E402
 
-from vispe.engine.checkpoint import allow_mmengine_checkpoints, latest_checkpoint  # noqa: E402
+from vispe.engine.checkpoint import CheckpointError, allow_mmengine_checkpoints, latest_checkpoint  # noqa: E402
 from vispe.engine.config import (  # noqa: E402
     ConfigError,
     common_parser_args,
@@ -66,7 +66,7 @@ def main():
         compile_backbone(runner.model)
     try:
         runner.train()
-    except NonFiniteLossError as err:
+    except (NonFiniteLossError, CheckpointError) as err:  # a diverged loss; a resume file refused or unreadable
         sys.exit(f'error: {err}')
     del runner  # teardown must be able to free the DDP wrapper
     teardown_distributed()

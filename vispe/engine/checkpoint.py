@@ -52,11 +52,20 @@ def _history_buffer_state(self: HistoryBuffer) -> dict:
     return state
 
 
+def _mmengine_local_loader(filename: str, map_location: Any = None) -> Dict[str, Any]:
+    """mmengine's loader for local paths (Runner ``load_from`` / ``resume``), replaced by vispe's."""
+    return load_checkpoint(osp.expanduser(filename), map_location=map_location)
+
+
 def allow_mmengine_checkpoints() -> None:
-    """Make mmengine checkpoints load with weights_only=True, process-wide: allow-list the exact classes and
-    save HistoryBuffers without function references. Idempotent; called by ``import vispe``."""
+    """Make mmengine checkpoints load safely, process-wide: allow-list the exact classes, save HistoryBuffers
+    without function references, and route mmengine's local checkpoint loading (the Runner's ``load_from`` and
+    ``resume``) through ``load_checkpoint``. Idempotent; called by ``import vispe``."""
+    from mmengine.runner.checkpoint import CheckpointLoader
+
     torch.serialization.add_safe_globals(mmengine_safe_globals())
     HistoryBuffer.__getstate__ = _history_buffer_state
+    CheckpointLoader.register_scheme(prefixes='', loader=_mmengine_local_loader, force=True)
 
 
 class CheckpointError(ValueError):
@@ -64,7 +73,8 @@ class CheckpointError(ValueError):
 
 
 def read_checkpoint(path: str, map_location: Any = 'cpu') -> Dict[str, Any]:
-    """torch.load a file with weights_only=True and the mmengine allow-list; clear errors for bad files."""
+    """torch.load a file with weights_only=True and the mmengine allow-list; clear errors for bad files. The reader
+    behind ``load_checkpoint``, which is what code outside this module calls."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f'checkpoint {path!r} does not exist')
     # process-wide, not torch's safe_globals() context: leaving that context removes the entries for everyone
@@ -108,7 +118,10 @@ def state_dict_of(ckpt: Dict[str, Any], path: str = 'checkpoint') -> Dict[str, t
 def load_checkpoint(
     path: str, model: Optional[nn.Module] = None, strict: bool = True, map_location: Any = 'cpu'
 ) -> Dict[str, Any]:
-    """Read ``path`` safely and, when ``model`` is given, load its weights into it. Returns the checkpoint."""
+    """The one way vispe loads a checkpoint (``vispe.load_checkpoint``; the Runner's resume and ``load_from`` and
+    every tool come here): ``torch.load(weights_only=True)`` with an exact allow-list, so a file crafted to run
+    code when unpickled is refused (``CheckpointError``) before any of it runs. With ``model``, its weights are
+    loaded into it (``strict``: every key must match). Returns the checkpoint dict."""
     ckpt = read_checkpoint(path, map_location)
     if model is not None:
         state = state_dict_of(ckpt, path)

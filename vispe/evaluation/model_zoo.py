@@ -20,7 +20,7 @@ from typing import Any, Dict, Optional
 
 import torch
 
-from vispe.engine.checkpoint import read_checkpoint, state_dict_of
+from vispe.engine.checkpoint import load_checkpoint, state_dict_of
 from vispe.evaluation.compare import markdown_table
 
 #: provenance kept from mmengine's checkpoint meta (the config text is in config.py, the rest is training state)
@@ -42,7 +42,7 @@ def sha256(path: str) -> str:
 
 def slim_checkpoint(src: str, dst: str) -> Dict[str, Any]:
     """Write ``src``'s weights and provenance to ``dst`` (no optimizer / scheduler / message-hub state)."""
-    ckpt = read_checkpoint(src)
+    ckpt = load_checkpoint(src)
     meta = {k: v for k, v in ckpt.get('meta', {}).items() if k in KEPT_META}
     slim = {'meta': meta, 'state_dict': state_dict_of(ckpt, src)}
     os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)

@@ -7,7 +7,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 
 from vispe.datasets.pointfiles import center, read_points, resample
-from vispe.engine.checkpoint import read_checkpoint
+from vispe.engine.checkpoint import load_checkpoint
 from vispe.registry import DATASETS
 
 
@@ -20,7 +20,7 @@ def dataset_view(cfg, checkpoint: Optional[str] = None) -> Dict:
         raise ValueError(f'the config tests on {data_cfg.type!r}, not a point-cloud data set such as Primitives3D')
     classes = cls.classes
     if checkpoint is not None:
-        meta = read_checkpoint(checkpoint).get('meta') or {}
+        meta = load_checkpoint(checkpoint).get('meta') or {}
         classes = (meta.get('dataset_meta') or {}).get('classes') or classes
     return {'num_points': int(data_cfg.get('num_points', 1024)), 'frame': cls.frame, 'classes': tuple(classes)}
 
