@@ -9,10 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from PIL import Image
 from torch.utils.data import Dataset
 from torchvision import datasets as tv_datasets
 from torchvision.transforms import v2
 
+from vispe.datasets.samples import SKIP_HINT, SampleError, SkipsBadSamples, check_on_error
 from vispe.registry import DATASETS
 
 ImageSize = int | tuple[int, int]
@@ -57,21 +59,33 @@ def _missing(path: Path, how: str) -> FileNotFoundError:
     return FileNotFoundError(f'{path} not found. {how} vispe never downloads data; see data/README.md.')
 
 
-class _DictDataset(Dataset):
-    """Wraps a torchvision data set so items are ``dict(inputs=tensor, labels=int)``, like Shapes2D."""
+class _DictDataset(SkipsBadSamples, Dataset):
+    """Wraps a torchvision data set so items are ``dict(inputs=tensor, labels=int)``, like Shapes2D; bad files are
+    an error naming them or skipped (``on_error``, ``vispe.datasets.samples``)."""
 
-    def __init__(self, base: Dataset, classes: list[str]) -> None:
+    def __init__(self, base: Dataset, classes: list[str], on_error: str = 'raise') -> None:
         self.base = base
         self.classes = list(classes)
         self.num_classes = len(self.classes)
         self.metainfo = {'classes': tuple(self.classes), 'num_classes': self.num_classes}
+        self.on_error = check_on_error(on_error)
 
     def __len__(self) -> int:
         return len(self.base)
 
-    def __getitem__(self, index: int) -> dict:
+    def load(self, index: int) -> dict:
         image, label = self.base[index]
         return {'inputs': image, 'labels': int(label)}
+
+
+def load_image(path: str) -> Image.Image:
+    """An RGB PIL image, decoded in full now (PIL decodes lazily, so a truncated file would fail later, far from
+    its name); SampleError naming the file when it is corrupt, truncated or not an image."""
+    try:
+        with Image.open(path) as image:
+            return image.convert('RGB')
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:  # PIL's ways of saying so
+        raise SampleError(f'{path}: unreadable image ({err}); {SKIP_HINT}') from None
 
 
 def _find_image_root(data_root: Path, split: str) -> Path:
@@ -101,6 +115,8 @@ class ImageFolderDataset(_DictDataset):
         image_size: int (square crop) or (H, W).
         normalize: True: ImageNet mean / std; 'symmetric': values in [-1, 1] (for diffusion); False: [0, 1].
         augment: random crop + flip; default: ``split == 'train'``.
+        on_error: 'raise' (a corrupt or truncated image stops with an error naming it) or 'skip' (warn, serve the
+            next image, count it).
     """
 
     def __init__(
@@ -110,13 +126,14 @@ class ImageFolderDataset(_DictDataset):
         image_size: ImageSize = 224,
         normalize: Normalize = True,
         augment: bool | None = None,
+        on_error: str = 'raise',
     ) -> None:
         self.data_root, self.split, self.image_size = Path(data_root), split, image_size
         root = _find_image_root(self.data_root, split)
         augment = split == 'train' if augment is None else augment
         transform = v2.Compose(_resize_steps(image_size, augment) + _to_tensor(normalize, IMAGENET_MEAN, IMAGENET_STD))
-        base = tv_datasets.ImageFolder(str(root), transform=transform)
-        super().__init__(base, base.classes)
+        base = tv_datasets.ImageFolder(str(root), transform=transform, loader=load_image)
+        super().__init__(base, base.classes, on_error)
 
 
 @DATASETS.register_module()

@@ -23,6 +23,7 @@ import torch
 from torch.utils.data import Dataset
 
 from vispe.datasets.pointfiles import read_points, resample, unit_sphere
+from vispe.datasets.samples import SampleError, SkipsBadSamples, check_on_error, finite_points
 from vispe.registry import DATASETS
 
 #: ModelNet40's classes in their usual (alphabetical) order; used when the files on disk do not list them
@@ -42,19 +43,21 @@ def read_text_cloud(path: str) -> np.ndarray:
     width = len(first.replace(',', ' ').split())
     values = np.fromstring(text.replace(',', ' '), dtype=np.float32, sep=' ')
     if width < 3 or values.size == 0 or values.size % width:
-        raise ValueError(f'{path}: expected lines of x,y,z[,nx,ny,nz] numbers')
-    return values.reshape(-1, width)[:, :3].copy()
+        raise SampleError(f'{path}: expected lines of x,y,z[,nx,ny,nz] numbers (truncated or not a point file)')
+    return finite_points(values.reshape(-1, width)[:, :3].copy(), path)
 
 
 @DATASETS.register_module()
-class ModelNet40(Dataset):
+class ModelNet40(SkipsBadSamples, Dataset):
     """ModelNet40 point clouds from disk, labelled by class.
 
     Args:
         data_root: the data folder (either layout above). split: 'train' or 'test' ('val' reads 'test': ModelNet40 has
             no validation split). num_points: N points per cloud. sample: 'fps', 'random' or 'first' (how N points
             are chosen from the file's). scale: multiplies every normalised cloud. seed: for mesh sampling and
-            'random'. variant: the text layout's file prefix ('modelnet10' for ModelNet10).
+            'random'. variant: the text layout's file prefix ('modelnet10' for ModelNet10). on_error: 'raise' (a
+            truncated, unreadable or NaN file stops with an error naming it) or 'skip' (warn, serve the next sample,
+            count it; ``vispe.datasets.samples``).
 
     Items are ``{'inputs': FloatTensor (N, 3), 'labels': int}``.
     """
@@ -72,7 +75,9 @@ class ModelNet40(Dataset):
         scale: float = 1.0,
         seed: int = 0,
         variant: str = 'modelnet40',
+        on_error: str = 'raise',
     ) -> None:
+        self.on_error = check_on_error(on_error)
         if split not in ('train', 'val', 'test'):
             raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
         if sample not in ('fps', 'random', 'first'):
@@ -121,7 +126,7 @@ class ModelNet40(Dataset):
     def __len__(self) -> int:
         return len(self.items)
 
-    def __getitem__(self, index: int) -> dict:
+    def load(self, index: int) -> dict:
         path, label = self.items[index]
         seed = self.seed * 1_000_003 + index
         points = read_text_cloud(path) if self.layout == 'text' else read_points(path, seed=seed)

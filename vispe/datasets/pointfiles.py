@@ -14,6 +14,8 @@ from typing import Optional
 import numpy as np
 import open3d as o3d
 
+from vispe.datasets.samples import SKIP_HINT, SampleError, check_ply, finite_points
+
 POINT_CLOUD_SUFFIXES = ('.ply', '.pcd', '.xyz', '.xyzn', '.xyzrgb', '.pts')
 MESH_SUFFIXES = ('.off', '.obj', '.stl', '.gltf', '.glb', '.ply')
 #: points sampled from a mesh's surface before ``resample`` picks the final count
@@ -31,16 +33,19 @@ def read_points(path: str, mesh_samples: int = MESH_SAMPLES, seed: int = 0) -> n
             f'{path}: unsupported file type {suffix!r}; point clouds: {", ".join(POINT_CLOUD_SUFFIXES)}; '
             f'meshes: {", ".join(MESH_SUFFIXES)}'
         )
+    if suffix == '.ply':
+        check_ply(path)  # open3d fills a truncated file's missing points with zeros and only prints a warning
     if suffix in POINT_CLOUD_SUFFIXES:
-        cloud = o3d.io.read_point_cloud(path)
+        cloud = o3d.io.read_point_cloud(path, remove_nan_points=False, remove_infinite_points=False)
         if cloud.has_points():
-            return np.asarray(cloud.points, dtype=np.float32)
+            return finite_points(np.asarray(cloud.points, dtype=np.float32), path)
     if suffix in MESH_SUFFIXES:
         mesh = o3d.io.read_triangle_mesh(path)
         if mesh.has_triangles():
+            finite_points(np.asarray(mesh.vertices), path)
             o3d.utility.random.seed(seed)
             return np.asarray(mesh.sample_points_uniformly(mesh_samples).points, dtype=np.float32)
-    raise ValueError(f'{path}: open3d read no points (an empty or unreadable {suffix} file)')
+    raise SampleError(f'{path}: open3d read no points (an empty or unreadable {suffix} file); {SKIP_HINT}')
 
 
 def resample(points: np.ndarray, num: int, method: str = 'fps', seed: int = 0) -> np.ndarray:

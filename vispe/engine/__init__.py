@@ -4,7 +4,13 @@ checks, CPU distributed training, CPU bf16 autocast."""
 from vispe.engine.amp import BF16OptimWrapper
 from vispe.engine.checkpoint import allow_mmengine_checkpoints, latest_checkpoint, load_checkpoint
 from vispe.engine.distributed import CPUDistributedDataParallel
-from vispe.engine.hooks import AtomicCheckpointHook, NonFiniteLossError, NonFiniteLossHook, RNGStateHook
+from vispe.engine.hooks import (
+    AtomicCheckpointHook,
+    NonFiniteLossError,
+    NonFiniteLossHook,
+    RNGStateHook,
+    SkippedSamplesHook,
+)
 from vispe.engine.metrics import Accuracy
 
 __all__ = [
@@ -15,6 +21,7 @@ __all__ = [
     'NonFiniteLossError',
     'NonFiniteLossHook',
     'RNGStateHook',
+    'SkippedSamplesHook',
     'allow_mmengine_checkpoints',
     'latest_checkpoint',
     'load_checkpoint',

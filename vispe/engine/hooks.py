@@ -9,6 +9,7 @@
   reseeds on resume instead).
 * ``NonFiniteLossHook``: stops training at the first NaN / Inf loss, before any hook can save the diverged weights,
   with an error naming the iteration and the last good checkpoint.
+* ``SkippedSamplesHook``: reports the unreadable samples that data sets built with ``on_error='skip'`` skipped.
 """
 
 from __future__ import annotations
@@ -131,4 +132,59 @@ class NonFiniteLossHook(Hook):
         raise NonFiniteLossError(f'training stopped: {losses} at {where}; {keep}')
 
 
-__all__ = ['AtomicCheckpointHook', 'AtomicLocalBackend', 'NonFiniteLossError', 'NonFiniteLossHook', 'RNGStateHook']
+def _dataset_with_skips(loader: Any) -> Any:
+    """The data set behind a dataloader (through wrappers with a ``dataset`` attribute) that counts skipped samples,
+    or None."""
+    dataset = getattr(loader, 'dataset', None)
+    for _ in range(4):
+        if dataset is None or hasattr(type(dataset), 'skipped'):
+            return dataset
+        dataset = getattr(dataset, 'dataset', None)
+    return None
+
+
+@HOOKS.register_module()
+class SkippedSamplesHook(Hook):
+    """Logs how many unreadable samples a data set built with ``on_error='skip'`` has skipped, after each train,
+    val and test epoch where the count grew, and the totals when the run ends."""
+
+    priority = 'VERY_LOW'
+
+    def __init__(self) -> None:
+        self.reported: dict[str, int] = {}
+
+    def _report(self, runner, split: str, final: bool = False) -> None:
+        loop = getattr(runner, f'_{split}_loop', None)  # a built loop holds the built loader; never build one here
+        dataset = _dataset_with_skips(getattr(loop, 'dataloader', None))
+        skipped = dataset.skipped if dataset is not None else {}
+        if not skipped or (len(skipped) == self.reported.get(split) and not final):
+            return
+        self.reported[split] = len(skipped)
+        first = next(iter(skipped.values()))
+        runner.logger.warning(
+            f"{len(skipped)} unreadable {split} sample(s) skipped so far (on_error='skip'; counted in this "
+            f'process); first: {first}'
+        )
+
+    def after_train_epoch(self, runner) -> None:
+        self._report(runner, 'train')
+
+    def after_val_epoch(self, runner, metrics=None) -> None:
+        self._report(runner, 'val')
+
+    def after_test_epoch(self, runner, metrics=None) -> None:
+        self._report(runner, 'test')
+
+    def after_run(self, runner) -> None:
+        for split in ('train', 'val', 'test'):
+            self._report(runner, split, final=split in self.reported)
+
+
+__all__ = [
+    'AtomicCheckpointHook',
+    'AtomicLocalBackend',
+    'NonFiniteLossError',
+    'NonFiniteLossHook',
+    'RNGStateHook',
+    'SkippedSamplesHook',
+]
