@@ -265,9 +265,12 @@ def test_encoding_kinds() -> None:
     assert encoding_kind('rope_axial+ape_learned') == 'rotary' and encoding_kind(SDPA) == 'none'
 
 
-def test_scaling_report() -> None:
+def test_scaling_report(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     cfg = BenchmarkConfig(**{**TINY, 'encodings': ['rope_axial', 'irpe'], 'repeats': 2}, level='attention')
     report = measure_scaling(cfg, [16, 32])
+    assert load_tool().main(['--summarize', str(write_report(report, tmp_path / 's.json'))]) == 0
+    table = capsys.readouterr().out
+    assert '| ratio 16 px | ratio 32 px |' in table and '| irpe | bias |' in table
     assert [r['img_size'] for r in report['reports']] == [[16, 16], [32, 32]]
     rows = {r['encoding']: r for r in report['scaling']}
     assert list(rows) == ['ape_learned', 'rope_axial', 'irpe', SDPA]

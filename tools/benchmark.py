@@ -138,7 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.throughput:
         return throughput(args)
     if args.summarize:
-        print(summary_markdown([json.loads(Path(path).read_text()) for path in args.summarize]), end='')
+        reports = []
+        for path in args.summarize:  # a --scaling report holds one report per size
+            report = json.loads(Path(path).read_text())
+            reports.extend(report.get('reports', [report]))
+        print(summary_markdown(reports), end='')
         return 0
     cfg = BenchmarkConfig(
         model=args.model,
