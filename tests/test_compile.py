@@ -59,3 +59,27 @@ def test_train_tool_compiles_the_backbone_and_keeps_checkpoint_keys(tmp_path) ->
     assert torch.equal(
         plain.state_dict()['backbone.blocks.0.attn.qkv.weight'], state['backbone.blocks.0.attn.qkv.weight']
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('family', ['dit', 'point', 'camera'])
+def test_runner_trains_compiled(family: str, tmp_path) -> None:
+    """--compile for the other backbone families (the ViT goes through tools/train.py above): two Runner iterations
+    with the backbone compiled, a finite loss, and weights that move."""
+    from conftest import changed_keys
+    from mmengine.runner import Runner
+    from test_amp import CONFIGS
+
+    from vispe.engine.config import compile_backbone, load_config
+
+    cfg = load_config(CONFIGS[family](tmp_path), work_dir=str(tmp_path / 'work'))
+    cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
+    cfg.train_cfg.pop('val_interval', None)
+    runner = Runner.from_cfg(cfg)
+    compile_backbone(runner.model)
+    init = {k: v.clone() for k, v in runner.model.state_dict().items()}
+    runner.train()
+    assert runner.model.backbone._compiled_call_impl is not None
+    losses = runner.message_hub.get_scalar('train/loss').data[0]
+    assert len(losses) and torch.isfinite(torch.as_tensor(losses)).all()
+    assert changed_keys(init, runner.model.state_dict())
