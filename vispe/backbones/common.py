@@ -2,13 +2,73 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Sequence, Tuple
+from typing import Any, FrozenSet, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
+from timm.layers import to_2tuple
 from torch import nn
 
-from vispe.encodings.build import EncodingSpec, build_encoding, encoding_class, list_encodings, normalize_spec
+from vispe.encodings.build import (
+    EncodingSpec,
+    build_encoding,
+    check_heads,
+    encoding_class,
+    list_encodings,
+    normalize_spec,
+)
 from vispe.positions import Positions
+
+
+def backbone_encodings(ndim: int = 2, cameras: bool = False, hooks: Optional[FrozenSet[str]] = None) -> List[str]:
+    """Names of the encodings a backbone accepts: those for ``ndim``-D positions, camera ones only with ``cameras``,
+    and with ``hooks``, only those whose hooks are all among them."""
+    names = list_encodings(ndim, cameras)
+    return names if hooks is None else [n for n in names if encoding_class(n).hooks() <= hooks]
+
+
+def check_backbone_encoding(name: str, backbone: str, ndim: int, cameras: bool, hooks: Optional[FrozenSet[str]]):
+    """ValueError naming the encoding, the backbone and what it accepts when ``backbone`` cannot serve ``name``."""
+    cls = encoding_class(name)
+    accepted = backbone_encodings(ndim, cameras, hooks)
+    if ndim not in cls.ndims:
+        kind = {2: 'image token grids', 3: 'point clouds'}.get(ndim, f'{ndim}D positions')
+        raise ValueError(
+            f'{backbone}: encoding {name!r} does not work on {ndim}D positions; for {kind} choose one of {accepted} '
+            f'({name} is for {" or ".join(f"{d}D" for d in cls.ndims)} positions)'
+        )
+    if cls.needs_cameras and not cameras:
+        raise ValueError(
+            f'{backbone}: encoding {name!r} needs cameras, which {backbone} does not have; choose one of {accepted}, '
+            f"or use {name} in the multi-view transformer (dict(type='MultiViewTransformer', ...))"
+        )
+    if hooks is not None and not cls.hooks() <= hooks:
+        raise ValueError(
+            f'{backbone}: {name} needs the tokens to form one image grid (its {sorted(cls.hooks() - hooks)} hooks), '
+            f'which {backbone} does not have; choose one of {accepted}'
+        )
+
+
+def check_rates(owner: str, **rates: float) -> None:
+    """ValueError naming ``owner`` and the argument unless each rate is a probability in [0, 1]."""
+    for name, rate in rates.items():
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f'{owner}: {name} is a probability in [0, 1], got {name}={rate!r}')
+
+
+def check_img_size(
+    owner: str, img_size: Union[int, Sequence[int]], patch_size: Union[int, Sequence[int]], alternative: str = ''
+) -> None:
+    """ValueError naming ``owner`` unless ``img_size`` (int or (H, W)) divides into whole patches; ``alternative``
+    is added to the suggested fix."""
+    (h, w), (ph, pw) = to_2tuple(img_size), to_2tuple(patch_size)
+    if min(ph, pw) < 1:
+        raise ValueError(f'{owner}: patch_size must be >= 1, got {patch_size!r}')
+    if h % ph or w % pw:
+        near = f'{max(ph, round(h / ph) * ph)}x{max(pw, round(w / pw) * pw)}'
+        raise ValueError(
+            f'{owner}: img_size {h}x{w} is not divisible by patch_size {ph}x{pw}: the border would never be seen; '
+            f'use a multiple of the patch, e.g. img_size {near}{alternative}'
+        )
 
 
 def build_backbone_encodings(
@@ -19,32 +79,26 @@ def build_backbone_encodings(
     grid_size: Sequence[int],
     ndim: int = 2,
     cameras: bool = False,
+    backbone: str = 'this backbone',
+    hooks: Optional[FrozenSet[str]] = None,
     **extra_context: Any,
 ) -> Tuple[nn.ModuleDict, List[nn.ModuleDict]]:
     """Build ``spec`` (a name, a config dict or a list of them) for a ``depth``-block backbone.
 
     Returns (model_level, per_layer): one ModuleDict of the encodings with embed / after_block hooks, shared by
     the model, and ``depth`` ModuleDicts (one per attention layer, built with ``layer_index=i``) of those with
-    attention hooks. An encoding not meant for ``ndim``-D positions raises ValueError listing those that are, and
-    so does a camera encoding when the backbone supplies no cameras (``cameras=False``).
+    attention hooks. Before building anything, a width not divisible by ``num_heads`` raises ValueError, and so
+    does an encoding ``backbone`` (its name, for the messages) cannot serve: one not meant for ``ndim``-D
+    positions, a camera encoding when the backbone supplies no cameras (``cameras=False``), one using hooks
+    outside ``hooks`` (None: any); the message lists those it accepts.
     Each encoding receives the backbone context it names: dim, num_heads, ndim, grid_size (the
     training token grid), depth and ``extra_context`` (the multi-view transformer's patch_size). Keys are the
     registry names.
     """
+    check_heads(dim, num_heads, backbone)
     cfgs = normalize_spec(spec)
     for cfg in cfgs:
-        cls = encoding_class(cfg['type'])
-        if ndim not in cls.ndims:
-            kind = {2: 'image token grids', 3: 'point clouds'}.get(ndim, f'{ndim}D positions')
-            raise ValueError(
-                f'encoding {cfg["type"]!r} does not work on {ndim}D positions; for {kind} choose one of '
-                f'{list_encodings(ndim, cameras)}'
-            )
-        if cls.needs_cameras and not cameras:
-            raise ValueError(
-                f'encoding {cfg["type"]!r} needs cameras, which this backbone does not have; use it in the '
-                "multi-view transformer (dict(type='MultiViewTransformer', ...))"
-            )
+        check_backbone_encoding(cfg['type'], backbone, ndim, cameras, hooks)
     context = dict(dim=dim, num_heads=num_heads, ndim=ndim, grid_size=tuple(grid_size), depth=depth, **extra_context)
     layer_cfgs = [c for c in cfgs if encoding_class(c['type']).per_layer()]
     model_level = nn.ModuleDict(
@@ -90,4 +144,13 @@ def apply_after_block_hooks(model_level: nn.ModuleDict, i: int, x: torch.Tensor,
     return x
 
 
-__all__ = ['EncodingHost', 'apply_after_block_hooks', 'apply_embed_hooks', 'build_backbone_encodings']
+__all__ = [
+    'EncodingHost',
+    'apply_after_block_hooks',
+    'apply_embed_hooks',
+    'backbone_encodings',
+    'build_backbone_encodings',
+    'check_backbone_encoding',
+    'check_img_size',
+    'check_rates',
+]

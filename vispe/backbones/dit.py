@@ -32,6 +32,8 @@ from vispe.backbones.common import (
     apply_after_block_hooks,
     apply_embed_hooks,
     build_backbone_encodings,
+    check_img_size,
+    check_rates,
 )
 from vispe.encodings.base import Encoding
 from vispe.encodings.build import EncodingSpec
@@ -201,8 +203,8 @@ class DiT(EncodingHost, nn.Module):
     ) -> None:
         super().__init__()
         img_size = to_2tuple(img_size)
-        if img_size[0] % patch_size or img_size[1] % patch_size:
-            raise ValueError(f'img_size {img_size[0]}x{img_size[1]} is not divisible by patch_size {patch_size}')
+        check_img_size('DiT', img_size, patch_size)
+        check_rates('DiT', class_dropout_prob=class_dropout_prob)
         self.patch_size, self.in_chans, self.num_classes = patch_size, in_chans, num_classes
         self.out_chans = 2 * in_chans if learn_sigma else in_chans
         self.embed_dim, self.num_heads, self.learn_sigma = embed_dim, num_heads, learn_sigma
@@ -215,7 +217,9 @@ class DiT(EncodingHost, nn.Module):
         self.t_embedder = TimestepEmbedder(embed_dim)
         self.y_embedder = LabelEmbedder(num_classes, embed_dim, class_dropout_prob)
         self.crop_embedder = CropEmbedder(embed_dim) if crop_condition else None
-        self.pe, per_layer = build_backbone_encodings(encoding, embed_dim, num_heads, depth, self.grid_size)
+        self.pe, per_layer = build_backbone_encodings(
+            encoding, embed_dim, num_heads, depth, self.grid_size, backbone='DiT'
+        )
         self.blocks = nn.ModuleList([DiTBlock(embed_dim, num_heads, mlp_ratio, per_layer[i]) for i in range(depth)])
         self.final_layer = FinalLayer(embed_dim, patch_size, self.out_chans)
         self.position_sampler = build_position_sampler(position_sampler)

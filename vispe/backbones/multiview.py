@@ -15,9 +15,15 @@ import torch
 from timm.layers import PatchEmbed
 from torch import Tensor, nn
 
-from vispe.backbones.common import EncodingHost, build_backbone_encodings
+from vispe.backbones.common import (
+    EncodingHost,
+    backbone_encodings,
+    build_backbone_encodings,
+    check_img_size,
+    check_rates,
+)
 from vispe.backbones.vit import pe_blocks
-from vispe.encodings.build import EncodingSpec, list_encodings
+from vispe.encodings.build import EncodingSpec
 from vispe.positions import Cameras, Positions, grid_coords, grid_positions
 from vispe.registry import MODELS
 
@@ -27,9 +33,7 @@ SUPPORTED_HOOKS = frozenset({'embed', 'rotate'})
 
 def multiview_encodings() -> list:
     """Names of the encodings the multi-view transformer accepts."""
-    from vispe.encodings.build import encoding_class
-
-    return [n for n in list_encodings(ndim=2, cameras=True) if encoding_class(n).hooks() <= SUPPORTED_HOOKS]
+    return backbone_encodings(ndim=2, cameras=True, hooks=SUPPORTED_HOOKS)
 
 
 @MODELS.register_module()
@@ -61,6 +65,8 @@ class MultiViewTransformer(EncodingHost, nn.Module):
         drop_path_rate: float = 0.0,
     ) -> None:
         super().__init__()
+        check_img_size('MultiViewTransformer', img_size, patch_size)
+        check_rates('MultiViewTransformer', drop_path_rate=drop_path_rate)
         self.patch_size = patch_size
         self.patch_embed = PatchEmbed(img_size, patch_size, in_chans, embed_dim, strict_img_size=False)
         self.pe, per_layer = build_backbone_encodings(
@@ -71,14 +77,10 @@ class MultiViewTransformer(EncodingHost, nn.Module):
             self.patch_embed.grid_size,
             ndim=2,
             cameras=True,
+            backbone='MultiViewTransformer',
+            hooks=SUPPORTED_HOOKS,
             patch_size=patch_size,
         )
-        for name, enc in [*self.pe.items(), *(per_layer[0].items() if per_layer else [])]:
-            if not type(enc).hooks() <= SUPPORTED_HOOKS:
-                raise ValueError(
-                    f'{name} needs the tokens to form one image grid, which the multi-view transformer does not have; '
-                    f'choose from {multiview_encodings()}'
-                )
         rotating = [n for n, enc in (per_layer[0].items() if per_layer else []) if 'rotate' in type(enc).hooks()]
         if 'gta' in rotating and len(rotating) > 1:
             raise ValueError(
@@ -109,9 +111,10 @@ class MultiViewTransformer(EncodingHost, nn.Module):
                 f'{tuple(K.shape)} and {tuple(cam_to_world.shape)}'
             )
         if H % self.patch_size or W % self.patch_size:
+            p = self.patch_size
             raise ValueError(
-                f'image size {H}x{W} is not divisible by the patch size {self.patch_size}: resize or crop the views '
-                f'to a multiple of {self.patch_size}'
+                f'image size {H}x{W} is not divisible by the patch size {p}: resize or crop the views to a multiple '
+                f'of {p} (e.g. {max(p, round(H / p) * p)}x{max(p, round(W / p) * p)})'
             )
 
     def forward_features(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> Tensor:

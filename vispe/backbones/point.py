@@ -18,6 +18,7 @@ from vispe.backbones.common import (
     apply_after_block_hooks,
     apply_embed_hooks,
     build_backbone_encodings,
+    check_rates,
 )
 from vispe.backbones.vit import pe_blocks
 from vispe.encodings.build import EncodingSpec
@@ -129,10 +130,16 @@ class PointTransformer(EncodingHost, nn.Module):
         group_hidden: int = 128,
     ) -> None:
         super().__init__()
+        for name, value in dict(num_groups=num_groups, group_size=group_size, group_hidden=group_hidden).items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f'PointTransformer: {name} must be an int >= 1, got {name}={value!r}')
+        check_rates('PointTransformer', drop_path_rate=drop_path_rate)
         self.num_classes, self.num_groups, self.group_size = num_classes, num_groups, group_size
         self.group_embed = MiniPointNet(embed_dim, hidden=group_hidden)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
-        self.pe, per_layer = build_backbone_encodings(encoding, embed_dim, num_heads, depth, grid_size=(), ndim=3)
+        self.pe, per_layer = build_backbone_encodings(
+            encoding, embed_dim, num_heads, depth, grid_size=(), ndim=3, backbone='PointTransformer'
+        )
         self.blocks = pe_blocks(embed_dim, num_heads, mlp_ratio, drop_path_rate, per_layer)
         self.norm = nn.LayerNorm(embed_dim)
         self.head = nn.Linear(2 * embed_dim, num_classes)

@@ -9,6 +9,7 @@ image size: any H x W divisible by the patch size, non-square included.
 from __future__ import annotations
 
 import copy
+import inspect
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import timm
@@ -26,8 +27,10 @@ from vispe.backbones.common import (
     apply_after_block_hooks,
     apply_embed_hooks,
     build_backbone_encodings,
+    check_img_size,
+    check_rates,
 )
-from vispe.encodings.build import EncodingSpec, normalize_spec
+from vispe.encodings.build import EncodingSpec, check_heads, normalize_spec
 from vispe.positions import Positions, PositionSampler, build_position_sampler, grid_positions
 from vispe.registry import MODELS
 
@@ -71,6 +74,7 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
     position_sampler: Optional[PositionSampler] = None
 
     def __init__(self, encoding: EncodingSpec = 'ape_learned', position_sampler=None, **kwargs: Any) -> None:
+        _check_vit_kwargs(kwargs, defaults=True)
         super().__init__(**kwargs)
         apply_encoding(self, encoding, position_sampler=position_sampler)
 
@@ -192,6 +196,20 @@ def _strip_encodings(model: VisionTransformer) -> Optional[torch.Tensor]:
     return table
 
 
+_TIMM_VIT_DEFAULTS = {
+    k: p.default for k, p in inspect.signature(VisionTransformer.__init__).parameters.items() if k != 'self'
+}
+
+
+def _check_vit_kwargs(kwargs: Dict[str, Any], defaults: bool) -> None:
+    """Before timm builds a ViT from ``kwargs``: drop rates in [0, 1], and num_heads dividing embed_dim (with
+    ``defaults``, timm's VisionTransformer defaults fill in what is not given; without, only given pairs)."""
+    check_rates('VisionTransformerPE', **{k: v for k, v in kwargs.items() if k.endswith('_rate')})
+    args = {**_TIMM_VIT_DEFAULTS, **kwargs} if defaults else kwargs
+    if 'embed_dim' in args and 'num_heads' in args:
+        check_heads(args['embed_dim'], args['num_heads'], 'VisionTransformerPE')
+
+
 def _check_convertible(model: nn.Module) -> None:
     if type(model) not in (VisionTransformer, VisionTransformerPE):
         raise TypeError(
@@ -228,9 +246,16 @@ def apply_encoding(
         model = copy.deepcopy(model)
     old_table = _strip_encodings(model)
 
+    patch_embed = model.patch_embed
+    if getattr(patch_embed, 'img_size', None) is not None and not getattr(patch_embed, 'dynamic_img_pad', False):
+        check_img_size(
+            'VisionTransformerPE', patch_embed.img_size, patch_embed.patch_size, ', or build with dynamic_img_pad=True'
+        )
     num_heads = model.blocks[0].attn.num_heads if len(model.blocks) else 1
-    grid = tuple(model.patch_embed.grid_size)
-    model_level, per_layer = build_backbone_encodings(cfgs, model.embed_dim, num_heads, len(model.blocks), grid)
+    grid = tuple(patch_embed.grid_size)
+    model_level, per_layer = build_backbone_encodings(
+        cfgs, model.embed_dim, num_heads, len(model.blocks), grid, backbone='VisionTransformerPE'
+    )
 
     model.__class__ = VisionTransformerPE
     model.dynamic_img_size = True
@@ -320,12 +345,22 @@ def create_model(
     features_only = kwargs.pop('features_only', False)
     sampler = kwargs.pop('position_sampler', None)
     feature_kwargs = {k: kwargs.pop(k) for k in ('out_indices', 'feature_cls', 'output_fmt') if k in kwargs}
-    if eva_rope_base(model_name) is not None:
-        model = from_eva_rope(model_name, pretrained=pretrained, **kwargs)
-    else:
-        model = timm.create_model(model_name, pretrained=pretrained, **kwargs)
-        if encoding == 'default' and not isinstance(model, VisionTransformerPE):
-            encoding = 'ape_learned' if getattr(model, 'pos_embed', None) is not None else None
+    _check_vit_kwargs(kwargs, defaults=False)
+    try:
+        if eva_rope_base(model_name) is not None:
+            model = from_eva_rope(model_name, pretrained=pretrained, **kwargs)
+        else:
+            model = timm.create_model(model_name, pretrained=pretrained, **kwargs)
+    except AssertionError as error:  # timm asserts dim % num_heads == 0, naming neither
+        if 'divisible by num_heads' not in str(error):
+            raise
+        given = {k: kwargs[k] for k in ('embed_dim', 'num_heads') if k in kwargs}
+        raise ValueError(
+            f'{model_name} with {given}: embed_dim is not divisible by num_heads (each head gets embed_dim / '
+            'num_heads channels); pick num_heads dividing embed_dim'
+        ) from error
+    if encoding == 'default' and not isinstance(model, VisionTransformerPE):  # a plain timm ViT
+        encoding = 'ape_learned' if getattr(model, 'pos_embed', None) is not None else None
     if encoding != 'default':
         model = apply_encoding(model, encoding)
     if sampler is not None:

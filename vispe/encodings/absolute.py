@@ -8,7 +8,7 @@ import torch
 from timm.layers import resample_abs_pos_embed, trunc_normal_
 from torch import nn
 
-from vispe.encodings.base import Encoding, GridTableCache
+from vispe.encodings.base import Encoding, GridTableCache, check_positive
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
@@ -82,6 +82,9 @@ class ApeSincos(Encoding):
 
     def __init__(self, dim: int, temperature: float = 10000.0) -> None:
         super().__init__()
+        if dim % 4:
+            raise ValueError(f'ape_sincos needs a model width divisible by 4 (sin, cos of rows, columns), got {dim}')
+        check_positive('ape_sincos', temperature=temperature)
         self.dim = dim
         self.temperature = temperature
         self._cache = GridTableCache()

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from vispe.positions import Positions
+from vispe.registry import ENCODINGS
 
 HOOKS = ('embed', 'rotate', 'logit_bias', 'value_term', 'after_block')
 ATTENTION_HOOKS = frozenset({'rotate', 'logit_bias', 'value_term'})
@@ -56,6 +57,11 @@ class Encoding(nn.Module):
         return type(self).hooks()
 
     @classmethod
+    def registry_name(cls) -> str:
+        """The name the class is registered under (for messages; its class name when it is not registered)."""
+        return next((name for name, c in ENCODINGS.module_dict.items() if c is cls), cls.__name__)
+
+    @classmethod
     def per_layer(cls) -> bool:
         """True when the encoding lives inside each attention layer."""
         return bool(cls.hooks() & ATTENTION_HOOKS)
@@ -86,6 +92,13 @@ class Encoding(nn.Module):
 
     def after_block(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         raise NotImplementedError
+
+
+def check_positive(owner: str, **values: Optional[float]) -> None:
+    """ValueError naming ``owner`` and the argument when a value is not > 0 (NaN included); None values pass."""
+    for name, value in values.items():
+        if value is not None and not value > 0:
+            raise ValueError(f'{owner} needs {name} > 0, got {name}={value!r}')
 
 
 @cache

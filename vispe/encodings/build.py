@@ -12,6 +12,12 @@ from vispe.registry import ENCODINGS
 
 #: constructor arguments a backbone supplies (the user does not set them in a config)
 BACKBONE_CONTEXT = frozenset({'dim', 'num_heads', 'ndim', 'grid_size', 'depth', 'layer_index', 'patch_size'})
+#: where each of them comes from, for the error when a config sets one to something else
+_CONTEXT_SOURCE = {
+    'dim': "the backbone's embed_dim",
+    'ndim': 'the kind of backbone (2 for images, 3 for points)',
+    'layer_index': 'the block the encoding sits in',
+}
 
 EncodingSpec = Union[None, str, Dict[str, Any], Encoding, Sequence[Union[str, Dict[str, Any]]]]
 
@@ -63,6 +69,22 @@ def normalize_spec(spec: EncodingSpec) -> List[Dict[str, Any]]:
     return cfgs
 
 
+def check_heads(dim: int, num_heads: int, owner: str) -> None:
+    """ValueError naming ``owner`` unless ``num_heads`` >= 1 divides the model width ``dim``."""
+    if isinstance(num_heads, int) and num_heads >= 1 and dim % num_heads == 0:
+        return
+    divisors = [h for h in range(1, min(dim, 64) + 1) if dim % h == 0]
+    raise ValueError(
+        f'{owner}: num_heads must be an int >= 1 dividing the model width (embed_dim) {dim}, got num_heads='
+        f'{num_heads!r} (each head gets embed_dim / num_heads channels); use num_heads in {divisors} or change '
+        'embed_dim'
+    )
+
+
+def _same(a: Any, b: Any) -> bool:
+    return (tuple(a) == tuple(b)) if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) else a == b
+
+
 def _accepted(cls: type) -> Dict[str, inspect.Parameter]:
     params = dict(inspect.signature(cls.__init__).parameters)
     params.pop('self', None)
@@ -84,7 +106,17 @@ def build_encoding(spec: Union[str, Dict[str, Any]], **context: Any) -> Encoding
     if unknown:
         valid = [p for p in params if p not in BACKBONE_CONTEXT]
         hints = '; '.join(f'{k!r}{_closest(k, valid)}' for k in unknown)
-        raise TypeError(f'{name} got unknown argument(s) {hints} Valid arguments: {valid}')
+        listing = f'valid arguments: {valid}' if valid else 'it takes none besides what the backbone supplies'
+        raise TypeError(f'{name} got unknown argument(s) {hints} ({listing})')
+    # grid_size may differ on purpose (the grid of a pretrained table or of the original training resolution)
+    fixed = BACKBONE_CONTEXT - {'grid_size'}
+    clashes = [k for k in cfg if k in fixed and k in context and not _same(cfg[k], context[k])]
+    if clashes:
+        k = clashes[0]
+        raise ValueError(
+            f'{name}: {k}={cfg[k]!r} in the encoding config, but the backbone supplies {k}={context[k]!r} (from '
+            f'{_CONTEXT_SOURCE.get(k, f"its {k}")}); remove {k} from the encoding config'
+        )
     kwargs = {k: v for k, v in context.items() if k in params}
     kwargs.update(cfg)
     missing = [
@@ -96,4 +128,6 @@ def build_encoding(spec: Union[str, Dict[str, Any]], **context: Any) -> Encoding
     ]
     if missing:
         raise TypeError(f'{name} needs {missing}: pass them, e.g. build_encoding({name!r}, dim=384, num_heads=6)')
+    if 'dim' in kwargs and 'num_heads' in kwargs:
+        check_heads(kwargs['dim'], kwargs['num_heads'], name)
     return cls(**kwargs)

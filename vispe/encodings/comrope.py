@@ -162,9 +162,14 @@ class ComRoPE(Encoding):
         rate_range: Tuple[float, float] = (0.16, 16.0),
     ) -> None:
         super().__init__()
-        head_dim, name = dim // num_heads, type(self).__name__
+        head_dim, name = dim // num_heads, self.registry_name()
         if block_size not in BLOCK_SIZES:
             raise ValueError(f'{name}: block_size must be one of {BLOCK_SIZES}, got {block_size}')
+        if len(rate_range) != 2 or not min(rate_range) > 0:
+            raise ValueError(
+                f'{name}: rate_range is (lowest, highest) initial rotation rate, two numbers > 0, got {rate_range!r}; '
+                'use e.g. (0.16, 16.0)'
+            )
         unit = block_size * (ndim if self.partitioned else 1)
         if head_dim % unit:
             why = f' times {ndim} axes, each owning whole blocks' if self.partitioned else ''

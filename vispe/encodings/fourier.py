@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from vispe.encodings.base import Encoding, GridTableCache
+from vispe.encodings.base import Encoding, GridTableCache, check_positive
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
@@ -65,6 +65,7 @@ class LFF(Encoding):
             raise ValueError(f'lff needs an even num_features >= 2 (cos and sin halves), got {num_features}')
         if gamma <= 0:
             raise ValueError(f'lff needs gamma > 0 (W_r init std is 1/gamma), got {gamma}')
+        check_positive('lff', hidden_dim=hidden_dim)
         self.ndim = ndim
         self.num_features = num_features
         self.gamma = gamma

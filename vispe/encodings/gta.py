@@ -24,7 +24,7 @@ from typing import Tuple
 import torch
 from torch import nn
 
-from vispe.encodings.base import Encoding
+from vispe.encodings.base import Encoding, check_positive
 from vispe.encodings.camera import camera_poses, require_cameras
 from vispe.encodings.rope import rotary_table, rotate_pairs
 from vispe.positions import Positions
@@ -66,6 +66,7 @@ class GTA(Encoding):
         head_dim = dim // num_heads
         if not 0.0 <= se3_fraction <= 1.0:
             raise ValueError(f'gta se3_fraction is a share of each head, in [0, 1]; got {se3_fraction}')
+        check_positive('gta', theta=theta)
         self.head_dim = head_dim
         self.se3_dims = 4 * (int(head_dim * se3_fraction) // 4)
         so2_pairs = (head_dim - self.se3_dims) // 2

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from vispe import geometry as G
-from vispe.encodings.base import Encoding
+from vispe.encodings.base import Encoding, check_positive
 from vispe.encodings.camera import camera_poses, require_cameras
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
@@ -60,6 +60,7 @@ class PETR(Encoding):
             raise ValueError(f'petr needs depth_range=(near, far) with 0 < near < far, got {tuple(depth_range)}')
         if len(scene_range) != 6 or any(scene_range[i] >= scene_range[i + 3] for i in range(3)):
             raise ValueError(f'petr needs scene_range=(x_min, y_min, z_min, x_max, y_max, z_max), got {scene_range}')
+        check_positive('petr', num_depths=num_depths, hidden_dim=hidden_dim)
         self.num_depths, self.depth_range, self.relative = int(num_depths), (near, far), bool(relative)
         self.register_buffer('lo', torch.tensor(scene_range[:3], dtype=torch.float32), persistent=False)
         self.register_buffer('hi', torch.tensor(scene_range[3:], dtype=torch.float32), persistent=False)

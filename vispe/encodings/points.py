@@ -19,7 +19,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from vispe.encodings.base import Encoding
+from vispe.encodings.base import Encoding, check_positive
 from vispe.encodings.rope import rotary_table, rotate_pairs
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
@@ -44,6 +44,7 @@ class PointMLP(Encoding):
 
     def __init__(self, dim: int, ndim: int = 3, hidden_dim: int = 128, depth: Optional[int] = None) -> None:
         super().__init__()
+        check_positive('point_mlp', hidden_dim=hidden_dim)
         self.mlp = nn.Sequential(nn.Linear(ndim, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
         self.blocks = tuple(range(depth - 1)) if depth else ()
 
@@ -118,8 +119,9 @@ class RoPE3D(Encoding):
         per_axis = head_dim // (2 * ndim)
         if per_axis < 1:
             raise ValueError(f'rope3d needs a head dim of at least {2 * ndim} for {ndim}D positions, got {head_dim}')
-        if freq_scale <= 0:
+        if not freq_scale > 0:
             raise ValueError(f'rope3d needs freq_scale > 0 (rad per data unit), got {freq_scale}')
+        check_positive('rope3d', theta=theta)
         self.mode, self.ndim, self.num_heads, self.head_dim = mode, ndim, num_heads, head_dim
         self.theta = float(theta if theta is not None else (100.0 if mode == 'axial' else 10.0))
         self.freq_scale = float(freq_scale)

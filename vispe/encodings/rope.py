@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from timm.layers.pos_embed_sincos import init_random_2d_freqs
 from torch import nn
 
-from vispe.encodings.base import Encoding, GridTableCache
+from vispe.encodings.base import Encoding, GridTableCache, check_positive
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
@@ -46,7 +46,8 @@ def axial_frequencies(head_dim: int, ndim: int, theta: float) -> torch.Tensor:
     """w_k = 1 / theta^(k / (d / (2 ndim))), k < d / (2 ndim): for 2D, 1 / theta^(4k/d)."""
     if head_dim % (2 * ndim):
         raise ValueError(
-            f'rotary encodings need a head dim divisible by {2 * ndim} for {ndim}D positions, got {head_dim}'
+            f'rotary encodings need a head dim (embed_dim / num_heads) divisible by {2 * ndim} for {ndim}D positions '
+            f'(a pair of channels per frequency and axis), got {head_dim}; change embed_dim or num_heads'
         )
     per_axis = head_dim // (2 * ndim)
     return 1.0 / theta ** (torch.arange(per_axis, dtype=torch.float32) / per_axis)
@@ -176,6 +177,7 @@ class RoPEAxial(RotaryStrategies):
         self, dim: int, num_heads: int, ndim: int = 2, theta: float = 100.0, grid_size: Optional[Sequence[int]] = None
     ) -> None:
         super().__init__()
+        check_positive(self.registry_name(), theta=theta)
         self.head_dim = dim // num_heads
         self.ndim = ndim
         self.theta = theta
@@ -243,6 +245,7 @@ class RoPEMixed(RotaryStrategies):
         super().__init__()
         if ndim != 2:
             raise ValueError(f'rope_mixed is defined here for 2D positions, got ndim={ndim}')
+        check_positive('rope_mixed', theta=theta)
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.theta = theta
