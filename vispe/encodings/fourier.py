@@ -89,7 +89,8 @@ class LFF(Encoding):
                 f'lff was built for {self.ndim}D positions but got {pos.ndim}D; build it with ndim={pos.ndim}'
             )
         p = self._cache.get(pos.cache_key(), lambda: normalize_positions(pos))
-        return x + self.mlp(self.features(p)).to(x.dtype)
+        features = self.features(p)  # float32 under autocast; cast to the MLP's dtype for a model cast to bf16
+        return x + self.mlp(features.to(self.mlp[0].weight.dtype)).to(x.dtype)
 
 
 __all__ = ['LFF', 'normalize_positions']

@@ -58,7 +58,8 @@ def rotary_table(angles: torch.Tensor, num_prefix: int) -> torch.Tensor:
 
     Prefix rows are 1: those tokens pass through unrotated.
     """
-    table = torch.polar(torch.ones_like(angles), angles.float())
+    angles = angles.float()  # a model cast to float64 gives float64 angles; the table stays complex64
+    table = torch.polar(torch.ones_like(angles), angles)
     return F.pad(table, [0, 0, num_prefix, 0], value=1.0) if num_prefix else table
 
 
