@@ -324,3 +324,15 @@ def test_gpu_check_script_runs_on_cpu(tmp_path: Path) -> None:
     assert 'cpu-flash' in rows['rope_axial']
     assert json.loads((tmp_path / 'throughput.json').read_text())['amp'] is True
     assert 'skipped' in (tmp_path / 'tests.txt').read_text()
+
+
+def test_targets_apply_only_in_their_setting() -> None:
+    from vispe.evaluation.benchmark import target_of, target_text
+
+    cpu = {'model': 'vit_small_patch16_224', 'img_size': [224, 224], 'level': 'model', 'batch_size': 8}
+    assert target_of({**cpu, 'device': 'cpu', 'amp': False}, 'irpe') == 1.35
+    assert target_of({**cpu, 'device': 'cpu', 'amp': True}, 'irpe') is None  # the CPU targets are float32
+    assert target_of({**cpu, 'device': 'cpu', 'amp': False, 'batch_size': 1}, 'irpe') is None
+    gpu = {**cpu, 'device': 'cuda', 'amp': True, 'batch_size': 64}
+    assert target_of(gpu, 'irpe') == 1.4 and target_of(gpu, 'harope') == 1.05 and target_of(gpu, 'sdpa') is None
+    assert target_text(1.04, 1.05) == '<= 1.05 met' and target_text(1.06, 1.05) == '<= 1.05 NOT met'

@@ -61,7 +61,10 @@ MEMORY_METHODS = {
 
 #: The issues' speed targets: forward + backward of vit_small_patch16_224 at 224 px, ratio to ape_learned's median
 #: (GPU: batch 64, bf16; CPU: batch 8, float32). Benchmarks report them, met or not; no test times anything.
-TARGET_SETTING = {'model': 'vit_small_patch16_224', 'img_size': [224, 224], 'level': 'model'}
+TARGET_SETTING = {
+    'cuda': {'model': 'vit_small_patch16_224', 'img_size': [224, 224], 'level': 'model', 'batch_size': 64, 'amp': True},
+    'cpu': {'model': 'vit_small_patch16_224', 'img_size': [224, 224], 'level': 'model', 'batch_size': 8, 'amp': False},
+}
 TARGETS = {
     'cuda': {
         **dict.fromkeys(['rope_axial', 'rope_mixed', 'harope', 'lff', 'peg'], 1.05),
@@ -79,10 +82,11 @@ TARGETS = {
 
 def target_of(report: dict[str, Any], encoding: str) -> float | None:
     """The issues' target ratio for a row of ``report``, or None when the report is not in the targets' setting
-    (model, 224 px, model level) or the row has none."""
-    if any(report.get(k) != v for k, v in TARGET_SETTING.items()):
+    (``TARGET_SETTING``: model, size, level, batch and precision) or the row has none."""
+    device = 'cuda' if report['device'].startswith('cuda') else 'cpu'
+    if any(report.get(k) != v for k, v in TARGET_SETTING[device].items()):
         return None
-    return TARGETS['cuda' if report['device'].startswith('cuda') else 'cpu'].get(encoding)
+    return TARGETS[device].get(encoding)
 
 
 @dataclass
