@@ -51,9 +51,9 @@ def main():
         cfg.launcher = args.launcher
         if args.resume:
             cfg.resume = True
-            # the newest complete checkpoint (the pointer's, else the highest epoch / iter file that reads whole);
-            # none: a fresh start
-            cfg.load_from = cfg.get('load_from') or latest_checkpoint(cfg.work_dir)
+            # the newest complete checkpoint in the work dir (the pointer's, else the highest epoch / iter file that
+            # reads whole), before the config's load_from (pretrained weights an interrupted fine-tune started from)
+            cfg.load_from = latest_checkpoint(cfg.work_dir) or cfg.get('load_from')
         if args.amp:
             enable_amp(cfg)
     except (ConfigError, FileNotFoundError) as err:
