@@ -6,7 +6,8 @@
   at the next save. ``kill -9`` at any moment leaves the previous checkpoint and pointer whole.
 * ``RNGStateHook``: stores the torch (CPU and CUDA), numpy and Python random states in each checkpoint and puts
   them back on resume, so that dropout, drop-path and random augmentation continue as if never interrupted (mmengine
-  reseeds on resume instead).
+  reseeds on resume instead). Single-process runs only: a checkpoint holds rank 0's states, which distributed ranks
+  must not all take, so they keep mmengine's reseeding.
 * ``NonFiniteLossHook``: stops training at the first NaN / Inf loss, before any hook can save the diverged weights,
   with an error naming the iteration and the last good checkpoint.
 * ``SkippedSamplesHook``: reports the unreadable samples that data sets built with ``on_error='skip'`` skipped.
@@ -21,6 +22,7 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
+from mmengine.dist import get_world_size, is_main_process
 from mmengine.fileio.backends import LocalBackend, register_backend
 from mmengine.hooks import CheckpointHook, Hook
 from mmengine.hooks import checkpoint_hook as _mm_checkpoint_hook
@@ -61,7 +63,7 @@ class AtomicCheckpointHook(CheckpointHook):
         super().__init__(*args, backend_args=backend_args or {'backend': 'atomic_local'}, **kwargs)
 
     def _save_checkpoint_with_step(self, runner, step, meta) -> None:
-        if self.backend_args.get('backend') == 'atomic_local':
+        if self.backend_args.get('backend') == 'atomic_local' and is_main_process():  # the one rank that writes
             remove_partial_files(self.out_dir)
         with _atomic_pointer_writes():
             super()._save_checkpoint_with_step(runner, step, meta)
@@ -85,7 +87,7 @@ class RNGStateHook(Hook):
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         state = checkpoint.get('rng_state')
-        if not state:
+        if not state or get_world_size() > 1:  # rank 0's states would be copied to every rank: keep mmengine's seeds
             return
         torch.set_rng_state(state['torch'])
         np.random.set_state(tuple(state['numpy']))
