@@ -233,15 +233,6 @@ def _endless(dataloader: Iterable) -> Iterator:
     return batches()
 
 
-def _total_loss(losses: dict[str, Any]) -> torch.Tensor:
-    """The sum of the 'loss' entries, each averaged, as ``BaseModel.parse_losses`` sums them."""
-    total = 0
-    for name, value in losses.items():
-        if 'loss' in name:
-            total = total + (value.mean() if isinstance(value, torch.Tensor) else sum(v.mean() for v in value))
-    return total
-
-
 def run_plain_loop(
     cfg: Config,
     warmup: int,
@@ -282,7 +273,7 @@ def run_plain_loop(
         data = next(batches)
         optimizer.zero_grad()
         with autocast:
-            loss = _total_loss(model(**model.data_preprocessor(data, True), mode='loss'))
+            loss, _ = model.parse_losses(model(**model.data_preprocessor(data, True), mode='loss'))  # the sum
         loss.backward()
         optimizer.step()
         if done in (warmup, total):
