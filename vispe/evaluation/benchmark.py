@@ -24,6 +24,7 @@ attention; bias encodings carry N^2 tables).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import json
@@ -328,18 +329,25 @@ COMPILE_WARMUP = 3
 
 
 def compile_subjects(subjects: Sequence[Subject]) -> None:
-    """``nn.Module.compile`` every subject in place. Subjects of one class share their forward's code object, and
-    dynamo keeps a bounded number of compiled versions per code object before it runs eager: the limits are raised
-    to fit every row, and hitting them raises instead of timing eager code under a 'compiled' label."""
+    """``nn.Module.compile`` every subject in place (compilation happens at its first step; see ``compile_limits``)."""
+    for subject in subjects:
+        subject.module.compile()
+
+
+def compile_limits(num_subjects: int):
+    """A context for running compiled subjects: subjects of one class share their forward's code object, and dynamo
+    keeps a bounded number of compiled versions per code object before it runs eager. Inside, the limits fit every
+    row, and hitting them raises instead of timing eager code under a 'compiled' label; outside, torch's defaults
+    stay as they were."""
     import torch._dynamo
 
     config = torch._dynamo.config
-    needed = 4 * len(subjects)  # a few versions each (train mode, grad mode, shapes)
-    config.recompile_limit = max(config.recompile_limit, needed)
-    config.accumulated_recompile_limit = max(config.accumulated_recompile_limit, 8 * needed)
-    config.fail_on_recompile_limit_hit = True
-    for subject in subjects:
-        subject.module.compile()
+    needed = 4 * num_subjects  # a few versions each (train mode, grad mode, shapes)
+    return config.patch(
+        recompile_limit=max(config.recompile_limit, needed),
+        accumulated_recompile_limit=max(config.accumulated_recompile_limit, 8 * needed),
+        fail_on_recompile_limit_hit=True,
+    )
 
 
 # --- measuring -------------------------------------------------------------------------------------------------
@@ -454,6 +462,11 @@ def summarize(
 
 def measure(cfg: BenchmarkConfig, subjects: Sequence[Subject]) -> dict[str, Any]:
     """Time and measure already-built subjects; return the JSON-ready report."""
+    with compile_limits(len(subjects)) if cfg.compile else contextlib.nullcontext():
+        return _measure(cfg, subjects)
+
+
+def _measure(cfg: BenchmarkConfig, subjects: Sequence[Subject]) -> dict[str, Any]:
     load_before = os.getloadavg()[0]  # recorded so that a noisy run can be recognised afterwards
     # compiled modules compile on the first call and recompile once more when a grid-table cache turns from empty to
     # filled (dynamo guards on it): at least three warm-up steps keep compilation out of the timed ones
@@ -704,6 +717,7 @@ __all__ = [
     'EncodedAttention',
     'Subject',
     'build_subjects',
+    'compile_limits',
     'compile_subjects',
     'config_line',
     'console',
