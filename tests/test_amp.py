@@ -125,12 +125,11 @@ def test_runner_trains_in_bf16(family: str, tmp_path) -> None:
     from mmengine.runner import Runner
 
     from vispe.engine.amp import BF16OptimWrapper
-    from vispe.engine.config import enable_amp, load_config
+    from vispe.engine.config import enable_amp, load_config, without_validation
 
     cfg = load_config(CONFIGS[family](tmp_path), work_dir=str(tmp_path / 'work'))
     enable_amp(cfg, device='cpu')
-    cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None  # training is what is tested
-    cfg.train_cfg.pop('val_interval', None)
+    without_validation(cfg)  # training is what is tested
     runner = Runner.from_cfg(cfg)
     dtypes = []
     qkv = runner.model.backbone.blocks[0].attn.qkv

@@ -144,7 +144,7 @@ def test_runner_reports_skipped_samples(tmp_path, caplog) -> None:
     from mmengine.runner import Runner
     from test_tools import tiny_config
 
-    from vispe.engine.config import load_config
+    from vispe.engine.config import load_config, without_validation
 
     root = image_tree(tmp_path / 'data', {'a/9.png': b'junk'})
     cfg = load_config(tiny_config(tmp_path), work_dir=str(tmp_path / 'work'))
@@ -152,8 +152,7 @@ def test_runner_reports_skipped_samples(tmp_path, caplog) -> None:
     cfg.train_dataloader.dataset = dict(
         type='ImageFolderDataset', data_root=str(root), image_size=32, normalize=False, on_error='skip'
     )
-    cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
-    cfg.train_cfg.pop('val_interval', None)
+    without_validation(cfg)  # training is what is tested
     runner = Runner.from_cfg(cfg)
     lines = []
     handler = logging.Handler()

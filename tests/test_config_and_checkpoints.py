@@ -1,6 +1,5 @@
 """Bad configs and bad checkpoint files get errors that say what to fix."""
 
-import hashlib
 import os
 
 import pytest
@@ -8,6 +7,7 @@ import torch
 
 from vispe.engine.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
 from vispe.engine.config import ConfigError, load_config
+from vispe.evaluation.model_zoo import sha256
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, 'configs/vit/vit_tiny_rope_mixed_shapes2d_position.py')
@@ -32,18 +32,14 @@ def test_missing_config_names_the_path():
         load_config('configs/nope.py')
 
 
-def sha(path):
-    return hashlib.sha256(open(path, 'rb').read()).hexdigest()
-
-
 @pytest.mark.parametrize('content', [b'not a checkpoint at all', b'PK\x03\x04 truncated zip', b''])
 def test_non_checkpoint_is_refused_and_left_intact(tmp_path, content):
     path = tmp_path / 'model.pth'
     path.write_bytes(content)
-    before = sha(path)
+    before = sha256(str(path))
     with pytest.raises(CheckpointError, match='is not a PyTorch checkpoint'):
         read_checkpoint(str(path))
-    assert sha(path) == before
+    assert sha256(str(path)) == before
 
 
 def test_pickled_code_is_refused(tmp_path):

@@ -50,12 +50,11 @@ def test_amp_optim_wrapper_trains_on_cuda(family: str, tmp_path) -> None:
     from mmengine.optim import AmpOptimWrapper
     from mmengine.runner import Runner
 
-    from vispe.engine.config import enable_amp, load_config
+    from vispe.engine.config import enable_amp, load_config, without_validation
 
     cfg = load_config(CONFIGS[family](tmp_path), work_dir=str(tmp_path / 'work'))
     enable_amp(cfg)
-    cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
-    cfg.train_cfg.pop('val_interval', None)
+    without_validation(cfg)  # training is what is tested
     runner = Runner.from_cfg(cfg)
     dtypes = []
     runner.model.backbone.blocks[0].attn.qkv.register_forward_hook(lambda m, a, out: dtypes.append(out.dtype))

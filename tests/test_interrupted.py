@@ -3,7 +3,6 @@ on CPU, dropout included), a kill in the middle of a checkpoint write, and the s
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import signal
@@ -25,12 +24,9 @@ from vispe.engine.checkpoint import (
     read_checkpoint,
     remove_partial_files,
 )
+from vispe.evaluation.model_zoo import sha256
 
 EPOCHS = 4  # of 2 iterations (16 images, batch 8): a checkpoint after each epoch, the last two kept
-
-
-def sha(path) -> str:
-    return hashlib.sha256(open(path, 'rb').read()).hexdigest()
 
 
 # --- atomic files ------------------------------------------------------------------------------------------------
@@ -51,7 +47,7 @@ def test_a_killed_writer_leaves_the_old_file_and_a_partial_that_is_cleaned(tmp_p
     left is what ``remove_partial_files`` deletes."""
     path = tmp_path / 'epoch_1.pth'
     torch.save({'w': torch.ones(3)}, path)
-    before = sha(path)
+    before = sha256(str(path))
     code = (
         'import sys, time; sys.path.insert(0, sys.argv[2]); from vispe.engine.checkpoint import atomic_open\n'
         "with atomic_open(sys.argv[1], 'wb') as f:\n"
@@ -61,7 +57,7 @@ def test_a_killed_writer_leaves_the_old_file_and_a_partial_that_is_cleaned(tmp_p
     assert proc.stdout.readline().strip() == 'half'
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert sha(path) == before and read_checkpoint(str(path))['w'].sum() == 3
+    assert sha256(str(path)) == before and read_checkpoint(str(path))['w'].sum() == 3
     partial = [p for p in os.listdir(tmp_path) if PARTIAL in p]
     assert len(partial) == 1 and partial[0].startswith('.epoch_1.pth')
     assert remove_partial_files(str(tmp_path)) and os.listdir(tmp_path) == ['epoch_1.pth']

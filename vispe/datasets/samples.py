@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -114,24 +114,21 @@ class SkipsBadSamples:
         return self._skipped
 
     def __getitem__(self, index: int) -> Any:
-        return load_or_skip(self, index, self.load)
-
-
-def load_or_skip(dataset: Any, index: int, load: Callable[[int], Any]) -> Any:
-    """``load(index)``; under ``on_error='skip'`` the first readable sample from ``index`` on (wrapping around)."""
-    n = len(dataset)
-    for step in range(n):
-        i = (index + step) % n
-        if i in dataset.skipped:
-            continue
-        try:
-            return load(i)
-        except SampleError as err:
-            if dataset.on_error != 'skip':
-                raise
-            dataset.skipped[i] = str(err)
-            warnings.warn(f'skipping sample {i}: {err} ({len(dataset.skipped)} skipped so far)', stacklevel=2)
-    raise SampleError(f'every one of the {n} samples failed to load; the first: {next(iter(dataset.skipped.values()))}')
+        """``load(index)``; under ``on_error='skip'`` the first readable sample from ``index`` on (wrapping around)."""
+        n = len(self)
+        for step in range(n):
+            i = (index + step) % n
+            if i in self.skipped:
+                continue
+            try:
+                return self.load(i)
+            except SampleError as err:
+                if self.on_error != 'skip':
+                    raise
+                self.skipped[i] = str(err)
+                warnings.warn(f'skipping sample {i}: {err} ({len(self.skipped)} skipped so far)', stacklevel=2)
+        first = next(iter(self.skipped.values()))
+        raise SampleError(f'every one of the {n} samples failed to load; the first: {first}')
 
 
 __all__ = [
@@ -141,5 +138,4 @@ __all__ = [
     'check_on_error',
     'check_ply',
     'finite_points',
-    'load_or_skip',
 ]

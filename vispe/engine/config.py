@@ -91,6 +91,15 @@ def compile_backbone(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
+def without_validation(cfg: Config) -> Config:
+    """``cfg`` with validation switched off (no val loop, loader or evaluator, no val_interval), for runs where only
+    training matters: benchmarks and tests of training. Returns the same config."""
+    cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
+    if cfg.get('train_cfg'):
+        cfg.train_cfg.pop('val_interval', None)
+    return cfg
+
+
 def common_parser_args(parser) -> None:
     parser.add_argument('config', help='config file, e.g. configs/vit/vit_tiny_rope_mixed_shapes2d_position.py')
     parser.add_argument(
@@ -120,4 +129,5 @@ __all__: List[str] = [
     'load_config',
     'setup_distributed_backend',
     'sweep_parser_args',
+    'without_validation',
 ]

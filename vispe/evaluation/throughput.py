@@ -51,7 +51,7 @@ from mmengine.optim import build_optim_wrapper
 from mmengine.registry import MODELS, DefaultScope
 from mmengine.runner import Runner, set_random_seed
 
-from vispe.engine.config import compile_backbone, enable_amp, load_config
+from vispe.engine.config import compile_backbone, enable_amp, load_config, without_validation
 from vispe.evaluation.benchmark import console, synchronize
 
 #: the issue's target: the Runner's images/s within this factor of the plain loop's
@@ -117,8 +117,8 @@ def prepare_config(
     if work_dir is None:
         cfg.work_dir = None  # each round makes its own temporary folder
     total = warmup + iters
+    without_validation(cfg)
     cfg.train_cfg = dict(type='IterBasedTrainLoop', max_iters=total, val_interval=total + 1)
-    cfg.val_dataloader = cfg.val_cfg = cfg.val_evaluator = None
     sampler = cfg.train_dataloader.get('sampler') or {}
     if sampler.get('type') == 'DefaultSampler':
         sampler = {k: v for k, v in sampler.items() if k != 'round_up'}
