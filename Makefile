@@ -6,6 +6,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# A new .venv takes about 7 GB (torch with its CUDA libraries, triton, open3d); pip's own "No space left on
+# device" comes only after minutes of installing, so the bootstrap checks first.
+VENV_MIN_FREE_GB ?= 9
 
 .PHONY: demo test lint venv sysdeps clean leaderboard demo-dit demo-points demo-cameras
 
@@ -23,6 +26,11 @@ venv: $(STAMP)
 # The stamp depends on the pins: editing requirements.txt or setup.py reinstalls.
 $(STAMP): requirements.txt setup.py pyproject.toml | sysdeps
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=python3"; exit 1; }
+	@test -x $(PY) || { free_kb=$$(df -Pk . | awk 'NR == 2 {print $$4}'); \
+		if [ "$$free_kb" -lt $$(( $(VENV_MIN_FREE_GB) * 1024 * 1024 )) ]; then \
+			echo "error: creating $(VENV) needs about $(VENV_MIN_FREE_GB) GB free on this disk, and $$(( free_kb / 1024 / 1024 )) GB are free;" \
+				"free some space (for example old clones' .venv folders or /tmp/torchinductor_*) and run make again"; \
+			exit 1; fi; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
