@@ -9,6 +9,7 @@ import re
 import pytest
 import torch
 from conftest import TINY_VIT
+from mmengine.config import Config
 
 import vispe
 from vispe.backbones.dit import DiT
@@ -16,6 +17,8 @@ from vispe.backbones.multiview import MultiViewTransformer, multiview_encodings
 from vispe.backbones.point import PointTransformer
 from vispe.encodings import build_encoding, encoding_class, list_encodings
 from vispe.encodings.build import BACKBONE_CONTEXT
+from vispe.engine.config import ConfigError, check_config
+from vispe.registry import MODELS, accepted_arguments, check_arguments
 
 DIT = dict(img_size=16, patch_size=4, embed_dim=64, depth=2, num_heads=4, mlp_ratio=2.0, num_classes=10)
 POINT = dict(num_classes=3, num_groups=8, group_size=8, embed_dim=48, depth=2, num_heads=2, group_hidden=16)
@@ -98,6 +101,72 @@ def test_unknown_argument_names_the_closest_valid_one(name):
 def test_unknown_argument_through_a_backbone(build, match):
     with pytest.raises(TypeError, match=match):
         build()
+
+
+@pytest.mark.parametrize(
+    'cfg, match',
+    [
+        (dict(type='PointTransformer', num_group=8), r"PointTransformer .* 'num_group'; did you mean 'num_groups'"),
+        (
+            dict(type='MultiViewTransformer', img_sise=16),
+            r"MultiViewTransformer .* 'img_sise'; did you mean 'img_size'",
+        ),
+        # dit_preset passes **overrides to DiT: the check follows its return annotation there
+        (dict(type='dit_preset', name='DiT-Ti/4', deph=2), r"dit_preset .* 'deph'; did you mean 'depth'"),
+        # VisionTransformerPE passes **kwargs to timm's VisionTransformer: the check follows its bases there
+        (dict(type='VisionTransformerPE', img_sz=32), r"VisionTransformerPE .* 'img_sz'; did you mean 'img_size'"),
+        (
+            dict(type='PointClassifier', backbne=dict(type='PointTransformer')),
+            r"PointClassifier .* 'backbne'; did you mean 'backbone'.*valid arguments: \['backbone'",
+        ),
+        # the nested backbone config is checked too, when the task builds it
+        (
+            dict(type='PointClassifier', backbone=dict(type='PointTransformer', **POINT, dept=2)),
+            r"PointTransformer .* 'dept'; did you mean 'depth'",
+        ),
+    ],
+)
+def test_misspelled_model_argument_names_the_closest_valid_one(cfg, match):
+    with pytest.raises(TypeError, match=match):
+        MODELS.build(cfg)
+
+
+def test_misspelled_timm_argument_names_the_closest_valid_one():
+    with pytest.raises(TypeError, match=r"vit_tiny_patch16_224 \(VisionTransformer\) .* 'img_sz'; did you mean 'img_s"):
+        vit(img_sz=32)
+    # the same typo through an ImageClassifier config, whose backbone dict has no type to check beforehand
+    backbone = dict(model_name='vit_tiny_patch16_224', **TINY_VIT, embed_dm=32)
+    with pytest.raises(TypeError, match=r"'embed_dm'; did you mean 'embed_dim'"):
+        MODELS.build(dict(type='ImageClassifier', backbone=backbone))
+
+
+def test_forwarded_kwargs_that_cannot_be_followed_are_not_checked():
+    """A target whose **kwargs lead nowhere a signature shows takes anything, as far as the check can tell: it must
+    not refuse arguments the target would accept."""
+
+    def takes_anything(**kwargs):
+        return kwargs
+
+    def returns_a_class(depth: int = 1, **kwargs) -> PointTransformer:
+        raise AssertionError('not called')
+
+    assert accepted_arguments(takes_anything) is None
+    check_arguments(takes_anything, ['whatever'], 'takes_anything')
+    assert {'depth', 'num_groups', 'encoding'} <= accepted_arguments(returns_a_class)
+    assert accepted_arguments(PointTransformer) == set(inspect.signature(PointTransformer).parameters)
+
+
+def test_config_check_names_where_the_misspelled_argument_sits():
+    """The Runner builds the top-level model through mmengine's registry, which does not check: load_config does,
+    before anything is built, and names the path in the config."""
+    cfg = Config(dict(model=dict(type='PointClassifier', backbone=dict(type='PointTransformer', num_group=8))))
+    with pytest.raises(ConfigError, match=r"^model\.backbone: PointTransformer .* 'num_group'; did you mean 'num_g"):
+        check_config(cfg)
+    cfg.model.backbone.num_groups = cfg.model.backbone.pop('num_group')
+    check_config(cfg)  # the corrected config passes
+    cfg.model['data_preprocesor'] = None
+    with pytest.raises(ConfigError, match=r"^model: PointClassifier .* did you mean 'data_preprocessor'"):
+        check_config(cfg)
 
 
 @pytest.mark.parametrize(

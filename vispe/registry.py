@@ -2,13 +2,93 @@
 
 Each child names the package that fills it (``locations=``), so a config that says
 ``type='ImageClassifier'`` works even when nothing imported ``vispe.tasks`` beforehand.
+
+Models built through vispe's MODELS have their config keys checked first: a misspelled argument is refused
+naming the closest valid one, instead of Python's bare "unexpected keyword argument".
 """
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import typing
+from typing import Any, Callable, Iterable, Optional, Sequence, Set
 
 from mmengine import registry as mm
 from mmengine.registry import Registry
+from mmengine.registry.build_functions import build_model_from_cfg
+
+_NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+#: config keys that are not constructor arguments
+_CONFIG_KEYS = frozenset({'type', '_scope_'})
+
+
+def closest(name: str, choices: Sequence[str]) -> str:
+    """ "; did you mean 'a', 'b'?" for the names in ``choices`` closest to ``name``, or '' when none is close."""
+    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.4)
+    return f'; did you mean {", ".join(map(repr, close))}?' if close else ''
+
+
+def accepted_arguments(target: Callable) -> Optional[Set[str]]:
+    """The keyword arguments a class or function takes, or None when it forwards ``**kwargs`` somewhere that
+    cannot be followed (and so takes anything as far as a check can tell).
+
+    ``**kwargs`` is followed to where it goes: for a class, up its bases' ``__init__`` until one takes no
+    ``**kwargs`` (VisionTransformerPE -> timm's VisionTransformer); for a function, to the class its return
+    annotation names (``dit_preset`` -> DiT).
+    """
+    if inspect.isclass(target):
+        chain = [cls.__init__ for cls in target.__mro__ if '__init__' in vars(cls)]
+    else:
+        chain = [target]
+    names: Set[str] = set()
+    for fn in chain:
+        try:
+            params = inspect.signature(fn).parameters.values()
+        except (TypeError, ValueError):  # a builtin without a signature
+            return None
+        names |= {p.name for p in params if p.kind in _NAMED} - {'self'}
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return names
+    if not inspect.isclass(target):
+        try:
+            returned = typing.get_type_hints(target).get('return')
+        except Exception:  # an annotation that does not resolve: nothing to follow
+            return None
+        if inspect.isclass(returned):
+            rest = accepted_arguments(returned)
+            return None if rest is None else names | rest
+    return None
+
+
+def check_arguments(target: Callable, keys: Iterable[str], owner: str) -> None:
+    """TypeError naming the closest valid argument for each of ``keys`` (config keys, ``type`` aside) that
+    ``target`` does not take; nothing when it takes them all or takes any ``**kwargs``."""
+    accepted = accepted_arguments(target)
+    if accepted is None:
+        return
+    unknown = [k for k in keys if k not in accepted and k not in _CONFIG_KEYS]
+    if unknown:
+        valid = sorted(accepted)
+        hints = '; '.join(f'{k!r}{closest(k, valid)}' for k in unknown)
+        raise TypeError(f'{owner} got unknown argument(s) {hints} (valid arguments: {valid})')
+
+
+def _build_model(cfg: Any, registry: Registry, default_args: Optional[dict] = None) -> Any:
+    """mmengine's model build function, after checking each config's keys against its class."""
+    for one in cfg if isinstance(cfg, list) else [cfg]:
+        obj_type = one.get('type') if isinstance(one, dict) else None
+        target = registry.get(obj_type) if isinstance(obj_type, str) else obj_type
+        if callable(target):
+            owner = obj_type if isinstance(obj_type, str) else getattr(target, '__name__', repr(target))
+            check_arguments(target, [*one, *(default_args or {})], owner)
+    return build_model_from_cfg(cfg, registry, default_args)
+
 
 ENCODINGS = Registry('encoding', scope='vispe', locations=['vispe.encodings'])
-MODELS = Registry('model', parent=mm.MODELS, scope='vispe', locations=['vispe.backbones', 'vispe.tasks'])
+MODELS = Registry(
+    'model', parent=mm.MODELS, scope='vispe', locations=['vispe.backbones', 'vispe.tasks'], build_func=_build_model
+)
 DATASETS = Registry('dataset', parent=mm.DATASETS, scope='vispe', locations=['vispe.datasets'])
 TRANSFORMS = Registry('transform', parent=mm.TRANSFORMS, scope='vispe', locations=['vispe.datasets'])
 METRICS = Registry('metric', parent=mm.METRICS, scope='vispe', locations=['vispe.engine'])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import re
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import timm
@@ -32,7 +33,7 @@ from vispe.backbones.common import (
 )
 from vispe.encodings.build import EncodingSpec, check_heads, normalize_spec
 from vispe.positions import Positions, PositionSampler, build_position_sampler, grid_positions
-from vispe.registry import MODELS
+from vispe.registry import MODELS, accepted_arguments, closest
 
 
 class PEBlock(Block):
@@ -332,6 +333,23 @@ def from_eva_rope(model_name: str, pretrained: bool = False, **kwargs: Any) -> V
     return vit
 
 
+#: what create_model itself takes besides timm's model arguments
+_CREATE_MODEL_ARGUMENTS = {'encoding', 'pretrained', 'features_only', 'position_sampler', 'out_indices', 'output_fmt'}
+
+
+def _misspelled_argument(error: TypeError, model_name: str, kwargs: Dict[str, Any]) -> Optional[TypeError]:
+    """timm's "VisionTransformer.__init__() got an unexpected keyword argument 'img_sz'", for a key the caller
+    passed, as an error naming the closest arguments that class takes; None for any other TypeError."""
+    match = re.search(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'", str(error))
+    if match is None or match.group(2) not in kwargs:
+        return None
+    owner, key = match.groups()
+    cls = getattr(timm.models, owner, None)
+    accepted = (accepted_arguments(cls) if inspect.isclass(cls) else None) or set()
+    valid = sorted(accepted | _CREATE_MODEL_ARGUMENTS)
+    return TypeError(f'{model_name} ({owner}) got unknown argument {key!r}{closest(key, valid)}')
+
+
 def create_model(
     model_name: str, encoding: EncodingSpec = 'default', pretrained: bool = False, **kwargs: Any
 ) -> nn.Module:
@@ -351,6 +369,11 @@ def create_model(
             model = from_eva_rope(model_name, pretrained=pretrained, **kwargs)
         else:
             model = timm.create_model(model_name, pretrained=pretrained, **kwargs)
+    except TypeError as error:  # a misspelled argument: Python's message names it, but not what was meant
+        hint = _misspelled_argument(error, model_name, kwargs)
+        if hint is None:
+            raise
+        raise hint from None
     except AssertionError as error:  # timm asserts dim % num_heads == 0, naming neither
         if 'divisible by num_heads' not in str(error):
             raise

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import copy
-import difflib
 import inspect
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from vispe.encodings.base import Encoding
-from vispe.registry import ENCODINGS
+from vispe.registry import ENCODINGS, closest
 
 #: constructor arguments a backbone supplies (the user does not set them in a config)
 BACKBONE_CONTEXT = frozenset({'dim', 'num_heads', 'ndim', 'grid_size', 'depth', 'layer_index', 'patch_size'})
@@ -34,16 +33,11 @@ def list_encodings(ndim: Optional[int] = None, cameras: bool = False) -> List[st
     )
 
 
-def _closest(name: str, choices: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.4)
-    return f'; did you mean {", ".join(map(repr, close))}?' if close else ''
-
-
 def encoding_class(name: str) -> type:
     """The registered class for ``name``; an unknown name raises ValueError listing the closest names."""
     names = list_encodings()
     if name not in names:
-        raise ValueError(f'unknown encoding {name!r}{_closest(name, names)} Registered encodings: {", ".join(names)}')
+        raise ValueError(f'unknown encoding {name!r}{closest(name, names)} Registered encodings: {", ".join(names)}')
     return ENCODINGS.get(name)
 
 
@@ -105,7 +99,7 @@ def build_encoding(spec: Union[str, Dict[str, Any]], **context: Any) -> Encoding
     unknown = [k for k in cfg if k not in params]
     if unknown:
         valid = [p for p in params if p not in BACKBONE_CONTEXT]
-        hints = '; '.join(f'{k!r}{_closest(k, valid)}' for k in unknown)
+        hints = '; '.join(f'{k!r}{closest(k, valid)}' for k in unknown)
         listing = f'valid arguments: {valid}' if valid else 'it takes none besides what the backbone supplies'
         raise TypeError(f'{name} got unknown argument(s) {hints} ({listing})')
     # grid_size may differ on purpose (the grid of a pretrained table or of the original training resolution)

@@ -11,6 +11,8 @@ import torch
 from mmengine.config import Config, DictAction
 from mmengine.runner import Runner
 
+from vispe.registry import MODELS, check_arguments
+
 # Top-level keys Runner.from_cfg reads, plus the ones vispe's tools read.
 RUNNER_KEYS = frozenset(p for p in inspect.signature(Runner.__init__).parameters if p not in ('self', 'cfg'))
 VISPE_KEYS = frozenset({'train_resolution', 'custom_imports', 'max_epochs'})
@@ -37,6 +39,30 @@ def check_config(cfg: Config) -> None:
             )
     if 'model' not in cfg:
         raise ConfigError("config has no 'model'; inherit one from configs/_base_/models/ or define model=dict(...)")
+    check_model_arguments(cfg.model)
+
+
+def check_model_arguments(node, path: str = 'model') -> None:
+    """Reject misspelled arguments anywhere in a model config, before anything is built: every dict whose type
+    is a registered model (task, backbone, data preprocessor) is checked against what that class takes.
+
+    vispe's MODELS checks the same at build time, but mmengine's Runner builds the top-level model through
+    mmengine's own registry, which does not; here the error also names where in the config the dict sits.
+    """
+    if isinstance(node, (list, tuple)):
+        for i, item in enumerate(node):
+            check_model_arguments(item, f'{path}[{i}]')
+        return
+    if not isinstance(node, dict):
+        return
+    target = MODELS.get(node['type']) if isinstance(node.get('type'), str) else None
+    if target is not None:
+        try:
+            check_arguments(target, node.keys(), node['type'])
+        except TypeError as err:
+            raise ConfigError(f'{path}: {err}') from None
+    for key, value in node.items():
+        check_model_arguments(value, f'{path}.{key}')
 
 
 def load_config(path: str, cfg_options: Optional[dict] = None, work_dir: Optional[str] = None) -> Config:
@@ -123,6 +149,7 @@ def sweep_parser_args(parser) -> None:
 __all__: List[str] = [
     'ConfigError',
     'check_config',
+    'check_model_arguments',
     'common_parser_args',
     'compile_backbone',
     'enable_amp',
