@@ -394,3 +394,21 @@ def test_out_of_range_value_is_refused_at_build(case):
 def test_num_heads_is_checked_when_an_encoding_is_built_alone():
     with pytest.raises(ValueError, match=r'rope_axial: num_heads must be .* 64, got num_heads=5'):
         build_encoding('rope_axial', dim=64, num_heads=5)
+
+
+@pytest.mark.parametrize(
+    'build',
+    [
+        lambda sampler: vit(position_sampler=sampler),  # TINY_VIT: 32 px / patch 4 = an 8x8 grid
+        lambda sampler: vispe.apply_encoding(
+            vispe.create_model('vit_tiny_patch16_224', encoding=None, **TINY_VIT),
+            'rope_axial',
+            position_sampler=sampler,
+        ),
+        lambda sampler: dit(position_sampler=sampler),  # DIT: 16 px / patch 4 = a 4x4 grid
+    ],
+)
+def test_rpe2d_range_smaller_than_the_model_grid_is_refused_at_build(build):
+    with pytest.raises(ValueError, match=r'rpe2d: max_grid \(L\) 3x3 must be >= the token grid.*raise max_grid'):
+        build(dict(type='rpe2d', max_grid=(3, 3)))
+    assert build(dict(type='rpe2d', max_grid=(8, 8))).position_sampler.max_grid == (8, 8)

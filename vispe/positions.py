@@ -169,13 +169,20 @@ class RPE2D:
 PositionSampler = Callable[..., Positions]
 
 
-def build_position_sampler(spec: Union[None, Dict[str, Any], PositionSampler]) -> Optional[PositionSampler]:
+def build_position_sampler(
+    spec: Union[None, Dict[str, Any], PositionSampler], grid: Optional[Tuple[int, int]] = None
+) -> Optional[PositionSampler]:
     """None -> None; a config dict (``dict(type='rpe2d', max_grid=(16, 16))``) -> built from POSITION_SAMPLERS;
-    a callable ``(pos, batch_size) -> Positions`` is used as is."""
+    a callable ``(pos, batch_size) -> Positions`` is used as is. With ``grid``, the model's token grid at its
+    img_size, a sampler with a ``check(grid)`` (rpe2d) is checked now, at build, not in the first training step."""
     if spec is None:
         return None
     if isinstance(spec, dict):
-        return POSITION_SAMPLERS.build(dict(spec))
-    if callable(spec):
-        return spec
-    raise TypeError(f"a position sampler is a config dict with a 'type' key or a callable, got {spec!r}")
+        sampler = POSITION_SAMPLERS.build(dict(spec))
+    elif callable(spec):
+        sampler = spec
+    else:
+        raise TypeError(f"a position sampler is a config dict with a 'type' key or a callable, got {spec!r}")
+    if grid is not None and hasattr(sampler, 'check'):
+        sampler.check(tuple(grid))
+    return sampler

@@ -222,7 +222,7 @@ class DiT(EncodingHost, nn.Module):
         )
         self.blocks = nn.ModuleList([DiTBlock(embed_dim, num_heads, mlp_ratio, per_layer[i]) for i in range(depth)])
         self.final_layer = FinalLayer(embed_dim, patch_size, self.out_chans)
-        self.position_sampler = build_position_sampler(position_sampler)
+        self.position_sampler = build_position_sampler(position_sampler, grid=self.grid_size)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

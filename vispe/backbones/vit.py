@@ -274,7 +274,7 @@ def apply_encoding(
     if old_table is not None and 'ape_learned' in model.pe:
         _load_ape_table(model.pe['ape_learned'], old_table)
     if position_sampler is not None:
-        model.position_sampler = build_position_sampler(position_sampler)
+        model.position_sampler = build_position_sampler(position_sampler, grid=model.patch_embed.grid_size)
     return model
 
 
@@ -389,7 +389,7 @@ def create_model(
     if sampler is not None:
         if not isinstance(model, VisionTransformerPE):
             raise TypeError(f'position_sampler needs a vispe model, but {model_name} with encoding=None is plain timm')
-        model.position_sampler = build_position_sampler(sampler)
+        model.position_sampler = build_position_sampler(sampler, grid=model.patch_embed.grid_size)
     if features_only:
         from timm.models._features import FeatureGetterNet
 
