@@ -1,11 +1,13 @@
 """Interrupted and diverged training: atomic checkpoint writes, resume after kill -9 at random moments (bit for bit
-on CPU, dropout included), a kill in the middle of a checkpoint write, and the stop at the first non-finite loss."""
+on CPU, dropout included), a kill in the middle of a checkpoint write, the iteration-based DiT and a 2-process DDP
+run resumed bit for bit, and the stop at the first non-finite loss."""
 
 from __future__ import annotations
 
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -193,6 +195,56 @@ def test_kill_during_a_checkpoint_write_keeps_the_previous_one(uninterrupted, tm
     assert not any(PARTIAL in n for n in os.listdir(work)), 'the next save removes what the killed writer left'
     resumed = final_weights(work)
     assert all(torch.equal(reference[k], resumed[k]) for k in reference)
+
+
+def torchrun_cmd(config: str, work_dir, *extra: str) -> list:
+    """tools/train.py under torchrun, 2 CPU processes (gloo), on a free port."""
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        port = sock.getsockname()[1]
+    run = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2', '--master_port', str(port)]
+    return [*run, 'tools/train.py', config, '--work-dir', str(work_dir), '--launcher', 'pytorch', *extra]
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_ddp_run_then_resume_ends_bit_exact(tmp_path) -> None:
+    """torchrun with 2 processes: the whole process group is SIGKILLed just after the epoch-2 checkpoint began.
+    Rank 0 alone writes, atomically; ``--resume`` under torchrun finishes, does not train the saved epochs again, and
+    ends equal to an uninterrupted DDP run. (No dropout here: RNGStateHook restores states only in single-process
+    runs, since a checkpoint holds rank 0's; the data order comes from the sampler's seed and epoch.)"""
+    config = tiny_config(tmp_path, epochs=EPOCHS, samples=32)  # 2 iterations an epoch: 32 / (2 ranks x batch 8)
+    whole = subprocess.run(
+        torchrun_cmd(config, tmp_path / 'whole'), cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    work = tmp_path / 'work'
+    proc = subprocess.Popen(
+        torchrun_cmd(config, work),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: the kill takes torchrun and both ranks at once
+    )
+    for line in proc.stdout:
+        if 'Saving checkpoint at 2 epochs' in line:
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, 'the run ended before it could be killed: the test would prove nothing'
+    assert_resumable(work)
+    assert latest_checkpoint(str(work)).endswith(('epoch_1.pth', 'epoch_2.pth'))
+    resumed = subprocess.run(
+        torchrun_cmd(config, work, '--resume'), cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    log = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, log[-3000:]
+    assert 'Distributed training: True' in log and 'resumed epoch' in log
+    assert 'Epoch(train) [1]' not in log, 'a saved epoch was trained again'
+    reference = read_checkpoint(str(tmp_path / 'whole' / f'epoch_{EPOCHS}.pth'))['state_dict']
+    final = final_weights(work)
+    different = [k for k in reference if not torch.equal(reference[k], final[k])]
+    assert not different, f'resumed DDP run differs from the uninterrupted one in {different[:5]}'
 
 
 DIT_CONFIG = os.path.join(ROOT, 'configs/dit/dit_tiny_rope_axial_rpe2d_shapes2d.py')
