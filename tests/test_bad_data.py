@@ -63,6 +63,22 @@ def test_bad_images_are_skipped_and_counted_when_asked(tmp_path) -> None:
         ImageFolderDataset(root, image_size=8, on_error='ignore')
 
 
+def test_skips_in_data_loader_workers_reach_the_main_process(tmp_path) -> None:
+    """num_workers=2: the workers skip the bad images; the main process's ``skipped`` lists both, with the files'
+    reasons, and the data set served only good images."""
+    root = image_tree(tmp_path, {'a/8.png': b'junk', 'b/9.jpg': truncated_jpeg()})
+    dataset = ImageFolderDataset(root, image_size=8, on_error='skip')
+    loader = torch.utils.data.DataLoader(dataset, batch_size=5, num_workers=2, shuffle=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # the workers' warnings go to their own stderr
+        batches = list(loader)
+    assert sum(len(b['labels']) for b in batches) == len(dataset) == 10
+    assert not dataset._skip_reasons, 'nothing was loaded in the main process: the reasons must come from the flags'
+    skipped = dataset.skipped
+    reasons = list(skipped.values())
+    assert len(reasons) == 2 and '/a/8.png: unreadable image' in reasons[0] and '/b/9.jpg: unreadable' in reasons[1]
+
+
 def write_ply(path, points: np.ndarray, ascii: bool = False) -> None:
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points.astype(np.float64)))
     assert o3d.io.write_point_cloud(str(path), cloud, write_ascii=ascii)

@@ -14,7 +14,7 @@ from torch.utils.data import Dataset
 from torchvision import datasets as tv_datasets
 from torchvision.transforms import v2
 
-from vispe.datasets.samples import SKIP_HINT, SampleError, SkipsBadSamples, check_on_error
+from vispe.datasets.samples import SKIP_HINT, SampleError, SkipsBadSamples
 from vispe.registry import DATASETS
 
 ImageSize = int | tuple[int, int]
@@ -68,7 +68,7 @@ class _DictDataset(SkipsBadSamples, Dataset):
         self.classes = list(classes)
         self.num_classes = len(self.classes)
         self.metainfo = {'classes': tuple(self.classes), 'num_classes': self.num_classes}
-        self.on_error = check_on_error(on_error)
+        self.track_skips(on_error)
 
     def __len__(self) -> int:
         return len(self.base)

@@ -77,7 +77,7 @@ class ModelNet40(SkipsBadSamples, Dataset):
         variant: str = 'modelnet40',
         on_error: str = 'raise',
     ) -> None:
-        self.on_error = check_on_error(on_error)
+        check_on_error(on_error)  # before the data root is read, so a typo is reported first
         if split not in ('train', 'val', 'test'):
             raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
         if sample not in ('fps', 'random', 'first'):
@@ -88,6 +88,7 @@ class ModelNet40(SkipsBadSamples, Dataset):
         self.num_points, self.sample, self.scale, self.seed = int(num_points), sample, float(scale), int(seed)
         self.layout, self.classes, self.items = self._index(variant)
         self.metainfo = {'classes': self.classes, 'num_classes': len(self.classes)}
+        self.track_skips(on_error)
 
     def _index(self, variant: str) -> Tuple[str, Tuple[str, ...], List[Tuple[str, int]]]:
         names_file = os.path.join(self.data_root, f'{variant}_shape_names.txt')

@@ -3,17 +3,18 @@
 Readers raise ``SampleError`` (a ValueError) for a file they cannot use: an image PIL cannot decode (corrupt or
 truncated), a .ply file shorter than its header says, points with NaN / Inf coordinates. A data set built with
 ``on_error='skip'`` (``SkipsBadSamples``) instead warns once per file, serves the next readable sample, and keeps
-the skipped files in ``skipped``; vispe's ``SkippedSamplesHook`` reports the count after each epoch. With
-``num_workers > 0`` each worker process keeps its own count (their warnings all reach the log).
+the skipped files in ``skipped``; vispe's ``SkippedSamplesHook`` reports the count after each epoch. The skips are
+flagged in shared memory, so with ``num_workers > 0`` the main process sees what every worker skipped.
 """
 
 from __future__ import annotations
 
 import os
 import warnings
-from typing import Any
+from typing import Any, Dict, Optional
 
 import numpy as np
+import torch
 
 ON_ERROR = ('raise', 'skip')
 SKIP_HINT = "fix or delete the file, or build the data set with on_error='skip' to skip such samples"
@@ -99,36 +100,61 @@ def check_ply(path: str) -> None:
 
 class SkipsBadSamples:
     """Mixin for map-style data sets whose ``load(index)`` may raise ``SampleError``: ``__getitem__`` re-raises it
-    (``on_error='raise'``) or warns, records the file in ``skipped`` and serves the next index (``'skip'``)."""
+    (``on_error='raise'``) or warns, flags the sample as skipped and serves the next index (``'skip'``).
+
+    A data set calls ``track_skips(on_error)`` at the end of its ``__init__``. The flags live in shared memory, made
+    before any DataLoader starts its workers, so a sample one worker skipped is skipped by all, and ``skipped`` in
+    the main process counts every worker's.
+    """
 
     on_error: str = 'raise'
+    _skip_flags: Optional[torch.Tensor] = None  # (len,) bool in shared memory; None under on_error='raise'
 
     def load(self, index: int) -> Any:
         raise NotImplementedError
 
+    def track_skips(self, on_error: str) -> None:
+        """Set ``on_error``; under 'skip', allocate the per-sample flags (``len(self)`` must be known by now)."""
+        self.on_error = check_on_error(on_error)
+        self._skip_flags = torch.zeros(len(self), dtype=torch.bool).share_memory_() if on_error == 'skip' else None
+        self._skip_reasons: Dict[int, str] = {}
+
     @property
-    def skipped(self) -> dict:
-        """{index: reason} of the samples skipped so far in this process."""
-        if '_skipped' not in self.__dict__:
-            self._skipped = {}
-        return self._skipped
+    def skipped(self) -> Dict[int, str]:
+        """{index: reason} of the samples skipped so far, in index order, by this process or any worker. A reason
+        this process has not seen (a worker's skip) is read here, by loading that sample once more."""
+        if self._skip_flags is None:
+            return {}
+        for i in self._skip_flags.nonzero().flatten().tolist():
+            if i not in self._skip_reasons:
+                self._skip_reasons[i] = self._reason(i)
+        return dict(sorted(self._skip_reasons.items()))
+
+    def _reason(self, index: int) -> str:
+        try:
+            self.load(index)
+        except SampleError as err:
+            return str(err)
+        return f'sample {index} failed in a data loader worker and loads now (did its file change?)'
 
     def __getitem__(self, index: int) -> Any:
         """``load(index)``; under ``on_error='skip'`` the first readable sample from ``index`` on (wrapping around)."""
-        n = len(self)
+        flags, n = self._skip_flags, len(self)
         for step in range(n):
             i = (index + step) % n
-            if i in self.skipped:
+            if flags is not None and flags[i]:
                 continue
             try:
                 return self.load(i)
             except SampleError as err:
-                if self.on_error != 'skip':
+                if flags is None:
                     raise
-                self.skipped[i] = str(err)
-                warnings.warn(f'skipping sample {i}: {err} ({len(self.skipped)} skipped so far)', stacklevel=2)
-        first = next(iter(self.skipped.values()))
-        raise SampleError(f'every one of the {n} samples failed to load; the first: {first}')
+                flags[i] = True
+                self._skip_reasons[i] = str(err)
+                warnings.warn(f'skipping sample {i}: {err} ({int(flags.sum())} skipped so far)', stacklevel=2)
+        raise SampleError(
+            f'every one of the {n} samples failed to load; the first: {next(iter(self.skipped.values()))}'
+        )
 
 
 __all__ = [

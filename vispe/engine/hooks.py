@@ -164,8 +164,8 @@ class SkippedSamplesHook(Hook):
         self.reported[split] = len(skipped)
         first = next(iter(skipped.values()))
         runner.logger.warning(
-            f"{len(skipped)} unreadable {split} sample(s) skipped so far (on_error='skip'; counted in this "
-            f'process); first: {first}'
+            f"{len(skipped)} unreadable {split} sample(s) skipped so far (on_error='skip', counted over all data "
+            f'loader workers); first: {first}'
         )
 
     def after_train_epoch(self, runner) -> None:
