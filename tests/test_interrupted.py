@@ -285,11 +285,10 @@ def test_iteration_based_dit_resumes_bit_exact(tmp_path) -> None:
     )
 
     def train(work, stop_at=None, resume=False, rng_state=True):
-        cfg = without_validation(load_config(str(config), work_dir=str(work)))
+        options = None if rng_state else {'default_hooks.rng_state': None}  # switched off as a user would
+        cfg = without_validation(load_config(str(config), options, work_dir=str(work)))
         if resume:  # what tools/train.py --resume does
             cfg.resume, cfg.load_from = True, latest_checkpoint(str(work))
-        if not rng_state:
-            cfg.default_hooks.pop('rng_state')
         runner = Runner.from_cfg(cfg)
         if stop_at is not None:
             runner.register_hook(type('Stop', (StopBefore, Hook), {})(at=stop_at))

@@ -113,6 +113,22 @@ def test_train_rejects_config_typo(tmp_path):
     assert proc.returncode != 0 and "did you mean 'train_dataloader'" in proc.stderr
 
 
+def test_default_hooks_switched_off_with_none(tmp_path):
+    """None switches a default hook off, vispe's (which mmengine's Runner would meet with a bare assert) and
+    mmengine's own (which must stay None in the config, or the Runner would put its default back)."""
+    from mmengine.runner import Runner
+
+    from vispe.engine.config import load_config, without_validation
+
+    names = lambda runner: {type(hook).__name__ for hook in runner.hooks}  # noqa: E731
+    config = tiny_config(tmp_path)
+    full = names(Runner.from_cfg(without_validation(load_config(config, work_dir=str(tmp_path / 'a')))))
+    assert {'RNGStateHook', 'NonFiniteLossHook', 'IterTimerHook'} <= full
+    options = {'default_hooks.rng_state': None, 'default_hooks.nonfinite_loss': None, 'default_hooks.timer': None}
+    cfg = without_validation(load_config(config, options, work_dir=str(tmp_path / 'b')))
+    assert full - names(Runner.from_cfg(cfg)) == {'RNGStateHook', 'NonFiniteLossHook', 'IterTimerHook'}
+
+
 @pytest.mark.slow
 def test_resume_after_kill(tmp_path):
     """kill -9 once the first checkpoint exists; --resume finishes from it instead of starting over."""

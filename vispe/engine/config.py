@@ -15,6 +15,8 @@ from vispe.registry import MODELS, check_arguments
 
 # Top-level keys Runner.from_cfg reads, plus the ones vispe's tools read.
 RUNNER_KEYS = frozenset(p for p in inspect.signature(Runner.__init__).parameters if p not in ('self', 'cfg'))
+#: the default hooks mmengine's Runner registers by itself (Runner.register_default_hooks)
+MMENGINE_DEFAULT_HOOKS = frozenset({'runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler', 'checkpoint'})
 VISPE_KEYS = frozenset({'train_resolution', 'custom_imports', 'max_epochs'})
 
 
@@ -65,6 +67,16 @@ def check_model_arguments(node, path: str = 'model') -> None:
         check_model_arguments(value, f'{path}.{key}')
 
 
+def drop_disabled_hooks(cfg: Config) -> None:
+    """Remove the ``default_hooks`` entries a config sets to None to switch them off (``default_hooks =
+    dict(rng_state=None)``, or ``--cfg-options default_hooks.rng_state=None``). mmengine's Runner takes None only for
+    its own default hooks and fails a bare assert on any other, such as vispe's rng_state, nonfinite_loss and
+    skipped_samples; for its own, None stays in the config, where it removes mmengine's default."""
+    hooks = cfg.get('default_hooks') or {}
+    for name in [n for n, hook in hooks.items() if hook is None and n not in MMENGINE_DEFAULT_HOOKS]:
+        hooks.pop(name)
+
+
 def load_config(path: str, cfg_options: Optional[dict] = None, work_dir: Optional[str] = None) -> Config:
     """Config.fromfile + --cfg-options + checks; work_dir defaults to work_dirs/<config name>."""
     if not osp.isfile(path):
@@ -73,6 +85,7 @@ def load_config(path: str, cfg_options: Optional[dict] = None, work_dir: Optiona
     if cfg_options:
         cfg.merge_from_dict(cfg_options)
     check_config(cfg)
+    drop_disabled_hooks(cfg)
     if work_dir is not None:
         cfg.work_dir = work_dir
     elif cfg.get('work_dir') is None:
@@ -152,6 +165,7 @@ __all__: List[str] = [
     'check_model_arguments',
     'common_parser_args',
     'compile_backbone',
+    'drop_disabled_hooks',
     'enable_amp',
     'load_config',
     'setup_distributed_backend',
