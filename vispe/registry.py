@@ -24,7 +24,7 @@ _CONFIG_KEYS = frozenset({'type', '_scope_'})
 
 
 def closest(name: str, choices: Sequence[str]) -> str:
-    """ "; did you mean 'a', 'b'?" for the names in ``choices`` closest to ``name``, or '' when none is close."""
+    """The hint ``; did you mean 'a', 'b'?`` naming the ``choices`` closest to ``name``; '' when none is close."""
     close = difflib.get_close_matches(name, choices, n=3, cutoff=0.4)
     return f'; did you mean {", ".join(map(repr, close))}?' if close else ''
 
