@@ -57,13 +57,38 @@ def test_pickled_code_is_refused(tmp_path):
 def test_weights_that_do_not_fit_name_the_keys(tmp_path):
     path = tmp_path / 'w.pth'
     torch.save({'state_dict': {'weight': torch.zeros(2, 2)}}, str(path))
-    with pytest.raises(CheckpointError, match='(?s)does not fit this model.*size mismatch'):
-        load_checkpoint(str(path), torch.nn.Linear(2, 3))
-    with pytest.raises(CheckpointError, match=r"missing keys \['0.weight'"):
+    target = torch.nn.Linear(2, 3)
+    before = {k: v.clone() for k, v in target.state_dict().items()}
+    with pytest.raises(
+        CheckpointError,
+        match=r"(?s)does not fit this model: 1 missing key \('bias'\), 1 key of another "
+        r"shape \('weight': file \(2, 2\) vs model \(3, 2\)\).*--non-strict",
+    ):
+        load_checkpoint(str(path), target)
+    assert all(torch.equal(before[k], v) for k, v in target.state_dict().items()), 'a refused load changed the model'
+    with pytest.raises(CheckpointError, match=r"2 missing keys \('0.weight', '0.bias'\).*1 unexpected key \('weight'\)"):
         load_checkpoint(str(path), torch.nn.Sequential(torch.nn.Linear(2, 2)))
     model = torch.nn.Linear(2, 2, bias=False)
     load_checkpoint(str(path), model)
     assert torch.equal(model.weight, torch.zeros(2, 2))
+
+
+def test_non_strict_load_takes_what_fits_and_names_what_it_left(tmp_path):
+    path = tmp_path / 'w.pth'
+    torch.save(
+        {'state_dict': {'0.weight': torch.zeros(2, 2), '1.weight': torch.zeros(5, 5), 'extra': torch.ones(1)}},
+        str(path),
+    )
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 3))
+    bias = model[0].bias.detach().clone()
+    with pytest.warns(
+        UserWarning,
+        match=r"(?s)non-strict load.*3 of the model's keys keep their initial values "
+        r"\(0.bias, 1.bias, 1.weight; 2 missing from the file, 1 of another shape there\); 2 of the file's keys were "
+        r"not used \(extra, 1.weight\)",
+    ):
+        load_checkpoint(str(path), model, strict=False)
+    assert torch.equal(model[0].weight, torch.zeros(2, 2)) and torch.equal(model[0].bias, bias)
 
 
 def test_missing_checkpoint():

@@ -1,4 +1,8 @@
-"""Test a checkpoint with the mmengine Runner and print its metrics: python tools/test.py CONFIG CKPT"""
+"""Test a checkpoint with the mmengine Runner and print its metrics: python tools/test.py CONFIG CKPT [--non-strict]
+
+The checkpoint must fit the model the config builds, key for key and shape for shape; a mismatch is refused naming
+the keys. ``--non-strict`` loads what fits and lists the keys it left at their initial values.
+"""
 
 import argparse
 import os
@@ -6,10 +10,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from mmengine.runner import Runner  # noqa: E402
-
 from vispe.engine.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from vispe.engine.config import ConfigError, common_parser_args, load_config  # noqa: E402
+from vispe.engine.runner import build_runner  # noqa: E402
+from vispe.engine.workdir import WorkDirError  # noqa: E402
 
 
 def main():
@@ -17,15 +21,20 @@ def main():
     common_parser_args(parser)
     parser.add_argument('checkpoint')
     parser.add_argument('--work-dir', help='where the test logs go (default: work_dirs/<config name>)')
+    parser.add_argument(
+        '--non-strict', action='store_true', help='load the weights that fit and list the rest (default: refuse)'
+    )
     args = parser.parse_args()
     try:
         cfg = load_config(args.config, args.cfg_options, args.work_dir)
         load_checkpoint(args.checkpoint)  # a clear error for a missing or non-checkpoint file, before any work
-    except (ConfigError, CheckpointError, FileNotFoundError) as err:
+        cfg.load_from, cfg.resume = args.checkpoint, False
+        cfg.load_strict = cfg.get('load_strict', True) and not args.non_strict
+        # a test run: no training parts, so nothing of a training run in the same work dir is touched
+        cfg.train_dataloader = cfg.train_cfg = cfg.optim_wrapper = cfg.param_scheduler = None
+        metrics = build_runner(cfg).test()
+    except (ConfigError, CheckpointError, WorkDirError, FileNotFoundError) as err:
         sys.exit(f'error: {err}')
-    cfg.load_from = args.checkpoint
-    cfg.resume = False
-    metrics = Runner.from_cfg(cfg).test()
     for key, value in metrics.items():
         print(f'{key}: {value:.4f}' if isinstance(value, float) else f'{key}: {value}')
 

@@ -9,9 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from mmengine.runner import Runner  # noqa: E402
-
-from vispe.engine.checkpoint import CheckpointError, allow_mmengine_checkpoints, latest_checkpoint  # noqa: E402
+from vispe.engine.checkpoint import CheckpointError, DiskFullError, allow_mmengine_checkpoints  # noqa: E402
 from vispe.engine.config import (  # noqa: E402
     ConfigError,
     common_parser_args,
@@ -22,13 +20,27 @@ from vispe.engine.config import (  # noqa: E402
 )
 from vispe.engine.distributed import setup_cpu_distributed, teardown_distributed  # noqa: E402
 from vispe.engine.hooks import NonFiniteLossError  # noqa: E402
+from vispe.engine.runner import build_runner, interrupted_message  # noqa: E402
+from vispe.engine.workdir import WorkDirError  # noqa: E402
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description='Train a vispe model with the mmengine Runner')
     common_parser_args(parser)
     parser.add_argument('--work-dir', help='where logs and checkpoints go (default: work_dirs/<config name>)')
-    parser.add_argument('--resume', action='store_true', help='continue from the last checkpoint in the work dir')
+    parser.add_argument(
+        '--resume',
+        action='store_true',
+        help="continue the work dir's run from its newest complete checkpoint (checked against the config first)",
+    )
+    parser.add_argument(
+        '--non-strict',
+        action='store_true',
+        help="load_from loads the weights that fit and lists the rest (default: refuse a checkpoint that doesn't fit)",
+    )
+    parser.add_argument(
+        '--overwrite', action='store_true', help='replace the checkpoints of another run already in the work dir'
+    )
     parser.add_argument(
         '--amp',
         action='store_true',
@@ -46,27 +58,31 @@ def parse_args():
 
 def main():
     args = parse_args()
+    cfg = None
     try:
         cfg = load_config(args.config, args.cfg_options, args.work_dir)
         cfg.launcher = args.launcher
-        if args.resume:
-            cfg.resume = True
-            # the newest complete checkpoint in the work dir (the pointer's, else the highest epoch / iter file that
-            # reads whole), before the config's load_from (pretrained weights an interrupted fine-tune started from)
-            cfg.load_from = latest_checkpoint(cfg.work_dir) or cfg.get('load_from')
+        # VispeRunner picks the work dir's newest complete checkpoint, before the config's load_from (pretrained
+        # weights an interrupted fine-tune started from), and checks it against the config before writing anything
+        cfg.resume = args.resume
+        if args.non_strict:
+            cfg.load_strict = False
+        if args.overwrite:
+            cfg.overwrite_work_dir = True
         if args.amp:
             enable_amp(cfg)
-    except (ConfigError, FileNotFoundError) as err:
-        sys.exit(f'error: {err}')
-    setup_distributed_backend(cfg)
-    setup_cpu_distributed(cfg)
-    allow_mmengine_checkpoints()
-    runner = Runner.from_cfg(cfg)
-    if args.compile:
-        compile_backbone(runner.model)
-    try:
+        setup_distributed_backend(cfg)
+        setup_cpu_distributed(cfg)
+        allow_mmengine_checkpoints()
+        runner = build_runner(cfg)
+        if args.compile:
+            compile_backbone(runner.model)
         runner.train()
-    except (NonFiniteLossError, CheckpointError) as err:  # a diverged loss; a resume file refused or unreadable
+    except KeyboardInterrupt:  # Ctrl-C: one line saying where the run can be continued from (rank 0 says it)
+        if os.environ.get('RANK', '0') == '0':
+            print(interrupted_message(args.config, cfg, args), file=sys.stderr)
+        sys.exit(130)
+    except (ConfigError, CheckpointError, WorkDirError, DiskFullError, NonFiniteLossError, FileNotFoundError) as err:
         sys.exit(f'error: {err}')
     del runner  # teardown must be able to free the DDP wrapper
     teardown_distributed()

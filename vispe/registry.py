@@ -93,11 +93,11 @@ DATASETS = Registry('dataset', parent=mm.DATASETS, scope='vispe', locations=['vi
 TRANSFORMS = Registry('transform', parent=mm.TRANSFORMS, scope='vispe', locations=['vispe.datasets'])
 METRICS = Registry('metric', parent=mm.METRICS, scope='vispe', locations=['vispe.engine'])
 HOOKS = Registry('hook', parent=mm.HOOKS, scope='vispe', locations=['vispe.engine'])
+RUNNERS = Registry('runner', parent=mm.RUNNERS, scope='vispe', locations=['vispe.engine'])
 POSITION_SAMPLERS = Registry('position sampler', scope='vispe', locations=['vispe.positions'])
 
 # Children with nothing of vispe's own yet: with them, configs in scope 'vispe' find mmengine's optimizers,
 # schedulers, loops, samplers and collate functions without mmengine's "failed to search registry" fallback.
-RUNNERS = Registry('runner', parent=mm.RUNNERS, scope='vispe')
 LOOPS = Registry('loop', parent=mm.LOOPS, scope='vispe')
 OPTIMIZERS = Registry('optimizer', parent=mm.OPTIMIZERS, scope='vispe')
 OPTIM_WRAPPERS = Registry('optim_wrapper', parent=mm.OPTIM_WRAPPERS, scope='vispe', locations=['vispe.engine'])

@@ -1,5 +1,10 @@
 # Runtime settings shared by every vispe config.
 default_scope = 'vispe'
+# VispeRunner: mmengine's Runner with strict checkpoint loading (load_strict=False, or --non-strict, loads what fits
+# and lists what it left), a locked work dir, resumes checked before anything is written, and schedules that must
+# fit the run's length (see vispe/engine/runner.py).
+runner_type = 'VispeRunner'
+load_strict = True
 
 # AtomicCheckpointHook: mmengine's CheckpointHook with atomic writes (a killed run resumes from a whole checkpoint);
 # rng_state: the random generators saved and restored with checkpoints (a resumed run continues bit for bit);

@@ -1,5 +1,6 @@
-"""Runner parts: metrics, safe checkpoint loading and atomic saving, hooks for interrupted and diverged runs, config
-checks, CPU distributed training, CPU bf16 autocast."""
+"""Runner parts: vispe's Runner (strict loads, locked work dirs, checked resumes), metrics, safe checkpoint loading
+and atomic saving, hooks for interrupted and diverged runs, config checks, CPU distributed training, CPU bf16
+autocast."""
 
 from vispe.engine.amp import BF16OptimWrapper
 from vispe.engine.checkpoint import allow_mmengine_checkpoints, latest_checkpoint, load_checkpoint
@@ -12,6 +13,8 @@ from vispe.engine.hooks import (
     SkippedSamplesHook,
 )
 from vispe.engine.metrics import Accuracy
+from vispe.engine.runner import VispeRunner
+from vispe.engine.workdir import WorkDirError, WorkDirLock
 
 __all__ = [
     'Accuracy',
@@ -22,6 +25,9 @@ __all__ = [
     'NonFiniteLossHook',
     'RNGStateHook',
     'SkippedSamplesHook',
+    'VispeRunner',
+    'WorkDirError',
+    'WorkDirLock',
     'allow_mmengine_checkpoints',
     'latest_checkpoint',
     'load_checkpoint',

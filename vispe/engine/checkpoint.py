@@ -12,11 +12,14 @@ treats them as optional.
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import os.path as osp
 import pickle
 import re
+import shutil
+import warnings
 import zipfile
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Union
@@ -115,27 +118,98 @@ def state_dict_of(ckpt: Dict[str, Any], path: str = 'checkpoint') -> Dict[str, t
     return state
 
 
+def _shapes(state: Dict[str, Any]) -> Dict[str, tuple]:
+    return {k: tuple(v.shape) for k, v in state.items() if isinstance(v, torch.Tensor)}
+
+
+class StateMismatch:
+    """How a checkpoint's weights differ from a model's: keys the model has and the file lacks (``missing``), keys
+    the file has and the model lacks (``unexpected``), and keys in both with other shapes (``mismatched``: key ->
+    (file shape, model shape)). Falsy when they fit key for key and shape for shape."""
+
+    def __init__(self, model_state: Dict[str, Any], file_state: Dict[str, Any]) -> None:
+        model, file = _shapes(model_state), _shapes(file_state)
+        self.missing = [k for k in model if k not in file]
+        self.unexpected = [k for k in file if k not in model]
+        self.mismatched = {k: (file[k], model[k]) for k in model if k in file and file[k] != model[k]}
+        self.loadable = [k for k in model if k in file and file[k] == model[k]]
+
+    def __bool__(self) -> bool:
+        return bool(self.missing or self.unexpected or self.mismatched)
+
+    def not_loaded(self) -> List[str]:
+        """The model's keys a non-strict load leaves at their initial values."""
+        return self.missing + list(self.mismatched)
+
+    def describe(self, first: int = 3) -> str:
+        """'3 missing keys (a, b, c, ...), 1 unexpected key (d), 2 keys of another shape (e: file (8, 4) vs model
+        (8, 2), ...)': the first few of each kind, then their count."""
+
+        def part(keys: List[str], what: str, show=repr) -> str:
+            more = ', ...' if len(keys) > first else ''
+            plural = 's' if len(keys) != 1 else ''
+            return f'{len(keys)} {what.format(s=plural)} ({", ".join(show(k) for k in keys[:first])}{more})'
+
+        shape = lambda k: f'{k!r}: file {self.mismatched[k][0]} vs model {self.mismatched[k][1]}'  # noqa: E731
+        parts = [
+            part(self.missing, 'missing key{s}') if self.missing else '',
+            part(self.unexpected, 'unexpected key{s}') if self.unexpected else '',
+            part(list(self.mismatched), 'key{s} of another shape', shape) if self.mismatched else '',
+        ]
+        return ', '.join(p for p in parts if p)
+
+
+#: what to do when a checkpoint does not fit; every refusal of a mismatched checkpoint ends with it
+MISMATCH_HINT = (
+    'Was it trained from another config (encoding, model size, image size, number of classes)? Use the config it '
+    'was trained with (mmengine saves it in the work dir beside the checkpoint), or load what fits on purpose with '
+    '--non-strict (load_strict=False in a config), which lists the keys it leaves unloaded'
+)
+
+
 def load_checkpoint(
     path: str, model: Optional[nn.Module] = None, strict: bool = True, map_location: Any = 'cpu'
 ) -> Dict[str, Any]:
     """The one way vispe loads a checkpoint (``vispe.load_checkpoint``; the Runner's resume and ``load_from`` and
     every tool come here): ``torch.load(weights_only=True)`` with an exact allow-list, so a file crafted to run
-    code when unpickled is refused (``CheckpointError``) before any of it runs. With ``model``, its weights are
-    loaded into it (``strict``: every key must match). Returns the checkpoint dict."""
+    code when unpickled is refused (``CheckpointError``) before any of it runs.
+
+    With ``model``, its weights are loaded into it. ``strict`` (the default): every key and shape must match, else
+    ``CheckpointError`` naming the missing, unexpected and mis-shaped keys (the model is left untouched).
+    ``strict=False`` loads the keys that fit and warns naming the ones it left unloaded. Returns the checkpoint
+    dict."""
     ckpt = read_checkpoint(path, map_location)
     if model is not None:
-        state = state_dict_of(ckpt, path)
-        try:
-            missing, unexpected = model.load_state_dict(state, strict=False)
-        except RuntimeError as err:  # shape mismatches raise even with strict=False
-            raise CheckpointError(f'{path!r} does not fit this model: {err}') from None
-        if strict and (missing or unexpected):
-            raise CheckpointError(
-                f'{path!r} does not fit this model: missing keys {missing[:5]}{"..." if len(missing) > 5 else ""}, '
-                f'unexpected keys {unexpected[:5]}{"..." if len(unexpected) > 5 else ""}. Was it trained from another '
-                'config (encoding, model size)?'
-            )
+        load_state(model, state_dict_of(ckpt, path), strict, path)
     return ckpt
+
+
+def load_state(model: nn.Module, state: Dict[str, torch.Tensor], strict: bool = True, path: str = 'checkpoint'):
+    """Load ``state`` into ``model``: all of it (``strict``: ``CheckpointError`` naming what differs, the model left
+    untouched) or what fits (a warning naming the model's keys left at their initial values). Returns the
+    ``StateMismatch``."""
+    mismatch = StateMismatch(model.state_dict(), state)
+    if mismatch and strict:
+        raise CheckpointError(f'{path!r} does not fit this model: {mismatch.describe()}. {MISMATCH_HINT}.')
+    model.load_state_dict({k: state[k] for k in mismatch.loadable} if mismatch else state, strict=not mismatch)
+    if mismatch:
+        warnings.warn(not_loaded_message(path, mismatch), stacklevel=2)
+    return mismatch
+
+
+def not_loaded_message(path: str, mismatch: StateMismatch) -> str:
+    """The line a non-strict load prints: what of the model keeps its initial values (missing from the file, or of
+    another shape there), and what of the file went unused."""
+
+    def keys(names: List[str]) -> str:
+        return ', '.join(names[:8]) + (', ...' if len(names) > 8 else '')
+
+    left, unused = mismatch.not_loaded(), mismatch.unexpected + list(mismatch.mismatched)
+    return (
+        f"non-strict load of {path!r}: {len(left)} of the model's keys keep their initial values ({keys(left)}; "
+        f'{len(mismatch.missing)} missing from the file, {len(mismatch.mismatched)} of another shape there); '
+        f"{len(unused)} of the file's keys were not used ({keys(unused)})"
+    )
 
 
 # --- writing: atomic files and finding the last complete checkpoint ------------------------------------------------
@@ -161,11 +235,34 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+class DiskFullError(OSError):
+    """A write that ran out of disk space (or quota); the message names the file, what it needed and what is free,
+    and the target file was left as it was."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _size(nbytes: float) -> str:
+    return f'{nbytes / 2**20:.1f} MiB' if nbytes < 2**30 else f'{nbytes / 2**30:.2f} GiB'
+
+
+def _disk_full(path: str, needed: Optional[int], err: OSError) -> DiskFullError:
+    free = shutil.disk_usage(osp.dirname(osp.abspath(path)) or '.').free
+    need = f'it needs {_size(needed)}' if needed else 'it did not fit'
+    return DiskFullError(
+        err.errno,
+        f'no space left on the device while writing {path}: {need} and {_size(free)} are free there; {path} was left '
+        'as it was (the data went to a temporary file, now removed). Free some space, then run again',
+    )
+
+
 @contextmanager
-def atomic_open(path: str, mode: str = 'w', **kwargs) -> Iterator[Any]:
+def atomic_open(path: str, mode: str = 'w', size_hint: Optional[int] = None, **kwargs) -> Iterator[Any]:
     """``open(path, mode)`` for writing whose result appears all at once: the data goes to a hidden temporary file
     beside ``path``, is flushed to disk, and is renamed over ``path`` when the block ends without an error. A
-    process killed at any moment leaves ``path`` as it was (old contents, or absent), never half written."""
+    process killed at any moment leaves ``path`` as it was (old contents, or absent), never half written. A full
+    disk raises ``DiskFullError`` (``size_hint``: the bytes the caller meant to write, for its message)."""
     if not any(c in mode for c in 'wx'):
         raise ValueError(f'atomic_open writes whole files (mode w or wb), got mode {mode!r}')
     tmp = partial_path(path)
@@ -176,17 +273,23 @@ def atomic_open(path: str, mode: str = 'w', **kwargs) -> Iterator[Any]:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         if osp.exists(tmp):
             os.remove(tmp)
+        if isinstance(err, OSError) and not isinstance(err, DiskFullError) and err.errno in _NO_SPACE:
+            raise _disk_full(path, size_hint, err) from None
         raise
     _fsync_dir(osp.dirname(tmp))
 
 
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
 def atomic_write(path: str, data: Union[bytes, str], encoding: str = 'utf-8') -> None:
     """Write ``data`` (bytes, or text in ``encoding``) to ``path`` atomically (``atomic_open``)."""
-    with atomic_open(path, 'wb') as f:
-        f.write(data if isinstance(data, bytes) else data.encode(encoding))
+    raw = data if isinstance(data, bytes) else data.encode(encoding)
+    with atomic_open(path, 'wb', size_hint=len(raw)) as f:
+        f.write(raw)
 
 
 def remove_partial_files(directory: str) -> List[str]:
@@ -213,18 +316,42 @@ def is_complete_checkpoint(path: str) -> bool:
 _STEP = re.compile(r'(?:epoch|iter)_(\d+)\.pth$')
 
 
-def latest_checkpoint(work_dir: str) -> Optional[str]:
-    """The checkpoint to resume from in ``work_dir``: the one ``last_checkpoint`` names when it is complete, else
-    the complete ``epoch_N.pth`` / ``iter_N.pth`` with the highest N; None when there is none."""
+def checkpoint_candidates(work_dir: str) -> List[str]:
+    """The checkpoints of ``work_dir`` newest first: the one the ``last_checkpoint`` pointer names (when it exists),
+    then every ``epoch_N.pth`` / ``iter_N.pth`` by decreasing N. Nothing is read."""
+    named = []
     pointer = osp.join(work_dir, 'last_checkpoint')
     if osp.isfile(pointer):
         with open(pointer) as f:
-            named = f.read().strip()
-        if named and is_complete_checkpoint(named):
-            return named
+            target = f.read().strip()
+        if target and osp.isfile(target):
+            named.append(target)
     steps = []
     for path in glob.glob(osp.join(glob.escape(work_dir), '*.pth')):
         match = _STEP.search(osp.basename(path))
-        if match and is_complete_checkpoint(path):
+        if match:
             steps.append((int(match.group(1)), path))
-    return max(steps)[1] if steps else None
+    ordered = named + [path for _, path in sorted(steps, reverse=True)]
+    return list(dict.fromkeys(ordered))
+
+
+def latest_checkpoint(work_dir: str) -> Optional[str]:
+    """The checkpoint to resume from in ``work_dir``: the one ``last_checkpoint`` names when it is complete, else
+    the complete ``epoch_N.pth`` / ``iter_N.pth`` with the highest N; None when there is none. Cheap: only the zip
+    directories are read (``find_resume_checkpoint`` reads each candidate whole)."""
+    return next((path for path in checkpoint_candidates(work_dir) if is_complete_checkpoint(path)), None)
+
+
+def find_resume_checkpoint(work_dir: str) -> tuple:
+    """(path, checkpoint dict, skipped) for the newest checkpoint of ``work_dir`` that reads back whole, or (None,
+    None, skipped) when none does; ``skipped`` lists (path, reason) of the newer ones that did not read."""
+    skipped = []
+    for path in checkpoint_candidates(work_dir):
+        if not is_complete_checkpoint(path):
+            skipped.append((path, 'incomplete: not a whole zip archive (a write that was cut short)'))
+            continue
+        try:
+            return path, read_checkpoint(path), skipped
+        except (CheckpointError, OSError) as err:
+            skipped.append((path, str(err)))
+    return None, None, skipped

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import ast
+import copy
 import difflib
 import inspect
+import numbers
 import os.path as osp
-from typing import List, Optional
+import sys
+import traceback
+from typing import Any, List, Optional, Tuple
 
 import torch
 from mmengine.config import Config, DictAction
@@ -17,7 +22,10 @@ from vispe.registry import MODELS, check_arguments
 RUNNER_KEYS = frozenset(p for p in inspect.signature(Runner.__init__).parameters if p not in ('self', 'cfg'))
 #: the default hooks mmengine's Runner registers by itself (Runner.register_default_hooks)
 MMENGINE_DEFAULT_HOOKS = frozenset({'runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler', 'checkpoint'})
-VISPE_KEYS = frozenset({'train_resolution', 'custom_imports', 'max_epochs'})
+#: top-level keys vispe reads: helpers of the configs, and VispeRunner's switches (load_strict, overwrite_work_dir)
+VISPE_KEYS = frozenset(
+    {'train_resolution', 'custom_imports', 'max_epochs', 'runner_type', 'load_strict', 'overwrite_work_dir'}
+)
 
 
 class ConfigError(ValueError):
@@ -77,20 +85,113 @@ def drop_disabled_hooks(cfg: Config) -> None:
         hooks.pop(name)
 
 
+def _syntax_error_in(path: str, seen: Optional[set] = None) -> Optional[Tuple[str, SyntaxError]]:
+    """(file, error) of the first file among ``path`` and its ``_base_`` files (followed recursively) that does not
+    parse as Python; None when all parse."""
+    seen = seen if seen is not None else set()
+    if path in seen or not osp.isfile(path):
+        return None
+    seen.add(path)
+    with open(path, encoding='utf-8') as f:
+        text = f.read()
+    try:
+        tree = ast.parse(text, filename=path)
+    except SyntaxError as err:
+        return path, err
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, 'id', None) == '_base_' for t in node.targets):
+            try:
+                bases = ast.literal_eval(node.value)
+            except ValueError:
+                return None
+            for base in [bases] if isinstance(bases, str) else bases:
+                found = _syntax_error_in(osp.join(osp.dirname(path), base), seen)
+                if found:
+                    return found
+    return None
+
+
+def read_config_file(path: str) -> Config:
+    """``Config.fromfile`` whose failures name the file and line: a syntax error (in the file or one of its bases)
+    or an exception raised while the config's code runs becomes one ``ConfigError`` line."""
+    try:
+        return Config.fromfile(path)
+    except SyntaxError as err:
+        where, found = _syntax_error_in(path) or (path, err)
+        text = (found.text or '').strip()
+        raise ConfigError(
+            f'config {where}, line {found.lineno}: syntax error ({found.msg})' + (f': {text}' if text else '')
+        ) from None
+    except (ImportError, NameError, TypeError, ValueError, ArithmeticError, KeyError, AttributeError) as err:
+        library = (sys.prefix, sys.base_prefix, osp.dirname(osp.dirname(osp.abspath(__file__))))
+        frames = [  # module-level code of a config file (mmengine runs each with its own file name)
+            f
+            for f in traceback.extract_tb(err.__traceback__)
+            if f.name == '<module>' and not f.filename.startswith(library) and f.filename != osp.abspath(sys.argv[0])
+        ]
+        where = f'{frames[-1].filename}, line {frames[-1].lineno}' if frames else path
+        raise ConfigError(f'config {where}: {type(err).__name__}: {err}') from None
+
+
 def load_config(path: str, cfg_options: Optional[dict] = None, work_dir: Optional[str] = None) -> Config:
     """Config.fromfile + --cfg-options + checks; work_dir defaults to work_dirs/<config name>."""
     if not osp.isfile(path):
         raise FileNotFoundError(f'config file {path!r} does not exist (configs live under configs/, e.g. configs/vit/)')
-    cfg = Config.fromfile(path)
+    cfg = read_config_file(path)
     if cfg_options:
         cfg.merge_from_dict(cfg_options)
     check_config(cfg)
+    check_values(cfg)
     drop_disabled_hooks(cfg)
     if work_dir is not None:
         cfg.work_dir = work_dir
     elif cfg.get('work_dir') is None:
         cfg.work_dir = osp.join('work_dirs', osp.splitext(osp.basename(path))[0])
     return cfg
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > 0
+
+
+def check_values(cfg: Config) -> None:
+    """ConfigError for values mmengine or torch would only refuse after the Runner has set up (and printed its
+    environment), or never: batch sizes and run lengths that are not positive integers, a learning rate or weight
+    decay that is not a non-negative number."""
+    for split in ('train', 'val', 'test'):
+        loader = cfg.get(f'{split}_dataloader')
+        if isinstance(loader, dict) and 'batch_size' in loader and not _positive_int(loader['batch_size']):
+            raise ConfigError(
+                f'{split}_dataloader.batch_size = {loader["batch_size"]!r}: a batch size is a positive integer '
+                f'(--cfg-options {split}_dataloader.batch_size=32)'
+            )
+    train_cfg = cfg.get('train_cfg')
+    if isinstance(train_cfg, dict):
+        for key in ('max_epochs', 'max_iters', 'val_interval'):
+            if key in train_cfg and not _positive_int(train_cfg[key]):
+                raise ConfigError(
+                    f'train_cfg.{key} = {train_cfg[key]!r}: it must be a positive integer (a run of '
+                    f'{train_cfg[key]!r} would train nothing and save nothing); e.g. --cfg-options train_cfg.{key}=5'
+                )
+    optim = cfg.get('optim_wrapper')
+    optimizer = optim.get('optimizer') if isinstance(optim, dict) else None
+    if isinstance(optimizer, dict):
+        for key, allow_zero in (('lr', False), ('weight_decay', True)):
+            value = optimizer.get(key)
+            if value is None:
+                continue
+            bad = (
+                not isinstance(value, numbers.Real)
+                or isinstance(value, bool)
+                or value < 0
+                or (value == 0 and not allow_zero)
+            )
+            if bad:
+                need = 'a non-negative number' if allow_zero else 'a positive number'
+                raise ConfigError(
+                    f'optim_wrapper.optimizer.{key} = {value!r}: it must be {need} (e.g. --cfg-options '
+                    f'optim_wrapper.optimizer.{key}={1e-3 if key == "lr" else 0.05})'
+                )
 
 
 def setup_distributed_backend(cfg: Config) -> None:
@@ -139,14 +240,46 @@ def without_validation(cfg: Config) -> Config:
     return cfg
 
 
+def parse_option_value(text: str) -> Any:
+    """One ``--cfg-options`` value: mmengine's parsing (numbers, bools, None, lists split on commas), except that a
+    value holding a ``{...}`` dict is read whole as a Python literal, since mmengine would split it on its commas
+    (``model.backbone.encoding="{'type': 'irpe', 'mode': 'bias'}"`` or a list of such dicts and names)."""
+    if '{' not in text:
+        return DictAction._parse_iterable(text)
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise ValueError(
+            f"cannot read {text!r} as a Python literal; quote the dict's keys and strings and the whole value, e.g. "
+            "\"model.backbone.encoding={'type': 'rope_axial', 'theta': 10}\""
+        ) from None
+
+
+class CfgOptionsAction(DictAction):
+    """mmengine's ``DictAction`` for ``--cfg-options`` that also takes dict values (``parse_option_value``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        options = copy.copy(getattr(namespace, self.dest, None) or {})
+        for pair in values if isinstance(values, list) else [values]:
+            if '=' not in pair:
+                parser.error(f'--cfg-options takes key=value pairs, got {pair!r}')
+            key, value = pair.split('=', maxsplit=1)
+            try:
+                options[key] = parse_option_value(value)
+            except ValueError as err:
+                parser.error(f'--cfg-options {key}: {err}')
+        setattr(namespace, self.dest, options)
+
+
 def common_parser_args(parser) -> None:
     parser.add_argument('config', help='config file, e.g. configs/vit/vit_tiny_rope_mixed_shapes2d_position.py')
     parser.add_argument(
         '--cfg-options',
         nargs='+',
-        action=DictAction,
+        action=CfgOptionsAction,
         default=None,
-        help='override config entries, e.g. train_cfg.max_epochs=2 model.backbone.encoding=rope_axial',
+        help='override config entries, e.g. train_cfg.max_epochs=2 model.backbone.encoding=rope_axial; a dict value '
+        "is a quoted Python literal: \"model.backbone.encoding={'type': 'irpe', 'mode': 'bias'}\"",
     )
 
 
@@ -163,11 +296,15 @@ __all__: List[str] = [
     'ConfigError',
     'check_config',
     'check_model_arguments',
+    'CfgOptionsAction',
     'common_parser_args',
     'compile_backbone',
     'drop_disabled_hooks',
     'enable_amp',
     'load_config',
+    'parse_option_value',
+    'read_config_file',
+    'check_values',
     'setup_distributed_backend',
     'sweep_parser_args',
     'without_validation',

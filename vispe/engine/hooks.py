@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import math
+import os.path as osp
 import random
 from contextlib import contextmanager
 from typing import Any, Optional
@@ -27,7 +28,13 @@ from mmengine.fileio.backends import LocalBackend, register_backend
 from mmengine.hooks import CheckpointHook, Hook
 from mmengine.hooks import checkpoint_hook as _mm_checkpoint_hook
 
-from vispe.engine.checkpoint import atomic_open, atomic_write, latest_checkpoint, remove_partial_files
+from vispe.engine.checkpoint import (
+    DiskFullError,
+    atomic_open,
+    atomic_write,
+    latest_checkpoint,
+    remove_partial_files,
+)
 from vispe.registry import HOOKS
 
 
@@ -36,7 +43,12 @@ class AtomicLocalBackend(LocalBackend):
     """mmengine's local file backend with atomic ``put`` / ``put_text`` (``vispe.engine.checkpoint.atomic_write``)."""
 
     def put(self, obj: bytes, filepath) -> None:
-        atomic_write(str(filepath), obj)
+        try:
+            atomic_write(str(filepath), obj)
+        except DiskFullError as err:  # name the checkpoint a resume would start from
+            last = latest_checkpoint(osp.dirname(str(filepath)))
+            where = f'the last complete checkpoint, {last}, is intact' if last else 'no complete checkpoint exists yet'
+            raise DiskFullError(err.errno, f'{err}; {where}; continue with --resume once there is room') from None
 
     def put_text(self, obj: str, filepath, encoding: str = 'utf-8') -> None:
         atomic_write(str(filepath), obj, encoding)

@@ -17,7 +17,8 @@ optim_wrapper = dict(
 )
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.01, by_epoch=True, begin=0, end=1, convert_to_iter_based=True),
-    dict(type='CosineAnnealingLR', by_epoch=True, begin=1, end=max_epochs, eta_min=1e-5, convert_to_iter_based=True),
+    # no end: the Runner ends the decay with the run, so --cfg-options train_cfg.max_epochs=N still decays to eta_min
+    dict(type='CosineAnnealingLR', by_epoch=True, begin=1, eta_min=1e-5, convert_to_iter_based=True),
 ]
 train_cfg = dict(by_epoch=True, max_epochs=max_epochs, val_interval=max_epochs)
 val_cfg = dict()

@@ -1,0 +1,174 @@
+"""Work-dir protection: one training run per work dir, and checks that it can be written before anything is.
+
+``WorkDirLock`` is an exclusive POSIX record lock (``fcntl.lockf``) on ``<work_dir>/.vispe.lock``, held for the
+run's lifetime. The kernel drops it when its process ends, however it ends (``kill -9`` too), so a lock is never
+left stuck; the holder's PID, host, start time and command are written into the file, so a second run is refused
+naming them, and a run that finds the details of a holder that is gone reports that it takes the lock over. Record
+locks are per process and not inherited by forked children (data loader workers): a killed run frees its work dir
+at once, and a lock is also tracked per process so that a second run inside the same process is refused too.
+"""
+
+from __future__ import annotations
+
+import difflib
+import errno
+import json
+import os
+import os.path as osp
+import socket
+import sys
+import tempfile
+import time
+from typing import Dict, Optional
+
+try:
+    import fcntl
+except ImportError:  # Windows: no record locks; the lock is then advisory per process only
+    fcntl = None
+
+LOCK_NAME = '.vispe.lock'
+_HELD: Dict[str, WorkDirLock] = {}  # realpath of a lock file -> the lock this process holds on it
+
+
+class WorkDirError(RuntimeError):
+    """A work dir that cannot be used for this run; the message says why and what to do."""
+
+
+def check_work_dir(work_dir: str) -> None:
+    """``WorkDirError`` when ``work_dir`` is a file, sits below a file, or cannot be written (tested by creating and
+    removing a file where it is or would be created, since permission bits say nothing for root). Writes nothing
+    that stays."""
+    if osp.exists(work_dir) and not osp.isdir(work_dir):
+        raise WorkDirError(
+            f'work dir {work_dir!r} is a file, not a folder; choose another --work-dir (the file was left as it is)'
+        )
+    existing = osp.abspath(work_dir)
+    while not osp.exists(existing):
+        existing = osp.dirname(existing)
+    if not osp.isdir(existing):
+        raise WorkDirError(
+            f'work dir {work_dir!r} cannot be created: {existing!r} is a file; choose another --work-dir'
+        )
+    try:
+        fd, probe = tempfile.mkstemp(prefix='.vispe-write-test-', dir=existing)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as err:
+        where = 'it' if existing == osp.abspath(work_dir) else f'{existing!r}, where it would be created,'
+        raise WorkDirError(
+            f'work dir {work_dir!r} is not writable: {where} refuses new files ({err.strerror}); choose another '
+            '--work-dir or fix its permissions'
+        ) from None
+
+
+def similar_dirs(work_dir: str) -> str:
+    """'; similar folders there: a, b' listing the siblings of a missing ``work_dir`` that look like it."""
+    parent = osp.dirname(osp.abspath(work_dir))
+    if not osp.isdir(parent):
+        return ''
+    siblings = [name for name in os.listdir(parent) if osp.isdir(osp.join(parent, name))]
+    close = difflib.get_close_matches(osp.basename(osp.normpath(work_dir)), siblings, n=3, cutoff=0.6)
+    return f'; similar folders there: {", ".join(osp.join(osp.dirname(work_dir), c) for c in close)}' if close else ''
+
+
+def _describe(holder: dict) -> str:
+    started = time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(holder.get('started', 0)))
+    where = '' if holder.get('host') == socket.gethostname() else f' on host {holder.get("host")}'
+    return f'PID {holder.get("pid")}{where}, started {started}: {holder.get("command", "?")}'
+
+
+def _read(fd: int) -> Optional[dict]:
+    data = os.pread(fd, 1 << 16, 0)
+    if not data.strip():
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return {'pid': '?', 'command': data.decode(errors='replace').strip()[:200]}
+
+
+class WorkDirLock:
+    """The exclusive lock of one work dir (module doc). ``acquire()`` creates the work dir if needed, takes the lock or
+    raises ``WorkDirError`` naming the holder, and returns the details a holder that is gone left behind (None when
+    the lock was free and clean); ``release()`` frees it. Also a context manager."""
+
+    def __init__(self, work_dir: str) -> None:
+        self.work_dir = work_dir
+        self.path = osp.join(work_dir, LOCK_NAME)
+        self._fd: Optional[int] = None
+
+    def acquire(self) -> Optional[dict]:
+        os.makedirs(self.work_dir, exist_ok=True)
+        key = osp.realpath(self.path)
+        if key in _HELD:
+            raise WorkDirError(self._busy(_HELD[key]._details()))
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if fcntl is not None:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            holder = _read(fd)
+            os.close(fd)  # this process holds no lock on it: closing drops nothing
+            if err.errno in (errno.EACCES, errno.EAGAIN):
+                raise WorkDirError(self._busy(holder)) from None
+            raise WorkDirError(
+                f'cannot lock work dir {self.work_dir!r} ({err.strerror}); choose another --work-dir'
+            ) from None
+        previous = _read(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(self._details()).encode(), 0)
+        os.fsync(fd)
+        self._fd = fd
+        _HELD[key] = self
+        return previous
+
+    def _details(self) -> dict:
+        return {
+            'pid': os.getpid(),
+            'host': socket.gethostname(),
+            'started': time.time(),
+            'command': ' '.join([osp.basename(sys.executable), *sys.argv]),
+        }
+
+    def _busy(self, holder: Optional[dict]) -> str:
+        who = _describe(holder) if holder else 'a process that left no details'
+        kill = f' (kill {holder["pid"]})' if holder and isinstance(holder.get('pid'), int) else ''
+        return (
+            f'work dir {self.work_dir!r} is in use by another training run ({who}); two runs in one work dir would '
+            f"overwrite each other's checkpoints. Wait for it to finish, stop it{kill}, or train into another "
+            '--work-dir'
+        )
+
+    def release(self) -> None:
+        """Free the lock and clear the holder's details (so the next run does not report a takeover)."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        _HELD.pop(osp.realpath(self.path), None)
+        try:
+            os.ftruncate(fd, 0)
+        except OSError:
+            pass
+        os.close(fd)  # closing drops the record lock
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def __enter__(self) -> WorkDirLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def takeover_message(work_dir: str, previous: dict) -> str:
+    """The line a run logs when it takes over the lock of a run that is gone."""
+    return (
+        f'took over the lock of work dir {work_dir!r} from a run that is no longer running ({_describe(previous)}); '
+        'it was probably killed. Its complete checkpoints are kept'
+    )
+
+
+__all__ = ['LOCK_NAME', 'WorkDirError', 'WorkDirLock', 'check_work_dir', 'similar_dirs', 'takeover_message']
