@@ -139,7 +139,7 @@ def load_config(path: str, cfg_options: Optional[dict] = None, work_dir: Optiona
         raise FileNotFoundError(f'config file {path!r} does not exist (configs live under configs/, e.g. configs/vit/)')
     cfg = read_config_file(path)
     if cfg_options:
-        cfg.merge_from_dict(cfg_options)
+        cfg.merge_from_dict(replacing_dicts(cfg_options))
     check_config(cfg)
     check_values(cfg)
     drop_disabled_hooks(cfg)
@@ -148,6 +148,21 @@ def load_config(path: str, cfg_options: Optional[dict] = None, work_dir: Optiona
     elif cfg.get('work_dir') is None:
         cfg.work_dir = osp.join('work_dirs', osp.splitext(osp.basename(path))[0])
     return cfg
+
+
+def replacing_dicts(options: dict) -> dict:
+    """``--cfg-options`` with every dict value marked to replace what the config holds there (mmengine's
+    ``_delete_``), since a dict literal is the whole new value (``model.backbone.encoding={'type': 'rope_axial'}``
+    over ``'ape_learned'`` or over another encoding's dict); dotted keys stay the way to change one entry."""
+    return {key: _replacing(value) for key, value in options.items()}
+
+
+def _replacing(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {**value, '_delete_': True}
+    if isinstance(value, list):
+        return [_replacing(v) for v in value]
+    return value
 
 
 def _positive_int(value: Any) -> bool:
