@@ -12,6 +12,7 @@ from vispe.engine.hooks import (
     SkippedSamplesHook,
 )
 from vispe.engine.metrics import Accuracy
+from vispe.engine.run_meta import RunMetaHook
 
 __all__ = [
     'Accuracy',
@@ -21,6 +22,7 @@ __all__ = [
     'NonFiniteLossError',
     'NonFiniteLossHook',
     'RNGStateHook',
+    'RunMetaHook',
     'SkippedSamplesHook',
     'allow_mmengine_checkpoints',
     'latest_checkpoint',
