@@ -270,3 +270,26 @@ def test_a_checkpoint_trained_at_28_px_is_reported_at_28(tmp_path):
     # evaluated with the unmodified config (train_resolution 32, image_size 32): the checkpoint knows better
     results = R.sweep(load_config(config), ckpt, [32], ['bicubic'], 'cpu', show_progress=False)
     assert results['train_resolution'] == 28
+
+
+def test_callers_that_own_the_folder_replace_only_stale_results(tmp_path):
+    """compare / the leaderboard / the DiT demo pass --force for results older than the checkpoint they evaluate
+    (a retrained run) or without identity, and reuse nothing from an interrupted sweep."""
+    from vispe.evaluation.compare import _previous_results
+
+    ckpt, path = tmp_path / 'epoch_3.pth', tmp_path / E.RESULTS
+    ckpt.write_bytes(b'x')
+    assert E.replace_args(str(tmp_path), str(ckpt)) == []  # nothing there yet
+    rows = [{'encoding': 'a', 'strategy': 's', 'resolution': 32, 'value': 1.0}]
+    doc = {'checkpoint': str(ckpt), 'checkpoint_sha256': 'x', 'results': rows, 'complete': False}
+    path.write_text(json.dumps(doc))
+    assert E.replace_args(str(tmp_path), str(ckpt)) == []  # same training: resume it
+    assert _previous_results(str(path), str(ckpt), ['32']) is None  # interrupted: the tool must finish it
+    path.write_text(json.dumps(dict(doc, complete=True)))
+    assert _previous_results(str(path), str(ckpt), ['32'])['results'] == rows
+    later = os.path.getmtime(path) + 10
+    os.utime(ckpt, (later, later))  # retrained after the evaluation
+    assert E.replace_args(str(tmp_path), str(ckpt)) == ['--force']
+    path.write_text(json.dumps({'checkpoint': str(ckpt), 'results': rows}))  # an older vispe's file, newer
+    os.utime(path, (later + 1, later + 1))
+    assert E.replace_args(str(tmp_path), str(ckpt)) == ['--force']

@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from vispe.engine.checkpoint import atomic_write
+from vispe.engine.checkpoint import atomic_write, remove_partial_files
 
 Row = Dict[str, Any]
 Log = Callable[[str], None]
@@ -150,6 +150,8 @@ class ResultsStore:
 
     def __init__(self, out_dir: Optional[str], header: Row, identity: Row, force: bool = False) -> None:
         self.path = os.path.join(out_dir, RESULTS) if out_dir else None
+        if out_dir and os.path.isdir(out_dir):
+            remove_partial_files(out_dir)  # a temporary results.json that an interrupted write left behind
         self.header, self.identity = dict(header), dict(identity)
         self.previous: List[Row] = [] if force or self.path is None else self._load()
 
@@ -260,15 +262,16 @@ def run_sweep(
     ``out_dir/results.json`` after each one; returns the final document (module doc). Raises SweepConflict before
     computing anything when ``out_dir`` holds another checkpoint's, config's or sweep's results."""
     names = [c.name for c in cells]
-    if len(set(names)) != len(names):
-        raise ValueError(f'sweep cells must be distinct, got {names}')
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f'the sweep asks for {repeated} more than once; drop the repeats')
     store = ResultsStore(out_dir, header, identity, force)
     rows: Dict[int, List[Row]] = {}
     for i, cell in enumerate(cells):
         if store.finished(cell):
             rows[i] = store.finished(cell)
     if store.path is not None and rows:
-        log(f'{store.path}: reusing {len(rows)} of {len(cells)} finished cells (--force recomputes them)')
+        log(f'reusing {len(rows)} of {len(cells)} finished cells of {store.path} (--force recomputes them)')
     failed: List[Row] = []
     store.save(store.document(cells, rows, failed))  # the folder now names this checkpoint and config
     with progress_bar(show_progress) as progress:
