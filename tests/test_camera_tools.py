@@ -66,3 +66,16 @@ def test_eval_cameras_writes_json_and_plot(trained, tmp_path) -> None:
     assert camera_sweep.markdown_table(rows).splitlines()[0] == '| encoding | train | views_3 | image_24 |'
     bad = run_tool('tools/eval_cameras.py', config, ckpt, '--settings', 'moon', '--out', str(tmp_path), check=False)
     assert bad.returncode != 0 and "unknown camera settings ['moon']" in bad.stderr
+
+
+def test_eval_cameras_reuses_the_settings_it_finished(trained, tmp_path) -> None:
+    from vispe.engine.config import load_config
+
+    config, ckpt, _, _ = trained
+    cfg, out, logged = load_config(config), str(tmp_path / 'eval'), []
+    first = camera_sweep.sweep(cfg, ckpt, ['train'], 'cpu', show_progress=False, out_dir=out)
+    both = camera_sweep.sweep(
+        cfg, ckpt, ['train', 'views_3'], 'cpu', show_progress=False, out_dir=out, log=logged.append
+    )
+    assert any('reusing 1 of 2 finished cells' in line for line in logged)
+    assert both['results'][0] == first['results'][0] and both['complete']

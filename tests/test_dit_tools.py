@@ -69,6 +69,22 @@ def test_eval_generation_scores_every_strategy_and_resolution(trained):
     assert cells[('none', 48, 'denoising_mse')] != cells[('none', 32, 'denoising_mse')]
 
 
+def test_generation_sweep_reuses_its_cells_and_refuses_other_sample_settings(trained, tmp_path):
+    from vispe.evaluation.generation_sweep import sweep_generation
+    from vispe.evaluation.sweep_engine import SweepConflict
+
+    config, ckpt, _ = trained
+    cfg, out, logged = load_config(config), str(tmp_path / 'gen'), []
+    first = sweep_generation(cfg, ckpt, [32], ['none'], 1, out_dir=out, device='cpu', log=logged.append)
+    assert first['complete'] and first['train_resolution'] == 32
+    logged.clear()
+    again = sweep_generation(cfg, ckpt, [32], ['none'], 1, out_dir=out, device='cpu', log=logged.append)
+    assert again['results'] == first['results'] and any('reusing 1 of 1' in line for line in logged)
+    assert not any('sampling' in line for line in logged)
+    with pytest.raises(SweepConflict, match='another settings'):
+        sweep_generation(cfg, ckpt, [32], ['none'], 2, out_dir=out, device='cpu')
+
+
 def test_eval_generation_says_how_to_get_the_feature_extractor(trained, tmp_path):
     config, ckpt, _ = trained
     args = ['--resolutions', '32', '--samples-per-class', '1', '--out', str(tmp_path)]

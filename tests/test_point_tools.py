@@ -82,6 +82,21 @@ def test_eval_points_with_explicit_settings_and_bad_ones(trained, tmp_path) -> N
     assert proc.returncode != 0 and 'point counts must be >= 1' in proc.stderr
 
 
+def test_eval_points_reuses_the_cells_it_finished(trained, tmp_path) -> None:
+    from vispe.engine.config import load_config
+
+    config, ckpt, _, _ = trained
+    assert read_checkpoint(ckpt)['meta']['train_points'] == 128  # RunMetaHook: what the model was trained on
+    cfg, out, logged = load_config(config), str(tmp_path / 'eval'), []
+    first = point_sweep.sweep(cfg, ckpt, [128], [1.0], 'cpu', show_progress=False, out_dir=out)
+    both = point_sweep.sweep(
+        cfg, ckpt, [128, 256], [1.0, 2.0], 'cpu', show_progress=False, out_dir=out, log=logged.append
+    )
+    assert any('reusing 2 of 4 finished cells' in line for line in logged)
+    assert both['results'][0] == first['results'][0] and both['results'][2] == first['results'][1]
+    assert json.loads((tmp_path / 'eval' / 'results.json').read_text())['results'] == both['results']
+
+
 def test_infer_points_classifies_ply_and_off_files(trained, tmp_path) -> None:
     config, ckpt, _, _ = trained
     cloud = o3d.geometry.TriangleMesh.create_torus(0.4, 0.12).sample_points_uniformly(600)

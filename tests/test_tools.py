@@ -62,7 +62,8 @@ def test_eval_resolution_writes_the_json_and_plot(trained, tmp_path):
     out = tmp_path / 'eval'
     proc = run_tool('tools/eval_resolution.py', config, ckpt, '--resolutions', '32', '48', '--out', str(out))
     results = json.loads((out / 'results.json').read_text())
-    assert set(results) == {'config', 'checkpoint', 'train_resolution', 'metric', 'results'}
+    assert {'config', 'checkpoint', 'train_resolution', 'metric', 'results'} <= set(results)  # today's schema, kept
+    assert results['complete'] and results['failed'] == [] and results['sweep'] == 'resolution'
     assert results['train_resolution'] == 32 and results['metric'] == 'accuracy'
     rows = results['results']
     assert {(r['strategy'], r['resolution']) for r in rows} == {

@@ -2,8 +2,10 @@
 
 python tools/eval_cameras.py CONFIG CKPT [--settings train fov_wide views_4] --out DIR
 
-Settings are named in the config's ``camera_eval.settings`` (overrides of the test set). Writes DIR/results.json and
-DIR/results.png and prints a table of mean 3D error / share within the threshold.
+Settings are named in the config's ``camera_eval.settings`` (overrides of the test set). Writes DIR/results.json as
+each setting finishes and DIR/results.png at the end, and prints a table of mean 3D error / share within the
+threshold. A rerun into the same DIR reuses the finished settings (--force recomputes them); a DIR of another
+checkpoint's or config's results is refused.
 """
 
 import argparse
@@ -17,30 +19,43 @@ from rich.console import Console  # noqa: E402
 from vispe.engine.checkpoint import CheckpointError  # noqa: E402
 from vispe.engine.config import ConfigError, common_parser_args, load_config, sweep_parser_args  # noqa: E402
 from vispe.evaluation import camera_sweep as C  # noqa: E402
-from vispe.evaluation.resolution import write_json  # noqa: E402
+from vispe.evaluation import sweep_engine as E  # noqa: E402
 
 
 def main():
     parser = argparse.ArgumentParser(description='Evaluate a multi-view checkpoint at unseen camera settings')
     common_parser_args(parser)
     sweep_parser_args(parser)
+    E.force_parser_args(parser)
     parser.add_argument('--settings', nargs='+', default=None, help="names from the config's camera_eval.settings")
     args = parser.parse_args()
+    console = Console(width=160)
     try:
         cfg = load_config(args.config, args.cfg_options)
-        results = C.sweep(cfg, args.checkpoint, args.settings, args.device, show_progress=not args.no_progress)
+        results = C.sweep(
+            cfg,
+            args.checkpoint,
+            args.settings,
+            args.device,
+            show_progress=not args.no_progress,
+            out_dir=args.out,
+            force=args.force,
+            log=console.print,
+        )
+    except KeyboardInterrupt:
+        sys.exit(E.interrupted_message(args.out))
     except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
         sys.exit(f'error: {err}')
-    console = Console(width=160)
     console.print(
         C.results_table(
             results['results'],
             title=f'{os.path.basename(args.checkpoint)}: 3D error / within {results["threshold"]:g} (%)',
+            failed=results['failed'],
         )
     )
-    json_path = write_json(results, os.path.join(args.out, 'results.json'))
     png_path = C.plot_results(results['results'], os.path.join(args.out, 'results.png'))
-    console.print(f'results: {json_path}\nplot: {png_path}')
+    console.print(f'results: {os.path.join(args.out, E.RESULTS)}\nplot: {png_path}')
+    sys.exit(E.failure_message(results, args.out))
 
 
 if __name__ == '__main__':

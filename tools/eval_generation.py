@@ -3,9 +3,11 @@
 python tools/eval_generation.py CONFIG CKPT --resolutions 32 48 64 --samples-per-class 8 [--strategy none yarn ...] \
     --out DIR [--classifier-checkpoint PTH | --no-fd]
 
-Writes DIR/results.json (eval_resolution's schema, one row per metric), DIR/samples_<strategy>_<res>.png and prints
-one table per metric: object count and attribute accuracy (%), FD and KID in a shapes2d classifier's feature space,
-held-out denoising MSE. The classifier comes from the config's generation_eval (or the flags below).
+Writes DIR/results.json (eval_resolution's schema, one row per metric) and DIR/samples_<strategy>_<res>.png as each
+(strategy, resolution) cell finishes and prints one table per metric: object count and attribute accuracy (%), FD
+and KID in a shapes2d classifier's feature space, held-out denoising MSE. The classifier comes from the config's
+generation_eval (or the flags below). A rerun into the same DIR reuses the finished cells (--force recomputes them);
+a DIR of another checkpoint's, config's or sample settings' results is refused.
 """
 
 import argparse
@@ -19,6 +21,7 @@ from rich.console import Console  # noqa: E402
 from vispe.engine.checkpoint import CheckpointError  # noqa: E402
 from vispe.engine.config import ConfigError, common_parser_args, load_config  # noqa: E402
 from vispe.evaluation import resolution as R  # noqa: E402
+from vispe.evaluation import sweep_engine as E  # noqa: E402
 from vispe.evaluation.generation_sweep import METRICS, metric_rows, sweep_generation  # noqa: E402
 
 
@@ -35,6 +38,7 @@ def main():
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--out', required=True, help='output folder for results.json and the sample grids')
     parser.add_argument('--device', default=None, help='cpu or cuda (default: cuda when available)')
+    E.force_parser_args(parser)
     args = parser.parse_args()
     console = Console()
     try:
@@ -57,17 +61,19 @@ def main():
             args.device,
             args.seed,
             log=console.print,
+            force=args.force,
         )
+    except KeyboardInterrupt:
+        sys.exit(E.interrupted_message(args.out))
     except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
         sys.exit(f'error: {err}')
     for metric in METRICS:
         rows = metric_rows(results, metric)
-        if rows:
-            console.print(
-                R.results_table(rows, title=f'{metric} of {os.path.basename(args.checkpoint)}', metric=metric)
-            )
-    path = R.write_json(results, os.path.join(args.out, 'results.json'))
-    console.print(f'results: {path}\nsample grids: {args.out}/samples_*.png')
+        if rows or results['failed']:
+            title = f'{metric} of {os.path.basename(args.checkpoint)}'
+            console.print(R.results_table(rows, title=title, metric=metric, failed=results['failed']))
+    console.print(f'results: {os.path.join(args.out, E.RESULTS)}\nsample grids: {args.out}/samples_*.png')
+    sys.exit(E.failure_message(results, args.out))
 
 
 if __name__ == '__main__':

@@ -3,7 +3,8 @@
 python tools/eval_points.py CONFIG CKPT [--points 512 1024 2048] [--scales 1 1.5 2] --out DIR
 
 Defaults come from the config's ``point_eval`` (1x / 2x / 4x the training points, scales 1 / 1.5 / 2). Writes
-DIR/results.json and DIR/results.png and prints a table.
+DIR/results.json as each cell finishes and DIR/results.png at the end, and prints a table. A rerun into the same DIR
+reuses the finished cells (--force recomputes them); a DIR of another checkpoint's or config's results is refused.
 """
 
 import argparse
@@ -17,30 +18,41 @@ from rich.console import Console  # noqa: E402
 from vispe.engine.checkpoint import CheckpointError  # noqa: E402
 from vispe.engine.config import ConfigError, common_parser_args, load_config, sweep_parser_args  # noqa: E402
 from vispe.evaluation import point_sweep as P  # noqa: E402
-from vispe.evaluation.resolution import write_json  # noqa: E402
+from vispe.evaluation import sweep_engine as E  # noqa: E402
 
 
 def main():
     parser = argparse.ArgumentParser(description='Evaluate a point-cloud checkpoint at unseen point counts and scales')
     common_parser_args(parser)
     sweep_parser_args(parser)
+    E.force_parser_args(parser)
     parser.add_argument('--points', nargs='+', type=int, default=None, help='test point counts')
     parser.add_argument('--scales', nargs='+', type=float, default=None, help='test object scales (training: 1)')
     args = parser.parse_args()
+    console = Console()
     try:
         cfg = load_config(args.config, args.cfg_options)
         results = P.sweep(
-            cfg, args.checkpoint, args.points, args.scales, args.device, show_progress=not args.no_progress
+            cfg,
+            args.checkpoint,
+            args.points,
+            args.scales,
+            args.device,
+            show_progress=not args.no_progress,
+            out_dir=args.out,
+            force=args.force,
+            log=console.print,
         )
+    except KeyboardInterrupt:
+        sys.exit(E.interrupted_message(args.out))
     except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
         sys.exit(f'error: {err}')
-    console = Console()
     name = os.path.basename(args.checkpoint)
     title = f'{results["metric"]} (%) of {name}, trained on {results["train_points"]} points at scale 1'
-    console.print(P.results_table(results['results'], title=title))
-    json_path = write_json(results, os.path.join(args.out, 'results.json'))
+    console.print(P.results_table(results['results'], title=title, failed=results['failed']))
     png_path = P.plot_results(results['results'], os.path.join(args.out, 'results.png'))
-    console.print(f'results: {json_path}\nplot: {png_path}')
+    console.print(f'results: {os.path.join(args.out, E.RESULTS)}\nplot: {png_path}')
+    sys.exit(E.failure_message(results, args.out))
 
 
 if __name__ == '__main__':

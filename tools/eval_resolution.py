@@ -2,7 +2,9 @@
 
 python tools/eval_resolution.py CONFIG CKPT --resolutions 32 48 64 [--strategy bicubic ...] --out DIR
 
-Writes DIR/results.json and DIR/results.png and prints a table.
+Writes DIR/results.json as each (strategy, resolution) cell finishes and DIR/results.png at the end, and prints a
+table. A rerun into the same DIR reuses the finished cells (--force recomputes them); a DIR holding another
+checkpoint's or config's results is refused. A cell out of memory is retried at half the batch size, down to 1.
 """
 
 import argparse
@@ -16,12 +18,14 @@ from rich.console import Console  # noqa: E402
 from vispe.engine.checkpoint import CheckpointError  # noqa: E402
 from vispe.engine.config import ConfigError, common_parser_args, load_config, sweep_parser_args  # noqa: E402
 from vispe.evaluation import resolution as R  # noqa: E402
+from vispe.evaluation import sweep_engine as E  # noqa: E402
 
 
 def main():
     parser = argparse.ArgumentParser(description='Evaluate a vispe checkpoint at unseen resolutions')
     common_parser_args(parser)
     sweep_parser_args(parser)
+    E.force_parser_args(parser)
     parser.add_argument(
         '--resolutions',
         nargs='+',
@@ -36,21 +40,31 @@ def main():
         help="resolution strategies (default: every one the model's encodings support)",
     )
     args = parser.parse_args()
+    console = Console()
     try:
         cfg = load_config(args.config, args.cfg_options)
         results = R.sweep(
-            cfg, args.checkpoint, args.resolutions, args.strategy, args.device, show_progress=not args.no_progress
+            cfg,
+            args.checkpoint,
+            args.resolutions,
+            args.strategy,
+            args.device,
+            show_progress=not args.no_progress,
+            out_dir=args.out,
+            force=args.force,
+            log=console.print,
         )
+    except KeyboardInterrupt:
+        sys.exit(E.interrupted_message(args.out))
     except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
         sys.exit(f'error: {err}')
-    console = Console()
     title = f'{results["metric"]} (%) of {os.path.basename(args.checkpoint)}, trained at {results["train_resolution"]}'
-    console.print(R.results_table(results['results'], title=title))
-    json_path = R.write_json(results, os.path.join(args.out, 'results.json'))
+    console.print(R.results_table(results['results'], title=title, failed=results['failed']))
     png_path = R.plot_results(
         results['results'], os.path.join(args.out, 'results.png'), train_resolution=results['train_resolution']
     )
-    console.print(f'results: {json_path}\nplot: {png_path}')
+    console.print(f'results: {os.path.join(args.out, E.RESULTS)}\nplot: {png_path}')
+    sys.exit(E.failure_message(results, args.out))
 
 
 if __name__ == '__main__':

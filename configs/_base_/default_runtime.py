@@ -9,7 +9,8 @@ load_strict = True
 # AtomicCheckpointHook: mmengine's CheckpointHook with atomic writes (a killed run resumes from a whole checkpoint);
 # rng_state: the random generators saved and restored with checkpoints (a resumed run continues bit for bit);
 # nonfinite_loss: stop at the first NaN / Inf loss, naming the iteration and the last good checkpoint;
-# skipped_samples: report the unreadable samples a data set built with on_error='skip' skipped.
+# skipped_samples: report the unreadable samples a data set built with on_error='skip' skipped;
+# run_meta: the training data set's image size / point count in each checkpoint's meta, for the evaluation sweeps.
 default_hooks = dict(
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=20),
@@ -19,6 +20,7 @@ default_hooks = dict(
     rng_state=dict(type='RNGStateHook'),
     nonfinite_loss=dict(type='NonFiniteLossHook'),
     skipped_samples=dict(type='SkippedSamplesHook'),
+    run_meta=dict(type='RunMetaHook'),
 )
 
 # dist backend: tools/train.py picks nccl on GPU and gloo on CPU unless a config sets it.

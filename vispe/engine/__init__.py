@@ -13,6 +13,7 @@ from vispe.engine.hooks import (
     SkippedSamplesHook,
 )
 from vispe.engine.metrics import Accuracy
+from vispe.engine.run_meta import RunMetaHook
 from vispe.engine.runner import VispeRunner
 from vispe.engine.workdir import WorkDirError, WorkDirLock
 
@@ -24,6 +25,7 @@ __all__ = [
     'NonFiniteLossError',
     'NonFiniteLossHook',
     'RNGStateHook',
+    'RunMetaHook',
     'SkippedSamplesHook',
     'VispeRunner',
     'WorkDirError',

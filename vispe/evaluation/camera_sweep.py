@@ -8,15 +8,19 @@ The JSON schema written by ``tools/eval_cameras.py``::
      "results": [{"encoding": ..., "setting": "fov_wide", "overrides": {...}, "mean_error": ..., "value": ...}]}
 
 ``value`` is the share of test scenes whose target is found within the threshold (percent), ``mean_error`` the
-mean 3D distance in the data's unit.
+mean 3D distance in the data's unit. Each setting is one cell of ``vispe.evaluation.sweep_engine`` (written as it
+finishes, reused by a rerun, retried at smaller batches when out of memory).
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from vispe.evaluation.resolution import save_figure
-from vispe.evaluation.settings_sweep import evaluate_settings
+import torch
+
+from vispe.evaluation.resolution import FAILED, encoding_label, load_model, save_figure
+from vispe.evaluation.settings_sweep import SettingsEvaluator
+from vispe.evaluation.sweep_engine import Cell, Log, run_sweep, sweep_identity
 from vispe.evaluation.tables import by_encoding, markdown
 
 
@@ -38,28 +42,36 @@ def sweep(
     names: Optional[Sequence[str]] = None,
     device: Optional[str] = None,
     show_progress: bool = True,
+    out_dir: Optional[str] = None,
+    force: bool = False,
+    log: Log = print,
 ) -> Dict[str, Any]:
-    """Evaluate ``checkpoint`` under each named camera setting; returns the results dict (schema above)."""
+    """Evaluate ``checkpoint`` under each named camera setting; returns the results dict (schema above). With
+    ``out_dir``, ``out_dir/results.json`` is written as each cell finishes and a rerun reuses the finished cells
+    (``force``: recompute them; sweep_engine)."""
     settings = camera_settings(cfg, names)
-    label, metrics = evaluate_settings(cfg, checkpoint, settings, device, show_progress)
-    rows = [
-        {
-            'encoding': label,
-            'setting': name,
-            'overrides': settings[name],
-            'mean_error': metrics[name]['loc3d/mean_error'],
-            'value': metrics[name]['loc3d/within'],
-        }
-        for name in settings
-    ]
-    threshold = cfg.test_evaluator.get('threshold', 0.2)
-    return {
+    device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    model, _ = load_model(cfg, checkpoint, device)
+    label, evaluator = encoding_label(model), SettingsEvaluator(cfg, model)
+
+    def cell(name: str, overrides: Dict[str, Any]) -> Cell:
+        key = {'encoding': label, 'setting': name}
+
+        def run(batch_size: int) -> List[Dict[str, Any]]:
+            metrics = evaluator.metrics(overrides, batch_size)
+            row = dict(key, overrides=overrides, mean_error=metrics['loc3d/mean_error'])
+            return [dict(row, value=metrics['loc3d/within'])]
+
+        return Cell(name, key, run, evaluator.batch_size)
+
+    header = {
         'config': cfg.filename,
         'checkpoint': checkpoint,
         'metric': 'loc3d',
-        'threshold': threshold,
-        'results': rows,
+        'threshold': cfg.test_evaluator.get('threshold', 0.2),
     }
+    cells = [cell(name, overrides) for name, overrides in settings.items()]
+    return run_sweep(cells, header, sweep_identity('cameras', cfg, checkpoint), out_dir, force, show_progress, log)
 
 
 def setting(row: Dict[str, Any]) -> str:
@@ -70,18 +82,22 @@ def _settings(rows: Sequence[Dict[str, Any]]) -> List[str]:
     return list(dict.fromkeys(r['setting'] for r in rows))
 
 
-def results_table(rows: Sequence[Dict[str, Any]], title: str = ''):
-    """A rich Table: one row per encoding, one column per setting, 'mean error / within %'."""
+def results_table(rows: Sequence[Dict[str, Any]], title: str = '', failed: Sequence[Dict[str, Any]] = ()):
+    """A rich Table: one row per encoding, one column per setting, 'mean error / within %'; 'failed' for
+    results.json's failed cells."""
     from rich.table import Table
 
-    cols = _settings(rows)
+    cols = _settings([*rows, *failed])
     errors, within = by_encoding(rows, setting, 'mean_error'), by_encoding(rows, setting)
+    failures = by_encoding([dict(f, value=FAILED) for f in failed], setting)
     table = Table(title=title or '3D error (data units) / within threshold (%) by camera setting')
     table.add_column('encoding')
     for c in cols:
         table.add_column(c, justify='right')
-    for enc in errors:
-        table.add_row(enc, *[f'{errors[enc][c]:.3f} / {within[enc][c]:.0f}' if c in errors[enc] else '-' for c in cols])
+    for enc in dict.fromkeys([*errors, *failures]):
+        done, lost = errors.get(enc, {}), failures.get(enc, {})
+        texts = [f'{done[c]:.3f} / {within[enc][c]:.0f}' if c in done else lost.get(c, '-') for c in cols]
+        table.add_row(enc, *texts)
     return table
 
 

@@ -16,6 +16,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from vispe.engine.config import load_config
 from vispe.evaluation.resolution import plot_results, write_json
+from vispe.evaluation.sweep_engine import replace_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -113,7 +114,7 @@ def train_and_evaluate(run: Run, resolutions: Sequence[str], log: Callable[[str]
         log(f'reusing {os.path.relpath(eval_dir, ROOT)}/results.json')
         return previous
     args = ['tools/eval_resolution.py', run.config, ckpt, '--resolutions', *resolutions, '--out', eval_dir]
-    _tool([*args, '--no-progress', *options], log)
+    _tool([*args, '--no-progress', *replace_args(eval_dir, ckpt), *options], log)
     with open(os.path.join(eval_dir, 'results.json')) as f:
         return json.load(f)
 
@@ -125,10 +126,13 @@ def train_and_sweep(run: Run, tool: str, log: Callable[[str], None] = print) -> 
     ckpt = train(run, log)
     out = os.path.join(run.work_dir, 'eval')
     path = os.path.join(out, 'results.json')
-    if os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(ckpt):
+    if os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(ckpt) and _complete(path):
         log(f'reusing {os.path.relpath(path, ROOT)}')
     else:
-        _tool([tool, run.config, ckpt, '--out', out, '--no-progress', *cfg_option_args(run)], log)
+        _tool(
+            [tool, run.config, ckpt, '--out', out, '--no-progress', *replace_args(out, ckpt), *cfg_option_args(run)],
+            log,
+        )
     with open(path) as f:
         return json.load(f)
 
@@ -165,11 +169,19 @@ def _previous_results(
         return None
     with open(path) as f:
         results = json.load(f)
+    if not results.get('complete', True):  # an interrupted sweep, or one with failed cells: run the tool again
+        return None
     done = {str(r['resolution']) for r in results['results']}
     same = os.path.abspath(results['checkpoint']) == os.path.abspath(ckpt) and done == set(resolutions)
     if strategies is not None:
         same = same and {r['strategy'] for r in results['results']} == set(strategies)
     return results if same else None
+
+
+def _complete(path: str) -> bool:
+    """Whether a sweep's results.json holds every cell it was asked for (files older than that flag do)."""
+    with open(path) as f:
+        return json.load(f).get('complete', True)
 
 
 def supported_strategies(run: Run) -> List[str]:

@@ -8,6 +8,10 @@ loss of the config's test set rendered at that resolution. Results use tools/eva
 
     {"config", "checkpoint", "train_resolution", "metric": "generation",
      "results": [{"encoding", "strategy", "resolution", "metric", "value"}, ...]}
+
+Each (strategy, resolution) is one cell of ``vispe.evaluation.sweep_engine``: written as it finishes, reused by a
+rerun of the same checkpoint, config, sample settings and feature extractor, retried at smaller batches when out of
+memory.
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
-from mmengine.evaluator import Evaluator
 
 from vispe.engine.config import load_config
 from vispe.evaluation import resolution as R
 from vispe.evaluation.generation import ShapesFeatures, generation_metrics
+from vispe.evaluation.settings_sweep import SettingsEvaluator
+from vispe.evaluation.sweep_engine import RESULTS, Cell, file_sha256, replace_args, run_sweep, sweep_identity
 from vispe.registry import DATASETS
 
 #: metrics in the order tables list them; lower is better for the last four
@@ -80,57 +85,84 @@ def sweep_generation(
     seed: int = 0,
     batch_size: int = 64,
     log=print,
+    force: bool = False,
+    show_progress: bool = False,
 ) -> Dict[str, Any]:
-    """Sample and score ``checkpoint`` at each resolution and strategy (module doc). ``classifier`` = (config,
-    checkpoint) of the FD / KID feature extractor, or None to skip those. Writes a sample grid per (strategy,
-    resolution) into ``out_dir`` when given."""
+    """Sample and score ``checkpoint`` at each resolution and strategy (module doc), one cell each. ``classifier`` =
+    (config, checkpoint) of the FD / KID feature extractor, or None to skip those. With ``out_dir``, a sample grid
+    per cell and ``out_dir/results.json`` are written as each cell finishes, and a rerun reuses the finished cells
+    (``force``: recompute them; sweep_engine). Out of memory, a cell halves its sampling batch (and the test
+    loader's in proportion)."""
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    model = R.build_model(cfg, checkpoint, device)
+    model, meta = R.load_model(cfg, checkpoint, device)
     if not hasattr(model, 'sample'):
         raise ValueError(f'{type(model).__name__} cannot sample; eval_generation needs a DiffusionModel config')
-    supported = R.available_strategies(model)
-    strategies = list(strategies or supported)
-    unknown = [s for s in strategies if s not in supported]
-    if unknown:
-        raise ValueError(f"strategies {unknown} are not supported by this model's encodings; choose from {supported}")
+    strategies = R.check_strategies(model, strategies)
     opts = dict(cfg.get('generation_eval') or {})
     settings = {k: opts[k] for k in ('steps', 'sampler', 'cfg_scale') if k in opts}
     features = load_classifier(*classifier, device) if classifier else None
-    num_classes = model.num_classes
-    evaluator = Evaluator(copy.deepcopy(cfg.test_evaluator))
-    rows: List[Dict[str, Any]] = []
-    for res in resolutions:
-        label = R.resolution_label(res)
-        real, meta = real_images(cfg, res, opts.get('real_split', 'test'), num_classes * samples_per_class)
-        loader = R.eval_loader(cfg, res)
-        for strategy in strategies:
+    label, evaluator = R.encoding_label(model), SettingsEvaluator(cfg, model)
+    reals: Dict[str, Tuple[torch.Tensor, Dict[str, Any]]] = {}  # per resolution, made when a cell first needs them
+
+    def cell(res: R.Resolution, strategy: str) -> Cell:
+        key = {'encoding': label, 'strategy': strategy, 'resolution': res}
+        size = R.resolution_label(res)
+        name = f'{strategy} @ {size}'
+
+        def run(batch: int) -> List[Dict[str, Any]]:
             if strategy != 'default':
                 R.set_strategy(model, strategy)
-            log(f'{strategy} @ {label}: sampling {num_classes} x {samples_per_class}')
-            fake, labels = generate(model, num_classes, samples_per_class, res, settings, seed, batch_size)
-            kwargs = dict(shapes=meta['shapes'], palette=tuple(meta['colors'].values())) if 'shapes' in meta else None
-            values: Dict[str, float] = {}
-            if kwargs is not None:  # shape_color-like data: object metrics, and FD / KID with the classifier
-                scores = generation_metrics(fake, labels, real, features, **kwargs)
-                values.update({k: 100 * v if k in PERCENT else v for k, v in scores.items()})
-            values['denoising_mse'] = R.evaluate(model, loader, evaluator)['denoising/mse']
-            rows += [
-                dict(encoding=R.encoding_label(model), strategy=strategy, resolution=res, metric=k, value=v)
-                for k, v in values.items()
-            ]
+            if size not in reals:
+                count = model.num_classes * samples_per_class
+                reals[size] = real_images(cfg, res, opts.get('real_split', 'test'), count)
+            real, info = reals[size]
+            log(f'{name}: sampling {model.num_classes} x {samples_per_class} (batch {batch})')
+            fake, labels = generate(model, model.num_classes, samples_per_class, res, settings, seed, batch)
+            values = object_metrics(fake, labels, real, info, features)
+            loader_batch = max(1, evaluator.batch_size * batch // batch_size)
+            values['denoising_mse'] = evaluator.metrics({'image_size': res}, loader_batch, strategy)['denoising/mse']
             if out_dir:
-                shown = min(samples_per_class, 8)
-                keep = torch.arange(len(labels)) % samples_per_class < shown
-                sample_grid(fake[keep], shown * 2, os.path.join(out_dir, f'samples_{strategy}_{label}.png'))
-    return {
+                save_grid(fake, labels, samples_per_class, os.path.join(out_dir, f'samples_{strategy}_{size}.png'))
+            return [dict(key, metric=k, value=v) for k, v in values.items()]
+
+        return Cell(name, key, run, batch_size)
+
+    extractor = os.path.abspath(classifier[1]) if classifier else None
+    run_settings = dict(settings, samples_per_class=samples_per_class, seed=seed)
+    header = {
         'config': cfg.filename,
         'checkpoint': checkpoint,
-        'train_resolution': R.train_resolution(cfg),
+        'train_resolution': R.train_resolution(cfg, meta),
         'metric': 'generation',
-        'settings': dict(settings, samples_per_class=samples_per_class, seed=seed),
-        'feature_extractor': os.path.abspath(classifier[1]) if classifier else None,
-        'results': rows,
+        'settings': run_settings,
+        'feature_extractor': extractor,
     }
+    identity = sweep_identity(
+        'generation',
+        cfg,
+        checkpoint,
+        settings=run_settings,
+        feature_extractor_sha256=file_sha256(extractor) if extractor else None,
+    )
+    cells = [cell(res, strategy) for res in resolutions for strategy in strategies]
+    return run_sweep(cells, header, identity, out_dir, force, show_progress, log)
+
+
+def object_metrics(fake, labels, real, info: Dict[str, Any], features) -> Dict[str, float]:
+    """Object count and attribute accuracy (%), and FD / KID with a feature extractor, for data sets with shapes and
+    colours (shape_color-like metainfo); {} for others."""
+    if 'shapes' not in info:
+        return {}
+    palette = tuple(info['colors'].values())
+    scores = generation_metrics(fake, labels, real, features, shapes=info['shapes'], palette=palette)
+    return {k: 100 * v if k in PERCENT else v for k, v in scores.items()}
+
+
+def save_grid(fake: torch.Tensor, labels: torch.Tensor, per_class: int, path: str) -> str:
+    """Up to 8 samples of each class, two classes per grid row."""
+    shown = min(per_class, 8)
+    keep = torch.arange(len(labels)) % per_class < shown
+    return sample_grid(fake[keep], shown * 2, path)
 
 
 def metric_rows(results: Dict[str, Any], metric: str) -> List[Dict[str, Any]]:
@@ -151,15 +183,16 @@ def train_and_generate(
     options = cfg_option_args(run)
     ckpt = train(run, log)
     out = os.path.join(run.work_dir, 'generation')
-    path = os.path.join(out, 'results.json')
+    path = os.path.join(out, RESULTS)
+    extractor = (run_config(run).get('generation_eval') or {}).get('classifier_checkpoint')
+    extractor = os.path.join(ROOT, extractor) if extractor else None  # the tools run from ROOT
     if os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(ckpt):
         with open(path) as f:
             previous = json.load(f)
-        same = {str(r['resolution']) for r in previous['results']} == set(resolutions)
+        same = previous.get('complete', True)  # not an interrupted sweep, nor one with failed cells
+        same &= {str(r['resolution']) for r in previous['results']} == set(resolutions)
         same &= strategies is None or {r['strategy'] for r in previous['results']} == set(strategies)
         same &= previous['settings'].get('samples_per_class') == samples_per_class
-        extractor = (run_config(run).get('generation_eval') or {}).get('classifier_checkpoint')
-        extractor = os.path.join(ROOT, extractor) if extractor else None  # the tools run from ROOT
         same &= previous.get('feature_extractor') == extractor
         if extractor and os.path.isfile(extractor):
             same &= os.path.getmtime(path) > os.path.getmtime(extractor)
@@ -167,6 +200,7 @@ def train_and_generate(
             log(f'reusing {os.path.relpath(path, ROOT)}')
             return previous
     args = ['--resolutions', *resolutions, '--samples-per-class', str(samples_per_class), '--out', out]
+    args += replace_args(out, ckpt, *([extractor] if extractor else []))  # stale: an older checkpoint's numbers
     _tool(
         ['tools/eval_generation.py', run.config, ckpt, *args, *(['--strategy', *strategies] if strategies else [])]
         + options,

@@ -21,10 +21,12 @@ from typing import Any, Dict, Optional
 import torch
 
 from vispe.engine.checkpoint import load_checkpoint, state_dict_of
+from vispe.engine.run_meta import META_KEYS
 from vispe.evaluation.compare import markdown_table
 
-#: provenance kept from mmengine's checkpoint meta (the config text is in config.py, the rest is training state)
-KEPT_META = ('epoch', 'iter', 'seed', 'experiment_name', 'mmengine_version', 'dataset_meta')
+#: provenance kept from mmengine's checkpoint meta (the config text is in config.py, the rest is training state), and
+#: what the model was trained on (RunMetaHook's train_resolution / train_points, which the sweeps read)
+KEPT_META = ('epoch', 'iter', 'seed', 'experiment_name', 'mmengine_version', 'dataset_meta', *META_KEYS)
 
 
 def model_name(task: str, encoding: str) -> str:

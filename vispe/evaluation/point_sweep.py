@@ -7,31 +7,42 @@ factor (at the training count). The JSON schema written by ``tools/eval_points.p
      "results": [{"encoding": ..., "sweep": "points" | "scale", "setting": 1024, "factor": 2.0, "value": ...}, ...]}
 
 ``setting`` is the point count or the scale, ``factor`` the same relative to training (points / train_points, or
-the scale itself: training is at scale 1).
+the scale itself: training is at scale 1). Each (sweep, setting) is one cell of ``vispe.evaluation.sweep_engine``
+(written as it finishes, reused by a rerun, retried at smaller batches when out of memory); the training setting,
+which both sweeps hold, is evaluated once.
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from vispe.evaluation.resolution import save_figure
-from vispe.evaluation.settings_sweep import evaluate_settings
+import torch
+
+from vispe.engine.run_meta import trained_on
+from vispe.evaluation.resolution import FAILED, cell_text, encoding_label, load_model, save_figure
+from vispe.evaluation.settings_sweep import SettingsEvaluator
+from vispe.evaluation.sweep_engine import Cell, Log, run_sweep, sweep_identity
 from vispe.evaluation.tables import by_encoding, markdown
 
 SWEEPS = ('points', 'scale')
 
 
-def train_points(cfg) -> int:
-    """The config's training point count: ``train_points`` or the training data set's num_points."""
-    count = cfg.get('train_points') or cfg.train_dataloader.dataset.get('num_points')
+def train_points(cfg, meta: Optional[dict] = None) -> int:
+    """The point count the model was trained on: the checkpoint's ``meta`` (RunMetaHook records it), else the
+    config's training data set's num_points (what a --cfg-options override changes), else its top-level
+    ``train_points``."""
+    count = trained_on(cfg, meta, 'train_points')
     if count is None:
-        raise ValueError('config has neither train_points nor train_dataloader.dataset.num_points')
+        raise ValueError(
+            'neither the checkpoint meta nor the config (train_dataloader.dataset.num_points, train_points) gives '
+            'the training point count'
+        )
     return int(count)
 
 
-def default_settings(cfg) -> Dict[str, List[float]]:
+def default_settings(cfg, meta: Optional[dict] = None) -> Dict[str, List[float]]:
     """``point_eval`` of the config (points, scales), else 1x / 2x / 4x the training count and scales 1 / 1.5 / 2."""
-    n = train_points(cfg)
+    n = train_points(cfg, meta)
     opts = cfg.get('point_eval') or {}
     return {'points': list(opts.get('points', [n, 2 * n, 4 * n])), 'scales': list(opts.get('scales', [1.0, 1.5, 2.0]))}
 
@@ -44,36 +55,37 @@ def sweep(
     device: Optional[str] = None,
     metric_key: str = 'accuracy/top1',
     show_progress: bool = True,
+    out_dir: Optional[str] = None,
+    force: bool = False,
+    log: Log = print,
 ) -> Dict[str, Any]:
     """Evaluate ``checkpoint`` at each point count (scale 1) and each scale (training count); returns the results
-    dict (schema above). The training setting is evaluated once and reported in both sweeps."""
-    defaults = default_settings(cfg)
+    dict (schema above). With ``out_dir``, ``out_dir/results.json`` is written as each cell finishes and a rerun
+    reuses the finished cells (``force``: recompute them; sweep_engine)."""
+    device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    model, meta = load_model(cfg, checkpoint, device)
+    defaults = default_settings(cfg, meta)
     points = [int(p) for p in (points or defaults['points'])]
     scales = [float(s) for s in (scales or defaults['scales'])]
     if min(points) < 1 or min(scales) <= 0:
         raise ValueError(f'point counts must be >= 1 and scales > 0, got points={points} scales={scales}')
-    n_train = train_points(cfg)
-    settings = [('points', p, p / n_train, (p, 1.0)) for p in points] + [('scale', s, s, (n_train, s)) for s in scales]
-    name = lambda n, s: f'{n} points, scale {s:g}'  # noqa: E731
-    conditions = {name(n, s): {'num_points': int(n), 'scale': float(s)} for *_, (n, s) in settings}  # dict: once each
-    label, metrics = evaluate_settings(cfg, checkpoint, conditions, device, show_progress)
-    rows = [
-        {
-            'encoding': label,
-            'sweep': sweep,
-            'setting': setting,
-            'factor': factor,
-            'value': metrics[name(n, s)][metric_key],
-        }
-        for sweep, setting, factor, (n, s) in settings
-    ]
-    return {
-        'config': cfg.filename,
-        'checkpoint': checkpoint,
-        'train_points': n_train,
-        'metric': metric_key.split('/')[0],
-        'results': rows,
-    }
+    n_train = train_points(cfg, meta)
+    label, settings = encoding_label(model), SettingsEvaluator(cfg, model)
+
+    def cell(kind: str, setting: float, factor: float, count: int, scale: float) -> Cell:
+        key = {'encoding': label, 'sweep': kind, 'setting': setting, 'factor': factor}
+
+        def run(batch_size: int) -> List[Dict[str, Any]]:
+            metrics = settings.metrics({'num_points': int(count), 'scale': float(scale)}, batch_size)
+            return [dict(key, value=metrics[metric_key])]
+
+        return Cell(f'{kind} {setting:g}', key, run, settings.batch_size)
+
+    cells = [cell('points', p, p / n_train, p, 1.0) for p in points] + [cell('scale', s, s, n_train, s) for s in scales]
+    header = {'config': cfg.filename, 'checkpoint': checkpoint, 'train_points': n_train}
+    header['metric'] = metric_key.split('/')[0]
+    identity = sweep_identity('points', cfg, checkpoint, metric_key=metric_key)
+    return run_sweep(cells, header, identity, out_dir, force, show_progress, log)
 
 
 def factor_label(row: Dict[str, Any]) -> str:
@@ -87,17 +99,21 @@ def columns(rows: Sequence[Dict[str, Any]]) -> List[str]:
     return list(dict.fromkeys(factor_label(r) for r in ordered))
 
 
-def results_table(rows: Sequence[Dict[str, Any]], title: str = '', fmt: str = '.1f'):
-    """A rich Table: one row per encoding, one column per (sweep, factor)."""
+def results_table(
+    rows: Sequence[Dict[str, Any]], title: str = '', fmt: str = '.1f', failed: Sequence[Dict[str, Any]] = ()
+):
+    """A rich Table: one row per encoding, one column per (sweep, factor); 'failed' for results.json's failed
+    cells."""
     from rich.table import Table
 
+    rows = [*rows, *(dict(f, value=FAILED) for f in failed)]
     cols = columns(rows)
     table = Table(title=title or 'accuracy (%) by test point count and object scale')
     table.add_column('encoding')
     for c in cols:
         table.add_column(c, justify='right')
     for enc, cells in by_encoding(rows, factor_label).items():
-        table.add_row(enc, *[format(cells[c], fmt) if c in cells else '-' for c in cols])
+        table.add_row(enc, *[cell_text(cells.get(c), fmt) for c in cols])
     return table
 
 

@@ -1,6 +1,7 @@
 """Evaluate one checkpoint at several resolutions (and resolution strategies), as data and as a plot.
 
-The JSON schema written by ``tools/eval_resolution.py``::
+The JSON schema written by ``tools/eval_resolution.py`` (cell by cell, through ``vispe.evaluation.sweep_engine``,
+which adds ``failed``, ``complete`` and the identity fields it documents)::
 
     {"config": ..., "checkpoint": ..., "train_resolution": ..., "metric": "accuracy",
      "results": [{"encoding": ..., "strategy": ..., "resolution": ..., "value": ...}, ...]}
@@ -19,6 +20,8 @@ from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
 
 from vispe.engine.checkpoint import load_checkpoint
+from vispe.engine.run_meta import trained_on
+from vispe.evaluation.sweep_engine import Cell, Log, run_sweep, sweep_identity
 from vispe.registry import MODELS
 
 Resolution = Union[int, Tuple[int, int]]
@@ -40,19 +43,29 @@ def resolution_label(res: Resolution) -> str:
     return str(res) if isinstance(res, int) else f'{res[0]}x{res[1]}'
 
 
-def train_resolution(cfg) -> Resolution:
-    """The config's training resolution: ``train_resolution`` or the training dataset's image_size."""
-    res = cfg.get('train_resolution') or cfg.train_dataloader.dataset.get('image_size')
+def train_resolution(cfg, meta: Optional[dict] = None) -> Resolution:
+    """The resolution the model was trained at: the checkpoint's ``meta`` (RunMetaHook records it), else the
+    config's training data set's image_size (what a --cfg-options override changes), else the config's top-level
+    ``train_resolution``."""
+    res = trained_on(cfg, meta, 'train_resolution')
     if res is None:
-        raise ValueError('config has neither train_resolution nor train_dataloader.dataset.image_size')
-    return res if isinstance(res, int) else tuple(res)
+        raise ValueError(
+            'neither the checkpoint meta nor the config (train_dataloader.dataset.image_size, train_resolution) '
+            'gives the training resolution'
+        )
+    return res
+
+
+def load_model(cfg, checkpoint: str, device: str) -> Tuple[torch.nn.Module, dict]:
+    """(the config's model with the checkpoint's weights, on ``device``, in eval mode; the checkpoint's meta)."""
+    init_default_scope(cfg.get('default_scope', 'vispe'))
+    model = MODELS.build(copy.deepcopy(cfg.model))
+    ckpt = load_checkpoint(checkpoint, model)
+    return model.to(device).eval(), dict(ckpt.get('meta') or {})
 
 
 def build_model(cfg, checkpoint: str, device: str) -> torch.nn.Module:
-    init_default_scope(cfg.get('default_scope', 'vispe'))
-    model = MODELS.build(copy.deepcopy(cfg.model))
-    load_checkpoint(checkpoint, model)
-    return model.to(device).eval()
+    return load_model(cfg, checkpoint, device)[0]
 
 
 def model_encodings(model: torch.nn.Module) -> List[Any]:
@@ -95,10 +108,22 @@ def evaluate(model, loader, evaluator: Evaluator, progress=None, task=None) -> D
     return evaluator.evaluate(len(loader.dataset))
 
 
-def eval_loader(cfg, resolution: Resolution):
+def eval_loader(cfg, resolution: Resolution, batch_size: Optional[int] = None):
     loader_cfg = copy.deepcopy(cfg.test_dataloader)
     loader_cfg.dataset.image_size = resolution
+    if batch_size is not None:
+        loader_cfg.batch_size = int(batch_size)
     return Runner.build_dataloader(loader_cfg, seed=0)
+
+
+def check_strategies(model: torch.nn.Module, strategies: Optional[Sequence[str]]) -> List[str]:
+    """``strategies``, or every one the model supports; ValueError naming the supported ones for others."""
+    supported = available_strategies(model)
+    strategies = list(strategies or supported)
+    unknown = [s for s in strategies if s not in supported]
+    if unknown:
+        raise ValueError(f"strategies {unknown} are not supported by this model's encodings; choose from {supported}")
+    return strategies
 
 
 def sweep(
@@ -109,60 +134,38 @@ def sweep(
     device: Optional[str] = None,
     metric_key: str = 'accuracy/top1',
     show_progress: bool = True,
+    out_dir: Optional[str] = None,
+    force: bool = False,
+    log: Log = print,
 ) -> Dict[str, Any]:
-    """Evaluate ``checkpoint`` at each resolution and strategy; returns the results dict (schema above)."""
+    """Evaluate ``checkpoint`` at each resolution and strategy, one cell each; returns the results dict (schema
+    above). With ``out_dir``, ``out_dir/results.json`` is written as each cell finishes and a rerun reuses the
+    finished cells (``force``: recompute them; sweep_engine)."""
+    from vispe.evaluation.settings_sweep import SettingsEvaluator  # it builds on this module's helpers
+
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    model = build_model(cfg, checkpoint, device)
-    supported = available_strategies(model)
-    strategies = list(strategies or supported)
-    unknown = [s for s in strategies if s not in supported]
-    if unknown:
-        raise ValueError(f"strategies {unknown} are not supported by this model's encodings; choose from {supported}")
-    loaders = {resolution_label(r): (r, eval_loader(cfg, r)) for r in resolutions}
-    evaluator = Evaluator(copy.deepcopy(cfg.test_evaluator))
-    rows = []
-    with progress_bar(show_progress) as progress:
-        total = len(strategies) * sum(len(loader) for _, loader in loaders.values())
-        task = progress.add_task('evaluating', total=total) if progress else None
-        for strategy in strategies:
-            if strategy != 'default':
-                set_strategy(model, strategy)
-            for label, (res, loader) in loaders.items():
-                if progress:
-                    progress.update(task, description=f'{strategy} @ {label}')
-                metrics = evaluate(model, loader, evaluator, progress, task)
-                rows.append(
-                    {
-                        'encoding': encoding_label(model),
-                        'strategy': strategy,
-                        'resolution': res,
-                        'value': metrics[metric_key],
-                    }
-                )
-    return {
+    model, meta = load_model(cfg, checkpoint, device)
+    strategies = check_strategies(model, strategies)
+    label, settings = encoding_label(model), SettingsEvaluator(cfg, model)
+
+    def cell(strategy: str, res: Resolution) -> Cell:
+        key = {'encoding': label, 'strategy': strategy, 'resolution': res}
+
+        def run(batch_size: int) -> List[Dict[str, Any]]:
+            metrics = settings.metrics({'image_size': res}, batch_size, strategy)
+            return [dict(key, value=metrics[metric_key])]
+
+        return Cell(f'{strategy} @ {resolution_label(res)}', key, run, settings.batch_size)
+
+    header = {
         'config': cfg.filename,
         'checkpoint': checkpoint,
-        'train_resolution': train_resolution(cfg),
+        'train_resolution': train_resolution(cfg, meta),
         'metric': metric_key.split('/')[0],
-        'results': rows,
     }
-
-
-class _NoProgress:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
-def progress_bar(show: bool):
-    """A rich progress bar (a context manager giving it), or one giving None when ``show`` is False."""
-    if not show:
-        return _NoProgress()
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    return Progress(TextColumn('{task.description}'), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    cells = [cell(s, r) for s in strategies for r in resolutions]
+    identity = sweep_identity('resolution', cfg, checkpoint, metric_key=metric_key)
+    return run_sweep(cells, header, identity, out_dir, force, show_progress, log)
 
 
 def write_json(results: Dict[str, Any], path: str) -> str:
@@ -172,11 +175,18 @@ def write_json(results: Dict[str, Any], path: str) -> str:
     return path
 
 
-def results_table(rows: Iterable[Dict[str, Any]], title: str = '', metric: str = 'accuracy', fmt: str = '.1f'):
-    """A rich Table: one row per (encoding, strategy), one column per resolution; values formatted with ``fmt``."""
+def results_table(
+    rows: Iterable[Dict[str, Any]],
+    title: str = '',
+    metric: str = 'accuracy',
+    fmt: str = '.1f',
+    failed: Iterable[Dict[str, Any]] = (),
+):
+    """A rich Table: one row per (encoding, strategy), one column per resolution; values formatted with ``fmt``,
+    'failed' where a cell of ``failed`` (results.json's) ran out of memory even at batch size 1."""
     from rich.table import Table
 
-    rows = list(rows)
+    rows = [*rows, *(dict(f, value=FAILED) for f in failed)]
     resolutions = list(dict.fromkeys(resolution_label(r['resolution']) for r in rows))
     table = Table(title=title or f'{metric} by test resolution')
     table.add_column('encoding')
@@ -184,8 +194,19 @@ def results_table(rows: Iterable[Dict[str, Any]], title: str = '', metric: str =
     for res in resolutions:
         table.add_column(res, justify='right')
     for (enc, strat), cells in _group(rows).items():
-        table.add_row(enc, strat, *[format(cells[r], fmt) if r in cells else '-' for r in resolutions])
+        table.add_row(enc, strat, *[cell_text(cells.get(r), fmt) for r in resolutions])
     return table
+
+
+#: a table's text for a cell that did not fit in memory (results.json's ``failed``)
+FAILED = 'failed'
+
+
+def cell_text(value: Any, fmt: str) -> str:
+    """A table cell: the value formatted with ``fmt``, '-' when missing, 'failed' for a failed cell."""
+    if value is None:
+        return '-'
+    return value if isinstance(value, str) else format(value, fmt)
 
 
 def _group(rows: Iterable[Dict[str, Any]]) -> Dict[Tuple[str, str], Dict[str, float]]:

@@ -1,45 +1,59 @@
 """Evaluate one checkpoint on its test set rebuilt under several settings (overrides of the test data set's
-arguments): the engine of the point-count / scale and camera sweeps."""
+arguments) and strategies: the cells that the resolution, point-count / scale, camera and generation sweeps hand to
+``vispe.evaluation.sweep_engine``."""
 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-import torch
 from mmengine.evaluator import Evaluator
 from mmengine.runner import Runner
 
-from vispe.evaluation.resolution import build_model, encoding_label, evaluate, progress_bar
+from vispe.evaluation.resolution import evaluate, set_strategy
 
 
-def settings_loader(cfg, overrides: Mapping[str, Any]):
-    """The config's test loader with ``overrides`` applied to its data set."""
+def settings_loader(cfg, overrides: Mapping[str, Any], batch_size: Optional[int] = None):
+    """The config's test loader with ``overrides`` applied to its data set (and another batch size when given)."""
     loader_cfg = copy.deepcopy(cfg.test_dataloader)
     loader_cfg.dataset.update(dict(overrides))
+    if batch_size is not None:
+        loader_cfg.batch_size = int(batch_size)
     return Runner.build_dataloader(loader_cfg, seed=0)
 
 
-def evaluate_settings(
-    cfg,
-    checkpoint: str,
-    settings: Mapping[str, Mapping[str, Any]],
-    device: Optional[str] = None,
-    show_progress: bool = True,
-) -> Tuple[str, Dict[str, Dict[str, float]]]:
-    """(the model's encoding label, {setting name: the test evaluator's metrics}) for each named setting."""
-    device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    model = build_model(cfg, checkpoint, device)
-    evaluator = Evaluator(copy.deepcopy(cfg.test_evaluator))
-    loaders = {name: settings_loader(cfg, overrides) for name, overrides in settings.items()}
-    metrics = {}
-    with progress_bar(show_progress) as progress:
-        task = progress.add_task('evaluating', total=sum(len(dl) for dl in loaders.values())) if progress else None
-        for name, loader in loaders.items():
-            if progress:
-                progress.update(task, description=name)
-            metrics[name] = evaluate(model, loader, evaluator, progress, task)
-    return encoding_label(model), metrics
+class SettingsEvaluator:
+    """A model and the config's test set under data-set overrides: ``metrics(overrides, batch_size, strategy)`` runs
+    one pass (with a fresh evaluator, so an attempt cut short by an out-of-memory error leaves nothing behind) and
+    keeps the result, so a setting that two cells share (the training setting of both point sweeps) runs once.
+    Loaders are built once per setting and batch size."""
+
+    def __init__(self, cfg, model) -> None:
+        self.cfg, self.model = cfg, model
+        self._loaders: Dict[Tuple[str, int], Any] = {}
+        self._metrics: Dict[Tuple[str, str], Dict[str, float]] = {}
+
+    @property
+    def batch_size(self) -> int:
+        """The config's test batch size: where every cell starts."""
+        return int(self.cfg.test_dataloader.batch_size)
+
+    def loader(self, overrides: Mapping[str, Any], batch_size: int):
+        key = (json.dumps(dict(overrides), sort_keys=True, default=str), int(batch_size))
+        if key not in self._loaders:
+            self._loaders[key] = settings_loader(self.cfg, overrides, batch_size)
+        return self._loaders[key]
+
+    def metrics(self, overrides: Mapping[str, Any], batch_size: int, strategy: str = 'default') -> Dict[str, float]:
+        """The test evaluator's metrics of the model under ``strategy`` on the test set with ``overrides``."""
+        key = (strategy, json.dumps(dict(overrides), sort_keys=True, default=str))
+        if key not in self._metrics:
+            if strategy != 'default':
+                set_strategy(self.model, strategy)
+            evaluator = Evaluator(copy.deepcopy(self.cfg.test_evaluator))
+            self._metrics[key] = evaluate(self.model, self.loader(overrides, batch_size), evaluator)
+        return self._metrics[key]
 
 
-__all__ = ['evaluate_settings', 'settings_loader']
+__all__ = ['SettingsEvaluator', 'settings_loader']

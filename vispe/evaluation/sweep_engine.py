@@ -1,0 +1,381 @@
+"""The one engine behind the evaluation sweeps (eval_resolution, eval_points, eval_cameras, eval_generation): cells
+run in order, and ``DIR/results.json`` is rewritten atomically as each one finishes, so an error, an out-of-memory
+cell or Ctrl-C never loses a finished cell.
+
+* Resumable: a rerun into the same folder reuses the rows of the cells already there and computes the others;
+  ``force=True`` (the tools' ``--force``) recomputes everything.
+* Refusing: a results file of another checkpoint (sha256 of its content), another config (its resolved text after
+  --cfg-options, runtime-only keys aside) or another sweep is neither reused nor overwritten: ``SweepConflict``
+  says what differs and what to do.
+* Out-of-memory safe: a cell that runs out of memory (CUDA, or the CPU allocator) is retried at half the batch size,
+  down to 1; if it still does not fit, it is recorded under ``failed`` with the reason and the sweep goes on.
+
+results.json keeps each tool's schema (``config``, ``checkpoint``, ..., ``results``) and adds ``failed`` (cells that
+did not fit: their key fields and ``error``), ``complete`` (every requested cell has rows), ``sweep``,
+``checkpoint_sha256``, ``config_sha256`` and ``resolved_config`` (what a rerun must match), and ``other_rows``
+(finished rows of cells an earlier run asked for and this one did not, kept for a later run). A row evaluated at a
+smaller batch than the first one tried says so in ``batch_size``.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import torch
+
+from vispe.engine.checkpoint import atomic_write, remove_partial_files
+
+Row = Dict[str, Any]
+Log = Callable[[str], None]
+
+RESULTS = 'results.json'
+#: what torch's allocators say when they fail as plain RuntimeErrors (CPU, MPS); CUDA raises torch.OutOfMemoryError
+OOM_MESSAGES = ("can't allocate memory", 'not enough memory', 'out of memory')
+#: top-level config keys that only steer training runs (logging, hooks, where to write); they never change an
+#: evaluation, so they are left out of the config identity
+RUNTIME_KEYS = frozenset(
+    {'work_dir', 'default_hooks', 'custom_hooks', 'log_processor', 'log_level', 'visualizer', 'resume', 'load_from'}
+)
+REMEDY = 'pass another --out, or --force to replace it'
+
+
+class SweepConflict(ValueError):
+    """An existing results file that this sweep must neither reuse nor overwrite."""
+
+
+@dataclass
+class Cell:
+    """One unit of a sweep. ``run(batch_size)`` evaluates it and returns its rows, each holding the fields of
+    ``key`` (which find the cell's rows in a results file: encoding, strategy, resolution, ...). ``batch_size`` is
+    the first batch size tried; ``name`` labels the cell in progress bars and messages."""
+
+    name: str
+    key: Row
+    run: Callable[[int], List[Row]]
+    batch_size: int
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# identity of a sweep: what a results file must match to be reused
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def resolved_config(cfg) -> Row:
+    """The config after --cfg-options as {dotted key: JSON value}, runtime-only keys left out: what the config
+    identity hashes, and what a refusal quotes when the configs differ."""
+    flat: Row = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, Mapping) and node:
+            for key, value in node.items():
+                walk(value, f'{prefix}.{key}' if prefix else str(key))
+        elif isinstance(node, (list, tuple)) and node:
+            for i, value in enumerate(node):
+                walk(value, f'{prefix}.{i}')
+        else:
+            flat[prefix] = _jsonable(node)
+
+    walk({k: v for k, v in cfg.to_dict().items() if k not in RUNTIME_KEYS}, '')
+    return flat
+
+
+def file_sha256(path: str) -> str:
+    """The sha256 of a file's content (the model zoo's checksum)."""
+    from vispe.evaluation.model_zoo import sha256  # imported late: the zoo imports the sweeps
+
+    return sha256(path)
+
+
+def sweep_identity(kind: str, cfg, checkpoint: str, **extra: Any) -> Row:
+    """What a rerun into the same folder must match: the sweep's kind, the checkpoint's sha256, the resolved config's
+    sha256 (and the config itself, to say what differs), and ``extra`` settings of the sweep that change its numbers
+    (a metric key, a sample count)."""
+    config = resolved_config(cfg)
+    text = json.dumps(config, sort_keys=True)
+    return {
+        'sweep': kind,
+        'checkpoint_sha256': file_sha256(checkpoint),
+        'config_sha256': hashlib.sha256(text.encode()).hexdigest(),
+        **{k: _jsonable(v) for k, v in extra.items()},
+        'resolved_config': config,
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists, unknown objects their repr)."""
+    return json.loads(json.dumps(value, default=repr))
+
+
+def _short(value: Any, width: int = 40) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= width else text[: width - 3] + '...'
+
+
+def config_differences(old: Row, new: Row, shown: int = 3) -> str:
+    """'test_dataloader.dataset.seed: 0, now 1; ...' for the first ``shown`` keys whose values differ."""
+    keys = [k for k in dict.fromkeys([*old, *new]) if old.get(k, '<unset>') != new.get(k, '<unset>')]
+    parts = [f'{k}: {_short(old.get(k, "<unset>"))}, now {_short(new.get(k, "<unset>"))}' for k in keys[:shown]]
+    more = f'; and {len(keys) - shown} more' if len(keys) > shown else ''
+    return '; '.join(parts) + more if parts else 'the resolved configs differ'
+
+
+def _difference(key: str, old: Row, new: Row) -> str:
+    if key == 'sweep':
+        return f'another sweep ({old.get("sweep")}, not {new["sweep"]})'
+    if key == 'checkpoint_sha256':
+        name = os.path.basename(str(old.get('checkpoint', '?')))
+        return f'another checkpoint ({name}, sha256 {str(old.get(key))[:12]}; this one is {new[key][:12]})'
+    if key == 'config_sha256':
+        return f'another config ({config_differences(old.get("resolved_config") or {}, new["resolved_config"])})'
+    return f'another {key} ({_short(old.get(key))}, now {_short(new[key])})'
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# the results file
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def _matches(row: Row, key: Row) -> bool:
+    return all(_jsonable(row.get(k)) == v for k, v in key.items())
+
+
+class ResultsStore:
+    """``out_dir/results.json`` of one sweep (or nothing on disk when ``out_dir`` is None): the rows of an earlier
+    run of the same identity, and the document rewritten after each cell."""
+
+    def __init__(self, out_dir: Optional[str], header: Row, identity: Row, force: bool = False) -> None:
+        self.path = os.path.join(out_dir, RESULTS) if out_dir else None
+        if out_dir and os.path.isdir(out_dir):
+            remove_partial_files(out_dir)  # a temporary results.json that an interrupted write left behind
+        self.header, self.identity = dict(header), dict(identity)
+        self.previous: List[Row] = [] if force or self.path is None else self._load()
+
+    def _load(self) -> List[Row]:
+        """The finished rows of the existing file; SweepConflict if it belongs to another checkpoint, config or
+        sweep, or cannot be checked."""
+        if not os.path.isfile(self.path):
+            return []
+        try:
+            with open(self.path) as f:
+                old = json.load(f)
+        except (OSError, ValueError) as err:
+            raise SweepConflict(f'{self.path} is not a results file this tool can read ({err}); {REMEDY}') from None
+        if not isinstance(old, dict) or not isinstance(old.get('results'), list):
+            raise SweepConflict(f'{self.path} is not a sweep results file (no "results" list); {REMEDY}')
+        if 'checkpoint_sha256' not in old:
+            raise SweepConflict(
+                f'{self.path} holds results without a checkpoint and config identity (written by an older vispe), '
+                f'so they cannot be checked against this checkpoint; {REMEDY}'
+            )
+        differ = [k for k in self.identity if k != 'resolved_config' and old.get(k) != self.identity[k]]
+        if differ:
+            reasons = '; '.join(_difference(k, old, self.identity) for k in differ)
+            raise SweepConflict(f'{self.path} holds the results of {reasons}: {REMEDY}')
+        return list(old['results']) + list(old.get('other_rows') or [])
+
+    def finished(self, cell: Cell) -> List[Row]:
+        """The earlier run's rows of ``cell`` ([] when it has none)."""
+        key = _jsonable(cell.key)
+        return [r for r in self.previous if _matches(r, key)]
+
+    def document(self, cells: Sequence[Cell], rows: Mapping[int, List[Row]], failed: Sequence[Row]) -> Row:
+        """results.json for the cells finished so far (``rows`` by cell index), in the order of ``cells``."""
+        keys = [_jsonable(c.key) for c in cells]
+        other = [r for r in self.previous if not any(_matches(r, k) for k in keys)]
+        doc = dict(self.header)
+        doc['results'] = [r for i in range(len(cells)) for r in rows.get(i, [])]
+        doc['failed'] = list(failed)
+        doc['complete'] = len(rows) == len(cells) and not failed
+        doc.update({k: v for k, v in self.identity.items() if k != 'resolved_config'})
+        if other:
+            doc['other_rows'] = other
+        doc['resolved_config'] = self.identity.get('resolved_config', {})
+        return doc
+
+    def save(self, doc: Row) -> None:
+        if self.path is not None:
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+            atomic_write(self.path, json.dumps(doc, indent=2, default=repr) + '\n')
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# running cells
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` is an allocation failure: torch.OutOfMemoryError (CUDA), MemoryError (numpy, Python), or
+    the RuntimeError of torch's CPU allocator ("DefaultCPUAllocator: can't allocate memory", "not enough memory")."""
+    if isinstance(err, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(err, RuntimeError) and any(m in str(err) for m in OOM_MESSAGES)
+
+
+def free_memory() -> None:
+    """Return what a failed attempt held: collect its garbage and, on CUDA, release the cached blocks."""
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def _first_line(err: BaseException, width: int = 160) -> str:
+    text = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return text if len(text) <= width else text[: width - 3] + '...'
+
+
+def run_cell(cell: Cell, log: Log = print) -> Tuple[List[Row], Optional[Row]]:
+    """(the cell's rows, None), halving the batch size after each out-of-memory error; ([], its failure record)
+    when it does not fit even at batch size 1. Any other error propagates."""
+    batch = first = max(1, int(cell.batch_size))
+    while True:
+        try:
+            rows = cell.run(batch)
+        except (RuntimeError, MemoryError) as err:
+            if not is_out_of_memory(err):
+                raise
+            reason = f'out of memory at batch size {batch}: {_first_line(err)}'
+        else:
+            return [r if batch == first else dict(r, batch_size=batch) for r in rows], None
+        free_memory()  # outside the except block: the traceback, and the tensors its frames held, are gone
+        if batch == 1:
+            log(f'{cell.name}: {reason}; recorded as failed, going on with the next cell')
+            return [], dict(cell.key, error=reason)
+        batch //= 2
+        log(f'{cell.name}: {reason}; retrying at batch size {batch}')
+
+
+def run_sweep(
+    cells: Sequence[Cell],
+    header: Row,
+    identity: Row,
+    out_dir: Optional[str] = None,
+    force: bool = False,
+    show_progress: bool = True,
+    log: Log = print,
+) -> Row:
+    """Run ``cells`` in order, reusing those an earlier run into ``out_dir`` finished (unless ``force``), and write
+    ``out_dir/results.json`` after each one; returns the final document (module doc). Raises SweepConflict before
+    computing anything when ``out_dir`` holds another checkpoint's, config's or sweep's results."""
+    names = [c.name for c in cells]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f'the sweep asks for {repeated} more than once; drop the repeats')
+    store = ResultsStore(out_dir, header, identity, force)
+    rows: Dict[int, List[Row]] = {}
+    for i, cell in enumerate(cells):
+        if store.finished(cell):
+            rows[i] = store.finished(cell)
+    if store.path is not None and rows:
+        log(f'reusing {len(rows)} of {len(cells)} finished cells of {store.path} (--force recomputes them)')
+    failed: List[Row] = []
+    store.save(store.document(cells, rows, failed))  # the folder now names this checkpoint and config
+    with progress_bar(show_progress) as progress:
+        task = progress.add_task('evaluating', total=len(cells), completed=len(rows)) if progress else None
+        for i, cell in enumerate(cells):
+            if i in rows:
+                continue
+            if progress:
+                progress.update(task, description=cell.name)
+            done, failure = run_cell(cell, log)
+            if failure is None:
+                rows[i] = done
+            else:
+                failed.append(failure)
+            store.save(store.document(cells, rows, failed))
+            if progress:
+                progress.advance(task)
+    return store.document(cells, rows, failed)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# for the tools and their callers
+# ------------------------------------------------------------------------------------------------------------------
+
+
+class _NoProgress:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def progress_bar(show: bool):
+    """A rich progress bar (a context manager giving it), or one giving None when ``show`` is False."""
+    if not show:
+        return _NoProgress()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn('{task.description}'), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+
+
+def force_parser_args(parser) -> None:
+    """``--force``, which every sweep tool takes."""
+    parser.add_argument(
+        '--force',
+        action='store_true',
+        help='recompute every cell and replace DIR/results.json, even one of another checkpoint or config '
+        '(by default finished cells are reused and a results file of another checkpoint or config is refused)',
+    )
+
+
+def failure_message(results: Row, out_dir: str) -> Optional[str]:
+    """The tools' closing error when cells failed (None when none did)."""
+    failed = results.get('failed') or []
+    if not failed:
+        return None
+    names = '; '.join(', '.join(f'{k}={v}' for k, v in f.items() if k not in ('encoding', 'error')) for f in failed)
+    return (
+        f'error: {len(failed)} cell(s) did not fit in memory even at batch size 1 ({names}); the finished ones are in '
+        f'{os.path.join(out_dir, RESULTS)}; rerun with a larger device or without those settings'
+    )
+
+
+def interrupted_message(out_dir: str) -> str:
+    """The tools' line after Ctrl-C."""
+    return (
+        f'interrupted: the finished cells are in {os.path.join(out_dir, RESULTS)}; run the same command again to '
+        'compute the rest'
+    )
+
+
+def replace_args(out_dir: str, *sources: str) -> List[str]:
+    """['--force'] for a caller that owns ``out_dir`` (compare, the leaderboard, the generation demo) when its
+    results.json is older than one of ``sources`` (the checkpoint, a feature extractor) or has no identity: it
+    then holds an earlier training's numbers, which the tool would rightly refuse to mix with this one's."""
+    path = os.path.join(out_dir, RESULTS)
+    if not os.path.isfile(path):
+        return []
+    if any(os.path.isfile(s) and os.path.getmtime(s) > os.path.getmtime(path) for s in sources):
+        return ['--force']
+    try:
+        with open(path) as f:
+            known = 'checkpoint_sha256' in json.load(f)
+    except (OSError, ValueError):
+        known = False
+    return [] if known else ['--force']
+
+
+__all__ = [
+    'Cell',
+    'ResultsStore',
+    'SweepConflict',
+    'config_differences',
+    'file_sha256',
+    'failure_message',
+    'force_parser_args',
+    'free_memory',
+    'interrupted_message',
+    'is_out_of_memory',
+    'progress_bar',
+    'replace_args',
+    'resolved_config',
+    'run_cell',
+    'run_sweep',
+    'sweep_identity',
+]
