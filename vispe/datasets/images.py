@@ -71,7 +71,7 @@ def _high_depth(image: Image.Image, path: str, channels: int) -> tv_tensors.Imag
     if image.mode == 'I':
         if low < 0 or high > 65535:
             problem = f'32-bit integer image with values {low}..{high}, outside the 16-bit range 0..65535 vispe reads'
-        raise _fail(path, problem + ' mode I in; save it as 8- or 16-bit')
+            raise _fail(path, problem + ' mode I in; save it as 8- or 16-bit')
         return _grey_tensor(values.astype(np.float32) / 65535.0, channels)
     finite = np.isfinite(values)
     if not finite.all():
