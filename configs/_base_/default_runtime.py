@@ -4,7 +4,8 @@ default_scope = 'vispe'
 # AtomicCheckpointHook: mmengine's CheckpointHook with atomic writes (a killed run resumes from a whole checkpoint);
 # rng_state: the random generators saved and restored with checkpoints (a resumed run continues bit for bit);
 # nonfinite_loss: stop at the first NaN / Inf loss, naming the iteration and the last good checkpoint;
-# skipped_samples: report the unreadable samples a data set built with on_error='skip' skipped.
+# skipped_samples: report the unreadable samples a data set built with on_error='skip' skipped;
+# class_count: refuse a classifier whose num_classes differs from its data set's classes, before the first step.
 default_hooks = dict(
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=20),
@@ -14,6 +15,7 @@ default_hooks = dict(
     rng_state=dict(type='RNGStateHook'),
     nonfinite_loss=dict(type='NonFiniteLossHook'),
     skipped_samples=dict(type='SkippedSamplesHook'),
+    class_count=dict(type='ClassCountHook'),
 )
 
 # dist backend: tools/train.py picks nccl on GPU and gloo on CPU unless a config sets it.
