@@ -10,7 +10,7 @@ import pytest
 import torch
 from mmengine.runner import Runner
 from PIL import Image
-from test_tools import tiny_config
+from test_tools import run_tool, tiny_config
 
 from vispe.datasets import ImageFolderDataset, Primitives3D, Shapes2D
 from vispe.engine.config import load_config, without_validation
@@ -122,3 +122,14 @@ def test_crop_is_ignored_and_unknown_batch_keys_are_named() -> None:
     with pytest.raises(TypeError, match=r"ImageClassifier got batch key\(s\) 'lables'; did you mean 'labels'\?: it "
                        r'takes inputs, labels \(and ignores crop\)'):  # fmt: skip
         model._run_forward({'inputs': inputs, 'lables': labels}, mode='loss')
+
+
+def test_train_tool_says_it_in_one_line(tmp_path) -> None:
+    work = tmp_path / 'work'
+    args = ['--work-dir', str(work), '--cfg-options', 'model.backbone.num_classes=5']
+    proc = run_tool('tools/train.py', tiny_config(tmp_path), *args, check=False)
+    assert proc.returncode == 1 and not list(work.glob('*.pth'))
+    assert proc.stderr.strip().splitlines()[-1] == (
+        'error: ImageClassifier has 5 outputs but the train data set (Shapes2D) has 27 classes: labels 5..26 have no '
+        'output; set model.backbone.num_classes=27'
+    )

@@ -25,7 +25,10 @@ def main():
         sys.exit(f'error: {err}')
     cfg.load_from = args.checkpoint
     cfg.resume = False
-    metrics = Runner.from_cfg(cfg).test()
+    try:
+        metrics = Runner.from_cfg(cfg).test()
+    except ConfigError as err:  # data that do not fit the model (ClassCountHook)
+        sys.exit(f'error: {err}')
     for key, value in metrics.items():
         print(f'{key}: {value:.4f}' if isinstance(value, float) else f'{key}: {value}')
 

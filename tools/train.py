@@ -66,7 +66,7 @@ def main():
         compile_backbone(runner.model)
     try:
         runner.train()
-    except (NonFiniteLossError, CheckpointError) as err:  # a diverged loss; a resume file refused or unreadable
+    except (NonFiniteLossError, CheckpointError, ConfigError) as err:  # diverged loss; bad resume file; data vs model
         sys.exit(f'error: {err}')
     del runner  # teardown must be able to free the DDP wrapper
     teardown_distributed()
