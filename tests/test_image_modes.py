@@ -223,6 +223,15 @@ def test_tiny_images_are_warned_about_once_per_file(tmp_path) -> None:
     assert len(items) == 4 and len(messages) == 2, messages  # 5 px for 32 (6.4x) is not warned about
     assert 'dot.png: image of 1x1 pixels, far smaller than the 32x32 crop' in messages[0]
     assert 'thin.png: image of 64x3 pixels' in messages[1]
+    # DataLoader workers share the flags: two epochs in two workers flag each small file once, seen by the main process
+    fresh = ImageFolderDataset(tmp_path, image_size=32)
+    loader = torch.utils.data.DataLoader(fresh, batch_size=2, num_workers=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # the workers' warnings go to their own stderr
+        for _ in range(2):
+            list(loader)
+    small = sorted(fresh.base.samples[i][0].rsplit('/', 1)[1] for i in fresh.warn_once.flags.nonzero().flatten())
+    assert small == ['dot.png', 'thin.png']
 
 
 def test_warnings_stop_naming_files_after_a_cap(tmp_path) -> None:

@@ -5,6 +5,9 @@ truncated), a .ply file shorter than its header says, points with NaN / Inf coor
 ``on_error='skip'`` (``SkipsBadSamples``) instead warns once per file, serves the next readable sample, and keeps
 the skipped files in ``skipped``; vispe's ``SkippedSamplesHook`` reports the count after each epoch. The skips are
 flagged in shared memory, so with ``num_workers > 0`` the main process sees what every worker skipped.
+
+Files that can be used but look wrong (an image far smaller than the crop, a cloud with under half of the points
+asked for) are used with a ``SampleWarning`` naming them, once per file across workers and epochs (``WarnsOnce``).
 """
 
 from __future__ import annotations
