@@ -66,7 +66,8 @@ def test_weights_that_do_not_fit_name_the_keys(tmp_path):
     ):
         load_checkpoint(str(path), target)
     assert all(torch.equal(before[k], v) for k, v in target.state_dict().items()), 'a refused load changed the model'
-    with pytest.raises(CheckpointError, match=r"2 missing keys \('0.weight', '0.bias'\).*1 unexpected key \('weight'\)"):
+    two_missing = r"2 missing keys \('0.weight', '0.bias'\).*1 unexpected key \('weight'\)"
+    with pytest.raises(CheckpointError, match=two_missing):
         load_checkpoint(str(path), torch.nn.Sequential(torch.nn.Linear(2, 2)))
     model = torch.nn.Linear(2, 2, bias=False)
     load_checkpoint(str(path), model)
@@ -85,7 +86,7 @@ def test_non_strict_load_takes_what_fits_and_names_what_it_left(tmp_path):
         UserWarning,
         match=r"(?s)non-strict load.*3 of the model's keys keep their initial values "
         r"\(0.bias, 1.bias, 1.weight; 2 missing from the file, 1 of another shape there\); 2 of the file's keys were "
-        r"not used \(extra, 1.weight\)",
+        r'not used \(extra, 1.weight\)',
     ):
         load_checkpoint(str(path), model, strict=False)
     assert torch.equal(model[0].weight, torch.zeros(2, 2)) and torch.equal(model[0].bias, bias)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 import open3d as o3d
@@ -12,6 +13,7 @@ import torch
 from vispe.datasets import ModelNet40
 from vispe.datasets.modelnet import read_text_cloud
 from vispe.datasets.pointfiles import center, read_points, resample, unit_sphere
+from vispe.datasets.samples import SampleWarning
 
 
 def write_text_layout(root, classes=('chair', 'lamp'), per_class=3, points=300) -> None:
@@ -58,6 +60,37 @@ def test_mesh_layout_samples_off_files(tmp_path) -> None:
     # a box's surface points all lie on one of its faces: on some axis, at that axis' minimum or maximum
     on_face = np.isclose(box, box.min(0), atol=1e-4) | np.isclose(box, box.max(0), atol=1e-4)
     assert on_face.any(axis=1).all()
+
+
+def test_clouds_with_far_fewer_points_are_warned_about_once(tmp_path) -> None:
+    """ModelNet40 resamples a cloud with fewer points than num_points by repeating points: under half of the asked
+    count (so most served points are repeats), it says so, naming the file, once however often it is loaded."""
+    root = str(tmp_path / 'mn')
+    write_text_layout(root, per_class=1, points=300)
+    np.savetxt(os.path.join(root, 'lamp', 'lamp_0001.txt'), np.random.default_rng(0).random((20, 6)), delimiter=',')
+    np.savetxt(os.path.join(root, 'chair', 'chair_0001.txt'), np.random.default_rng(1).random((40, 6)), delimiter=',')
+    data = ModelNet40(root, split='train', num_points=64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        for _ in range(3):
+            clouds = [data[i]['inputs'] for i in range(len(data))]
+    messages = [str(w.message) for w in caught if issubclass(w.category, SampleWarning)]
+    assert all(c.shape == (64, 3) for c in clouds)
+    assert len(messages) == 1, messages  # 40 of 64 (most of them the file's own) is not warned about
+    assert 'lamp_0001.txt: 20 points, far fewer than the 64 asked for (num_points): 44 of them' in messages[0]
+
+
+def test_meshes_are_sampled_densely_enough_for_num_points(tmp_path) -> None:
+    """A mesh was sampled at 8192 surface points whatever num_points was: 9000 points had 808 repeats."""
+    os.makedirs(tmp_path / 'box' / 'test')
+    assert o3d.io.write_triangle_mesh(
+        str(tmp_path / 'box' / 'test' / 'box_0001.off'), o3d.geometry.TriangleMesh.create_box()
+    )
+    data = ModelNet40(str(tmp_path), split='test', num_points=9000, sample='first')
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', SampleWarning)
+        cloud = data[0]['inputs']
+    assert cloud.shape == (9000, 3) and len(np.unique(cloud.numpy(), axis=0)) == 9000
 
 
 def test_missing_modelnet_names_the_expected_paths(tmp_path) -> None:

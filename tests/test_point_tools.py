@@ -114,6 +114,30 @@ def test_infer_points_classifies_ply_and_off_files(trained, tmp_path) -> None:
     assert missing.returncode != 0 and 'no such point-cloud file' in missing.stderr
 
 
+def test_infer_points_reports_bad_files_and_goes_on(trained, tmp_path) -> None:
+    """One bad file among several used to stop everything: now each bad file is one line naming it, the others are
+    classified, a sparse cloud is warned about, and the exit status says that something failed."""
+    config, ckpt, _, _ = trained
+    torus = o3d.geometry.TriangleMesh.create_torus(0.4, 0.12)
+    assert o3d.io.write_point_cloud(str(tmp_path / 'a.ply'), torus.sample_points_uniformly(600))
+    assert o3d.io.write_point_cloud(str(tmp_path / 'sparse.pcd'), torus.sample_points_uniformly(20))
+    (tmp_path / 'junk.ply').write_bytes(b'this is not a ply file')
+    assert o3d.io.write_triangle_mesh(str(tmp_path / 'b.off'), o3d.geometry.TriangleMesh.create_cone(0.45, 1.0))
+    names = ['a.ply', 'junk.ply', 'missing.pcd', 'sparse.pcd', 'b.off']
+    files = [str(tmp_path / n) for n in names]
+    proc = run_tool('tools/infer_points.py', config, ckpt, *files, check=False)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert [line.split(': ', 1)[0] for line in lines] == [files[0], files[3], files[4]]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith('error: ')]
+    assert errors == [
+        f'error: {files[1]}: not a PLY file (no "ply" magic line); ' + errors[0].split('; ', 1)[1],
+        f'error: no such point-cloud file: {files[2]}',
+    ]
+    assert f'warning: {files[3]}: 20 points, far fewer than the 128 asked for (num_points)' in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == '2 of 5 files failed'
+
+
 def test_user_clouds_are_put_in_the_data_sets_frame(tmp_path) -> None:
     from vispe.evaluation.point_inference import load_cloud
 

@@ -4,7 +4,9 @@ python tools/infer_points.py CONFIG CKPT FILE [FILE ...] [--topk 3] [--frame bbo
 
 Each file is farthest-point sampled to the config's test point count and put in its data set's frame (primitives3d:
 centred on its bounding box, in the data's unit; ModelNet40: centred and scaled into the unit sphere) before the
-model sees it. Prints the top-k classes with their probabilities.
+model sees it. Prints the top-k classes with their probabilities, one line per file. A file that cannot be read is
+one `error: FILE: problem` line on stderr and the others are still classified; the exit status is then 1, after a
+count of the files that failed. A cloud with under half of the point count is classified, with a warning.
 """
 
 import argparse
@@ -39,9 +41,18 @@ def main():
         predictions = predict_files(model, args.files, view, args.topk)
     except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
         sys.exit(f'error: {err}')
+    failed = 0
     for pred in predictions:
+        for warning in pred['warnings']:
+            print(f'warning: {warning}', file=sys.stderr)
+        if 'error' in pred:
+            failed += 1
+            print(f'error: {pred["error"]}', file=sys.stderr)
+            continue
         ranked = ', '.join(f'{name} {p:.1%}' for name, p in pred['top'])
         print(f'{pred["file"]}: {pred["top"][0][0]} ({ranked})')
+    if failed:
+        sys.exit(f'{failed} of {len(predictions)} files failed')
 
 
 if __name__ == '__main__':

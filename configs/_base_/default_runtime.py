@@ -10,7 +10,8 @@ load_strict = True
 # rng_state: the random generators saved and restored with checkpoints (a resumed run continues bit for bit);
 # nonfinite_loss: stop at the first NaN / Inf loss, naming the iteration and the last good checkpoint;
 # skipped_samples: report the unreadable samples a data set built with on_error='skip' skipped;
-# run_meta: the training data set's image size / point count in each checkpoint's meta, for the evaluation sweeps.
+# run_meta: the training data set's image size / point count in each checkpoint's meta, for the evaluation sweeps;
+# class_count: refuse a classifier whose num_classes differs from its data set's classes, before the first step.
 default_hooks = dict(
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=20),
@@ -21,6 +22,7 @@ default_hooks = dict(
     nonfinite_loss=dict(type='NonFiniteLossHook'),
     skipped_samples=dict(type='SkippedSamplesHook'),
     run_meta=dict(type='RunMetaHook'),
+    class_count=dict(type='ClassCountHook'),
 )
 
 # dist backend: tools/train.py picks nccl on GPU and gloo on CPU unless a config sets it.

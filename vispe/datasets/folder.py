@@ -6,15 +6,19 @@ vispe never downloads anything: missing files raise FileNotFoundError naming the
 
 from __future__ import annotations
 
+import functools
+import os
 from pathlib import Path
+from typing import Optional
 
 import torch
-from PIL import Image
 from torch.utils.data import Dataset
 from torchvision import datasets as tv_datasets
 from torchvision.transforms import v2
 
-from vispe.datasets.samples import SKIP_HINT, SampleError, SkipsBadSamples
+from vispe.datasets.images import image_size as decoded_size
+from vispe.datasets.images import load_image, small_image_message
+from vispe.datasets.samples import SkipsBadSamples, WarnsOnce
 from vispe.registry import DATASETS
 
 ImageSize = int | tuple[int, int]
@@ -30,16 +34,19 @@ CIFAR10_FOLDER = 'cifar-10-batches-py'
 Normalize = bool | str  # True: the data set's mean / std; 'symmetric': [-1, 1]; False: [0, 1]
 
 
-def _to_tensor(normalize: Normalize, mean: tuple[float, ...], std: tuple[float, ...]) -> list:
-    """PIL image -> float tensor in [0, 1]; then ``(x - mean) / std`` when ``normalize`` is True, or ``(x - 0.5) / 0.5``
+def _to_tensor(normalize: Normalize, mean: tuple[float, ...], std: tuple[float, ...], channels: int = 3) -> list:
+    """PIL image or tensor -> float tensor in [0, 1] (uint8 scaled by 1/255, 16-bit sources already floats); then
+    ``(x - mean) / std`` when ``normalize`` is True (one channel: the mean of the three), or ``(x - 0.5) / 0.5``
     (values in [-1, 1], what Shapes2D gives and diffusion models expect) when it is 'symmetric'."""
     if normalize not in (True, False, 'symmetric'):
         raise ValueError(
             f"normalize must be True (mean / std), 'symmetric' ([-1, 1]) or False ([0, 1]), got {normalize!r}"
         )
     steps = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]
+    if channels == 1:
+        mean, std = (sum(mean) / len(mean),), (sum(std) / len(std),)
     if normalize == 'symmetric':
-        steps.append(v2.Normalize((0.5,) * 3, (0.5,) * 3))
+        steps.append(v2.Normalize((0.5,) * channels, (0.5,) * channels))
     elif normalize:
         steps.append(v2.Normalize(mean, std))
     return steps
@@ -78,16 +85,6 @@ class _DictDataset(SkipsBadSamples, Dataset):
         return {'inputs': image, 'labels': int(label)}
 
 
-def load_image(path: str) -> Image.Image:
-    """An RGB PIL image, decoded in full now (PIL decodes lazily, so a truncated file would fail later, far from
-    its name); SampleError naming the file when it is corrupt, truncated or not an image."""
-    try:
-        with Image.open(path) as image:
-            return image.convert('RGB')
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:  # PIL's ways of saying so
-        raise SampleError(f'{path}: unreadable image ({err}); {SKIP_HINT}') from None
-
-
 def _find_image_root(data_root: Path, split: str) -> Path:
     """``data_root/split`` if it exists, else ``data_root`` itself when it directly holds class folders."""
     split_dir = data_root / split
@@ -105,6 +102,33 @@ def _find_image_root(data_root: Path, split: str) -> Path:
     )
 
 
+def _empty_class_folders(root: Path) -> list[Path]:
+    """The class folders under ``root`` that hold no file torchvision's ImageFolder takes (searched recursively)."""
+    extensions = tv_datasets.folder.IMG_EXTENSIONS
+    empty = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        files = (name for _, _, names in os.walk(folder, followlinks=True) for name in names)
+        if not any(name.lower().endswith(extensions) for name in files):
+            empty.append(folder)
+    return empty
+
+
+def _image_folder(root: Path, loader) -> tv_datasets.ImageFolder:
+    """torchvision's ImageFolder over ``root``; an empty class folder is an error naming its path (torchvision's
+    own message names only the class)."""
+    try:
+        return tv_datasets.ImageFolder(str(root), loader=loader)
+    except FileNotFoundError:
+        empty = _empty_class_folders(root) if root.is_dir() else []
+        if not empty:
+            raise
+        raise FileNotFoundError(
+            f'class folder(s) without images: {", ".join(map(str, empty))} (image files: '
+            f'{", ".join(tv_datasets.folder.IMG_EXTENSIONS)}); every class folder is a class: add images to it or '
+            'remove the folder'
+        ) from None
+
+
 @DATASETS.register_module()
 class ImageFolderDataset(_DictDataset):
     """Images in ``data_root/split/<class>/*`` (or ``data_root/<class>/*``), via torchvision's ImageFolder.
@@ -117,6 +141,13 @@ class ImageFolderDataset(_DictDataset):
         augment: random crop + flip; default: ``split == 'train'``.
         on_error: 'raise' (a corrupt or truncated image stops with an error naming it) or 'skip' (warn, serve the
             next image, count it).
+        channels: 3 (RGB) or 1 (grey, for a model with ``in_chans=1``).
+        max_image_pixels: images with more pixels are refused as possible decompression bombs; None: Pillow's
+            ``PIL.Image.MAX_IMAGE_PIXELS`` (about 89 million).
+
+    Every Pillow mode is decoded to correctly scaled pixels (``vispe.datasets.images``: 16-bit images keep their
+    precision, alpha is composited over black). An image with a side of one pixel or under 1/8 of the crop's is
+    used, with a ``SampleWarning`` naming it once. An empty class folder is an error naming its path.
     """
 
     def __init__(
@@ -127,13 +158,29 @@ class ImageFolderDataset(_DictDataset):
         normalize: Normalize = True,
         augment: bool | None = None,
         on_error: str = 'raise',
+        channels: int = 3,
+        max_image_pixels: Optional[int] = None,
     ) -> None:
+        if channels not in (1, 3):
+            raise ValueError(f'channels must be 1 (grey) or 3 (RGB), got {channels!r}')
+        if max_image_pixels is not None and max_image_pixels < 1:
+            raise ValueError(f'max_image_pixels must be a positive pixel count or None, got {max_image_pixels!r}')
         self.data_root, self.split, self.image_size = Path(data_root), split, image_size
         root = _find_image_root(self.data_root, split)
         augment = split == 'train' if augment is None else augment
-        transform = v2.Compose(_resize_steps(image_size, augment) + _to_tensor(normalize, IMAGENET_MEAN, IMAGENET_STD))
-        base = tv_datasets.ImageFolder(str(root), transform=transform, loader=load_image)
+        steps = _resize_steps(image_size, augment) + _to_tensor(normalize, IMAGENET_MEAN, IMAGENET_STD, channels)
+        self.transform = v2.Compose(steps)
+        self.loader = functools.partial(load_image, channels=channels, max_pixels=max_image_pixels)
+        self.crop = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
+        base = _image_folder(root, self.loader)
         super().__init__(base, base.classes, on_error)
+        self.warn_once = WarnsOnce(len(self))
+
+    def load(self, index: int) -> dict:
+        path, label = self.base.samples[index]
+        image = self.loader(path)
+        self.warn_once(index, small_image_message(path, decoded_size(image), self.crop))
+        return {'inputs': self.transform(image), 'labels': int(label)}
 
 
 @DATASETS.register_module()

@@ -22,8 +22,15 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from vispe.datasets.pointfiles import read_points, resample, unit_sphere
-from vispe.datasets.samples import SampleError, SkipsBadSamples, check_on_error, finite_points
+from vispe.datasets.pointfiles import MESH_SAMPLES, read_points, resample, unit_sphere
+from vispe.datasets.samples import (
+    SampleError,
+    SkipsBadSamples,
+    WarnsOnce,
+    check_on_error,
+    few_points_message,
+    finite_points,
+)
 from vispe.registry import DATASETS
 
 #: ModelNet40's classes in their usual (alphabetical) order; used when the files on disk do not list them
@@ -59,6 +66,10 @@ class ModelNet40(SkipsBadSamples, Dataset):
             truncated, unreadable or NaN file stops with an error naming it) or 'skip' (warn, serve the next sample,
             count it; ``vispe.datasets.samples``).
 
+    A file with fewer than ``num_points`` points is padded with repeats of its own points; under half of
+    ``num_points`` it is used with a ``SampleWarning`` naming it once. Meshes are sampled at ``max(8192, num_points)``
+    surface points, so that they never fall short.
+
     Items are ``{'inputs': FloatTensor (N, 3), 'labels': int}``.
     """
 
@@ -89,6 +100,7 @@ class ModelNet40(SkipsBadSamples, Dataset):
         self.layout, self.classes, self.items = self._index(variant)
         self.metainfo = {'classes': self.classes, 'num_classes': len(self.classes)}
         self.track_skips(on_error)
+        self.warn_once = WarnsOnce(len(self))
 
     def _index(self, variant: str) -> Tuple[str, Tuple[str, ...], List[Tuple[str, int]]]:
         names_file = os.path.join(self.data_root, f'{variant}_shape_names.txt')
@@ -130,7 +142,11 @@ class ModelNet40(SkipsBadSamples, Dataset):
     def load(self, index: int) -> dict:
         path, label = self.items[index]
         seed = self.seed * 1_000_003 + index
-        points = read_text_cloud(path) if self.layout == 'text' else read_points(path, seed=seed)
+        if self.layout == 'text':
+            points = read_text_cloud(path)
+        else:
+            points = read_points(path, mesh_samples=max(MESH_SAMPLES, self.num_points), seed=seed)
+        self.warn_once(index, few_points_message(path, len(points), self.num_points))
         points = unit_sphere(resample(points, self.num_points, self.sample, seed=seed)) * self.scale
         return {'inputs': torch.from_numpy(points), 'labels': label}
 

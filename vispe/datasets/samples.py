@@ -5,6 +5,9 @@ truncated), a .ply file shorter than its header says, points with NaN / Inf coor
 ``on_error='skip'`` (``SkipsBadSamples``) instead warns once per file, serves the next readable sample, and keeps
 the skipped files in ``skipped``; vispe's ``SkippedSamplesHook`` reports the count after each epoch. The skips are
 flagged in shared memory, so with ``num_workers > 0`` the main process sees what every worker skipped.
+
+Files that can be used but look wrong (an image far smaller than the crop, a cloud with under half of the points
+asked for) are used with a ``SampleWarning`` naming them, once per file across workers and epochs (``WarnsOnce``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,51 @@ PLY_SIZES = {
 
 class SampleError(ValueError):
     """A sample file that cannot be used; the message names the file and the problem."""
+
+
+class SampleWarning(UserWarning):
+    """A sample file that is used but looks wrong (an image far smaller than the crop, a cloud with far fewer points
+    than asked for). ``warnings.simplefilter('error', SampleWarning)`` makes them errors."""
+
+
+#: how many files ``WarnsOnce`` names before it says that further ones go unnamed
+MAX_NAMED_WARNINGS = 20
+
+
+class WarnsOnce:
+    """Warns about each sample of a data set at most once, across DataLoader workers and epochs: the flags live in
+    shared memory, made in the data set's ``__init__`` before any worker starts. After ``MAX_NAMED_WARNINGS``
+    files, one last warning says that further ones are not named (a data set of nothing but tiny images would
+    otherwise print a line per file)."""
+
+    def __init__(self, size: int) -> None:
+        self.flags = torch.zeros(size, dtype=torch.bool).share_memory_()
+
+    def __call__(self, index: int, message: Optional[str]) -> None:
+        if message is None or self.flags[index]:
+            return
+        self.flags[index] = True
+        count = int(self.flags.sum())
+        if count <= MAX_NAMED_WARNINGS:
+            warnings.warn(message, SampleWarning, stacklevel=3)
+        elif count == MAX_NAMED_WARNINGS + 1:
+            warnings.warn(
+                f'more than {MAX_NAMED_WARNINGS} samples were warned about; further ones are not named (the last: '
+                f'{message})',
+                SampleWarning,
+                stacklevel=3,
+            )
+
+
+def few_points_message(path: str, found: int, wanted: int) -> Optional[str]:
+    """A warning when a cloud of ``found`` points is to be served as ``wanted`` points and fewer than half of them
+    would be the file's own (the rest repeats: they carry no shape); else None."""
+    if 2 * found >= wanted:
+        return None
+    return (
+        f'{path}: {found} points, far fewer than the {wanted} asked for (num_points): {wanted - found} of them will '
+        'be repeats; check the file or use a smaller num_points'
+    )
 
 
 def check_on_error(on_error: str) -> str:
@@ -158,10 +206,14 @@ class SkipsBadSamples:
 
 
 __all__ = [
+    'MAX_NAMED_WARNINGS',
     'ON_ERROR',
     'SampleError',
+    'SampleWarning',
     'SkipsBadSamples',
+    'WarnsOnce',
     'check_on_error',
     'check_ply',
+    'few_points_message',
     'finite_points',
 ]

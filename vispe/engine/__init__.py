@@ -1,9 +1,10 @@
 """Runner parts: vispe's Runner (strict loads, locked work dirs, checked resumes), metrics, safe checkpoint loading
-and atomic saving, hooks for interrupted and diverged runs, config checks, CPU distributed training, CPU bf16
+and atomic saving, hooks for interrupted and diverged runs, config and data checks, CPU distributed training, CPU bf16
 autocast."""
 
 from vispe.engine.amp import BF16OptimWrapper
 from vispe.engine.checkpoint import allow_mmengine_checkpoints, latest_checkpoint, load_checkpoint
+from vispe.engine.data_checks import ClassCountError, ClassCountHook
 from vispe.engine.distributed import CPUDistributedDataParallel
 from vispe.engine.hooks import (
     AtomicCheckpointHook,
@@ -22,6 +23,8 @@ __all__ = [
     'AtomicCheckpointHook',
     'BF16OptimWrapper',
     'CPUDistributedDataParallel',
+    'ClassCountError',
+    'ClassCountHook',
     'NonFiniteLossError',
     'NonFiniteLossHook',
     'RNGStateHook',

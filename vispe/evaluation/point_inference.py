@@ -1,12 +1,15 @@
-"""Classify a user's point-cloud files with a trained point model, in the frame its data set uses."""
+"""Classify a user's point-cloud files with a trained point model, in the frame its data set uses. A file that cannot
+be read is reported in its result and the others are still classified."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Dict, List, Optional, Sequence
 
 import torch
 
 from vispe.datasets.pointfiles import center, read_points, resample
+from vispe.datasets.samples import SampleWarning, few_points_message
 from vispe.engine.checkpoint import load_checkpoint
 from vispe.registry import DATASETS
 
@@ -26,24 +29,49 @@ def dataset_view(cfg, checkpoint: Optional[str] = None) -> Dict:
 
 
 def load_cloud(path: str, num_points: int, frame: str) -> torch.Tensor:
-    """(num_points, 3) float32: the file's points (or a mesh's surface), farthest-point sampled, then framed."""
-    return torch.from_numpy(center(resample(read_points(path), num_points, 'fps'), frame))
+    """(num_points, 3) float32: the file's points (or a mesh's surface), farthest-point sampled, then framed. A cloud
+    with under half of ``num_points`` points is padded with repeats and warned about (``SampleWarning``)."""
+    points = read_points(path)
+    message = few_points_message(path, len(points), num_points)
+    if message:
+        warnings.warn(message, SampleWarning, stacklevel=2)
+    return torch.from_numpy(center(resample(points, num_points, 'fps'), frame))
+
+
+def _prepare(path: str, view: Dict) -> Dict:
+    """{'file', 'cloud' or 'error', 'warnings'}: one file read as ``view`` says, its problems caught and named."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always', SampleWarning)
+        try:
+            result = {'file': path, 'cloud': load_cloud(path, view['num_points'], view['frame'])}
+        except (OSError, ValueError) as err:  # missing, unreadable, truncated, NaN or unsupported files
+            message = str(err)
+            result = {'file': path, 'error': message if path in message else f'{path}: {message}'}
+    result['warnings'] = [str(w.message) for w in caught if issubclass(w.category, SampleWarning)]
+    return result
 
 
 @torch.no_grad()
-def predict_files(model: torch.nn.Module, paths: Sequence[str], view: Dict, topk: int = 3) -> List[Dict]:
-    """Top-k (class, probability) per file, the files prepared as ``view`` (``dataset_view``) says."""
+def predict_files(
+    model: torch.nn.Module, paths: Sequence[str], view: Dict, topk: int = 3, batch_size: int = 32
+) -> List[Dict]:
+    """One result per file, in order, the files prepared as ``view`` (``dataset_view``) says: ``{'file', 'top':
+    [(class, probability)] * topk, 'warnings'}``, or ``{'file', 'error', 'warnings'}`` for a file that could not be
+    read (the other files are still classified)."""
     device = next(model.parameters()).device
-    clouds = torch.stack([load_cloud(p, view['num_points'], view['frame']) for p in paths]).to(device)
-    probs = model(clouds, mode='tensor').float().softmax(-1)
+    results = [_prepare(path, view) for path in paths]
+    good = [r for r in results if 'cloud' in r]
     names = view['classes']
-    if probs.shape[-1] != len(names):
-        raise ValueError(f'the model has {probs.shape[-1]} outputs but {len(names)} class names are known')
-    top = probs.topk(min(topk, probs.shape[-1]), dim=-1)
-    return [
-        {'file': path, 'top': [(names[i], float(p)) for p, i in zip(values.tolist(), index.tolist())]}
-        for path, values, index in zip(paths, top.values, top.indices)
-    ]
+    for start in range(0, len(good), batch_size):
+        chunk = good[start : start + batch_size]
+        clouds = torch.stack([r.pop('cloud') for r in chunk]).to(device)
+        probs = model(clouds, mode='tensor').float().softmax(-1)
+        if probs.shape[-1] != len(names):
+            raise ValueError(f'the model has {probs.shape[-1]} outputs but {len(names)} class names are known')
+        top = probs.topk(min(topk, probs.shape[-1]), dim=-1)
+        for result, values, index in zip(chunk, top.values.tolist(), top.indices.tolist()):
+            result['top'] = [(names[i], float(p)) for p, i in zip(values, index)]
+    return results
 
 
 __all__ = ['dataset_view', 'load_cloud', 'predict_files']

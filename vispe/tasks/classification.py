@@ -11,7 +11,13 @@ from mmengine.model import BaseModel
 from torch import nn
 
 from vispe.backbones.vit import create_model
-from vispe.registry import MODELS
+from vispe.registry import MODELS, closest
+
+#: the batch keys a classifier takes
+BATCH_KEYS = ('inputs', 'labels')
+#: batch keys a classifier accepts and does not use: ``crop``, the box ``RandomResizedCropBox`` reports (a
+#: micro-condition for generators), so that one data pipeline serves both
+IGNORED_BATCH_KEYS = ('crop',)
 
 
 class Classifier(BaseModel):
@@ -23,7 +29,8 @@ class Classifier(BaseModel):
         label_smoothing: cross-entropy label smoothing.
         data_preprocessor: mmengine data preprocessor config (default: move the batch to the device).
 
-    Batches are dicts ``{'inputs': ..., 'labels': (B,)}``. ``mode='loss'`` returns ``{'loss': ...}``,
+    Batches are dicts ``{'inputs': ..., 'labels': (B,)}``, optionally with a ``crop`` box (``RandomResizedCropBox``),
+    which is ignored; any other key is an error naming it. ``mode='loss'`` returns ``{'loss': ...}``,
     ``mode='predict'`` one dict per sample (``pred``, ``label``, ``score``) for the ``Accuracy`` metric, and
     ``mode='tensor'`` the logits.
     """
@@ -42,9 +49,28 @@ class Classifier(BaseModel):
     def build_backbone(self, cfg: Dict[str, Any]) -> nn.Module:
         raise NotImplementedError
 
+    def _run_forward(self, data: Any, mode: str) -> Any:
+        """mmengine's forward of a batch, after refusing keys this classifier does not know (by name, with the
+        closest known one) instead of Python's bare "unexpected keyword argument"."""
+        if isinstance(data, dict):
+            known = BATCH_KEYS + IGNORED_BATCH_KEYS
+            unknown = [key for key in data if key not in known]
+            if unknown:
+                hints = '; '.join(f'{key!r}{closest(key, known)}' for key in unknown)
+                raise TypeError(
+                    f'{type(self).__name__} got batch key(s) {hints}: it takes {", ".join(BATCH_KEYS)} (and ignores '
+                    f'{", ".join(IGNORED_BATCH_KEYS)}); rename or drop the key in the data set or its transforms'
+                )
+        return super()._run_forward(data, mode)
+
     def forward(
-        self, inputs: torch.Tensor, labels: Optional[torch.Tensor] = None, mode: str = 'tensor'
+        self,
+        inputs: torch.Tensor,
+        labels: Optional[torch.Tensor] = None,
+        mode: str = 'tensor',
+        crop: Optional[torch.Tensor] = None,
     ) -> Union[torch.Tensor, Dict[str, torch.Tensor], List[Dict[str, torch.Tensor]]]:
+        """``crop`` (B, 4) is accepted and unused (see ``IGNORED_BATCH_KEYS``)."""
         logits = self.backbone(inputs)  # (B, num_classes)
         if mode == 'tensor':
             return logits

@@ -1,0 +1,158 @@
+"""Image files to correctly scaled pixels, whatever mode Pillow reads them in, or an error naming the file.
+
+``Image.convert('RGB')`` alone is wrong for several modes: it clips 16-bit grey (I;16, I;16B, I) and float (F)
+images at 255, so a 16-bit PNG becomes almost all white, and it shows whatever colour hides under transparent
+pixels. ``decode_image`` instead gives
+
+* 8-bit sources ('1', L, P, RGB, RGBX, CMYK, YCbCr, LAB, HSV; Pillow also reads 16-bit RGB(A) PNGs as 8-bit RGB(A),
+  their top byte): a PIL image in RGB (or L for one channel), as before;
+* 16-bit grey (I;16, I;16L, I;16B, I;16N, and I, Pillow's historic mode for 16-bit PNGs, whose values must lie in
+  0..65535): a float32 ``tv_tensors.Image`` in [0, 1], value / 65535, so none of the 16 bits is lost;
+* 32-bit float (F): a float32 image, taken as is when every value is finite and in [0, 1], else refused (there is
+  no agreed scale for other floats: Pillow's own convention is 0..255, depth maps use metres);
+* alpha (LA, La, PA, RGBA, RGBa, P or L / RGB with a transparent colour): composited over black, i.e. each colour
+  multiplied by its opacity, so a transparent pixel is black whatever colour the file stores under it.
+
+Both outputs go through torchvision's ``ToImage`` / ``ToDtype(scale=True)`` to the same [0, 1] floats. What cannot
+be converted is refused with ``SampleError`` naming the file. ``load_image`` opens a file with a size limit
+(a decompression bomb is refused naming the limit and how to raise it).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Optional, Tuple, Union
+
+import numpy as np
+import torch
+from PIL import Image
+from torchvision import tv_tensors
+
+from vispe.datasets.samples import SKIP_HINT, SampleError
+
+Decoded = Union[Image.Image, tv_tensors.Image]
+
+CHANNELS = (1, 3)
+#: modes holding 16-bit unsigned integers
+UINT16_MODES = ('I;16', 'I;16L', 'I;16B', 'I;16N')
+#: modes with an alpha band (La, RGBa: premultiplied)
+ALPHA_MODES = ('LA', 'La', 'PA', 'RGBA', 'RGBa')
+#: an image is warned about when a side is under 1/SMALL_IMAGE_FACTOR of the crop's (resized up more than that)
+SMALL_IMAGE_FACTOR = 8
+
+
+def _fail(path: str, problem: str) -> SampleError:
+    return SampleError(f'{path}: {problem}; {SKIP_HINT}')
+
+
+def _has_alpha(image: Image.Image) -> bool:
+    return image.mode in ALPHA_MODES or 'transparency' in image.info
+
+
+def _over_black(image: Image.Image) -> Image.Image:
+    """RGB of an image with alpha composited over opaque black (colours times opacity)."""
+    rgba = image.convert('RGBA')
+    black = Image.new('RGBA', rgba.size, (0, 0, 0, 255))
+    return Image.alpha_composite(black, rgba).convert('RGB')
+
+
+def _grey_tensor(values: np.ndarray, channels: int) -> tv_tensors.Image:
+    """(H, W) float values in [0, 1] -> float32 (channels, H, W) image."""
+    grey = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32))[None]
+    return tv_tensors.Image(grey.expand(channels, -1, -1).contiguous())
+
+
+def _high_depth(image: Image.Image, path: str, channels: int) -> tv_tensors.Image:
+    """16-bit and 32-bit grey modes as floats in [0, 1]."""
+    values = np.asarray(image)
+    if image.mode in UINT16_MODES:
+        return _grey_tensor(values.astype(np.float32) / 65535.0, channels)
+    low, high = (values.min(), values.max()) if values.size else (0, 0)
+    if image.mode == 'I':
+        if low < 0 or high > 65535:
+            problem = f'32-bit integer image with values {low}..{high}, outside the 16-bit range 0..65535 vispe reads'
+            raise _fail(path, problem + ' mode I in; save it as 8- or 16-bit')
+        return _grey_tensor(values.astype(np.float32) / 65535.0, channels)
+    finite = np.isfinite(values)
+    if not finite.all():
+        raise _fail(path, f'32-bit float image with {int((~finite).sum())} NaN or Inf values')
+    if low < -1e-6 or high > 1 + 1e-6:
+        problem = f'32-bit float image with values {low:.4g}..{high:.4g}; vispe takes float images only in [0, 1]'
+        raise _fail(path, problem + ': rescale it to [0, 1] or save it as 8- or 16-bit')
+    return _grey_tensor(np.clip(values, 0.0, 1.0), channels)
+
+
+def decode_image(image: Image.Image, path: str, channels: int = 3) -> Decoded:
+    """``image`` (any Pillow mode) as RGB, or grey when ``channels`` is 1; see the module docstring for the scale of
+    each mode. Raises SampleError naming ``path`` when the mode cannot be converted."""
+    if channels not in CHANNELS:
+        raise ValueError(f'channels must be 1 (grey) or 3 (RGB), got {channels!r}')
+    if image.mode in UINT16_MODES + ('I', 'F'):
+        return _high_depth(image, path, channels)
+    target = 'RGB' if channels == 3 else 'L'
+    try:
+        if _has_alpha(image):
+            return _over_black(image).convert(target)
+        return image.convert(target)
+    except ValueError as err:  # Pillow: "conversion from X to Y not supported"
+        raise _fail(path, f'mode {image.mode} cannot be converted to {target} ({err})') from None
+
+
+@contextmanager
+def _pillow_size_check_off() -> Iterator[None]:
+    """Pillow's own decompression-bomb check (a module global) off inside the block, so that ``load_image`` applies
+    its data set's limit instead. Per process; DataLoader workers are processes."""
+    saved = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = None
+    try:
+        yield
+    finally:
+        Image.MAX_IMAGE_PIXELS = saved
+
+
+def load_image(path: str, channels: int = 3, max_pixels: Optional[int] = None) -> Decoded:
+    """``decode_image`` of the file at ``path``, decoded in full now (PIL decodes lazily, so a truncated file would
+    fail later, far from its name). SampleError naming the file when it is corrupt, truncated, not an image, of a
+    mode that cannot be converted, or larger than ``max_pixels`` (None: ``PIL.Image.MAX_IMAGE_PIXELS`` as it is now,
+    itself None for no limit): a file whose header claims a huge size is a decompression bomb."""
+    limit = Image.MAX_IMAGE_PIXELS if max_pixels is None else max_pixels
+    try:
+        with _pillow_size_check_off(), Image.open(path) as image:
+            width, height = image.size
+            if limit is not None and width * height > limit:
+                raise _fail(
+                    path,
+                    f'{width}x{height} = {width * height} pixels, over the limit of {limit} pixels (a possible '
+                    'decompression bomb); if the file is genuine, build the data set with max_image_pixels=N '
+                    '(or set PIL.Image.MAX_IMAGE_PIXELS = N, None for no limit)',
+                )
+            image.load()
+            return decode_image(image, path, channels)
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:  # PIL's ways of saying so
+        if isinstance(err, SampleError):
+            raise
+        raise _fail(path, f'unreadable image ({err})') from None
+
+
+def image_size(image: Decoded) -> Tuple[int, int]:
+    """(height, width) of a decoded image."""
+    if isinstance(image, Image.Image):
+        return image.height, image.width
+    return int(image.shape[-2]), int(image.shape[-1])
+
+
+def small_image_message(path: str, size: Tuple[int, int], crop: Tuple[int, int]) -> Optional[str]:
+    """A warning when an image of ``size`` (H, W) is far smaller than the ``crop`` (H, W) it is resized to: a side of
+    one pixel, or under 1/SMALL_IMAGE_FACTOR of the crop's (its pixels would be stretched more than that); else
+    None. Such an image holds next to nothing of what the model is trained to see."""
+    (height, width), (crop_h, crop_w) = size, crop
+    if min(height, width) > 1 and height * SMALL_IMAGE_FACTOR >= crop_h and width * SMALL_IMAGE_FACTOR >= crop_w:
+        return None
+    factor = max(crop_h / height, crop_w / width)
+    return (
+        f'{path}: image of {width}x{height} pixels, far smaller than the {crop_w}x{crop_h} crop it is resized to '
+        f'({factor:.0f}x); check the file, remove it, or use a smaller image_size'
+    )
+
+
+__all__ = ['SMALL_IMAGE_FACTOR', 'decode_image', 'image_size', 'load_image', 'small_image_message']

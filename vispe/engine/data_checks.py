@@ -1,0 +1,118 @@
+"""Checks of a run's data against its model, before the first iteration.
+
+``ClassCountHook``: a classifier whose output count differs from its data set's class count trains without an error
+(a 2-class ImageFolder with 27 outputs) and reports an accuracy over classes the data never has. The hook compares
+the two, and the class names of the train and val / test data sets, when the run starts (``before_run``: after the
+Runner has built the loops of ``train()``, ``val()`` or ``test()``, before any weight is loaded or step taken).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence, Tuple
+
+from mmengine.hooks import Hook
+from mmengine.model import is_model_wrapper
+
+from vispe.engine.config import ConfigError
+from vispe.registry import HOOKS
+from vispe.tasks.classification import Classifier
+
+SPLITS = ('train', 'val', 'test')
+
+
+class ClassCountError(ConfigError):
+    """A classifier's output count does not match its data set's classes."""
+
+
+def dataset_classes(dataset: Any) -> Tuple[Optional[int], Optional[Tuple[str, ...]]]:
+    """(class count, class names) from the ``metainfo`` of ``dataset`` or of the data sets it wraps (``.dataset``,
+    e.g. ``TransformedDataset``); (None, None) when none says."""
+    for _ in range(4):
+        if dataset is None:
+            break
+        meta = getattr(dataset, 'metainfo', None) or {}
+        names = meta.get('classes')
+        count = meta.get('num_classes', len(names) if names is not None else None)
+        if count is not None:
+            return int(count), tuple(names) if names is not None else None
+        dataset = getattr(dataset, 'dataset', None)
+    return None, None
+
+
+def model_outputs(model: Any) -> Optional[int]:
+    """The number of logits a vispe classifier (ImageClassifier, PointClassifier) gives, from its backbone's
+    ``num_classes`` (timm's and vispe's backbones have it; 0 means no head); None for other models."""
+    model = model.module if is_model_wrapper(model) else model
+    if not isinstance(model, Classifier):
+        return None
+    count = getattr(model.backbone, 'num_classes', None)
+    return int(count) if count is not None else None
+
+
+def _first_difference(a: Sequence[str], b: Sequence[str]) -> str:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f'class {i} is {x!r} in one and {y!r} in the other'
+    return f'one has {len(a)} classes, the other {len(b)}'
+
+
+def _describe(dataset: Any) -> str:
+    root = getattr(dataset, 'data_root', None)
+    return type(dataset).__name__ + (f' at {root}' if root else '')
+
+
+@HOOKS.register_module()
+class ClassCountHook(Hook):
+    """Refuses a run whose classifier's output count differs from its data sets' class count, and one whose val or
+    test data set names other classes (or the same in another order) than the train data set.
+
+    Args:
+        allow_extra_outputs: accept more outputs than classes (never fewer). Off by default: the extra logits are
+            classes the data never shows, yet they take probability mass and can be predicted; it is almost always
+            a ``num_classes`` left from another config.
+
+    Data sets that do not say their classes (no ``metainfo['num_classes']`` or ``['classes']``) and models that are
+    not vispe classifiers are not checked.
+    """
+
+    priority = 'VERY_HIGH'
+
+    def __init__(self, allow_extra_outputs: bool = False) -> None:
+        self.allow_extra_outputs = allow_extra_outputs
+
+    def before_run(self, runner) -> None:
+        outputs = model_outputs(runner.model)
+        found = []
+        for split in SPLITS:
+            loop = getattr(runner, f'_{split}_loop', None)  # only loops this run has built; never build one here
+            dataset = getattr(getattr(loop, 'dataloader', None), 'dataset', None)
+            count, names = dataset_classes(dataset)
+            if count is not None:
+                found.append((split, dataset, count, names))
+        if outputs is not None:
+            for split, dataset, count, _ in found:
+                self._check_count(runner.model, outputs, split, dataset, count)
+        for (split_a, _, _, names_a), (split_b, _, _, names_b) in zip(found, found[1:]):
+            if names_a is not None and names_b is not None and tuple(names_a) != tuple(names_b):
+                raise ClassCountError(
+                    f'the {split_b} data set has other classes than the {split_a} data set '
+                    f'({_first_difference(names_a, names_b)}): label indices would mean different classes; give every '
+                    'split the same classes (for ImageFolder trees: the same class folders)'
+                )
+
+    def _check_count(self, model: Any, outputs: int, split: str, dataset: Any, count: int) -> None:
+        if outputs == count or (outputs > count and self.allow_extra_outputs):
+            return
+        model = model.module if is_model_wrapper(model) else model
+        what = f'{type(model).__name__} has {outputs} outputs but the {split} data set ({_describe(dataset)}) has '
+        fix = f'set model.backbone.num_classes={count}'
+        if outputs < count:
+            raise ClassCountError(f'{what}{count} classes: labels {outputs}..{count - 1} have no output; {fix}')
+        raise ClassCountError(
+            f'{what}only {count} classes: the {outputs - count} extra outputs are classes the data never shows, which '
+            f'still take probability and can be predicted (usually num_classes left from another config); {fix}, or '
+            'default_hooks.class_count=dict(type="ClassCountHook", allow_extra_outputs=True) if you mean it'
+        )
+
+
+__all__ = ['ClassCountError', 'ClassCountHook', 'dataset_classes', 'model_outputs']
