@@ -241,3 +241,27 @@ def test_a_corrupt_newest_checkpoint_is_named_when_resume_falls_back(tmp_path) -
     assert f'checkpoint {work}/epoch_2.pth cannot be resumed from' in log
     assert 'resuming from the older epoch_1.pth instead' in log
     assert read_checkpoint(str(work / 'epoch_3.pth'))['meta']['epoch'] == 3
+
+
+def test_the_sweeps_load_strictly_unless_asked(trained) -> None:
+    """eval_resolution, eval_points, eval_cameras and eval_generation build their model through ``load_model``."""
+    from vispe.evaluation.resolution import load_model
+
+    config, work = trained
+    options = {'model.backbone.encoding': 'rope_mixed'}
+    with pytest.raises(CheckpointError, match='does not fit this model'):
+        load_model(load_config(config, options), str(work / 'epoch_2.pth'), 'cpu')
+    with pytest.warns(UserWarning, match="2 of the model's keys keep their initial values"):
+        load_model(load_config(config, {**options, 'load_strict': False}), str(work / 'epoch_2.pth'), 'cpu')
+
+
+def test_non_strict_is_load_strict_false_for_every_tool() -> None:
+    import argparse
+
+    from vispe.engine.config import common_parser_args
+
+    parser = argparse.ArgumentParser()
+    common_parser_args(parser)
+    args = parser.parse_args(['c.py', '--non-strict', '--cfg-options', 'train_cfg.max_epochs=2'])
+    assert args.cfg_options == {'load_strict': False, 'train_cfg.max_epochs': 2}
+    assert parser.parse_args(['c.py']).cfg_options is None

@@ -21,15 +21,11 @@ def main():
     common_parser_args(parser)
     parser.add_argument('checkpoint')
     parser.add_argument('--work-dir', help='where the test logs go (default: work_dirs/<config name>)')
-    parser.add_argument(
-        '--non-strict', action='store_true', help='load the weights that fit and list the rest (default: refuse)'
-    )
     args = parser.parse_args()
     try:
         cfg = load_config(args.config, args.cfg_options, args.work_dir)
         load_checkpoint(args.checkpoint)  # a clear error for a missing or non-checkpoint file, before any work
         cfg.load_from, cfg.resume = args.checkpoint, False
-        cfg.load_strict = cfg.get('load_strict', True) and not args.non_strict
         # a test run: no training parts, so nothing of a training run in the same work dir is touched
         cfg.train_dataloader = cfg.train_cfg = cfg.optim_wrapper = cfg.param_scheduler = None
         metrics = build_runner(cfg).test()

@@ -34,11 +34,6 @@ def parse_args():
         help="continue the work dir's run from its newest complete checkpoint (checked against the config first)",
     )
     parser.add_argument(
-        '--non-strict',
-        action='store_true',
-        help="load_from loads the weights that fit and lists the rest (default: refuse a checkpoint that doesn't fit)",
-    )
-    parser.add_argument(
         '--overwrite', action='store_true', help='replace the checkpoints of another run already in the work dir'
     )
     parser.add_argument(
@@ -65,8 +60,6 @@ def main():
         # VispeRunner picks the work dir's newest complete checkpoint, before the config's load_from (pretrained
         # weights an interrupted fine-tune started from), and checks it against the config before writing anything
         cfg.resume = args.resume
-        if args.non_strict:
-            cfg.load_strict = False
         if args.overwrite:
             cfg.overwrite_work_dir = True
         if args.amp:

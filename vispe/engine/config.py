@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 import copy
 import difflib
@@ -286,6 +287,18 @@ class CfgOptionsAction(DictAction):
         setattr(namespace, self.dest, options)
 
 
+class NonStrictAction(argparse.Action):
+    """``--non-strict``: the same as ``--cfg-options load_strict=False``."""
+
+    def __init__(self, option_strings, dest, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        options = copy.copy(getattr(namespace, 'cfg_options', None) or {})
+        options['load_strict'] = False
+        namespace.cfg_options = options
+
+
 def common_parser_args(parser) -> None:
     parser.add_argument('config', help='config file, e.g. configs/vit/vit_tiny_rope_mixed_shapes2d_position.py')
     parser.add_argument(
@@ -295,6 +308,12 @@ def common_parser_args(parser) -> None:
         default=None,
         help='override config entries, e.g. train_cfg.max_epochs=2 model.backbone.encoding=rope_axial; a dict value '
         "is a quoted Python literal: \"model.backbone.encoding={'type': 'irpe', 'mode': 'bias'}\"",
+    )
+    parser.add_argument(
+        '--non-strict',
+        action=NonStrictAction,
+        help='load the checkpoint weights that fit the model and list the rest (the same as --cfg-options '
+        "load_strict=False); by default a checkpoint that doesn't fit key for key and shape for shape is refused",
     )
 
 

@@ -57,10 +57,11 @@ def train_resolution(cfg, meta: Optional[dict] = None) -> Resolution:
 
 
 def load_model(cfg, checkpoint: str, device: str) -> Tuple[torch.nn.Module, dict]:
-    """(the config's model with the checkpoint's weights, on ``device``, in eval mode; the checkpoint's meta)."""
+    """(the config's model with the checkpoint's weights, on ``device``, in eval mode; the checkpoint's meta). The
+    checkpoint must fit the model key for key, unless the config says ``load_strict = False`` (``--non-strict``)."""
     init_default_scope(cfg.get('default_scope', 'vispe'))
     model = MODELS.build(copy.deepcopy(cfg.model))
-    ckpt = load_checkpoint(checkpoint, model)
+    ckpt = load_checkpoint(checkpoint, model, strict=cfg.get('load_strict', True))
     return model.to(device).eval(), dict(ckpt.get('meta') or {})
 
 
