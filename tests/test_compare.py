@@ -11,7 +11,7 @@ def test_encoding_option_single_and_combined():
 
 
 def test_schedule_needs_two_epochs():
-    assert 'param_scheduler.1.end=5' in schedule_options(5)
+    assert schedule_options(5) == ['train_cfg.max_epochs=5', 'train_cfg.val_interval=5']
     assert schedule_options(None) == []
     with pytest.raises(ValueError, match='at least 2 epochs'):
         schedule_options(1)

@@ -143,8 +143,9 @@ def test_kill_9_at_random_moments_then_resume_ends_bit_exact(uninterrupted, tmp_
     plan = [(marker, rng.uniform(0, 0.01)) for marker in markers]
     kills = 0
     for marker, delay in plan:
+        resume = ['--resume'] if work.exists() else []  # --resume on a work dir that does not exist is refused
         proc = subprocess.Popen(
-            train_cmd(config, work, '--resume'), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            train_cmd(config, work, *resume), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         kills += kill_when(proc, marker, delay)
         assert_resumable(work)
@@ -158,43 +159,60 @@ def test_kill_9_at_random_moments_then_resume_ends_bit_exact(uninterrupted, tmp_
     assert not different, f'resumed run differs from the uninterrupted one in {different[:5]}'
 
 
+#: tools/train.py with a fault injected into the save of epoch 2: the process SIGKILLs itself at one exact point
+KILL_AT = """
+import os, runpy, signal, sys
+import vispe.engine.checkpoint as ck
+where = os.environ['VISPE_TEST_KILL_AT']
+die = lambda: os.kill(os.getpid(), signal.SIGKILL)
+real_replace, real_write = os.replace, ck.atomic_write
+def replace(src, dst):
+    if where == 'checkpoint_rename' and str(dst).endswith('epoch_2.pth'):
+        die()  # the temporary file is whole and fsynced; the rename never happens
+    if where == 'pointer_rename' and str(dst).endswith('last_checkpoint') and 'epoch_2' in open(src).read():
+        die()  # epoch_2.pth is in place; the pointer still names epoch_1.pth
+    real_replace(src, dst)
+def write(path, data, encoding='utf-8'):
+    if where == 'checkpoint_write' and path.endswith('epoch_2.pth'):
+        with open(ck.partial_path(path), 'wb') as f:
+            f.write(data[: len(data) // 2]); f.flush(); os.fsync(f.fileno())
+        die()  # half of the bytes in the temporary file
+    real_write(path, data, encoding)
+os.replace = replace
+import vispe.engine.hooks as hooks; hooks.atomic_write = write
+sys.argv = sys.argv[1:]
+runpy.run_path('tools/train.py', run_name='__main__')
+"""
+
+
 @pytest.mark.slow
-def test_kill_during_a_checkpoint_write_keeps_the_previous_one(uninterrupted, tmp_path) -> None:
-    """The run is killed while epoch_2.pth is half written (its writer is made to stall there): the pointer still
-    names epoch_1.pth, which is whole; --resume finishes and matches the uninterrupted run."""
+@pytest.mark.parametrize('where', ['checkpoint_write', 'checkpoint_rename', 'pointer_rename'])
+def test_kill_9_at_each_step_of_a_checkpoint_save_then_resume_ends_bit_exact(uninterrupted, tmp_path, where) -> None:
+    """The run SIGKILLs itself, deterministically, inside the write of epoch_2.pth, between its complete temporary
+    file and the rename, or between that rename and the pointer's: the pointer always names a complete checkpoint,
+    nothing half written carries a checkpoint's name, and --resume finishes bit-identical to the uninterrupted run."""
     config, reference = uninterrupted
     work = tmp_path / 'work'
-    stall = (
-        'import sys, time, runpy\n'
-        'import vispe.engine.checkpoint as ck\n'
-        'real = ck.atomic_write\n'
-        'def stalling(path, data, encoding="utf-8"):\n'
-        '    if path.endswith("epoch_2.pth"):\n'
-        '        with open(ck.partial_path(path), "wb") as f:\n'
-        '            f.write(data[: len(data) // 2]); f.flush()\n'
-        '        print("HALF WRITTEN", flush=True); time.sleep(60)\n'
-        '    real(path, data, encoding)\n'
-        'import vispe.engine.hooks as hooks; hooks.atomic_write = stalling\n'
-        'sys.argv = sys.argv[1:]; runpy.run_path("tools/train.py", run_name="__main__")\n'
+    env = {**os.environ, 'PYTHONPATH': ROOT, 'VISPE_TEST_KILL_AT': where}
+    proc = subprocess.run(
+        [sys.executable, '-c', KILL_AT, *train_cmd(config, work)[1:]], cwd=ROOT, env=env, capture_output=True
     )
-    env = {**os.environ, 'PYTHONPATH': ROOT}
-    proc = subprocess.Popen(
-        [sys.executable, '-c', stall, *train_cmd(config, work)[1:]],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert kill_when(proc, 'HALF WRITTEN', 0.0)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert_resumable(work)
     assert (work / 'last_checkpoint').read_text().strip().endswith('epoch_1.pth')
-    assert not (work / 'epoch_2.pth').exists() and any(PARTIAL in n for n in os.listdir(work))
+    partial = [n for n in os.listdir(work) if PARTIAL in n]
+    if where == 'pointer_rename':
+        assert is_complete_checkpoint(str(work / 'epoch_2.pth'))
+        assert len(partial) == 1 and partial[0].startswith('.last_checkpoint')
+    else:
+        assert not (work / 'epoch_2.pth').exists() and partial and partial[0].startswith('.epoch_2.pth')
     assert latest_checkpoint(str(work)).endswith('epoch_1.pth')
-    proc = subprocess.run(train_cmd(config, work, '--resume'), cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    resumed = subprocess.run(train_cmd(config, work, '--resume'), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert 'resumed epoch: 1' in resumed.stdout + resumed.stderr
     assert not any(PARTIAL in n for n in os.listdir(work)), 'the next save removes what the killed writer left'
-    resumed = final_weights(work)
-    assert all(torch.equal(reference[k], resumed[k]) for k in reference)
+    final = final_weights(work)
+    assert all(torch.equal(reference[k], final[k]) for k in reference)
 
 
 def torchrun_cmd(config: str, work_dir, *extra: str) -> list:

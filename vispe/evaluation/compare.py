@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
-from vispe.engine.config import load_config
+from vispe.engine.config import load_config, parse_option_value
 from vispe.evaluation.resolution import plot_results, write_json
 from vispe.evaluation.sweep_engine import replace_args
 
@@ -48,20 +48,19 @@ def encoding_option(encoding: str) -> str:
 
 
 def schedule_options(epochs: Optional[int]) -> List[str]:
-    """Override the number of epochs of the adamw_short schedule (warm-up 1 epoch, cosine to the end)."""
+    """Override the number of epochs of the adamw_short schedule (warm-up 1 epoch, then the cosine, which follows the
+    run's length by itself)."""
     if epochs is None:
         return []
     if epochs < 2:
         raise ValueError(f'--epochs {epochs}: the schedule has a one-epoch warm-up, so it needs at least 2 epochs')
-    return [f'train_cfg.max_epochs={epochs}', f'train_cfg.val_interval={epochs}', f'param_scheduler.1.end={epochs}']
+    return [f'train_cfg.max_epochs={epochs}', f'train_cfg.val_interval={epochs}']
 
 
 def run_config(run: Run):
     """The run's config with its cfg-options applied, parsed as tools/train.py's --cfg-options parses them."""
-    from mmengine.config import DictAction
-
     options = dict(o.split('=', 1) for o in run.cfg_options)
-    return load_config(os.path.join(ROOT, run.config), {k: DictAction._parse_iterable(v) for k, v in options.items()})
+    return load_config(os.path.join(ROOT, run.config), {k: parse_option_value(v) for k, v in options.items()})
 
 
 def final_checkpoint(run: Run) -> Optional[str]:
