@@ -28,6 +28,7 @@ train_dataloader = dict(batch_size=8)
 val_dataloader = dict(batch_size=16, dataset=dict(num_samples=16))
 test_dataloader = val_dataloader
 train_cfg = dict(max_iters=3, val_interval=3)
+param_scheduler = [dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=3)]  # the warm-up, shortened
 default_hooks = dict(logger=dict(interval=1), checkpoint=dict(interval=3))
 generation_eval = dict(steps=2, classifier_checkpoint='{tmp}/classifier.pth')
 """)

@@ -326,9 +326,9 @@ class VispeRunner(Runner):
         as_epochs = '' if scheduler.by_epoch or self.max_epochs <= 1 else f' (epoch {end / epoch_length:g})'
         raise ConfigError(
             f'param_scheduler[{index}] ({type(scheduler).__name__}) ends at {unit} {end}{as_epochs}, after the '
-            f"run's last {unit} ({length}): its schedule was set for a longer run and would be cut off (a cosine "
-            f"decay that never decays). Drop its end, so that it follows the run's length, or set it to at most "
-            f"the run's length (param_scheduler.{index}.end)"
+            f"run's last {unit} ({length}): it was set for a longer run and would be cut off (a decay that never "
+            'reaches its floor, a warm-up that never reaches the base rate). Drop its end, so that it follows the '
+            f"run's length, or set it to at most the run's length (param_scheduler.{index}.end)"
         )
 
     def train(self) -> nn.Module:

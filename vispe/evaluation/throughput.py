@@ -101,6 +101,17 @@ def _timed_window(stamps: list[float], start: float, warmup: int) -> tuple[float
 
 
 # --- configuration ---------------------------------------------------------------------------------------------
+def pin_schedule_ends(cfg: Config) -> None:
+    """Give every scheduler without an ``end`` (one that follows the run's length) the length of the config's own
+    run, so that the measured window, a short iteration loop, steps the first iterations of that run's schedule."""
+    run = cfg.get('train_cfg') or {}
+    schedulers = cfg.get('param_scheduler') or []
+    for scheduler in schedulers if isinstance(schedulers, list) else [schedulers]:
+        length = run.get('max_epochs') if scheduler.get('by_epoch', True) else run.get('max_iters')
+        if 'end' not in scheduler and length is not None:
+            scheduler['end'] = length
+
+
 def prepare_config(
     config: str,
     iters: int,
@@ -118,6 +129,7 @@ def prepare_config(
         cfg.work_dir = None  # each round makes its own temporary folder
     total = warmup + iters
     without_validation(cfg)
+    pin_schedule_ends(cfg)
     cfg.train_cfg = dict(type='IterBasedTrainLoop', max_iters=total, val_interval=total + 1)
     sampler = cfg.train_dataloader.get('sampler') or {}
     if sampler.get('type') == 'DefaultSampler':
