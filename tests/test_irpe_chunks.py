@@ -14,7 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import vispe
 import vispe.attention as attention_module
-from vispe.attention import Attention
+from vispe.attention import Attention, set_bias_budget
 from vispe.encodings.irpe import METHODS
 from vispe.positions import Positions, grid_positions
 
@@ -199,10 +199,31 @@ def test_no_tensor_of_a_chunked_pass_holds_the_whole_bias(spec, grad):
 
     out, one_shot = run()
     assert one_shot >= 2 * heads * n * n
-    for blk in model.blocks:
-        blk.attn.bias_budget = 8 * 2 * heads * n * 4
+    assert set_bias_budget(model, 8 * 2 * heads * n * 4) == len(model.blocks)
     chunked, largest = run()
     torch.testing.assert_close(chunked, out)
     dim, buckets = model.embed_dim, model.blocks[0].attn.pe['irpe'].num_buckets
     linear_in_n = max(2 * n * 3 * dim, x.numel(), 2 * heads * n * buckets)
     assert largest <= max(8 * 2 * heads * n, linear_in_n) < one_shot / 4
+
+
+def test_chunks_inside_gradient_checkpointed_blocks_give_the_same_gradients():
+    """Chunks under autograd are checkpointed; inside a ViT whose blocks are checkpointed too, the nested
+    recomputation still gives the one-shot gradients."""
+    model = vispe.create_model('vit_tiny_patch16_224', encoding=dict(type='irpe', on='qkv'), **TINY_VIT)
+    x = torch.randn(2, 3, 64, 64)  # N = 65
+
+    def grads(budget, checkpointed):
+        model.zero_grad()
+        model.set_grad_checkpointing(checkpointed)
+        set_bias_budget(model, budget)
+        model(x).square().sum().backward()
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    reference = grads(None, False)
+    assert any('irpe' in name for name in reference)
+    for checkpointed in (False, True):
+        chunked = grads(7 * 2 * 4 * 65 * 4, checkpointed)  # 7 query rows at a time
+        assert chunked.keys() == reference.keys()
+        for name, grad in reference.items():
+            torch.testing.assert_close(chunked[name], grad, msg=name)

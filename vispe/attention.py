@@ -209,6 +209,15 @@ class Attention(nn.Module):
         return out, {enc: torch.cat([t[i] for _, t in parts], dim=-2) for i, enc in enumerate(weighted)}
 
 
+def set_bias_budget(model: nn.Module, budget: Optional[float]) -> int:
+    """Set ``bias_budget`` (bytes; None: back to ``BIAS_BUDGET_BYTES``) on every vispe ``Attention`` in ``model``,
+    e.g. to fit an evaluation at a large resolution into a smaller device. Returns how many modules it set."""
+    layers = [m for m in model.modules() if isinstance(m, Attention)]
+    for layer in layers:
+        layer.bias_budget = budget
+    return len(layers)
+
+
 def merged_mask(
     biases: List[torch.Tensor],
     attn_mask: Optional[torch.Tensor],

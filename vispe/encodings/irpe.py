@@ -150,6 +150,11 @@ class IRPE(Encoding):
     Attention path: the bias (and the contextual q . W term on K) goes to SDPA as a float attn_mask: the
     memory-efficient kernel with a bias on CUDA, never flash; on V (on='qkv') the softmax weights are materialised
     (math path).
+
+    Large grids: past the attention's byte budget (``vispe.attention``) the attention asks ``logit_bias_rows`` for
+    the bias of a slice of queries at a time, and ``value_term`` gets those rows' weights with ``rows=``: then
+    nothing is N x N but the cached (N, N) bucket table; the Q side's (B, H, N, buckets) key lookup is made once
+    per forward. On V the weights are then materialised a slice of rows at a time, so 'qkv' is bounded too.
     """
 
     def __init__(
