@@ -10,7 +10,9 @@ module, else the module default ``BIAS_BUDGET_BYTES``), attention runs ``query_r
 rows of those queries only (``Encoding.logit_bias_rows``), SDPA or the softmax weights of those rows, their value
 terms; the rows are concatenated. The result equals the one-shot path to float tolerance; under autograd each
 chunk is checkpointed (recomputed in backward), so training is bounded too and its gradients are the same.
-Inputs under the budget keep the one-shot fused path.
+Inputs under the budget keep the one-shot fused path. The budget counts B x H x N x N entries even for a bias
+that broadcasts (iRPE's bias mode, (1, H, N, N)): SDPA's math backend (on CPU with autograd) and the softmax of
+iRPE on V expand it to that.
 """
 
 from __future__ import annotations
