@@ -263,7 +263,7 @@ def test_every_encoding_is_refused_at_build_or_runs(backbone):
         (lambda: vispe.VisionTransformerPE(**{**TINY_VIT, 'img_size': 30}), r'img_size 30x30 .* e\.g\. img_size 32x32'),
         (lambda: dit(img_size=15, patch_size=2), r'DiT: img_size 15x15 is not divisible by patch_size 2x2.*16x16'),
         (lambda: multiview(img_size=18), r'MultiViewTransformer: img_size 18x18 .* patch_size 4x4.*16x16'),
-        (lambda: multiview(patch_size=0), r'patch_size must be >= 1'),
+        (lambda: multiview(patch_size=0), r'patch_size must be a positive int, got patch_size=0'),
     ],
 )
 def test_img_size_not_divisible_by_patch_is_refused_at_build(build, match):

@@ -2,20 +2,35 @@
 
 qkv -> q/k norm -> rotate (and transform_v) -> SDPA(attn_mask = sum of logit biases) -> transform_out
 -> + value terms -> proj. Parameter names match timm's ``Attention`` so timm weights load unchanged.
-Softmax weights are never materialised here: PyTorch's fused SDPA kernels stay available.
+Softmax weights are never materialised here unless an encoding's value term needs them (iRPE on V).
+
+Query chunking: a logit bias is a (B or 1, H, N, N) tensor, and iRPE at 8x its training grid would ask for tens
+of GB of them. When the (B, H, N, N) bias (in q's dtype) would pass the byte budget (``bias_budget`` of the
+module, else the module default ``BIAS_BUDGET_BYTES``), attention runs ``query_rows`` queries at a time: the bias
+rows of those queries only (``Encoding.logit_bias_rows``), SDPA or the softmax weights of those rows, their value
+terms; the rows are concatenated. The result equals the one-shot path to float tolerance; under autograd each
+chunk is checkpointed (recomputed in backward), so training is bounded too and its gradients are the same.
+Inputs under the budget keep the one-shot fused path. The budget counts B x H x N x N entries even for a bias
+that broadcasts (iRPE's bias mode, (1, H, N, N)): SDPA's math backend (on CPU with autograd) and the softmax of
+iRPE on V expand it to that.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Callable, Iterable, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from timm.layers import Attention as TimmAttention
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from vispe.encodings.base import Encoding
 from vispe.positions import Positions
+
+#: default byte budget of the (B, H, N, N) logit bias above which attention runs in query chunks; set
+#: ``Attention.bias_budget`` on a module to override it there (``float('inf')``: never chunk)
+BIAS_BUDGET_BYTES = 1 << 30
 
 
 def _has(enc: Encoding, hook: str) -> bool:
@@ -30,6 +45,10 @@ class Attention(nn.Module):
         norm_layer: as in timm's Attention.
         encodings: per-layer encoding instances, keyed by registry name (stored under ``pe``).
     """
+
+    #: byte budget of this module's (B, H, N, N) logit bias above which it runs in query chunks (module docstring);
+    #: None: the module default ``BIAS_BUDGET_BYTES``
+    bias_budget: Optional[float] = None
 
     def __init__(
         self,
@@ -93,6 +112,14 @@ class Attention(nn.Module):
             )
         return self.attn_drop(logits.softmax(dim=-1))
 
+    def query_rows(self, q: torch.Tensor, k: torch.Tensor) -> int:
+        """Queries per chunk: all N when the (B, H, N, M) bias in q's dtype fits the byte budget (``bias_budget``,
+        else ``BIAS_BUDGET_BYTES``), else as many rows as fit, at least one."""
+        budget = BIAS_BUDGET_BYTES if self.bias_budget is None else self.bias_budget
+        B, H, N = q.shape[:3]
+        row_bytes = B * H * k.shape[-2] * q.element_size()
+        return N if row_bytes * N <= budget else max(1, int(budget // row_bytes))
+
     def forward(
         self,
         x: torch.Tensor,
@@ -103,28 +130,119 @@ class Attention(nn.Module):
         B, N, C = x.shape
         q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         q, k = self.q_norm(q), self.k_norm(k)  # (B, H, N, d) each
+        biases, value_terms = [], []
         if pos is not None:
             for enc in self.encodings('rotate'):
                 q, k = enc.rotate(q, k, pos)
             for enc in self.encodings('transform_v'):
                 v = enc.transform_v(v, pos)
-            for enc in self.encodings('logit_bias'):
-                bias = enc.logit_bias(q, k, pos).to(q.dtype)  # (B or 1, H, N, N)
-                attn_mask = bias if attn_mask is None else attn_mask + bias
-        value_terms = self.encodings('value_term') if pos is not None else []
-        if any(enc.needs_attn_weights for enc in value_terms):
-            # an encoding sums over the attention weights themselves (iRPE on V): materialise them, only here
-            attn = self.attention_weights(q, k, attn_mask, is_causal)  # (B, H, N, N)
-            out = attn @ v
+            biases, value_terms = self.encodings('logit_bias'), self.encodings('value_term')
+        # encodings that sum over the attention weights themselves (iRPE on V) get them materialised, only here
+        weighted = [enc for enc in value_terms if enc.needs_attn_weights]
+        rows = self.query_rows(q, k) if biases or weighted else N
+        if rows < N:
+            out, terms = self.chunked(q, k, v, pos, biases, weighted, attn_mask, is_causal, rows)
         else:
-            attn = None
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=attn_mask, dropout_p=self.attn_drop.p if self.training else 0.0, is_causal=is_causal
-            )  # (B, H, N, d)
+            if biases:
+                bias = [enc.logit_bias(q, k, pos) for enc in biases]  # (B or 1, H, N, N) each
+                attn_mask, is_causal = merged_mask(bias, attn_mask, is_causal, slice(0, N), q, k), False
+            out, terms = self.attend(q, k, v, pos, weighted, attn_mask, is_causal)  # (B, H, N, d)
         if pos is not None:
             for enc in self.encodings('transform_out'):
                 out = enc.transform_out(out, pos)
             for enc in value_terms:
-                out = out + (enc.value_term(v, pos, attn) if enc.needs_attn_weights else enc.value_term(v, pos))
+                out = out + (terms[enc] if enc.needs_attn_weights else enc.value_term(v, pos))
         out = self.norm(out.transpose(1, 2).reshape(B, N, C))
         return self.proj_drop(self.proj(out))
+
+    def attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        pos: Optional[Positions],
+        weighted: List[Encoding],
+        attn_mask: Optional[torch.Tensor],
+        is_causal: bool,
+        rows: Optional[slice] = None,
+    ) -> Tuple[torch.Tensor, dict]:
+        """Attention of the (B, H, n, d) queries ``q`` (the query rows ``rows`` of the sequence, None: all of it)
+        over every key: (B, H, n, d), and the value terms of the ``weighted`` encodings, which need the weights."""
+        if not weighted:
+            dropout = self.attn_drop.p if self.training else 0.0
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout, is_causal=is_causal)
+            return out, {}
+        attn = self.attention_weights(q, k, attn_mask, is_causal)  # (B, H, n, N)
+        if rows is None:
+            return attn @ v, {enc: enc.value_term(v, pos, attn) for enc in weighted}
+        return attn @ v, {enc: enc.value_term(v, pos, attn, rows=rows) for enc in weighted}
+
+    def chunked(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        pos: Positions,
+        biases: List[Encoding],
+        weighted: List[Encoding],
+        attn_mask: Optional[torch.Tensor],
+        is_causal: bool,
+        rows: int,
+    ) -> Tuple[torch.Tensor, dict]:
+        """``attend`` for ``rows`` queries at a time, each chunk with the bias rows of its queries only: the same
+        (B, H, N, d) output and weighted value terms. Under autograd each chunk is recomputed in backward instead
+        of keeping its (B, H, rows, N) weights, so the budget holds in training too."""
+        row_biases: List[Callable[[slice], torch.Tensor]] = [enc.logit_bias_rows(q, k, pos) for enc in biases]
+
+        def chunk(start: int, q_rows: torch.Tensor) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+            span = slice(start, start + q_rows.shape[-2])
+            mask = merged_mask([bias(span) for bias in row_biases], attn_mask, is_causal, span, q_rows, k)
+            out, terms = self.attend(q_rows, k, v, pos, weighted, mask, False, span)
+            return out, [terms[enc] for enc in weighted]
+
+        parts = []
+        for start in range(0, q.shape[-2], rows):
+            q_rows = q[:, :, start : start + rows]
+            if torch.is_grad_enabled():
+                parts.append(checkpoint(chunk, start, q_rows, use_reentrant=False))
+            else:
+                parts.append(chunk(start, q_rows))
+        out = torch.cat([o for o, _ in parts], dim=-2)
+        return out, {enc: torch.cat([t[i] for _, t in parts], dim=-2) for i, enc in enumerate(weighted)}
+
+
+def set_bias_budget(model: nn.Module, budget: Optional[float]) -> int:
+    """Set ``bias_budget`` (bytes; None: back to ``BIAS_BUDGET_BYTES``) on every vispe ``Attention`` in ``model``,
+    e.g. to fit an evaluation at a large resolution into a smaller device. Returns how many modules it set."""
+    layers = [m for m in model.modules() if isinstance(m, Attention)]
+    for layer in layers:
+        layer.bias_budget = budget
+    return len(layers)
+
+
+def merged_mask(
+    biases: List[torch.Tensor],
+    attn_mask: Optional[torch.Tensor],
+    is_causal: bool,
+    rows: slice,
+    q: torch.Tensor,
+    k: torch.Tensor,
+) -> Optional[torch.Tensor]:
+    """One float attn_mask for the query rows ``rows``: the sum of the (.., n, N) bias rows, the caller's mask
+    (all N rows, or broadcasting over them; a boolean one attends where True, as SDPA reads it) and, with
+    ``is_causal``, -inf above the diagonal (SDPA takes no mask with is_causal). None when there is nothing."""
+    mask = None
+    for bias in biases:
+        bias = bias.to(q.dtype)
+        mask = bias if mask is None else mask + bias
+    if attn_mask is not None:
+        given = attn_mask[..., rows, :] if attn_mask.dim() >= 2 and attn_mask.shape[-2] != 1 else attn_mask
+        if given.dtype == torch.bool:
+            given = torch.zeros_like(given, dtype=q.dtype).masked_fill_(~given, float('-inf'))
+        mask = given if mask is None else mask + given
+    if is_causal:
+        queries = torch.arange(rows.start, rows.stop, device=q.device)[:, None]
+        above = queries < torch.arange(k.shape[-2], device=q.device)
+        causal = torch.zeros(above.shape, dtype=q.dtype, device=q.device).masked_fill_(above, float('-inf'))
+        mask = causal if mask is None else mask + causal
+    return mask

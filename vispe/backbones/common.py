@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, FrozenSet, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
-from timm.layers import to_2tuple
 from torch import nn
 
 from vispe.encodings.build import (
@@ -55,20 +55,71 @@ def check_rates(owner: str, **rates: float) -> None:
             raise ValueError(f'{owner}: {name} is a probability in [0, 1], got {name}={rate!r}')
 
 
+def check_size(owner: str, name: str, value: Any, pair: bool = True) -> Tuple[int, int]:
+    """(H, W) from ``value``, an int or (with ``pair``) an (H, W) pair of positive ints; anything else (a string from
+    --cfg-options, a float, a bool, None, a triple) raises a ValueError naming ``owner``, the argument and the value,
+    before timm or a layer meets it."""
+    given = tuple(value) if pair and isinstance(value, (tuple, list)) else (value, value)
+    if len(given) == 2 and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1 for v in given):
+        return int(given[0]), int(given[1])
+    expected = 'an int or (H, W) of positive ints' if pair else 'a positive int'
+    raise ValueError(f'{owner}: {name} must be {expected}, got {name}={value!r}')
+
+
 def check_img_size(
-    owner: str, img_size: Union[int, Sequence[int]], patch_size: Union[int, Sequence[int]], alternative: str = ''
+    owner: str,
+    img_size: Union[int, Sequence[int]],
+    patch_size: Union[int, Sequence[int]],
+    alternative: str = '',
+    patch_pair: bool = True,
 ) -> None:
-    """ValueError naming ``owner`` unless ``img_size`` (int or (H, W)) divides into whole patches; ``alternative``
-    is added to the suggested fix."""
-    (h, w), (ph, pw) = to_2tuple(img_size), to_2tuple(patch_size)
-    if min(ph, pw) < 1:
-        raise ValueError(f'{owner}: patch_size must be >= 1, got {patch_size!r}')
+    """ValueError naming ``owner`` unless ``img_size`` (int or (H, W)) and ``patch_size`` (an int, or with
+    ``patch_pair`` an (H, W) pair) are sizes and the image divides into whole patches; ``alternative`` is added to
+    the suggested fix."""
+    (h, w), (ph, pw) = check_size(owner, 'img_size', img_size), check_size(owner, 'patch_size', patch_size, patch_pair)
     if h % ph or w % pw:
         near = f'{max(ph, round(h / ph) * ph)}x{max(pw, round(w / pw) * pw)}'
         raise ValueError(
             f'{owner}: img_size {h}x{w} is not divisible by patch_size {ph}x{pw}: the border would never be seen; '
             f'use a multiple of the patch, e.g. img_size {near}{alternative}'
         )
+
+
+def rotary_encodings(names: Sequence[str]) -> List[str]:
+    """Those of ``names`` that rotate q and k: the classes overriding the ``rotate`` hook."""
+    return [n for n in names if 'rotate' in encoding_class(n).hooks()]
+
+
+def check_one_rotation(names: Sequence[str], backbone: str) -> None:
+    """ValueError naming the encodings when more than one of ``names`` rotates q and k: each rotates the same
+    channels, so the second would turn the first's relative positions into something neither encoding defines."""
+    rotary = rotary_encodings(names)
+    if len(rotary) > 1:
+        raise ValueError(
+            f'{backbone}: {rotary[0]} cannot be combined with {rotary[1:]}: each rotates q and k (a rotate hook), so '
+            f'together they rotate the same channels twice and the logits stop depending on relative positions as '
+            f'either defines; pick one of {rotary} (other encodings, e.g. ape_learned or peg, combine with it)'
+        )
+
+
+def check_input_dtype(owner: str, x: torch.Tensor, weight: torch.Tensor) -> None:
+    """ValueError naming ``owner``, the input's dtype, the model's and the fix when ``x`` does not match the
+    ``weight`` of the backbone's first layer, where the conv or linear would fail with a bare dtype error. Under
+    autocast, float32 and lower-precision inputs are autocast's to cast (float64 is not: it is refused too)."""
+    if x.dtype == weight.dtype:
+        return
+    if x.dtype in (torch.float32, torch.float16, torch.bfloat16) and torch.is_autocast_enabled(x.device.type):
+        return
+    if not x.is_floating_point():
+        raise ValueError(
+            f'{owner}: the input is {x.dtype} but the model is {weight.dtype}: convert it to floating point as in '
+            f'training (e.g. x.float() / 255 for 8-bit images, then normalise), then cast as for any other dtype'
+        )
+    raise ValueError(
+        f'{owner}: the input is {x.dtype} but the model is {weight.dtype}: cast the input (x.float(), or '
+        f'x.to({weight.dtype})), cast the model (model.to({x.dtype})), or run mixed precision under autocast '
+        f"(--amp in vispe's tools, torch.autocast in code)"
+    )
 
 
 def build_backbone_encodings(
@@ -90,7 +141,8 @@ def build_backbone_encodings(
     attention hooks. Before building anything, a width not divisible by ``num_heads`` raises ValueError, and so
     does an encoding ``backbone`` (its name, for the messages) cannot serve: one not meant for ``ndim``-D
     positions, a camera encoding when the backbone supplies no cameras (``cameras=False``), one using hooks
-    outside ``hooks`` (None: any); the message lists those it accepts.
+    outside ``hooks`` (None: any), the message listing those it accepts; and so do two encodings that both rotate
+    q and k.
     Each encoding receives the backbone context it names: dim, num_heads, ndim, grid_size (the
     training token grid), depth and ``extra_context`` (the multi-view transformer's patch_size). Keys are the
     registry names.
@@ -99,6 +151,7 @@ def build_backbone_encodings(
     cfgs = normalize_spec(spec)
     for cfg in cfgs:
         check_backbone_encoding(cfg['type'], backbone, ndim, cameras, hooks)
+    check_one_rotation([c['type'] for c in cfgs], backbone)
     context = dict(dim=dim, num_heads=num_heads, ndim=ndim, grid_size=tuple(grid_size), depth=depth, **extra_context)
     layer_cfgs = [c for c in cfgs if encoding_class(c['type']).per_layer()]
     model_level = nn.ModuleDict(
@@ -152,5 +205,9 @@ __all__ = [
     'build_backbone_encodings',
     'check_backbone_encoding',
     'check_img_size',
+    'check_input_dtype',
+    'check_one_rotation',
     'check_rates',
+    'check_size',
+    'rotary_encodings',
 ]

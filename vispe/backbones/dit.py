@@ -33,6 +33,7 @@ from vispe.backbones.common import (
     apply_embed_hooks,
     build_backbone_encodings,
     check_img_size,
+    check_input_dtype,
     check_rates,
 )
 from vispe.encodings.base import Encoding
@@ -202,8 +203,8 @@ class DiT(EncodingHost, nn.Module):
         crop_condition: bool = False,
     ) -> None:
         super().__init__()
+        check_img_size('DiT', img_size, patch_size, patch_pair=False)
         img_size = to_2tuple(img_size)
-        check_img_size('DiT', img_size, patch_size)
         check_rates('DiT', class_dropout_prob=class_dropout_prob)
         self.patch_size, self.in_chans, self.num_classes = patch_size, in_chans, num_classes
         self.out_chans = 2 * in_chans if learn_sigma else in_chans
@@ -269,6 +270,7 @@ class DiT(EncodingHost, nn.Module):
 
     def tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, Positions]:
         """Images (B, C, H, W) -> tokens (B, h*w, D) with embed hooks applied, and their positions."""
+        check_input_dtype('DiT', x, self.x_embedder.proj.weight)
         self._check_size(*x.shape[-2:])
         x = self.x_embedder(x)  # (B, h, w, D)
         B, h, w, D = x.shape

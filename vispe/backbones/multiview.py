@@ -20,6 +20,7 @@ from vispe.backbones.common import (
     backbone_encodings,
     build_backbone_encodings,
     check_img_size,
+    check_input_dtype,
     check_rates,
 )
 from vispe.backbones.vit import pe_blocks
@@ -65,7 +66,7 @@ class MultiViewTransformer(EncodingHost, nn.Module):
         drop_path_rate: float = 0.0,
     ) -> None:
         super().__init__()
-        check_img_size('MultiViewTransformer', img_size, patch_size)
+        check_img_size('MultiViewTransformer', img_size, patch_size, patch_pair=False)
         check_rates('MultiViewTransformer', drop_path_rate=drop_path_rate)
         self.patch_size = patch_size
         self.patch_embed = PatchEmbed(img_size, patch_size, in_chans, embed_dim, strict_img_size=False)
@@ -81,13 +82,6 @@ class MultiViewTransformer(EncodingHost, nn.Module):
             hooks=SUPPORTED_HOOKS,
             patch_size=patch_size,
         )
-        rotating = [n for n, enc in (per_layer[0].items() if per_layer else []) if 'rotate' in type(enc).hooks()]
-        if 'gta' in rotating and len(rotating) > 1:
-            raise ValueError(
-                f'gta cannot be combined with {[n for n in rotating if n != "gta"]}: its SO(2) blocks already rotate '
-                'by the patch position (rope_axial), and a second rotation of the same channels does not commute '
-                "with gta's camera blocks, so logits would stop depending on relative poses only"
-            )
         self.blocks = pe_blocks(embed_dim, num_heads, mlp_ratio, drop_path_rate, per_layer)
         self.norm = nn.LayerNorm(embed_dim)
         self.head = nn.Linear(embed_dim, num_outputs)
@@ -104,6 +98,7 @@ class MultiViewTransformer(EncodingHost, nn.Module):
     def check_inputs(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> None:
         if images.dim() != 5:
             raise ValueError(f'images must be (B, V, C, H, W), got shape {tuple(images.shape)}')
+        check_input_dtype('MultiViewTransformer', images, self.patch_embed.proj.weight)
         B, V, _, H, W = images.shape
         if K.shape != (B, V, 3, 3) or cam_to_world.shape != (B, V, 4, 4):
             raise ValueError(

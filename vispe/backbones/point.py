@@ -18,6 +18,7 @@ from vispe.backbones.common import (
     apply_after_block_hooks,
     apply_embed_hooks,
     build_backbone_encodings,
+    check_input_dtype,
     check_rates,
 )
 from vispe.backbones.vit import pe_blocks
@@ -149,6 +150,7 @@ class PointTransformer(EncodingHost, nn.Module):
         """(B, N, 3) -> normalised tokens (B, 1 + G, D), the cls token first."""
         if points.dim() != 3 or points.shape[-1] != 3:
             raise ValueError(f'points must be (B, N, 3), got shape {tuple(points.shape)}')
+        check_input_dtype('PointTransformer', points, self.group_embed.first[0].weight)
         if points.shape[1] < self.group_size:
             raise ValueError(
                 f'{points.shape[1]} points per cloud, fewer than group_size={self.group_size}: sample more points '

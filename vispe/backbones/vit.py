@@ -29,7 +29,9 @@ from vispe.backbones.common import (
     apply_embed_hooks,
     build_backbone_encodings,
     check_img_size,
+    check_input_dtype,
     check_rates,
+    check_size,
 )
 from vispe.encodings.build import EncodingSpec, check_heads, normalize_spec
 from vispe.positions import Positions, PositionSampler, build_position_sampler, grid_positions
@@ -102,6 +104,7 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
 
     def tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, Positions]:
         """Images (B, C, H, W) -> tokens (B, prefix + h*w, D) with embed hooks applied, and their positions."""
+        check_input_dtype('VisionTransformerPE', x, self.patch_embed.proj.weight)
         self._check_size(*x.shape[-2:])
         x = self.patch_embed(x)  # (B, h, w, D)
         B, h, w, D = x.shape
@@ -203,8 +206,12 @@ _TIMM_VIT_DEFAULTS = {
 
 
 def _check_vit_kwargs(kwargs: Dict[str, Any], defaults: bool) -> None:
-    """Before timm builds a ViT from ``kwargs``: drop rates in [0, 1], and num_heads dividing embed_dim (with
-    ``defaults``, timm's VisionTransformer defaults fill in what is not given; without, only given pairs)."""
+    """Before timm builds a ViT from ``kwargs``: img_size and patch_size that are sizes, drop rates in [0, 1], and
+    num_heads dividing embed_dim (with ``defaults``, timm's VisionTransformer defaults fill in what is not given;
+    without, only given pairs)."""
+    for name in ('img_size', 'patch_size'):
+        if name in kwargs:
+            check_size('VisionTransformerPE', name, kwargs[name])
     check_rates('VisionTransformerPE', **{k: v for k, v in kwargs.items() if k.endswith('_rate')})
     args = {**_TIMM_VIT_DEFAULTS, **kwargs} if defaults else kwargs
     if 'embed_dim' in args and 'num_heads' in args:

@@ -10,6 +10,9 @@
 | ``after_block(x, pos)`` | after the blocks named by ``self.blocks``, on (B, N_total, D) | x |
 
 ``rotate`` encodings may also define ``transform_v(v, pos)`` and ``transform_out(out, pos)``.
+When the N x N bias would not fit its byte budget (``vispe.attention``), the attention runs a slice of queries at a
+time: it asks ``logit_bias`` encodings for ``logit_bias_rows(q, k, pos)``, a function of the query rows, and passes
+``needs_attn_weights`` value terms the weights of those rows only, with ``rows=`` the slice.
 Encodings implementing an attention hook are instantiated once per attention layer (their parameters
 are per-layer); the others once per model. ``after_block`` encodings name the blocks they follow in
 ``self.blocks``.
@@ -18,7 +21,7 @@ are per-layer); the others once per model. ``after_block`` encodings name the bl
 from __future__ import annotations
 
 from functools import cache
-from typing import ClassVar, FrozenSet, Optional, Tuple
+from typing import Callable, ClassVar, FrozenSet, Optional, Tuple
 
 import torch
 from torch import nn
@@ -87,7 +90,18 @@ class Encoding(nn.Module):
     def logit_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> torch.Tensor:
         raise NotImplementedError
 
-    def value_term(self, v: torch.Tensor, pos: Positions, attn: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def logit_bias_rows(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> Callable[[slice], torch.Tensor]:
+        """For query chunking: a function ``rows -> logit_bias(q, k, pos)[..., rows, :]``, (B or 1, H, n, N) for n
+        query rows. This default computes the whole bias once and slices it (right, but it saves no memory);
+        encodings with a large bias override it to compute the rows alone."""
+        bias = self.logit_bias(q, k, pos)
+        return lambda rows: bias if bias.shape[-2] == 1 else bias[..., rows, :]
+
+    def value_term(
+        self, v: torch.Tensor, pos: Positions, attn: Optional[torch.Tensor] = None, rows: slice = slice(None)
+    ) -> torch.Tensor:
+        """With ``needs_attn_weights``, ``attn`` holds the softmax weights of the query rows ``rows``: (B, H, n, N);
+        the term of those rows is returned, (B, H, n, d)."""
         raise NotImplementedError
 
     def after_block(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:

@@ -18,7 +18,7 @@ Bucket tables depend only on the grid: they are cached per grid, prefix count an
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple, Union
+from typing import Callable, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -150,6 +150,11 @@ class IRPE(Encoding):
     Attention path: the bias (and the contextual q . W term on K) goes to SDPA as a float attn_mask: the
     memory-efficient kernel with a bias on CUDA, never flash; on V (on='qkv') the softmax weights are materialised
     (math path).
+
+    Large grids: past the attention's byte budget (``vispe.attention``) the attention asks ``logit_bias_rows`` for
+    the bias of a slice of queries at a time, and ``value_term`` gets those rows' weights with ``rows=``: then
+    nothing is N x N but the cached (N, N) bucket table; the Q side's (B, H, N, buckets) key lookup is made once
+    per forward. On V the weights are then materialised a slice of rows at a time, so 'qkv' is bounded too.
     """
 
     def __init__(
@@ -218,43 +223,66 @@ class IRPE(Encoding):
             )
         return ids
 
-    def contextual(self, x: torch.Tensor, side: str, ids: Tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """out[b, h, i, j] = scale * x_i . W_side[ids[i, j]], summed over the cross parts: (B, H, N, N)."""
+    def lookup(self, x: torch.Tensor, side: str) -> torch.Tensor:
+        """scale * x . W_side for every bucket: (B, H, n, buckets), one dot per token and bucket."""
         weight = (self.table(side) * self.scale).to(x.dtype)  # scaling the small table, not x: same product
-        lookup = x @ weight.transpose(-1, -2)  # (B, H, N, buckets): one dot per bucket
+        return x @ weight.transpose(-1, -2)
+
+    @staticmethod
+    def gather(lookup: torch.Tensor, ids: Tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """out[b, h, i, j] = lookup[b, h, i, ids[i, j]], summed over the cross parts: (B, H, n, M)."""
         out = lookup.gather(-1, _expand(ids[0], lookup))
         for idx in ids[1:]:
             out = out + lookup.gather(-1, _expand(idx, lookup))
         return out
 
+    def contextual(self, x: torch.Tensor, side: str, ids: Tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """out[b, h, i, j] = scale * x_i . W_side[ids[i, j]], summed over the cross parts: (B, H, N, N)."""
+        return self.gather(self.lookup(x, side), ids)
+
     def scalar_bias(self, ids: Tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """bias mode: w[ids] -> (1, H or 1, N, N), or (B, H or 1, N, N) for per-sample positions."""
+        """bias mode: w[ids] -> (1, H or 1, n, N), or (B, H or 1, n, N) for per-sample positions."""
         table = self.table('k')
-        out = sum(table[..., idx] for idx in ids)  # (N, N) shared, (H, N, N) per head (+ B after H)
+        out = sum(table[..., idx] for idx in ids)  # (n, N) shared, (H, n, N) per head (+ B after H)
         out = out.unsqueeze(-3) if self.shared_heads else out.movedim(0, -3)
         return out if out.dim() == 4 else out.unsqueeze(0)
 
     def logit_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> torch.Tensor:
         """Logit terms for the K side (on q) and the Q side (on k, transposed): (B or 1, H or 1, N, N)."""
+        return self.logit_bias_rows(q, k, pos)(slice(None))
+
+    def logit_bias_rows(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> Callable[[slice], torch.Tensor]:
+        """rows -> the logit terms of the query rows ``rows`` alone: (B or 1, H or 1, n, N). The K side needs the
+        rows' queries only; the Q side's (B, H, N, buckets) key lookup is computed once, here, for every chunk."""
         ids = self.buckets(pos, q.shape[-2])
         if self.mode == 'bias':
-            return self.scalar_bias(ids)
-        bias = self.contextual(q, 'k', ids) if 'k' in self.on else None
-        if 'q' in self.on:
-            # scale * k_j . W_q[bucket(j, i)]: the same gather on k, then swap i and j
-            on_q = self.contextual(k, 'q', ids).transpose(-1, -2)
-            bias = on_q if bias is None else bias + on_q
-        return bias
+            return lambda rows: self.scalar_bias(tuple(idx[..., rows, :] for idx in ids))
+        keys = self.lookup(k, 'q') if 'q' in self.on else None  # (B, H, N, buckets)
 
-    def value_term(self, v: torch.Tensor, pos: Positions, attn: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """sum_j a_ij W_v[bucket(i, j)] -> (B, H, N, d), from the (B, H, N, N) softmax weights ``attn``."""
+        def rows_of(rows: slice) -> torch.Tensor:
+            bias = None
+            if 'k' in self.on:
+                bias = self.gather(self.lookup(q[..., rows, :], 'k'), tuple(idx[..., rows, :] for idx in ids))
+            if keys is not None:
+                # scale * k_j . W_q[bucket(j, i)] for the rows' queries i: columns ``rows`` of the table, then swap
+                on_q = self.gather(keys, tuple(idx[..., :, rows] for idx in ids)).transpose(-1, -2)
+                bias = on_q if bias is None else bias + on_q
+            return bias
+
+        return rows_of
+
+    def value_term(
+        self, v: torch.Tensor, pos: Positions, attn: Optional[torch.Tensor] = None, rows: slice = slice(None)
+    ) -> torch.Tensor:
+        """sum_j a_ij W_v[bucket(i, j)] -> (B, H, n, d), from the (B, H, n, N) softmax weights ``attn`` of the query
+        rows ``rows`` (all N by default)."""
         if attn is None:
             raise ValueError('iRPE on V needs the softmax weights: the attention passes them when needs_attn_weights')
         ids = self.buckets(pos, v.shape[-2])
         weight = self.table('v')
-        sums = attn.new_zeros(*attn.shape[:-1], weight.shape[-2])  # (B, H, N, buckets): attention per bucket
+        sums = attn.new_zeros(*attn.shape[:-1], weight.shape[-2])  # (B, H, n, buckets): attention per bucket
         for idx in ids:
-            sums.scatter_add_(-1, _expand(idx, attn), attn)
+            sums.scatter_add_(-1, _expand(idx[..., rows, :], attn), attn)
         return (sums @ weight.to(sums.dtype)).to(v.dtype)
 
 

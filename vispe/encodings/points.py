@@ -165,7 +165,8 @@ class RoPE3D(Encoding):
 
     def table(self, pos: Positions) -> torch.Tensor:
         """The complex rotation table (..., H or 1, num_prefix + N, d/2)."""
-        coords, num_prefix = pos.coords, pos.num_prefix
+        # float32 from the start (the angles are float32 anyway): CPU autocast cannot promote a float16 cat
+        coords, num_prefix = pos.coords.float(), pos.num_prefix
         if self.prefix == 'centroid' and num_prefix:
             centroid = coords.mean(dim=-2, keepdim=True)
             coords = torch.cat([centroid.expand(*coords.shape[:-2], num_prefix, -1), coords], dim=-2)
