@@ -48,6 +48,22 @@ def test_bad_numbers_are_refused_before_the_runner_starts(option, needles, tmp_p
     assert 'System environment' not in proc.stdout + proc.stderr and not work.exists()
 
 
+@pytest.mark.parametrize(
+    'option, needles',
+    [
+        ('model.backbone.img_size=abc', ['model: VisionTransformerPE: img_size must be an int or (H, W)', "'abc'"]),
+        ('model.backbone.encoding=[rope_axial,rope_mixed]', ['model: VisionTransformerPE: rope_axial cannot be']),
+    ],
+)
+def test_a_model_the_config_cannot_build_is_one_line(option, needles, tmp_path) -> None:
+    """Before: timm's "unsupported operand type(s) for //: 'str' and 'int'" traceback; two rotary encodings
+    trained."""
+    proc = run_tool('tools/train.py', tiny_config(tmp_path), '--work-dir', str(tmp_path / 'w'), '--cfg-options',
+                    option, check=False)  # fmt: skip
+    assert_one_clean_error(proc, *needles)
+    assert not (tmp_path / 'w' / 'epoch_1.pth').exists()
+
+
 def test_a_work_dir_that_is_a_file_is_refused_and_left_alone(tmp_path) -> None:
     work = tmp_path / 'notes.txt'
     work.write_text('my notes')

@@ -122,6 +122,35 @@ def check_input_dtype(owner: str, x: torch.Tensor, weight: torch.Tensor) -> None
     )
 
 
+class PatchConv2d(nn.Conv2d):
+    """``nn.Conv2d`` (same arguments, parameters and state-dict keys) for patch embeddings, working around a oneDNN
+    fault of torch 2.14 on CPU: a strided bfloat16 convolution (a bf16 model, or CPU bf16 autocast) whose output is
+    one column wide and several rows high returns values off by O(1), sometimes NaN (a 40 x 1 grid of 2 px
+    patches: max error 3.0 against float32; 0.01 with oneDNN switched off). Such inputs get one stride of zero
+    columns on the right, which leaves the first output column as it is, and the extra column is dropped. Other
+    inputs, devices and dtypes take the plain path."""
+
+    def _conv_forward(self, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+        if x.device.type == 'cpu' and x.dim() == 4 and self.padding_mode == 'zeros' and _cpu_bf16(x):
+            width = x.shape[-1] + 2 * self.padding[1] - self.dilation[1] * (self.kernel_size[1] - 1) - 1
+            if width // self.stride[1] + 1 == 1 and self.stride[1] > 1:
+                padded = nn.functional.pad(x, (0, self.stride[1]))
+                return super()._conv_forward(padded, weight, bias)[..., :1]
+        return super()._conv_forward(x, weight, bias)
+
+
+def _cpu_bf16(x: torch.Tensor) -> bool:
+    return x.dtype == torch.bfloat16 or (
+        torch.is_autocast_enabled('cpu') and torch.get_autocast_dtype('cpu') == torch.bfloat16
+    )
+
+
+def use_patch_conv(patch_embed: nn.Module) -> None:
+    """Give a timm ``PatchEmbed``'s projection the ``PatchConv2d`` workaround, in place (the weights stay)."""
+    if type(patch_embed.proj) is nn.Conv2d:
+        patch_embed.proj.__class__ = PatchConv2d
+
+
 def build_backbone_encodings(
     spec: EncodingSpec,
     dim: int,

@@ -35,6 +35,7 @@ from vispe.backbones.common import (
     check_img_size,
     check_input_dtype,
     check_rates,
+    use_patch_conv,
 )
 from vispe.encodings.base import Encoding
 from vispe.encodings.build import EncodingSpec
@@ -215,6 +216,7 @@ class DiT(EncodingHost, nn.Module):
         self.x_embedder = PatchEmbed(
             img_size, patch_size, in_chans, embed_dim, flatten=False, output_fmt=Format.NHWC, strict_img_size=False
         )
+        use_patch_conv(self.x_embedder)
         self.t_embedder = TimestepEmbedder(embed_dim)
         self.y_embedder = LabelEmbedder(num_classes, embed_dim, class_dropout_prob)
         self.crop_embedder = CropEmbedder(embed_dim) if crop_condition else None

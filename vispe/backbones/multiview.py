@@ -22,6 +22,7 @@ from vispe.backbones.common import (
     check_img_size,
     check_input_dtype,
     check_rates,
+    use_patch_conv,
 )
 from vispe.backbones.vit import pe_blocks
 from vispe.encodings.build import EncodingSpec
@@ -70,6 +71,7 @@ class MultiViewTransformer(EncodingHost, nn.Module):
         check_rates('MultiViewTransformer', drop_path_rate=drop_path_rate)
         self.patch_size = patch_size
         self.patch_embed = PatchEmbed(img_size, patch_size, in_chans, embed_dim, strict_img_size=False)
+        use_patch_conv(self.patch_embed)
         self.pe, per_layer = build_backbone_encodings(
             encoding,
             embed_dim,

@@ -32,6 +32,7 @@ from vispe.backbones.common import (
     check_input_dtype,
     check_rates,
     check_size,
+    use_patch_conv,
 )
 from vispe.encodings.build import EncodingSpec, check_heads, normalize_spec
 from vispe.positions import Positions, PositionSampler, build_position_sampler, grid_positions
@@ -270,6 +271,7 @@ def apply_encoding(
     model.patch_embed.flatten = False
     model.patch_embed.output_fmt = Format.NHWC
     model.patch_embed.strict_img_size = False
+    use_patch_conv(model.patch_embed)
     device = model.patch_embed.proj.weight.device
     model.pe = model_level.to(device)
     for blk, encs in zip(model.blocks, per_layer):

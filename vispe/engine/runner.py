@@ -109,8 +109,17 @@ def _meta_model(model: Any) -> nn.Module:
         with torch.device('meta'):
             return MODELS.build(cfg)
     except Exception:  # code that needs real tensors at build time: build it for real without touching the seeds
-        with torch.random.fork_rng(devices=[]):
-            return MODELS.build(copy.deepcopy(dict(model)))
+        try:
+            with torch.random.fork_rng(devices=[]):
+                return MODELS.build(copy.deepcopy(dict(model)))
+        except (ValueError, TypeError, KeyError) as err:
+            raise model_config_error(err) from err
+
+
+def model_config_error(err: Exception) -> ConfigError:
+    """``ConfigError('model: ...')`` carrying the message of an error the model's build raised."""
+    message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+    return ConfigError(f'model: {message}')
 
 
 def _is_main_process(launcher: str) -> bool:
@@ -253,6 +262,14 @@ class VispeRunner(Runner):
             self._notices.append(
                 f"resuming {path} with a config that differs from its run's in: " + '; '.join(differences)
             )
+
+    def build_model(self, model: Any) -> nn.Module:
+        """mmengine's ``build_model``, with a config the model refuses (vispe's messages: an image size that is not
+        a size, two rotary encodings, an unknown argument) raised as a ``ConfigError`` the tools print as one line."""
+        try:
+            return super().build_model(model)
+        except (ValueError, TypeError, KeyError) as err:
+            raise model_config_error(err) from err
 
     # --- loading ----------------------------------------------------------------------------------------------------
     def load_checkpoint(
