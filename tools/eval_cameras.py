@@ -16,8 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from rich.console import Console  # noqa: E402
 
-from vispe.engine.checkpoint import CheckpointError  # noqa: E402
-from vispe.engine.config import ConfigError, common_parser_args, load_config, sweep_parser_args  # noqa: E402
+from vispe.engine.config import common_parser_args, sweep_parser_args  # noqa: E402
 from vispe.evaluation import camera_sweep as C  # noqa: E402
 from vispe.evaluation import sweep_engine as E  # noqa: E402
 
@@ -30,22 +29,7 @@ def main():
     parser.add_argument('--settings', nargs='+', default=None, help="names from the config's camera_eval.settings")
     args = parser.parse_args()
     console = Console(width=160)
-    try:
-        cfg = load_config(args.config, args.cfg_options)
-        results = C.sweep(
-            cfg,
-            args.checkpoint,
-            args.settings,
-            args.device,
-            show_progress=not args.no_progress,
-            out_dir=args.out,
-            force=args.force,
-            log=console.print,
-        )
-    except KeyboardInterrupt:
-        sys.exit(E.interrupted_message(args.out))
-    except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
-        sys.exit(f'error: {err}')
+    results = E.sweep_for_tool(args, C.sweep, args.settings, log=console.print)
     console.print(
         C.results_table(
             results['results'],

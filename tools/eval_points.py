@@ -15,8 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from rich.console import Console  # noqa: E402
 
-from vispe.engine.checkpoint import CheckpointError  # noqa: E402
-from vispe.engine.config import ConfigError, common_parser_args, load_config, sweep_parser_args  # noqa: E402
+from vispe.engine.config import common_parser_args, sweep_parser_args  # noqa: E402
 from vispe.evaluation import point_sweep as P  # noqa: E402
 from vispe.evaluation import sweep_engine as E  # noqa: E402
 
@@ -30,23 +29,7 @@ def main():
     parser.add_argument('--scales', nargs='+', type=float, default=None, help='test object scales (training: 1)')
     args = parser.parse_args()
     console = Console()
-    try:
-        cfg = load_config(args.config, args.cfg_options)
-        results = P.sweep(
-            cfg,
-            args.checkpoint,
-            args.points,
-            args.scales,
-            args.device,
-            show_progress=not args.no_progress,
-            out_dir=args.out,
-            force=args.force,
-            log=console.print,
-        )
-    except KeyboardInterrupt:
-        sys.exit(E.interrupted_message(args.out))
-    except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
-        sys.exit(f'error: {err}')
+    results = E.sweep_for_tool(args, P.sweep, args.points, args.scales, log=console.print)
     name = os.path.basename(args.checkpoint)
     title = f'{results["metric"]} (%) of {name}, trained on {results["train_points"]} points at scale 1'
     console.print(P.results_table(results['results'], title=title, failed=results['failed']))

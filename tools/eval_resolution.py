@@ -15,8 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from rich.console import Console  # noqa: E402
 
-from vispe.engine.checkpoint import CheckpointError  # noqa: E402
-from vispe.engine.config import ConfigError, common_parser_args, load_config, sweep_parser_args  # noqa: E402
+from vispe.engine.config import common_parser_args, sweep_parser_args  # noqa: E402
 from vispe.evaluation import resolution as R  # noqa: E402
 from vispe.evaluation import sweep_engine as E  # noqa: E402
 
@@ -41,23 +40,7 @@ def main():
     )
     args = parser.parse_args()
     console = Console()
-    try:
-        cfg = load_config(args.config, args.cfg_options)
-        results = R.sweep(
-            cfg,
-            args.checkpoint,
-            args.resolutions,
-            args.strategy,
-            args.device,
-            show_progress=not args.no_progress,
-            out_dir=args.out,
-            force=args.force,
-            log=console.print,
-        )
-    except KeyboardInterrupt:
-        sys.exit(E.interrupted_message(args.out))
-    except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
-        sys.exit(f'error: {err}')
+    results = E.sweep_for_tool(args, R.sweep, args.resolutions, args.strategy, log=console.print)
     title = f'{results["metric"]} (%) of {os.path.basename(args.checkpoint)}, trained at {results["train_resolution"]}'
     console.print(R.results_table(results['results'], title=title, failed=results['failed']))
     png_path = R.plot_results(

@@ -23,12 +23,13 @@ import gc
 import hashlib
 import json
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from vispe.engine.checkpoint import atomic_write, remove_partial_files
+from vispe.engine.checkpoint import CheckpointError, atomic_write, remove_partial_files
 
 Row = Dict[str, Any]
 Log = Callable[[str], None]
@@ -344,6 +345,30 @@ def interrupted_message(out_dir: str) -> str:
     )
 
 
+def sweep_for_tool(args: Any, sweep: Callable[..., Row], *settings: Any, log: Callable = print) -> Row:
+    """What each sweep tool runs: its config (``args.config`` with ``--cfg-options``), then ``sweep(cfg, checkpoint,
+    *settings, device, show_progress=..., out_dir=..., force=..., log=...)``. Ctrl-C and refusals end the process
+    with one line (the finished cells stay in ``args.out``)."""
+    from vispe.engine.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(args.config, args.cfg_options)
+        return sweep(
+            cfg,
+            args.checkpoint,
+            *settings,
+            args.device,
+            show_progress=not args.no_progress,
+            out_dir=args.out,
+            force=args.force,
+            log=log,
+        )
+    except KeyboardInterrupt:
+        sys.exit(interrupted_message(args.out))
+    except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
+        sys.exit(f'error: {err}')
+
+
 def replace_args(out_dir: str, *sources: str) -> List[str]:
     """['--force'] for a caller that owns ``out_dir`` (compare, the leaderboard, the generation demo) when its
     results.json is older than one of ``sources`` (the checkpoint, a feature extractor) or has no identity: it
@@ -374,6 +399,7 @@ __all__ = [
     'is_out_of_memory',
     'progress_bar',
     'replace_args',
+    'sweep_for_tool',
     'resolved_config',
     'run_cell',
     'run_sweep',
