@@ -236,8 +236,12 @@ def _fsync_dir(directory: str) -> None:
 
 
 class DiskFullError(OSError):
-    """A write that ran out of disk space (or quota); the message names the file, what it needed and what is free,
-    and the target file was left as it was."""
+    """A write that ran out of disk space (or quota): ``what`` says which file, what it needed and what is free,
+    and that the file was left as it was; the message adds what to do (``advice``)."""
+
+    def __init__(self, errno_: int, what: str, advice: str = 'free some space, then run again') -> None:
+        super().__init__(errno_, f'{what}; {advice}')
+        self.what = what
 
     def __str__(self) -> str:
         return str(self.strerror)
@@ -253,7 +257,7 @@ def _disk_full(path: str, needed: Optional[int], err: OSError) -> DiskFullError:
     return DiskFullError(
         err.errno,
         f'no space left on the device while writing {path}: {need} and {_size(free)} are free there; {path} was left '
-        'as it was (the data went to a temporary file, now removed). Free some space, then run again',
+        'as it was (the data went to a temporary file, now removed)',
     )
 
 

@@ -48,7 +48,8 @@ class AtomicLocalBackend(LocalBackend):
         except DiskFullError as err:  # name the checkpoint a resume would start from
             last = latest_checkpoint(osp.dirname(str(filepath)))
             where = f'the last complete checkpoint, {last}, is intact' if last else 'no complete checkpoint exists yet'
-            raise DiskFullError(err.errno, f'{err}; {where}; continue with --resume once there is room') from None
+            advice = 'free some space, then continue with --resume'
+            raise DiskFullError(err.errno, f'{err.what}; {where}', advice) from None
 
     def put_text(self, obj: str, filepath, encoding: str = 'utf-8') -> None:
         atomic_write(str(filepath), obj, encoding)

@@ -71,6 +71,13 @@ def _flatten(node: Any, path: str, out: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+_UNSET = object()
+
+
+def _shown(flat: Dict[str, Any], key: str) -> str:
+    return repr(flat[key]) if key in flat else 'unset'
+
+
 def config_differences(saved_text: Optional[str], cfg: Any, sections=COMPARED, first: int = 6) -> List[str]:
     """'model.backbone.encoding: 'rope_mixed' (checkpoint's run) -> 'rope_axial' (now)' for each setting of
     ``sections`` that differs between the config text a checkpoint's meta holds and ``cfg``; [] when the text is
@@ -86,10 +93,8 @@ def config_differences(saved_text: Optional[str], cfg: Any, sections=COMPARED, f
         old = _flatten(saved.to_dict().get(section), section, {})
         new = _flatten(cfg.to_dict().get(section) if hasattr(cfg, 'to_dict') else cfg.get(section), section, {})
         for key in sorted(set(old) | set(new)):
-            if old.get(key, '<unset>') != new.get(key, '<unset>'):
-                lines.append(
-                    f"{key}: {old.get(key, '<unset>')!r} (checkpoint's run) -> {new.get(key, '<unset>')!r} (now)"
-                )
+            if old.get(key, _UNSET) != new.get(key, _UNSET):
+                lines.append(f"{key}: {_shown(old, key)} (checkpoint's run) -> {_shown(new, key)} (now)")
     return lines[:first] + ([f'... {len(lines) - first} more'] if len(lines) > first else [])
 
 
