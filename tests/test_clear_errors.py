@@ -191,3 +191,33 @@ def test_a_dict_that_is_not_a_literal_says_how_to_quote_it(capsys) -> None:
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--cfg-options model.backbone.encoding: cannot read '{type:rope_axial,theta:10}'" in err
     assert "\"model.backbone.encoding={'type': 'rope_axial', 'theta': 10}\"" in err
+
+
+def test_atomic_write_on_a_full_disk_names_the_file_and_leaves_it(tmp_path, monkeypatch) -> None:
+    import errno
+
+    import vispe.engine.checkpoint as ck
+
+    target = tmp_path / 'results.json'
+    target.write_text('{"old": true}')
+
+    class Full:
+        def __init__(self, *args, **kwargs) -> None:
+            self.f = open(*args, **kwargs)  # noqa: SIM115
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return self.f.__exit__(*exc)
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, 'No space left on device')
+
+    monkeypatch.setattr(ck, 'open', Full, raising=False)
+    with pytest.raises(ck.DiskFullError) as caught:
+        ck.atomic_write(str(target), b'x' * 3 * 2**20)
+    message = str(caught.value)
+    assert message.startswith(f'no space left on the device while writing {target}: it needs 3.0 MiB and ')
+    assert message.endswith('free some space, then run again') and caught.value.errno == errno.ENOSPC
+    assert target.read_text() == '{"old": true}' and os.listdir(tmp_path) == ['results.json']
