@@ -11,7 +11,7 @@ import numbers
 import os.path as osp
 import sys
 import traceback
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 from mmengine.config import Config, DictAction
@@ -210,6 +210,34 @@ def check_values(cfg: Config) -> None:
                 )
 
 
+def flat_config(node: Any, prefix: str = '') -> Dict[str, Any]:
+    """{dotted key: leaf value} of a config (or any nest of dicts and lists): ``model.backbone.encoding``,
+    ``param_scheduler.1.end``; empty dicts and lists are leaves. What config comparisons work on."""
+    flat: Dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, Mapping) and node:
+            for key, value in node.items():
+                walk(value, f'{prefix}.{key}' if prefix else str(key))
+        elif isinstance(node, (list, tuple)) and node:
+            for i, value in enumerate(node):
+                walk(value, f'{prefix}.{i}' if prefix else str(i))
+        else:
+            flat[prefix] = node
+
+    walk(node.to_dict() if hasattr(node, 'to_dict') else node, prefix)
+    return flat
+
+
+_UNSET = object()
+
+
+def differing_keys(old: Mapping[str, Any], new: Mapping[str, Any]) -> List[str]:
+    """The keys of two flat configs (``flat_config``) whose values differ, a key missing on one side included, in
+    the order they first appear."""
+    return [k for k in dict.fromkeys([*old, *new]) if old.get(k, _UNSET) != new.get(k, _UNSET)]
+
+
 def setup_distributed_backend(cfg: Config) -> None:
     """nccl on GPU, gloo on CPU, unless the config chose one."""
     env = cfg.setdefault('env_cfg', {})
@@ -334,7 +362,9 @@ __all__: List[str] = [
     'common_parser_args',
     'compile_backbone',
     'drop_disabled_hooks',
+    'differing_keys',
     'enable_amp',
+    'flat_config',
     'load_config',
     'parse_option_value',
     'read_config_file',

@@ -50,28 +50,13 @@ from vispe.engine.checkpoint import (
     not_loaded_message,
     read_checkpoint,
 )
-from vispe.engine.config import ConfigError
+from vispe.engine.config import ConfigError, differing_keys, flat_config
 from vispe.engine.workdir import WorkDirError, WorkDirLock, check_work_dir, similar_dirs, takeover_message
 from vispe.registry import MODELS, RUNNERS
 
 #: config sections compared between a checkpoint's run and a resuming one
 COMPARED = ('model', 'optim_wrapper', 'param_scheduler', 'train_dataloader', 'train_cfg')
 _RANK_VARIABLES = {'pytorch': 'RANK', 'slurm': 'SLURM_PROCID', 'mpi': 'OMPI_COMM_WORLD_RANK'}
-
-
-def _flatten(node: Any, path: str, out: Dict[str, Any]) -> Dict[str, Any]:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            _flatten(value, f'{path}.{key}' if path else str(key), out)
-    elif isinstance(node, (list, tuple)):
-        for i, value in enumerate(node):
-            _flatten(value, f'{path}.{i}', out)
-    else:
-        out[path] = node
-    return out
-
-
-_UNSET = object()
 
 
 def _shown(flat: Dict[str, Any], key: str) -> str:
@@ -88,13 +73,9 @@ def config_differences(saved_text: Optional[str], cfg: Any, sections=COMPARED, f
         saved = Config.fromstring(saved_text, file_format='.py')
     except Exception:  # a config that only parses with its custom imports: nothing to compare
         return []
-    lines = []
-    for section in sections:
-        old = _flatten(saved.to_dict().get(section), section, {})
-        new = _flatten(cfg.to_dict().get(section) if hasattr(cfg, 'to_dict') else cfg.get(section), section, {})
-        for key in sorted(set(old) | set(new)):
-            if old.get(key, _UNSET) != new.get(key, _UNSET):
-                lines.append(f"{key}: {_shown(old, key)} (checkpoint's run) -> {_shown(new, key)} (now)")
+    old = {k: v for section in sections for k, v in flat_config(saved.get(section), section).items()}
+    new = {k: v for section in sections for k, v in flat_config(cfg.get(section), section).items()}
+    lines = [f"{k}: {_shown(old, k)} (checkpoint's run) -> {_shown(new, k)} (now)" for k in differing_keys(old, new)]
     return lines[:first] + ([f'... {len(lines) - first} more'] if len(lines) > first else [])
 
 

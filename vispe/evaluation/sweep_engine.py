@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 
 from vispe.engine.checkpoint import CheckpointError, atomic_write, remove_partial_files
+from vispe.engine.config import ConfigError, differing_keys, flat_config, load_config
 
 Row = Dict[str, Any]
 Log = Callable[[str], None]
@@ -69,20 +70,8 @@ class Cell:
 def resolved_config(cfg) -> Row:
     """The config after --cfg-options as {dotted key: JSON value}, runtime-only keys left out: what the config
     identity hashes, and what a refusal quotes when the configs differ."""
-    flat: Row = {}
-
-    def walk(node: Any, prefix: str) -> None:
-        if isinstance(node, Mapping) and node:
-            for key, value in node.items():
-                walk(value, f'{prefix}.{key}' if prefix else str(key))
-        elif isinstance(node, (list, tuple)) and node:
-            for i, value in enumerate(node):
-                walk(value, f'{prefix}.{i}')
-        else:
-            flat[prefix] = _jsonable(node)
-
-    walk({k: v for k, v in cfg.to_dict().items() if k not in RUNTIME_KEYS}, '')
-    return flat
+    flat = flat_config({k: v for k, v in cfg.to_dict().items() if k not in RUNTIME_KEYS})
+    return {key: _jsonable(value) for key, value in flat.items()}
 
 
 def file_sha256(path: str) -> str:
@@ -119,7 +108,7 @@ def _short(value: Any, width: int = 40) -> str:
 
 def config_differences(old: Row, new: Row, shown: int = 3) -> str:
     """'test_dataloader.dataset.seed: 0, now 1; ...' for the first ``shown`` keys whose values differ."""
-    keys = [k for k in dict.fromkeys([*old, *new]) if old.get(k, '<unset>') != new.get(k, '<unset>')]
+    keys = differing_keys(old, new)
     parts = [f'{k}: {_short(old.get(k, "<unset>"))}, now {_short(new.get(k, "<unset>"))}' for k in keys[:shown]]
     more = f'; and {len(keys) - shown} more' if len(keys) > shown else ''
     return '; '.join(parts) + more if parts else 'the resolved configs differ'
@@ -349,8 +338,6 @@ def sweep_for_tool(args: Any, sweep: Callable[..., Row], *settings: Any, log: Ca
     """What each sweep tool runs: its config (``args.config`` with ``--cfg-options``), then ``sweep(cfg, checkpoint,
     *settings, device, show_progress=..., out_dir=..., force=..., log=...)``. Ctrl-C and refusals end the process
     with one line (the finished cells stay in ``args.out``)."""
-    from vispe.engine.config import ConfigError, load_config
-
     try:
         cfg = load_config(args.config, args.cfg_options)
         return sweep(
