@@ -101,7 +101,11 @@ class WorkDirLock:
         os.makedirs(self.work_dir, exist_ok=True)
         key = osp.realpath(self.path)
         if key in _HELD:
-            raise WorkDirError(self._busy(_HELD[key]._details()))
+            raise WorkDirError(
+                f'work dir {self.work_dir!r} is in use by another training run of this process (PID {os.getpid()}): '
+                'a runner built on it that has not finished train(); let it finish, free it with '
+                'runner.release_work_dir(), or train into another work dir'
+            )
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if fcntl is not None:
