@@ -14,6 +14,7 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
 from vispe.engine.config import ConfigError
+from vispe.engine.run_meta import dataset_chain
 from vispe.registry import HOOKS
 from vispe.tasks.classification import Classifier
 
@@ -27,15 +28,12 @@ class ClassCountError(ConfigError):
 def dataset_classes(dataset: Any) -> Tuple[Optional[int], Optional[Tuple[str, ...]]]:
     """(class count, class names) from the ``metainfo`` of ``dataset`` or of the data sets it wraps (``.dataset``,
     e.g. ``TransformedDataset``); (None, None) when none says."""
-    for _ in range(4):
-        if dataset is None:
-            break
-        meta = getattr(dataset, 'metainfo', None) or {}
+    for inner in dataset_chain(dataset, depth=4):
+        meta = getattr(inner, 'metainfo', None) or {}
         names = meta.get('classes')
         count = meta.get('num_classes', len(names) if names is not None else None)
         if count is not None:
             return int(count), tuple(names) if names is not None else None
-        dataset = getattr(dataset, 'dataset', None)
     return None, None
 
 

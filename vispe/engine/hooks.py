@@ -35,6 +35,7 @@ from vispe.engine.checkpoint import (
     latest_checkpoint,
     remove_partial_files,
 )
+from vispe.engine.run_meta import dataset_chain
 from vispe.registry import HOOKS
 
 
@@ -150,12 +151,8 @@ class NonFiniteLossHook(Hook):
 def _dataset_with_skips(loader: Any) -> Any:
     """The data set behind a dataloader (through wrappers with a ``dataset`` attribute) that counts skipped samples,
     or None."""
-    dataset = getattr(loader, 'dataset', None)
-    for _ in range(4):
-        if dataset is None or hasattr(type(dataset), 'skipped'):
-            return dataset
-        dataset = getattr(dataset, 'dataset', None)
-    return None
+    chain = dataset_chain(getattr(loader, 'dataset', None), depth=4)
+    return next((dataset for dataset in chain if hasattr(type(dataset), 'skipped')), None)
 
 
 @HOOKS.register_module()

@@ -9,7 +9,7 @@ checkpoints to the config's training data set, then to the top-level helper.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from mmengine.hooks import Hook
 
@@ -31,19 +31,28 @@ def _get(node: Any, name: str) -> Any:
     return node.get(name) if isinstance(node, dict) else getattr(node, name, None)
 
 
+def dataset_chain(dataset: Any, depth: int = 8) -> Iterator[Any]:
+    """``dataset`` and the data sets it wraps, outermost first: each one's ``dataset`` (TransformedDataset,
+    mmengine's RepeatDataset), objects or config dicts, at most ``depth`` of them."""
+    for _ in range(depth):
+        if dataset is None:
+            return
+        yield dataset
+        dataset = dataset.get('dataset') if isinstance(dataset, dict) else getattr(dataset, 'dataset', None)
+
+
 def dataset_value(dataset: Any, name: str) -> Optional[Any]:
     """``name`` ('image_size' or 'num_points') of a data set object or config, looking through wrappers that hold
     it in ``dataset`` (TransformedDataset, mmengine's RepeatDataset); a crop transform's ``size`` (e.g.
     RandomResizedCropBox) wins for images, since that is what the model sees."""
-    while dataset is not None:
+    for inner in dataset_chain(dataset):
         if name == 'image_size':
-            crops = [_get(t, 'size') for t in (_get(dataset, 'transforms') or []) if _get(t, 'size') is not None]
+            crops = [_get(t, 'size') for t in (_get(inner, 'transforms') or []) if _get(t, 'size') is not None]
             if crops:
                 return _square(crops[-1])
-        value = _get(dataset, name)
+        value = _get(inner, name)
         if value is not None:
             return _square(value)
-        dataset = _get(dataset, 'dataset')
     return None
 
 
@@ -85,4 +94,4 @@ class RunMetaHook(Hook):
         return (runner.cfg.get('train_dataloader') or {}).get('dataset')
 
 
-__all__ = ['META_KEYS', 'RunMetaHook', 'dataset_value', 'trained_on']
+__all__ = ['META_KEYS', 'RunMetaHook', 'dataset_chain', 'dataset_value', 'trained_on']
