@@ -17,7 +17,6 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import torch
 from mmengine.evaluator import Evaluator
 from mmengine.registry import init_default_scope
-from mmengine.runner import Runner
 
 from vispe.engine.checkpoint import load_checkpoint
 from vispe.engine.run_meta import trained_on
@@ -107,14 +106,6 @@ def evaluate(model, loader, evaluator: Evaluator, progress=None, task=None) -> D
         if progress is not None:
             progress.advance(task)
     return evaluator.evaluate(len(loader.dataset))
-
-
-def eval_loader(cfg, resolution: Resolution, batch_size: Optional[int] = None):
-    loader_cfg = copy.deepcopy(cfg.test_dataloader)
-    loader_cfg.dataset.image_size = resolution
-    if batch_size is not None:
-        loader_cfg.batch_size = int(batch_size)
-    return Runner.build_dataloader(loader_cfg, seed=0)
 
 
 def check_strategies(model: torch.nn.Module, strategies: Optional[Sequence[str]]) -> List[str]:
