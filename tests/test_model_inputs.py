@@ -241,3 +241,16 @@ def test_every_backbone_embeds_patches_with_the_workaround():
         with torch.autocast('cpu', dtype=torch.bfloat16):
             out = model(x)
     torch.testing.assert_close(out.float(), ref, atol=0.1, rtol=0.05)
+
+
+def test_patch_conv_stays_traceable_and_scriptable():
+    """The workaround reads the input's shape, which FX and TorchScript cannot branch on: both get the plain
+    convolution, equal to nn.Conv2d (timm's forward_fx / torchscript contracts)."""
+    from vispe.backbones.common import PatchConv2d
+
+    plain = torch.nn.Conv2d(3, 8, 4, 4)
+    patch = PatchConv2d(3, 8, 4, 4)
+    patch.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 3, 16, 12)
+    for converted in (torch.fx.symbolic_trace(patch), torch.jit.script(patch)):
+        torch.testing.assert_close(converted(x), plain(x))

@@ -7,6 +7,7 @@ from typing import Any, FrozenSet, Iterator, List, Optional, Sequence, Tuple, Un
 
 import torch
 from torch import nn
+from torch.fx._symbolic_trace import is_fx_tracing
 
 from vispe.encodings.build import (
     EncodingSpec,
@@ -128,21 +129,27 @@ class PatchConv2d(nn.Conv2d):
     one column wide and several rows high returns values off by O(1), sometimes NaN (a 40 x 1 grid of 2 px
     patches: max error 3.0 against float32; 0.01 with oneDNN switched off). Such inputs get one stride of zero
     columns on the right, which leaves the first output column as it is, and the extra column is dropped. Other
-    inputs, devices and dtypes take the plain path."""
+    inputs, devices and dtypes take the plain path, and so do TorchScript and FX tracing (the check reads the
+    input's shape, which neither can branch on; what they export is plain ``nn.Conv2d``)."""
 
-    def _conv_forward(self, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
-        if x.device.type == 'cpu' and x.dim() == 4 and self.padding_mode == 'zeros' and _cpu_bf16(x):
-            width = x.shape[-1] + 2 * self.padding[1] - self.dilation[1] * (self.kernel_size[1] - 1) - 1
-            if width // self.stride[1] + 1 == 1 and self.stride[1] > 1:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not torch.jit.is_scripting():
+            if self._hits_onednn_fault(x):
                 padded = nn.functional.pad(x, (0, self.stride[1]))
-                return super()._conv_forward(padded, weight, bias)[..., :1]
-        return super()._conv_forward(x, weight, bias)
+                return self._conv_forward(padded, self.weight, self.bias)[..., :1]
+        return self._conv_forward(x, self.weight, self.bias)
 
-
-def _cpu_bf16(x: torch.Tensor) -> bool:
-    return x.dtype == torch.bfloat16 or (
-        torch.is_autocast_enabled('cpu') and torch.get_autocast_dtype('cpu') == torch.bfloat16
-    )
+    @torch.jit.unused
+    def _hits_onednn_fault(self, x: torch.Tensor) -> bool:
+        if is_fx_tracing() or x.device.type != 'cpu' or x.dim() != 4 or self.padding_mode != 'zeros':
+            return False
+        if not (
+            x.dtype == torch.bfloat16
+            or (torch.is_autocast_enabled('cpu') and torch.get_autocast_dtype('cpu') == torch.bfloat16)
+        ):
+            return False
+        span = x.shape[-1] + 2 * self.padding[1] - self.dilation[1] * (self.kernel_size[1] - 1) - 1
+        return self.stride[1] > 1 and span // self.stride[1] + 1 == 1
 
 
 def use_patch_conv(patch_embed: nn.Module) -> None:
