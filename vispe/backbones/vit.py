@@ -268,6 +268,7 @@ def apply_encoding(
 
     model.__class__ = VisionTransformerPE
     model.dynamic_img_size = True
+    model._traits = {**getattr(model, '_traits', {}), 'fixed_input_size': False}  # timm's record of the input size
     model.patch_embed.flatten = False
     model.patch_embed.output_fmt = Format.NHWC
     model.patch_embed.strict_img_size = False
@@ -343,7 +344,16 @@ def from_eva_rope(model_name: str, pretrained: bool = False, **kwargs: Any) -> V
 
 
 #: what create_model itself takes besides timm's model arguments
-_CREATE_MODEL_ARGUMENTS = {'encoding', 'pretrained', 'features_only', 'position_sampler', 'out_indices', 'output_fmt'}
+_CREATE_MODEL_ARGUMENTS = {
+    'encoding',
+    'pretrained',
+    'checkpoint_path',
+    'features_only',
+    'position_sampler',
+    'out_indices',
+    'feature_cls',
+    'output_fmt',
+}
 
 
 def _misspelled_argument(error: TypeError, model_name: str, kwargs: Dict[str, Any]) -> Optional[TypeError]:
@@ -360,19 +370,49 @@ def _misspelled_argument(error: TypeError, model_name: str, kwargs: Dict[str, An
 
 
 def create_model(
-    model_name: str, encoding: EncodingSpec = 'default', pretrained: bool = False, **kwargs: Any
+    model_name: str,
+    encoding: EncodingSpec = 'default',
+    pretrained: bool = False,
+    checkpoint_path: Optional[str] = None,
+    **kwargs: Any,
 ) -> nn.Module:
     """Build any timm ViT name with ``encoding``; extra keyword arguments go to ``timm.create_model``.
 
     ``encoding='default'`` keeps what the name implies: the learned table of a plain ViT, the rotary encoding
     of timm's ``*_rope_*`` models, the encoding in a vispe-registered name. ``features_only=True`` (with
-    ``out_indices``) returns timm's feature wrapper around the converted model, as timm does for its ViTs.
-    ``position_sampler=dict(type='rpe2d', max_grid=(16, 16))`` attaches a training-time position sampler.
+    ``out_indices``, ``feature_cls`` 'getter', 'hook' or 'fx') returns timm's feature wrapper, as timm does for its
+    ViTs. ``position_sampler=dict(type='rpe2d', max_grid=(16, 16))`` attaches a training-time position sampler.
+    ``'local-dir:PATH'`` rebuilds a model ``timm.models.save_for_hf`` saved (vispe names and converted timm names).
+
+    ``checkpoint_path``: weights to load after building, strictly (a different ``num_classes`` only leaves the head
+    fresh, with a warning): a vispe or timm state dict, a safetensors file, or a ``tools/train.py`` checkpoint (its
+    ``backbone.`` prefix is handled): ``vispe.create_model(**cfg.model.backbone, checkpoint_path='epoch_30.pth')``
+    with the backbone arguments of the training config. A checkpoint that does not fit is an error naming the keys
+    that differ and, for a training checkpoint, the backbone arguments its config had.
+
+    Every converted model carries a pretrained config of its own (``model.pretrained_cfg``): its vispe name as the
+    architecture (``vit_tiny_patch16_224`` with ``encoding='irpe'`` is ``vit_tiny_patch16_irpe_224``; other timm
+    names keep theirs), its input size and classes, no hub id or url (those name timm's weights, which the
+    converted model no longer is), and the preprocessing of the weights it holds: timm's with ``pretrained=True``,
+    vispe's otherwise.
     """
+    from vispe.backbones import vispe_vit
+
+    native = model_name.split('.')[0] in vispe_vit.default_cfgs
+    if model_name.startswith('local-dir:'):
+        native = vispe_vit.local_dir_architecture(model_name) in vispe_vit.default_cfgs
+        if not native:
+            if encoding != 'default':
+                kwargs['encoding'] = encoding
+            return _from_local_dir(model_name, pretrained, checkpoint_path, **kwargs)
     features_only = kwargs.pop('features_only', False)
     sampler = kwargs.pop('position_sampler', None)
     feature_kwargs = {k: kwargs.pop(k) for k in ('out_indices', 'feature_cls', 'output_fmt') if k in kwargs}
+    if features_only:
+        vispe_vit.check_feature_cls(model_name, feature_kwargs.get('feature_cls', 'getter'))
     _check_vit_kwargs(kwargs, defaults=False)
+    if native and encoding != 'default':
+        kwargs['encoding'] = encoding
     try:
         if eva_rope_base(model_name) is not None:
             model = from_eva_rope(model_name, pretrained=pretrained, **kwargs)
@@ -391,46 +431,46 @@ def create_model(
             f'{model_name} with {given}: embed_dim is not divisible by num_heads (each head gets embed_dim / '
             'num_heads channels); pick num_heads dividing embed_dim'
         ) from error
-    if encoding == 'default' and not isinstance(model, VisionTransformerPE):  # a plain timm ViT
-        encoding = 'ape_learned' if getattr(model, 'pos_embed', None) is not None else None
-    if encoding != 'default':
-        model = apply_encoding(model, encoding)
+    if not native:
+        source_cfg = dict(getattr(model, 'pretrained_cfg', {}) or {})
+        if encoding == 'default' and not isinstance(model, VisionTransformerPE):  # a plain timm ViT
+            encoding = 'ape_learned' if getattr(model, 'pos_embed', None) is not None else None
+        if encoding != 'default' and encoding is not None:
+            model = apply_encoding(model, encoding)
+        if isinstance(model, VisionTransformerPE):
+            eva = eva_rope_base(model_name)
+            base = eva[0] if eva else model_name.split('.')[0]
+            spec = eva[1] if eva and encoding == 'default' else encoding
+            vispe_vit.adopt_converted(model, base, spec, source_cfg, pretrained, kwargs)
     if sampler is not None:
         if not isinstance(model, VisionTransformerPE):
             raise TypeError(f'position_sampler needs a vispe model, but {model_name} with encoding=None is plain timm')
         model.position_sampler = build_position_sampler(sampler, grid=model.patch_embed.grid_size)
+    if checkpoint_path is not None:
+        vispe_vit.load_checkpoint_into(model, checkpoint_path)
     if features_only:
-        from timm.models._features import FeatureGetterNet
-
-        feature_kwargs.pop('feature_cls', None)
-        return FeatureGetterNet(model, **{'out_indices': 3, **feature_kwargs})
+        return vispe_vit.wrap_features(model, model_name, **feature_kwargs)
     return model
 
 
-# --- timm names for vispe's 2D encodings ---------------------------------------------------------------------------
-TIMM_BASES = {size: f'vit_{size}_patch16_224' for size in ('tiny', 'small', 'base', 'large')}
+def _from_local_dir(model_name: str, pretrained: bool, checkpoint_path: Optional[str], **kwargs: Any) -> nn.Module:
+    """``create_model('local-dir:PATH')`` of a converted timm name (``encoding`` among its saved model arguments,
+    its architecture the timm name), which timm cannot rebuild: the model from its arguments, then with
+    ``pretrained=True`` the folder's weights, strictly, as timm does for its own names."""
+    from timm.models._hub import load_model_config_from_path
 
+    from vispe.backbones import vispe_vit
 
-def _make_entrypoint(name: str, base: str, encoding: str):
-    def entrypoint(pretrained: bool = False, **kwargs: Any) -> VisionTransformerPE:
-        return create_model(base, encoding=encoding, pretrained=pretrained, **kwargs)
-
-    entrypoint.__name__ = entrypoint.__qualname__ = name
-    entrypoint.__module__ = __name__
-    entrypoint.__doc__ = f'timm {base} with vispe encoding {encoding!r}.'
-    return entrypoint
-
-
-def register_timm_names(encodings: List[str]) -> List[str]:
-    """Register ``vit_{size}_patch16_{encoding}_224`` for each 2D encoding; never overwrite a timm name."""
-    from timm.models import register_model
-
-    added = []
-    for size, base in TIMM_BASES.items():
-        for enc in encodings:
-            name = f'vit_{size}_patch16_{enc}_224'
-            if timm.is_model(name):
-                continue
-            register_model(_make_entrypoint(name, base, enc))
-            added.append(name)
-    return added
+    cfg, architecture, model_args = load_model_config_from_path(model_name[len('local-dir:') :])
+    features = {k: kwargs.pop(k) for k in ('features_only', 'out_indices', 'feature_cls', 'output_fmt') if k in kwargs}
+    model = create_model(architecture, **{**model_args, **kwargs})
+    if pretrained:
+        path = vispe_vit.weights_file(cfg)
+        vispe_vit.load_vispe_weights(model, vispe_vit.read_state_dict(path), path)
+        kept = {k: v for k, v in cfg.items() if k not in ('architecture', 'file', 'source', 'tag')}
+        model.pretrained_cfg = model.default_cfg = vispe_vit.describe_model_cfg(model, {**model.pretrained_cfg, **kept})
+    if checkpoint_path is not None:
+        vispe_vit.load_checkpoint_into(model, checkpoint_path)
+    if features.pop('features_only', False):
+        return vispe_vit.wrap_features(model, architecture, **features)
+    return model
