@@ -184,3 +184,23 @@ def test_ddp_two_processes_gloo(tmp_path):
     assert 'Distributed training: True' in log
     ckpt = read_checkpoint(str(work / 'epoch_1.pth'))
     assert ckpt['meta']['iter'] == 2  # 32 images / (2 processes x batch 8)
+
+
+def test_a_trained_checkpoint_loads_into_create_model_in_one_call(trained):
+    """vispe.create_model(**the config's backbone, checkpoint_path=...) gives the trained backbone; another
+    architecture is refused naming what the training config built."""
+    import torch
+    from mmengine.config import Config
+
+    import vispe
+    from vispe.engine.checkpoint import CheckpointError
+
+    config, ckpt, _, runner = trained
+    backbone = dict(Config.fromfile(config).model.backbone)
+    model = vispe.create_model(**backbone, checkpoint_path=ckpt).eval()
+    x = torch.randn(2, 3, 32, 32)
+    trained_backbone = runner.model.backbone.eval()
+    with torch.no_grad():
+        assert torch.equal(model(x), trained_backbone(x))
+    with pytest.raises(CheckpointError, match=r'training config built the backbone with: .*embed_dim=32'):
+        vispe.create_model(**{**backbone, 'embed_dim': 64}, checkpoint_path=ckpt)

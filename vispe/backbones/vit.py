@@ -311,9 +311,16 @@ def eva_rope_base(model_name: str) -> Optional[Tuple[str, List[str]]]:
     for suffix, encs in _EVA_ROPE_SUFFIXES.items():
         if suffix + '_' in model_name and model_name.startswith('vit_'):
             base = model_name.replace(suffix + '_', '_', 1)
-            if timm.is_model(base) and timm.is_model(model_name.split('.')[0]):
+            name = model_name.split('.')[0]
+            if timm.is_model(base) and timm.is_model(name) and not _is_vispe(name):
                 return base, encs
     return None
+
+
+def _is_vispe(name: str) -> bool:
+    from vispe.backbones.vispe_vit import default_cfgs
+
+    return name in default_cfgs
 
 
 def convert_eva_rope_state_dict(state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
