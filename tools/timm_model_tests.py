@@ -96,8 +96,9 @@ def print_table(report: str, selected) -> None:
         return
     counts = defaultdict(Counter)
     for case in ET.parse(report).getroot().iter('testcase'):
-        match = re.match(r'(test_\w+)\[(.+?)-\d+\]$', case.get('name', ''))
-        if not match or match.group(2) not in selected:
+        match = re.match(r'(test_\w+)\[(.+)\]$', case.get('name', ''))  # ids: [1-NAME] or [NAME-1]
+        name = match and next((p for p in match.group(2).split('-') if p in selected), None)
+        if name is None:
             continue
         outcome = 'passed'
         for child in case:
