@@ -134,11 +134,14 @@ class ParamGroupsOptimWrapperConstructor:
                 return self.lr_mults[key]
         return 1.0
 
-    def _layers(self, model: nn.Module, declarers: List[Tuple[str, nn.Module]]):
+    def _layers(self, model: nn.Module):
         """(name -> layer id, num_layers), or None without layer decay."""
         if self.layer_decay_rate is None:
             return None
-        hosts = [(p, m) for p, m in declarers if callable(getattr(m, 'layer_id', None))]
+        hosts: List[Tuple[str, nn.Module]] = []
+        for prefix, module in model.named_modules():  # the outermost modules that number their layers
+            if callable(getattr(module, 'layer_id', None)) and not any(_under(prefix, p) for p, _ in hosts):
+                hosts.append((prefix, module))
         if len(hosts) != 1:
             raise ValueError(
                 'ParamGroupsOptimWrapperConstructor: layer_decay_rate needs exactly one vispe backbone (an '
@@ -161,7 +164,7 @@ class ParamGroupsOptimWrapperConstructor:
         declared: Dict[str, Set[str]] = {}
         for prefix, module in declarers:
             declared[prefix] = {f'{prefix}.{n}' if prefix else n for n in module.no_weight_decay()}
-        layers = self._layers(model, declarers)
+        layers = self._layers(model)
         groups: Dict[Tuple[int, bool, float], Dict[str, Any]] = {}
         for name, param in model.named_parameters():
             owner = next((p for p, _ in declarers if _under(name, p)), None)
