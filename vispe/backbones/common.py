@@ -252,9 +252,9 @@ class EncodingHost:
     @torch.jit.ignore
     def group_matcher(self, coarse: bool = False) -> Dict[str, Any]:
         """timm's layer grouping (``param_groups_layer_decay``, ``group_parameters``): the stem, model-level
-        encodings (``pe.*``) included, first; then each block with its per-layer encodings (``blocks.i.attn.pe.*``);
-        then a final ``norm``; anything else (the head) last. Without this the encodings' names match nothing
-        and timm gives them the head's learning-rate scale."""
+        encodings (``pe.*``) included, first; then each block with its per-layer encodings (``blocks.i.attn.pe.*``),
+        a final ``norm`` joining the last block (timm's convention); anything else (the head) last. Without this
+        the encodings' names match nothing and timm gives them the head's learning-rate scale."""
         return dict(stem=self._stem_pattern(), blocks=[(r'^blocks\.(\d+)', None), (r'^norm', (99999,))])
 
     @property
