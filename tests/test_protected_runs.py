@@ -180,7 +180,7 @@ def test_a_resume_with_a_changed_encoding_is_refused_before_anything_is_written(
 def test_a_resume_whose_optimizer_groups_changed_is_refused(trained, tmp_path) -> None:
     config, work = trained
     cfg = without_validation(load_config(config, {'train_cfg.max_epochs': 3}, work_dir=str(work)))
-    cfg.optim_wrapper.pop('paramwise_cfg')  # one parameter group instead of one per parameter
+    cfg.optim_wrapper.pop('constructor')  # mmengine's default: one parameter group instead of one per decay
     cfg.resume = True
     before = snapshot(work)
     with pytest.raises(CheckpointError, match=r"(?s)parameter groups and this config's has 1.*paramwise_cfg"):

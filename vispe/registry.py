@@ -94,6 +94,9 @@ TRANSFORMS = Registry('transform', parent=mm.TRANSFORMS, scope='vispe', location
 METRICS = Registry('metric', parent=mm.METRICS, scope='vispe', locations=['vispe.engine'])
 HOOKS = Registry('hook', parent=mm.HOOKS, scope='vispe', locations=['vispe.engine'])
 RUNNERS = Registry('runner', parent=mm.RUNNERS, scope='vispe', locations=['vispe.engine'])
+OPTIM_WRAPPER_CONSTRUCTORS = Registry(
+    'optimizer wrapper constructor', parent=mm.OPTIM_WRAPPER_CONSTRUCTORS, scope='vispe', locations=['vispe.engine']
+)
 POSITION_SAMPLERS = Registry('position sampler', scope='vispe', locations=['vispe.positions'])
 
 # Children with nothing of vispe's own yet: with them, configs in scope 'vispe' find mmengine's optimizers,
@@ -101,9 +104,6 @@ POSITION_SAMPLERS = Registry('position sampler', scope='vispe', locations=['visp
 LOOPS = Registry('loop', parent=mm.LOOPS, scope='vispe')
 OPTIMIZERS = Registry('optimizer', parent=mm.OPTIMIZERS, scope='vispe')
 OPTIM_WRAPPERS = Registry('optim_wrapper', parent=mm.OPTIM_WRAPPERS, scope='vispe', locations=['vispe.engine'])
-OPTIM_WRAPPER_CONSTRUCTORS = Registry(
-    'optimizer wrapper constructor', parent=mm.OPTIM_WRAPPER_CONSTRUCTORS, scope='vispe'
-)
 PARAM_SCHEDULERS = Registry('parameter scheduler', parent=mm.PARAM_SCHEDULERS, scope='vispe')
 DATA_SAMPLERS = Registry('data sampler', parent=mm.DATA_SAMPLERS, scope='vispe')
 FUNCTIONS = Registry('function', parent=mm.FUNCTIONS, scope='vispe')

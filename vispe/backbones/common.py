@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any, FrozenSet, Iterator, List, Optional, Sequence, Tuple, Union
+import re
+from typing import Any, ClassVar, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import torch
 from torch import nn
 from torch.fx._symbolic_trace import is_fx_tracing
 
+from vispe.encodings.base import Encoding
 from vispe.encodings.build import (
     EncodingSpec,
     build_encoding,
@@ -202,7 +204,21 @@ def build_backbone_encodings(
 
 class EncodingHost:
     """What a vispe backbone says about its encodings; mixed into backbones that keep model-level encodings in
-    ``self.pe`` and per-layer ones in ``self.blocks[i].attn.pe``."""
+    ``self.pe`` and per-layer ones in ``self.blocks[i].attn.pe``.
+
+    It also says how the optimizer should treat each parameter, from one declaration so that timm's
+    ``create_optimizer_v2`` and vispe's mmengine constructor (``vispe.engine.optim``) cannot disagree:
+    ``no_weight_decay()`` collects the backbone's tokens and tables (``own_no_weight_decay``) and every encoding's
+    declared ``no_weight_decay_params``; ``group_matcher()`` (timm's contract) and ``layer_id()`` (BEiT's numbering)
+    put the stem (``stem_prefixes``, plus the model-level encodings ``pe``) in layer 0 and each block, with its
+    per-layer encodings, in its own layer.
+    """
+
+    #: parameter-name prefixes of the stem besides ``pe``: the embeddings before the first block
+    stem_prefixes: ClassVar[Tuple[str, ...]] = ()
+    #: the backbone's own parameters that take no weight decay, where it has them: prefix tokens and absolute
+    #: tables (timm's and DeiT's convention)
+    own_no_weight_decay: ClassVar[Tuple[str, ...]] = ('cls_token', 'reg_token', 'dist_token', 'mask_token', 'pos_embed')
 
     @property
     def encoding_names(self) -> List[str]:
@@ -215,6 +231,47 @@ class EncodingHost:
         yield from self.pe.items()
         for blk in self.blocks:
             yield from blk.attn.pe.items()
+
+    # --- optimizer groups -------------------------------------------------------------------------------------------
+    @torch.jit.ignore
+    def no_weight_decay(self) -> Set[str]:
+        """Full names of the parameters that take no weight decay besides the 1-D ones and biases (which the
+        optimizers exclude by rule): the tokens and tables of ``own_no_weight_decay`` the model has, and each
+        encoding's declared parameters. timm's ``create_optimizer_v2`` reads it as it is."""
+        names = {name for name, _ in self.named_parameters()}
+        skip = {name for name in self.own_no_weight_decay if name in names}
+        for prefix, module in self.named_modules():
+            if isinstance(module, Encoding):
+                skip |= {f'{prefix}.{name}' for name in module.no_weight_decay()}
+        return skip
+
+    def _stem_pattern(self) -> str:
+        prefixes = '|'.join(re.escape(p) for p in (*self.stem_prefixes, 'pe'))
+        return rf'^(?:{prefixes})(?:\.|$)'
+
+    @torch.jit.ignore
+    def group_matcher(self, coarse: bool = False) -> Dict[str, Any]:
+        """timm's layer grouping (``param_groups_layer_decay``, ``group_parameters``): the stem, model-level
+        encodings (``pe.*``) included, first; then each block with its per-layer encodings (``blocks.i.attn.pe.*``),
+        a final ``norm`` joining the last block (timm's convention); anything else (the head) last. Without this
+        the encodings' names match nothing and timm gives them the head's learning-rate scale."""
+        return dict(stem=self._stem_pattern(), blocks=[(r'^blocks\.(\d+)', None), (r'^norm', (99999,))])
+
+    @property
+    def num_layers(self) -> int:
+        """Layers of layer-wise lr decay between the stem and the head: the blocks."""
+        return len(self.blocks)
+
+    def layer_id(self, name: str) -> int:
+        """BEiT's layer of parameter ``name`` (relative to the backbone): 0 for the stem and the model-level
+        encodings, i + 1 for block i and its per-layer encodings, ``num_layers + 1`` for the rest (final norm,
+        head). Its lr scale under layer decay ``rate`` is rate ** (num_layers + 1 - layer_id)."""
+        block = re.match(r'blocks\.(\d+)(?:\.|$)', name)
+        if block:
+            return int(block.group(1)) + 1
+        if re.match(self._stem_pattern(), name):
+            return 0
+        return self.num_layers + 1
 
 
 def apply_embed_hooks(model_level: nn.ModuleDict, x: torch.Tensor, pos: Positions) -> torch.Tensor:

@@ -187,6 +187,9 @@ class DiT(EncodingHost, nn.Module):
     (B, C_out, H, W).
     """
 
+    #: the embeddings before the first block (layer 0 of layer-wise lr decay, with the model-level encodings)
+    stem_prefixes = ('x_embedder', 't_embedder', 'y_embedder', 'crop_embedder')
+
     def __init__(
         self,
         img_size: Union[int, Tuple[int, int]] = 32,
@@ -248,14 +251,7 @@ class DiT(EncodingHost, nn.Module):
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)
 
-    # --- encodings -------------------------------------------------------------------------------------------
-    @torch.jit.ignore
-    def no_weight_decay(self) -> set:
-        skip = set()
-        for prefix, module in self.named_modules():
-            if hasattr(module, 'no_weight_decay') and module is not self:
-                skip |= {f'{prefix}.{n}' for n in module.no_weight_decay()}
-        return skip
+    # no_weight_decay and group_matcher: EncodingHost's, from the encodings' declarations
 
     def set_grad_checkpointing(self, enable: bool = True) -> None:
         self.grad_checkpointing = enable

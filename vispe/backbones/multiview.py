@@ -53,6 +53,9 @@ class MultiViewTransformer(EncodingHost, nn.Module):
     model invariant.
     """
 
+    #: the shared patch embedding (layer 0 of layer-wise lr decay, with the model-level encodings)
+    stem_prefixes = ('patch_embed',)
+
     def __init__(
         self,
         num_outputs: int = 3,

@@ -117,6 +117,9 @@ class PointTransformer(EncodingHost, nn.Module):
     fewer than num_groups points gets one group per point.
     """
 
+    #: the group tokeniser and the cls token (layer 0 of layer-wise lr decay, with the model-level encodings)
+    stem_prefixes = ('group_embed', 'cls_token')
+
     def __init__(
         self,
         num_classes: int = 40,

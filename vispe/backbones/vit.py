@@ -76,22 +76,15 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
 
     #: training-time position sampler ``(pos, batch_size) -> Positions``, or None
     position_sampler: Optional[PositionSampler] = None
+    #: timm's ViT stem (its ``group_matcher``); EncodingHost adds the model-level encodings ``pe``
+    stem_prefixes = ('cls_token', 'reg_token', 'pos_embed', 'patch_embed', 'norm_pre')
 
     def __init__(self, encoding: EncodingSpec = 'ape_learned', position_sampler=None, **kwargs: Any) -> None:
         _check_vit_kwargs(kwargs, defaults=True)
         super().__init__(**kwargs)
         apply_encoding(self, encoding, position_sampler=position_sampler)
 
-    # --- encodings -------------------------------------------------------------------------------------------
-    @torch.jit.ignore
-    def no_weight_decay(self):
-        skip = {'cls_token', 'reg_token', 'dist_token'}
-        for prefix, module in self.named_modules():
-            if hasattr(module, 'no_weight_decay') and module is not self:
-                skip |= {f'{prefix}.{n}' for n in module.no_weight_decay()}
-        if 'ape_learned' in self.pe:
-            skip.add('pe.ape_learned.pos_embed')
-        return skip
+    # no_weight_decay and group_matcher: EncodingHost's, from the encodings' declarations
 
     # --- forward ---------------------------------------------------------------------------------------------
     def _check_size(self, height: int, width: int) -> None:

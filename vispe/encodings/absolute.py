@@ -23,10 +23,14 @@ class ApeLearned(Encoding):
 
     Shapes: embed x (B, h*w, D) -> (B, h*w, D).
 
+    Weight decay: none on ``pos_embed``, as ViT and DeiT train it (timm's ``no_weight_decay`` names the table):
+    decay would pull every position toward the zero vector, i.e. toward no position at all.
+
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
     """
 
     strategies = ('bicubic', 'bilinear', 'nearest')
+    no_weight_decay_params = ('pos_embed',)
 
     def __init__(self, dim: int, grid_size: Sequence[int] = (14, 14)) -> None:
         super().__init__()
@@ -76,6 +80,8 @@ class ApeSincos(Encoding):
 
     Computed from the coordinates on the fly, so any grid (and any sampled coordinates) works and
     nothing is stored in a checkpoint. Shapes: embed x (B, N, D) -> (B, N, D).
+
+    Weight decay: nothing to declare, it has no parameters.
 
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
     """

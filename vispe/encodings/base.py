@@ -20,8 +20,9 @@ are per-layer); the others once per model. ``after_block`` encodings name the bl
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from functools import cache
-from typing import Callable, ClassVar, FrozenSet, Optional, Tuple
+from typing import Callable, ClassVar, FrozenSet, Optional, Set, Tuple
 
 import torch
 from torch import nn
@@ -38,6 +39,12 @@ class Encoding(nn.Module):
 
     Subclasses override any subset of the hooks and set ``strategies`` when they can be evaluated at
     new resolutions in several ways (the first entry is the default).
+
+    Weight decay: each subclass names in ``no_weight_decay_params`` the parameters its paper and reference code keep
+    out of weight decay, and says why in its docstring. That one declaration is all the optimizers read: the
+    backbones' ``no_weight_decay()`` (timm's ``create_optimizer_v2``) and vispe's mmengine constructor
+    (``vispe.engine.optim``) both derive from it, so no config repeats it as name substrings. 1-D parameters and
+    biases take no decay anyway (timm's rule, applied by both), so they need not be declared.
     """
 
     strategies: ClassVar[Tuple[str, ...]] = ()
@@ -48,6 +55,9 @@ class Encoding(nn.Module):
     needs_cameras: ClassVar[bool] = False
     #: value_term needs the softmax weights: the attention then materialises them instead of fused SDPA
     needs_attn_weights: ClassVar[bool] = False
+    #: names of the parameters that take no weight decay, relative to the encoding (``fnmatch`` patterns:
+    #: ``tables.*``); a name its configuration does not create (rope3d's buffer ``freqs`` in axial mode) is skipped
+    no_weight_decay_params: ClassVar[Tuple[str, ...]] = ()
 
     @classmethod
     def hooks(cls) -> FrozenSet[str]:
@@ -68,6 +78,13 @@ class Encoding(nn.Module):
     def per_layer(cls) -> bool:
         """True when the encoding lives inside each attention layer."""
         return bool(cls.hooks() & ATTENTION_HOOKS)
+
+    @torch.jit.ignore
+    def no_weight_decay(self) -> Set[str]:
+        """This instance's parameters named by ``no_weight_decay_params`` (timm's ``no_weight_decay`` contract:
+        names relative to the module); the backbones prefix them with the encoding's place in the model."""
+        patterns = type(self).no_weight_decay_params
+        return {n for n, _ in self.named_parameters() if any(fnmatchcase(n, p) for p in patterns)}
 
     @property
     def strategy(self) -> str:

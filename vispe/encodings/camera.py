@@ -41,6 +41,9 @@ class Plucker(Encoding):
     Rays are computed in float32 with autocast off; the linear layer follows autocast. Absolute by design: moving
     every camera by the same rigid transform changes the rays, and the tokens, unless ``relative``.
 
+    Weight decay: nothing to declare: ``proj`` is an ordinary linear embedding, decayed like the patch embedding
+    of the image; its bias, 1-D, takes none.
+
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
     """
 

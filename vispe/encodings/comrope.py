@@ -146,11 +146,16 @@ def rate_ladder(count: int, rate_range: Sequence[float]) -> torch.Tensor:
 class ComRoPE(Encoding):
     """Shared by ``comrope_ap`` and ``comrope_ld``, which define the axis weights W (ndim, J) and block rates.
 
+    Weight decay: none on the generators ``P`` (and on comrope_ld's ``theta``): decay would shrink every angle
+    matrix toward 0, i.e. every rotation toward the identity and the encoding toward none, as it would rope_mixed's
+    learned frequencies (which the RoPE-ViT reference keeps out of decay).
+
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
     """
 
     #: every axis owns whole blocks (AP), so the head dim must divide by block_size * ndim
     partitioned: ClassVar[bool] = False
+    no_weight_decay_params = ('P',)
 
     def __init__(
         self,
@@ -197,10 +202,6 @@ class ComRoPE(Encoding):
         sigma = self.block_rates() / math.sqrt(2 * (self.block_size - 1))
         with torch.no_grad():
             self.P.normal_().mul_(sigma[None, :, None, None])
-
-    def no_weight_decay(self):
-        """Decay would shrink every rotation towards none, as for rope_mixed's frequencies."""
-        return {'P'}
 
     def skew_generators(self) -> torch.Tensor:
         """S = P - P^T (H, J, b, b), float32."""
@@ -273,8 +274,11 @@ class ComRoPEAP(ComRoPE):
 class ComRoPELD(ComRoPE):
     """ComRoPE-LD: A_i = theta_i (P - P^T) blockwise: block j rotates by exp((x . theta_j) (P_j - P_j^T)).
 
-    ``theta`` (ndim, J) starts as a random unit vector per block; like P it is excluded from weight decay.
+    ``theta`` (ndim, J) starts as a random unit vector per block. Weight decay: none on ``theta`` either, like
+    ``P``: decay would shrink each block's axis weights toward 0, i.e. its rotation toward the identity.
     """
+
+    no_weight_decay_params = ('P', 'theta')
 
     def build_axis_weights(self) -> None:
         self.theta = nn.Parameter(torch.empty(self.ndim, self.num_blocks))
@@ -290,9 +294,6 @@ class ComRoPELD(ComRoPE):
         with torch.no_grad():
             direction = torch.randn(self.ndim, self.num_blocks)
             self.theta.copy_(direction / direction.norm(dim=0, keepdim=True))
-
-    def no_weight_decay(self):
-        return {'P', 'theta'}
 
 
 __all__ = ['ComRoPE', 'ComRoPEAP', 'ComRoPELD', 'exp_skew', 'expm', 'quaternion_sandwich', 'so4_split']

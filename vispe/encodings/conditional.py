@@ -63,6 +63,9 @@ class PEG(Encoding):
 
     Shapes: after_block x (B, num_prefix + h*w, D) -> same.
 
+    Weight decay: nothing to declare: the conv weight is an ordinary depthwise conv weight, decayed as in CPVT
+    (DeiT's recipe, which excludes only 1-D parameters, the tables and the tokens); its bias, 1-D, takes none.
+
     Args:
         dim: model width D. kernel_size: odd conv size (3 in the paper). blocks: block index or indices the
         PEG follows (one PEG, shared weights). depth: the model's block count (supplied by the backbone) to

@@ -51,10 +51,15 @@ class LFF(Encoding):
     ``normalize_positions``). The Fourier features are computed in float32 even under autocast; the MLP follows
     autocast. Shared positions (N, M) give one (N, D) table broadcast over the batch.
 
+    Weight decay: none on the Fourier matrix W_r (``freqs.weight``): it holds the learned frequencies, and decay
+    would pull them toward 0, i.e. every feature toward a constant and the encoding toward none. The MLP's weights
+    are ordinary linear weights and are decayed.
+
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
     """
 
     ndims = (2, 3)
+    no_weight_decay_params = ('freqs.weight',)
 
     def __init__(
         self, dim: int, ndim: int = 2, num_features: Optional[int] = None, hidden_dim: int = 32, gamma: float = 10.0

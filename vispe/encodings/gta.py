@@ -45,12 +45,16 @@ class GTA(Encoding):
 
     Prefix tokens (no camera) get the identity. Everything is computed in float32; the result is cast back.
 
+    Weight decay: none on ``translation_scale``: decay would pull the scale toward 0, i.e. toward ignoring the
+    cameras' translations, which the learned scalar exists to calibrate against the SO(2) and rotation channels.
+
     Attention path: q, k and v are transformed before SDPA and the output after it, no mask: fused SDPA (flash or
     memory-efficient on CUDA).
     """
 
     ndims = (2,)
     needs_cameras = True
+    no_weight_decay_params = ('translation_scale',)
 
     def __init__(
         self,
@@ -76,9 +80,6 @@ class GTA(Encoding):
         self.register_buffer('freqs', freqs, persistent=False)
         self.translation_scale = nn.Parameter(torch.tensor(float(translation_scale)))
         self.transform_values, self.relative = bool(transform_values), bool(relative)
-
-    def no_weight_decay(self):
-        return {'translation_scale'}
 
     # --- the group representation ----------------------------------------------------------------------------------
     def pose_blocks(self, pos: Positions) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -41,8 +41,14 @@ from vispe.registry import ENCODINGS
 class HARoPE(RoPEAxial):
     """HARoPE: q -> M q, k -> M^-T k per head, then RoPEAxial's rotation (theta = 10000).
 
+    Weight decay: none on ``A_u``, ``A_v`` and ``sigma``. The paper trains on DiT's recipe, AdamW without weight
+    decay, so nothing of M is decayed there; under a decayed recipe, decay on A_u and A_v would pull each head back
+    toward plain RoPE and decay on sigma would pull s off 1 toward softplus(0) = 0.69, neither a prior of the method.
+
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
     """
+
+    no_weight_decay_params = ('A_u', 'A_v', 'sigma')
 
     def __init__(
         self,

@@ -142,6 +142,10 @@ class IRPE(Encoding):
     bias (buckets,) or (H, buckets); buckets = ``num_buckets(method, ratio) + 1`` (the prefix bucket); 'cross'
     has a '_rows' and a '_cols' table for each side.
 
+    Weight decay: nothing to declare. The reference code (DeiT-with-iRPE) keeps only the absolute table and the
+    cls token out of decay, so its lookup tables are decayed like DeiT's other weights; a shared-head bias table
+    here is 1-D (buckets,) and, like every 1-D parameter, takes none.
+
     SDPA path: Q / K / bias give a float attn_mask, so attention stays on PyTorch's
     ``scaled_dot_product_attention`` (on CPU in training it takes the math backend, as for any mask that needs
     a gradient). On V the term needs the softmax weights: ``needs_attn_weights`` is then True and the

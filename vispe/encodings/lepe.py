@@ -26,6 +26,9 @@ class LePE(Encoding):
     The N = h*w patch values (B, H, N, d) are read as (B, H*d, h, w) and convolved; the prefix tokens (cls,
     registers) carry no position and get a zero term.
 
+    Weight decay: nothing to declare: the conv weight is an ordinary depthwise conv weight, decayed as in CSWin's
+    recipe; its bias, 1-D, takes none.
+
     Shapes: value_term v (B, H, num_prefix + h*w, d) -> (B, H, num_prefix + h*w, d).
 
     Attention path: its conv on V is added to the SDPA output, no mask: fused SDPA (flash or memory-efficient on CUDA).

@@ -38,6 +38,9 @@ class PETR(Encoding):
             feature_guided: PETRv2's variant, PE * sigmoid(MLP(token features)). relative: poses relative to the
             first view.
 
+    Weight decay: nothing to declare: the position encoder's layers are ordinary 1x1 convs (linear layers here),
+    decayed as PETR trains them; their biases, 1-D, take none.
+
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
     """
 

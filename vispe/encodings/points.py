@@ -37,6 +37,9 @@ class PointMLP(Encoding):
     The MLP is recomputed at each hook: on G group centres it costs G x (ndim x h + h x D) multiply-adds, small
     next to a block, and nothing derived from the positions is kept between calls.
 
+    Weight decay: nothing to declare: the MLP's weights are ordinary linear weights, decayed as in Point-MAE
+    (its biases, 1-D, take none).
+
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
     """
 
@@ -76,7 +79,7 @@ class RoPE3D(Encoding):
     Args:
         dim, num_heads: model width and heads (head dim d). ndim: position dimensions (the backbone passes 3).
         mode: 'axial' (fixed frequencies, each pair turns with one axis; theta 100 as rope_axial) or 'mixed'
-            (learned frequency vectors per layer, head and pair; theta 10 as rope_mixed; no weight decay).
+            (learned frequency vectors per layer, head and pair; theta 10 as rope_mixed).
         theta: frequency base (None: the mode's default). freq_scale: rad per data unit of the fastest pair.
         prefix: where prefix tokens (cls) sit: 'centroid' (the mean of the sample's positions) or 'none'
             (unrotated, as rope_axial does on images).
@@ -93,11 +96,15 @@ class RoPE3D(Encoding):
     frequency products in float32, without a matmul, so neither autocast nor TF32 lowers their precision.
     Positions change with every cloud, so nothing is cached. Hook: rotate, q and k (B, H, N_total, d) -> same.
 
+    Weight decay: none on the learned ``freqs`` of 'mixed' mode, as rope_mixed's (the RoPE-ViT reference): decay
+    would pull every frequency toward 0, i.e. toward no rotation. In 'axial' mode ``freqs`` is a buffer.
+
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
     """
 
     ndims = (3,)
     modes = ('axial', 'mixed')
+    no_weight_decay_params = ('freqs',)
 
     def __init__(
         self,
@@ -148,9 +155,6 @@ class RoPE3D(Encoding):
         if self.mode == 'mixed':
             with torch.no_grad():
                 self.freqs.copy_(self.initial_frequencies())
-
-    def no_weight_decay(self):
-        return {'freqs'} if self.mode == 'mixed' else set()
 
     def angles(self, coords: torch.Tensor) -> torch.Tensor:
         """(..., N, ndim) -> (..., H or 1, N, d/2) float32: sum_a coord_a * freqs[a]."""

@@ -171,6 +171,8 @@ class RoPEAxial(RotaryStrategies):
     No parameters; the complex tables are cached per grid, prefix count, device and strategy. ``grid_size`` is
     the training grid (supplied by the backbone), needed by every strategy but ``none``.
 
+    Weight decay: nothing to declare, it has no parameters.
+
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
     """
 
@@ -230,7 +232,10 @@ class RoPEMixed(RotaryStrategies):
 
     The angle of pair j in head h is f_x[h, j] * col + f_y[h, j] * row. Init (theta = 10): magnitudes
     1/theta^(4k/d); a random angle a per head; the first d/4 pairs point along (cos a, sin a), the last d/4
-    along a + pi/2. ``freqs`` (ndim, H, d/2) is excluded from weight decay.
+    along a + pi/2.
+
+    Weight decay: none on ``freqs`` (ndim, H, d/2), as in the RoPE-ViT reference code (its ``no_weight_decay``
+    names ``freqs``): decay would pull every frequency toward 0, i.e. toward no rotation and no position.
 
     Strategies act on each axis' component of the frequencies (f_x with the column scale, f_y with the row
     scale). Learned frequencies have no theta, so ``ntk`` applies its equivalent per-pair factor
@@ -239,6 +244,8 @@ class RoPEMixed(RotaryStrategies):
 
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
     """
+
+    no_weight_decay_params = ('freqs',)
 
     def __init__(
         self, dim: int, num_heads: int, ndim: int = 2, theta: float = 10.0, grid_size: Optional[Sequence[int]] = None
@@ -258,9 +265,6 @@ class RoPEMixed(RotaryStrategies):
     def reset_parameters(self) -> None:
         with torch.no_grad():
             self.freqs.copy_(init_random_2d_freqs(self.head_dim, 1, self.num_heads, temperature=self.theta)[:, 0])
-
-    def no_weight_decay(self):
-        return {'freqs'}
 
     def frequency_factors(self, scales: Sequence[float]) -> Optional[torch.Tensor]:
         """(2, H, d/2) float32 multipliers of (f_x, f_y) under the strategy at (row, col) scales; None: all 1."""

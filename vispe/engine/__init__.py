@@ -1,6 +1,6 @@
 """Runner parts: vispe's Runner (strict loads, locked work dirs, checked resumes), metrics, safe checkpoint loading
 and atomic saving, hooks for interrupted and diverged runs, config and data checks, CPU distributed training, CPU bf16
-autocast."""
+autocast, optimizer parameter groups from the model's declaration."""
 
 from vispe.engine.amp import BF16OptimWrapper
 from vispe.engine.checkpoint import allow_mmengine_checkpoints, latest_checkpoint, load_checkpoint
@@ -14,6 +14,7 @@ from vispe.engine.hooks import (
     SkippedSamplesHook,
 )
 from vispe.engine.metrics import Accuracy
+from vispe.engine.optim import ParamGroupsOptimWrapperConstructor
 from vispe.engine.run_meta import RunMetaHook
 from vispe.engine.runner import VispeRunner
 from vispe.engine.workdir import WorkDirError, WorkDirLock
@@ -27,6 +28,7 @@ __all__ = [
     'ClassCountHook',
     'NonFiniteLossError',
     'NonFiniteLossHook',
+    'ParamGroupsOptimWrapperConstructor',
     'RNGStateHook',
     'RunMetaHook',
     'SkippedSamplesHook',

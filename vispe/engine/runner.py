@@ -366,7 +366,7 @@ def _optimizer_differences(model: nn.Module, optim_wrapper: Any, saved: dict) ->
     if len(groups) != len(saved_groups):
         return [
             f"its optimizer has {len(saved_groups)} parameter groups and this config's has {len(groups)} "
-            '(the model or optim_wrapper.paramwise_cfg changed)'
+            '(the model, optim_wrapper.constructor or its paramwise_cfg changed)'
         ]
     sizes = [len(g['params']) for g in groups]
     saved_sizes = [len(g['params']) for g in saved_groups]

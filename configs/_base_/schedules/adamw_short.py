@@ -1,19 +1,12 @@
-# AdamW with a one-epoch linear warm-up and cosine decay; no weight decay on positional tables and frequencies.
+# AdamW with a one-epoch linear warm-up and cosine decay. Weight decay follows the model's declaration (vispe's
+# ParamGroupsOptimWrapperConstructor): each encoding's no_weight_decay_params, the backbone's tokens and tables,
+# and no decay on 1-D parameters and biases. Layer-wise lr decay (BEiT): paramwise_cfg=dict(layer_decay_rate=0.65),
+# e.g. --cfg-options optim_wrapper.paramwise_cfg.layer_decay_rate=0.65.
 max_epochs = 30
 optim_wrapper = dict(
     type='OptimWrapper',
+    constructor='ParamGroupsOptimWrapperConstructor',
     optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.05),
-    paramwise_cfg=dict(
-        norm_decay_mult=0.0,
-        bias_decay_mult=0.0,
-        custom_keys={
-            '.freqs': dict(decay_mult=0.0),  # rope_mixed frequencies
-            '.comrope_': dict(decay_mult=0.0),  # ComRoPE generators: decay would shrink every rotation
-            '.harope.sigma': dict(decay_mult=0.0),  # HARoPE singular values: decay would pull them off 1
-            'pos_embed': dict(decay_mult=0.0),
-            'cls_token': dict(decay_mult=0.0),
-        },
-    ),
 )
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.01, by_epoch=True, begin=0, end=1, convert_to_iter_based=True),
