@@ -35,7 +35,7 @@ from vispe.backbones.common import (
     use_patch_conv,
 )
 from vispe.encodings.build import EncodingSpec, check_heads, normalize_spec
-from vispe.positions import Positions, PositionSampler, build_position_sampler, grid_positions
+from vispe.positions import Positions, PositionSampler, build_position_sampler, grid_positions, is_symbolic
 from vispe.registry import MODELS, accepted_arguments, closest
 
 
@@ -104,9 +104,15 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
             )
 
     def tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, Positions]:
-        """Images (B, C, H, W) -> tokens (B, prefix + h*w, D) with embed hooks applied, and their positions."""
-        check_input_dtype('VisionTransformerPE', x, self.patch_embed.proj.weight)
-        self._check_size(*x.shape[-2:])
+        """Images (B, C, H, W) -> tokens (B, prefix + h*w, D) with embed hooks applied, and their positions.
+
+        Traced (FX, torch.export), h and w are symbolic: the positions then carry no cache key and the graph builds
+        every table at the size of the call. The input checks need concrete values and are left to the eager model
+        (an FX graph still has timm's PatchEmbed assert on divisibility)."""
+        if not is_symbolic(x):
+            check_input_dtype('VisionTransformerPE', x, self.patch_embed.proj.weight)
+        if not is_symbolic(x.shape[-2], x.shape[-1]):
+            self._check_size(x.shape[-2], x.shape[-1])
         x = self.patch_embed(x)  # (B, h, w, D)
         B, h, w, D = x.shape
         pos = grid_positions(h, w, self.num_prefix_tokens, x.device)

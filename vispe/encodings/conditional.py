@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from vispe.encodings.base import Encoding
-from vispe.positions import Positions
+from vispe.positions import Positions, is_symbolic
 from vispe.registry import ENCODINGS
 
 
@@ -25,6 +25,8 @@ def require_grid(pos: Positions, name: str) -> Tuple[int, int]:
             'clouds or sampled positions use a coordinate-based encoding instead (e.g. lff, ape_sincos).'
         )
     h, w = pos.grid
+    if is_symbolic(h, w):  # a traced model: the sizes stay symbolic (int() would bake the example's grid in)
+        return h, w
     if h * w != pos.num_tokens:
         raise ValueError(f'{name}: Positions.grid {pos.grid} does not hold the {pos.num_tokens} non-prefix tokens')
     return int(h), int(w)
