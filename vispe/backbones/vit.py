@@ -72,6 +72,20 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
 
     ``position_sampler`` (e.g. ``RPE2D``, built from ``dict(type='rpe2d', max_grid=(16, 16))``) replaces the grid
     positions in training only (``self.training``); evaluation always uses the plain grid.
+
+    Tracing and export, every registered 2D encoding: ``torch.fx`` (timm's forward_fx / backward_fx contracts, and a
+    plain ``symbolic_trace``) gives one graph for every image size, equal to the eager model bit for bit;
+    ``torch.export`` with dynamic H and W gives one program for every size; the FX graph can be scripted
+    (``torch.jit.script(fx_graph)``, timm's forward_fx_torchscript). Traced graphs never split the attention into
+    query chunks (``vispe.attention.may_chunk``), and a position sampler or a non-default resolution strategy
+    needs concrete sizes (eager or torch.compile).
+
+    TorchScript: eager ``torch.jit.script(model)`` is not supported, for any encoding: the positions are a
+    ``Positions`` dataclass whose ``key`` (``Hashable``) and ``extent`` (a tuple of any length) have no TorchScript
+    type; the attention and backbone call each encoding's hooks by filtering a ModuleDict on frozensets of hook
+    names into Python lists of modules of different classes (TorchScript has no frozensets, comprehension ifs or
+    heterogeneous module lists); position-derived tables live in Python dict caches filled by closures; and
+    ``position_sampler`` is any Python callable. Script the FX graph instead.
     """
 
     #: training-time position sampler ``(pos, batch_size) -> Positions``, or None

@@ -47,6 +47,10 @@ class ApeLearned(Encoding):
     Shapes: embed x (B, h*w, D) -> (B, h*w, D).
 
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
+
+    TorchScript: its FX graph scripts (``grid_table`` is a scriptable leaf); eager ``torch.jit.script`` does not:
+    its hook takes ``Positions`` (see VisionTransformerPE), and ``strategy`` is a property over an optional
+    attribute.
     """
 
     strategies = ('bicubic', 'bilinear', 'nearest')
@@ -92,6 +96,10 @@ class ApeSincos(Encoding):
     nothing is stored in a checkpoint. Shapes: embed x (B, N, D) -> (B, N, D).
 
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
+
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE), and its table comes from a ``GridTableCache``, a Python dict keyed by tuples of sizes,
+    devices and dtypes and filled by a lambda, neither of which TorchScript has.
     """
 
     def __init__(self, dim: int, temperature: float = 10000.0) -> None:

@@ -260,7 +260,11 @@ class ComRoPE(Encoding):
 
 @ENCODINGS.register_module(name='comrope_ap')
 class ComRoPEAP(ComRoPE):
-    """ComRoPE-AP: block j rotates with axis j mod ndim only, by exp(x_(j mod ndim) (P_j - P_j^T))."""
+    """ComRoPE-AP: block j rotates with axis j mod ndim only, by exp(x_(j mod ndim) (P_j - P_j^T)).
+
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE), and its float32 sections run in ``autocast_off``, a context TorchScript's ``with`` refuses.
+    """
 
     partitioned = True
 
@@ -281,6 +285,9 @@ class ComRoPELD(ComRoPE):
     """ComRoPE-LD: A_i = theta_i (P - P^T) blockwise: block j rotates by exp((x . theta_j) (P_j - P_j^T)).
 
     ``theta`` (ndim, J) starts as a random unit vector per block; like P it is excluded from weight decay.
+
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE), and its float32 sections run in ``autocast_off``, a context TorchScript's ``with`` refuses.
     """
 
     def build_axis_weights(self) -> None:

@@ -71,6 +71,10 @@ class PEG(Encoding):
         validate ``blocks``.
 
     Attention path: none of its own (a conv between blocks): fused SDPA without a mask stays.
+
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE), and the backbone picks the blocks it follows in Python (``i in enc.blocks`` over a
+    ModuleDict).
     """
 
     def __init__(

@@ -52,6 +52,10 @@ class LFF(Encoding):
     autocast. Shared positions (N, M) give one (N, D) table broadcast over the batch.
 
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
+
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE), and its positions come from a ``GridTableCache`` (a Python dict with tuple keys, filled by
+    a lambda).
     """
 
     ndims = (2, 3)

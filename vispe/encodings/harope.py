@@ -44,6 +44,9 @@ class HARoPE(RoPEAxial):
     """HARoPE: q -> M q, k -> M^-T k per head, then RoPEAxial's rotation (theta = 10000).
 
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
+
+    TorchScript: its FX graph scripts (``expm`` is a scriptable leaf); eager ``torch.jit.script`` does not: as
+    RoPEAxial (its hook takes ``Positions`` (see VisionTransformerPE), tables from a ``GridTableCache``).
     """
 
     def __init__(

@@ -157,6 +157,10 @@ class IRPE(Encoding):
     memory-efficient kernel with a bias on CUDA, never flash; on V (on='qkv') the softmax weights are materialised
     (math path).
 
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE), bucket tables come from a module-level ``GridTableCache`` (a Python dict with tuple keys,
+    filled by a closure), and ``logit_bias_rows`` returns a closure, which TorchScript cannot return.
+
     Large grids: past the attention's byte budget (``vispe.attention``) the attention asks ``logit_bias_rows`` for
     the bias of a slice of queries at a time, and ``value_term`` gets those rows' weights with ``rows=``: then
     nothing is N x N but the cached (N, N) bucket table; the Q side's (B, H, N, buckets) key lookup is made once

@@ -173,6 +173,10 @@ class RoPEAxial(RotaryStrategies):
     the training grid (supplied by the backbone), needed by every strategy but ``none``.
 
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
+
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE), its tables come from a ``GridTableCache`` (a Python dict with tuple keys, filled by a
+    lambda), and the strategies compute Python float scales from the grid.
     """
 
     def __init__(
@@ -241,6 +245,9 @@ class RoPEMixed(RotaryStrategies):
     the init; rank 0 = largest magnitude, kept); ``yarn`` counts the rotations of pair j with |f_j|.
 
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
+
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE), and the strategies compute Python float scales with generator expressions over the grid.
     """
 
     def __init__(
