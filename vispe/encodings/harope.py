@@ -46,7 +46,8 @@ class HARoPE(RoPEAxial):
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
 
     TorchScript: its FX graph scripts (``expm`` is a scriptable leaf); eager ``torch.jit.script`` does not: as
-    RoPEAxial (its hook takes ``Positions`` (see VisionTransformerPE), tables from a ``GridTableCache``).
+    RoPEAxial (its hook takes ``Positions``, see VisionTransformerPE; ``train_grid`` is a tuple of any length; tables
+    from a ``GridTableCache``).
     """
 
     def __init__(

@@ -159,7 +159,8 @@ class IRPE(Encoding):
 
     TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
     VisionTransformerPE), bucket tables come from a module-level ``GridTableCache`` (a Python dict with tuple keys,
-    filled by a closure), and ``logit_bias_rows`` returns a closure, which TorchScript cannot return.
+    filled by a closure), ``logit_bias_rows`` returns a closure, which TorchScript cannot return, and
+    ``needs_attn_weights``, a ``ClassVar`` of the base class, is set per instance.
 
     Large grids: past the attention's byte budget (``vispe.attention``) the attention asks ``logit_bias_rows`` for
     the bias of a slice of queries at a time, and ``value_term`` gets those rows' weights with ``rows=``: then

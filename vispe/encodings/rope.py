@@ -175,8 +175,8 @@ class RoPEAxial(RotaryStrategies):
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
 
     TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
-    VisionTransformerPE), its tables come from a ``GridTableCache`` (a Python dict with tuple keys, filled by a
-    lambda), and the strategies compute Python float scales from the grid.
+    VisionTransformerPE), ``train_grid`` is a tuple of any length (no TorchScript type), its tables come from a
+    ``GridTableCache`` (a Python dict with tuple keys, filled by a lambda), and the strategies compute Python floats.
     """
 
     def __init__(
@@ -247,7 +247,8 @@ class RoPEMixed(RotaryStrategies):
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
 
     TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
-    VisionTransformerPE), and the strategies compute Python float scales with generator expressions over the grid.
+    VisionTransformerPE), ``train_grid`` is a tuple of any length (no TorchScript type), and the strategies compute
+    Python float scales with generator expressions.
     """
 
     def __init__(
