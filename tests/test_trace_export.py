@@ -128,3 +128,15 @@ def test_why_eager_torchscript_is_not_supported_is_documented(name: str) -> None
     """``torch.jit.script(model)`` of the eager model is not supported (see the docstrings): each class says why."""
     cls = vispe.VisionTransformerPE if name == 'VisionTransformerPE' else encoding_class(name)
     assert 'TorchScript:' in cls.__doc__, f'{cls.__name__} does not say what TorchScript cannot express'
+
+
+@pytest.mark.parametrize('name', ['irpe', 'rope_axial'])
+def test_tables_cached_in_inference_mode_do_not_reach_training(name: str) -> None:
+    """timm's forward_fx runs under ``torch.inference_mode``; tables it caches are inference tensors, which
+    autograd refuses to save, so training at the same grid afterwards must get tables of its own."""
+    model = tiny_model(name)
+    x = torch.randn(2, 3, *SIZES[0])
+    with torch.inference_mode():
+        model.eval()(x)
+    model.train()(x).mean().backward()
+    assert model.blocks[0].attn.qkv.weight.grad is not None
