@@ -127,7 +127,8 @@ class GridTableCache:
 
     Kept outside the module's state dict so they never land in checkpoints. A table built under
     ``torch.inference_mode`` is an inference tensor, which autograd refuses to save: it is kept apart from the
-    others (the mode is part of the key), so an evaluation in inference mode does not break training at its grid.
+    others (the mode is part of the key, outside torch.compile), so an evaluation in inference mode does not break
+    training at its grid.
     """
 
     def __init__(self, max_entries: int = 8) -> None:
@@ -137,7 +138,8 @@ class GridTableCache:
     def get(self, key, build):
         if key is None:
             return build()
-        key = (key, torch.is_inference_mode_enabled())
+        if not torch.compiler.is_compiling():  # dynamo would break the graph on the mode query
+            key = (key, torch.is_inference_mode_enabled())
         table = self._tables.get(key)
         if table is None:
             if len(self._tables) >= self.max_entries:
