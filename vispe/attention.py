@@ -10,7 +10,8 @@ module, else the module default ``BIAS_BUDGET_BYTES``), attention runs ``query_r
 rows of those queries only (``Encoding.logit_bias_rows``), SDPA or the softmax weights of those rows, their value
 terms; the rows are concatenated. The result equals the one-shot path to float tolerance; under autograd each
 chunk is checkpointed (recomputed in backward), so training is bounded too and its gradients are the same.
-Inputs under the budget keep the one-shot fused path. The budget counts B x H x N x N entries even for a bias
+Inputs under the budget keep the one-shot fused path. Traced graphs (FX, torch.export) cannot decide on a size at
+run time and always take the one-shot path (``may_chunk``). The budget counts B x H x N x N entries even for a bias
 that broadcasts (iRPE's bias mode, (1, H, N, N)): SDPA's math backend (on CPU with autograd) and the softmax of
 iRPE on V expand it to that.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, List, Optional, Tuple
 
 import torch
+import torch.fx
 import torch.nn.functional as F
 from timm.layers import Attention as TimmAttention
 from torch import nn
@@ -139,13 +141,14 @@ class Attention(nn.Module):
             biases, value_terms = self.encodings('logit_bias'), self.encodings('value_term')
         # encodings that sum over the attention weights themselves (iRPE on V) get them materialised, only here
         weighted = [enc for enc in value_terms if enc.needs_attn_weights]
-        rows = self.query_rows(q, k) if biases or weighted else N
-        if rows < N:
+        chunk = bool(biases or weighted) and may_chunk(N)
+        rows = self.query_rows(q, k) if chunk else N
+        if chunk and rows < N:
             out, terms = self.chunked(q, k, v, pos, biases, weighted, attn_mask, is_causal, rows)
         else:
             if biases:
                 bias = [enc.logit_bias(q, k, pos) for enc in biases]  # (B or 1, H, N, N) each
-                attn_mask, is_causal = merged_mask(bias, attn_mask, is_causal, slice(0, N), q, k), False
+                attn_mask, is_causal = full_mask(bias, attn_mask, is_causal, q, k), False
             out, terms = self.attend(q, k, v, pos, weighted, attn_mask, is_causal)  # (B, H, N, d)
         if pos is not None:
             for enc in self.encodings('transform_out'):
@@ -196,7 +199,9 @@ class Attention(nn.Module):
 
         def chunk(start: int, q_rows: torch.Tensor) -> Tuple[torch.Tensor, List[torch.Tensor]]:
             span = slice(start, start + q_rows.shape[-2])
-            mask = merged_mask([bias(span) for bias in row_biases], attn_mask, is_causal, span, q_rows, k)
+            mask = merged_mask(
+                [bias(span) for bias in row_biases], attn_mask, is_causal, span.start, span.stop, q_rows, k
+            )
             out, terms = self.attend(q_rows, k, v, pos, weighted, mask, False, span)
             return out, [terms[enc] for enc in weighted]
 
@@ -211,6 +216,16 @@ class Attention(nn.Module):
         return out, {enc: torch.cat([t[i] for _, t in parts], dim=-2) for i, enc in enumerate(weighted)}
 
 
+def may_chunk(num_tokens) -> bool:
+    """Whether the byte budget may split this attention into query chunks: not while FX traces (the token count is a
+    Proxy, which Python cannot compare) nor under torch.export (a comparison of SymInts would guard the exported
+    program on the example's size). Those graphs take the one-shot path at every size. torch.compile keeps the
+    budget: a guard there only recompiles."""
+    if isinstance(num_tokens, torch.fx.Proxy):
+        return False
+    return not (isinstance(num_tokens, torch.SymInt) and torch.compiler.is_exporting())
+
+
 def set_bias_budget(model: nn.Module, budget: Optional[float]) -> int:
     """Set ``bias_budget`` (bytes; None: back to ``BIAS_BUDGET_BYTES``) on every vispe ``Attention`` in ``model``,
     e.g. to fit an evaluation at a large resolution into a smaller device. Returns how many modules it set."""
@@ -220,28 +235,42 @@ def set_bias_budget(model: nn.Module, budget: Optional[float]) -> int:
     return len(layers)
 
 
+@torch.fx.wrap
+def full_mask(
+    biases: List[torch.Tensor], attn_mask: Optional[torch.Tensor], is_causal: bool, q: torch.Tensor, k: torch.Tensor
+) -> Optional[torch.Tensor]:
+    """``merged_mask`` of every query row. An FX leaf: in a traced graph the caller's ``attn_mask`` and
+    ``is_causal`` are graph inputs (whether the mask is None is known only when the graph runs), and this function
+    decides then, as the eager model does."""
+    return merged_mask(biases, attn_mask, is_causal, 0, q.shape[-2], q, k)
+
+
 def merged_mask(
     biases: List[torch.Tensor],
     attn_mask: Optional[torch.Tensor],
     is_causal: bool,
-    rows: slice,
+    start: int,
+    stop: int,
     q: torch.Tensor,
     k: torch.Tensor,
 ) -> Optional[torch.Tensor]:
-    """One float attn_mask for the query rows ``rows``: the sum of the (.., n, N) bias rows, the caller's mask
+    """One float attn_mask for the query rows ``start:stop``: the sum of the (.., n, N) bias rows, the caller's mask
     (all N rows, or broadcasting over them; a boolean one attends where True, as SDPA reads it) and, with
-    ``is_causal``, -inf above the diagonal (SDPA takes no mask with is_causal). None when there is nothing."""
-    mask = None
+    ``is_causal``, -inf above the diagonal (SDPA takes no mask with is_causal). None when there is nothing.
+    TorchScript-compatible (explicit None checks), as ``full_mask`` runs in scripted FX graphs."""
+    mask: Optional[torch.Tensor] = None
     for bias in biases:
         bias = bias.to(q.dtype)
         mask = bias if mask is None else mask + bias
     if attn_mask is not None:
-        given = attn_mask[..., rows, :] if attn_mask.dim() >= 2 and attn_mask.shape[-2] != 1 else attn_mask
+        given = attn_mask
+        if attn_mask.dim() >= 2 and attn_mask.shape[-2] != 1:
+            given = attn_mask[..., start:stop, :]
         if given.dtype == torch.bool:
             given = torch.zeros_like(given, dtype=q.dtype).masked_fill_(~given, float('-inf'))
         mask = given if mask is None else mask + given
     if is_causal:
-        queries = torch.arange(rows.start, rows.stop, device=q.device)[:, None]
+        queries = torch.arange(start, stop, device=q.device)[:, None]
         above = queries < torch.arange(k.shape[-2], device=q.device)
         causal = torch.zeros(above.shape, dtype=q.dtype, device=q.device).masked_fill_(above, float('-inf'))
         mask = causal if mask is None else mask + causal

@@ -2,16 +2,50 @@
 samplers that replace them in training (``POSITION_SAMPLERS``: ``rpe2d``).
 
 An encoding never guesses a grid from a token count: it reads ``Positions``.
+
+Traced models (``torch.fx.symbolic_trace``, ``torch.export`` with dynamic sizes, ``torch.compile`` with dynamic
+shapes): the grid (h, w) then holds symbolic sizes (FX Proxies, SymInts) instead of ints, ``is_symbolic`` says so.
+Such positions get ``key=None``, so no table cache is ever keyed on (or filled with) a symbolic size, and the
+tables are computed in the graph, at the size of each call. Where a table needs the sizes as ints, the work is a
+``torch.fx.wrap`` leaf function (``sizes_tensor`` here), which an FX graph calls at run time with the concrete
+sizes; those leaves are TorchScript-compatible, so an FX graph of the model can be scripted.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Hashable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple, Union
 
 import torch
+import torch.fx
 
 from vispe.registry import POSITION_SAMPLERS
+
+#: what a size is while a model is traced instead of run: an FX Proxy (symbolic tracing) or a SymInt (torch.export,
+#: torch.compile with dynamic shapes)
+_SYMBOLIC = (torch.fx.Proxy, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def is_symbolic(*values: Any) -> bool:
+    """True when any of ``values`` is a traced stand-in (an FX Proxy or a SymInt) rather than a concrete number or
+    tensor: Python may then not branch on it, hash it, or turn it into an int without baking one size in."""
+    return any(isinstance(v, _SYMBOLIC) for v in values)
+
+
+def autocast_off(x: torch.Tensor):
+    """``torch.autocast(x.device.type, enabled=False)``, for float32 sections; a null context while FX traces, where
+    ``x.device`` is unknown (a Proxy) and FX would not record a context manager anyway."""
+    if isinstance(x, torch.fx.Proxy):
+        return contextlib.nullcontext()
+    return torch.autocast(x.device.type, enabled=False)
+
+
+@torch.fx.wrap
+def sizes_tensor(sizes: List[int], device: Optional[torch.device]) -> torch.Tensor:
+    """The (ndim,) float32 tensor of per-axis ``sizes``. An FX leaf: ``torch.tensor`` cannot take Proxy sizes, so
+    an FX graph calls this at run time with the concrete ones (and TorchScript can compile it)."""
+    return torch.tensor(sizes, dtype=torch.float32, device=device)
 
 
 @dataclass
@@ -87,9 +121,14 @@ class Positions:
 
     def cache_key(self, *extra: Hashable) -> Optional[tuple]:
         """A key for tables derived from these positions, or None when they must not be cached."""
-        if self.key is None:
+        if self.key is None or is_symbolic(*(self.key if isinstance(self.key, tuple) else (self.key,))):
             return None
         return (self.key, self.num_prefix, self.coords.device, *extra)
+
+    def span_tensor(self) -> torch.Tensor:
+        """``span`` as an (ndim,) float32 tensor on the coordinates' device, also when the sizes are symbolic (an FX
+        graph computes it at run time through the leaf ``sizes_tensor``)."""
+        return sizes_tensor(list(self.span), self.coords.device)
 
 
 def grid_coords(h: int, w: int, device: Optional[torch.device] = None) -> torch.Tensor:
@@ -100,8 +139,10 @@ def grid_coords(h: int, w: int, device: Optional[torch.device] = None) -> torch.
 
 
 def grid_positions(h: int, w: int, num_prefix: int = 0, device: Optional[torch.device] = None) -> Positions:
-    """Positions of an h x w token grid with ``num_prefix`` prefix tokens in front."""
-    return Positions(grid_coords(h, w, device), grid=(h, w), num_prefix=num_prefix, key=('grid', h, w))
+    """Positions of an h x w token grid with ``num_prefix`` prefix tokens in front. Symbolic sizes (a traced model)
+    get ``key=None``: caches are keyed on concrete ints only, and the graph builds the coordinates each call."""
+    key = None if is_symbolic(h, w) else ('grid', h, w)
+    return Positions(grid_coords(h, w, device), grid=(h, w), num_prefix=num_prefix, key=key)
 
 
 def sorted_subsets(batch_size: int, count: int, limit: int, generator=None, device=None) -> torch.Tensor:

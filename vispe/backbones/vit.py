@@ -35,7 +35,7 @@ from vispe.backbones.common import (
     use_patch_conv,
 )
 from vispe.encodings.build import EncodingSpec, check_heads, normalize_spec
-from vispe.positions import Positions, PositionSampler, build_position_sampler, grid_positions
+from vispe.positions import Positions, PositionSampler, build_position_sampler, grid_positions, is_symbolic
 from vispe.registry import MODELS, accepted_arguments, closest
 
 
@@ -72,6 +72,20 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
 
     ``position_sampler`` (e.g. ``RPE2D``, built from ``dict(type='rpe2d', max_grid=(16, 16))``) replaces the grid
     positions in training only (``self.training``); evaluation always uses the plain grid.
+
+    Tracing and export, every registered 2D encoding: ``torch.fx`` (timm's forward_fx / backward_fx contracts, and a
+    plain ``symbolic_trace``) gives one graph for every image size, equal to the eager model bit for bit;
+    ``torch.export`` with dynamic H and W gives one program for every size; the FX graph can be scripted
+    (``torch.jit.script(fx_graph)``, timm's forward_fx_torchscript). Traced graphs never split the attention into
+    query chunks (``vispe.attention.may_chunk``), and a position sampler or a non-default resolution strategy
+    needs concrete sizes (eager or torch.compile).
+
+    TorchScript: eager ``torch.jit.script(model)`` is not supported, for any encoding: the positions are a
+    ``Positions`` dataclass whose ``key`` (``Hashable``) and ``extent`` (a tuple of any length) have no TorchScript
+    type; the attention and backbone call each encoding's hooks by filtering a ModuleDict on frozensets of hook
+    names into Python lists of modules of different classes (TorchScript has no frozensets, comprehension ifs or
+    heterogeneous module lists); position-derived tables live in Python dict caches filled by closures; and
+    ``position_sampler`` is any Python callable. Script the FX graph instead.
     """
 
     #: training-time position sampler ``(pos, batch_size) -> Positions``, or None
@@ -97,9 +111,15 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
             )
 
     def tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, Positions]:
-        """Images (B, C, H, W) -> tokens (B, prefix + h*w, D) with embed hooks applied, and their positions."""
-        check_input_dtype('VisionTransformerPE', x, self.patch_embed.proj.weight)
-        self._check_size(*x.shape[-2:])
+        """Images (B, C, H, W) -> tokens (B, prefix + h*w, D) with embed hooks applied, and their positions.
+
+        Traced (FX, torch.export), h and w are symbolic: the positions then carry no cache key and the graph builds
+        every table at the size of the call. The input checks need concrete values and are left to the eager model
+        (an FX graph still has timm's PatchEmbed assert on divisibility)."""
+        if not is_symbolic(x):
+            check_input_dtype('VisionTransformerPE', x, self.patch_embed.proj.weight)
+        if not is_symbolic(x.shape[-2], x.shape[-1]):
+            self._check_size(x.shape[-2], x.shape[-1])
         x = self.patch_embed(x)  # (B, h, w, D)
         B, h, w, D = x.shape
         pos = grid_positions(h, w, self.num_prefix_tokens, x.device)

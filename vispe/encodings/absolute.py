@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import torch
 from timm.layers import resample_abs_pos_embed, trunc_normal_
@@ -11,6 +11,29 @@ from torch import nn
 from vispe.encodings.base import Encoding, GridTableCache, check_positive
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
+
+
+@torch.fx.wrap
+def grid_table(table: torch.Tensor, grid: List[int], train_grid: List[int], interpolation: str) -> torch.Tensor:
+    """A learned (1, h*w, D) ``table`` of the ``train_grid`` for ``grid``: itself there, resampled elsewhere.
+
+    An FX leaf (``torch.fx.wrap``): the choice needs the grid as ints, so an FX graph calls this at run time, and a
+    graph traced at one size serves every size exactly as the eager model does; TorchScript can compile it.
+    Symbolic sizes (torch.export, dynamic torch.compile) always take the resampling path, which is the identity
+    at the training grid (to the bit for bicubic and bilinear at scale 1), instead of a branch on the size that
+    would specialise the graph to the training grid.
+    """
+    concrete = isinstance(grid[0], int) and isinstance(grid[1], int)  # SymInts are not ints (Proxies never get here)
+    if concrete and grid[0] == train_grid[0] and grid[1] == train_grid[1]:
+        return table
+    return resample_abs_pos_embed(
+        table,
+        new_size=grid,
+        old_size=train_grid,
+        num_prefix_tokens=0,
+        interpolation=interpolation,
+        antialias=interpolation != 'nearest',
+    )
 
 
 @ENCODINGS.register_module(name='ape_learned')
@@ -27,6 +50,10 @@ class ApeLearned(Encoding):
     decay would pull every position toward the zero vector, i.e. toward no position at all.
 
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
+
+    TorchScript: its FX graph scripts (``grid_table`` is a scriptable leaf); eager ``torch.jit.script`` does not:
+    its hook takes ``Positions`` (see VisionTransformerPE), and ``strategy`` is a property over an optional
+    attribute.
     """
 
     strategies = ('bicubic', 'bilinear', 'nearest')
@@ -43,16 +70,7 @@ class ApeLearned(Encoding):
 
     def table(self, grid: Tuple[int, int]) -> torch.Tensor:
         """The (1, h*w, D) table for ``grid``, resampled from the training grid when they differ."""
-        if tuple(grid) == self.grid_size:
-            return self.pos_embed
-        return resample_abs_pos_embed(
-            self.pos_embed,
-            new_size=list(grid),
-            old_size=list(self.grid_size),
-            num_prefix_tokens=0,
-            interpolation=self.strategy,
-            antialias=self.strategy != 'nearest',
-        )
+        return grid_table(self.pos_embed, list(grid), list(self.grid_size), self.strategy)
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         return x + self.table(pos.grid).to(x.dtype)
@@ -84,6 +102,10 @@ class ApeSincos(Encoding):
     Weight decay: nothing to declare, it has no parameters.
 
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
+
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE), and its table comes from a ``GridTableCache``, a Python dict keyed by tuples of sizes,
+    devices and dtypes and filled by a lambda, neither of which TorchScript has.
     """
 
     def __init__(self, dim: int, temperature: float = 10000.0) -> None:

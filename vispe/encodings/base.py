@@ -142,7 +142,10 @@ class GridTableCache:
     prefix count and device, plus what the caller adds. A table in the input's dtype adds the dtype (ape_sincos);
     rotary tables are float32 whatever the input (the rotation runs in float32), so theirs need not.
 
-    Kept outside the module's state dict so they never land in checkpoints.
+    Kept outside the module's state dict so they never land in checkpoints. A table built under
+    ``torch.inference_mode`` is an inference tensor, which autograd refuses to save: it is kept apart from the
+    others (the mode is part of the key, outside torch.compile), so an evaluation in inference mode does not break
+    training at its grid.
     """
 
     def __init__(self, max_entries: int = 8) -> None:
@@ -152,6 +155,8 @@ class GridTableCache:
     def get(self, key, build):
         if key is None:
             return build()
+        if not torch.compiler.is_compiling():  # dynamo would break the graph on the mode query
+            key = (key, torch.is_inference_mode_enabled())
         table = self._tables.get(key)
         if table is None:
             if len(self._tables) >= self.max_entries:

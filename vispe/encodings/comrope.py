@@ -40,7 +40,7 @@ from torch import nn
 
 from vispe.encodings.base import Encoding
 from vispe.encodings.rope import rotary_table, rotate_pairs
-from vispe.positions import Positions
+from vispe.positions import Positions, autocast_off
 from vispe.registry import ENCODINGS
 
 BLOCK_SIZES = (2, 4, 8)
@@ -89,24 +89,31 @@ def quaternion_sandwich(x: torch.Tensor, p: torch.Tensor, r: torch.Tensor) -> to
 EXP_DEGREE = 8
 
 
-def expm(a: torch.Tensor) -> torch.Tensor:
-    """exp(a) for a batch (..., n, n): scaling and squaring of a degree-8 Taylor polynomial (float32-accurate).
+@torch.fx.wrap
+def expm(a: torch.Tensor, degree: int = EXP_DEGREE) -> torch.Tensor:
+    """exp(a) for a batch (..., n, n): scaling and squaring of a ``degree`` (8) Taylor polynomial (float32-accurate).
 
     The scheme of ``torch.linalg.matrix_exp``, but differentiated as plain matmuls, whereas matrix_exp's backward
     exponentiates a 2n x 2n block matrix: forward + backward take 1/4 of its time for HARoPE's (2H, 64, 64), 1/2
     for (H, N, J, 8, 8). The number of squarings comes from the norm, read on the host (a device sync on GPU);
     under ``torch.compile`` that read would break the graph, so compiled code calls ``torch.linalg.matrix_exp``.
+    An FX leaf (``torch.fx.wrap``): an FX graph calls it at run time, where the norm is a number, so the traced model
+    computes what the eager one does, bit for bit; it is TorchScript-compatible, so such a graph can be scripted.
     """
     if torch.compiler.is_compiling():  # the norm read below would break the graph; matrix_exp traces as one op
         return torch.linalg.matrix_exp(a)
-    norm = a.detach().abs().sum(-2).amax().item()  # the 1-norm, worst matrix of the batch
+    norm = float(a.detach().abs().sum(-2).amax().item())  # the 1-norm, worst matrix of the batch
     if not math.isfinite(norm):
         return torch.linalg.matrix_exp(a)
-    squarings = max(0, math.ceil(math.log2(norm / 0.5))) if norm > 0.5 else 0
+    # squarings = ceil(log2(norm / 0.5)), at least 0: the fewest halvings to a norm <= 1/2, counted by exact doublings
+    # (TorchScript has no math.log2; for a float32 norm this is the same count)
+    squarings, limit = 0, 0.5
+    while norm > limit:
+        squarings, limit = squarings + 1, limit * 2.0
     x = a / 2**squarings
     eye = torch.eye(a.shape[-1], device=a.device, dtype=a.dtype)
-    out = eye + x / EXP_DEGREE
-    for k in range(EXP_DEGREE - 1, 0, -1):  # Horner: I + x (I + x/2 (... (I + x/8))...)
+    out = eye + x / degree  # the degree comes in as an argument: TorchScript reads no global ints
+    for k in range(degree - 1, 0, -1):  # Horner: I + x (I + x/2 (... (I + x/8))...)
         out = eye + (x @ out) / k
     for _ in range(squarings):
         out = out @ out
@@ -217,7 +224,7 @@ class ComRoPE(Encoding):
         coords = pos.coords.float()
         if pos.grid is not None:
             lo = torch.full((len(pos.grid),), -0.5, device=coords.device)
-            span = torch.tensor(pos.span, dtype=torch.float32, device=coords.device)  # rpe2d: its range L
+            span = pos.span_tensor()  # rpe2d: its range L
         else:  # no grid (points, sampled positions): min-max per sample
             lo = coords.amin(dim=-2, keepdim=True)
             span = (coords.amax(dim=-2, keepdim=True) - lo).clamp_min(1e-6)
@@ -232,12 +239,12 @@ class ComRoPE(Encoding):
 
     def rotation(self, x: torch.Tensor, num_prefix: int = 0) -> torch.Tensor:
         """Blocks of R(x) = exp(sum_i A_i x_i) for normalised x (..., N, ndim): (..., H, num_prefix + N, J, b, b)."""
-        with torch.autocast(x.device.type, enabled=False):
+        with autocast_off(x):
             return exp_skew(self.skew_generators(), self.multipliers(x, num_prefix))
 
     def rotate_normalized(self, q: torch.Tensor, k: torch.Tensor, x: torch.Tensor, num_prefix: int = 0):
         """Rotate q, k (B, H, num_prefix + N, d) by R(x) for normalised positions x (N or B, N, ndim)."""
-        with torch.autocast(q.device.type, enabled=False):
+        with autocast_off(q):
             gen, t = self.skew_generators(), self.multipliers(x, num_prefix)
             if self.block_size == 2:  # e^(i t_j omega_j), omega = S[1, 0]: (..., H, N, d/2)
                 table = rotary_table(t[..., None, :, :] * gen[:, None, :, 1, 0], 0)
@@ -254,7 +261,11 @@ class ComRoPE(Encoding):
 
 @ENCODINGS.register_module(name='comrope_ap')
 class ComRoPEAP(ComRoPE):
-    """ComRoPE-AP: block j rotates with axis j mod ndim only, by exp(x_(j mod ndim) (P_j - P_j^T))."""
+    """ComRoPE-AP: block j rotates with axis j mod ndim only, by exp(x_(j mod ndim) (P_j - P_j^T)).
+
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE), and its float32 sections run in ``autocast_off``, a context TorchScript's ``with`` refuses.
+    """
 
     partitioned = True
 
@@ -276,6 +287,9 @@ class ComRoPELD(ComRoPE):
 
     ``theta`` (ndim, J) starts as a random unit vector per block. Weight decay: none on ``theta`` either, like
     ``P``: decay would shrink each block's axis weights toward 0, i.e. its rotation toward the identity.
+
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE), and its float32 sections run in ``autocast_off``, a context TorchScript's ``with`` refuses.
     """
 
     no_weight_decay_params = ('P', 'theta')

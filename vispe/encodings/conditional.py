@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from vispe.encodings.base import Encoding
-from vispe.positions import Positions
+from vispe.positions import Positions, is_symbolic
 from vispe.registry import ENCODINGS
 
 
@@ -25,6 +25,8 @@ def require_grid(pos: Positions, name: str) -> Tuple[int, int]:
             'clouds or sampled positions use a coordinate-based encoding instead (e.g. lff, ape_sincos).'
         )
     h, w = pos.grid
+    if is_symbolic(h, w):  # a traced model: the sizes stay symbolic (int() would bake the example's grid in)
+        return h, w
     if h * w != pos.num_tokens:
         raise ValueError(f'{name}: Positions.grid {pos.grid} does not hold the {pos.num_tokens} non-prefix tokens')
     return int(h), int(w)
@@ -72,6 +74,10 @@ class PEG(Encoding):
         validate ``blocks``.
 
     Attention path: none of its own (a conv between blocks): fused SDPA without a mask stays.
+
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE), and the backbone picks the blocks it follows in Python (``i in enc.blocks`` over a
+    ModuleDict).
     """
 
     def __init__(

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from vispe.encodings.base import Encoding, GridTableCache, check_positive
-from vispe.positions import Positions
+from vispe.positions import Positions, autocast_off, is_symbolic
 from vispe.registry import ENCODINGS
 
 #: floor on an axis' extent when min-max normalising points, so a flat axis (all equal) maps to 0, not NaN
@@ -32,7 +32,7 @@ def normalize_positions(pos: Positions) -> torch.Tensor:
     """
     coords = pos.coords.float()
     if pos.grid is not None:
-        size = torch.tensor(pos.span, dtype=torch.float32, device=coords.device)
+        size = pos.span_tensor()
         return (coords + 0.5) / size
     lo = coords.amin(dim=-2, keepdim=True)
     hi = coords.amax(dim=-2, keepdim=True)
@@ -56,6 +56,10 @@ class LFF(Encoding):
     are ordinary linear weights and are decayed.
 
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
+
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE), and its positions come from a ``GridTableCache`` (a Python dict with tuple keys, filled by
+    a lambda).
     """
 
     ndims = (2, 3)
@@ -84,12 +88,12 @@ class LFF(Encoding):
 
     def features(self, p: torch.Tensor) -> torch.Tensor:
         """Normalised positions (..., N, M) -> Fourier features (..., N, F), float32."""
-        with torch.autocast(p.device.type, enabled=False):  # bf16 angles would lose the fine frequencies
+        with autocast_off(p):  # bf16 angles would lose the fine frequencies
             angles = p.float() @ self.freqs.weight.float().t()
             return torch.cat([angles.cos(), angles.sin()], dim=-1) * (1.0 / math.sqrt(self.num_features))
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        if pos.ndim != self.ndim:
+        if not is_symbolic(pos.ndim) and pos.ndim != self.ndim:  # a traced (FX) model has no ndim to compare
             raise ValueError(
                 f'lff was built for {self.ndim}D positions but got {pos.ndim}D; build it with ndim={pos.ndim}'
             )

@@ -33,8 +33,10 @@ from torch import nn
 
 from vispe.encodings.comrope import expm
 from vispe.encodings.rope import RoPEAxial
-from vispe.positions import Positions
+from vispe.positions import Positions, autocast_off
 from vispe.registry import ENCODINGS
+
+torch.fx.wrap('expm')  # an FX graph calls expm at run time (the comrope leaf), also from this module
 
 
 @ENCODINGS.register_module(name='harope')
@@ -46,6 +48,10 @@ class HARoPE(RoPEAxial):
     toward plain RoPE and decay on sigma would pull s off 1 toward softplus(0) = 0.69, neither a prior of the method.
 
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
+
+    TorchScript: its FX graph scripts (``expm`` is a scriptable leaf); eager ``torch.jit.script`` does not: as
+    RoPEAxial (its hook takes ``Positions``, see VisionTransformerPE; ``train_grid`` is a tuple of any length; tables
+    from a ``GridTableCache``).
     """
 
     no_weight_decay_params = ('A_u', 'A_v', 'sigma')
@@ -74,19 +80,19 @@ class HARoPE(RoPEAxial):
     def factors(self) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """U, V (H, d, d) orthogonal and s (H, d) > 0, float32, with M = U diag(s) V^T."""
         a = torch.cat([self.A_u, self.A_v]).float()  # one exponential for both: one norm read, half the calls
-        with torch.autocast(a.device.type, enabled=False):  # expm's matmuls would otherwise run in bf16
+        with autocast_off(a):  # expm's matmuls would otherwise run in bf16
             u, v = expm(a - a.transpose(-1, -2)).chunk(2)
         return u, v, F.softplus(self.sigma.float()) + 1e-6
 
     def mixing(self) -> Tuple[torch.Tensor, torch.Tensor]:
         """(M, M^-T), each (H, d, d) float32."""
         u, v, s = self.factors()
-        with torch.autocast(u.device.type, enabled=False):
+        with autocast_off(u):
             return (u * s[:, None, :]) @ v.transpose(-1, -2), (u / s[:, None, :]) @ v.transpose(-1, -2)
 
     def transform(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """q -> M q, k -> M^-T k on (B, H, N, d) rows: q @ M^T, k @ M^-1."""
-        with torch.autocast(q.device.type, enabled=False):
+        with autocast_off(q):
             m, m_inv_t = self.mixing()
             q2 = q.float() @ m.transpose(-1, -2)
             k2 = k.float() @ m_inv_t.transpose(-1, -2)

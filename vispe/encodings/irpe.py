@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from vispe.encodings.base import Encoding, GridTableCache
-from vispe.positions import Positions, grid_coords
+from vispe.positions import Positions, grid_coords, is_symbolic
 from vispe.registry import ENCODINGS
 
 METHODS = ('product', 'cross', 'euclidean', 'quant')
@@ -84,7 +84,9 @@ def bucket_ids_from_coords(coords: torch.Tensor, method: str, ratio: float, num_
     else:
         raise ValueError(f'unknown iRPE method {method!r}; choose one of {list(METHODS)}')
     prefix = num_buckets(method, ratio)
-    ids = tuple(F.pad(t, (num_prefix, 0, num_prefix, 0), value=prefix) for t in ids)
+    ids = tuple(
+        F.pad(t, (num_prefix, 0, num_prefix, 0), value=float(prefix)) for t in ids
+    )  # float: as TorchScript's pad
     return ids if method == 'cross' else ids[0]
 
 
@@ -113,8 +115,12 @@ def _check_args(method: str, mode: str, on: str, ratio: float) -> str:
 
 
 def _expand(idx: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """(N, N) or (B, N, N) indices -> a (B, H, N, M) view (no copy) for gather / scatter on ``like``."""
-    return (idx if idx.dim() == 2 else idx[:, None]).expand(*like.shape[:-1], idx.shape[-1])
+    """(N, N) or (B, N, N) indices -> a (B, H, N, M) view (no copy) for gather / scatter on the 4-D ``like``.
+
+    A head axis goes in front of the last two either way ((1, N, N) or (B, 1, N, N)), so no branch on the rank,
+    which an FX trace cannot take."""
+    shape = like.shape
+    return idx.unsqueeze(-3).expand(shape[0], shape[1], shape[2], idx.shape[-1])
 
 
 @ENCODINGS.register_module(name='irpe')
@@ -154,6 +160,11 @@ class IRPE(Encoding):
     Attention path: the bias (and the contextual q . W term on K) goes to SDPA as a float attn_mask: the
     memory-efficient kernel with a bias on CUDA, never flash; on V (on='qkv') the softmax weights are materialised
     (math path).
+
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE), bucket tables come from a module-level ``GridTableCache`` (a Python dict with tuple keys,
+    filled by a closure), ``logit_bias_rows`` returns a closure, which TorchScript cannot return, and
+    ``needs_attn_weights``, a ``ClassVar`` of the base class, is set per instance.
 
     Large grids: past the attention's byte budget (``vispe.attention``) the attention asks ``logit_bias_rows`` for
     the bias of a slice of queries at a time, and ``value_term`` gets those rows' weights with ``rows=``: then
@@ -210,7 +221,7 @@ class IRPE(Encoding):
 
     def buckets(self, pos: Positions, num_tokens: int) -> Tuple[torch.Tensor, ...]:
         """Cached bucket indices into ``table(side)``: one (N, N) (or (B, N, N)) long tensor per cross part."""
-        if pos.ndim != 2:
+        if not is_symbolic(pos.ndim) and pos.ndim != 2:  # FX: the coordinates' shape is unknown while tracing
             raise ValueError(f'iRPE buckets 2D (row, col) offsets; these positions have {pos.ndim} dimensions')
 
         def build() -> Tuple[torch.Tensor, ...]:
@@ -220,7 +231,7 @@ class IRPE(Encoding):
             return ids[0], ids[1] + self.num_buckets  # cols index the second half of the concatenated table
 
         ids = _BUCKETS.get(pos.cache_key('irpe', self.method, self.ratio), build)
-        if ids[0].shape[-1] != num_tokens:
+        if not is_symbolic(num_tokens) and ids[0].shape[-1] != num_tokens:  # traced: checked by the eager model
             raise ValueError(
                 f'iRPE got {num_tokens} tokens but the positions hold {pos.num_prefix} prefix + '
                 f'{pos.num_tokens} grid tokens'

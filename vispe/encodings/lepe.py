@@ -32,6 +32,9 @@ class LePE(Encoding):
     Shapes: value_term v (B, H, num_prefix + h*w, d) -> (B, H, num_prefix + h*w, d).
 
     Attention path: its conv on V is added to the SDPA output, no mask: fused SDPA (flash or memory-efficient on CUDA).
+
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE); the attention finds it by hook name over a ModuleDict (see VisionTransformerPE).
     """
 
     def __init__(self, dim: int, num_heads: int, kernel_size: int = 3) -> None:

@@ -68,7 +68,7 @@ def rotate_pairs(x: torch.Tensor, table: torch.Tensor, scale: float = 1.0) -> to
 
     ``scale`` multiplies the result (YaRN's logit scaling), in float32 before casting back.
     """
-    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))  # unflatten: no shape unpacking for FX
     out = pairs * table
     if scale != 1.0:
         out = out * scale
@@ -138,7 +138,8 @@ class RotaryStrategies(Encoding):
         The extent is ``grid`` when given, else the integer positions the (..., N, ndim) coordinates span
         (max - min + 1, over the whole batch: one scale for every sample).
         """
-        ndim = coords.shape[-1]
+        # a grid has one entry per axis even when traced (FX: the coordinates' shape is then unknown)
+        ndim = len(grid) if grid is not None else coords.shape[-1]
         if self.strategy == 'none' or self.train_grid is None:
             return (1.0,) * ndim
         if grid is None:
@@ -174,6 +175,10 @@ class RoPEAxial(RotaryStrategies):
     Weight decay: nothing to declare, it has no parameters.
 
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
+
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE), ``train_grid`` is a tuple of any length (no TorchScript type), its tables come from a
+    ``GridTableCache`` (a Python dict with tuple keys, filled by a lambda), and the strategies compute Python floats.
     """
 
     def __init__(
@@ -215,10 +220,12 @@ class RoPEAxial(RotaryStrategies):
         return torch.cat(per_axis, dim=-1)
 
     def table(self, pos: Positions) -> torch.Tensor:
-        """The complex table (num_prefix + N, d/2), or (B, 1, num_prefix + N, d/2) for per-sample positions."""
+        """The complex table (1, num_prefix + N, d/2), or (B, 1, num_prefix + N, d/2) for per-sample positions: a
+        head axis in front of the tokens either way (shared by the heads), without a branch on the table's rank,
+        which an FX trace cannot take."""
         key = pos.cache_key(self.strategy)  # the strategy may change between evaluations of one model
         table = self._cache.get(key, lambda: rotary_table(self.angles(pos.coords, pos.grid), pos.num_prefix))
-        return table[:, None] if table.dim() == 3 else table  # per-sample tables are shared by the heads
+        return table.unsqueeze(-3)
 
     def rotate(self, q, k, pos: Positions):
         scale = self.qk_scale(self.axis_scales(pos.coords, pos.grid))
@@ -243,6 +250,10 @@ class RoPEMixed(RotaryStrategies):
     the init; rank 0 = largest magnitude, kept); ``yarn`` counts the rotations of pair j with |f_j|.
 
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
+
+    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
+    VisionTransformerPE), ``train_grid`` is a tuple of any length (no TorchScript type), and the strategies compute
+    Python float scales with generator expressions.
     """
 
     no_weight_decay_params = ('freqs',)
