@@ -123,11 +123,36 @@ def test_export_with_dynamic_height_and_width(name: str) -> None:
             torch.testing.assert_close(exported(x), model(x), rtol=1e-5, atol=1e-5, msg=f'{name} at {size}')
 
 
-@pytest.mark.parametrize('name', [*ENCODINGS, 'VisionTransformerPE'])
-def test_why_eager_torchscript_is_not_supported_is_documented(name: str) -> None:
-    """``torch.jit.script(model)`` of the eager model is not supported (see the docstrings): each class says why."""
-    cls = vispe.VisionTransformerPE if name == 'VisionTransformerPE' else encoding_class(name)
-    assert 'TorchScript:' in cls.__doc__, f'{cls.__name__} does not say what TorchScript cannot express'
+@pytest.mark.parametrize('name', ENCODINGS)
+def test_torch_jit_script_of_the_model(name: str, tmp_path) -> None:
+    """timm's test_model_forward_torchscript: ``torch.jit.script(model)`` (through ``__prepare_scriptable__``, the
+    model's FX graph) gives the eager outputs at sizes other than 224, and survives torch.jit.save / load."""
+    import timm
+
+    with timm.layers.set_layer_config(scriptable=True):
+        model = tiny_model(name).eval()
+    scripted = torch.jit.script(model)
+    torch.jit.save(scripted, str(tmp_path / 'model.pt'))
+    loaded = torch.jit.load(str(tmp_path / 'model.pt'))
+    with torch.no_grad():
+        for size in SIZES:
+            x = torch.randn(1, 3, *size)
+            assert torch.equal(loaded(x), model(x)), f'{name} at {size}'
+    cls = encoding_class(name)
+    assert 'TorchScript:' in cls.__doc__, f'{cls.__name__} does not say what of it TorchScript cannot express'
+
+
+def test_torch_jit_script_refuses_what_needs_concrete_sizes() -> None:
+    sampled = vispe.create_model(
+        'vit_tiny_patch16_224', encoding='rope_axial', depth=1, position_sampler=dict(type='rpe2d', max_grid=(16, 16))
+    ).train()
+    with pytest.raises(TypeError, match='position sampler .* script the model in eval mode'):
+        torch.jit.script(sampled)
+    assert isinstance(torch.jit.script(sampled.eval()), torch.jit.ScriptModule)
+    strategy = vispe.create_model('vit_tiny_patch16_224', encoding='rope_axial', depth=1).eval()
+    strategy.blocks[0].attn.pe['rope_axial'].strategy = 'ntk'  # scales computed in Python floats from the sizes
+    with pytest.raises(TypeError, match='tracing failed .* drop the non-default resolution strategy'):
+        torch.jit.script(strategy)
 
 
 @pytest.mark.parametrize('name', ['irpe', 'rope_axial'])

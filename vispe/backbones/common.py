@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Dict, FrozenSet, Iterator, List, Optional, Seq
 
 import torch
 from torch import nn
-from torch.fx._symbolic_trace import is_fx_tracing
+from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 
 from vispe.encodings.base import Encoding
 from vispe.encodings.build import (
@@ -131,8 +131,9 @@ class PatchConv2d(nn.Conv2d):
     one column wide and several rows high returns values off by O(1), sometimes NaN (a 40 x 1 grid of 2 px
     patches: max error 3.0 against float32; 0.01 with oneDNN switched off). Such inputs get one stride of zero
     columns on the right, which leaves the first output column as it is, and the extra column is dropped. Other
-    inputs, devices and dtypes take the plain path, and so do TorchScript and FX tracing (the check reads the
-    input's shape, which neither can branch on; what they export is plain ``nn.Conv2d``)."""
+    inputs, devices and dtypes take the plain path, and so do TorchScript, FX tracing and torch.export (the check
+    reads the input's shape, which they cannot branch on at every size; what they record is plain ``nn.Conv2d``, so
+    a traced, scripted or exported bf16 CPU model keeps the fault on one-column grids)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not torch.jit.is_scripting():
@@ -143,7 +144,9 @@ class PatchConv2d(nn.Conv2d):
 
     @torch.jit.unused
     def _hits_onednn_fault(self, x: torch.Tensor) -> bool:
-        if is_fx_tracing() or x.device.type != 'cpu' or x.dim() != 4 or self.padding_mode != 'zeros':
+        if is_fx_symbolic_tracing() or torch.compiler.is_exporting():  # FX and export: shapes are symbolic
+            return False
+        if x.device.type != 'cpu' or x.dim() != 4 or self.padding_mode != 'zeros':
             return False
         if not (
             x.dtype == torch.bfloat16

@@ -80,12 +80,14 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
     query chunks (``vispe.attention.may_chunk``), and a position sampler or a non-default resolution strategy
     needs concrete sizes (eager or torch.compile).
 
-    TorchScript: eager ``torch.jit.script(model)`` is not supported, for any encoding: the positions are a
-    ``Positions`` dataclass whose ``key`` (``Hashable``) and ``extent`` (a tuple of any length) have no TorchScript
-    type; the attention and backbone call each encoding's hooks by filtering a ModuleDict on frozensets of hook
-    names into Python lists of modules of different classes (TorchScript has no frozensets, comprehension ifs or
-    heterogeneous module lists); position-derived tables live in Python dict caches filled by closures; and
-    ``position_sampler`` is any Python callable. Script the FX graph instead.
+    TorchScript: ``torch.jit.script(model)`` (timm's torchscript contract) scripts the model's FX graph: TorchScript
+    cannot compile the Python forward itself (its ``Positions`` dataclass has fields with no TorchScript type, a
+    ``Hashable`` key and a tuple of any length; the hooks are dispatched by filtering a ModuleDict on frozensets of
+    hook names into lists of modules of different classes; tables live in Python dict caches filled by closures;
+    ``position_sampler`` is any callable), so ``__prepare_scriptable__`` hands it ``torch.fx.symbolic_trace`` of the
+    model, the same function at every input size, which scripts, saves with ``torch.jit.save`` and loads without
+    vispe. The scripted module has ``forward`` only, in the mode it was scripted in, and it cannot take a position
+    sampler in training or a non-default resolution strategy (both need concrete sizes: an error says so).
     """
 
     #: training-time position sampler ``(pos, batch_size) -> Positions``, or None
@@ -97,6 +99,22 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
         _check_vit_kwargs(kwargs, defaults=True)
         super().__init__(**kwargs)
         apply_encoding(self, encoding, position_sampler=position_sampler)
+
+    def __prepare_scriptable__(self) -> nn.Module:
+        """What ``torch.jit.script(model)`` compiles: the model's FX graph (the class docstring says why)."""
+        if self.training and self.position_sampler is not None:
+            raise TypeError(
+                'torch.jit.script: a position sampler draws new positions from concrete sizes at every training step, '
+                'which a scripted graph cannot; script the model in eval mode (model.eval()), or without the sampler'
+            )
+        try:
+            return torch.fx.symbolic_trace(self)
+        except Exception as error:  # a resolution strategy or encoding option that needs concrete sizes
+            raise TypeError(
+                f'torch.jit.script: {type(self).__name__} with encodings {self.encoding_names} scripts through its FX '
+                f'graph, and tracing failed ({type(error).__name__}: {error}); the default configuration of every '
+                'registered encoding traces: drop the non-default resolution strategy or option, or use torch.compile'
+            ) from error
 
     # no_weight_decay and group_matcher: EncodingHost's, from the encodings' declarations
 

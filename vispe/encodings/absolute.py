@@ -51,9 +51,9 @@ class ApeLearned(Encoding):
 
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
 
-    TorchScript: its FX graph scripts (``grid_table`` is a scriptable leaf); eager ``torch.jit.script`` does not:
-    its hook takes ``Positions`` (see VisionTransformerPE), and ``strategy`` is a property over an optional
-    attribute.
+    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (``grid_table`` is a scriptable leaf); its Python code
+    does not script: its hook takes ``Positions`` (see VisionTransformerPE), and ``strategy`` is a property over an
+    optional attribute.
     """
 
     strategies = ('bicubic', 'bilinear', 'nearest')
@@ -103,9 +103,9 @@ class ApeSincos(Encoding):
 
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
 
-    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
-    VisionTransformerPE), and its table comes from a ``GridTableCache``, a Python dict keyed by tuples of sizes,
-    devices and dtypes and filled by a lambda, neither of which TorchScript has.
+    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
+    script: its hook takes ``Positions`` (see VisionTransformerPE), and its table comes from a ``GridTableCache``, a
+    Python dict keyed by tuples of sizes, devices and dtypes and filled by a lambda, neither of which TorchScript has.
     """
 
     def __init__(self, dim: int, temperature: float = 10000.0) -> None:

@@ -263,8 +263,9 @@ class ComRoPE(Encoding):
 class ComRoPEAP(ComRoPE):
     """ComRoPE-AP: block j rotates with axis j mod ndim only, by exp(x_(j mod ndim) (P_j - P_j^T)).
 
-    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
-    VisionTransformerPE), and its float32 sections run in ``autocast_off``, a context TorchScript's ``with`` refuses.
+    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
+    script: its hook takes ``Positions`` (see VisionTransformerPE), and its float32 sections run in ``autocast_off``, a
+    context TorchScript's ``with`` refuses.
     """
 
     partitioned = True
@@ -288,8 +289,9 @@ class ComRoPELD(ComRoPE):
     ``theta`` (ndim, J) starts as a random unit vector per block. Weight decay: none on ``theta`` either, like
     ``P``: decay would shrink each block's axis weights toward 0, i.e. its rotation toward the identity.
 
-    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
-    VisionTransformerPE), and its float32 sections run in ``autocast_off``, a context TorchScript's ``with`` refuses.
+    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
+    script: its hook takes ``Positions`` (see VisionTransformerPE), and its float32 sections run in ``autocast_off``, a
+    context TorchScript's ``with`` refuses.
     """
 
     no_weight_decay_params = ('P', 'theta')

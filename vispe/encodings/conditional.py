@@ -75,9 +75,9 @@ class PEG(Encoding):
 
     Attention path: none of its own (a conv between blocks): fused SDPA without a mask stays.
 
-    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
-    VisionTransformerPE), and the backbone picks the blocks it follows in Python (``i in enc.blocks`` over a
-    ModuleDict).
+    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
+    script: its hook takes ``Positions`` (see VisionTransformerPE), and the backbone picks the blocks it follows in
+    Python (``i in enc.blocks`` over a ModuleDict).
     """
 
     def __init__(

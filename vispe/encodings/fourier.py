@@ -57,9 +57,9 @@ class LFF(Encoding):
 
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
 
-    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
-    VisionTransformerPE), and its positions come from a ``GridTableCache`` (a Python dict with tuple keys, filled by
-    a lambda).
+    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
+    script: its hook takes ``Positions`` (see VisionTransformerPE), and its positions come from a ``GridTableCache`` (a
+    Python dict with tuple keys, filled by a lambda).
     """
 
     ndims = (2, 3)

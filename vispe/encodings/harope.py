@@ -49,9 +49,9 @@ class HARoPE(RoPEAxial):
 
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
 
-    TorchScript: its FX graph scripts (``expm`` is a scriptable leaf); eager ``torch.jit.script`` does not: as
-    RoPEAxial (its hook takes ``Positions``, see VisionTransformerPE; ``train_grid`` is a tuple of any length; tables
-    from a ``GridTableCache``).
+    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (``expm`` is a scriptable leaf); its Python code does
+    not script: as RoPEAxial (its hook takes ``Positions``, see VisionTransformerPE; ``train_grid`` is a tuple of any
+    length; tables from a ``GridTableCache``).
     """
 
     no_weight_decay_params = ('A_u', 'A_v', 'sigma')

@@ -161,10 +161,10 @@ class IRPE(Encoding):
     memory-efficient kernel with a bias on CUDA, never flash; on V (on='qkv') the softmax weights are materialised
     (math path).
 
-    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
-    VisionTransformerPE), bucket tables come from a module-level ``GridTableCache`` (a Python dict with tuple keys,
-    filled by a closure), ``logit_bias_rows`` returns a closure, which TorchScript cannot return, and
-    ``needs_attn_weights``, a ``ClassVar`` of the base class, is set per instance.
+    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
+    script: its hook takes ``Positions`` (see VisionTransformerPE), bucket tables come from a module-level
+    ``GridTableCache`` (a Python dict with tuple keys, filled by a closure), ``logit_bias_rows`` returns a closure,
+    which TorchScript cannot return, and ``needs_attn_weights``, a ``ClassVar`` of the base class, is set per instance.
 
     Large grids: past the attention's byte budget (``vispe.attention``) the attention asks ``logit_bias_rows`` for
     the bias of a slice of queries at a time, and ``value_term`` gets those rows' weights with ``rows=``: then

@@ -33,8 +33,9 @@ class LePE(Encoding):
 
     Attention path: its conv on V is added to the SDPA output, no mask: fused SDPA (flash or memory-efficient on CUDA).
 
-    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
-    VisionTransformerPE); the attention finds it by hook name over a ModuleDict (see VisionTransformerPE).
+    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
+    script: its hook takes ``Positions`` (see VisionTransformerPE); the attention finds it by hook name over a
+    ModuleDict (see VisionTransformerPE).
     """
 
     def __init__(self, dim: int, num_heads: int, kernel_size: int = 3) -> None:

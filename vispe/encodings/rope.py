@@ -176,9 +176,10 @@ class RoPEAxial(RotaryStrategies):
 
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
 
-    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
-    VisionTransformerPE), ``train_grid`` is a tuple of any length (no TorchScript type), its tables come from a
-    ``GridTableCache`` (a Python dict with tuple keys, filled by a lambda), and the strategies compute Python floats.
+    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
+    script: its hook takes ``Positions`` (see VisionTransformerPE), ``train_grid`` is a tuple of any length (no
+    TorchScript type), its tables come from a ``GridTableCache`` (a Python dict with tuple keys, filled by a lambda),
+    and the strategies compute Python floats.
     """
 
     def __init__(
@@ -251,9 +252,9 @@ class RoPEMixed(RotaryStrategies):
 
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
 
-    TorchScript: its FX graph scripts; eager ``torch.jit.script`` does not: its hook takes ``Positions`` (see
-    VisionTransformerPE), ``train_grid`` is a tuple of any length (no TorchScript type), and the strategies compute
-    Python float scales with generator expressions.
+    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
+    script: its hook takes ``Positions`` (see VisionTransformerPE), ``train_grid`` is a tuple of any length (no
+    TorchScript type), and the strategies compute Python float scales with generator expressions.
     """
 
     no_weight_decay_params = ('freqs',)
