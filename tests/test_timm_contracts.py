@@ -74,14 +74,14 @@ def test_converted_timm_vits_carry_a_config_of_their_own():
     assert other._model_args['encoding'] == [{'type': 'rope_axial'}, {'type': 'peg'}]
 
 
-@pytest.mark.parametrize('feature_cls', ['getter', 'hook'])
+@pytest.mark.parametrize('feature_cls', ['getter', 'hook', 'fx'])
 def test_features_only_carries_the_config_and_honours_feature_cls(feature_cls):
     model = timm.create_model(tiny_name('rope_mixed'), features_only=True, feature_cls=feature_cls, depth=3)
     cfg = model.pretrained_cfg
     assert cfg['architecture'] == tiny_name('rope_mixed') and cfg['crop_pct'] == 1.0 and 'num_classes' not in cfg
     assert resolve_data_config(model=model)['crop_pct'] == 1.0  # not timm's fallback 0.875
     outs = model(torch.randn(1, 3, 64, 48))
-    want = (1, 192, 4, 3) if feature_cls == 'getter' else (1, 1 + 12, 192)  # hook: the blocks' raw tokens
+    want = (1, 192, 4, 3) if feature_cls == 'getter' else (1, 1 + 12, 192)  # hook, fx: the blocks' raw tokens
     assert [tuple(o.shape) for o in outs] == [want] * 3  # the last three blocks, as timm's ViTs
     via_vispe = vispe.create_model(tiny_name('rope_mixed'), features_only=True, feature_cls=feature_cls, depth=3)
     assert via_vispe.pretrained_cfg['architecture'] == tiny_name('rope_mixed')
