@@ -189,3 +189,9 @@ def test_entrypoints_live_in_their_own_module():
     assert timm.models.get_arch_name(tiny_name('irpe')) == tiny_name('irpe')
     assert all(timm.models._registry._model_to_module[n] == 'vispe_vit' for n in vispe.TIMM_NAMES)
     assert vispe_vit.registered_name('vit_small_patch16_224', 'irpe') == 'vit_small_patch16_irpe_224'
+
+
+def test_encoding_none_is_a_vispe_model_without_positions():
+    model = vispe.create_model('vit_tiny_patch16_224', encoding=None, **SMALL)
+    assert type(model) is vispe.VisionTransformerPE and model.encoding_names == [] and model.pos_embed is None
+    assert model.pretrained_cfg['architecture'] == 'vit_tiny_patch16_224' and model._model_args['encoding'] == []

@@ -473,7 +473,7 @@ def create_model(
         source_cfg = dict(getattr(model, 'pretrained_cfg', {}) or {})
         if encoding == 'default' and not isinstance(model, VisionTransformerPE):  # a plain timm ViT
             encoding = 'ape_learned' if getattr(model, 'pos_embed', None) is not None else None
-        if encoding != 'default' and encoding is not None:
+        if encoding != 'default':  # None too: a vispe model without an encoding
             model = apply_encoding(model, encoding)
         if isinstance(model, VisionTransformerPE):
             eva = eva_rope_base(model_name)
