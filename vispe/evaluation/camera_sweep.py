@@ -18,10 +18,10 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
-from vispe.evaluation.resolution import FAILED, encoding_label, load_model, save_figure
+from vispe.evaluation import report
+from vispe.evaluation.resolution import FAILED, encoding_label, load_model
 from vispe.evaluation.settings_sweep import SettingsEvaluator
 from vispe.evaluation.sweep_engine import Cell, Log, run_sweep, sweep_identity
-from vispe.evaluation.tables import by_encoding, markdown
 
 
 def camera_settings(cfg, names: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, Any]]:
@@ -82,50 +82,62 @@ def _settings(rows: Sequence[Dict[str, Any]]) -> List[str]:
     return list(dict.fromkeys(r['setting'] for r in rows))
 
 
+def results_pivot(rows: Sequence[Dict[str, Any]], key: str = 'value', columns: Optional[Sequence[str]] = None):
+    """One line per encoding, one column per setting (in the order they first appear), values of ``key``."""
+    return report.pivot(rows, ('encoding',), setting, key, columns=columns or _settings(rows))
+
+
 def results_table(rows: Sequence[Dict[str, Any]], title: str = '', failed: Sequence[Dict[str, Any]] = ()):
     """A rich Table: one row per encoding, one column per setting, 'mean error / within %'; 'failed' for
     results.json's failed cells."""
     from rich.table import Table
 
     cols = _settings([*rows, *failed])
-    errors, within = by_encoding(rows, setting, 'mean_error'), by_encoding(rows, setting)
-    failures = by_encoding([dict(f, value=FAILED) for f in failed], setting)
+    errors, within = results_pivot(rows, 'mean_error', cols), results_pivot(rows, 'value', cols)
+    failures = results_pivot([dict(f, value=FAILED) for f in failed], columns=cols)
     table = Table(title=title or '3D error (data units) / within threshold (%) by camera setting')
     table.add_column('encoding')
     for c in cols:
         table.add_column(c, justify='right')
-    for enc in dict.fromkeys([*errors, *failures]):
-        done, lost = errors.get(enc, {}), failures.get(enc, {})
-        texts = [f'{done[c]:.3f} / {within[enc][c]:.0f}' if c in done else lost.get(c, '-') for c in cols]
-        table.add_row(enc, *texts)
+    for enc in dict.fromkeys([*errors.keys, *failures.keys]):
+        texts = [
+            f'{errors.stat(enc, c).mean:.3f} / {within.stat(enc, c).mean:.0f}'
+            if errors.get(enc, c) is not None
+            else report.cell_text(failures.get(enc, c), '')
+            for c in cols
+        ]
+        table.add_row(*enc, *texts)
     return table
 
 
 def markdown_table(rows: Sequence[Dict[str, Any]], key: str = 'mean_error', fmt: str = '.3f') -> str:
     """One line per encoding, one column per setting, values of ``key`` ('mean_error' or 'value')."""
-    return markdown(by_encoding(rows, setting, key), _settings(rows), fmt)
+    return report.markdown(results_pivot(rows, key), fmt, align=':')
 
 
-def plot_results(rows: Sequence[Dict[str, Any]], path: str) -> str:
-    """Grouped bars of the mean 3D error per setting, one colour per encoding."""
-    import matplotlib
-
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+def plot_results(rows: Sequence[Dict[str, Any]], path: str, title: str = '') -> str:
+    """Grouped bars of the mean 3D error per setting, one colour (and hatch: equal bars stay told apart) per
+    encoding; ``title``: report.describe's."""
     import numpy as np
 
     cols = _settings(rows)
-    errors = by_encoding(rows, setting, 'mean_error')
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(cols) + 1), 3.8), dpi=120)
-    width = 0.8 / max(1, len(errors))
+    errors = results_pivot(rows, 'mean_error')
+    fig, ax = report.plt().subplots(figsize=(max(6.0, 1.3 * len(cols) + 1), 3.8), dpi=120)
+    width = 0.8 / max(1, len(errors.keys))
     x = np.arange(len(cols))
-    for i, (enc, cells) in enumerate(errors.items()):
-        ax.bar(x + (i - (len(errors) - 1) / 2) * width, [cells.get(c, np.nan) for c in cols], width, label=enc)
+    for i, key in enumerate(errors.keys):
+        heights = [errors.stat(key, c).mean for c in cols]
+        shift = (i - (len(errors.keys) - 1) / 2) * width
+        ax.bar(x + shift, heights, width, label=key[0], hatch=HATCHES[i % len(HATCHES)], edgecolor='white')
     ax.set_xticks(x, cols, rotation=20)
     ax.set_ylabel('mean 3D error (data units)')
     ax.grid(axis='y', alpha=0.3)
     ax.legend(fontsize=8)
-    return save_figure(fig, path)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return report.save_figure(fig, path)
 
+
+HATCHES = ('', '//', '..', 'xx', '\\\\', '++')
 
 __all__ = ['camera_settings', 'markdown_table', 'plot_results', 'results_table', 'sweep']

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
 from vispe.engine.config import load_config, parse_option_value
-from vispe.evaluation.resolution import plot_results, write_json
+from vispe.evaluation import report
+from vispe.evaluation.resolution import plot_results, resolution_column, write_json
 from vispe.evaluation.sweep_engine import replace_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -212,14 +213,5 @@ def compare(runs: Sequence[Run], resolutions: Sequence[str], out_dir: str, log: 
 
 def markdown_table(rows: Sequence[Dict], resolutions: Sequence[str], fmt: str = '.1f') -> str:
     """A markdown table, one line per (encoding, strategy), one column per resolution, values formatted with fmt."""
-    lines = ['| encoding | strategy | ' + ' | '.join(resolutions) + ' |', '|---|---|' + '---|' * len(resolutions)]
-    cells: Dict = {}
-    for r in rows:
-        cells.setdefault((r['encoding'], r['strategy']), {})[str(r['resolution'])] = r['value']
-    for (enc, strat), values in cells.items():
-        lines.append(
-            f'| {enc} | {strat} | '
-            + ' | '.join(format(values.get(res, float('nan')), fmt) for res in resolutions)
-            + ' |'
-        )
-    return '\n'.join(lines)
+    table = report.pivot(rows, ('encoding', 'strategy'), resolution_column, columns=resolutions)
+    return report.markdown(table, fmt)

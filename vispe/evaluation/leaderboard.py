@@ -8,14 +8,14 @@ import os
 import statistics
 from typing import Callable, Dict, List, Sequence, Tuple
 
+from vispe.evaluation import report
 from vispe.evaluation.compare import Run, encoding_option, train_and_evaluate
-from vispe.evaluation.resolution import save_figure
 
 #: the strategy that means "no extrapolation trick" for each family; encodings without strategies report 'default'
 PLAIN = ('none', 'default', 'bicubic')
 
 Key = Tuple[str, str, str, str]  # task, encoding, strategy, resolution
-Stats = Dict[Key, Tuple[float, float, int]]  # mean, standard deviation, number of seeds
+Stats = Dict[Key, report.Stat]  # mean, standard deviation, number of seeds (equal to such tuples)
 
 
 def leaderboard_runs(
@@ -51,7 +51,7 @@ def collect(
 
 def summarize(values: Dict[Key, List[float]]) -> Stats:
     """(mean, standard deviation (0 for one seed), seeds) per key."""
-    return {k: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v)) for k, v in values.items()}
+    return {k: report.summarize(v) for k, v in values.items()}
 
 
 def best_strategy(stats: Stats, task: str, encoding: str, train_res: str) -> str:
@@ -71,53 +71,47 @@ def plain_strategy(stats: Stats, task: str, encoding: str) -> str:
     return next(s for s in PLAIN if s in have)
 
 
+def strategy_pivot(stats: Stats, task: str, resolutions: Sequence[str], best: bool) -> report.Pivot:
+    """One line per encoding of ``task`` with its plain (or ``best``) strategy: (encoding, strategy) x resolution."""
+    table = report.Pivot(('encoding', 'strategy'), columns=list(resolutions))
+    for enc in sorted({enc for (t, enc, _, _) in stats if t == task}):
+        strat = best_strategy(stats, task, enc, resolutions[0]) if best else plain_strategy(stats, task, enc)
+        table.keys.append((enc, strat))
+        table.cells.update(
+            {((enc, strat), r): stats[(task, enc, strat, r)] for r in resolutions if (task, enc, strat, r) in stats}
+        )
+    return table
+
+
 def markdown(stats: Stats, task: str, resolutions: Sequence[str]) -> str:
     """One table per task: each encoding with its plain strategy and, if different, its best one."""
-    lines = ['| encoding | strategy | ' + ' | '.join(resolutions) + ' |', '|---|---|' + '---|' * len(resolutions)]
-    encodings = sorted({enc for (t, enc, _, _) in stats if t == task})
-    for enc in encodings:
-        plain, best = plain_strategy(stats, task, enc), best_strategy(stats, task, enc, resolutions[0])
-        for strat in dict.fromkeys([plain, best]):
-            cells = []
-            for res in resolutions:
-                mean, std, n = stats.get((task, enc, strat, res), (float('nan'), 0.0, 0))
-                cells.append(f'{mean:.1f} ± {std:.1f}' if n > 1 else f'{mean:.1f}')
-            label = strat + (' (best)' if strat == best and best != plain else '')
-            lines.append(f'| {enc} | {label} | ' + ' | '.join(cells) + ' |')
-    return '\n'.join(lines)
+    plain, best = strategy_pivot(stats, task, resolutions, False), strategy_pivot(stats, task, resolutions, True)
+    table = report.Pivot(plain.index, columns=list(resolutions), cells={**plain.cells, **best.cells})
+    labels = {}
+    for (enc, strat), (_, top) in zip(plain.keys, best.keys):
+        table.keys += list(dict.fromkeys([(enc, strat), (enc, top)]))
+        if top != strat:
+            labels[(enc, top)] = (enc, f'{top} (best)')
+    return report.markdown(table, '.1f', spread=True, labels=labels)
 
 
 def plot(stats: Stats, tasks: Sequence[str], resolutions: Sequence[str], path: str) -> str:
-    """One row per task, columns 'plain strategy' and 'best strategy': accuracy against test resolution, one line per
-    encoding with its spread over seeds as error bars. Saved as PNG."""
-    import matplotlib
-
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(tasks), 2, figsize=(11, 4 * len(tasks)), dpi=110, squeeze=False, sharey='row')
-    xs = [int(r.split('x')[0]) for r in resolutions]
+    """One row per task, columns 'plain strategy' and 'best strategy': accuracy against test resolution (categories,
+    so 32x48 and 48x32 are two ticks), one line per encoding with its spread over seeds as error bars, its own
+    marker and a small offset (equal lines stay visible). Saved as PNG."""
+    fig, axes = report.plt().subplots(len(tasks), 2, figsize=(11, 4 * len(tasks)), dpi=110, squeeze=False, sharey='row')
     for row, task in enumerate(tasks):
-        encodings = sorted({enc for (t, enc, _, _) in stats if t == task})
         for col, title in enumerate(('plain strategy', 'best strategy')):
             ax = axes[row][col]
-            for index, enc in enumerate(encodings):
-                if col == 0:
-                    strat = plain_strategy(stats, task, enc)
-                else:
-                    strat = best_strategy(stats, task, enc, resolutions[0])
-                cells = [stats.get((task, enc, strat, r), (float('nan'), 0.0, 0)) for r in resolutions]
-                means, stds = [c[0] for c in cells], [c[1] for c in cells]
-                color = plt.cm.tab20(index % 20)  # one colour per encoding, the same in every panel
-                ax.errorbar(xs, means, yerr=stds, marker='o', capsize=3, color=color, label=f'{enc} ({strat})')
-            ax.axvline(xs[0], color='grey', linestyle=':')
+            table = strategy_pivot(stats, task, resolutions, best=col == 1)
+            cmap = report.plt().cm.tab20
+            colors = {key: cmap(i % 20) for i, key in enumerate(table.keys)}  # one colour per encoding, every panel
+            report.draw_lines(ax, table, lambda key: f'{key[0]} ({key[1]})', resolutions[0], colors=colors)
             ax.set_title(f'shapes2d {task}: {title}')
-            ax.set_xlabel('test resolution (px; dotted: training)')
+            ax.set_xlabel('test resolution (H x W; dotted: training)')
             ax.set_ylabel('top-1 accuracy (%)')
-            ax.set_xticks(xs)
-            ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
-    return save_figure(fig, path)
+    return report.save_figure(fig, path)
 
 
 def card_note(stats: Stats, task: str, encoding: str, resolutions: Sequence[str]) -> str:

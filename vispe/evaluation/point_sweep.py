@@ -19,10 +19,10 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 
 from vispe.engine.run_meta import trained_on
-from vispe.evaluation.resolution import FAILED, cell_text, encoding_label, load_model, save_figure
+from vispe.evaluation import report
+from vispe.evaluation.resolution import FAILED, encoding_label, load_model
 from vispe.evaluation.settings_sweep import SettingsEvaluator
 from vispe.evaluation.sweep_engine import Cell, Log, run_sweep, sweep_identity
-from vispe.evaluation.tables import by_encoding, markdown
 
 SWEEPS = ('points', 'scale')
 
@@ -99,6 +99,11 @@ def columns(rows: Sequence[Dict[str, Any]]) -> List[str]:
     return list(dict.fromkeys(factor_label(r) for r in ordered))
 
 
+def results_pivot(rows: Sequence[Dict[str, Any]]) -> report.Pivot:
+    """One line per encoding, one column per (sweep, factor) in ``columns`` order."""
+    return report.pivot(rows, ('encoding',), factor_label, columns=columns(rows))
+
+
 def results_table(
     rows: Sequence[Dict[str, Any]], title: str = '', fmt: str = '.1f', failed: Sequence[Dict[str, Any]] = ()
 ):
@@ -106,49 +111,36 @@ def results_table(
     cells."""
     from rich.table import Table
 
-    rows = [*rows, *(dict(f, value=FAILED) for f in failed)]
-    cols = columns(rows)
-    table = Table(title=title or 'accuracy (%) by test point count and object scale')
-    table.add_column('encoding')
-    for c in cols:
-        table.add_column(c, justify='right')
-    for enc, cells in by_encoding(rows, factor_label).items():
-        table.add_row(enc, *[cell_text(cells.get(c), fmt) for c in cols])
-    return table
+    table = results_pivot([*rows, *(dict(f, value=FAILED) for f in failed)])
+    shown = Table(title=title or 'accuracy (%) by test point count and object scale')
+    shown.add_column('encoding')
+    for c in table.columns:
+        shown.add_column(c, justify='right')
+    for key in table.keys:
+        shown.add_row(*key, *[report.cell_text(table.get(key, c), fmt) for c in table.columns])
+    return shown
 
 
 def markdown_table(rows: Sequence[Dict[str, Any]], fmt: str = '.1f') -> str:
     """The same table in markdown."""
-    return markdown(by_encoding(rows, factor_label), columns(rows), fmt)
+    return report.markdown(results_pivot(rows), fmt, align=':')
 
 
-def plot_results(rows: Sequence[Dict[str, Any]], path: str, metric: str = 'accuracy') -> str:
-    """Two panels, metric against the point-count factor and against the scale, one line per encoding."""
-    import matplotlib
-
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), dpi=120, sharey=True)
+def plot_results(rows: Sequence[Dict[str, Any]], path: str, metric: str = 'accuracy', title: str = '') -> str:
+    """Two panels, metric against the point-count factor and against the scale (categories in factor order), one
+    line per encoding with its own marker and offset (report.draw_lines); ``title``: report.describe's."""
+    fig, axes = report.plt().subplots(1, 2, figsize=(9, 3.8), dpi=120, sharey=True)
     for ax, sweep, xlabel in zip(axes, SWEEPS, ('test points / training points', 'object scale (training: 1)')):
-        series: Dict[str, List[Dict[str, Any]]] = {}
-        for r in rows:
-            if r['sweep'] == sweep:
-                series.setdefault(r['encoding'], []).append(r)
-        for enc, cells in series.items():
-            cells = sorted(cells, key=lambda r: r['factor'])
-            ax.plot([r['factor'] for r in cells], [r['value'] for r in cells], marker='o', label=enc)
-        ax.axvline(1.0, color='grey', linestyle=':')
-        if sweep == 'points':
-            ax.set_xscale('log', base=2)
-        factors = sorted({r['factor'] for r in rows if r['sweep'] == sweep})
-        ax.set_xticks(factors, [f'{f:g}x' for f in factors])
-        ax.minorticks_off()
+        chosen = [r for r in rows if r['sweep'] == sweep]
+        factors = sorted({r['factor'] for r in chosen})
+        table = report.pivot(chosen, ('encoding',), lambda r: f'{r["factor"]:g}x', columns=[f'{f:g}x' for f in factors])
+        report.draw_lines(ax, table, lambda key: key[0], train_column='1x', train_label='training')
         ax.set_xlabel(xlabel)
-        ax.grid(alpha=0.3)
     axes[0].set_ylabel(f'{metric} (%)')
     axes[1].legend(fontsize=8)
-    return save_figure(fig, path)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    return report.save_figure(fig, path)
 
 
 __all__ = ['default_settings', 'markdown_table', 'plot_results', 'results_table', 'sweep', 'train_points']

@@ -20,6 +20,7 @@ from mmengine.registry import init_default_scope
 
 from vispe.engine.checkpoint import load_checkpoint
 from vispe.engine.run_meta import trained_on
+from vispe.evaluation import report
 from vispe.evaluation.sweep_engine import Cell, Log, run_sweep, sweep_identity
 from vispe.registry import MODELS
 
@@ -39,7 +40,8 @@ def parse_resolution(text: str) -> Resolution:
 
 
 def resolution_label(res: Resolution) -> str:
-    return str(res) if isinstance(res, int) else f'{res[0]}x{res[1]}'
+    """64 -> '64', (48, 64) or [48, 64] (as JSON reads it back) -> '48x64'; a label stays as it is."""
+    return str(res) if isinstance(res, (int, str)) else f'{res[0]}x{res[1]}'
 
 
 def train_resolution(cfg, meta: Optional[dict] = None) -> Resolution:
@@ -167,6 +169,19 @@ def write_json(results: Dict[str, Any], path: str) -> str:
     return path
 
 
+def resolution_column(row: Dict[str, Any]) -> str:
+    """A row's resolution as a table column / figure tick: '32', or '32x48' (height x width)."""
+    return resolution_label(row['resolution'])
+
+
+def results_pivot(rows: Iterable[Dict[str, Any]], ordered: bool = False) -> report.Pivot:
+    """One line per (encoding, strategy), one column per resolution: as they first appear, or (``ordered``) by
+    pixel count then height, the order of the figures' x axis."""
+    return report.pivot(
+        list(rows), ('encoding', 'strategy'), resolution_column, order=report.resolution_order if ordered else None
+    )
+
+
 def results_table(
     rows: Iterable[Dict[str, Any]],
     title: str = '',
@@ -178,69 +193,43 @@ def results_table(
     'failed' where a cell of ``failed`` (results.json's) ran out of memory even at batch size 1."""
     from rich.table import Table
 
-    rows = [*rows, *(dict(f, value=FAILED) for f in failed)]
-    resolutions = list(dict.fromkeys(resolution_label(r['resolution']) for r in rows))
-    table = Table(title=title or f'{metric} by test resolution')
-    table.add_column('encoding')
-    table.add_column('strategy')
-    for res in resolutions:
-        table.add_column(res, justify='right')
-    for (enc, strat), cells in _group(rows).items():
-        table.add_row(enc, strat, *[cell_text(cells.get(r), fmt) for r in resolutions])
-    return table
+    table = results_pivot([*rows, *(dict(f, value=FAILED) for f in failed)])
+    shown = Table(title=title or f'{metric} by test resolution')
+    shown.add_column('encoding')
+    shown.add_column('strategy')
+    for res in table.columns:
+        shown.add_column(res, justify='right')
+    for key in table.keys:
+        shown.add_row(*key, *[report.cell_text(table.get(key, r), fmt) for r in table.columns])
+    return shown
 
 
 #: a table's text for a cell that did not fit in memory (results.json's ``failed``)
 FAILED = 'failed'
 
 
-def cell_text(value: Any, fmt: str) -> str:
-    """A table cell: the value formatted with ``fmt``, '-' when missing, 'failed' for a failed cell."""
-    if value is None:
-        return '-'
-    return value if isinstance(value, str) else format(value, fmt)
+def line_label(key: Tuple[str, str]) -> str:
+    """A figure's legend entry: the encoding, with its strategy unless that is 'default' (encodings without any)."""
+    enc, strat = key
+    return enc if strat == 'default' else f'{enc} ({strat})'
 
 
-def _group(rows: Iterable[Dict[str, Any]]) -> Dict[Tuple[str, str], Dict[str, float]]:
-    grouped: Dict[Tuple[str, str], Dict[str, float]] = {}
-    for r in rows:
-        grouped.setdefault((r['encoding'], r['strategy']), {})[resolution_label(r['resolution'])] = r['value']
-    return grouped
+def plot_results(
+    rows: Iterable[Dict[str, Any]], path: str, metric: str = 'accuracy', train_resolution=None, title: str = ''
+) -> str:
+    """Metric against resolution, one line per (encoding, strategy), resolutions as categories (report.draw_lines);
+    ``title`` (report.describe of the results) says what model it is. Saved as PNG."""
+    table = results_pivot(rows, ordered=True)
+    train = None if train_resolution is None else resolution_label(train_resolution)
+    return report.plot_lines(
+        table,
+        path,
+        title=title,
+        xlabel='test resolution (H x W; dotted: training)',
+        ylabel=f'{metric} (%)',
+        label=line_label,
+        train_column=train,
+    )
 
 
-def plot_results(rows: Iterable[Dict[str, Any]], path: str, metric: str = 'accuracy', train_resolution=None) -> str:
-    """Metric against resolution, one line per (encoding, strategy); saved as PNG."""
-    import matplotlib
-
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
-    for (enc, strat), cells in _group(rows).items():
-        labels = list(cells)
-        xs = [_pixels(label) for label in labels]
-        ax.plot(xs, list(cells.values()), marker='o', label=enc if strat in ('default',) else f'{enc} ({strat})')
-    if train_resolution is not None:
-        ax.axvline(_pixels(resolution_label(train_resolution)), color='grey', linestyle=':', label='train resolution')
-    ax.set_xlabel('test resolution (pixels, height x width)')
-    ax.set_ylabel(f'{metric} (%)')
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return save_figure(fig, path)
-
-
-def save_figure(fig, path: str) -> str:
-    """Tight layout, write ``path`` (creating its folder), close the figure; returns the path."""
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-def _pixels(label: str) -> float:
-    """Plot position of a resolution label: the side for squares, the geometric mean otherwise."""
-    parts = [int(p) for p in label.split('x')]
-    return float(parts[0]) if len(parts) == 1 else (parts[0] * parts[1]) ** 0.5
+save_figure = report.save_figure

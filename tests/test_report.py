@@ -1,0 +1,197 @@
+"""The report module (rows -> pivot -> markdown / JSON / figure) and tools/compare_results.py on synthetic results."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from vispe.evaluation import report
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def row(enc, res, value, strategy='none', **extra):
+    return dict(encoding=enc, strategy=strategy, resolution=res, value=value, **extra)
+
+
+def test_pivot_means_repeats_and_keeps_missing_cells_missing():
+    rows = [row('a', 32, 90.0), row('a', 32, 94.0), row('a', 64, 50.0), row('b', 32, 10.0)]
+    table = report.pivot(rows, ('encoding', 'strategy'), 'resolution')
+    assert table.keys == [('a', 'none'), ('b', 'none')] and table.columns == ['32', '64']
+    stat = table.get(('a', 'none'), '32')
+    assert (stat.mean, stat.n) == (92.0, 2) and stat.std == pytest.approx(2.8284, abs=1e-3)
+    assert table.get(('a', 'none'), '64') == (50.0, 0.0, 1)
+    assert table.get(('b', 'none'), '64') is None and table.stat(('b', 'none'), '64').n == 0
+    assert report.cell_text(stat, '.1f', spread=True) == '92.0 ± 2.8' and report.cell_text(stat, '.1f') == '92.0'
+
+
+def test_a_failed_repeat_is_not_averaged_away():
+    table = report.pivot([row('a', 32, 1.0), row('a', 32, 'failed')], ('encoding',), 'resolution')
+    assert table.get(('a',), '32') == 'failed'
+
+
+def test_columns_given_or_ordered_by_pixels_then_height():
+    rows = [row('a', [48, 32], 1.0), row('a', 64, 2.0), row('a', [32, 48], 3.0), row('a', 32, 4.0)]
+    ordered = report.pivot(
+        rows, ('encoding',), lambda r: report.resolution_text(r['resolution']), order=report.resolution_order
+    )
+    assert ordered.columns == ['32', '32x48', '48x32', '64']
+    chosen = report.pivot(rows, ('encoding',), lambda r: report.resolution_text(r['resolution']), columns=['64', '32'])
+    assert chosen.columns == ['64', '32'] and ('a',) in chosen.keys
+
+
+def test_markdown_and_json():
+    rows = [row('a', 32, 90.0), row('a', 32, 94.0), row('b', 64, 5.0, strategy='default')]
+    table = report.pivot(rows, ('encoding', 'strategy'), 'resolution')
+    lines = report.markdown(table, '.1f', spread=True).splitlines()
+    assert lines == [
+        '| encoding | strategy | 32 | 64 |',
+        '|---|---|---|---|',
+        '| a | none | 92.0 ± 2.8 | nan |',
+        '| b | default | nan | 5.0 |',
+    ]
+    assert report.markdown(table, align=':').splitlines()[1] == '|---|---|---:|---:|'
+    doc = json.loads(json.dumps(table.to_json()))
+    assert doc['columns'] == ['32', '64'] and doc['rows'][0]['encoding'] == 'a'
+    assert doc['rows'][0]['cells']['32'] == {'mean': 92.0, 'std': pytest.approx(2.8284, abs=1e-3), 'n': 2}
+    assert '64' not in doc['rows'][0]['cells']
+
+
+def test_describe_names_model_data_and_training_size():
+    results = {
+        'train_resolution': [32, 48],
+        'resolved_config': {
+            'model.backbone.type': 'VisionTransformerPE',
+            'model.backbone.encoding': ['rope_mixed', 'peg'],
+            'train_dataloader.dataset.type': 'RepeatDataset',
+            'train_dataloader.dataset.dataset.type': 'Shapes2D',
+            'train_dataloader.dataset.dataset.num_samples': 2000,
+        },
+    }
+    assert report.describe(results) == (
+        'VisionTransformerPE (rope_mixed+peg) on Shapes2D, trained at 32x48 px, 2000 training samples'
+    )
+    assert report.describe({'train_points': 512}) == 'trained on 512 points'
+    assert report.describe({}) == ''
+
+
+def _axes_after(plot, tmp_path, monkeypatch):
+    """Run ``plot`` and return the Axes of the figures it saved (save_figure closes them, so catch them first)."""
+    saved = []
+    monkeypatch.setattr(report.plt().Figure, 'savefig', lambda fig, path, **kw: saved.append(fig))
+    plot()
+    return [ax for fig in saved for ax in fig.axes]
+
+
+def test_resolution_plot_labels_non_square_sizes_apart_and_keeps_equal_lines_visible(tmp_path, monkeypatch):
+    from vispe.evaluation.resolution import plot_results
+
+    rows = [row(enc, res, 50.0) for enc in ('a', 'b') for res in (32, [32, 48], [48, 32])]
+    results = {'train_resolution': 32, 'resolved_config': {'model.backbone.type': 'ViT'}}
+    path = str(tmp_path / 'r.png')
+    (ax,) = _axes_after(
+        lambda: plot_results(rows, path, train_resolution=32, title=report.describe(results)), tmp_path, monkeypatch
+    )
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ['32', '32x48', '48x32']
+    assert ax.get_title() == 'ViT, trained at 32 px'
+    lines = [ln for ln in ax.get_lines() if ln.get_marker() not in (None, 'None', '')]
+    assert len(lines) == 2
+    (xa, ya), (xb, yb) = [(list(ln.get_xdata()), list(ln.get_ydata())) for ln in lines]
+    assert ya == yb  # equal values ...
+    assert lines[0].get_marker() != lines[1].get_marker() and xa != xb  # ... yet both lines visible
+    assert len(set(xa)) == 3  # three distinct positions, 32x48 and 48x32 included
+
+
+def test_leaderboard_plot_puts_non_square_sizes_apart(tmp_path, monkeypatch):
+    from vispe.evaluation.leaderboard import plot, summarize
+
+    values = {('t', e, 'none', r): [1.0, 2.0] for e in ('a', 'b') for r in ('32', '32x48', '48x32')}
+    axes = _axes_after(
+        lambda: plot(summarize(values), ['t'], ['32', '32x48', '48x32'], str(tmp_path / 'l.png')), tmp_path, monkeypatch
+    )
+    assert [t.get_text() for t in axes[0].get_xticklabels()] == ['32', '32x48', '48x32']
+
+
+def results_file(folder, encoding, values, sweep='resolution', **extra):
+    os.makedirs(folder, exist_ok=True)
+    doc = {
+        'config': 'c.py',
+        'checkpoint': 'x.pth',
+        'train_resolution': 32,
+        'metric': 'accuracy',
+        'results': [row(encoding, res, v) for res, v in values.items()],
+        'failed': [],
+        'complete': True,
+        'sweep': sweep,
+        'resolved_config': {'model.backbone.type': 'VisionTransformerPE', 'train_dataloader.dataset.type': 'Shapes2D'},
+        **extra,
+    }
+    path = os.path.join(folder, 'results.json')
+    with open(path, 'w') as f:
+        json.dump(doc, f)
+    return path
+
+
+def tool(*args):
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, 'tools', 'compare_results.py'), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+
+
+def test_compare_results_merges_runs_into_one_table_and_figure(tmp_path):
+    a = results_file(tmp_path / 'run_a' / 'eval', 'rope', {32: 90.0, '32x48': 80.0})
+    b = results_file(tmp_path / 'run_b' / 'eval', 'rope', {32: 90.0, '48x32': 70.0})
+    done = tool(a, b, '--out', str(tmp_path / 'cmp'))
+    assert done.returncode == 0, done.stderr
+    table = (tmp_path / 'cmp' / 'comparison.md').read_text().splitlines()
+    assert table[0] == '| run | encoding | strategy | 32 | 32x48 | 48x32 |'
+    assert table[2] == '| run_a/eval | rope | none | 90.0 | 80.0 | nan |'
+    assert table[3] == '| run_b/eval | rope | none | 90.0 | nan | 70.0 |'
+    assert table[0] in done.stdout
+    merged = json.loads((tmp_path / 'cmp' / 'comparison.json').read_text())
+    assert merged['sweep'] == 'resolution' and set(merged['sources']) == {'run_a/eval', 'run_b/eval'}
+    with open(tmp_path / 'cmp' / 'comparison.png', 'rb') as f:
+        assert f.read(8) == b'\x89PNG\r\n\x1a\n'
+
+    compare_results().main([a, b, '--labels', 'A', 'B', '--out', str(tmp_path / 'cmp2')])
+    assert (tmp_path / 'cmp2' / 'comparison.md').read_text().splitlines()[2].startswith('| A | rope | none |')
+
+
+def compare_results():
+    """tools/compare_results.py as a module: its refusals are checked in-process (a subprocess costs an import of
+    vispe each)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location('compare_results', os.path.join(ROOT, 'tools', 'compare_results.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def refusal(capsys, *args):
+    with pytest.raises(SystemExit) as exit_:
+        compare_results().main(list(args))
+    assert exit_.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_compare_results_refuses_other_kinds_and_other_files(tmp_path, capsys):
+    a = results_file(tmp_path / 'a', 'rope', {32: 90.0})
+    p = results_file(tmp_path / 'p', 'pointrope', {}, sweep='points')
+    mixed = refusal(capsys, a, p, '--out', str(tmp_path / 'out'))
+    assert 'different kinds' in mixed and 'p is a points sweep' in mixed
+    other = tmp_path / 'other.json'
+    other.write_text(json.dumps({'hello': 1}))
+    assert 'not a sweep results.json' in refusal(capsys, a, str(other), '--out', str(tmp_path / 'out'))
+    old = results_file(tmp_path / 'old', 'rope', {32: 1.0}, sweep=None)
+    assert 'no known sweep kind' in refusal(capsys, a, old, '--out', str(tmp_path / 'out'))
+    (tmp_path / 'broken.json').write_text('{')
+    assert 'not a readable results.json' in refusal(capsys, str(tmp_path / 'broken.json'), '--out', str(tmp_path))
+    assert 'labels for 2 results' in refusal(capsys, a, old, '--labels', 'x', '--out', str(tmp_path / 'out'))
+    assert not (tmp_path / 'out').exists()

@@ -1,0 +1,66 @@
+"""Merge several runs' sweep results into one table and one figure:
+
+python tools/compare_results.py A/eval/results.json B/eval/results.json [--labels a b] --out DIR [--metric fd]
+
+Each run is labelled by its folder (as many trailing folder names as keep the labels apart) or by --labels. Writes
+DIR/comparison.md (printed too), DIR/comparison.json (the merged pivot and its sources) and DIR/comparison.png.
+Results of different sweep kinds (resolution, points, cameras, generation), or a file that is not a sweep's
+results.json, are refused: one table compares like with like.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from vispe.evaluation import report  # noqa: E402
+
+
+def load(path: str):
+    """The JSON of ``path``; NotComparable (not a traceback) for a file that is missing or not JSON."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as err:
+        raise report.NotComparable(f'{path} is not a readable results.json: {err}') from None
+
+
+def main(argv=None) -> str:
+    parser = argparse.ArgumentParser(description="Merge several runs' results.json into one table and one figure")
+    parser.add_argument('results', nargs='+', help='results.json files of sweeps of one kind')
+    parser.add_argument('--out', required=True, help='folder for comparison.md / .json / .png')
+    parser.add_argument('--labels', nargs='+', help='one label per results file (default: its folder name)')
+    parser.add_argument('--metric', help="a generation sweep's metric (default: its first)")
+    args = parser.parse_args(argv)
+    if args.labels and len(args.labels) != len(args.results):
+        parser.error(f'--labels gives {len(args.labels)} labels for {len(args.results)} results files')
+    labels = args.labels or report.run_labels(args.results)
+    try:
+        documents = [load(p) for p in args.results]
+        kind, table, metric = report.merge(documents, labels, args.metric)
+    except report.NotComparable as err:
+        parser.exit(2, f'compare_results: {err}\n')
+    text = report.markdown(table, '.1f')
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, 'comparison.md'), 'w') as f:
+        f.write(text + '\n')
+    sources = dict(zip(labels, map(os.path.abspath, args.results)))
+    with open(os.path.join(args.out, 'comparison.json'), 'w') as f:
+        json.dump({'sweep': kind, 'metric': metric, 'sources': sources, **table.to_json()}, f, indent=2)
+    png = report.plot_lines(
+        table,
+        os.path.join(args.out, 'comparison.png'),
+        title=report.merged_title(documents, labels),
+        xlabel=report.KINDS[kind].xlabel,
+        ylabel=metric,
+        label=lambda key: ' '.join(str(k) for k in key if k != 'default'),
+    )
+    print(text)
+    print(f'table: {os.path.join(args.out, "comparison.md")}\nplot: {png}')
+    return png
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,403 @@
+"""Sweep results for people: rows (result dicts) -> a pivot (row keys x columns -> mean ± std over repeats) ->
+markdown, JSON or a figure.
+
+Every sweep writes rows (``{'encoding': ..., 'strategy': ..., 'resolution': ..., 'value': ...}`` and kin) and every
+report of them is the same pivot: one line per row key (encoding, strategy, run, ...), one column per setting. Rows
+that land in the same cell are repeats (seeds of the leaderboard, the training setting both point sweeps hold) and
+are reported as their mean, with the spread where the caller shows it. A cell holding text (``'failed'``, a cell
+that ran out of memory) keeps its text.
+
+The figures are meant to be read, not just drawn: settings are categorical positions (32x48 and 48x32 are two
+ticks, labelled 'HxW', not one point at the same pixel count), every line has its own marker and a small
+horizontal offset (two encodings with equal values stay visible), and the title says what model, data and
+training size the numbers are of when the results say so (``describe``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+
+Row = Mapping[str, Any]
+Key = Tuple[Any, ...]
+
+#: one marker per line, cycling; filled and hollow shapes so overlapping lines differ in outline too
+MARKERS = ('o', 's', '^', 'D', 'v', 'P', 'X', '<', '>', '*', 'h', 'p')
+#: the horizontal offset between neighbouring lines, in category widths: visible, yet far from the next category
+OFFSET = 0.06
+
+
+class Stat(NamedTuple):
+    """A cell's mean, standard deviation (0 for a single value) and number of values; equal to the plain tuple
+    (mean, std, n), which the leaderboard's callers compare against."""
+
+    mean: float
+    std: float
+    n: int
+
+
+def summarize(values: Sequence[float]) -> Stat:
+    """The Stat of repeated values (seeds)."""
+    values = list(values)
+    return Stat(statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0, len(values))
+
+
+Cell = Union[Stat, str]
+MISSING = Stat(float('nan'), 0.0, 0)
+
+
+@dataclass
+class Pivot:
+    """``cells[(row key, column)]``: a Stat, or text for a cell that has no number (``'failed'``). ``index`` names
+    the fields of a row key (the table's first headers); ``keys`` and ``columns`` are in display order."""
+
+    index: Tuple[str, ...]
+    keys: List[Key] = field(default_factory=list)
+    columns: List[str] = field(default_factory=list)
+    cells: Dict[Tuple[Key, str], Cell] = field(default_factory=dict)
+
+    def get(self, key: Key, column: str) -> Optional[Cell]:
+        return self.cells.get((key, column))
+
+    def stat(self, key: Key, column: str) -> Stat:
+        """The cell's Stat; MISSING (nan, no values) for an absent or a text cell."""
+        cell = self.cells.get((key, column))
+        return cell if isinstance(cell, Stat) else MISSING
+
+    def line(self, key: Key) -> Dict[str, Cell]:
+        """{column: cell} of one row key, absent cells left out."""
+        return {c: self.cells[(key, c)] for c in self.columns if (key, c) in self.cells}
+
+    def to_json(self) -> Dict[str, Any]:
+        """Plain JSON: each line with its key fields and, per column, mean / std / n (or the cell's text)."""
+
+        def cell(value: Cell) -> Any:
+            return value if isinstance(value, str) else value._asdict()
+
+        return {
+            'index': list(self.index),
+            'columns': list(self.columns),
+            'rows': [
+                {**dict(zip(self.index, key)), 'cells': {c: cell(v) for c, v in self.line(key).items()}}
+                for key in self.keys
+            ],
+        }
+
+
+def pivot(
+    rows: Sequence[Row],
+    index: Sequence[str],
+    column: Union[str, Callable[[Row], str]],
+    value: str = 'value',
+    columns: Optional[Sequence[str]] = None,
+    order: Optional[Callable[[str], Any]] = None,
+) -> Pivot:
+    """Pivot ``rows``: one line per distinct ``index`` fields (in the order they first appear), one column per
+    ``column(row)`` (a field name is formatted with str): ``columns`` when given (others are dropped), else in the
+    order they first appear, sorted by ``order`` when given. Repeats of a cell are summarized; text wins over
+    numbers (a failed repeat is not averaged away)."""
+    label = column if callable(column) else (lambda r: str(r[column]))
+    values: Dict[Tuple[Key, str], List[Any]] = {}
+    for r in rows:
+        values.setdefault((tuple(r[i] for i in index), label(r)), []).append(r[value])
+    found = list(dict.fromkeys(c for _, c in values))
+    if columns is None:
+        columns = sorted(found, key=order) if order else found
+    else:
+        columns = [str(c) for c in columns]
+    table = Pivot(tuple(index), list(dict.fromkeys(k for k, _ in values)), list(columns))
+    for (key, col), vs in values.items():
+        if col in table.columns:
+            texts = [v for v in vs if isinstance(v, str)]
+            table.cells[(key, col)] = texts[-1] if texts else summarize(vs)
+    return table
+
+
+def cell_text(cell: Optional[Cell], fmt: str, spread: bool = False, missing: str = '-') -> str:
+    """A cell formatted with ``fmt``: 'mean ± std' for repeats when ``spread``, ``missing`` for no cell, the text of
+    a text cell."""
+    if cell is None:
+        return missing
+    if isinstance(cell, str):
+        return cell
+    if spread and cell.n > 1:
+        return f'{format(cell.mean, fmt)} ± {format(cell.std, fmt)}'
+    return format(cell.mean, fmt)
+
+
+def markdown(
+    table: Pivot,
+    fmt: str = '.1f',
+    spread: bool = False,
+    align: str = '',
+    labels: Optional[Mapping[Key, Sequence[str]]] = None,
+) -> str:
+    """A markdown table: the index fields then one column per pivot column; missing cells are 'nan' (what the
+    README tables have always shown). ``align=':'`` right-aligns the value columns; ``labels`` replaces the shown
+    key of some lines (the leaderboard's 'interpolate (best)')."""
+    labels = labels or {}
+    lines = [
+        '| ' + ' | '.join([*table.index, *table.columns]) + ' |',
+        '|' + '---|' * len(table.index) + f'---{align}|' * len(table.columns),
+    ]
+    for key in table.keys:
+        shown = [str(k) for k in labels.get(key, key)]
+        texts = [cell_text(table.get(key, c), fmt, spread, missing=format(float('nan'), fmt)) for c in table.columns]
+        lines.append('| ' + ' | '.join([*shown, *texts]) + ' |')
+    return '\n'.join(lines)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# resolutions and titles
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def resolution_text(res: Any) -> str:
+    """32 -> '32', (32, 48) / [32, 48] / '32x48' -> '32x48' (height x width), (32, 32) -> '32'."""
+    if isinstance(res, str):
+        parts = res.lower().split('x')
+        return parts[0] if len(parts) == 2 and parts[0] == parts[1] else res
+    if isinstance(res, (list, tuple)):
+        return str(res[0]) if res[0] == res[1] else f'{res[0]}x{res[1]}'
+    return str(res)
+
+
+def resolution_order(label: str) -> Tuple[int, int]:
+    """Sort key of a resolution label: pixel count, then height (so 32x48 comes before 48x32)."""
+    parts = [int(p) for p in label.lower().split('x')]
+    h, w = parts if len(parts) == 2 else (parts[0], parts[0])
+    return h * w, h
+
+
+def _flat_get(config: Mapping[str, Any], prefix: str, name: str) -> Any:
+    return config.get(f'{prefix}.{name}')
+
+
+def describe(results: Mapping[str, Any]) -> str:
+    """'VisionTransformerPE (rope_mixed) on Shapes2D, trained at 32 px, 2000 samples' from a results.json: the
+    model and data set types of its resolved config (the innermost data set, not a wrapper) and the training size
+    it records; only the parts it holds ('' when none)."""
+    config = results.get('resolved_config') or {}
+    model = config.get('model.backbone.type') or config.get('model.type')
+    encoding = config.get('model.backbone.encoding')
+    if isinstance(encoding, list):
+        encoding = '+'.join(str(e) for e in encoding)
+    prefix = 'train_dataloader.dataset'
+    while f'{prefix}.dataset.type' in config:
+        prefix += '.dataset'
+    data = _flat_get(config, prefix, 'type')
+    parts = []
+    if model:
+        parts.append(f'{model} ({encoding})' if encoding else str(model))
+    if data:
+        parts.append(f'on {data}')
+    trained = []
+    if results.get('train_resolution') is not None:
+        trained.append(f'trained at {resolution_text(results["train_resolution"])} px')
+    if results.get('train_points') is not None:
+        trained.append(f'trained on {results["train_points"]} points')
+    samples = next((_flat_get(config, prefix, k) for k in ('num_samples', 'length') if _flat_get(config, prefix, k)), 0)
+    if samples:
+        trained.append(f'{samples} training samples')
+    return ', '.join([' '.join(parts), *trained] if parts else trained)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# figures
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def plt():
+    """matplotlib.pyplot on the Agg backend: figures are files, never windows (and CI has no display)."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as pyplot
+
+    return pyplot
+
+
+def draw_lines(
+    ax,
+    table: Pivot,
+    label: Callable[[Key], str] = lambda key: ' '.join(str(k) for k in key),
+    train_column: Optional[str] = None,
+    spread: bool = True,
+    colors: Optional[Mapping[Key, Any]] = None,
+    train_label: str = 'train resolution',
+) -> None:
+    """One line per row key over categorical x positions (the pivot's columns, in order, as tick labels): a marker
+    per line and a small horizontal offset per line so that equal lines stay visible, error bars of the spread
+    over repeats when ``spread``, a dotted line (legend: ``train_label``) at ``train_column`` when it is one of the
+    columns."""
+    xs = range(len(table.columns))
+    count = len(table.keys)
+    for i, key in enumerate(table.keys):
+        shift = (i - (count - 1) / 2) * OFFSET
+        stats = [table.stat(key, c) for c in table.columns]
+        means, stds = [s.mean for s in stats], [s.std for s in stats]
+        style = dict(marker=MARKERS[i % len(MARKERS)], capsize=3, label=label(key), markersize=6, linewidth=1.4)
+        if colors is not None:
+            style['color'] = colors[key]
+        ax.errorbar([x + shift for x in xs], means, yerr=stds if spread and any(stds) else None, **style)
+    if train_column is not None and train_column in table.columns:
+        ax.axvline(table.columns.index(train_column), color='grey', linestyle=':', label=train_label)
+    ax.set_xticks(list(xs), table.columns)
+    ax.set_xlim(-0.5, len(table.columns) - 0.5)
+    ax.grid(alpha=0.3)
+
+
+def save_figure(fig, path: str) -> str:
+    """Tight layout, write ``path`` (creating its folder), close the figure; returns the path."""
+    import os
+
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path)
+    plt().close(fig)
+    return path
+
+
+def plot_lines(
+    table: Pivot,
+    path: str,
+    title: str = '',
+    xlabel: str = '',
+    ylabel: str = '',
+    label: Callable[[Key], str] = lambda key: ' '.join(str(k) for k in key),
+    train_column: Optional[str] = None,
+) -> str:
+    """A one-panel figure of ``draw_lines``, saved as PNG at ``path``."""
+    fig, ax = plt().subplots(figsize=(max(6.0, 0.9 * len(table.columns) + 2), 4.2), dpi=120)
+    draw_lines(ax, table, label, train_column)
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+    return save_figure(fig, path)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# several runs' results.json in one table (tools/compare_results.py)
+# ------------------------------------------------------------------------------------------------------------------
+
+
+class NotComparable(ValueError):
+    """Results files that cannot be one table: not a sweep's results.json, or sweeps of different kinds."""
+
+
+def _point_column(row: Row) -> str:
+    return f'{row["factor"]:g}x {row["sweep"]}'
+
+
+def _point_order(label: str) -> Tuple[int, float]:
+    factor, sweep = label.split(' ', 1)
+    return ('points', 'scale').index(sweep) if sweep in ('points', 'scale') else 2, float(factor.rstrip('x'))
+
+
+class Kind(NamedTuple):
+    """How one kind of sweep (results.json's ``sweep``) becomes a pivot: the fields of a line besides the run, a
+    row's column and the columns' order (None: as they first appear)."""
+
+    index: Tuple[str, ...]
+    column: Callable[[Row], str]
+    order: Optional[Callable[[str], Any]]
+    xlabel: str
+
+
+def _resolution_column(row: Row) -> str:
+    return resolution_text(row['resolution'])
+
+
+KINDS = {
+    'resolution': Kind(('encoding', 'strategy'), _resolution_column, resolution_order, 'test resolution (H x W)'),
+    'generation': Kind(('encoding', 'strategy'), _resolution_column, resolution_order, 'test resolution (H x W)'),
+    'points': Kind(('encoding',), _point_column, _point_order, 'test points / object scale (relative to training)'),
+    'cameras': Kind(('encoding',), lambda r: str(r['setting']), None, 'camera setting'),
+}
+
+
+def sweep_kind(results: Any, name: str) -> str:
+    """The kind of sweep a results.json holds (sweep_engine writes it as ``sweep``); NotComparable for anything
+    else, naming ``name``."""
+    if not isinstance(results, Mapping) or not isinstance(results.get('results'), list):
+        raise NotComparable(
+            f'{name} is not a sweep results.json (no "results" list): pass the results.json that '
+            'tools/eval_resolution.py, eval_points.py, eval_cameras.py or eval_generation.py write'
+        )
+    kind = results.get('sweep')
+    if kind not in KINDS:
+        known = ', '.join(KINDS)
+        raise NotComparable(
+            f'{name} has no known sweep kind ("sweep": {kind!r}; known: {known}): a results.json written by an older '
+            'vispe has none, rerun its eval tool'
+        )
+    return kind
+
+
+def merge(
+    documents: Sequence[Mapping[str, Any]], labels: Sequence[str], metric: Optional[str] = None
+) -> Tuple[str, Pivot, str]:
+    """(kind, one pivot of every document's rows with its label as the first key field ``run``, the metric) for
+    results.json documents of one kind; NotComparable names the files of different kinds (``labels`` name them).
+    A generation sweep holds several metrics: ``metric`` chooses one (default: the first)."""
+    kinds = [sweep_kind(d, label) for d, label in zip(documents, labels)]
+    if len(set(kinds)) > 1:
+        listed = ', '.join(f'{label} is a {kind} sweep' for label, kind in zip(labels, kinds))
+        raise NotComparable(f'results of different kinds cannot be one table ({listed}): compare one kind at a time')
+    kind, spec = kinds[0], KINDS[kinds[0]]
+    rows = [dict(r, run=label) for d, label in zip(documents, labels) for r in d['results']]
+    if kind == 'generation':
+        metrics = list(dict.fromkeys(r['metric'] for r in rows))
+        metric = metric or (metrics[0] if metrics else None)
+        if metric not in metrics:
+            raise NotComparable(f'no rows of metric {metric!r}; these results hold {metrics}')
+        rows = [r for r in rows if r['metric'] == metric]
+    else:
+        metric = metric or str(documents[0].get('metric', 'value'))
+    return kind, pivot(rows, ('run', *spec.index), spec.column, order=spec.order), metric
+
+
+def run_labels(paths: Sequence[str]) -> List[str]:
+    """Each results.json labelled by its folder: the last folder names, as many as make the labels unique
+    (``a/eval`` and ``b/eval`` rather than two ``eval``)."""
+    import os
+
+    parts = [os.path.abspath(p).split(os.sep)[:-1] for p in paths]
+    for depth in range(1, max(len(p) for p in parts) + 1):
+        labels = ['/'.join(p[-depth:]) for p in parts]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [str(i) for i in range(len(paths))]
+
+
+def merged_title(documents: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> str:
+    """One ``describe`` when every run says the same, else each run's, labelled."""
+    said = [describe(d) for d in documents]
+    if len(set(said)) == 1:
+        return said[0]
+    return '\n'.join(f'{label}: {text or "?"}' for label, text in zip(labels, said))
+
+
+__all__ = [
+    'KINDS',
+    'MISSING',
+    'NotComparable',
+    'Pivot',
+    'Stat',
+    'cell_text',
+    'describe',
+    'draw_lines',
+    'markdown',
+    'merge',
+    'merged_title',
+    'pivot',
+    'plot_lines',
+    'resolution_order',
+    'resolution_text',
+    'run_labels',
+    'save_figure',
+    'summarize',
+    'sweep_kind',
+]
