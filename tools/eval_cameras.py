@@ -19,6 +19,7 @@ from rich.console import Console  # noqa: E402
 from vispe.engine.config import common_parser_args, sweep_parser_args  # noqa: E402
 from vispe.evaluation import camera_sweep as C  # noqa: E402
 from vispe.evaluation import sweep_engine as E  # noqa: E402
+from vispe.evaluation.report import describe  # noqa: E402
 
 
 def main():
@@ -37,7 +38,7 @@ def main():
             failed=results['failed'],
         )
     )
-    png_path = C.plot_results(results['results'], os.path.join(args.out, 'results.png'))
+    png_path = C.plot_results(results['results'], os.path.join(args.out, 'results.png'), title=describe(results))
     console.print(f'results: {os.path.join(args.out, E.RESULTS)}\nplot: {png_path}')
     sys.exit(E.failure_message(results, args.out))
 

@@ -18,6 +18,7 @@ from rich.console import Console  # noqa: E402
 from vispe.engine.config import common_parser_args, sweep_parser_args  # noqa: E402
 from vispe.evaluation import point_sweep as P  # noqa: E402
 from vispe.evaluation import sweep_engine as E  # noqa: E402
+from vispe.evaluation.report import describe  # noqa: E402
 
 
 def main():
@@ -33,7 +34,7 @@ def main():
     name = os.path.basename(args.checkpoint)
     title = f'{results["metric"]} (%) of {name}, trained on {results["train_points"]} points at scale 1'
     console.print(P.results_table(results['results'], title=title, failed=results['failed']))
-    png_path = P.plot_results(results['results'], os.path.join(args.out, 'results.png'))
+    png_path = P.plot_results(results['results'], os.path.join(args.out, 'results.png'), title=describe(results))
     console.print(f'results: {os.path.join(args.out, E.RESULTS)}\nplot: {png_path}')
     sys.exit(E.failure_message(results, args.out))
 

@@ -18,6 +18,7 @@ from rich.console import Console  # noqa: E402
 from vispe.engine.config import common_parser_args, sweep_parser_args  # noqa: E402
 from vispe.evaluation import resolution as R  # noqa: E402
 from vispe.evaluation import sweep_engine as E  # noqa: E402
+from vispe.evaluation.report import describe  # noqa: E402
 
 
 def main():
@@ -44,7 +45,10 @@ def main():
     title = f'{results["metric"]} (%) of {os.path.basename(args.checkpoint)}, trained at {results["train_resolution"]}'
     console.print(R.results_table(results['results'], title=title, failed=results['failed']))
     png_path = R.plot_results(
-        results['results'], os.path.join(args.out, 'results.png'), train_resolution=results['train_resolution']
+        results['results'],
+        os.path.join(args.out, 'results.png'),
+        train_resolution=results['train_resolution'],
+        title=describe(results),
     )
     console.print(f'results: {os.path.join(args.out, E.RESULTS)}\nplot: {png_path}')
     sys.exit(E.failure_message(results, args.out))

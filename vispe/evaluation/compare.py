@@ -205,7 +205,12 @@ def compare(runs: Sequence[Run], resolutions: Sequence[str], out_dir: str, log: 
     summary = {'metric': 'accuracy', 'resolutions': list(resolutions), 'tasks': tasks, 'runs': [vars(r) for r in runs]}
     summary['json'] = write_json(summary, os.path.join(out_dir, 'summary.json'))
     summary['plots'] = [
-        plot_results(t['results'], os.path.join(out_dir, f'summary_{task}.png'), train_resolution=t['train_resolution'])
+        plot_results(
+            t['results'],
+            os.path.join(out_dir, f'summary_{task}.png'),
+            train_resolution=t['train_resolution'],
+            title=f'{task}: ' + report.describe({'train_resolution': t['train_resolution']}),
+        )
         for task, t in tasks.items()
     ]
     return summary
