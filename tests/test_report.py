@@ -73,6 +73,8 @@ def test_describe_names_model_data_and_training_size():
     assert report.describe(results) == (
         'VisionTransformerPE (rope_mixed+peg) on Shapes2D, trained at 32x48 px, 2000 training samples'
     )
+    flat = {'model.backbone.type': 'ViT', 'model.backbone.encoding.0': 'a', 'model.backbone.encoding.1': 'b'}
+    assert report.describe({'resolved_config': flat}) == 'ViT (a+b)'  # how flat_config spells a list
     assert report.describe({'train_points': 512}) == 'trained on 512 points'
     assert report.describe({}) == ''
 

@@ -175,21 +175,28 @@ def _flat_get(config: Mapping[str, Any], prefix: str, name: str) -> Any:
 
 
 def describe(results: Mapping[str, Any]) -> str:
-    """'VisionTransformerPE (rope_mixed) on Shapes2D, trained at 32 px, 2000 samples' from a results.json: the
-    model and data set types of its resolved config (the innermost data set, not a wrapper) and the training size
-    it records; only the parts it holds ('' when none)."""
+    """'vit_tiny_patch16_224 (rope_mixed; depth 4, dim 64) on Shapes2D, trained at 32 px, 6000 training samples'
+    of a results.json: the model (backbone type or timm name, its encoding and size) and data set type of its
+    resolved config (the innermost data set, not a wrapper) and the training size it records; only the parts it
+    holds ('' when none)."""
     config = results.get('resolved_config') or {}
-    model = config.get('model.backbone.type') or config.get('model.type')
+    backbone = {k[len('model.backbone.') :]: v for k, v in config.items() if k.startswith('model.backbone.')}
+    model = backbone.get('type') or backbone.get('model_name') or config.get('model.type')
+    shape = ', '.join(
+        f'{name} {backbone[key]}' for key, name in (('depth', 'depth'), ('embed_dim', 'dim')) if key in backbone
+    )
     encoding = config.get('model.backbone.encoding')
-    if isinstance(encoding, list):
-        encoding = '+'.join(str(e) for e in encoding)
+    listed = [config[k] for k in config if k.startswith('model.backbone.encoding.') and k.rsplit('.', 1)[1].isdigit()]
+    if isinstance(encoding, list) or listed:  # a flat config spells a list as encoding.0, encoding.1, ...
+        encoding = '+'.join(str(e) for e in (encoding if isinstance(encoding, list) else listed))
     prefix = 'train_dataloader.dataset'
     while f'{prefix}.dataset.type' in config:
         prefix += '.dataset'
     data = _flat_get(config, prefix, 'type')
     parts = []
     if model:
-        parts.append(f'{model} ({encoding})' if encoding else str(model))
+        inside = '; '.join(str(p) for p in (encoding, shape) if p)
+        parts.append(f'{model} ({inside})' if inside else str(model))
     if data:
         parts.append(f'on {data}')
     trained = []
