@@ -26,6 +26,8 @@ Key = Tuple[Any, ...]
 MARKERS = ('o', 's', '^', 'D', 'v', 'P', 'X', '<', '>', '*', 'h', 'p')
 #: the horizontal offset between neighbouring lines, in category widths: visible, yet far from the next category
 OFFSET = 0.06
+#: characters of a title line before it wraps (the figure widens to fit it)
+TITLE_WIDTH = 120
 
 
 class Stat(NamedTuple):
@@ -276,9 +278,14 @@ def plot_lines(
     train_column: Optional[str] = None,
 ) -> str:
     """A one-panel figure of ``draw_lines``, saved as PNG at ``path``."""
-    fig, ax = plt().subplots(figsize=(max(6.0, 0.9 * len(table.columns) + 2), 4.2), dpi=120)
+    import textwrap
+
+    title = '\n'.join(textwrap.fill(line, TITLE_WIDTH) for line in title.splitlines())
+    longest = max([0, *map(len, title.splitlines())])
+    width = max(6.0, 0.9 * len(table.columns) + 2, 0.075 * longest)  # a title line fits at fontsize 8
+    fig, ax = plt().subplots(figsize=(width, 4.0 + 0.15 * title.count('\n')), dpi=120)
     draw_lines(ax, table, label, train_column)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=7)
