@@ -12,8 +12,8 @@ from test_compile import model_and_inputs
 import vispe
 from vispe.encodings.build import encoding_class
 
-#: encodings that add a logit bias: SDPA gets a float attn_mask
-BIAS = {'irpe'}
+#: encodings that add a logit bias (their class implements the hook): SDPA gets a float attn_mask
+BIAS = {name for name in vispe.list_encodings() if 'logit_bias' in encoding_class(name).hooks()}
 
 
 def sdpa_calls(name, monkeypatch, **spec):

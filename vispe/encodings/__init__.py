@@ -2,6 +2,7 @@
 
 from vispe.encodings import (  # noqa: F401  (fill the registry)
     absolute,
+    alibi,
     camera,
     comrope,
     conditional,

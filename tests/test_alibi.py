@@ -1,0 +1,51 @@
+"""2D ALiBi: ALiBi's slopes, a bias that depends on relative positions only, prefix tokens without one, and query
+chunks equal to the whole bias."""
+
+import math
+
+import pytest
+import torch
+
+import vispe
+from vispe.attention import Attention
+from vispe.encodings.alibi import alibi_slopes
+from vispe.positions import Positions, grid_positions
+
+
+def test_slopes_follow_alibi():
+    assert alibi_slopes(8) == [2.0 ** -(h + 1) for h in range(8)]  # 2^(-8/8 h)
+    six = alibi_slopes(6)  # the 4 of four heads, then every other one of eight
+    assert six == [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]
+
+
+def test_bias_is_minus_slope_times_euclidean_distance_and_relative():
+    enc = vispe.build_encoding('alibi2d', dim=64, num_heads=4)
+    pos = grid_positions(3, 4, num_prefix=1)
+    q = torch.randn(1, 4, 13, 16)
+    bias = enc.logit_bias(q, q, pos)
+    assert bias.shape == (1, 4, 13, 13)
+    assert torch.all(bias[..., 0, :] == 0) and torch.all(bias[..., :, 0] == 0), 'the cls token has no position'
+    # patch (0, 0) is token 1, patch (2, 3) token 1 + 11: distance sqrt(4 + 9)
+    torch.testing.assert_close(bias[0, :, 1, 12], -torch.tensor(alibi_slopes(4)) * math.sqrt(13))
+    shifted = Positions(pos.coords + torch.tensor([7.0, -3.0]), grid=pos.grid, num_prefix=1)
+    torch.testing.assert_close(enc.logit_bias(q, q, shifted), bias)  # translation invariance
+
+
+@pytest.mark.parametrize('sampled', [False, True])
+def test_query_chunks_give_the_whole_bias(sampled):
+    enc = vispe.build_encoding('alibi2d', dim=64, num_heads=4)
+    pos = grid_positions(4, 5, num_prefix=2)
+    if sampled:  # per-sample coordinates (rpe2d): a (B, N, N) distance per sample
+        pos = Positions(torch.rand(3, 20, 2) * 8, grid=pos.grid, num_prefix=2)
+    q = torch.randn(3, 4, 22, 16)
+    whole = enc.logit_bias(q, q, pos)
+    rows = enc.logit_bias_rows(q, q, pos)
+    torch.testing.assert_close(torch.cat([rows(slice(i, i + 5)) for i in range(0, 22, 5)], dim=-2), whole)
+
+
+def test_attention_with_a_small_budget_matches_the_one_shot_path():
+    attn = Attention(64, 4, qkv_bias=True, encodings={'alibi2d': vispe.build_encoding('alibi2d', dim=64, num_heads=4)})
+    x, pos = torch.randn(2, 1 + 30, 64), grid_positions(5, 6, num_prefix=1)
+    full = attn(x, pos)
+    attn.bias_budget = 2 * 4 * 31 * 4 * 3  # three query rows per chunk
+    torch.testing.assert_close(attn(x, pos), full, rtol=1e-5, atol=1e-6)

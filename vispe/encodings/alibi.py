@@ -1,0 +1,78 @@
+"""2D ALiBi: attention with linear biases (Press et al., "Train Short, Test Long", ICLR 2022) on image patches.
+
+ALiBi adds -m_h |i - j| to the logit of query i and key j in head h, with fixed per-head slopes m_h; here the
+distance is the Euclidean distance between the patches' (row, col) positions in token-grid units, so the bias
+depends only on relative positions and extends to any grid without a table.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, List
+
+import torch
+from torch import nn
+
+from vispe.encodings.base import Encoding, check_positive
+from vispe.positions import Positions
+from vispe.registry import ENCODINGS
+
+
+def alibi_slopes(num_heads: int) -> List[float]:
+    """The ALiBi paper's slopes: for a power of two n, the geometric sequence 2^(-8/n), 2^(-16/n), ..., 2^(-8); for
+    other counts the n0 = 2^floor(log2 n) slopes of n0, then every other slope of 2 n0 until there are n."""
+
+    def power_of_two(n: int) -> List[float]:
+        return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+
+    n0 = 2 ** int(math.floor(math.log2(num_heads)))
+    return power_of_two(n0) + power_of_two(2 * n0)[0::2][: num_heads - n0]
+
+
+@ENCODINGS.register_module(name='alibi2d')
+class ALiBi2D(Encoding):
+    """2D ALiBi logit bias, one instance per attention layer: bias_hij = -scale * m_h * ||p_i - p_j||_2 between
+    patches i and j (token-grid units), 0 for any pair with a prefix (cls / register) token, which has no position.
+
+    Args:
+        num_heads: heads of the attention (the slopes follow ALiBi's schedule for that many heads).
+        scale: multiplies every slope (1: the paper's).
+
+    Shapes: logit_bias -> (1, H, N, N) on a grid, (B, H, N, N) for per-sample (sampled) positions.
+
+    Nothing is learned (the slopes are a non-persistent buffer), so the state dict holds nothing of it; at a larger
+    grid the distances simply grow, which is ALiBi's own way to extrapolate. Weight decay: nothing to decay.
+    Attention path: a float ``attn_mask`` for SDPA; query chunks compute their own rows only. TorchScript:
+    ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not script, as its
+    hook takes ``Positions``.
+    """
+
+    def __init__(self, num_heads: int, scale: float = 1.0) -> None:
+        super().__init__()
+        check_positive('alibi2d', scale=scale, num_heads=num_heads)
+        self.num_heads = num_heads
+        self.scale = scale
+        slopes = torch.tensor(alibi_slopes(num_heads), dtype=torch.float32) * scale
+        self.register_buffer('slopes', slopes, persistent=False)
+
+    def logit_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> torch.Tensor:
+        return self.logit_bias_rows(q, k, pos)(slice(None))
+
+    def logit_bias_rows(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> Callable[[slice], torch.Tensor]:
+        """rows -> the bias of the query rows ``rows`` of the sequence (prefix tokens first): (1 or B, H, n, N)."""
+        coords = pos.coords.float()
+        coords = coords.reshape(-1, coords.shape[-2], coords.shape[-1])  # (1 or B, N, 2), with no branch on the rank
+        prefix = pos.num_prefix
+        # prefix tokens sit at the origin and are masked out of every distance
+        padded = nn.functional.pad(coords, (0, 0, prefix, 0))  # (1 or B, P + N, 2)
+        is_patch = torch.ones(padded.shape[1], device=coords.device, dtype=torch.float32)
+        is_patch = nn.functional.pad(is_patch[prefix:], (prefix, 0))
+
+        def rows_of(rows: slice) -> torch.Tensor:
+            # (1 or B, n, P + N); written out rather than torch.cdist, whose choice of algorithm by size would be
+            # a branch on the token count, which FX and torch.export cannot follow
+            dist = (padded[:, rows, None, :] - padded[:, None, :, :]).square().sum(-1).sqrt()
+            dist = dist * is_patch[rows, None] * is_patch[None, :]
+            return (-self.slopes[None, :, None, None] * dist[:, None]).to(q.dtype)
+
+        return rows_of
