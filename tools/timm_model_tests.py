@@ -67,6 +67,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('timm_source', help='a timm checkout or bare git directory')
     parser.add_argument('--sizes', nargs='+', default=['tiny', 'small'], help='vispe name sizes (tiny small ...)')
+    parser.add_argument('--encodings', nargs='+', help='only the names of these encodings (default: all)')
     parser.add_argument(
         '--without', nargs='+', default=[], help='leave out test families whose name has one of these words (fx ...)'
     )
@@ -74,7 +75,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if any(a == '-k' or a.startswith('-k') for a in args.pytest_args):
         parser.error('-k would replace the selection of vispe names; use --without to leave families out')
-    selected = names(args.sizes)
+    selected = [n for n in names(args.sizes) if not args.encodings or any(f'_{e}_224' in n for e in args.encodings)]
     with tempfile.TemporaryDirectory(prefix='timm_tests_') as tmp:
         os.makedirs(os.path.join(tmp, 'tests'))
         with open(os.path.join(tmp, 'tests', 'test_models.py'), 'w') as f:
