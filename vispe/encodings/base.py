@@ -9,16 +9,17 @@
 | ``transform_v`` | ``(v, pos) -> v`` | in every attention, on (B, H, N_total, d) v, after ``rotate`` |
 | ``logit_bias`` | ``(q, k, pos) -> (B or 1, H, N, N)`` | in every attention; the sum is SDPA's float ``attn_mask`` |
 | ``transform_out`` | ``(out, pos) -> out`` | in every attention, on the (B, H, N, d) SDPA output |
-| ``value_term`` | ``(v, pos, attn=None, rows=slice(None)) -> term`` | in every attention; added to the output |
+| ``value_term`` | ``(v, pos, attn=None, rows=slice(None)) -> term`` | in every attention; added after transform_out |
 | ``after_block`` | ``(x, pos) -> x`` | by the backbone after each block named in ``self.blocks``, (B, N_total, D) |
 
 A subclass implements a hook by overriding the base method; ``hooks()`` finds the overrides (no ``hasattr``), and
 ``active_hooks()`` is what the stack calls on an instance (iRPE switches off the hooks its options leave idle).
 ``value_term`` receives the (B, H, n, N) softmax weights of the query rows ``rows`` in ``attn`` exactly when the
-instance's ``needs_attn_weights`` is True (the attention then materialises them instead of fused SDPA); otherwise
-``attn`` is None. When the N x N bias would not fit its byte budget (``vispe.attention``), the attention runs a slice
-of queries at a time: it asks ``logit_bias`` encodings for ``logit_bias_rows(q, k, pos)``, a function of the query
-rows (the default slices the full bias), and passes value terms the weights of those rows with ``rows=``.
+instance's ``needs_attn_weights`` is True (the attention then materialises them instead of fused SDPA, and computes
+the term beside them, so before ``transform_out``); otherwise ``attn`` is None. When the N x N bias would not fit
+its byte budget (``vispe.attention``), the attention runs a slice of queries at a time: it asks ``logit_bias``
+encodings for ``logit_bias_rows(q, k, pos)``, a function of the query rows (the default slices the full bias), and
+passes value terms the weights of those rows with ``rows=``.
 Encodings implementing an attention hook are instantiated once per attention layer (their parameters are
 per-layer, under ``blocks.i.attn.pe``); the others once per model (under ``pe``).
 """
@@ -60,7 +61,8 @@ HOOK_TABLE: Dict[str, Hook] = {
         Hook(
             'value_term',
             '(v, pos, attn=None, rows=slice(None)) -> (B, H, n, d)',
-            'attention: added to the output; attn holds the rows softmax weights when needs_attn_weights',
+            'attention: added to the output after transform_out; with needs_attn_weights computed beside the '
+            'softmax, from the weights of the query rows (attn)',
             True,
         ),
         Hook('after_block', '(x, pos) -> x', 'backbone: the (B, N_total, D) output of each block in blocks', False),
