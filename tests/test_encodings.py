@@ -274,3 +274,14 @@ def test_hooks_are_overrides_not_attributes():
     assert torch.equal(zeroed(x, pos), zeroed.proj(torch.zeros(1, 4, 8))), 'transform_v was not applied'
     assert Rotates.hooks() == {'rotate'}
     assert not Attention(8, num_heads=2, encodings={'r': Rotates()})(x, pos).isnan().any()
+
+
+def test_base_docstring_lists_the_declared_hooks_in_order():
+    """The module docstring's hook table restates HOOK_TABLE for readers; it must not drift from it."""
+    import re
+
+    from vispe.encodings import HOOKS, base
+
+    assert re.findall(r'^\| ``(\w+)`` \|', base.__doc__, flags=re.M) == list(HOOKS)
+    for name in HOOKS:  # a hook the base class does not define could never be detected as an override
+        assert callable(getattr(vispe.Encoding, name)), name
