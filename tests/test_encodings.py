@@ -169,3 +169,119 @@ def test_ape_learned_resamples_to_new_grids(strategy):
     assert torch.equal(enc.table((4, 4)), enc.pos_embed)
     with pytest.raises(ValueError, match='choose one of'):
         enc.strategy = 'lanczos'
+
+
+class _EveryHook(vispe.Encoding):
+    """A toy encoding overriding every hook of the contract; it records each call (and what the value term got) and
+    changes its input a little, so a hook the stack skipped or called twice would show in the output too."""
+
+    def __init__(self, weighted: bool = False) -> None:
+        super().__init__()
+        self.needs_attn_weights, self.blocks, self.calls = weighted, (0,), []
+
+    def embed(self, x, pos):
+        self.calls.append('embed')
+        return x + 1
+
+    def rotate(self, q, k, pos):
+        self.calls.append('rotate')
+        return q * 0.5, k
+
+    def transform_v(self, v, pos):
+        self.calls.append('transform_v')
+        return v * 2
+
+    def logit_bias(self, q, k, pos):
+        self.calls.append('logit_bias')
+        return torch.zeros(1, 1, q.shape[-2], k.shape[-2])
+
+    def transform_out(self, out, pos):
+        self.calls.append('transform_out')
+        return out - 1
+
+    def value_term(self, v, pos, attn=None, rows=slice(None)):
+        self.calls.append(('value_term', None if attn is None else tuple(attn.shape), rows))
+        return v[..., rows, :] if attn is None else attn @ v
+
+    def after_block(self, x, pos):
+        self.calls.append('after_block')
+        return x * 3
+
+
+@pytest.mark.parametrize('weighted', [False, True])
+def test_stack_dispatches_every_declared_hook(weighted):
+    from torch import nn
+
+    from vispe.attention import Attention
+    from vispe.encodings import HOOK_TABLE, HOOKS, EncodingStack
+
+    assert HOOKS == tuple(HOOK_TABLE) and set(_EveryHook.hooks()) == set(HOOK_TABLE)
+    assert {'transform_v', 'transform_out'} <= vispe.encodings.ATTENTION_HOOKS and _EveryHook.per_layer()
+    enc, pos = _EveryHook(weighted), grid_positions(2, 2)
+    attn = Attention(8, num_heads=2, encodings={'toy': enc})
+    attn(torch.randn(1, 4, 8), pos)
+    # a weighted term is computed beside the softmax weights (before transform_out); every term is added after it
+    term = ('value_term', (1, 2, 4, 4) if weighted else None, slice(None))
+    late = ['transform_out', term] if not weighted else [term, 'transform_out']
+    assert enc.calls == ['rotate', 'transform_v', 'logit_bias', *late]
+
+    enc.calls.clear()
+    stack = EncodingStack(nn.ModuleDict({'toy': enc}))
+    x = torch.zeros(1, 4, 8)
+    assert torch.equal(stack.embed(x, pos), x + 1) and torch.equal(stack.after_block(0, x + 1, pos), x + 3)
+    assert torch.equal(stack.after_block(1, x, pos), x), 'after_block ran after a block its blocks do not name'
+    assert enc.calls == ['embed', 'after_block']
+    with pytest.raises(ValueError, match="'transform_k' is not an encoding hook"):
+        stack.with_hook('transform_k')
+
+
+def test_stack_chunks_weighted_value_terms_by_rows():
+    """Past the byte budget the stack's value term of a weighted encoding gets the weights a slice of rows at a
+    time (rows=), and the output is the one-shot output."""
+    from vispe.attention import Attention
+
+    enc, pos, x = _EveryHook(weighted=True), grid_positions(2, 2), torch.randn(1, 4, 8)
+    attn = Attention(8, num_heads=2, encodings={'toy': enc}).eval()
+    with torch.no_grad():
+        whole = attn(x, pos)
+        attn.bias_budget = 2 * 4 * 4  # one query row of (B=1, H=2, N=4) float32 logits
+        enc.calls.clear()
+        chunked = attn(x, pos)
+    torch.testing.assert_close(chunked, whole)
+    assert [c[2] for c in enc.calls if c[0] == 'value_term'] == [slice(i, i + 1) for i in range(4)]
+
+
+def test_hooks_are_overrides_not_attributes():
+    """A hook is a method overriding the base class's: an encoding defining transform_v alone is dispatched, and an
+    instance attribute that merely has a hook's name (what a hasattr test would pick up) is not."""
+    from vispe.attention import Attention
+
+    class OnlyTransformV(vispe.Encoding):
+        def transform_v(self, v, pos):
+            return v * 0
+
+    class Rotates(vispe.Encoding):
+        def __init__(self) -> None:
+            super().__init__()
+            self.transform_out = lambda out, pos: out * float('nan')  # not a hook: never called
+
+        def rotate(self, q, k, pos):
+            return q, k
+
+    assert OnlyTransformV.hooks() == {'transform_v'} and OnlyTransformV.per_layer()
+    x, pos = torch.randn(1, 4, 8), grid_positions(2, 2)
+    zeroed = Attention(8, num_heads=2, encodings={'t': OnlyTransformV()})
+    assert torch.equal(zeroed(x, pos), zeroed.proj(torch.zeros(1, 4, 8))), 'transform_v was not applied'
+    assert Rotates.hooks() == {'rotate'}
+    assert not Attention(8, num_heads=2, encodings={'r': Rotates()})(x, pos).isnan().any()
+
+
+def test_base_docstring_lists_the_declared_hooks_in_order():
+    """The module docstring's hook table restates HOOK_TABLE for readers; it must not drift from it."""
+    import re
+
+    from vispe.encodings import HOOKS, base
+
+    assert re.findall(r'^\| ``(\w+)`` \|', base.__doc__, flags=re.M) == list(HOOKS)
+    for name in HOOKS:  # a hook the base class does not define could never be detected as an override
+        assert callable(getattr(vispe.Encoding, name)), name

@@ -18,7 +18,7 @@ iRPE on V expand it to that.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 import torch.fx
@@ -27,16 +27,12 @@ from timm.layers import Attention as TimmAttention
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from vispe.encodings.base import Encoding
+from vispe.encodings.stack import EncodingStack
 from vispe.positions import Positions
 
 #: default byte budget of the (B, H, N, N) logit bias above which attention runs in query chunks; set
 #: ``Attention.bias_budget`` on a module to override it there (``float('inf')``: never chunk)
 BIAS_BUDGET_BYTES = 1 << 30
-
-
-def _has(enc: Encoding, hook: str) -> bool:
-    return hook in enc.active_hooks() or (hook in ('transform_v', 'transform_out') and hasattr(enc, hook))
 
 
 class Attention(nn.Module):
@@ -98,8 +94,10 @@ class Attention(nn.Module):
         new.pe = nn.ModuleDict(encodings or {})
         return new.train(attn.training)
 
-    def encodings(self, hook: str) -> Iterable[Encoding]:
-        return [enc for enc in self.pe.values() if _has(enc, hook)]
+    @property
+    def stack(self) -> EncodingStack:
+        """The per-layer encodings as an ``EncodingStack``, which calls their attention hooks."""
+        return EncodingStack(self.pe)
 
     def attention_weights(self, q, k, attn_mask=None, is_causal: bool = False) -> torch.Tensor:
         """softmax(q k^T / sqrt(d) + mask), with dropout in training: (B, H, N, N)."""
@@ -132,29 +130,22 @@ class Attention(nn.Module):
         B, N, C = x.shape
         q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         q, k = self.q_norm(q), self.k_norm(k)  # (B, H, N, d) each
-        biases, value_terms = [], []
-        if pos is not None:
-            for enc in self.encodings('rotate'):
-                q, k = enc.rotate(q, k, pos)
-            for enc in self.encodings('transform_v'):
-                v = enc.transform_v(v, pos)
-            biases, value_terms = self.encodings('logit_bias'), self.encodings('value_term')
+        stack = self.stack if pos is not None else EncodingStack()  # no positions: every phase is the identity
+        q, k = stack.rotate(q, k, pos)
+        v = stack.transform_v(v, pos)
         # encodings that sum over the attention weights themselves (iRPE on V) get them materialised, only here
-        weighted = [enc for enc in value_terms if enc.needs_attn_weights]
-        chunk = bool(biases or weighted) and may_chunk(N)
+        biased, weighted = bool(stack.with_hook('logit_bias')), bool(stack.weighted())
+        chunk = (biased or weighted) and may_chunk(N)
         rows = self.query_rows(q, k) if chunk else N
         if chunk and rows < N:
-            out, terms = self.chunked(q, k, v, pos, biases, weighted, attn_mask, is_causal, rows)
+            out, terms = self.chunked(q, k, v, pos, stack, weighted, attn_mask, is_causal, rows)
         else:
-            if biases:
-                bias = [enc.logit_bias(q, k, pos) for enc in biases]  # (B or 1, H, N, N) each
+            if biased:
+                bias = stack.logit_biases(q, k, pos)  # (B or 1, H, N, N) each
                 attn_mask, is_causal = full_mask(bias, attn_mask, is_causal, q, k), False
-            out, terms = self.attend(q, k, v, pos, weighted, attn_mask, is_causal)  # (B, H, N, d)
-        if pos is not None:
-            for enc in self.encodings('transform_out'):
-                out = enc.transform_out(out, pos)
-            for enc in value_terms:
-                out = out + (terms[enc] if enc.needs_attn_weights else enc.value_term(v, pos))
+            out, terms = self.attend(q, k, v, pos, stack, weighted, attn_mask, is_causal)  # (B, H, N, d)
+        out = stack.transform_out(out, pos)
+        out = stack.value_terms(out, v, pos, terms)
         out = self.norm(out.transpose(1, 2).reshape(B, N, C))
         return self.proj_drop(self.proj(out))
 
@@ -164,21 +155,20 @@ class Attention(nn.Module):
         k: torch.Tensor,
         v: torch.Tensor,
         pos: Optional[Positions],
-        weighted: List[Encoding],
+        stack: EncodingStack,
+        weighted: bool,
         attn_mask: Optional[torch.Tensor],
         is_causal: bool,
-        rows: Optional[slice] = None,
-    ) -> Tuple[torch.Tensor, dict]:
-        """Attention of the (B, H, n, d) queries ``q`` (the query rows ``rows`` of the sequence, None: all of it)
-        over every key: (B, H, n, d), and the value terms of the ``weighted`` encodings, which need the weights."""
+        rows: slice = slice(None),
+    ) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+        """Attention of the (B, H, n, d) queries ``q`` (the query rows ``rows`` of the sequence) over every key:
+        (B, H, n, d), and, when ``weighted``, the stack's value terms that need the weights (``weighted_terms``)."""
         if not weighted:
             dropout = self.attn_drop.p if self.training else 0.0
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout, is_causal=is_causal)
-            return out, {}
+            return out, []
         attn = self.attention_weights(q, k, attn_mask, is_causal)  # (B, H, n, N)
-        if rows is None:
-            return attn @ v, {enc: enc.value_term(v, pos, attn) for enc in weighted}
-        return attn @ v, {enc: enc.value_term(v, pos, attn, rows=rows) for enc in weighted}
+        return attn @ v, stack.weighted_terms(v, pos, attn, rows)
 
     def chunked(
         self,
@@ -186,24 +176,23 @@ class Attention(nn.Module):
         k: torch.Tensor,
         v: torch.Tensor,
         pos: Positions,
-        biases: List[Encoding],
-        weighted: List[Encoding],
+        stack: EncodingStack,
+        weighted: bool,
         attn_mask: Optional[torch.Tensor],
         is_causal: bool,
         rows: int,
-    ) -> Tuple[torch.Tensor, dict]:
+    ) -> Tuple[torch.Tensor, List[torch.Tensor]]:
         """``attend`` for ``rows`` queries at a time, each chunk with the bias rows of its queries only: the same
         (B, H, N, d) output and weighted value terms. Under autograd each chunk is recomputed in backward instead
         of keeping its (B, H, rows, N) weights, so the budget holds in training too."""
-        row_biases: List[Callable[[slice], torch.Tensor]] = [enc.logit_bias_rows(q, k, pos) for enc in biases]
+        row_biases: List[Callable[[slice], torch.Tensor]] = stack.logit_bias_rows(q, k, pos)
 
         def chunk(start: int, q_rows: torch.Tensor) -> Tuple[torch.Tensor, List[torch.Tensor]]:
             span = slice(start, start + q_rows.shape[-2])
             mask = merged_mask(
                 [bias(span) for bias in row_biases], attn_mask, is_causal, span.start, span.stop, q_rows, k
             )
-            out, terms = self.attend(q_rows, k, v, pos, weighted, mask, False, span)
-            return out, [terms[enc] for enc in weighted]
+            return self.attend(q_rows, k, v, pos, stack, weighted, mask, False, span)
 
         parts = []
         for start in range(0, q.shape[-2], rows):
@@ -213,7 +202,8 @@ class Attention(nn.Module):
             else:
                 parts.append(chunk(start, q_rows))
         out = torch.cat([o for o, _ in parts], dim=-2)
-        return out, {enc: torch.cat([t[i] for _, t in parts], dim=-2) for i, enc in enumerate(weighted)}
+        terms = [torch.cat([t[i] for _, t in parts], dim=-2) for i in range(len(parts[0][1]))]
+        return out, terms
 
 
 def may_chunk(num_tokens) -> bool:

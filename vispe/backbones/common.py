@@ -19,7 +19,7 @@ from vispe.encodings.build import (
     list_encodings,
     normalize_spec,
 )
-from vispe.positions import Positions
+from vispe.encodings.stack import EncodingStack
 
 
 def backbone_encodings(ndim: int = 2, cameras: bool = False, hooks: Optional[FrozenSet[str]] = None) -> List[str]:
@@ -229,6 +229,12 @@ class EncodingHost:
         names = list(self.pe)
         return names + [n for n in self.blocks[0].attn.pe if n not in names] if len(self.blocks) else names
 
+    @property
+    def encoding_stack(self) -> EncodingStack:
+        """The model-level encodings (``self.pe``) as an ``EncodingStack``: the backbone's ``embed`` and
+        ``after_block`` phases go through it (each attention has its own, over its per-layer ``pe``)."""
+        return EncodingStack(self.pe)
+
     def encodings(self) -> Iterator[Tuple[str, nn.Module]]:
         """(name, module) of every encoding instance, model-level and per-layer."""
         yield from self.pe.items()
@@ -277,26 +283,8 @@ class EncodingHost:
         return self.num_layers + 1
 
 
-def apply_embed_hooks(model_level: nn.ModuleDict, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-    """The model-level encodings' ``embed`` hooks on the (B, N, D) non-prefix tokens, in order."""
-    for enc in model_level.values():
-        if 'embed' in enc.active_hooks():
-            x = enc.embed(x, pos)
-    return x
-
-
-def apply_after_block_hooks(model_level: nn.ModuleDict, i: int, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-    """The ``after_block`` hooks of the encodings that name block ``i``, on its (B, N_total, D) output."""
-    for enc in model_level.values():
-        if 'after_block' in enc.active_hooks() and i in enc.blocks:
-            x = enc.after_block(x, pos)
-    return x
-
-
 __all__ = [
     'EncodingHost',
-    'apply_after_block_hooks',
-    'apply_embed_hooks',
     'backbone_encodings',
     'build_backbone_encodings',
     'check_backbone_encoding',

@@ -29,8 +29,6 @@ from torch.utils.checkpoint import checkpoint
 from vispe.attention import Attention
 from vispe.backbones.common import (
     EncodingHost,
-    apply_after_block_hooks,
-    apply_embed_hooks,
     build_backbone_encodings,
     check_img_size,
     check_input_dtype,
@@ -276,7 +274,7 @@ class DiT(EncodingHost, nn.Module):
         if self.training and self.position_sampler is not None:
             pos = self.position_sampler(pos, B)  # per-sample coords (B, h*w, 2); pos.grid stays (h, w)
         x = x.reshape(B, h * w, D)
-        x = apply_embed_hooks(self.pe, x, pos)
+        x = self.encoding_stack.embed(x, pos)
         return x, pos
 
     def condition(self, t: torch.Tensor, y: Optional[torch.Tensor], crop: Optional[torch.Tensor], batch: int):
@@ -297,7 +295,7 @@ class DiT(EncodingHost, nn.Module):
             x = checkpoint(blk, x, c, pos, use_reentrant=False)
         else:
             x = blk(x, c, pos)
-        return apply_after_block_hooks(self.pe, i, x, pos)
+        return self.encoding_stack.after_block(i, x, pos)
 
     def forward(
         self, x: torch.Tensor, t: torch.Tensor, y: Optional[torch.Tensor], crop: Optional[torch.Tensor] = None

@@ -29,8 +29,9 @@ from vispe.encodings.build import EncodingSpec
 from vispe.positions import Cameras, Positions, grid_coords, grid_positions
 from vispe.registry import MODELS
 
-#: hooks an encoding may use here: per-view grids and all tokens together only meet in these
-SUPPORTED_HOOKS = frozenset({'embed', 'rotate'})
+#: hooks an encoding may use here: per-view grids and all tokens together only meet in these (gta's value
+#: transforms act token by token, like its rotation)
+SUPPORTED_HOOKS = frozenset({'embed', 'rotate', 'transform_v', 'transform_out'})
 
 
 def multiview_encodings() -> list:
@@ -124,7 +125,9 @@ class MultiViewTransformer(EncodingHost, nn.Module):
         pos = self.positions(images, K, cam_to_world)
         x = self.patch_embed(images.flatten(0, 1))  # (B V, N, D)
         view_pos: Optional[Positions] = None
-        for enc in self.pe.values():
+        # the stack picks the embed encodings; this loop only says which tokens each one sees (not
+        # ``EncodingStack.embed``: camera encodings see all views at once, image ones each view's grid)
+        for enc in self.encoding_stack.with_hook('embed'):
             if enc.needs_cameras:
                 x = enc.embed(x.reshape(B, -1, x.shape[-1]), pos)
             else:  # an image encoding, on each view's grid

@@ -15,8 +15,6 @@ from torch import Tensor, nn
 
 from vispe.backbones.common import (
     EncodingHost,
-    apply_after_block_hooks,
-    apply_embed_hooks,
     build_backbone_encodings,
     check_input_dtype,
     check_rates,
@@ -161,10 +159,11 @@ class PointTransformer(EncodingHost, nn.Module):
             )
         centres, groups = group_points(points, min(self.num_groups, points.shape[1]), self.group_size)
         pos = Positions(coords=centres, num_prefix=1)
-        x = apply_embed_hooks(self.pe, self.group_embed(groups), pos)  # (B, G, D)
+        stack = self.encoding_stack
+        x = stack.embed(self.group_embed(groups), pos)  # (B, G, D)
         x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
         for i, block in enumerate(self.blocks):
-            x = apply_after_block_hooks(self.pe, i, block(x, pos), pos)
+            x = stack.after_block(i, block(x, pos), pos)
         return self.norm(x)
 
     def forward(self, points: Tensor) -> Tensor:

@@ -25,8 +25,6 @@ from torch.utils.checkpoint import checkpoint
 from vispe.attention import Attention
 from vispe.backbones.common import (
     EncodingHost,
-    apply_after_block_hooks,
-    apply_embed_hooks,
     build_backbone_encodings,
     check_img_size,
     check_input_dtype,
@@ -145,7 +143,7 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
             # per-sample coords (B, h*w, 2); pos.grid stays (h, w), so conv encodings still see the image grid
             pos = self.position_sampler(pos, B)
         x = x.reshape(B, h * w, D)
-        x = apply_embed_hooks(self.pe, x, pos)
+        x = self.encoding_stack.embed(x, pos)
         prefix = [t.expand(B, -1, -1) for t in (self.cls_token, self.reg_token) if t is not None]
         x = torch.cat(prefix + [x], dim=1) if prefix else x
         return self.norm_pre(self.pos_drop(x)), pos
@@ -156,7 +154,7 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
             x = checkpoint(blk, x, pos, attn_mask, is_causal, use_reentrant=False)
         else:
             x = blk(x, pos, attn_mask=attn_mask, is_causal=is_causal)
-        return apply_after_block_hooks(self.pe, i, x, pos)
+        return self.encoding_stack.after_block(i, x, pos)
 
     def forward_features(self, x: torch.Tensor, attn_mask=None, is_causal: bool = False) -> torch.Tensor:
         x, pos = self.tokens(x)

@@ -15,13 +15,17 @@ from vispe.encodings import (  # noqa: F401  (fill the registry)
     points,
     rope,
 )
-from vispe.encodings.base import ATTENTION_HOOKS, HOOKS, Encoding
+from vispe.encodings.base import ATTENTION_HOOKS, HOOK_TABLE, HOOKS, Encoding, Hook
 from vispe.encodings.build import build_encoding, encoding_class, list_encodings, normalize_spec
+from vispe.encodings.stack import EncodingStack
 
 __all__ = [
     'ATTENTION_HOOKS',
     'HOOKS',
+    'HOOK_TABLE',
     'Encoding',
+    'EncodingStack',
+    'Hook',
     'build_encoding',
     'encoding_class',
     'list_encodings',

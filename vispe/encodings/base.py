@@ -1,28 +1,35 @@
-"""The encoding base class: five hooks, each called by the backbone at one fixed point.
+"""The encoding base class and the hook contract: every hook, its signature and its call point, declared once.
 
-| hook | called | returns |
+``HOOK_TABLE`` below is the contract; this table restates it (call order within a forward pass):
+
+| hook | signature -> returns | called (by ``vispe.encodings.stack.EncodingStack``) |
 |---|---|---|
-| ``embed(x, pos)`` | once, on the (B, N, D) non-prefix tokens after tokenisation | x |
-| ``rotate(q, k, pos)`` | in every attention, on (B, H, N_total, d) q and k, before SDPA | q, k |
-| ``logit_bias(q, k, pos)`` | in every attention; the result is SDPA's float ``attn_mask`` | (B or 1, H, N, N) |
-| ``value_term(v, pos)`` | in every attention; added to the SDPA output | (B, H, N, d) |
-|   ``value_term(v, pos, attn)`` when ``needs_attn_weights``: the (B, H, N, N) softmax weights too | |
-| ``after_block(x, pos)`` | after the blocks named by ``self.blocks``, on (B, N_total, D) | x |
+| ``embed`` | ``(x, pos) -> x`` | once, by the backbone, on the (B, N, D) non-prefix tokens after tokenisation |
+| ``rotate`` | ``(q, k, pos) -> (q, k)`` | in every attention, on (B, H, N_total, d) q and k, before SDPA |
+| ``transform_v`` | ``(v, pos) -> v`` | in every attention, on (B, H, N_total, d) v, after ``rotate`` |
+| ``logit_bias`` | ``(q, k, pos) -> (B or 1, H, N, N)`` | in every attention; the sum is SDPA's float ``attn_mask`` |
+| ``transform_out`` | ``(out, pos) -> out`` | in every attention, on the (B, H, N, d) SDPA output |
+| ``value_term`` | ``(v, pos, attn=None, rows=slice(None)) -> term`` | in every attention; added after transform_out |
+| ``after_block`` | ``(x, pos) -> x`` | by the backbone after each block named in ``self.blocks``, (B, N_total, D) |
 
-``rotate`` encodings may also define ``transform_v(v, pos)`` and ``transform_out(out, pos)``.
-When the N x N bias would not fit its byte budget (``vispe.attention``), the attention runs a slice of queries at a
-time: it asks ``logit_bias`` encodings for ``logit_bias_rows(q, k, pos)``, a function of the query rows, and passes
-``needs_attn_weights`` value terms the weights of those rows only, with ``rows=`` the slice.
-Encodings implementing an attention hook are instantiated once per attention layer (their parameters
-are per-layer); the others once per model. ``after_block`` encodings name the blocks they follow in
-``self.blocks``.
+A subclass implements a hook by overriding the base method; ``hooks()`` finds the overrides (no ``hasattr``), and
+``active_hooks()`` is what the stack calls on an instance (iRPE switches off the hooks its options leave idle).
+``value_term`` receives the (B, H, n, N) softmax weights of the query rows ``rows`` in ``attn`` exactly when the
+instance's ``needs_attn_weights`` is True (the attention then materialises them instead of fused SDPA, and computes
+the term beside them, so before ``transform_out``); otherwise ``attn`` is None. When the N x N bias would not fit
+its byte budget (``vispe.attention``), the attention runs a slice of queries at a time: it asks ``logit_bias``
+encodings for ``logit_bias_rows(q, k, pos)``, a function of the query rows (the default slices the full bias), and
+passes value terms the weights of those rows with ``rows=``.
+Encodings implementing an attention hook are instantiated once per attention layer (their parameters are
+per-layer, under ``blocks.i.attn.pe``); the others once per model (under ``pe``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import cache
-from typing import Callable, ClassVar, FrozenSet, Optional, Set, Tuple
+from typing import Callable, ClassVar, Dict, FrozenSet, Optional, Set, Tuple
 
 import torch
 from torch import nn
@@ -30,8 +37,39 @@ from torch import nn
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
-HOOKS = ('embed', 'rotate', 'logit_bias', 'value_term', 'after_block')
-ATTENTION_HOOKS = frozenset({'rotate', 'logit_bias', 'value_term'})
+
+@dataclass(frozen=True)
+class Hook:
+    """One entry of the hook contract: what an encoding overriding ``name`` receives and returns, where it is
+    called and by whom. ``attention``: called inside each attention layer (the encoding is then per-layer)."""
+
+    name: str
+    signature: str
+    call_point: str
+    attention: bool
+
+
+#: the hook contract, in call order within a forward pass; ``EncodingStack`` dispatches exactly these
+HOOK_TABLE: Dict[str, Hook] = {
+    h.name: h
+    for h in (
+        Hook('embed', '(x, pos) -> x', 'backbone, once: the (B, N, D) non-prefix tokens after tokenisation', False),
+        Hook('rotate', '(q, k, pos) -> (q, k)', 'attention: (B, H, N, d) q and k before SDPA', True),
+        Hook('transform_v', '(v, pos) -> v', 'attention: (B, H, N, d) v after rotate', True),
+        Hook('logit_bias', '(q, k, pos) -> (B or 1, H, N, N)', "attention: summed into SDPA's attn_mask", True),
+        Hook('transform_out', '(out, pos) -> out', 'attention: the (B, H, N, d) SDPA output', True),
+        Hook(
+            'value_term',
+            '(v, pos, attn=None, rows=slice(None)) -> (B, H, n, d)',
+            'attention: added to the output after transform_out; with needs_attn_weights computed beside the '
+            'softmax, from the weights of the query rows (attn)',
+            True,
+        ),
+        Hook('after_block', '(x, pos) -> x', 'backbone: the (B, N_total, D) output of each block in blocks', False),
+    )
+}
+HOOKS: Tuple[str, ...] = tuple(HOOK_TABLE)
+ATTENTION_HOOKS: FrozenSet[str] = frozenset(name for name, hook in HOOK_TABLE.items() if hook.attention)
 
 
 class Encoding(nn.Module):
@@ -53,8 +91,13 @@ class Encoding(nn.Module):
     ndims: ClassVar[Tuple[int, ...]] = (2,)
     #: reads ``pos.cameras``: only backbones that supply cameras (the multi-view transformer) accept it
     needs_cameras: ClassVar[bool] = False
-    #: value_term needs the softmax weights: the attention then materialises them instead of fused SDPA
-    needs_attn_weights: ClassVar[bool] = False
+    #: this instance's value_term needs the softmax weights (the attention then materialises them instead of fused
+    #: SDPA). An instance attribute with a class default: an encoding whose options decide it (iRPE on V) sets it
+    #: in ``__init__``, and the stack reads the instance's value, never the class's
+    needs_attn_weights: bool = False
+    #: for ``after_block`` encodings, the indices of the blocks whose output the hook receives (an instance
+    #: attribute, set from the encoding's options); the default, none, leaves the hook uncalled
+    blocks: Tuple[int, ...] = ()
     #: names of the parameters that take no weight decay, relative to the encoding (``fnmatch`` patterns:
     #: ``tables.*``); a name its configuration does not create (rope3d's buffer ``freqs`` in axial mode) is skipped
     no_weight_decay_params: ClassVar[Tuple[str, ...]] = ()
@@ -104,6 +147,9 @@ class Encoding(nn.Module):
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> Tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
+    def transform_v(self, v: torch.Tensor, pos: Positions) -> torch.Tensor:
+        raise NotImplementedError
+
     def logit_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> torch.Tensor:
         raise NotImplementedError
 
@@ -118,7 +164,11 @@ class Encoding(nn.Module):
         self, v: torch.Tensor, pos: Positions, attn: Optional[torch.Tensor] = None, rows: slice = slice(None)
     ) -> torch.Tensor:
         """With ``needs_attn_weights``, ``attn`` holds the softmax weights of the query rows ``rows``: (B, H, n, N);
-        the term of those rows is returned, (B, H, n, d)."""
+        the term of those rows is returned, (B, H, n, d); without it ``attn`` is None and ``rows`` all of them, and
+        an encoding that reads neither still takes both (one signature for every value term)."""
+        raise NotImplementedError
+
+    def transform_out(self, out: torch.Tensor, pos: Positions) -> torch.Tensor:
         raise NotImplementedError
 
     def after_block(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:

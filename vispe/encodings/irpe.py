@@ -164,7 +164,7 @@ class IRPE(Encoding):
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
     script: its hook takes ``Positions`` (see VisionTransformerPE), bucket tables come from a module-level
     ``GridTableCache`` (a Python dict with tuple keys, filled by a closure), ``logit_bias_rows`` returns a closure,
-    which TorchScript cannot return, and ``needs_attn_weights``, a ``ClassVar`` of the base class, is set per instance.
+    which TorchScript cannot return, and its hook set and ``needs_attn_weights`` are per instance (``on`` decides them).
 
     Large grids: past the attention's byte budget (``vispe.attention``) the attention asks ``logit_bias_rows`` for
     the bias of a slice of queries at a time, and ``value_term`` gets those rows' weights with ``rows=``: then

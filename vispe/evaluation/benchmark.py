@@ -44,7 +44,7 @@ from torch import nn
 
 from vispe.backbones.dit import dit
 from vispe.backbones.vit import create_model
-from vispe.encodings import encoding_class, list_encodings
+from vispe.encodings import EncodingStack, encoding_class, list_encodings
 from vispe.positions import Positions, grid_positions
 
 LEVELS = ('model', 'attention')
@@ -271,17 +271,11 @@ class EncodedAttention(nn.Module):
         self.attn, self.pe, self.num_prefix = attn, model_level, num_prefix
 
     def forward(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        embed = [enc for enc in self.pe.values() if 'embed' in enc.hooks()]
-        if embed:
+        stack = EncodingStack(self.pe)  # the backbones' dispatch: active hooks, and after_block where blocks say
+        if stack.with_hook('embed'):
             prefix, patches = x[:, : self.num_prefix], x[:, self.num_prefix :]
-            for enc in embed:
-                patches = enc.embed(patches, pos)
-            x = torch.cat([prefix, patches], dim=1)
-        x = self.attn(x, pos)
-        for enc in self.pe.values():
-            if 'after_block' in enc.hooks():
-                x = enc.after_block(x, pos)
-        return x
+            x = torch.cat([prefix, stack.embed(patches, pos)], dim=1)
+        return stack.after_block(0, self.attn(x, pos), pos)  # the layer is block 0
 
 
 def _attention_subject(cfg: BenchmarkConfig, name: str) -> Subject:
