@@ -109,16 +109,8 @@ def results_table(
 ):
     """A rich Table: one row per encoding, one column per (sweep, factor); 'failed' for results.json's failed
     cells."""
-    from rich.table import Table
-
     table = results_pivot([*rows, *(dict(f, value=FAILED) for f in failed)])
-    shown = Table(title=title or 'accuracy (%) by test point count and object scale')
-    shown.add_column('encoding')
-    for c in table.columns:
-        shown.add_column(c, justify='right')
-    for key in table.keys:
-        shown.add_row(*key, *[report.cell_text(table.get(key, c), fmt) for c in table.columns])
-    return shown
+    return report.rich_table(table, ['encoding'], title or 'accuracy (%) by test point count and object scale', fmt)
 
 
 def markdown_table(rows: Sequence[Dict[str, Any]], fmt: str = '.1f') -> str:

@@ -128,6 +128,21 @@ def cell_text(cell: Optional[Cell], fmt: str, spread: bool = False, missing: str
     return format(cell.mean, fmt)
 
 
+def rich_table(table: Pivot, index_names: Sequence[str], title: str, fmt: str):
+    """The pivot as a rich Table for the terminal: one column per index field (``index_names``), one per pivot
+    column, right-aligned cells formatted by ``cell_text``."""
+    from rich.table import Table
+
+    shown = Table(title=title)
+    for name in index_names:
+        shown.add_column(name)
+    for column in table.columns:
+        shown.add_column(column, justify='right')
+    for key in table.keys:
+        shown.add_row(*key, *[cell_text(table.get(key, c), fmt) for c in table.columns])
+    return shown
+
+
 def markdown(
     table: Pivot,
     fmt: str = '.1f',

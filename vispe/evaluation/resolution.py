@@ -191,17 +191,8 @@ def results_table(
 ):
     """A rich Table: one row per (encoding, strategy), one column per resolution; values formatted with ``fmt``,
     'failed' where a cell of ``failed`` (results.json's) ran out of memory even at batch size 1."""
-    from rich.table import Table
-
     table = results_pivot([*rows, *(dict(f, value=FAILED) for f in failed)])
-    shown = Table(title=title or f'{metric} by test resolution')
-    shown.add_column('encoding')
-    shown.add_column('strategy')
-    for res in table.columns:
-        shown.add_column(res, justify='right')
-    for key in table.keys:
-        shown.add_row(*key, *[report.cell_text(table.get(key, r), fmt) for r in table.columns])
-    return shown
+    return report.rich_table(table, ['encoding', 'strategy'], title or f'{metric} by test resolution', fmt)
 
 
 #: a table's text for a cell that did not fit in memory (results.json's ``failed``)
