@@ -95,18 +95,6 @@ def weights_file(cfg: Dict[str, Any]) -> str:
     return path
 
 
-def read_state_dict(path: str) -> Dict[str, torch.Tensor]:
-    """Weights from a safetensors file, a state dict or an mmengine checkpoint (``torch.load(weights_only=True)``
-    with vispe's allow-list: ``vispe.engine.checkpoint``)."""
-    if path.endswith('.safetensors'):
-        from safetensors.torch import load_file
-
-        return load_file(path)
-    from vispe.engine.checkpoint import load_checkpoint, state_dict_of
-
-    return state_dict_of(load_checkpoint(path), path)
-
-
 def _head_keys(model: nn.Module) -> List[str]:
     head = getattr(model, 'head', None)
     return [f'head.{k}' for k in head.state_dict()] if isinstance(head, nn.Module) else []
@@ -161,8 +149,7 @@ def _load_pretrained(model: nn.Module, cfg: Dict[str, Any]) -> None:
         load_vispe_weights(model, cfg['state_dict'], 'pretrained_cfg state_dict')
         return
     if cfg.get('file'):
-        path = weights_file(cfg)
-        load_vispe_weights(model, read_state_dict(path), path)
+        load_checkpoint_into(model, weights_file(cfg))
         return
     if cfg.get('hf_hub_id') or cfg.get('url'):
         from timm.models import load_pretrained
@@ -200,6 +187,16 @@ def check_feature_cls(name: str, feature_cls: Any) -> Any:
     return feature_cls
 
 
+def split_feature_args(name: str, kwargs: Dict[str, Any]) -> Tuple[bool, Dict[str, Any]]:
+    """Take ``features_only`` and the feature wrapper's arguments (out_indices, feature_cls, output_fmt) out of
+    ``kwargs``; an unsupported ``feature_cls`` is refused here, before anything is built."""
+    features_only = kwargs.pop('features_only', False)
+    feature_cfg = {k: kwargs.pop(k) for k in ('out_indices', 'feature_cls', 'output_fmt') if k in kwargs}
+    if features_only:
+        check_feature_cls(name, feature_cfg.get('feature_cls', 'getter'))
+    return features_only, feature_cfg
+
+
 def wrap_features(model: nn.Module, name: str, feature_cls: Any = 'getter', **feature_cfg: Any) -> nn.Module:
     """timm's feature wrapper around a vispe ViT (``features_only=True``), carrying the model's pretrained config
     (without the classifier entries, as timm does)."""
@@ -222,14 +219,10 @@ def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> nn.Module:
     from vispe.backbones.vit import VisionTransformerPE
 
     size, encoding = _parse(variant)
-    features_only = kwargs.pop('features_only', False)
-    feature_cfg = {k: kwargs.pop(k) for k in ('out_indices', 'feature_cls', 'output_fmt') if k in kwargs}
-    if features_only:
-        check_feature_cls(variant, feature_cfg.get('feature_cls', 'getter'))  # refuse before building
+    features_only, feature_cfg = split_feature_args(variant, kwargs)
     args = dict(patch_size=16, encoding=encoding, **ARCHS[size])
     args.update(kwargs)
     model = build_model_with_cfg(VisionTransformerPE, variant, pretrained=False, **args)
-    model.pretrained_cfg = model.default_cfg = dict(model.pretrained_cfg)
     if pretrained:
         _load_pretrained(model, model.pretrained_cfg)
     model.pretrained_cfg = model.default_cfg = describe_model_cfg(model, model.pretrained_cfg)
@@ -283,13 +276,6 @@ def registered_name(base: str, encoding: EncodingSpec) -> Optional[str]:
     return name if name in default_cfgs else None
 
 
-def local_dir_architecture(model_name: str) -> str:
-    """The architecture a ``local-dir:PATH`` folder's config.json names."""
-    from timm.models._hub import load_model_config_from_path
-
-    return load_model_config_from_path(model_name[len('local-dir:') :])[1]
-
-
 def adopt_converted(
     model: nn.Module,
     base: str,
@@ -308,7 +294,7 @@ def adopt_converted(
         cfg = _cfg()
     cfg.update(architecture=name or base, tag=None)
     model.pretrained_cfg = model.default_cfg = describe_model_cfg(model, cfg)
-    args = {k: v for k, v in {**(getattr(model, '_model_args', None) or {}), **model_args}.items()}
+    args = {**(getattr(model, '_model_args', None) or {}), **model_args}
     args.pop('encoding', None)
     spec = normalize_spec(encoding)
     if name is None or spec != [{'type': _parse(name)[1]}]:
@@ -317,13 +303,16 @@ def adopt_converted(
 
 
 def load_checkpoint_into(model: nn.Module, path: str) -> None:
-    """``create_model(..., checkpoint_path=path)``: the weights of a state dict, a safetensors file or a
-    ``tools/train.py`` checkpoint, strictly (``load_vispe_weights``); a mismatch with a training checkpoint also
-    names the backbone arguments its config had."""
+    """The one reader of weight files (``checkpoint_path=``, ``pretrained_cfg_overlay=dict(file=...)``,
+    ``local-dir:``): a state dict, a safetensors file or a ``tools/train.py`` checkpoint (``torch.load(weights_only=
+    True)`` with vispe's allow-list), loaded strictly (``load_vispe_weights``); a mismatch with a training checkpoint
+    also names the backbone arguments its config had."""
     from vispe.engine.checkpoint import CheckpointError, load_checkpoint, state_dict_of
 
     if path.endswith('.safetensors'):
-        load_vispe_weights(model, read_state_dict(path), path)
+        from safetensors.torch import load_file
+
+        load_vispe_weights(model, load_file(path), path)
         return
     ckpt = load_checkpoint(path)
     try:

@@ -436,21 +436,22 @@ def create_model(
 
     native = model_name.split('.')[0] in vispe_vit.default_cfgs
     if model_name.startswith('local-dir:'):
-        native = vispe_vit.local_dir_architecture(model_name) in vispe_vit.default_cfgs
+        from timm.models._hub import load_model_config_from_path
+
+        saved = load_model_config_from_path(model_name[len('local-dir:') :])  # (cfg, architecture, model_args)
+        native = saved[1] in vispe_vit.default_cfgs
         if not native:
             if encoding != 'default':
                 kwargs['encoding'] = encoding
-            return _from_local_dir(model_name, pretrained, checkpoint_path, **kwargs)
-    features_only = kwargs.pop('features_only', False)
+            return _from_local_dir(*saved, pretrained=pretrained, checkpoint_path=checkpoint_path, **kwargs)
+    features_only, feature_kwargs = vispe_vit.split_feature_args(model_name, kwargs)
     sampler = kwargs.pop('position_sampler', None)
-    feature_kwargs = {k: kwargs.pop(k) for k in ('out_indices', 'feature_cls', 'output_fmt') if k in kwargs}
-    if features_only:
-        vispe_vit.check_feature_cls(model_name, feature_kwargs.get('feature_cls', 'getter'))
     _check_vit_kwargs(kwargs, defaults=False)
     if native and encoding != 'default':
         kwargs['encoding'] = encoding
+    eva = eva_rope_base(model_name)
     try:
-        if eva_rope_base(model_name) is not None:
+        if eva is not None:
             model = from_eva_rope(model_name, pretrained=pretrained, **kwargs)
         else:
             model = timm.create_model(model_name, pretrained=pretrained, **kwargs)
@@ -474,7 +475,6 @@ def create_model(
         if encoding != 'default':  # None too: a vispe model without an encoding
             model = apply_encoding(model, encoding)
         if isinstance(model, VisionTransformerPE):
-            eva = eva_rope_base(model_name)
             base = eva[0] if eva else model_name.split('.')[0]
             spec = eva[1] if eva and encoding == 'default' else encoding
             vispe_vit.adopt_converted(model, base, spec, source_cfg, pretrained, kwargs)
@@ -489,24 +489,28 @@ def create_model(
     return model
 
 
-def _from_local_dir(model_name: str, pretrained: bool, checkpoint_path: Optional[str], **kwargs: Any) -> nn.Module:
-    """``create_model('local-dir:PATH')`` of a converted timm name (``encoding`` among its saved model arguments,
-    its architecture the timm name), which timm cannot rebuild: the model from its arguments, then with
-    ``pretrained=True`` the folder's weights, strictly, as timm does for its own names."""
-    from timm.models._hub import load_model_config_from_path
-
+def _from_local_dir(
+    cfg: Dict[str, Any],
+    architecture: str,
+    model_args: Dict[str, Any],
+    pretrained: bool,
+    checkpoint_path: Optional[str],
+    **kwargs: Any,
+) -> nn.Module:
+    """``create_model('local-dir:PATH')`` of a converted timm name (``encoding`` among its saved model arguments
+    ``model_args``, its ``architecture`` the timm name; ``cfg`` the folder's pretrained config), which timm cannot
+    rebuild: the model from its arguments, then with ``pretrained=True`` the folder's weights, strictly, as timm
+    does for its own names."""
     from vispe.backbones import vispe_vit
 
-    cfg, architecture, model_args = load_model_config_from_path(model_name[len('local-dir:') :])
-    features = {k: kwargs.pop(k) for k in ('features_only', 'out_indices', 'feature_cls', 'output_fmt') if k in kwargs}
+    features_only, feature_kwargs = vispe_vit.split_feature_args(architecture, kwargs)
     model = create_model(architecture, **{**model_args, **kwargs})
     if pretrained:
-        path = vispe_vit.weights_file(cfg)
-        vispe_vit.load_vispe_weights(model, vispe_vit.read_state_dict(path), path)
+        vispe_vit.load_checkpoint_into(model, vispe_vit.weights_file(cfg))
         kept = {k: v for k, v in cfg.items() if k not in ('architecture', 'file', 'source', 'tag')}
         model.pretrained_cfg = model.default_cfg = vispe_vit.describe_model_cfg(model, {**model.pretrained_cfg, **kept})
     if checkpoint_path is not None:
         vispe_vit.load_checkpoint_into(model, checkpoint_path)
-    if features.pop('features_only', False):
-        return vispe_vit.wrap_features(model, architecture, **features)
+    if features_only:
+        return vispe_vit.wrap_features(model, architecture, **feature_kwargs)
     return model
