@@ -18,8 +18,8 @@ Examples are derandomized (the same every run) and each draws its own torch seed
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 import pytest
 import torch
@@ -108,7 +108,7 @@ def encoding_options(name: str) -> st.SearchStrategy:
     return options.get(name, st.just({}))
 
 
-def set_strategy(model: torch.nn.Module, data) -> Optional[str]:
+def set_strategy(model: torch.nn.Module, data) -> str | None:
     """Draw one of the encoding's resolution strategies and set it on every instance; None when it has none."""
     encodings = [m for m in model.modules() if isinstance(m, vispe.Encoding) and type(m).strategies]
     if not encodings:
@@ -129,11 +129,11 @@ class Case:
     out_shape: tuple
     feat_shape: tuple
     #: inputs -> other inputs the model must not tell apart (a relative or normalised encoding), or None
-    invariance: Optional[Callable[[tuple], tuple]] = None
+    invariance: Callable[[tuple], tuple] | None = None
     #: extra checks on the float32 model (another grid, intermediates); run between two forwards of ``inputs``
-    extra: Optional[Callable[[], None]] = None
+    extra: Callable[[], None] | None = None
     #: the (h, w) token grid of an image model
-    grid: Optional[tuple] = None
+    grid: tuple | None = None
 
 
 def vit_case(name: str, data) -> Case:

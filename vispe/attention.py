@@ -18,7 +18,7 @@ iRPE on V expand it to that.
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from collections.abc import Callable
 
 import torch
 import torch.fx
@@ -46,7 +46,7 @@ class Attention(nn.Module):
 
     #: byte budget of this module's (B, H, N, N) logit bias above which it runs in query chunks (module docstring);
     #: None: the module default ``BIAS_BUDGET_BYTES``
-    bias_budget: Optional[float] = None
+    bias_budget: float | None = None
 
     def __init__(
         self,
@@ -58,8 +58,8 @@ class Attention(nn.Module):
         proj_bias: bool = True,
         attn_drop: float = 0.0,
         proj_drop: float = 0.0,
-        norm_layer: Optional[type] = None,
-        encodings: Optional[dict] = None,
+        norm_layer: type | None = None,
+        encodings: dict | None = None,
     ) -> None:
         super().__init__()
         if dim % num_heads:
@@ -78,7 +78,7 @@ class Attention(nn.Module):
         self.pe = nn.ModuleDict(encodings or {})
 
     @classmethod
-    def from_timm(cls, attn: nn.Module, encodings: Optional[dict] = None) -> Attention:
+    def from_timm(cls, attn: nn.Module, encodings: dict | None = None) -> Attention:
         """Take over a timm ``Attention``'s submodules (weights included) and add encodings."""
         if type(attn) is not TimmAttention or getattr(attn, 'gate', None) is not None:
             raise TypeError(
@@ -123,8 +123,8 @@ class Attention(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        pos: Optional[Positions] = None,
-        attn_mask: Optional[torch.Tensor] = None,
+        pos: Positions | None = None,
+        attn_mask: torch.Tensor | None = None,
         is_causal: bool = False,
     ) -> torch.Tensor:
         B, N, C = x.shape
@@ -154,13 +154,13 @@ class Attention(nn.Module):
         q: torch.Tensor,
         k: torch.Tensor,
         v: torch.Tensor,
-        pos: Optional[Positions],
+        pos: Positions | None,
         stack: EncodingStack,
         weighted: bool,
-        attn_mask: Optional[torch.Tensor],
+        attn_mask: torch.Tensor | None,
         is_causal: bool,
         rows: slice = slice(None),
-    ) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Attention of the (B, H, n, d) queries ``q`` (the query rows ``rows`` of the sequence) over every key:
         (B, H, n, d), and, when ``weighted``, the stack's value terms that need the weights (``weighted_terms``)."""
         if not weighted:
@@ -178,16 +178,16 @@ class Attention(nn.Module):
         pos: Positions,
         stack: EncodingStack,
         weighted: bool,
-        attn_mask: Optional[torch.Tensor],
+        attn_mask: torch.Tensor | None,
         is_causal: bool,
         rows: int,
-    ) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """``attend`` for ``rows`` queries at a time, each chunk with the bias rows of its queries only: the same
         (B, H, N, d) output and weighted value terms. Under autograd each chunk is recomputed in backward instead
         of keeping its (B, H, rows, N) weights, so the budget holds in training too."""
-        row_biases: List[Callable[[slice], torch.Tensor]] = stack.logit_bias_rows(q, k, pos)
+        row_biases: list[Callable[[slice], torch.Tensor]] = stack.logit_bias_rows(q, k, pos)
 
-        def chunk(start: int, q_rows: torch.Tensor) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+        def chunk(start: int, q_rows: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
             span = slice(start, start + q_rows.shape[-2])
             mask = merged_mask(
                 [bias(span) for bias in row_biases], attn_mask, is_causal, span.start, span.stop, q_rows, k
@@ -216,7 +216,7 @@ def may_chunk(num_tokens) -> bool:
     return not (isinstance(num_tokens, torch.SymInt) and torch.compiler.is_exporting())
 
 
-def set_bias_budget(model: nn.Module, budget: Optional[float]) -> int:
+def set_bias_budget(model: nn.Module, budget: float | None) -> int:
     """Set ``bias_budget`` (bytes; None: back to ``BIAS_BUDGET_BYTES``) on every vispe ``Attention`` in ``model``,
     e.g. to fit an evaluation at a large resolution into a smaller device. Returns how many modules it set."""
     layers = [m for m in model.modules() if isinstance(m, Attention)]
@@ -227,8 +227,8 @@ def set_bias_budget(model: nn.Module, budget: Optional[float]) -> int:
 
 @torch.fx.wrap
 def full_mask(
-    biases: List[torch.Tensor], attn_mask: Optional[torch.Tensor], is_causal: bool, q: torch.Tensor, k: torch.Tensor
-) -> Optional[torch.Tensor]:
+    biases: list[torch.Tensor], attn_mask: torch.Tensor | None, is_causal: bool, q: torch.Tensor, k: torch.Tensor
+) -> torch.Tensor | None:
     """``merged_mask`` of every query row. An FX leaf: in a traced graph the caller's ``attn_mask`` and
     ``is_causal`` are graph inputs (whether the mask is None is known only when the graph runs), and this function
     decides then, as the eager model does."""
@@ -236,19 +236,19 @@ def full_mask(
 
 
 def merged_mask(
-    biases: List[torch.Tensor],
-    attn_mask: Optional[torch.Tensor],
+    biases: list[torch.Tensor],
+    attn_mask: torch.Tensor | None,
     is_causal: bool,
     start: int,
     stop: int,
     q: torch.Tensor,
     k: torch.Tensor,
-) -> Optional[torch.Tensor]:
+) -> torch.Tensor | None:
     """One float attn_mask for the query rows ``start:stop``: the sum of the (.., n, N) bias rows, the caller's mask
     (all N rows, or broadcasting over them; a boolean one attends where True, as SDPA reads it) and, with
     ``is_causal``, -inf above the diagonal (SDPA takes no mask with is_causal). None when there is nothing.
     TorchScript-compatible (explicit None checks), as ``full_mask`` runs in scripted FX graphs."""
-    mask: Optional[torch.Tensor] = None
+    mask: torch.Tensor | None = None
     for bias in biases:
         bias = bias.to(q.dtype)
         mask = bias if mask is None else mask + bias

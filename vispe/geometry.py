@@ -14,8 +14,6 @@ Points, rays and frusta are computed with kornia's ``unproject_points``, ``proje
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
-
 import torch
 import torch.nn.functional as F
 from kornia.geometry.camera import project_points, unproject_points
@@ -23,7 +21,7 @@ from kornia.geometry.linalg import inverse_transformation, relative_transformati
 from torch import Tensor
 
 
-def pixel_centres(h: int, w: int, stride: int = 1, device: Optional[torch.device] = None) -> Tensor:
+def pixel_centres(h: int, w: int, stride: int = 1, device: torch.device | None = None) -> Tensor:
     """(h * w, 2) float32 (u, v) centres of an h x w grid of stride x stride cells, row-major: cell (i, j) has its
     centre at ((j + 0.5) stride, (i + 0.5) stride). stride 1: pixel centres; stride p: patch centres."""
     rows = (torch.arange(h, device=device, dtype=torch.float32) + 0.5) * stride
@@ -32,7 +30,7 @@ def pixel_centres(h: int, w: int, stride: int = 1, device: Optional[torch.device
     return torch.stack([u, v], dim=-1).reshape(-1, 2)
 
 
-def patch_pixel_centres(h: int, w: int, patch: int, device: Optional[torch.device] = None) -> Tensor:
+def patch_pixel_centres(h: int, w: int, patch: int, device: torch.device | None = None) -> Tensor:
     """(h * w, patch * patch, 2) (u, v) centres of the pixels of each patch of an h x w token grid, tokens
     row-major and pixels row-major within a patch."""
     pixels = pixel_centres(h * patch, w * patch, device=device).reshape(h, patch, w, patch, 2)
@@ -51,7 +49,7 @@ def camera_points(K: Tensor, uv: Tensor, depth: Tensor | float) -> Tensor:
     return unproject_points(uv, depth, K[..., None, :, :])
 
 
-def rays(K: Tensor, cam_to_world: Tensor, uv: Tensor) -> Tuple[Tensor, Tensor]:
+def rays(K: Tensor, cam_to_world: Tensor, uv: Tensor) -> tuple[Tensor, Tensor]:
     """World-frame rays through pixels ``uv``: origins (..., N, 3) (the camera centre) and unit directions
     (..., N, 3), d = normalise(R K^-1 [u, v, 1])."""
     on_plane = camera_points(K, uv, 1.0)  # z = 1: K^-1 [u, v, 1]
@@ -66,7 +64,7 @@ def plucker(origin: Tensor, direction: Tensor) -> Tensor:
     return torch.cat([torch.linalg.cross(origin, direction, dim=-1), direction], dim=-1)
 
 
-def linear_increasing_depths(num: int, near: float, far: float, device: Optional[torch.device] = None) -> Tensor:
+def linear_increasing_depths(num: int, near: float, far: float, device: torch.device | None = None) -> Tensor:
     """PETR's depth bins d_i = near + (far - near) i (i + 1) / (D (D + 1)), i = 0 .. D - 1 (denser near)."""
     i = torch.arange(num, device=device, dtype=torch.float32)
     return near + (far - near) * i * (i + 1) / (num * (num + 1))
@@ -79,7 +77,7 @@ def frustum_points(K: Tensor, cam_to_world: Tensor, uv: Tensor, depths: Tensor) 
     return transform_points(pose, cam)
 
 
-def project(K: Tensor, cam_to_world: Tensor, points: Tensor) -> Tuple[Tensor, Tensor]:
+def project(K: Tensor, cam_to_world: Tensor, points: Tensor) -> tuple[Tensor, Tensor]:
     """Pixels (..., N, 2) and camera-frame depths (..., N) of world points (..., N, 3)."""
     world_to_cam = inverse_transformation(cam_to_world.reshape(-1, 4, 4)).reshape(cam_to_world.shape)  # kornia: N
     cam = transform_points(world_to_cam[..., None, :, :], points)
@@ -93,7 +91,7 @@ def relative_poses(cam_to_world: Tensor) -> Tensor:
     return flat.reshape(cam_to_world.shape)
 
 
-def look_at(eye: Tensor, target: Tensor, up: Optional[Tensor] = None) -> Tensor:
+def look_at(eye: Tensor, target: Tensor, up: Tensor | None = None) -> Tensor:
     """cam_to_world (..., 4, 4) of cameras at ``eye`` (..., 3) looking at ``target``, in the OpenCV convention:
     z towards the target, x right, y down, with ``up`` (default world +z) pointing up in the image."""
     if up is None:

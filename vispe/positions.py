@@ -14,8 +14,9 @@ sizes; those leaves are TorchScript-compatible, so an FX graph of the model can 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple, Union
+from typing import Any
 
 import torch
 import torch.fx
@@ -42,7 +43,7 @@ def autocast_off(x: torch.Tensor):
 
 
 @torch.fx.wrap
-def sizes_tensor(sizes: List[int], device: Optional[torch.device]) -> torch.Tensor:
+def sizes_tensor(sizes: list[int], device: torch.device | None) -> torch.Tensor:
     """The (ndim,) float32 tensor of per-axis ``sizes``. An FX leaf: ``torch.tensor`` cannot take Proxy sizes, so
     an FX graph calls this at run time with the concrete ones (and TorchScript can compile it)."""
     return torch.tensor(sizes, dtype=torch.float32, device=device)
@@ -63,7 +64,7 @@ class Cameras:
     K: torch.Tensor
     cam_to_world: torch.Tensor
     view: torch.Tensor
-    image_size: Tuple[int, int]
+    image_size: tuple[int, int]
     patch_size: int
 
     @property
@@ -71,7 +72,7 @@ class Cameras:
         return self.K.shape[1]
 
     @property
-    def grid(self) -> Tuple[int, int]:
+    def grid(self) -> tuple[int, int]:
         """The (h, w) token grid of one view."""
         return self.image_size[0] // self.patch_size, self.image_size[1] // self.patch_size
 
@@ -97,14 +98,14 @@ class Positions:
     """
 
     coords: torch.Tensor
-    grid: Optional[Tuple[int, int]] = None
+    grid: tuple[int, int] | None = None
     num_prefix: int = 0
-    cameras: Optional[Cameras] = None
-    key: Optional[Hashable] = None
-    extent: Optional[Tuple[int, ...]] = None
+    cameras: Cameras | None = None
+    key: Hashable | None = None
+    extent: tuple[int, ...] | None = None
 
     @property
-    def span(self) -> Optional[Tuple[int, ...]]:
+    def span(self) -> tuple[int, ...] | None:
         """Per axis, how many integer positions the coordinates range over: ``extent`` when set, else ``grid``.
         Encodings on normalised coordinates divide by it, so rpe2d's training positions and the plain grid of
         the largest served size land on the same [0, 1] values."""
@@ -119,7 +120,7 @@ class Positions:
         """Non-prefix tokens."""
         return self.coords.shape[-2]
 
-    def cache_key(self, *extra: Hashable) -> Optional[tuple]:
+    def cache_key(self, *extra: Hashable) -> tuple | None:
         """A key for tables derived from these positions, or None when they must not be cached."""
         if self.key is None or is_symbolic(*(self.key if isinstance(self.key, tuple) else (self.key,))):
             return None
@@ -131,14 +132,14 @@ class Positions:
         return sizes_tensor(list(self.span), self.coords.device)
 
 
-def grid_coords(h: int, w: int, device: Optional[torch.device] = None) -> torch.Tensor:
+def grid_coords(h: int, w: int, device: torch.device | None = None) -> torch.Tensor:
     """(h*w, 2) float32 (row, col) integer coordinates of an h x w grid, row-major."""
     rows = torch.arange(h, device=device, dtype=torch.float32)
     cols = torch.arange(w, device=device, dtype=torch.float32)
     return torch.stack(torch.meshgrid(rows, cols, indexing='ij'), dim=-1).reshape(-1, 2)
 
 
-def grid_positions(h: int, w: int, num_prefix: int = 0, device: Optional[torch.device] = None) -> Positions:
+def grid_positions(h: int, w: int, num_prefix: int = 0, device: torch.device | None = None) -> Positions:
     """Positions of an h x w token grid with ``num_prefix`` prefix tokens in front. Symbolic sizes (a traced model)
     get ``key=None``: caches are keyed on concrete ints only, and the graph builds the coordinates each call."""
     key = None if is_symbolic(h, w) else ('grid', h, w)
@@ -174,12 +175,12 @@ class RPE2D:
     def __init__(self, max_grid: Sequence[int]) -> None:
         if len(max_grid) != 2 or min(int(m) for m in max_grid) < 1:
             raise ValueError(f'rpe2d needs max_grid=(H_max, W_max), two positive ints, got {max_grid!r}')
-        self.max_grid: Tuple[int, int] = (int(max_grid[0]), int(max_grid[1]))
+        self.max_grid: tuple[int, int] = (int(max_grid[0]), int(max_grid[1]))
 
     def __repr__(self) -> str:
         return f'RPE2D(max_grid={self.max_grid})'
 
-    def check(self, grid: Optional[Tuple[int, int]]) -> Tuple[int, int]:
+    def check(self, grid: tuple[int, int] | None) -> tuple[int, int]:
         """The (h, w) grid, after checking that L >= the grid on each axis."""
         if grid is None:
             raise ValueError('rpe2d samples positions for a token grid, but these positions have no grid')
@@ -191,7 +192,7 @@ class RPE2D:
             )
         return h, w
 
-    def __call__(self, pos: Positions, batch_size: int, generator: Optional[torch.Generator] = None) -> Positions:
+    def __call__(self, pos: Positions, batch_size: int, generator: torch.Generator | None = None) -> Positions:
         h, w = self.check(pos.grid)
         device = generator.device if generator is not None else pos.coords.device
         rows = sorted_subsets(batch_size, h, self.max_grid[0], generator, device)  # (B, h)
@@ -211,8 +212,8 @@ PositionSampler = Callable[..., Positions]
 
 
 def build_position_sampler(
-    spec: Union[None, Dict[str, Any], PositionSampler], grid: Optional[Tuple[int, int]] = None
-) -> Optional[PositionSampler]:
+    spec: None | dict[str, Any] | PositionSampler, grid: tuple[int, int] | None = None
+) -> PositionSampler | None:
     """None -> None; a config dict (``dict(type='rpe2d', max_grid=(16, 16))``) -> built from POSITION_SAMPLERS;
     a callable ``(pos, batch_size) -> Positions`` is used as is. With ``grid``, the model's token grid at its
     img_size, a sampler with a ``check(grid)`` (rpe2d) is checked now, at build, not in the first training step."""

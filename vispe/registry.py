@@ -12,7 +12,8 @@ from __future__ import annotations
 import difflib
 import inspect
 import typing
-from typing import Any, Callable, Iterable, Optional, Sequence, Set
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from mmengine import registry as mm
 from mmengine.registry import Registry
@@ -29,7 +30,7 @@ def closest(name: str, choices: Sequence[str]) -> str:
     return f'; did you mean {", ".join(map(repr, close))}?' if close else ''
 
 
-def accepted_arguments(target: Callable) -> Optional[Set[str]]:
+def accepted_arguments(target: Callable) -> set[str] | None:
     """The keyword arguments a class or function takes, or None when it forwards ``**kwargs`` somewhere that
     cannot be followed (and so takes anything as far as a check can tell).
 
@@ -41,7 +42,7 @@ def accepted_arguments(target: Callable) -> Optional[Set[str]]:
         chain = [cls.__init__ for cls in target.__mro__ if '__init__' in vars(cls)]
     else:
         chain = [target]
-    names: Set[str] = set()
+    names: set[str] = set()
     for fn in chain:
         try:
             params = inspect.signature(fn).parameters.values()
@@ -74,7 +75,7 @@ def check_arguments(target: Callable, keys: Iterable[str], owner: str) -> None:
         raise TypeError(f'{owner} got unknown argument(s) {hints} (valid arguments: {valid})')
 
 
-def _build_model(cfg: Any, registry: Registry, default_args: Optional[dict] = None) -> Any:
+def _build_model(cfg: Any, registry: Registry, default_args: dict | None = None) -> Any:
     """mmengine's model build function, after checking each config's keys against its class."""
     for one in cfg if isinstance(cfg, list) else [cfg]:
         obj_type = one.get('type') if isinstance(one, dict) else None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numbers
 import re
-from typing import Any, ClassVar, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -22,14 +23,14 @@ from vispe.encodings.build import (
 from vispe.encodings.stack import EncodingStack
 
 
-def backbone_encodings(ndim: int = 2, cameras: bool = False, hooks: Optional[FrozenSet[str]] = None) -> List[str]:
+def backbone_encodings(ndim: int = 2, cameras: bool = False, hooks: frozenset[str] | None = None) -> list[str]:
     """Names of the encodings a backbone accepts: those for ``ndim``-D positions, camera ones only with ``cameras``,
     and with ``hooks``, only those whose hooks are all among them."""
     names = list_encodings(ndim, cameras)
     return names if hooks is None else [n for n in names if encoding_class(n).hooks() <= hooks]
 
 
-def check_backbone_encoding(name: str, backbone: str, ndim: int, cameras: bool, hooks: Optional[FrozenSet[str]]):
+def check_backbone_encoding(name: str, backbone: str, ndim: int, cameras: bool, hooks: frozenset[str] | None):
     """ValueError naming the encoding, the backbone and what it accepts when ``backbone`` cannot serve ``name``."""
     cls = encoding_class(name)
     accepted = backbone_encodings(ndim, cameras, hooks)
@@ -58,7 +59,7 @@ def check_rates(owner: str, **rates: float) -> None:
             raise ValueError(f'{owner}: {name} is a probability in [0, 1], got {name}={rate!r}')
 
 
-def check_size(owner: str, name: str, value: Any, pair: bool = True) -> Tuple[int, int]:
+def check_size(owner: str, name: str, value: Any, pair: bool = True) -> tuple[int, int]:
     """(H, W) from ``value``, an int or (with ``pair``) an (H, W) pair of positive ints; anything else (a string from
     --cfg-options, a float, a bool, None, a triple) raises a ValueError naming ``owner``, the argument and the value,
     before timm or a layer meets it."""
@@ -71,8 +72,8 @@ def check_size(owner: str, name: str, value: Any, pair: bool = True) -> Tuple[in
 
 def check_img_size(
     owner: str,
-    img_size: Union[int, Sequence[int]],
-    patch_size: Union[int, Sequence[int]],
+    img_size: int | Sequence[int],
+    patch_size: int | Sequence[int],
     alternative: str = '',
     patch_pair: bool = True,
 ) -> None:
@@ -88,7 +89,7 @@ def check_img_size(
         )
 
 
-def rotary_encodings(names: Sequence[str]) -> List[str]:
+def rotary_encodings(names: Sequence[str]) -> list[str]:
     """Those of ``names`` that rotate q and k: the classes overriding the ``rotate`` hook."""
     return [n for n in names if 'rotate' in encoding_class(n).hooks()]
 
@@ -172,9 +173,9 @@ def build_backbone_encodings(
     ndim: int = 2,
     cameras: bool = False,
     backbone: str = 'this backbone',
-    hooks: Optional[FrozenSet[str]] = None,
+    hooks: frozenset[str] | None = None,
     **extra_context: Any,
-) -> Tuple[nn.ModuleDict, List[nn.ModuleDict]]:
+) -> tuple[nn.ModuleDict, list[nn.ModuleDict]]:
     """Build ``spec`` (a name, a config dict or a list of them) for a ``depth``-block backbone.
 
     Returns (model_level, per_layer): one ModuleDict of the encodings with embed / after_block hooks, shared by
@@ -218,13 +219,13 @@ class EncodingHost:
     """
 
     #: parameter-name prefixes of the stem besides ``pe``: the embeddings before the first block
-    stem_prefixes: ClassVar[Tuple[str, ...]] = ()
+    stem_prefixes: ClassVar[tuple[str, ...]] = ()
     #: the backbone's own parameters that take no weight decay, where it has them: prefix tokens and absolute
     #: tables (timm's and DeiT's convention)
-    own_no_weight_decay: ClassVar[Tuple[str, ...]] = ('cls_token', 'reg_token', 'dist_token', 'mask_token', 'pos_embed')
+    own_no_weight_decay: ClassVar[tuple[str, ...]] = ('cls_token', 'reg_token', 'dist_token', 'mask_token', 'pos_embed')
 
     @property
-    def encoding_names(self) -> List[str]:
+    def encoding_names(self) -> list[str]:
         """Registry names of the encodings, model-level first."""
         names = list(self.pe)
         return names + [n for n in self.blocks[0].attn.pe if n not in names] if len(self.blocks) else names
@@ -235,7 +236,7 @@ class EncodingHost:
         ``after_block`` phases go through it (each attention has its own, over its per-layer ``pe``)."""
         return EncodingStack(self.pe)
 
-    def encodings(self) -> Iterator[Tuple[str, nn.Module]]:
+    def encodings(self) -> Iterator[tuple[str, nn.Module]]:
         """(name, module) of every encoding instance, model-level and per-layer."""
         yield from self.pe.items()
         for blk in self.blocks:
@@ -243,7 +244,7 @@ class EncodingHost:
 
     # --- optimizer groups -------------------------------------------------------------------------------------------
     @torch.jit.ignore
-    def no_weight_decay(self) -> Set[str]:
+    def no_weight_decay(self) -> set[str]:
         """Full names of the parameters that take no weight decay besides the 1-D ones and biases (which the
         optimizers exclude by rule): the tokens and tables of ``own_no_weight_decay`` the model has, and each
         encoding's declared parameters. timm's ``create_optimizer_v2`` reads it as it is."""
@@ -259,7 +260,7 @@ class EncodingHost:
         return rf'^(?:{prefixes})(?:\.|$)'
 
     @torch.jit.ignore
-    def group_matcher(self, coarse: bool = False) -> Dict[str, Any]:
+    def group_matcher(self, coarse: bool = False) -> dict[str, Any]:
         """timm's layer grouping (``param_groups_layer_decay``, ``group_parameters``): the stem, model-level
         encodings (``pe.*``) included, first; then each block with its per-layer encodings (``blocks.i.attn.pe.*``),
         a final ``norm`` joining the last block (timm's convention); anything else (the head) last. Without this

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator, Sequence
 from functools import partial
-from typing import Any, Dict, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any
 
 import torch
 from timm.layers import Format, Mlp, PatchEmbed, to_2tuple
@@ -41,7 +42,7 @@ from vispe.positions import Positions, build_position_sampler, grid_positions
 from vispe.registry import MODELS
 
 #: width, depth and heads of the paper's sizes (Table 1), plus 'Ti', small enough to train on a CPU
-DIT_SIZES: Dict[str, Dict[str, int]] = {
+DIT_SIZES: dict[str, dict[str, int]] = {
     'Ti': dict(embed_dim=128, depth=4, num_heads=4),
     'S': dict(embed_dim=384, depth=12, num_heads=6),
     'B': dict(embed_dim=768, depth=12, num_heads=12),
@@ -126,7 +127,7 @@ class CropEmbedder(nn.Module):
 class DiTBlock(nn.Module):
     """adaLN-Zero block: pre-norm attention and MLP, each modulated (shift, scale) and gated by Linear(SiLU(c))."""
 
-    def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4.0, encodings: Optional[dict] = None) -> None:
+    def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4.0, encodings: dict | None = None) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         self.attn = Attention(dim, num_heads, qkv_bias=True, encodings=encodings)
@@ -190,7 +191,7 @@ class DiT(EncodingHost, nn.Module):
 
     def __init__(
         self,
-        img_size: Union[int, Tuple[int, int]] = 32,
+        img_size: int | tuple[int, int] = 32,
         patch_size: int = 2,
         in_chans: int = 3,
         embed_dim: int = 384,
@@ -264,7 +265,7 @@ class DiT(EncodingHost, nn.Module):
                 f'a multiple of the patch, e.g. {near_h}x{near_w}'
             )
 
-    def tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, Positions]:
+    def tokens(self, x: torch.Tensor) -> tuple[torch.Tensor, Positions]:
         """Images (B, C, H, W) -> tokens (B, h*w, D) with embed hooks applied, and their positions."""
         check_input_dtype('DiT', x, self.x_embedder.proj.weight)
         self._check_size(*x.shape[-2:])
@@ -277,7 +278,7 @@ class DiT(EncodingHost, nn.Module):
         x = self.encoding_stack.embed(x, pos)
         return x, pos
 
-    def condition(self, t: torch.Tensor, y: Optional[torch.Tensor], crop: Optional[torch.Tensor], batch: int):
+    def condition(self, t: torch.Tensor, y: torch.Tensor | None, crop: torch.Tensor | None, batch: int):
         """c = t_emb + y_emb (+ crop_emb): (B, D)."""
         t = t.expand(batch) if t.dim() == 0 else t
         if y is None:
@@ -298,7 +299,7 @@ class DiT(EncodingHost, nn.Module):
         return self.encoding_stack.after_block(i, x, pos)
 
     def forward(
-        self, x: torch.Tensor, t: torch.Tensor, y: Optional[torch.Tensor], crop: Optional[torch.Tensor] = None
+        self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None, crop: torch.Tensor | None = None
     ) -> torch.Tensor:
         tokens, pos = self.tokens(x)  # (B, h*w, D)
         c = self.condition(t, y, crop, x.shape[0])  # (B, D)

@@ -9,8 +9,6 @@ combined with, the camera encodings. Encodings that need the tokens to form one 
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from timm.layers import PatchEmbed
 from torch import Tensor, nn
@@ -124,7 +122,7 @@ class MultiViewTransformer(EncodingHost, nn.Module):
         B, V, _, H, W = images.shape
         pos = self.positions(images, K, cam_to_world)
         x = self.patch_embed(images.flatten(0, 1))  # (B V, N, D)
-        view_pos: Optional[Positions] = None
+        view_pos: Positions | None = None
         # the stack picks the embed encodings; this loop only says which tokens each one sees (not
         # ``EncodingStack.embed``: camera encodings see all views at once, image ones each view's grid)
         for enc in self.encoding_stack.with_hook('embed'):

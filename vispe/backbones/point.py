@@ -7,8 +7,6 @@ on the previous), so it loops over the ``num`` picks; every pick is vectorised o
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from timm.layers import trunc_normal_
 from torch import Tensor, nn
@@ -25,7 +23,7 @@ from vispe.positions import Positions
 from vispe.registry import MODELS
 
 
-def farthest_point_sample(xyz: Tensor, num: int, start: Optional[Tensor] = None) -> Tensor:
+def farthest_point_sample(xyz: Tensor, num: int, start: Tensor | None = None) -> Tensor:
     """Indices (B, num) of ``num`` points of ``xyz`` (B, N, 3) picked by farthest-point sampling.
 
     The first pick is ``start`` (B,) (default: point 0, as open3d's ``farthest_point_down_sample``); each next

@@ -20,7 +20,7 @@ from __future__ import annotations
 import glob
 import os
 import warnings
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 import timm
 import torch
@@ -32,7 +32,7 @@ from torch import nn
 from vispe.encodings.build import EncodingSpec, list_encodings, normalize_spec
 
 #: the timm ViT each size is built like (patch 16, 224 px): (embed_dim, depth, num_heads), as timm's vit_{size}
-ARCHS: Dict[str, Dict[str, int]] = {
+ARCHS: dict[str, dict[str, int]] = {
     'tiny': dict(embed_dim=192, depth=12, num_heads=3),
     'small': dict(embed_dim=384, depth=12, num_heads=6),
     'base': dict(embed_dim=768, depth=12, num_heads=12),
@@ -47,7 +47,7 @@ def vispe_name(size: str, encoding: str) -> str:
     return f'vit_{size}_patch16_{encoding}_224'
 
 
-def _cfg(**overrides: Any) -> Dict[str, Any]:
+def _cfg(**overrides: Any) -> dict[str, Any]:
     """The pretrained config of a vispe name: what vispe's image pipeline feeds it (ImageFolderDataset's eval
     transform: bilinear resize of the short side to the crop, centre crop, ImageNet mean / std), and no weights."""
     return dict(
@@ -68,14 +68,14 @@ def _cfg(**overrides: Any) -> Dict[str, Any]:
     )
 
 
-def _parse(name: str) -> Tuple[str, str]:
+def _parse(name: str) -> tuple[str, str]:
     """'vit_tiny_patch16_irpe_224' -> ('tiny', 'irpe')."""
     size, rest = name[len('vit_') :].split('_patch16_', 1)
     return size, rest[: -len('_224')]
 
 
 # --- weights --------------------------------------------------------------------------------------------------------
-def _strip_prefix(state: Dict[str, torch.Tensor], model_keys: set) -> Dict[str, torch.Tensor]:
+def _strip_prefix(state: dict[str, torch.Tensor], model_keys: set) -> dict[str, torch.Tensor]:
     """An mmengine classifier checkpoint holds the backbone under ``backbone.`` (and the data preprocessor beside
     it, which has no weights of the ViT): keep those keys, prefix removed, when that is what fits the model."""
     if any(k in model_keys for k in state) or not any(k.startswith('backbone.') for k in state):
@@ -83,7 +83,7 @@ def _strip_prefix(state: Dict[str, torch.Tensor], model_keys: set) -> Dict[str, 
     return {k[len('backbone.') :]: v for k, v in state.items() if k.startswith('backbone.')}
 
 
-def weights_file(cfg: Dict[str, Any]) -> str:
+def weights_file(cfg: dict[str, Any]) -> str:
     """The weights named by a pretrained config's ``file``: the file itself, or in a folder (timm's
     ``save_for_hf`` / ``local-dir:``) its model.safetensors or pytorch_model.bin."""
     path = cfg['file']
@@ -95,12 +95,12 @@ def weights_file(cfg: Dict[str, Any]) -> str:
     return path
 
 
-def _head_keys(model: nn.Module) -> List[str]:
+def _head_keys(model: nn.Module) -> list[str]:
     head = getattr(model, 'head', None)
     return [f'head.{k}' for k in head.state_dict()] if isinstance(head, nn.Module) else []
 
 
-def load_vispe_weights(model: nn.Module, state: Dict[str, torch.Tensor], path: str = 'weights') -> List[str]:
+def load_vispe_weights(model: nn.Module, state: dict[str, torch.Tensor], path: str = 'weights') -> list[str]:
     """Load ``state`` into the vispe ViT ``model``, strictly but for the head: every other key and shape must fit,
     else ``CheckpointError`` naming what differs (the model is left untouched). A head of another shape (the model
     was built with another ``num_classes``) is left at its fresh initialisation, with a warning; a head the model
@@ -142,7 +142,7 @@ def _describe(model: nn.Module) -> str:
     return f'encodings {names}, embed_dim {model.embed_dim}, depth {len(model.blocks)}, {model.num_classes} classes'
 
 
-def _load_pretrained(model: nn.Module, cfg: Dict[str, Any]) -> None:
+def _load_pretrained(model: nn.Module, cfg: dict[str, Any]) -> None:
     """``pretrained=True``: the weights the config names (``file``; ``state_dict``), strictly. vispe's names have
     none of their own, so without a file this says so instead of returning random weights."""
     if cfg.get('state_dict') is not None:
@@ -168,7 +168,7 @@ def _load_pretrained(model: nn.Module, cfg: Dict[str, Any]) -> None:
 
 
 # --- building -------------------------------------------------------------------------------------------------------
-def describe_model_cfg(model: nn.Module, cfg: Dict[str, Any]) -> Dict[str, Any]:
+def describe_model_cfg(model: nn.Module, cfg: dict[str, Any]) -> dict[str, Any]:
     """``cfg`` made to describe ``model``: its input size (channels, img_size) and class count."""
     cfg = dict(cfg)
     img_size = tuple(model.patch_embed.img_size) if model.patch_embed.img_size is not None else cfg['input_size'][1:]
@@ -187,7 +187,7 @@ def check_feature_cls(name: str, feature_cls: Any) -> Any:
     return feature_cls
 
 
-def split_feature_args(name: str, kwargs: Dict[str, Any]) -> Tuple[bool, Dict[str, Any]]:
+def split_feature_args(name: str, kwargs: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     """Take ``features_only`` and the feature wrapper's arguments (out_indices, feature_cls, output_fmt) out of
     ``kwargs``; an unsupported ``feature_cls`` is refused here, before anything is built."""
     features_only = kwargs.pop('features_only', False)
@@ -246,10 +246,10 @@ def _make_entrypoint(name: str):
 
 
 #: the pretrained configs timm's register_model reads (filled by register_timm_names)
-default_cfgs: Dict[str, Any] = {}
+default_cfgs: dict[str, Any] = {}
 
 
-def register_timm_names(encodings: Optional[List[str]] = None) -> List[str]:
+def register_timm_names(encodings: list[str] | None = None) -> list[str]:
     """Register ``vit_{size}_patch16_{encoding}_224`` (with its pretrained config) for each 2D encoding; a name
     timm already has is left to timm. Returns the names added."""
     encodings = list_encodings(ndim=2) if encodings is None else encodings
@@ -265,7 +265,7 @@ def register_timm_names(encodings: Optional[List[str]] = None) -> List[str]:
     return names
 
 
-def registered_name(base: str, encoding: EncodingSpec) -> Optional[str]:
+def registered_name(base: str, encoding: EncodingSpec) -> str | None:
     """The vispe name that builds timm's ``base`` with ``encoding`` (its first encoding names it; the others come
     as ``encoding=``), or None when ``base`` is not one vispe names (vit_{tiny,small,base,large}_patch16_224)."""
     size = next((s for s, b in TIMM_BASES.items() if b == base), None)
@@ -280,9 +280,9 @@ def adopt_converted(
     model: nn.Module,
     base: str,
     encoding: EncodingSpec,
-    source_cfg: Dict[str, Any],
+    source_cfg: dict[str, Any],
     pretrained: bool,
-    model_args: Dict[str, Any],
+    model_args: dict[str, Any],
 ) -> None:
     """Give a timm ViT that ``apply_encoding`` converted to ``encoding`` a pretrained config of its own
     (``create_model``'s docstring) and the model arguments that rebuild it (``timm.models.save_for_hf`` writes
@@ -325,7 +325,7 @@ def load_checkpoint_into(model: nn.Module, path: str) -> None:
         raise CheckpointError(f'{error}. Its training config built the backbone with: {args}') from None
 
 
-def trained_backbone(ckpt: Dict[str, Any], path: str) -> Optional[Dict[str, Any]]:
+def trained_backbone(ckpt: dict[str, Any], path: str) -> dict[str, Any] | None:
     """The ``model.backbone`` arguments of the config a checkpoint was trained from: the config text mmengine keeps
     in its meta ('cfg'), else the one config beside it (the work dir's dump, a model-zoo folder's config.py); None
     when neither is there or parses."""

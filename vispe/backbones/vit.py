@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import inspect
 import re
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any
 
 import timm
 import torch
@@ -40,13 +40,13 @@ from vispe.registry import MODELS, accepted_arguments, closest
 class PEBlock(Block):
     """timm's pre-norm Block whose attention receives the positions."""
 
-    def forward(self, x, pos: Optional[Positions] = None, attn_mask=None, is_causal: bool = False):
+    def forward(self, x, pos: Positions | None = None, attn_mask=None, is_causal: bool = False):
         x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), pos, attn_mask=attn_mask, is_causal=is_causal)))
         return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
 
 
 def pe_blocks(
-    embed_dim: int, num_heads: int, mlp_ratio: float, drop_path_rate: float, per_layer: List[nn.ModuleDict]
+    embed_dim: int, num_heads: int, mlp_ratio: float, drop_path_rate: float, per_layer: list[nn.ModuleDict]
 ) -> nn.ModuleList:
     """Pre-norm blocks on vispe's attention, one per entry of ``per_layer`` (that layer's encodings), with drop
     path rising linearly to ``drop_path_rate``: the blocks of the point and multi-view transformers."""
@@ -89,7 +89,7 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
     """
 
     #: training-time position sampler ``(pos, batch_size) -> Positions``, or None
-    position_sampler: Optional[PositionSampler] = None
+    position_sampler: PositionSampler | None = None
     #: timm's ViT stem (its ``group_matcher``); EncodingHost adds the model-level encodings ``pe``
     stem_prefixes = ('cls_token', 'reg_token', 'pos_embed', 'patch_embed', 'norm_pre')
 
@@ -126,7 +126,7 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
                 'dynamic_img_pad=True to pad the borders'
             )
 
-    def tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, Positions]:
+    def tokens(self, x: torch.Tensor) -> tuple[torch.Tensor, Positions]:
         """Images (B, C, H, W) -> tokens (B, prefix + h*w, D) with embed hooks applied, and their positions.
 
         Traced (FX, torch.export), h and w are symbolic: the positions then carry no cache key and the graph builds
@@ -165,14 +165,14 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
     def forward_intermediates(
         self,
         x: torch.Tensor,
-        indices: Optional[Union[int, List[int]]] = None,
+        indices: int | list[int] | None = None,
         return_prefix_tokens: bool = False,
         norm: bool = False,
         stop_early: bool = False,
         output_fmt: str = 'NCHW',
         intermediates_only: bool = False,
         output_dict: bool = False,
-        attn_mask: Optional[torch.Tensor] = None,
+        attn_mask: torch.Tensor | None = None,
         is_causal: bool = False,
     ):
         """timm's forward_intermediates contract, with positions threaded through the blocks."""
@@ -192,7 +192,7 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
                     y = y.reshape(y.shape[0], *pos.grid, -1).permute(0, 3, 1, 2).contiguous()
                 intermediates.append(y)
         if output_dict:
-            out: Dict[str, Any] = {'image_intermediates': intermediates}
+            out: dict[str, Any] = {'image_intermediates': intermediates}
             if return_prefix_tokens and npt:
                 out['image_intermediates_prefix'] = prefixes
             if not intermediates_only:
@@ -216,7 +216,7 @@ def _prefix_tokens_absorb_pos(model: VisionTransformer) -> None:
                 offset += n
 
 
-def _strip_encodings(model: VisionTransformer) -> Optional[torch.Tensor]:
+def _strip_encodings(model: VisionTransformer) -> torch.Tensor | None:
     """Remove the model's absolute table and vispe encodings; return the old patch table (1, h*w, D) if any."""
     table = None
     if isinstance(model, VisionTransformerPE):  # during VisionTransformerPE.__init__ there is no pe yet
@@ -235,7 +235,7 @@ _TIMM_VIT_DEFAULTS = {
 }
 
 
-def _check_vit_kwargs(kwargs: Dict[str, Any], defaults: bool) -> None:
+def _check_vit_kwargs(kwargs: dict[str, Any], defaults: bool) -> None:
     """Before timm builds a ViT from ``kwargs``: img_size and patch_size that are sizes, drop rates in [0, 1], and
     num_heads dividing embed_dim (with ``defaults``, timm's VisionTransformer defaults fill in what is not given;
     without, only given pairs)."""
@@ -268,7 +268,7 @@ def apply_encoding(
     model: VisionTransformer,
     encoding: EncodingSpec,
     copy_model: bool = False,
-    position_sampler: Union[None, Dict[str, Any], PositionSampler] = None,
+    position_sampler: None | dict[str, Any] | PositionSampler = None,
 ) -> VisionTransformerPE:
     """Convert a timm ViT to use ``encoding`` (a name, a config dict or a list of them), keeping its weights.
 
@@ -335,7 +335,7 @@ _EVA_ROPE_SUFFIXES = {  # longest first
 }
 
 
-def eva_rope_base(model_name: str) -> Optional[Tuple[str, List[str]]]:
+def eva_rope_base(model_name: str) -> tuple[str, list[str]] | None:
     """'vit_small_patch16_rope_mixed_224' -> ('vit_small_patch16_224', ['rope_mixed']); None for other names."""
     for suffix, encs in _EVA_ROPE_SUFFIXES.items():
         if suffix + '_' in model_name and model_name.startswith('vit_'):
@@ -352,7 +352,7 @@ def _is_vispe(name: str) -> bool:
     return name in default_cfgs
 
 
-def convert_eva_rope_state_dict(state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+def convert_eva_rope_state_dict(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Map an Eva RoPE-ViT state dict (timm naver models) onto VisionTransformerPE's keys."""
     out = {}
     for key, value in state_dict.items():
@@ -392,7 +392,7 @@ _CREATE_MODEL_ARGUMENTS = {
 }
 
 
-def _misspelled_argument(error: TypeError, model_name: str, kwargs: Dict[str, Any]) -> Optional[TypeError]:
+def _misspelled_argument(error: TypeError, model_name: str, kwargs: dict[str, Any]) -> TypeError | None:
     """timm's "VisionTransformer.__init__() got an unexpected keyword argument 'img_sz'", for a key the caller
     passed, as an error naming the closest arguments that class takes; None for any other TypeError."""
     match = re.search(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'", str(error))
@@ -409,7 +409,7 @@ def create_model(
     model_name: str,
     encoding: EncodingSpec = 'default',
     pretrained: bool = False,
-    checkpoint_path: Optional[str] = None,
+    checkpoint_path: str | None = None,
     **kwargs: Any,
 ) -> nn.Module:
     """Build any timm ViT name with ``encoding``; extra keyword arguments go to ``timm.create_model``.
@@ -490,11 +490,11 @@ def create_model(
 
 
 def _from_local_dir(
-    cfg: Dict[str, Any],
+    cfg: dict[str, Any],
     architecture: str,
-    model_args: Dict[str, Any],
+    model_args: dict[str, Any],
     pretrained: bool,
-    checkpoint_path: Optional[str],
+    checkpoint_path: str | None,
     **kwargs: Any,
 ) -> nn.Module:
     """``create_model('local-dir:PATH')`` of a converted timm name (``encoding`` among its saved model arguments

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Optional
 
 import torch
 from torch.utils.data import Dataset
@@ -159,7 +158,7 @@ class ImageFolderDataset(_DictDataset):
         augment: bool | None = None,
         on_error: str = 'raise',
         channels: int = 3,
-        max_image_pixels: Optional[int] = None,
+        max_image_pixels: int | None = None,
     ) -> None:
         if channels not in (1, 3):
             raise ValueError(f'channels must be 1 (grey) or 3 (RGB), got {channels!r}')

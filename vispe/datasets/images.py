@@ -20,8 +20,8 @@ be converted is refused with ``SampleError`` naming the file. ``load_image`` ope
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -30,7 +30,7 @@ from torchvision import tv_tensors
 
 from vispe.datasets.samples import SKIP_HINT, SampleError
 
-Decoded = Union[Image.Image, tv_tensors.Image]
+Decoded = Image.Image | tv_tensors.Image
 
 CHANNELS = (1, 3)
 #: modes holding 16-bit unsigned integers
@@ -110,7 +110,7 @@ def _pillow_size_check_off() -> Iterator[None]:
         Image.MAX_IMAGE_PIXELS = saved
 
 
-def load_image(path: str, channels: int = 3, max_pixels: Optional[int] = None) -> Decoded:
+def load_image(path: str, channels: int = 3, max_pixels: int | None = None) -> Decoded:
     """``decode_image`` of the file at ``path``, decoded in full now (PIL decodes lazily, so a truncated file would
     fail later, far from its name). SampleError naming the file when it is corrupt, truncated, not an image, of a
     mode that cannot be converted, or larger than ``max_pixels`` (None: ``PIL.Image.MAX_IMAGE_PIXELS`` as it is now,
@@ -134,14 +134,14 @@ def load_image(path: str, channels: int = 3, max_pixels: Optional[int] = None) -
         raise _fail(path, f'unreadable image ({err})') from None
 
 
-def image_size(image: Decoded) -> Tuple[int, int]:
+def image_size(image: Decoded) -> tuple[int, int]:
     """(height, width) of a decoded image."""
     if isinstance(image, Image.Image):
         return image.height, image.width
     return int(image.shape[-2]), int(image.shape[-1])
 
 
-def small_image_message(path: str, size: Tuple[int, int], crop: Tuple[int, int]) -> Optional[str]:
+def small_image_message(path: str, size: tuple[int, int], crop: tuple[int, int]) -> str | None:
     """A warning when an image of ``size`` (H, W) is far smaller than the ``crop`` (H, W) it is resized to: a side of
     one pixel, or under 1/SMALL_IMAGE_FACTOR of the crop's (its pixels would be stretched more than that); else
     None. Such an image holds next to nothing of what the model is trained to see."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import List, Tuple
 
 import numpy as np
 import torch
@@ -34,7 +33,7 @@ from vispe.datasets.samples import (
 from vispe.registry import DATASETS
 
 #: ModelNet40's classes in their usual (alphabetical) order; used when the files on disk do not list them
-MODELNET40_CLASSES: Tuple[str, ...] = (
+MODELNET40_CLASSES: tuple[str, ...] = (
     'airplane', 'bathtub', 'bed', 'bench', 'bookshelf', 'bottle', 'bowl', 'car', 'chair', 'cone', 'cup', 'curtain',
     'desk', 'door', 'dresser', 'flower_pot', 'glass_box', 'guitar', 'keyboard', 'lamp', 'laptop', 'mantel',
     'monitor', 'night_stand', 'person', 'piano', 'plant', 'radio', 'range_hood', 'sink', 'sofa', 'stairs', 'stool',
@@ -73,7 +72,7 @@ class ModelNet40(SkipsBadSamples, Dataset):
     Items are ``{'inputs': FloatTensor (N, 3), 'labels': int}``.
     """
 
-    classes: Tuple[str, ...] = MODELNET40_CLASSES
+    classes: tuple[str, ...] = MODELNET40_CLASSES
     #: how ``tools/infer_points.py`` brings a user's cloud into this data set's frame
     frame = 'unit_sphere'
 
@@ -102,7 +101,7 @@ class ModelNet40(SkipsBadSamples, Dataset):
         self.track_skips(on_error)
         self.warn_once = WarnsOnce(len(self))
 
-    def _index(self, variant: str) -> Tuple[str, Tuple[str, ...], List[Tuple[str, int]]]:
+    def _index(self, variant: str) -> tuple[str, tuple[str, ...], list[tuple[str, int]]]:
         names_file = os.path.join(self.data_root, f'{variant}_shape_names.txt')
         if os.path.isfile(names_file):
             with open(names_file) as f:

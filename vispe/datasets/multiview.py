@@ -13,7 +13,7 @@ Item ``i`` of a split is drawn only from ``(seed, split, i)``. Nothing is downlo
 from __future__ import annotations
 
 import math
-from typing import Sequence, Tuple
+from collections.abc import Sequence
 
 import numpy as np
 import open3d as o3d
@@ -25,12 +25,12 @@ from vispe.geometry import intrinsics, look_at
 from vispe.registry import DATASETS
 
 Mesh = o3d.geometry.TriangleMesh
-Colour = Tuple[float, float, float]
+Colour = tuple[float, float, float]
 
 KINDS = ('sphere', 'box', 'cylinder', 'cone')
 TARGET_COLOUR: Colour = (1.0, 0.15, 0.15)
 #: distractor colours, none of them red: green, blue, yellow, cyan, white
-DISTRACTOR_COLOURS: Tuple[Colour, ...] = (
+DISTRACTOR_COLOURS: tuple[Colour, ...] = (
     (0.15, 0.8, 0.15),
     (0.15, 0.35, 1.0),
     (0.95, 0.85, 0.1),
@@ -74,7 +74,7 @@ def _extrinsic(cam_to_world: np.ndarray) -> np.ndarray:
     return out
 
 
-def _project(K: np.ndarray, cam_to_world: np.ndarray, point: np.ndarray) -> Tuple[np.ndarray, float]:
+def _project(K: np.ndarray, cam_to_world: np.ndarray, point: np.ndarray) -> tuple[np.ndarray, float]:
     """Pixel (u, v) and camera-frame depth of one world point (numpy; ``vispe.geometry.project`` in torch)."""
     cam = cam_to_world[:3, :3].T @ (point - cam_to_world[:3, 3])
     return (K[:2, :2] @ cam[:2]) / cam[2] + K[:2, 2], float(cam[2])
@@ -87,7 +87,7 @@ def _cast(
     cam_to_world: np.ndarray,
     height: int,
     width: int,
-) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Render views (V, 3, 3) / (V, 4, 4) of a built ``scene`` whose geometry ``g`` has colour ``colours[g]``.
 
     Returns rgb (V, 3, H, W) float32, depth (V, H, W) float32 (0 on a miss) and geometry ids (V, H, W) int64
@@ -127,13 +127,13 @@ def build_scene(meshes: Sequence[Mesh]) -> o3d.t.geometry.RaycastingScene:
 
 
 def render(
-    meshes_with_colours: Sequence[Tuple[Mesh, Colour]],
+    meshes_with_colours: Sequence[tuple[Mesh, Colour]],
     K: np.ndarray | torch.Tensor,
     cam_to_world: np.ndarray | torch.Tensor,
     height: int,
     width: int,
     return_ids: bool = False,
-) -> Tuple[np.ndarray, ...]:
+) -> tuple[np.ndarray, ...]:
     """Render world-frame ``(legacy TriangleMesh, (r, g, b))`` pairs with pinhole cameras.
 
     Args:
@@ -161,7 +161,7 @@ def render(
     return out if return_ids else out[:2]
 
 
-def _check_range(name: str, value: Sequence[float], low: float, high: float) -> Tuple[float, float]:
+def _check_range(name: str, value: Sequence[float], low: float, high: float) -> tuple[float, float]:
     """``value`` as a (min, max) float pair with low < min <= max < high."""
     try:
         lo, hi = (float(v) for v in value)
@@ -210,12 +210,12 @@ class MultiViewScenes(Dataset):
         num_views: int = 2,
         image_size: ImageSize = 32,
         seed: int = 0,
-        num_objects: Tuple[int, int] = (1, 3),
-        fov_range: Tuple[float, float] = (40.0, 70.0),
-        distance_range: Tuple[float, float] = (3.0, 4.5),
-        elevation_range: Tuple[float, float] = (15.0, 55.0),
+        num_objects: tuple[int, int] = (1, 3),
+        fov_range: tuple[float, float] = (40.0, 70.0),
+        distance_range: tuple[float, float] = (3.0, 4.5),
+        elevation_range: tuple[float, float] = (15.0, 55.0),
         look_jitter: float = 0.15,
-        size_range: Tuple[float, float] = (0.2, 0.45),
+        size_range: tuple[float, float] = (0.2, 0.45),
     ) -> None:
         if split not in SPLITS:
             raise ValueError(f'unknown split {split!r}; valid splits: {list(SPLITS)}')
@@ -272,7 +272,7 @@ class MultiViewScenes(Dataset):
             'target': torch.from_numpy(target.astype(np.float32)),
         }
 
-    def objects(self, rng: np.random.Generator) -> Tuple[list, np.ndarray, np.ndarray]:
+    def objects(self, rng: np.random.Generator) -> tuple[list, np.ndarray, np.ndarray]:
         """World-frame meshes (the red target first), their colours (N, 3) and the target's centre (3,) (float64,
         exactly the centre of the target mesh's axis-aligned bounding box, up to rounding)."""
         count = int(rng.integers(self.num_objects[0], self.num_objects[1] + 1))
@@ -298,7 +298,7 @@ class MultiViewScenes(Dataset):
             radii.append(radius)
         return meshes, np.array(colours), centres[0]
 
-    def camera(self, rng: np.random.Generator, target: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    def camera(self, rng: np.random.Generator, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """A random camera (K (3, 3), cam_to_world (4, 4), float32) whose image holds the target's centre at least
         ``VIEW_MARGIN`` of the image size inside the borders; it looks straight at the target after
         ``CAMERA_TRIES`` misses."""

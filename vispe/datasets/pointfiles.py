@@ -9,7 +9,6 @@ surface is sampled. ``resample`` picks a fixed number of points (farthest-point 
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 import numpy as np
 import open3d as o3d
@@ -74,7 +73,7 @@ def unit_sphere(points: np.ndarray) -> np.ndarray:
     return (centred / radius if radius > 0 else centred).astype(np.float32)
 
 
-def center(points: np.ndarray, frame: Optional[str]) -> np.ndarray:
+def center(points: np.ndarray, frame: str | None) -> np.ndarray:
     """``frame``: None or 'none' (as read), 'bbox' (centre of the bounding box at 0), 'unit_sphere'."""
     if frame in (None, 'none'):
         return points.astype(np.float32)

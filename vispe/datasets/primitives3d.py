@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Callable, Dict, Optional, Tuple
+from collections.abc import Callable
 
 import numpy as np
 import open3d as o3d
@@ -24,7 +24,7 @@ from vispe.registry import DATASETS
 Mesh = o3d.geometry.TriangleMesh
 
 #: class name -> mesh factory, sized to fit about the unit cube
-PRIMITIVES: Dict[str, Callable[[], Mesh]] = {
+PRIMITIVES: dict[str, Callable[[], Mesh]] = {
     'box': lambda: Mesh.create_box(1.0, 0.6, 0.4),
     'sphere': lambda: Mesh.create_sphere(0.5, resolution=20),
     'cylinder': lambda: Mesh.create_cylinder(0.3, 1.0, resolution=24),
@@ -55,7 +55,7 @@ class Primitives3D(Dataset):
     Items are ``{'inputs': FloatTensor (N, 3), 'labels': int}``; ``metainfo`` holds the classes.
     """
 
-    classes: Tuple[str, ...] = tuple(PRIMITIVES)
+    classes: tuple[str, ...] = tuple(PRIMITIVES)
     #: how ``tools/infer_points.py`` brings a user's cloud into this data set's frame (objects centred, unit size)
     frame = 'bbox'
 
@@ -67,10 +67,10 @@ class Primitives3D(Dataset):
         seed: int = 0,
         sampling: str = 'uniform',
         rotation: str = 'z',
-        scale_range: Tuple[float, float] = (0.7, 1.3),
+        scale_range: tuple[float, float] = (0.7, 1.3),
         scale: float = 1.0,
         jitter: float = 0.005,
-        cache_dir: Optional[str] = None,
+        cache_dir: str | None = None,
     ) -> None:
         if split not in SPLITS:
             raise ValueError(f'unknown split {split!r}; valid splits: {list(SPLITS)}')

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Dict, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -53,7 +53,7 @@ class WarnsOnce:
     def __init__(self, size: int) -> None:
         self.flags = torch.zeros(size, dtype=torch.bool).share_memory_()
 
-    def __call__(self, index: int, message: Optional[str]) -> None:
+    def __call__(self, index: int, message: str | None) -> None:
         if message is None or self.flags[index]:
             return
         self.flags[index] = True
@@ -69,7 +69,7 @@ class WarnsOnce:
             )
 
 
-def few_points_message(path: str, found: int, wanted: int) -> Optional[str]:
+def few_points_message(path: str, found: int, wanted: int) -> str | None:
     """A warning when a cloud of ``found`` points is to be served as ``wanted`` points and fewer than half of them
     would be the file's own (the rest repeats: they carry no shape); else None."""
     if 2 * found >= wanted:
@@ -156,7 +156,7 @@ class SkipsBadSamples:
     """
 
     on_error: str = 'raise'
-    _skip_flags: Optional[torch.Tensor] = None  # (len,) bool in shared memory; None under on_error='raise'
+    _skip_flags: torch.Tensor | None = None  # (len,) bool in shared memory; None under on_error='raise'
 
     def load(self, index: int) -> Any:
         raise NotImplementedError
@@ -165,10 +165,10 @@ class SkipsBadSamples:
         """Set ``on_error``; under 'skip', allocate the per-sample flags (``len(self)`` must be known by now)."""
         self.on_error = check_on_error(on_error)
         self._skip_flags = torch.zeros(len(self), dtype=torch.bool).share_memory_() if on_error == 'skip' else None
-        self._skip_reasons: Dict[int, str] = {}
+        self._skip_reasons: dict[int, str] = {}
 
     @property
-    def skipped(self) -> Dict[int, str]:
+    def skipped(self) -> dict[int, str]:
         """{index: reason} of the samples skipped so far, in index order, by this process or any worker. A reason
         this process has not seen (a worker's skip) is read here, by loading that sample once more."""
         if self._skip_flags is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 from timm.layers import resample_abs_pos_embed, trunc_normal_
@@ -14,7 +14,7 @@ from vispe.registry import ENCODINGS
 
 
 @torch.fx.wrap
-def grid_table(table: torch.Tensor, grid: List[int], train_grid: List[int], interpolation: str) -> torch.Tensor:
+def grid_table(table: torch.Tensor, grid: list[int], train_grid: list[int], interpolation: str) -> torch.Tensor:
     """A learned (1, h*w, D) ``table`` of the ``train_grid`` for ``grid``: itself there, resampled elsewhere.
 
     An FX leaf (``torch.fx.wrap``): the choice needs the grid as ints, so an FX graph calls this at run time, and a
@@ -61,14 +61,14 @@ class ApeLearned(Encoding):
 
     def __init__(self, dim: int, grid_size: Sequence[int] = (14, 14)) -> None:
         super().__init__()
-        self.grid_size: Tuple[int, int] = (int(grid_size[0]), int(grid_size[1]))
+        self.grid_size: tuple[int, int] = (int(grid_size[0]), int(grid_size[1]))
         self.pos_embed = nn.Parameter(torch.zeros(1, self.grid_size[0] * self.grid_size[1], dim))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         trunc_normal_(self.pos_embed, std=0.02)
 
-    def table(self, grid: Tuple[int, int]) -> torch.Tensor:
+    def table(self, grid: tuple[int, int]) -> torch.Tensor:
         """The (1, h*w, D) table for ``grid``, resampled from the training grid when they differ."""
         return grid_table(self.pos_embed, list(grid), list(self.grid_size), self.strategy)
 

@@ -8,7 +8,7 @@ depends only on relative positions and extends to any grid without a table.
 from __future__ import annotations
 
 import math
-from typing import Callable, List
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -18,11 +18,11 @@ from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
 
-def alibi_slopes(num_heads: int) -> List[float]:
+def alibi_slopes(num_heads: int) -> list[float]:
     """The ALiBi paper's slopes: for a power of two n, the geometric sequence 2^(-8/n), 2^(-16/n), ..., 2^(-8); for
     other counts the n0 = 2^floor(log2 n) slopes of n0, then every other slope of 2 n0 until there are n."""
 
-    def power_of_two(n: int) -> List[float]:
+    def power_of_two(n: int) -> list[float]:
         return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
 
     n0 = 2 ** int(math.floor(math.log2(num_heads)))

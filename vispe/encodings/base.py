@@ -26,10 +26,11 @@ per-layer, under ``blocks.i.attn.pe``); the others once per model (under ``pe``)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import cache
-from typing import Callable, ClassVar, Dict, FrozenSet, Optional, Set, Tuple
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -50,7 +51,7 @@ class Hook:
 
 
 #: the hook contract, in call order within a forward pass; ``EncodingStack`` dispatches exactly these
-HOOK_TABLE: Dict[str, Hook] = {
+HOOK_TABLE: dict[str, Hook] = {
     h.name: h
     for h in (
         Hook('embed', '(x, pos) -> x', 'backbone, once: the (B, N, D) non-prefix tokens after tokenisation', False),
@@ -68,8 +69,8 @@ HOOK_TABLE: Dict[str, Hook] = {
         Hook('after_block', '(x, pos) -> x', 'backbone: the (B, N_total, D) output of each block in blocks', False),
     )
 }
-HOOKS: Tuple[str, ...] = tuple(HOOK_TABLE)
-ATTENTION_HOOKS: FrozenSet[str] = frozenset(name for name, hook in HOOK_TABLE.items() if hook.attention)
+HOOKS: tuple[str, ...] = tuple(HOOK_TABLE)
+ATTENTION_HOOKS: frozenset[str] = frozenset(name for name, hook in HOOK_TABLE.items() if hook.attention)
 
 
 class Encoding(nn.Module):
@@ -85,10 +86,10 @@ class Encoding(nn.Module):
     biases take no decay anyway (timm's rule, applied by both), so they need not be declared.
     """
 
-    strategies: ClassVar[Tuple[str, ...]] = ()
+    strategies: ClassVar[tuple[str, ...]] = ()
     #: the position dimensions it works on: 2 (image token grids), 3 (points); ``list_encodings(ndim)`` filters on
     #: it and backbones refuse the others
-    ndims: ClassVar[Tuple[int, ...]] = (2,)
+    ndims: ClassVar[tuple[int, ...]] = (2,)
     #: reads ``pos.cameras``: only backbones that supply cameras (the multi-view transformer) accept it
     needs_cameras: ClassVar[bool] = False
     #: this instance's value_term needs the softmax weights (the attention then materialises them instead of fused
@@ -97,17 +98,17 @@ class Encoding(nn.Module):
     needs_attn_weights: bool = False
     #: for ``after_block`` encodings, the indices of the blocks whose output the hook receives (an instance
     #: attribute, set from the encoding's options); the default, none, leaves the hook uncalled
-    blocks: Tuple[int, ...] = ()
+    blocks: tuple[int, ...] = ()
     #: names of the parameters that take no weight decay, relative to the encoding (``fnmatch`` patterns:
     #: ``tables.*``); a name its configuration does not create (rope3d's buffer ``freqs`` in axial mode) is skipped
-    no_weight_decay_params: ClassVar[Tuple[str, ...]] = ()
+    no_weight_decay_params: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def hooks(cls) -> FrozenSet[str]:
+    def hooks(cls) -> frozenset[str]:
         """Names of the hooks this class implements (cached: it is asked in every forward)."""
         return _implemented_hooks(cls)
 
-    def active_hooks(self) -> FrozenSet[str]:
+    def active_hooks(self) -> frozenset[str]:
         """The hooks the backbone calls on this instance: the class's, unless its configuration switches some
         off (iRPE on K only has no value term)."""
         return type(self).hooks()
@@ -123,7 +124,7 @@ class Encoding(nn.Module):
         return bool(cls.hooks() & ATTENTION_HOOKS)
 
     @torch.jit.ignore
-    def no_weight_decay(self) -> Set[str]:
+    def no_weight_decay(self) -> set[str]:
         """This instance's parameters named by ``no_weight_decay_params`` (timm's ``no_weight_decay`` contract:
         names relative to the module); the backbones prefix them with the encoding's place in the model."""
         patterns = type(self).no_weight_decay_params
@@ -144,7 +145,7 @@ class Encoding(nn.Module):
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         raise NotImplementedError
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> Tuple[torch.Tensor, torch.Tensor]:
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
     def transform_v(self, v: torch.Tensor, pos: Positions) -> torch.Tensor:
@@ -161,7 +162,7 @@ class Encoding(nn.Module):
         return lambda rows: bias if bias.shape[-2] == 1 else bias[..., rows, :]
 
     def value_term(
-        self, v: torch.Tensor, pos: Positions, attn: Optional[torch.Tensor] = None, rows: slice = slice(None)
+        self, v: torch.Tensor, pos: Positions, attn: torch.Tensor | None = None, rows: slice = slice(None)
     ) -> torch.Tensor:
         """With ``needs_attn_weights``, ``attn`` holds the softmax weights of the query rows ``rows``: (B, H, n, N);
         the term of those rows is returned, (B, H, n, d); without it ``attn`` is None and ``rows`` all of them, and
@@ -175,7 +176,7 @@ class Encoding(nn.Module):
         raise NotImplementedError
 
 
-def check_positive(owner: str, **values: Optional[float]) -> None:
+def check_positive(owner: str, **values: float | None) -> None:
     """ValueError naming ``owner`` and the argument when a value is not > 0 (NaN included); None values pass."""
     for name, value in values.items():
         if value is not None and not value > 0:
@@ -183,7 +184,7 @@ def check_positive(owner: str, **values: Optional[float]) -> None:
 
 
 @cache
-def _implemented_hooks(cls: type) -> FrozenSet[str]:
+def _implemented_hooks(cls: type) -> frozenset[str]:
     return frozenset(h for h in HOOKS if getattr(cls, h) is not getattr(Encoding, h))
 
 

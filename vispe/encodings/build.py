@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 import inspect
-from typing import Any, Dict, List, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 from vispe.encodings.base import Encoding
 from vispe.registry import ENCODINGS, closest
@@ -18,10 +19,10 @@ _CONTEXT_SOURCE = {
     'layer_index': 'the block the encoding sits in',
 }
 
-EncodingSpec = Union[None, str, Dict[str, Any], Encoding, Sequence[Union[str, Dict[str, Any]]]]
+EncodingSpec = None | str | dict[str, Any] | Encoding | Sequence[str | dict[str, Any]]
 
 
-def list_encodings(ndim: Optional[int] = None, cameras: bool = False) -> List[str]:
+def list_encodings(ndim: int | None = None, cameras: bool = False) -> list[str]:
     """Names of every registered encoding, sorted. With ``ndim``, those meant for that many position dimensions
     (2: image grids, 3: points), camera encodings only when ``cameras`` (a backbone that supplies cameras)."""
     import vispe.encodings  # noqa: F401  (make sure every family file has registered itself)
@@ -41,7 +42,7 @@ def encoding_class(name: str) -> type:
     return ENCODINGS.get(name)
 
 
-def normalize_spec(spec: EncodingSpec) -> List[Dict[str, Any]]:
+def normalize_spec(spec: EncodingSpec) -> list[dict[str, Any]]:
     """'rope_mixed', dict(type=...), or a list of those -> a list of config dicts (copies)."""
     if spec is None or spec == 'none':
         return []
@@ -79,13 +80,13 @@ def _same(a: Any, b: Any) -> bool:
     return (tuple(a) == tuple(b)) if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) else a == b
 
 
-def _accepted(cls: type) -> Dict[str, inspect.Parameter]:
+def _accepted(cls: type) -> dict[str, inspect.Parameter]:
     params = dict(inspect.signature(cls.__init__).parameters)
     params.pop('self', None)
     return params
 
 
-def build_encoding(spec: Union[str, Dict[str, Any]], **context: Any) -> Encoding:
+def build_encoding(spec: str | dict[str, Any], **context: Any) -> Encoding:
     """Build one encoding from its name or config dict.
 
     ``context`` holds what a backbone supplies (dim, num_heads, ndim, grid_size, ...); each class takes only

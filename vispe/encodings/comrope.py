@@ -32,7 +32,8 @@ Hook: rotate, q and k (B, H, N_total, d) -> same. Parameters per layer: P (H, J,
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -46,7 +47,7 @@ from vispe.registry import ENCODINGS
 BLOCK_SIZES = (2, 4, 8)
 
 
-def quaternion_matrices(p: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+def quaternion_matrices(p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(..., 4, 4) matrices of x -> p x and x -> x p for quaternions p (..., 4) = (w, x, y, z)."""
     w, x, y, z = p.unbind(-1)
     left = torch.stack([w, -x, -y, -z, x, w, -z, y, y, z, w, -x, z, -y, x, w], dim=-1)
@@ -54,7 +55,7 @@ def quaternion_matrices(p: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     return left.unflatten(-1, (4, 4)), right.unflatten(-1, (4, 4))
 
 
-def so4_split(gen: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+def so4_split(gen: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Skew S (..., 4, 4) = L_a + R_b: the pure quaternions a, b (..., 3) of its left and right parts.
 
     L_u, R_u for u = i, j, k are an orthogonal basis of so(4) (squared norm 4 each); the two halves commute.
@@ -171,7 +172,7 @@ class ComRoPE(Encoding):
         ndim: int = 2,
         block_size: int = 4,
         jitter: bool = False,
-        rate_range: Tuple[float, float] = (0.16, 16.0),
+        rate_range: tuple[float, float] = (0.16, 16.0),
     ) -> None:
         super().__init__()
         head_dim, name = dim // num_heads, self.registry_name()
@@ -219,7 +220,7 @@ class ComRoPE(Encoding):
         """The blocks of the angle matrices A_i: (ndim, H, J, b, b)."""
         return self.axis_weights().float()[:, None, :, None, None] * self.skew_generators()
 
-    def normalized_coords(self, pos: Positions, batch: Optional[int] = None) -> torch.Tensor:
+    def normalized_coords(self, pos: Positions, batch: int | None = None) -> torch.Tensor:
         """(N, ndim), or (B, N, ndim) when jittered (B = ``batch``), float32 positions in (0, 1)."""
         coords = pos.coords.float()
         if pos.grid is not None:

@@ -7,7 +7,7 @@ is what tells a token where the image border is, hence its absolute position. Ho
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -17,7 +17,7 @@ from vispe.positions import Positions, is_symbolic
 from vispe.registry import ENCODINGS
 
 
-def require_grid(pos: Positions, name: str) -> Tuple[int, int]:
+def require_grid(pos: Positions, name: str) -> tuple[int, int]:
     """The (h, w) token grid of ``pos``; a ValueError naming ``name`` when the tokens are not on a grid."""
     if pos.grid is None:
         raise ValueError(
@@ -41,7 +41,7 @@ def check_kernel_size(kernel_size: int, name: str) -> int:
     return kernel_size
 
 
-def _check_blocks(blocks: Union[int, Sequence[int]], depth: Optional[int]) -> Tuple[int, ...]:
+def _check_blocks(blocks: int | Sequence[int], depth: int | None) -> tuple[int, ...]:
     items = (blocks,) if isinstance(blocks, int) else tuple(blocks)
     if not items or any(isinstance(b, bool) or not isinstance(b, int) or b < 0 for b in items):
         raise ValueError(
@@ -81,11 +81,11 @@ class PEG(Encoding):
     """
 
     def __init__(
-        self, dim: int, kernel_size: int = 3, blocks: Union[int, Sequence[int]] = (0,), depth: Optional[int] = None
+        self, dim: int, kernel_size: int = 3, blocks: int | Sequence[int] = (0,), depth: int | None = None
     ) -> None:
         super().__init__()
         k = check_kernel_size(kernel_size, 'peg')
-        self.blocks: Tuple[int, ...] = _check_blocks(blocks, depth)
+        self.blocks: tuple[int, ...] = _check_blocks(blocks, depth)
         self.proj = nn.Conv2d(dim, dim, k, padding=k // 2, groups=dim)
 
     def after_block(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:

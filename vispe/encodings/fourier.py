@@ -10,7 +10,6 @@ Hook: embed, x (B, N, D) -> (B, N, D).
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 from torch import nn
@@ -66,7 +65,7 @@ class LFF(Encoding):
     no_weight_decay_params = ('freqs.weight',)
 
     def __init__(
-        self, dim: int, ndim: int = 2, num_features: Optional[int] = None, hidden_dim: int = 32, gamma: float = 10.0
+        self, dim: int, ndim: int = 2, num_features: int | None = None, hidden_dim: int = 32, gamma: float = 10.0
     ) -> None:
         super().__init__()
         num_features = dim if num_features is None else num_features

@@ -19,8 +19,6 @@ rope_axial exactly (tested).
 
 from __future__ import annotations
 
-from typing import Tuple
-
 import torch
 from torch import nn
 
@@ -82,7 +80,7 @@ class GTA(Encoding):
         self.transform_values, self.relative = bool(transform_values), bool(relative)
 
     # --- the group representation ----------------------------------------------------------------------------------
-    def pose_blocks(self, pos: Positions) -> Tuple[torch.Tensor, torch.Tensor]:
+    def pose_blocks(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, N_total, 4, 4) float32 rho of each token's camera, [[R, s t], [0, 1]], and its inverse; identity for
         prefix tokens."""
         cameras = require_cameras(pos, 'gta')

@@ -25,7 +25,7 @@ Parameters per layer: A_u, A_v (H, d, d), sigma (H, d).
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -62,7 +62,7 @@ class HARoPE(RoPEAxial):
         num_heads: int,
         ndim: int = 2,
         theta: float = 10000.0,
-        grid_size: Optional[Sequence[int]] = None,
+        grid_size: Sequence[int] | None = None,
     ) -> None:
         super().__init__(dim, num_heads, ndim=ndim, theta=theta, grid_size=grid_size)
         self.num_heads = num_heads
@@ -77,20 +77,20 @@ class HARoPE(RoPEAxial):
         nn.init.zeros_(self.A_v)
         nn.init.constant_(self.sigma, math.log(math.e - 1.0))  # softplus(sigma) = 1
 
-    def factors(self) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def factors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """U, V (H, d, d) orthogonal and s (H, d) > 0, float32, with M = U diag(s) V^T."""
         a = torch.cat([self.A_u, self.A_v]).float()  # one exponential for both: one norm read, half the calls
         with autocast_off(a):  # expm's matmuls would otherwise run in bf16
             u, v = expm(a - a.transpose(-1, -2)).chunk(2)
         return u, v, F.softplus(self.sigma.float()) + 1e-6
 
-    def mixing(self) -> Tuple[torch.Tensor, torch.Tensor]:
+    def mixing(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(M, M^-T), each (H, d, d) float32."""
         u, v, s = self.factors()
         with autocast_off(u):
             return (u * s[:, None, :]) @ v.transpose(-1, -2), (u / s[:, None, :]) @ v.transpose(-1, -2)
 
-    def transform(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def transform(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """q -> M q, k -> M^-T k on (B, H, N, d) rows: q @ M^T, k @ M^-1."""
         with autocast_off(q):
             m, m_inv_t = self.mixing()

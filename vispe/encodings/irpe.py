@@ -18,7 +18,7 @@ Bucket tables depend only on the grid: they are cached per grid, prefix count an
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Tuple, Union
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -31,13 +31,13 @@ from vispe.registry import ENCODINGS
 METHODS = ('product', 'cross', 'euclidean', 'quant')
 MODES = ('contextual', 'bias')
 SIDES = 'qkv'
-Buckets = Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]
+Buckets = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
 
 #: bucket tables shared by every layer (they are a pure function of the grid and the settings)
 _BUCKETS = GridTableCache(max_entries=16)
 
 
-def piecewise_coefficients(ratio: float) -> Tuple[float, float, float]:
+def piecewise_coefficients(ratio: float) -> tuple[float, float, float]:
     """(alpha, beta, gamma) = ratio * (1, 2, 8), as in the paper."""
     return 1.0 * ratio, 2.0 * ratio, 8.0 * ratio
 
@@ -219,12 +219,12 @@ class IRPE(Encoding):
         axis = -2 if self.mode == 'contextual' else -1
         return torch.cat([self.tables[side + '_rows'], self.tables[side + '_cols']], dim=axis)
 
-    def buckets(self, pos: Positions, num_tokens: int) -> Tuple[torch.Tensor, ...]:
+    def buckets(self, pos: Positions, num_tokens: int) -> tuple[torch.Tensor, ...]:
         """Cached bucket indices into ``table(side)``: one (N, N) (or (B, N, N)) long tensor per cross part."""
         if not is_symbolic(pos.ndim) and pos.ndim != 2:  # FX: the coordinates' shape is unknown while tracing
             raise ValueError(f'iRPE buckets 2D (row, col) offsets; these positions have {pos.ndim} dimensions')
 
-        def build() -> Tuple[torch.Tensor, ...]:
+        def build() -> tuple[torch.Tensor, ...]:
             ids = bucket_ids_from_coords(pos.coords, self.method, self.ratio, pos.num_prefix)
             if self.method != 'cross':
                 return (ids,)
@@ -244,18 +244,18 @@ class IRPE(Encoding):
         return x @ weight.transpose(-1, -2)
 
     @staticmethod
-    def gather(lookup: torch.Tensor, ids: Tuple[torch.Tensor, ...]) -> torch.Tensor:
+    def gather(lookup: torch.Tensor, ids: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """out[b, h, i, j] = lookup[b, h, i, ids[i, j]], summed over the cross parts: (B, H, n, M)."""
         out = lookup.gather(-1, _expand(ids[0], lookup))
         for idx in ids[1:]:
             out = out + lookup.gather(-1, _expand(idx, lookup))
         return out
 
-    def contextual(self, x: torch.Tensor, side: str, ids: Tuple[torch.Tensor, ...]) -> torch.Tensor:
+    def contextual(self, x: torch.Tensor, side: str, ids: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """out[b, h, i, j] = scale * x_i . W_side[ids[i, j]], summed over the cross parts: (B, H, N, N)."""
         return self.gather(self.lookup(x, side), ids)
 
-    def scalar_bias(self, ids: Tuple[torch.Tensor, ...]) -> torch.Tensor:
+    def scalar_bias(self, ids: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """bias mode: w[ids] -> (1, H or 1, n, N), or (B, H or 1, n, N) for per-sample positions."""
         table = self.table('k')
         out = sum(table[..., idx] for idx in ids)  # (n, N) shared, (H, n, N) per head (+ B after H)
@@ -287,7 +287,7 @@ class IRPE(Encoding):
         return rows_of
 
     def value_term(
-        self, v: torch.Tensor, pos: Positions, attn: Optional[torch.Tensor] = None, rows: slice = slice(None)
+        self, v: torch.Tensor, pos: Positions, attn: torch.Tensor | None = None, rows: slice = slice(None)
     ) -> torch.Tensor:
         """sum_j a_ij W_v[bucket(i, j)] -> (B, H, n, d), from the (B, H, n, N) softmax weights ``attn`` of the query
         rows ``rows`` (all N by default)."""

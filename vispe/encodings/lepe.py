@@ -8,8 +8,6 @@ whole token map. Hook: value_term, v (B, H, N_total, d) -> (B, H, N_total, d).
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -50,7 +48,7 @@ class LePE(Encoding):
         self.conv = nn.Conv2d(dim, dim, k, padding=k // 2, groups=dim)
 
     def value_term(
-        self, v: torch.Tensor, pos: Positions, attn: Optional[torch.Tensor] = None, rows: slice = slice(None)
+        self, v: torch.Tensor, pos: Positions, attn: torch.Tensor | None = None, rows: slice = slice(None)
     ) -> torch.Tensor:
         """The conv term of v's token map; ``attn`` and ``rows`` are unused (it never asks for the weights)."""
         h, w = require_grid(pos, 'lepe')

@@ -9,7 +9,7 @@ the model width. The result is added to the tokens. Cameras come from ``pos.came
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn

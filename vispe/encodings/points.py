@@ -14,8 +14,6 @@ groups (measured median 0.14 on primitives3d), about 4 for clouds normalised int
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import nn
 
@@ -45,7 +43,7 @@ class PointMLP(Encoding):
 
     ndims = (3,)
 
-    def __init__(self, dim: int, ndim: int = 3, hidden_dim: int = 128, depth: Optional[int] = None) -> None:
+    def __init__(self, dim: int, ndim: int = 3, hidden_dim: int = 128, depth: int | None = None) -> None:
         super().__init__()
         check_positive('point_mlp', hidden_dim=hidden_dim)
         self.mlp = nn.Sequential(nn.Linear(ndim, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
@@ -63,7 +61,7 @@ class PointMLP(Encoding):
         return torch.cat([x[:, :p], x[:, p:] + self.table(pos, x.dtype)], dim=1)
 
 
-def random_rotation(ndim: int, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+def random_rotation(ndim: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """A uniformly random (ndim, ndim) rotation matrix (QR of a Gaussian matrix with the signs fixed, det +1)."""
     q, r = torch.linalg.qr(torch.randn(ndim, ndim, generator=generator, dtype=torch.float64))
     q = q * torch.sign(torch.diagonal(r))
@@ -112,7 +110,7 @@ class RoPE3D(Encoding):
         num_heads: int,
         ndim: int = 3,
         mode: str = 'axial',
-        theta: Optional[float] = None,
+        theta: float | None = None,
         freq_scale: float = 8.0,
         prefix: str = 'centroid',
     ) -> None:

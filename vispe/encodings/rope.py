@@ -26,7 +26,7 @@ axes that grew. d_a = head_dim / ndim rotary dims per axis, w_k the frequency of
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -121,7 +121,7 @@ class RotaryStrategies(Encoding):
     """
 
     strategies = ('none', 'interpolate', 'ntk', 'yarn')
-    train_grid: Optional[Tuple[int, ...]] = None
+    train_grid: tuple[int, ...] | None = None
 
     @Encoding.strategy.setter
     def strategy(self, value: str) -> None:
@@ -132,7 +132,7 @@ class RotaryStrategies(Encoding):
             )
         Encoding.strategy.fset(self, value)
 
-    def axis_scales(self, coords: torch.Tensor, grid: Optional[Sequence[int]] = None) -> Tuple[float, ...]:
+    def axis_scales(self, coords: torch.Tensor, grid: Sequence[int] | None = None) -> tuple[float, ...]:
         """s_a = max(1, extent_a / train_a) per coordinate axis, (row, col) for images; all 1 under ``none``.
 
         The extent is ``grid`` when given, else the integer positions the (..., N, ndim) coordinates span
@@ -155,7 +155,7 @@ class RotaryStrategies(Encoding):
         return math.sqrt(yarn_logit_scale(geometric_mean))
 
 
-def train_grid_from(grid_size: Optional[Sequence[int]], ndim: int) -> Optional[Tuple[int, ...]]:
+def train_grid_from(grid_size: Sequence[int] | None, ndim: int) -> tuple[int, ...] | None:
     """The training grid as a tuple of ndim ints (None stays None)."""
     if grid_size is None:
         return None
@@ -183,7 +183,7 @@ class RoPEAxial(RotaryStrategies):
     """
 
     def __init__(
-        self, dim: int, num_heads: int, ndim: int = 2, theta: float = 100.0, grid_size: Optional[Sequence[int]] = None
+        self, dim: int, num_heads: int, ndim: int = 2, theta: float = 100.0, grid_size: Sequence[int] | None = None
     ) -> None:
         super().__init__()
         check_positive(self.registry_name(), theta=theta)
@@ -199,7 +199,7 @@ class RoPEAxial(RotaryStrategies):
         """d_a: rotary channels per position axis."""
         return self.head_dim // self.ndim
 
-    def axis_frequencies(self, scales: Sequence[float]) -> List[torch.Tensor]:
+    def axis_frequencies(self, scales: Sequence[float]) -> list[torch.Tensor]:
         """Per axis (coordinate order), the (d_a/2,) float32 frequencies under the strategy at those scales."""
         return [self._scaled(s, a) for a, s in enumerate(scales)]
 
@@ -213,7 +213,7 @@ class RoPEAxial(RotaryStrategies):
             return axial_frequencies(self.head_dim, self.ndim, theta).to(self.freqs.device)
         return self.freqs * yarn_factors(self.freqs, scale, self.train_grid[axis])  # yarn
 
-    def angles(self, coords: torch.Tensor, grid: Optional[Sequence[int]] = None) -> torch.Tensor:
+    def angles(self, coords: torch.Tensor, grid: Sequence[int] | None = None) -> torch.Tensor:
         """(..., N, ndim) -> (..., N, d/2) float32, with the strategy applied (``grid``: the token grid, for the
         scales; without it the coordinates' extent). The last axis comes first (x before y for (row, col))."""
         freqs = self.axis_frequencies(self.axis_scales(coords, grid))
@@ -260,7 +260,7 @@ class RoPEMixed(RotaryStrategies):
     no_weight_decay_params = ('freqs',)
 
     def __init__(
-        self, dim: int, num_heads: int, ndim: int = 2, theta: float = 10.0, grid_size: Optional[Sequence[int]] = None
+        self, dim: int, num_heads: int, ndim: int = 2, theta: float = 10.0, grid_size: Sequence[int] | None = None
     ) -> None:
         super().__init__()
         if ndim != 2:
@@ -278,7 +278,7 @@ class RoPEMixed(RotaryStrategies):
         with torch.no_grad():
             self.freqs.copy_(init_random_2d_freqs(self.head_dim, 1, self.num_heads, temperature=self.theta)[:, 0])
 
-    def frequency_factors(self, scales: Sequence[float]) -> Optional[torch.Tensor]:
+    def frequency_factors(self, scales: Sequence[float]) -> torch.Tensor | None:
         """(2, H, d/2) float32 multipliers of (f_x, f_y) under the strategy at (row, col) scales; None: all 1."""
         if all(s == 1.0 for s in scales):
             return None
@@ -295,7 +295,7 @@ class RoPEMixed(RotaryStrategies):
                 factors.append(yarn_factors(magnitudes, s, self.train_grid[1 - a]))
         return torch.stack(factors)
 
-    def angles(self, coords: torch.Tensor, grid: Optional[Sequence[int]] = None) -> torch.Tensor:
+    def angles(self, coords: torch.Tensor, grid: Sequence[int] | None = None) -> torch.Tensor:
         """(..., N, 2) (row, col) -> (..., H, N, d/2); float32 matmul-free so autocast cannot downcast it."""
         freqs = self.freqs.float()
         factors = self.frequency_factors(self.axis_scales(coords, grid))

@@ -14,7 +14,7 @@ so an encoding added to or replaced in a ``pe`` dict is seen at once.
 
 from __future__ import annotations
 
-from typing import Callable, List, Mapping, Optional, Tuple
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -34,12 +34,12 @@ class EncodingStack:
     __slots__ = ('encodings',)
 
     def __init__(self, *levels: Mapping[str, Encoding]) -> None:
-        self.encodings: Tuple[Encoding, ...] = tuple(enc for level in levels for enc in level.values())
+        self.encodings: tuple[Encoding, ...] = tuple(enc for level in levels for enc in level.values())
 
     def __len__(self) -> int:
         return len(self.encodings)
 
-    def with_hook(self, hook: str) -> List[Encoding]:
+    def with_hook(self, hook: str) -> list[Encoding]:
         """The encodings the stack calls for ``hook``, in order (ValueError for a name outside the contract)."""
         if hook not in HOOK_TABLE:
             raise ValueError(f'{hook!r} is not an encoding hook; the hooks are {list(HOOK_TABLE)}')
@@ -61,7 +61,7 @@ class EncodingStack:
         return x
 
     # --- attention phases, in call order ------------------------------------------------------------------------------
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> Tuple[torch.Tensor, torch.Tensor]:
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         for enc in self.with_hook('rotate'):
             q, k = enc.rotate(q, k, pos)
         return q, k
@@ -71,23 +71,23 @@ class EncodingStack:
             v = enc.transform_v(v, pos)
         return v
 
-    def logit_biases(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> List[torch.Tensor]:
+    def logit_biases(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> list[torch.Tensor]:
         """Each ``logit_bias`` encoding's (B or 1, H, N, N) bias; the attention sums them into its mask."""
         return [enc.logit_bias(q, k, pos) for enc in self.with_hook('logit_bias')]
 
     def logit_bias_rows(
         self, q: torch.Tensor, k: torch.Tensor, pos: Positions
-    ) -> List[Callable[[slice], torch.Tensor]]:
+    ) -> list[Callable[[slice], torch.Tensor]]:
         """For query chunking: each ``logit_bias`` encoding's function of the query rows (``logit_bias_rows``)."""
         return [enc.logit_bias_rows(q, k, pos) for enc in self.with_hook('logit_bias')]
 
-    def weighted(self) -> List[Encoding]:
+    def weighted(self) -> list[Encoding]:
         """The value-term encodings that need the softmax weights (``needs_attn_weights`` of the instance)."""
         return [enc for enc in self.with_hook('value_term') if enc.needs_attn_weights]
 
     def weighted_terms(
         self, v: torch.Tensor, pos: Positions, attn: torch.Tensor, rows: slice = slice(None)
-    ) -> List[torch.Tensor]:
+    ) -> list[torch.Tensor]:
         """The ``weighted()`` encodings' value terms of the query rows ``rows``, from their (B, H, n, N) softmax
         weights ``attn``: (B, H, n, d) each, in order."""
         return [enc.value_term(v, pos, attn, rows) for enc in self.weighted()]
@@ -98,7 +98,7 @@ class EncodingStack:
         return out
 
     def value_terms(
-        self, out: torch.Tensor, v: torch.Tensor, pos: Positions, weighted: Optional[List[torch.Tensor]] = None
+        self, out: torch.Tensor, v: torch.Tensor, pos: Positions, weighted: list[torch.Tensor] | None = None
     ) -> torch.Tensor:
         """``out`` plus every value term, in order: those needing the weights from ``weighted`` (the
         ``weighted_terms`` the attention computed beside the softmax, in ``weighted()`` order), the others from v."""

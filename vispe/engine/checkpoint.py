@@ -21,8 +21,9 @@ import re
 import shutil
 import warnings
 import zipfile
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Union
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,7 +33,7 @@ from torch import nn
 _numpy_core = np._core if hasattr(np, '_core') else np.core  # numpy 2 renamed np.core
 
 
-def mmengine_safe_globals() -> List[Any]:
+def mmengine_safe_globals() -> list[Any]:
     """The exact classes an mmengine checkpoint's MessageHub needs (numpy arrays of floats and ints), and numpy's
     random state (a uint32 array) that vispe's RNGStateHook stores."""
     return [
@@ -55,7 +56,7 @@ def _history_buffer_state(self: HistoryBuffer) -> dict:
     return state
 
 
-def _mmengine_local_loader(filename: str, map_location: Any = None) -> Dict[str, Any]:
+def _mmengine_local_loader(filename: str, map_location: Any = None) -> dict[str, Any]:
     """mmengine's loader for local paths (Runner ``load_from`` / ``resume``), replaced by vispe's."""
     return load_checkpoint(osp.expanduser(filename), map_location=map_location)
 
@@ -75,7 +76,7 @@ class CheckpointError(ValueError):
     """A file that cannot be used as a checkpoint."""
 
 
-def read_checkpoint(path: str, map_location: Any = 'cpu') -> Dict[str, Any]:
+def read_checkpoint(path: str, map_location: Any = 'cpu') -> dict[str, Any]:
     """torch.load a file with weights_only=True and the mmengine allow-list; clear errors for bad files. The reader
     behind ``load_checkpoint``, which is what code outside this module calls."""
     if not os.path.isfile(path):
@@ -110,7 +111,7 @@ def read_checkpoint(path: str, map_location: Any = 'cpu') -> Dict[str, Any]:
     return ckpt
 
 
-def state_dict_of(ckpt: Dict[str, Any], path: str = 'checkpoint') -> Dict[str, torch.Tensor]:
+def state_dict_of(ckpt: dict[str, Any], path: str = 'checkpoint') -> dict[str, torch.Tensor]:
     """The model weights of an mmengine checkpoint ({'state_dict': ...}) or of a bare state dict."""
     state = ckpt.get('state_dict', ckpt)
     if not isinstance(state, dict) or not state or not all(isinstance(v, torch.Tensor) for v in state.values()):
@@ -118,7 +119,7 @@ def state_dict_of(ckpt: Dict[str, Any], path: str = 'checkpoint') -> Dict[str, t
     return state
 
 
-def _shapes(state: Dict[str, Any]) -> Dict[str, tuple]:
+def _shapes(state: dict[str, Any]) -> dict[str, tuple]:
     return {k: tuple(v.shape) for k, v in state.items() if isinstance(v, torch.Tensor)}
 
 
@@ -127,7 +128,7 @@ class StateMismatch:
     the file has and the model lacks (``unexpected``), and keys in both with other shapes (``mismatched``: key ->
     (file shape, model shape)). Falsy when they fit key for key and shape for shape."""
 
-    def __init__(self, model_state: Dict[str, Any], file_state: Dict[str, Any]) -> None:
+    def __init__(self, model_state: dict[str, Any], file_state: dict[str, Any]) -> None:
         model, file = _shapes(model_state), _shapes(file_state)
         self.missing = [k for k in model if k not in file]
         self.unexpected = [k for k in file if k not in model]
@@ -137,7 +138,7 @@ class StateMismatch:
     def __bool__(self) -> bool:
         return bool(self.missing or self.unexpected or self.mismatched)
 
-    def not_loaded(self) -> List[str]:
+    def not_loaded(self) -> list[str]:
         """The model's keys a non-strict load leaves at their initial values."""
         return self.missing + list(self.mismatched)
 
@@ -145,7 +146,7 @@ class StateMismatch:
         """'3 missing keys (a, b, c, ...), 1 unexpected key (d), 2 keys of another shape (e: file (8, 4) vs model
         (8, 2), ...)': the first few of each kind, then their count."""
 
-        def part(keys: List[str], what: str, show=repr) -> str:
+        def part(keys: list[str], what: str, show=repr) -> str:
             more = ', ...' if len(keys) > first else ''
             plural = 's' if len(keys) != 1 else ''
             return f'{len(keys)} {what.format(s=plural)} ({", ".join(show(k) for k in keys[:first])}{more})'
@@ -168,8 +169,8 @@ MISMATCH_HINT = (
 
 
 def load_checkpoint(
-    path: str, model: Optional[nn.Module] = None, strict: bool = True, map_location: Any = 'cpu'
-) -> Dict[str, Any]:
+    path: str, model: nn.Module | None = None, strict: bool = True, map_location: Any = 'cpu'
+) -> dict[str, Any]:
     """The one way vispe loads a checkpoint (``vispe.load_checkpoint``; the Runner's resume and ``load_from`` and
     every tool come here): ``torch.load(weights_only=True)`` with an exact allow-list, so a file crafted to run
     code when unpickled is refused (``CheckpointError``) before any of it runs.
@@ -184,7 +185,7 @@ def load_checkpoint(
     return ckpt
 
 
-def load_state(model: nn.Module, state: Dict[str, torch.Tensor], strict: bool = True, path: str = 'checkpoint'):
+def load_state(model: nn.Module, state: dict[str, torch.Tensor], strict: bool = True, path: str = 'checkpoint'):
     """Load ``state`` into ``model``: all of it (``strict``: ``CheckpointError`` naming what differs, the model left
     untouched) or what fits (a warning naming the model's keys left at their initial values). Returns the
     ``StateMismatch``."""
@@ -201,7 +202,7 @@ def not_loaded_message(path: str, mismatch: StateMismatch) -> str:
     """The line a non-strict load prints: what of the model keeps its initial values (missing from the file, or of
     another shape there), and what of the file went unused."""
 
-    def keys(names: List[str]) -> str:
+    def keys(names: list[str]) -> str:
         return ', '.join(names[:8]) + (', ...' if len(names) > 8 else '')
 
     left, unused = mismatch.not_loaded(), mismatch.unexpected + list(mismatch.mismatched)
@@ -251,7 +252,7 @@ def _size(nbytes: float) -> str:
     return f'{nbytes / 2**20:.1f} MiB' if nbytes < 2**30 else f'{nbytes / 2**30:.2f} GiB'
 
 
-def _disk_full(path: str, needed: Optional[int], err: OSError) -> DiskFullError:
+def _disk_full(path: str, needed: int | None, err: OSError) -> DiskFullError:
     free = shutil.disk_usage(osp.dirname(osp.abspath(path)) or '.').free
     need = f'it needs {_size(needed)}' if needed else 'it did not fit'
     return DiskFullError(
@@ -262,7 +263,7 @@ def _disk_full(path: str, needed: Optional[int], err: OSError) -> DiskFullError:
 
 
 @contextmanager
-def atomic_open(path: str, mode: str = 'w', size_hint: Optional[int] = None, **kwargs) -> Iterator[Any]:
+def atomic_open(path: str, mode: str = 'w', size_hint: int | None = None, **kwargs) -> Iterator[Any]:
     """``open(path, mode)`` for writing whose result appears all at once: the data goes to a hidden temporary file
     beside ``path``, is flushed to disk, and is renamed over ``path`` when the block ends without an error. A
     process killed at any moment leaves ``path`` as it was (old contents, or absent), never half written. A full
@@ -289,14 +290,14 @@ def atomic_open(path: str, mode: str = 'w', size_hint: Optional[int] = None, **k
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
-def atomic_write(path: str, data: Union[bytes, str], encoding: str = 'utf-8') -> None:
+def atomic_write(path: str, data: bytes | str, encoding: str = 'utf-8') -> None:
     """Write ``data`` (bytes, or text in ``encoding``) to ``path`` atomically (``atomic_open``)."""
     raw = data if isinstance(data, bytes) else data.encode(encoding)
     with atomic_open(path, 'wb', size_hint=len(raw)) as f:
         f.write(raw)
 
 
-def remove_partial_files(directory: str) -> List[str]:
+def remove_partial_files(directory: str) -> list[str]:
     """Delete the temporary files that killed writers left in ``directory``; returns their paths."""
     stale = glob.glob(osp.join(glob.escape(directory), f'.*{PARTIAL}*'))
     for path in stale:
@@ -320,7 +321,7 @@ def is_complete_checkpoint(path: str) -> bool:
 _STEP = re.compile(r'(?:epoch|iter)_(\d+)\.pth$')
 
 
-def checkpoint_candidates(work_dir: str) -> List[str]:
+def checkpoint_candidates(work_dir: str) -> list[str]:
     """The checkpoints of ``work_dir`` newest first: the one the ``last_checkpoint`` pointer names (when it exists),
     then every ``epoch_N.pth`` / ``iter_N.pth`` by decreasing N. Nothing is read."""
     named = []
@@ -339,7 +340,7 @@ def checkpoint_candidates(work_dir: str) -> List[str]:
     return list(dict.fromkeys(ordered))
 
 
-def latest_checkpoint(work_dir: str) -> Optional[str]:
+def latest_checkpoint(work_dir: str) -> str | None:
     """The checkpoint to resume from in ``work_dir``: the one ``last_checkpoint`` names when it is complete, else
     the complete ``epoch_N.pth`` / ``iter_N.pth`` with the highest N; None when there is none. Cheap: only the zip
     directories are read (``find_resume_checkpoint`` reads each candidate whole)."""

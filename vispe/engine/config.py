@@ -11,7 +11,8 @@ import numbers
 import os.path as osp
 import sys
 import traceback
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from mmengine.config import Config, DictAction
@@ -86,7 +87,7 @@ def drop_disabled_hooks(cfg: Config) -> None:
         hooks.pop(name)
 
 
-def _syntax_error_in(path: str, seen: Optional[set] = None) -> Optional[Tuple[str, SyntaxError]]:
+def _syntax_error_in(path: str, seen: set | None = None) -> tuple[str, SyntaxError] | None:
     """(file, error) of the first file among ``path`` and its ``_base_`` files (followed recursively) that does not
     parse as Python; None when all parse."""
     seen = seen if seen is not None else set()
@@ -134,7 +135,7 @@ def read_config_file(path: str) -> Config:
         raise ConfigError(f'config {where}: {type(err).__name__}: {err}') from None
 
 
-def load_config(path: str, cfg_options: Optional[dict] = None, work_dir: Optional[str] = None) -> Config:
+def load_config(path: str, cfg_options: dict | None = None, work_dir: str | None = None) -> Config:
     """Config.fromfile + --cfg-options + checks; work_dir defaults to work_dirs/<config name>."""
     if not osp.isfile(path):
         raise FileNotFoundError(f'config file {path!r} does not exist (configs live under configs/, e.g. configs/vit/)')
@@ -210,10 +211,10 @@ def check_values(cfg: Config) -> None:
                 )
 
 
-def flat_config(node: Any, prefix: str = '') -> Dict[str, Any]:
+def flat_config(node: Any, prefix: str = '') -> dict[str, Any]:
     """{dotted key: leaf value} of a config (or any nest of dicts and lists): ``model.backbone.encoding``,
     ``param_scheduler.1.end``; empty dicts and lists are leaves. What config comparisons work on."""
-    flat: Dict[str, Any] = {}
+    flat: dict[str, Any] = {}
 
     def walk(node: Any, prefix: str) -> None:
         if isinstance(node, Mapping) and node:
@@ -232,7 +233,7 @@ def flat_config(node: Any, prefix: str = '') -> Dict[str, Any]:
 _UNSET = object()
 
 
-def differing_keys(old: Mapping[str, Any], new: Mapping[str, Any]) -> List[str]:
+def differing_keys(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """The keys of two flat configs (``flat_config``) whose values differ, a key missing on one side included, in
     the order they first appear."""
     return [k for k in dict.fromkeys([*old, *new]) if old.get(k, _UNSET) != new.get(k, _UNSET)]
@@ -245,7 +246,7 @@ def setup_distributed_backend(cfg: Config) -> None:
     dist_cfg.setdefault('backend', 'nccl' if torch.cuda.is_available() else 'gloo')
 
 
-def enable_amp(cfg: Config, device: Optional[str] = None) -> None:
+def enable_amp(cfg: Config, device: str | None = None) -> None:
     """bf16 autocast for training: mmengine's AmpOptimWrapper on a GPU, vispe's BF16OptimWrapper on CPU (where
     AmpOptimWrapper refuses to build). ``device`` defaults to cuda when torch sees one. The rest of the config's
     optim_wrapper (optimizer, paramwise_cfg, clip_grad) is kept."""
@@ -354,7 +355,7 @@ def sweep_parser_args(parser) -> None:
     parser.add_argument('--no-progress', action='store_true')
 
 
-__all__: List[str] = [
+__all__: list[str] = [
     'ConfigError',
     'check_config',
     'check_model_arguments',

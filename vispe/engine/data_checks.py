@@ -8,7 +8,8 @@ Runner has built the loops of ``train()``, ``val()`` or ``test()``, before any w
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
@@ -25,7 +26,7 @@ class ClassCountError(ConfigError):
     """A classifier's output count does not match its data set's classes."""
 
 
-def dataset_classes(dataset: Any) -> Tuple[Optional[int], Optional[Tuple[str, ...]]]:
+def dataset_classes(dataset: Any) -> tuple[int | None, tuple[str, ...] | None]:
     """(class count, class names) from the ``metainfo`` of ``dataset`` or of the data sets it wraps (``.dataset``,
     e.g. ``TransformedDataset``); (None, None) when none says."""
     for inner in dataset_chain(dataset, depth=4):
@@ -37,7 +38,7 @@ def dataset_classes(dataset: Any) -> Tuple[Optional[int], Optional[Tuple[str, ..
     return None, None
 
 
-def model_outputs(model: Any) -> Optional[int]:
+def model_outputs(model: Any) -> int | None:
     """The number of logits a vispe classifier (ImageClassifier, PointClassifier) gives, from its backbone's
     ``num_classes`` (timm's and vispe's backbones have it; 0 means no head); None for other models."""
     model = model.module if is_model_wrapper(model) else model

@@ -19,7 +19,7 @@ import math
 import os.path as osp
 import random
 from contextlib import contextmanager
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -73,7 +73,7 @@ class AtomicCheckpointHook(CheckpointHook):
     atomically, so an interrupted run always resumes from a complete checkpoint. Local paths only: with your own
     ``backend_args`` (another storage backend) the checkpoint is written through that backend as given."""
 
-    def __init__(self, *args, backend_args: Optional[dict] = None, **kwargs) -> None:
+    def __init__(self, *args, backend_args: dict | None = None, **kwargs) -> None:
         super().__init__(*args, backend_args=backend_args or {'backend': 'atomic_local'}, **kwargs)
 
     def _save_checkpoint_with_step(self, runner, step, meta) -> None:
@@ -123,7 +123,7 @@ class NonFiniteLossHook(Hook):
 
     priority = 'HIGHEST'
 
-    def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs: Optional[dict] = None) -> None:
+    def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs: dict | None = None) -> None:
         if not outputs:
             return
         bad = {}

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from mmengine.evaluator import BaseMetric
@@ -16,11 +17,11 @@ class Accuracy(BaseMetric):
 
     default_prefix = 'accuracy'
 
-    def process(self, data_batch: Any, data_samples: Sequence[Dict[str, Any]]) -> None:
+    def process(self, data_batch: Any, data_samples: Sequence[dict[str, Any]]) -> None:
         for sample in data_samples:
             self.results.append((int(sample['pred']), int(sample['label'])))
 
-    def compute_metrics(self, results: List[tuple]) -> Dict[str, float]:
+    def compute_metrics(self, results: list[tuple]) -> dict[str, float]:
         if not results:
             raise ValueError('Accuracy got no predictions: is the evaluation dataset empty?')
         return {'top1': 100.0 * sum(p == y for p, y in results) / len(results)}
@@ -36,11 +37,11 @@ class DenoisingLoss(BaseMetric):
 
     default_prefix = 'denoising'
 
-    def process(self, data_batch: Any, data_samples: Sequence[Dict[str, Any]]) -> None:
+    def process(self, data_batch: Any, data_samples: Sequence[dict[str, Any]]) -> None:
         if data_samples:  # one device sync per batch
             self.results.extend(torch.stack([torch.as_tensor(s['loss']).float() for s in data_samples]).tolist())
 
-    def compute_metrics(self, results: List[float]) -> Dict[str, float]:
+    def compute_metrics(self, results: list[float]) -> dict[str, float]:
         if not results:
             raise ValueError('DenoisingLoss got no predictions: is the evaluation dataset empty?')
         return {'mse': sum(results) / len(results)}
@@ -60,13 +61,13 @@ class Localization3D(BaseMetric):
             raise ValueError(f'Localization3D needs threshold > 0, got {threshold}')
         self.threshold = float(threshold)
 
-    def process(self, data_batch: Any, data_samples: Sequence[Dict[str, Any]]) -> None:
+    def process(self, data_batch: Any, data_samples: Sequence[dict[str, Any]]) -> None:
         if data_samples:
             pred = torch.stack([torch.as_tensor(s['pred']).float().cpu() for s in data_samples])
             target = torch.stack([torch.as_tensor(s['target']).float().cpu() for s in data_samples])
             self.results.extend((pred - target).norm(dim=-1).tolist())
 
-    def compute_metrics(self, results: List[float]) -> Dict[str, float]:
+    def compute_metrics(self, results: list[float]) -> dict[str, float]:
         if not results:
             raise ValueError('Localization3D got no predictions: is the evaluation dataset empty?')
         errors = torch.tensor(results)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 from fnmatch import fnmatchcase
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any
 
 from mmengine.logging import print_log
 from mmengine.optim import OptimWrapper
@@ -46,17 +46,17 @@ def _under(name: str, prefix: str) -> bool:
     return not prefix or name == prefix or name.startswith(prefix + '.')
 
 
-def _declarers(model: nn.Module) -> List[Tuple[str, nn.Module]]:
+def _declarers(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """(prefix, module) of the outermost modules with a ``no_weight_decay()``: each speaks for its subtree (a
     vispe backbone for its encodings too), so a declaration nested inside one is not read twice."""
-    found: List[Tuple[str, nn.Module]] = []
+    found: list[tuple[str, nn.Module]] = []
     for prefix, module in model.named_modules():
         if callable(getattr(module, 'no_weight_decay', None)) and not any(_under(prefix, p) for p, _ in found):
             found.append((prefix, module))
     return found
 
 
-def no_decay(name: str, param: nn.Parameter, declared: Set[str]) -> bool:
+def no_decay(name: str, param: nn.Parameter, declared: set[str]) -> bool:
     """timm's rule: no decay for 1-D parameters, biases and the declared names (``fnmatch`` patterns, as timm
     reads them)."""
     return param.ndim <= 1 or name.endswith('.bias') or any(fnmatchcase(name, p) for p in declared)
@@ -79,7 +79,7 @@ class ParamGroupsOptimWrapperConstructor:
     layer's scale and the multiplier, its ``weight_decay`` the optimizer's or 0. The groups are logged at INFO.
     """
 
-    def __init__(self, optim_wrapper_cfg: dict, paramwise_cfg: Optional[dict] = None) -> None:
+    def __init__(self, optim_wrapper_cfg: dict, paramwise_cfg: dict | None = None) -> None:
         if not isinstance(optim_wrapper_cfg, dict) or 'optimizer' not in optim_wrapper_cfg:
             raise TypeError(f'optim_wrapper needs an optimizer=dict(type=..., lr=...), got {optim_wrapper_cfg!r}')
         self.optim_wrapper_cfg = dict(optim_wrapper_cfg)
@@ -92,7 +92,7 @@ class ParamGroupsOptimWrapperConstructor:
         self.lr_mults = {key: float(value.get('lr_mult', 1.0)) for key, value in self.custom_keys.items()}
 
     @property
-    def custom_keys(self) -> Dict[str, dict]:
+    def custom_keys(self) -> dict[str, dict]:
         return dict(self.paramwise_cfg.get('custom_keys') or {})
 
     def _check_paramwise(self) -> None:
@@ -138,7 +138,7 @@ class ParamGroupsOptimWrapperConstructor:
         """(name -> layer id, num_layers), or None without layer decay."""
         if self.layer_decay_rate is None:
             return None
-        hosts: List[Tuple[str, nn.Module]] = []
+        hosts: list[tuple[str, nn.Module]] = []
         for prefix, module in model.named_modules():  # the outermost modules that number their layers
             if callable(getattr(module, 'layer_id', None)) and not any(_under(prefix, p) for p, _ in hosts):
                 hosts.append((prefix, module))
@@ -157,15 +157,15 @@ class ParamGroupsOptimWrapperConstructor:
         }
         return ids, num_layers
 
-    def param_groups(self, model: nn.Module) -> List[Dict[str, Any]]:
+    def param_groups(self, model: nn.Module) -> list[dict[str, Any]]:
         """The optimizer's parameter groups for ``model`` (each with ``params``, ``lr`` and ``weight_decay`` where
         the optimizer config sets them), in layer order, decayed group first."""
         declarers = _declarers(model)
-        declared: Dict[str, Set[str]] = {}
+        declared: dict[str, set[str]] = {}
         for prefix, module in declarers:
             declared[prefix] = {f'{prefix}.{n}' if prefix else n for n in module.no_weight_decay()}
         layers = self._layers(model)
-        groups: Dict[Tuple[int, bool, float], Dict[str, Any]] = {}
+        groups: dict[tuple[int, bool, float], dict[str, Any]] = {}
         for name, param in model.named_parameters():
             owner = next((p for p, _ in declarers if _under(name, p)), None)
             decay = not no_decay(name, param, declared.get(owner, set()))

@@ -9,7 +9,8 @@ checkpoints to the config's training data set, then to the top-level helper.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 from mmengine.hooks import Hook
 
@@ -41,7 +42,7 @@ def dataset_chain(dataset: Any, depth: int = 8) -> Iterator[Any]:
         dataset = dataset.get('dataset') if isinstance(dataset, dict) else getattr(dataset, 'dataset', None)
 
 
-def dataset_value(dataset: Any, name: str) -> Optional[Any]:
+def dataset_value(dataset: Any, name: str) -> Any | None:
     """``name`` ('image_size' or 'num_points') of a data set object or config, looking through wrappers that hold
     it in ``dataset`` (TransformedDataset, mmengine's RepeatDataset); a crop transform's ``size`` (e.g.
     RandomResizedCropBox) wins for images, since that is what the model sees."""
@@ -56,7 +57,7 @@ def dataset_value(dataset: Any, name: str) -> Optional[Any]:
     return None
 
 
-def trained_on(cfg, meta: Optional[dict], key: str) -> Optional[Any]:
+def trained_on(cfg, meta: dict | None, key: str) -> Any | None:
     """``key`` ('train_resolution' or 'train_points') of a checkpoint: its meta (RunMetaHook), else the config's
     training data set, else the config's top-level ``key``; None when none has it."""
     for value in (

@@ -27,7 +27,7 @@ import os
 import os.path as osp
 import re
 import warnings
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 import torch
 from mmengine.config import Config
@@ -59,11 +59,11 @@ COMPARED = ('model', 'optim_wrapper', 'param_scheduler', 'train_dataloader', 'tr
 _RANK_VARIABLES = {'pytorch': 'RANK', 'slurm': 'SLURM_PROCID', 'mpi': 'OMPI_COMM_WORLD_RANK'}
 
 
-def _shown(flat: Dict[str, Any], key: str) -> str:
+def _shown(flat: dict[str, Any], key: str) -> str:
     return repr(flat[key]) if key in flat else 'unset'
 
 
-def config_differences(saved_text: Optional[str], cfg: Any, sections=COMPARED, first: int = 6) -> List[str]:
+def config_differences(saved_text: str | None, cfg: Any, sections=COMPARED, first: int = 6) -> list[str]:
     """'model.backbone.encoding: 'rope_mixed' (checkpoint's run) -> 'rope_axial' (now)' for each setting of
     ``sections`` that differs between the config text a checkpoint's meta holds and ``cfg``; [] when the text is
     missing or does not parse."""
@@ -79,7 +79,7 @@ def config_differences(saved_text: Optional[str], cfg: Any, sections=COMPARED, f
     return lines[:first] + ([f'... {len(lines) - first} more'] if len(lines) > first else [])
 
 
-def _revised(state: Dict[str, Any], revise_keys) -> Dict[str, Any]:
+def _revised(state: dict[str, Any], revise_keys) -> dict[str, Any]:
     for pattern, replacement in revise_keys:
         state = {re.sub(pattern, replacement, k): v for k, v in state.items()}
     return state
@@ -126,11 +126,11 @@ class VispeRunner(Runner):
         cfg = arguments.get('cfg') or {}
         work_dir = arguments['work_dir']
         self._load_strict = bool(cfg.get('load_strict', True))
-        self._preloaded: Dict[str, dict] = {}
-        self._notices: List[str] = []
+        self._preloaded: dict[str, dict] = {}
+        self._notices: list[str] = []
         self._config_dumped = False
         self._resuming = False
-        self._lock: Optional[WorkDirLock] = None
+        self._lock: WorkDirLock | None = None
         check_work_dir(work_dir)
         if arguments.get('train_cfg') is not None:  # a training run: the work dir is its own
             resume, load_from = self._plan_start(
@@ -157,7 +157,7 @@ class VispeRunner(Runner):
             self.logger.warning(notice)
 
     # --- before anything is written ------------------------------------------------------------------------------
-    def _plan_start(self, work_dir, resume, load_from, model, cfg, optim_wrapper, param_scheduler) -> Tuple[bool, Any]:
+    def _plan_start(self, work_dir, resume, load_from, model, cfg, optim_wrapper, param_scheduler) -> tuple[bool, Any]:
         """(resume, load_from) for this training run, after the checks of the module doc; raises on a refusal."""
         if not resume:
             existing = checkpoint_candidates(work_dir) if osp.isdir(work_dir) else []
@@ -262,7 +262,7 @@ class VispeRunner(Runner):
         self,
         filename: str,
         map_location: Any = 'cpu',
-        strict: Optional[bool] = None,
+        strict: bool | None = None,
         revise_keys: list = [(r'^module\.', '')],  # noqa: B006 (mmengine's signature)
     ) -> dict:
         """mmengine's ``load_checkpoint``, strict unless the config says ``load_strict = False`` (resumes always
@@ -351,7 +351,7 @@ def _has_training_state(ckpt: dict) -> bool:
     return 'message_hub' in ckpt and 'epoch' in meta and 'iter' in meta and 'state_dict' in ckpt
 
 
-def _optimizer_differences(model: nn.Module, optim_wrapper: Any, saved: dict) -> List[str]:
+def _optimizer_differences(model: nn.Module, optim_wrapper: Any, saved: dict) -> list[str]:
     """How the optimizer this config builds for ``model`` differs from a checkpoint's, in parameter groups (what
     makes ``load_state_dict`` fail with 'different number of parameter groups'); [] when they match or the config's
     optimizer cannot be built here."""

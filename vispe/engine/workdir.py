@@ -19,7 +19,6 @@ import socket
 import sys
 import tempfile
 import time
-from typing import Dict, Optional
 
 try:
     import fcntl
@@ -27,7 +26,7 @@ except ImportError:  # Windows: no record locks; the lock is then advisory per p
     fcntl = None
 
 LOCK_NAME = '.vispe.lock'
-_HELD: Dict[str, WorkDirLock] = {}  # realpath of a lock file -> the lock this process holds on it
+_HELD: dict[str, WorkDirLock] = {}  # realpath of a lock file -> the lock this process holds on it
 
 
 class WorkDirError(RuntimeError):
@@ -77,7 +76,7 @@ def _describe(holder: dict) -> str:
     return f'PID {holder.get("pid")}{where}, started {started}: {holder.get("command", "?")}'
 
 
-def _read(fd: int) -> Optional[dict]:
+def _read(fd: int) -> dict | None:
     data = os.pread(fd, 1 << 16, 0)
     if not data.strip():
         return None
@@ -95,9 +94,9 @@ class WorkDirLock:
     def __init__(self, work_dir: str) -> None:
         self.work_dir = work_dir
         self.path = osp.join(work_dir, LOCK_NAME)
-        self._fd: Optional[int] = None
+        self._fd: int | None = None
 
-    def acquire(self) -> Optional[dict]:
+    def acquire(self) -> dict | None:
         os.makedirs(self.work_dir, exist_ok=True)
         key = osp.realpath(self.path)
         if key in _HELD:
@@ -134,7 +133,7 @@ class WorkDirLock:
             'command': ' '.join([osp.basename(sys.executable), *sys.argv]),
         }
 
-    def _busy(self, holder: Optional[dict]) -> str:
+    def _busy(self, holder: dict | None) -> str:
         who = _describe(holder) if holder else 'a process that left no details'
         kill = f' (kill {holder["pid"]})' if holder and isinstance(holder.get('pid'), int) else ''
         return (

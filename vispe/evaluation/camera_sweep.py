@@ -14,7 +14,8 @@ finishes, reused by a rerun, retried at smaller batches when out of memory).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -24,7 +25,7 @@ from vispe.evaluation.settings_sweep import SettingsEvaluator
 from vispe.evaluation.sweep_engine import Cell, Log, run_sweep, sweep_identity
 
 
-def camera_settings(cfg, names: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, Any]]:
+def camera_settings(cfg, names: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
     """The config's named settings (``camera_eval.settings``), all or those ``names``; unknown names raise
     ValueError listing the known ones."""
     known = dict((cfg.get('camera_eval') or {}).get('settings') or {'train': {}})
@@ -39,13 +40,13 @@ def camera_settings(cfg, names: Optional[Sequence[str]] = None) -> Dict[str, Dic
 def sweep(
     cfg,
     checkpoint: str,
-    names: Optional[Sequence[str]] = None,
-    device: Optional[str] = None,
+    names: Sequence[str] | None = None,
+    device: str | None = None,
     show_progress: bool = True,
-    out_dir: Optional[str] = None,
+    out_dir: str | None = None,
     force: bool = False,
     log: Log = print,
-) -> Dict[str, Any]:
+) -> dict[str, Any]:
     """Evaluate ``checkpoint`` under each named camera setting; returns the results dict (schema above). With
     ``out_dir``, ``out_dir/results.json`` is written as each cell finishes and a rerun reuses the finished cells
     (``force``: recompute them; sweep_engine)."""
@@ -54,10 +55,10 @@ def sweep(
     model, _ = load_model(cfg, checkpoint, device)
     label, evaluator = encoding_label(model), SettingsEvaluator(cfg, model)
 
-    def cell(name: str, overrides: Dict[str, Any]) -> Cell:
+    def cell(name: str, overrides: dict[str, Any]) -> Cell:
         key = {'encoding': label, 'setting': name}
 
-        def run(batch_size: int) -> List[Dict[str, Any]]:
+        def run(batch_size: int) -> list[dict[str, Any]]:
             metrics = evaluator.metrics(overrides, batch_size)
             row = dict(key, overrides=overrides, mean_error=metrics['loc3d/mean_error'])
             return [dict(row, value=metrics['loc3d/within'])]
@@ -74,20 +75,20 @@ def sweep(
     return run_sweep(cells, header, sweep_identity('cameras', cfg, checkpoint), out_dir, force, show_progress, log)
 
 
-def setting(row: Dict[str, Any]) -> str:
+def setting(row: dict[str, Any]) -> str:
     return row['setting']
 
 
-def _settings(rows: Sequence[Dict[str, Any]]) -> List[str]:
+def _settings(rows: Sequence[dict[str, Any]]) -> list[str]:
     return list(dict.fromkeys(r['setting'] for r in rows))
 
 
-def results_pivot(rows: Sequence[Dict[str, Any]], key: str = 'value', columns: Optional[Sequence[str]] = None):
+def results_pivot(rows: Sequence[dict[str, Any]], key: str = 'value', columns: Sequence[str] | None = None):
     """One line per encoding, one column per setting (in the order they first appear), values of ``key``."""
     return report.pivot(rows, ('encoding',), setting, key, columns=columns or _settings(rows))
 
 
-def results_table(rows: Sequence[Dict[str, Any]], title: str = '', failed: Sequence[Dict[str, Any]] = ()):
+def results_table(rows: Sequence[dict[str, Any]], title: str = '', failed: Sequence[dict[str, Any]] = ()):
     """A rich Table: one row per encoding, one column per setting, 'mean error / within %'; 'failed' for
     results.json's failed cells."""
     from rich.table import Table
@@ -110,12 +111,12 @@ def results_table(rows: Sequence[Dict[str, Any]], title: str = '', failed: Seque
     return table
 
 
-def markdown_table(rows: Sequence[Dict[str, Any]], key: str = 'mean_error', fmt: str = '.3f') -> str:
+def markdown_table(rows: Sequence[dict[str, Any]], key: str = 'mean_error', fmt: str = '.3f') -> str:
     """One line per encoding, one column per setting, values of ``key`` ('mean_error' or 'value')."""
     return report.markdown(results_pivot(rows, key), fmt, align=':')
 
 
-def plot_results(rows: Sequence[Dict[str, Any]], path: str, title: str = '') -> str:
+def plot_results(rows: Sequence[dict[str, Any]], path: str, title: str = '') -> str:
     """Grouped bars of the mean 3D error per setting, one colour (and hatch: equal bars stay told apart) per
     encoding; ``title``: report.describe's."""
     import numpy as np

@@ -11,8 +11,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
 
 from vispe.engine.config import load_config, parse_option_value
 from vispe.evaluation import report
@@ -36,9 +36,9 @@ class Run:
     task: str
     config: str
     work_dir: str
-    cfg_options: List[str] = field(default_factory=list)
+    cfg_options: list[str] = field(default_factory=list)
     encoding: str = ''
-    seed: Optional[int] = None
+    seed: int | None = None
 
 
 def encoding_option(encoding: str) -> str:
@@ -48,7 +48,7 @@ def encoding_option(encoding: str) -> str:
     return f'model.backbone.encoding={value}'
 
 
-def schedule_options(epochs: Optional[int]) -> List[str]:
+def schedule_options(epochs: int | None) -> list[str]:
     """Override the number of epochs of the adamw_short schedule (warm-up 1 epoch, then the cosine, which follows the
     run's length by itself)."""
     if epochs is None:
@@ -64,7 +64,7 @@ def run_config(run: Run):
     return load_config(os.path.join(ROOT, run.config), {k: parse_option_value(v) for k, v in options.items()})
 
 
-def final_checkpoint(run: Run) -> Optional[str]:
+def final_checkpoint(run: Run) -> str | None:
     """The final checkpoint (last epoch or iteration) of a finished run, or None."""
     pointer = os.path.join(run.work_dir, 'last_checkpoint')
     if not os.path.isfile(pointer):
@@ -87,7 +87,7 @@ def _tool(args: Sequence[str], log: Callable[[str], None]) -> None:
     subprocess.run([sys.executable, *args], cwd=ROOT, check=True)
 
 
-def cfg_option_args(run: Run) -> List[str]:
+def cfg_option_args(run: Run) -> list[str]:
     """The run's cfg-options as tool arguments."""
     return ['--cfg-options', *run.cfg_options] if run.cfg_options else []
 
@@ -104,7 +104,7 @@ def train(run: Run, log: Callable[[str], None] = print) -> str:
     return final_checkpoint(run)
 
 
-def train_and_evaluate(run: Run, resolutions: Sequence[str], log: Callable[[str], None] = print) -> Dict:
+def train_and_evaluate(run: Run, resolutions: Sequence[str], log: Callable[[str], None] = print) -> dict:
     """Train (or reuse / resume) one run, evaluate it at ``resolutions``; returns its results.json content."""
     options = cfg_option_args(run)
     ckpt = train(run, log)
@@ -119,7 +119,7 @@ def train_and_evaluate(run: Run, resolutions: Sequence[str], log: Callable[[str]
         return json.load(f)
 
 
-def train_and_sweep(run: Run, tool: str, log: Callable[[str], None] = print) -> Dict:
+def train_and_sweep(run: Run, tool: str, log: Callable[[str], None] = print) -> dict:
     """Train (or reuse / resume) one run, then evaluate it with a sweep ``tool`` (tools/eval_points.py,
     tools/eval_cameras.py: CONFIG CKPT --out DIR) into ``work_dir/eval`` (reused when newer than the checkpoint);
     returns its results.json."""
@@ -138,18 +138,18 @@ def train_and_sweep(run: Run, tool: str, log: Callable[[str], None] = print) -> 
 
 
 def sweep_runs(
-    task: str, configs: Dict[str, str], labels: Sequence[str], out_dir: str, tool: str, log: Callable[[str], None]
-) -> List[Dict]:
+    task: str, configs: dict[str, str], labels: Sequence[str], out_dir: str, tool: str, log: Callable[[str], None]
+) -> list[dict]:
     """``train_and_sweep`` each labelled config into ``out_dir/<label>``; the rows of all, each with
     ``encoding`` = its run's label (rope3d_mixed is rope3d to the model, gta+plucker two encodings)."""
-    rows: List[Dict] = []
+    rows: list[dict] = []
     for label in labels:
         results = train_and_sweep(Run(task, configs[label], os.path.join(out_dir, label)), tool, log)
         rows += [dict(r, encoding=label) for r in results['results']]
     return rows
 
 
-def write_summary(out_dir: str, text: str, rows: Sequence[Dict], plot: Callable[[Sequence[Dict], str], str]) -> str:
+def write_summary(out_dir: str, text: str, rows: Sequence[dict], plot: Callable[[Sequence[dict], str], str]) -> str:
     """``out_dir/summary.md`` (``text``), ``summary.json`` (the rows) and ``summary.png`` (``plot(rows, path)``);
     returns the plot's path."""
     os.makedirs(out_dir, exist_ok=True)
@@ -161,8 +161,8 @@ def write_summary(out_dir: str, text: str, rows: Sequence[Dict], plot: Callable[
 
 
 def _previous_results(
-    path: str, ckpt: str, resolutions: Sequence[str], strategies: Optional[Sequence[str]] = None
-) -> Optional[Dict]:
+    path: str, ckpt: str, resolutions: Sequence[str], strategies: Sequence[str] | None = None
+) -> dict | None:
     """An earlier evaluation of the same checkpoint file (not modified since) at the same resolutions and, when
     given, the same strategies (the set a model supports grows as vispe does)."""
     if not os.path.isfile(path) or os.path.getmtime(path) < os.path.getmtime(ckpt):
@@ -184,7 +184,7 @@ def _complete(path: str) -> bool:
         return json.load(f).get('complete', True)
 
 
-def supported_strategies(run: Run) -> List[str]:
+def supported_strategies(run: Run) -> list[str]:
     """The resolution strategies eval_resolution will sweep for this run's model (built, not trained)."""
     from mmengine.registry import init_default_scope
 
@@ -195,9 +195,9 @@ def supported_strategies(run: Run) -> List[str]:
     return available_strategies(MODELS.build(run_config(run).model))
 
 
-def compare(runs: Sequence[Run], resolutions: Sequence[str], out_dir: str, log: Callable[[str], None] = print) -> Dict:
+def compare(runs: Sequence[Run], resolutions: Sequence[str], out_dir: str, log: Callable[[str], None] = print) -> dict:
     """Run every comparison run; write ``out_dir/summary.json`` and ``out_dir/summary_<task>.png``."""
-    tasks: Dict[str, Dict] = {}
+    tasks: dict[str, dict] = {}
     for run in runs:
         result = train_and_evaluate(run, resolutions, log)
         entry = tasks.setdefault(run.task, {'train_resolution': result['train_resolution'], 'results': []})
@@ -216,7 +216,7 @@ def compare(runs: Sequence[Run], resolutions: Sequence[str], out_dir: str, log: 
     return summary
 
 
-def markdown_table(rows: Sequence[Dict], resolutions: Sequence[str], fmt: str = '.1f') -> str:
+def markdown_table(rows: Sequence[dict], resolutions: Sequence[str], fmt: str = '.1f') -> str:
     """A markdown table, one line per (encoding, strategy), one column per resolution, values formatted with fmt."""
     table = report.pivot(rows, ('encoding', 'strategy'), resolution_column, columns=resolutions)
     return report.markdown(table, fmt)

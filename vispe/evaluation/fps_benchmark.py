@@ -14,8 +14,9 @@ Both start from point 0 and take the first farthest point on ties, so their pick
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 import open3d as o3d
@@ -26,7 +27,7 @@ from vispe.datasets.primitives3d import Primitives3D
 from vispe.evaluation.benchmark import interleaved_times
 
 #: (batch, points, picks) settings of the default run
-DEFAULT_SETTINGS: Tuple[Tuple[int, int, int], ...] = ((1, 1024, 64), (32, 1024, 64), (32, 4096, 256), (8, 8192, 512))
+DEFAULT_SETTINGS: tuple[tuple[int, int, int], ...] = ((1, 1024, 64), (32, 1024, 64), (32, 4096, 256), (8, 8192, 512))
 
 
 @dataclass
@@ -43,7 +44,7 @@ def clouds(batch: int, points: int, seed: int = 0) -> torch.Tensor:
     return torch.stack([data[i]['inputs'] for i in range(batch)])
 
 
-def open3d_fps(xyz: torch.Tensor, num: int) -> List[np.ndarray]:
+def open3d_fps(xyz: torch.Tensor, num: int) -> list[np.ndarray]:
     """open3d's picks, cloud by cloud, as (num, 3) arrays."""
     out = []
     for cloud in xyz.cpu().double().numpy():
@@ -52,7 +53,7 @@ def open3d_fps(xyz: torch.Tensor, num: int) -> List[np.ndarray]:
     return out
 
 
-def coverage(xyz: torch.Tensor, picks: torch.Tensor) -> Dict[str, float]:
+def coverage(xyz: torch.Tensor, picks: torch.Tensor) -> dict[str, float]:
     """Mean over the batch of the covering radius and of the spread (see the module doc)."""
     xyz, picks = xyz.double().cpu(), picks.double().cpu()
     radius = torch.cdist(xyz, picks).amin(-1).amax(-1)
@@ -61,12 +62,12 @@ def coverage(xyz: torch.Tensor, picks: torch.Tensor) -> Dict[str, float]:
 
 
 def run(
-    settings: Sequence[Tuple[int, int, int]] = DEFAULT_SETTINGS,
+    settings: Sequence[tuple[int, int, int]] = DEFAULT_SETTINGS,
     device: str = 'cpu',
     warmup: int = 2,
     repeats: int = 7,
     seed: int = 0,
-) -> List[Dict[str, Any]]:
+) -> list[dict[str, Any]]:
     """One row per (setting, method): median ms, ratio to open3d, coverage, and whether vispe's picks equal open3d's."""
     rows = []
     for batch, points, num in settings:
@@ -103,7 +104,7 @@ def run(
     return rows
 
 
-def print_rows(rows: Sequence[Dict[str, Any]]) -> None:
+def print_rows(rows: Sequence[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 

@@ -23,7 +23,6 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -52,8 +51,8 @@ class Component:
 
     color: int
     area: int
-    mean_color: Tuple[float, float, float]
-    bbox: Tuple[int, int, int, int]
+    mean_color: tuple[float, float, float]
+    bbox: tuple[int, int, int, int]
     mask: torch.Tensor
     coverage: torch.Tensor
 
@@ -63,7 +62,7 @@ class Component:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def palette_coverage(images: torch.Tensor, palette: Sequence[Color] = PALETTE) -> Tuple[torch.Tensor, torch.Tensor]:
+def palette_coverage(images: torch.Tensor, palette: Sequence[Color] = PALETTE) -> tuple[torch.Tensor, torch.Tensor]:
     """Per pixel and palette colour c: coverage ``alpha`` in [0, 1] and residual ``|rgb - alpha c|``.
 
     ``images`` (B, 3, H, W) in [-1, 1]; returns two (B, K, H, W) tensors. ``alpha`` is the least-squares weight of
@@ -82,7 +81,7 @@ def segment_palette(
     palette: Sequence[Color] = PALETTE,
     min_coverage: float = MIN_COVERAGE,
     max_residual: float = MAX_RESIDUAL,
-) -> Tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, H, W) palette index per pixel (-1: background) and the (B, K, H, W) coverage of ``palette_coverage``."""
     alpha, residual = palette_coverage(images, palette)
     residual = residual.masked_fill(alpha < min_coverage, math.inf)
@@ -96,7 +95,7 @@ def find_objects(
     min_area: float = MIN_AREA,
     min_coverage: float = MIN_COVERAGE,
     max_residual: float = MAX_RESIDUAL,
-) -> List[List[Component]]:
+) -> list[list[Component]]:
     """The objects of each image: 8-connected components of each palette colour, at least ``min_area`` large.
 
     Args:
@@ -118,7 +117,7 @@ def find_objects(
     labels = connected_components_union_find(masks.reshape(-1, 1, height, width)).view(batch, len(palette), -1)
     rgb = ((images.float() + 1.0) / 2.0).flatten(2)  # (B, 3, H * W)
     min_pixels = min_area * height * width
-    objects: List[List[Component]] = []
+    objects: list[list[Component]] = []
     for b in range(batch):
         found = []
         for k in range(len(palette)):
@@ -149,7 +148,7 @@ def _component(color: int, mask: torch.Tensor, pixels: torch.Tensor, alpha: torc
 
 
 @cache
-def _shape_moments(kind: str) -> Tuple[float, float, float]:
+def _shape_moments(kind: str) -> tuple[float, float, float]:
     """(area / size^2, centroid offset x / size, centroid offset y / size) of a shape, measured on a fine render."""
     size, res = 0.4, 512
     coverage = render_scene(Scene(0, (Shape(kind, (0.5, 0.5), size, (1.0, 1.0, 1.0)),)), res)[..., 0]
@@ -164,7 +163,7 @@ def _soft_iou(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.minimum(a, b).sum() / max(np.maximum(a, b).sum(), 1e-8))
 
 
-def shape_scores(component: Component, shapes: Sequence[str] = SHAPE_COLOR_SHAPES) -> Dict[str, float]:
+def shape_scores(component: Component, shapes: Sequence[str] = SHAPE_COLOR_SHAPES) -> dict[str, float]:
     """Soft IoU of the component's coverage with each shape, placed at its centroid and sized to its area.
 
     Each template is rendered by shapes2d's renderer on the pixels of the component's box (plus a two-pixel
@@ -194,7 +193,7 @@ def shape_scores(component: Component, shapes: Sequence[str] = SHAPE_COLOR_SHAPE
 
 def classify_shape(
     component: Component, shapes: Sequence[str] = SHAPE_COLOR_SHAPES, min_iou: float = MIN_SHAPE_IOU
-) -> Optional[str]:
+) -> str | None:
     """The best-matching shape of ``component``, or None when no template reaches ``min_iou``."""
     scores = shape_scores(component, shapes)
     best = max(scores, key=scores.get)
@@ -213,7 +212,7 @@ def object_metrics(
     palette: Sequence[Color] = PALETTE,
     min_area: float = MIN_AREA,
     min_iou: float = MIN_SHAPE_IOU,
-) -> Dict[str, float]:
+) -> dict[str, float]:
     """Count, colour, shape and attribute accuracy of images generated for 'shape_color' ``labels``.
 
     A label is ``colour * len(shapes) + shape`` (``Shapes2D(task='shape_color')``; pass ``shapes`` and
@@ -310,7 +309,7 @@ def kernel_distance(
     subsets: int = 100,
     batch_size: int = 256,
     seed: int = 0,
-) -> Tuple[float, float]:
+) -> tuple[float, float]:
     """KID (mean, std over ``subsets`` random subsets) between ``fake`` and ``real`` features.
 
     ``subset_size`` is capped at the smaller set's size; the subsets are drawn from a fixed ``seed`` (torchmetrics
@@ -335,13 +334,13 @@ def kernel_distance(
 def generation_metrics(
     fake: torch.Tensor,
     labels: torch.Tensor | Sequence[int],
-    real: Optional[torch.Tensor] = None,
-    feature_module: Optional[nn.Module] = None,
+    real: torch.Tensor | None = None,
+    feature_module: nn.Module | None = None,
     shapes: Sequence[str] = SHAPE_COLOR_SHAPES,
     palette: Sequence[Color] = PALETTE,
     kid_subset_size: int = 1000,
     batch_size: int = 256,
-) -> Dict[str, float]:
+) -> dict[str, float]:
     """All offline generation metrics of ``fake`` (N, 3, H, W) in [-1, 1], generated for ``labels`` (N,).
 
     Returns ``count_accuracy``, ``color_accuracy``, ``shape_accuracy`` and ``attribute_accuracy`` (see

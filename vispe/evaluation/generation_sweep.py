@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -46,7 +47,7 @@ def load_classifier(config: str, checkpoint: str, device: str) -> ShapesFeatures
     return ShapesFeatures(R.build_model(cfg, checkpoint, device))
 
 
-def real_images(cfg, resolution: R.Resolution, split: str, count: int) -> Tuple[torch.Tensor, Dict[str, Any]]:
+def real_images(cfg, resolution: R.Resolution, split: str, count: int) -> tuple[torch.Tensor, dict[str, Any]]:
     """``count`` real images of the config's data set at ``resolution`` (another split than training), and its
     metainfo."""
     dataset_cfg = copy.deepcopy(cfg.test_dataloader.dataset)
@@ -65,7 +66,7 @@ def sample_grid(images: torch.Tensor, nrow: int, path: str) -> str:
 
 
 @torch.no_grad()
-def generate(model, num_classes: int, per_class: int, size, settings: Dict[str, Any], seed: int, batch: int):
+def generate(model, num_classes: int, per_class: int, size, settings: dict[str, Any], seed: int, batch: int):
     """``per_class`` samples of every class, class-major; the noise depends only on ``seed`` and the size."""
     labels = torch.arange(num_classes).repeat_interleave(per_class)
     generator = torch.Generator().manual_seed(seed)
@@ -77,17 +78,17 @@ def sweep_generation(
     cfg,
     checkpoint: str,
     resolutions: Sequence[R.Resolution],
-    strategies: Optional[Sequence[str]] = None,
+    strategies: Sequence[str] | None = None,
     samples_per_class: int = 8,
-    classifier: Optional[Tuple[str, str]] = None,
-    out_dir: Optional[str] = None,
-    device: Optional[str] = None,
+    classifier: tuple[str, str] | None = None,
+    out_dir: str | None = None,
+    device: str | None = None,
     seed: int = 0,
     batch_size: int = 64,
     log=print,
     force: bool = False,
     show_progress: bool = False,
-) -> Dict[str, Any]:
+) -> dict[str, Any]:
     """Sample and score ``checkpoint`` at each resolution and strategy (module doc), one cell each. ``classifier`` =
     (config, checkpoint) of the FD / KID feature extractor, or None to skip those. With ``out_dir``, a sample grid
     per cell and ``out_dir/results.json`` are written as each cell finishes, and a rerun reuses the finished cells
@@ -102,14 +103,14 @@ def sweep_generation(
     settings = {k: opts[k] for k in ('steps', 'sampler', 'cfg_scale') if k in opts}
     features = load_classifier(*classifier, device) if classifier else None
     label, evaluator = R.encoding_label(model), SettingsEvaluator(cfg, model)
-    reals: Dict[str, Tuple[torch.Tensor, Dict[str, Any]]] = {}  # per resolution, made when a cell first needs them
+    reals: dict[str, tuple[torch.Tensor, dict[str, Any]]] = {}  # per resolution, made when a cell first needs them
 
     def cell(res: R.Resolution, strategy: str) -> Cell:
         key = {'encoding': label, 'strategy': strategy, 'resolution': res}
         size = R.resolution_label(res)
         name = f'{strategy} @ {size}'
 
-        def run(batch: int) -> List[Dict[str, Any]]:
+        def run(batch: int) -> list[dict[str, Any]]:
             if strategy != 'default':
                 R.set_strategy(model, strategy)
             if size not in reals:
@@ -148,7 +149,7 @@ def sweep_generation(
     return run_sweep(cells, header, identity, out_dir, force, show_progress, log)
 
 
-def object_metrics(fake, labels, real, info: Dict[str, Any], features) -> Dict[str, float]:
+def object_metrics(fake, labels, real, info: dict[str, Any], features) -> dict[str, float]:
     """Object count and attribute accuracy (%), and FD / KID with a feature extractor, for data sets with shapes and
     colours (shape_color-like metainfo); {} for others."""
     if 'shapes' not in info:
@@ -165,14 +166,14 @@ def save_grid(fake: torch.Tensor, labels: torch.Tensor, per_class: int, path: st
     return sample_grid(fake[keep], shown * 2, path)
 
 
-def metric_rows(results: Dict[str, Any], metric: str) -> List[Dict[str, Any]]:
+def metric_rows(results: dict[str, Any], metric: str) -> list[dict[str, Any]]:
     """The rows of one metric, in eval_resolution's row schema (for its tables and plots)."""
     return [r for r in results['results'] if r['metric'] == metric]
 
 
 def train_and_generate(
-    run, resolutions: Sequence[str], strategies: Optional[Sequence[str]], samples_per_class: int, log=print
-) -> Dict[str, Any]:
+    run, resolutions: Sequence[str], strategies: Sequence[str] | None, samples_per_class: int, log=print
+) -> dict[str, Any]:
     """Train (or reuse / resume) one diffusion run with tools/train.py, then sweep it with tools/eval_generation.py
     (reused when the checkpoint, resolutions, strategies, sample count and FD / KID feature extractor are
     unchanged); returns results.json."""

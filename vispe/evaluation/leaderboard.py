@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import statistics
-from typing import Callable, Dict, List, Sequence, Tuple
+from collections.abc import Callable, Sequence
 
 from vispe.evaluation import report
 from vispe.evaluation.compare import Run, encoding_option, train_and_evaluate
@@ -14,13 +14,13 @@ from vispe.evaluation.compare import Run, encoding_option, train_and_evaluate
 #: the strategy that means "no extrapolation trick" for each family; encodings without strategies report 'default'
 PLAIN = ('none', 'default', 'bicubic')
 
-Key = Tuple[str, str, str, str]  # task, encoding, strategy, resolution
-Stats = Dict[Key, report.Stat]  # mean, standard deviation, number of seeds (equal to such tuples)
+Key = tuple[str, str, str, str]  # task, encoding, strategy, resolution
+Stats = dict[Key, report.Stat]  # mean, standard deviation, number of seeds (equal to such tuples)
 
 
 def leaderboard_runs(
-    task_configs: Dict[str, str], encodings: Sequence[str], seeds: Sequence[int], out: str
-) -> List[Run]:
+    task_configs: dict[str, str], encodings: Sequence[str], seeds: Sequence[int], out: str
+) -> list[Run]:
     """One run per (task, encoding, seed), in ``out/<task>/<encoding>/seed<k>``."""
     return [
         Run(
@@ -39,9 +39,9 @@ def leaderboard_runs(
 
 def collect(
     runs: Sequence[Run], resolutions: Sequence[str], log: Callable[[str], None] = print
-) -> Dict[Key, List[float]]:
+) -> dict[Key, list[float]]:
     """Train / reuse and evaluate every run; values per (task, encoding label, strategy, resolution)."""
-    values: Dict[Key, List[float]] = {}
+    values: dict[Key, list[float]] = {}
     for run in runs:
         for row in train_and_evaluate(run, resolutions, log)['results']:
             key = (run.task, row['encoding'], row['strategy'], str(row['resolution']))
@@ -49,14 +49,14 @@ def collect(
     return values
 
 
-def summarize(values: Dict[Key, List[float]]) -> Stats:
+def summarize(values: dict[Key, list[float]]) -> Stats:
     """(mean, standard deviation (0 for one seed), seeds) per key."""
     return {k: report.summarize(v) for k, v in values.items()}
 
 
 def best_strategy(stats: Stats, task: str, encoding: str, train_res: str) -> str:
     """The strategy with the highest mean over the resolutions other than the training one."""
-    scores: Dict[str, List[float]] = {}
+    scores: dict[str, list[float]] = {}
     for (t, enc, strat, res), (mean, _, _) in stats.items():
         if t == task and enc == encoding and res != train_res:
             scores.setdefault(strat, []).append(mean)
@@ -135,7 +135,7 @@ def write_model_zoo(
     report: str,
     plot_path: str,
     out_root: str,
-) -> List[str]:
+) -> list[str]:
     """A model folder (model_zoo.export_model) for each run of ``seed``, plus ``out_root/README.md``: the
     leaderboard's table and plot and an index of the models."""
     import json

@@ -16,7 +16,7 @@ import glob
 import hashlib
 import json
 import os
-from typing import Any, Dict, Optional
+from typing import Any
 
 import torch
 
@@ -42,7 +42,7 @@ def sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def slim_checkpoint(src: str, dst: str) -> Dict[str, Any]:
+def slim_checkpoint(src: str, dst: str) -> dict[str, Any]:
     """Write ``src``'s weights and provenance to ``dst`` (no optimizer / scheduler / message-hub state)."""
     ckpt = load_checkpoint(src)
     meta = {k: v for k, v in ckpt.get('meta', {}).items() if k in KEPT_META}
@@ -64,7 +64,7 @@ def dumped_config(work_dir: str):
     return cfg
 
 
-def describe_backbone(backbone: Dict[str, Any], params: int) -> str:
+def describe_backbone(backbone: dict[str, Any], params: int) -> str:
     """'vit_tiny_patch16_224 (depth 4, embed_dim 64, ...; 139k parameters)' from a backbone config."""
     keys = ('img_size', 'patch_size', 'embed_dim', 'depth', 'num_heads')
     overrides = ', '.join(f'{k} {backbone[k]}' for k in keys if k in backbone)
@@ -75,14 +75,14 @@ def describe_backbone(backbone: Dict[str, Any], params: int) -> str:
 def export_model(
     work_dir: str,
     checkpoint: str,
-    results: Dict[str, Any],
+    results: dict[str, Any],
     task: str,
     encoding: str,
     seed: int,
     train_command: str,
     out_root: str,
-    note: Optional[str] = None,
-    role: Optional[str] = None,
+    note: str | None = None,
+    role: str | None = None,
 ) -> str:
     """Write ``out_root/<name>/`` for one finished run (its final checkpoint and its eval_resolution results).
 
@@ -155,7 +155,7 @@ def export_model(
     return folder
 
 
-def shipped_models(root: str) -> Dict[str, Dict[str, Any]]:
+def shipped_models(root: str) -> dict[str, dict[str, Any]]:
     """name -> metrics.json content of every model folder under ``root``."""
     found = {}
     for path in sorted(glob.glob(os.path.join(root, '*', 'metrics.json'))):

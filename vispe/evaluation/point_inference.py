@@ -4,7 +4,7 @@ be read is reported in its result and the others are still classified."""
 from __future__ import annotations
 
 import warnings
-from typing import Dict, List, Optional, Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -14,7 +14,7 @@ from vispe.engine.checkpoint import load_checkpoint
 from vispe.registry import DATASETS
 
 
-def dataset_view(cfg, checkpoint: Optional[str] = None) -> Dict:
+def dataset_view(cfg, checkpoint: str | None = None) -> dict:
     """What a file must become to look like the config's test data: ``num_points``, ``frame`` and the class names
     (from the checkpoint's ``dataset_meta``, which mmengine's Runner saves, else the data set class's)."""
     data_cfg = cfg.test_dataloader.dataset
@@ -38,7 +38,7 @@ def load_cloud(path: str, num_points: int, frame: str) -> torch.Tensor:
     return torch.from_numpy(center(resample(points, num_points, 'fps'), frame))
 
 
-def _prepare(path: str, view: Dict) -> Dict:
+def _prepare(path: str, view: dict) -> dict:
     """{'file', 'cloud' or 'error', 'warnings'}: one file read as ``view`` says, its problems caught and named."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always', SampleWarning)
@@ -53,8 +53,8 @@ def _prepare(path: str, view: Dict) -> Dict:
 
 @torch.no_grad()
 def predict_files(
-    model: torch.nn.Module, paths: Sequence[str], view: Dict, topk: int = 3, batch_size: int = 32
-) -> List[Dict]:
+    model: torch.nn.Module, paths: Sequence[str], view: dict, topk: int = 3, batch_size: int = 32
+) -> list[dict]:
     """One result per file, in order, the files prepared as ``view`` (``dataset_view``) says: ``{'file', 'top':
     [(class, probability)] * topk, 'warnings'}``, or ``{'file', 'error', 'warnings'}`` for a file that could not be
     read (the other files are still classified)."""

@@ -14,7 +14,8 @@ which both sweeps hold, is evaluated once.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -27,7 +28,7 @@ from vispe.evaluation.sweep_engine import Cell, Log, run_sweep, sweep_identity
 SWEEPS = ('points', 'scale')
 
 
-def train_points(cfg, meta: Optional[dict] = None) -> int:
+def train_points(cfg, meta: dict | None = None) -> int:
     """The point count the model was trained on: the checkpoint's ``meta`` (RunMetaHook records it), else the
     config's training data set's num_points (what a --cfg-options override changes), else its top-level
     ``train_points``."""
@@ -40,7 +41,7 @@ def train_points(cfg, meta: Optional[dict] = None) -> int:
     return int(count)
 
 
-def default_settings(cfg, meta: Optional[dict] = None) -> Dict[str, List[float]]:
+def default_settings(cfg, meta: dict | None = None) -> dict[str, list[float]]:
     """``point_eval`` of the config (points, scales), else 1x / 2x / 4x the training count and scales 1 / 1.5 / 2."""
     n = train_points(cfg, meta)
     opts = cfg.get('point_eval') or {}
@@ -50,15 +51,15 @@ def default_settings(cfg, meta: Optional[dict] = None) -> Dict[str, List[float]]
 def sweep(
     cfg,
     checkpoint: str,
-    points: Optional[Sequence[int]] = None,
-    scales: Optional[Sequence[float]] = None,
-    device: Optional[str] = None,
+    points: Sequence[int] | None = None,
+    scales: Sequence[float] | None = None,
+    device: str | None = None,
     metric_key: str = 'accuracy/top1',
     show_progress: bool = True,
-    out_dir: Optional[str] = None,
+    out_dir: str | None = None,
     force: bool = False,
     log: Log = print,
-) -> Dict[str, Any]:
+) -> dict[str, Any]:
     """Evaluate ``checkpoint`` at each point count (scale 1) and each scale (training count); returns the results
     dict (schema above). With ``out_dir``, ``out_dir/results.json`` is written as each cell finishes and a rerun
     reuses the finished cells (``force``: recompute them; sweep_engine)."""
@@ -75,7 +76,7 @@ def sweep(
     def cell(kind: str, setting: float, factor: float, count: int, scale: float) -> Cell:
         key = {'encoding': label, 'sweep': kind, 'setting': setting, 'factor': factor}
 
-        def run(batch_size: int) -> List[Dict[str, Any]]:
+        def run(batch_size: int) -> list[dict[str, Any]]:
             metrics = settings.metrics({'num_points': int(count), 'scale': float(scale)}, batch_size)
             return [dict(key, value=metrics[metric_key])]
 
@@ -88,24 +89,24 @@ def sweep(
     return run_sweep(cells, header, identity, out_dir, force, show_progress, log)
 
 
-def factor_label(row: Dict[str, Any]) -> str:
+def factor_label(row: dict[str, Any]) -> str:
     """'2x points' / '1.5x scale'."""
     return f'{row["factor"]:g}x {row["sweep"]}'
 
 
-def columns(rows: Sequence[Dict[str, Any]]) -> List[str]:
+def columns(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Column labels in sweep order (points first), then by factor."""
     ordered = sorted(rows, key=lambda r: (SWEEPS.index(r['sweep']), r['factor']))
     return list(dict.fromkeys(factor_label(r) for r in ordered))
 
 
-def results_pivot(rows: Sequence[Dict[str, Any]]) -> report.Pivot:
+def results_pivot(rows: Sequence[dict[str, Any]]) -> report.Pivot:
     """One line per encoding, one column per (sweep, factor) in ``columns`` order."""
     return report.pivot(rows, ('encoding',), factor_label, columns=columns(rows))
 
 
 def results_table(
-    rows: Sequence[Dict[str, Any]], title: str = '', fmt: str = '.1f', failed: Sequence[Dict[str, Any]] = ()
+    rows: Sequence[dict[str, Any]], title: str = '', fmt: str = '.1f', failed: Sequence[dict[str, Any]] = ()
 ):
     """A rich Table: one row per encoding, one column per (sweep, factor); 'failed' for results.json's failed
     cells."""
@@ -113,12 +114,12 @@ def results_table(
     return report.rich_table(table, ['encoding'], title or 'accuracy (%) by test point count and object scale', fmt)
 
 
-def markdown_table(rows: Sequence[Dict[str, Any]], fmt: str = '.1f') -> str:
+def markdown_table(rows: Sequence[dict[str, Any]], fmt: str = '.1f') -> str:
     """The same table in markdown."""
     return report.markdown(results_pivot(rows), fmt, align=':')
 
 
-def plot_results(rows: Sequence[Dict[str, Any]], path: str, metric: str = 'accuracy', title: str = '') -> str:
+def plot_results(rows: Sequence[dict[str, Any]], path: str, metric: str = 'accuracy', title: str = '') -> str:
     """Two panels, metric against the point-count factor and against the scale (categories in factor order), one
     line per encoding with its own marker and offset (report.draw_lines); ``title``: report.describe's."""
     fig, axes = report.plt().subplots(1, 2, figsize=(9, 3.8), dpi=120, sharey=True)

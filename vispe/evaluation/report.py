@@ -16,11 +16,12 @@ training size the numbers are of when the results say so (``describe``).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, NamedTuple
 
 Row = Mapping[str, Any]
-Key = Tuple[Any, ...]
+Key = tuple[Any, ...]
 
 #: one marker per line, cycling; filled and hollow shapes so overlapping lines differ in outline too
 MARKERS = ('o', 's', '^', 'D', 'v', 'P', 'X', '<', '>', '*', 'h', 'p')
@@ -45,7 +46,7 @@ def summarize(values: Sequence[float]) -> Stat:
     return Stat(statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0, len(values))
 
 
-Cell = Union[Stat, str]
+Cell = Stat | str
 MISSING = Stat(float('nan'), 0.0, 0)
 
 
@@ -54,12 +55,12 @@ class Pivot:
     """``cells[(row key, column)]``: a Stat, or text for a cell that has no number (``'failed'``). ``index`` names
     the fields of a row key (the table's first headers); ``keys`` and ``columns`` are in display order."""
 
-    index: Tuple[str, ...]
-    keys: List[Key] = field(default_factory=list)
-    columns: List[str] = field(default_factory=list)
-    cells: Dict[Tuple[Key, str], Cell] = field(default_factory=dict)
+    index: tuple[str, ...]
+    keys: list[Key] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)
+    cells: dict[tuple[Key, str], Cell] = field(default_factory=dict)
 
-    def get(self, key: Key, column: str) -> Optional[Cell]:
+    def get(self, key: Key, column: str) -> Cell | None:
         return self.cells.get((key, column))
 
     def stat(self, key: Key, column: str) -> Stat:
@@ -67,11 +68,11 @@ class Pivot:
         cell = self.cells.get((key, column))
         return cell if isinstance(cell, Stat) else MISSING
 
-    def line(self, key: Key) -> Dict[str, Cell]:
+    def line(self, key: Key) -> dict[str, Cell]:
         """{column: cell} of one row key, absent cells left out."""
         return {c: self.cells[(key, c)] for c in self.columns if (key, c) in self.cells}
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         """Plain JSON: each line with its key fields and, per column, mean / std / n (or the cell's text)."""
 
         def cell(value: Cell) -> Any:
@@ -90,17 +91,17 @@ class Pivot:
 def pivot(
     rows: Sequence[Row],
     index: Sequence[str],
-    column: Union[str, Callable[[Row], str]],
+    column: str | Callable[[Row], str],
     value: str = 'value',
-    columns: Optional[Sequence[str]] = None,
-    order: Optional[Callable[[str], Any]] = None,
+    columns: Sequence[str] | None = None,
+    order: Callable[[str], Any] | None = None,
 ) -> Pivot:
     """Pivot ``rows``: one line per distinct ``index`` fields (in the order they first appear), one column per
     ``column(row)`` (a field name is formatted with str): ``columns`` when given (others are dropped), else in the
     order they first appear, sorted by ``order`` when given. Repeats of a cell are summarized; text wins over
     numbers (a failed repeat is not averaged away)."""
     label = column if callable(column) else (lambda r: str(r[column]))
-    values: Dict[Tuple[Key, str], List[Any]] = {}
+    values: dict[tuple[Key, str], list[Any]] = {}
     for r in rows:
         values.setdefault((tuple(r[i] for i in index), label(r)), []).append(r[value])
     found = list(dict.fromkeys(c for _, c in values))
@@ -116,7 +117,7 @@ def pivot(
     return table
 
 
-def cell_text(cell: Optional[Cell], fmt: str, spread: bool = False, missing: str = '-') -> str:
+def cell_text(cell: Cell | None, fmt: str, spread: bool = False, missing: str = '-') -> str:
     """A cell formatted with ``fmt``: 'mean ± std' for repeats when ``spread``, ``missing`` for no cell, the text of
     a text cell."""
     if cell is None:
@@ -148,7 +149,7 @@ def markdown(
     fmt: str = '.1f',
     spread: bool = False,
     align: str = '',
-    labels: Optional[Mapping[Key, Sequence[str]]] = None,
+    labels: Mapping[Key, Sequence[str]] | None = None,
 ) -> str:
     """A markdown table: the index fields then one column per pivot column; missing cells are 'nan' (what the
     README tables have always shown). ``align=':'`` right-aligns the value columns; ``labels`` replaces the shown
@@ -180,7 +181,7 @@ def resolution_text(res: Any) -> str:
     return str(res)
 
 
-def resolution_order(label: str) -> Tuple[int, int]:
+def resolution_order(label: str) -> tuple[int, int]:
     """Sort key of a resolution label: pixel count, then height (so 32x48 comes before 48x32)."""
     parts = [int(p) for p in label.lower().split('x')]
     h, w = parts if len(parts) == 2 else (parts[0], parts[0])
@@ -246,9 +247,9 @@ def draw_lines(
     ax,
     table: Pivot,
     label: Callable[[Key], str] = lambda key: ' '.join(str(k) for k in key),
-    train_column: Optional[str] = None,
+    train_column: str | None = None,
     spread: bool = True,
-    colors: Optional[Mapping[Key, Any]] = None,
+    colors: Mapping[Key, Any] | None = None,
     train_label: str = 'train resolution',
 ) -> None:
     """One line per row key over categorical x positions (the pivot's columns, in order, as tick labels): a marker
@@ -290,7 +291,7 @@ def plot_lines(
     xlabel: str = '',
     ylabel: str = '',
     label: Callable[[Key], str] = lambda key: ' '.join(str(k) for k in key),
-    train_column: Optional[str] = None,
+    train_column: str | None = None,
 ) -> str:
     """A one-panel figure of ``draw_lines``, saved as PNG at ``path``."""
     import textwrap
@@ -320,7 +321,7 @@ def _point_column(row: Row) -> str:
     return f'{row["factor"]:g}x {row["sweep"]}'
 
 
-def _point_order(label: str) -> Tuple[int, float]:
+def _point_order(label: str) -> tuple[int, float]:
     factor, sweep = label.split(' ', 1)
     return ('points', 'scale').index(sweep) if sweep in ('points', 'scale') else 2, float(factor.rstrip('x'))
 
@@ -329,9 +330,9 @@ class Kind(NamedTuple):
     """How one kind of sweep (results.json's ``sweep``) becomes a pivot: the fields of a line besides the run, a
     row's column and the columns' order (None: as they first appear)."""
 
-    index: Tuple[str, ...]
+    index: tuple[str, ...]
     column: Callable[[Row], str]
-    order: Optional[Callable[[str], Any]]
+    order: Callable[[str], Any] | None
     xlabel: str
 
 
@@ -366,8 +367,8 @@ def sweep_kind(results: Any, name: str) -> str:
 
 
 def merge(
-    documents: Sequence[Mapping[str, Any]], labels: Sequence[str], metric: Optional[str] = None
-) -> Tuple[str, Pivot, str]:
+    documents: Sequence[Mapping[str, Any]], labels: Sequence[str], metric: str | None = None
+) -> tuple[str, Pivot, str]:
     """(kind, one pivot of every document's rows with its label as the first key field ``run``, the metric) for
     results.json documents of one kind; NotComparable names the files of different kinds (``labels`` name them).
     A generation sweep holds several metrics: ``metric`` chooses one (default: the first)."""
@@ -388,7 +389,7 @@ def merge(
     return kind, pivot(rows, ('run', *spec.index), spec.column, order=spec.order), metric
 
 
-def run_labels(paths: Sequence[str]) -> List[str]:
+def run_labels(paths: Sequence[str]) -> list[str]:
     """Each results.json labelled by its folder: the last folder names, as many as make the labels unique
     (``a/eval`` and ``b/eval`` rather than two ``eval``)."""
     import os

@@ -12,7 +12,8 @@ from __future__ import annotations
 import copy
 import json
 import os
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import torch
 from mmengine.evaluator import Evaluator
@@ -24,7 +25,7 @@ from vispe.evaluation import report
 from vispe.evaluation.sweep_engine import Cell, Log, run_sweep, sweep_identity
 from vispe.registry import MODELS
 
-Resolution = Union[int, Tuple[int, int]]
+Resolution = int | tuple[int, int]
 
 
 def parse_resolution(text: str) -> Resolution:
@@ -44,7 +45,7 @@ def resolution_label(res: Resolution) -> str:
     return str(res) if isinstance(res, (int, str)) else f'{res[0]}x{res[1]}'
 
 
-def train_resolution(cfg, meta: Optional[dict] = None) -> Resolution:
+def train_resolution(cfg, meta: dict | None = None) -> Resolution:
     """The resolution the model was trained at: the checkpoint's ``meta`` (RunMetaHook records it), else the
     config's training data set's image_size (what a --cfg-options override changes), else the config's top-level
     ``train_resolution``."""
@@ -57,7 +58,7 @@ def train_resolution(cfg, meta: Optional[dict] = None) -> Resolution:
     return res
 
 
-def load_model(cfg, checkpoint: str, device: str) -> Tuple[torch.nn.Module, dict]:
+def load_model(cfg, checkpoint: str, device: str) -> tuple[torch.nn.Module, dict]:
     """(the config's model with the checkpoint's weights, on ``device``, in eval mode; the checkpoint's meta). The
     checkpoint must fit the model key for key, unless the config says ``load_strict = False`` (``--non-strict``)."""
     init_default_scope(cfg.get('default_scope', 'vispe'))
@@ -70,7 +71,7 @@ def build_model(cfg, checkpoint: str, device: str) -> torch.nn.Module:
     return load_model(cfg, checkpoint, device)[0]
 
 
-def model_encodings(model: torch.nn.Module) -> List[Any]:
+def model_encodings(model: torch.nn.Module) -> list[Any]:
     """Every encoding instance in the model."""
     from vispe.encodings.base import Encoding
 
@@ -83,9 +84,9 @@ def encoding_label(model: torch.nn.Module) -> str:
     return '+'.join(names) if names else 'none'
 
 
-def available_strategies(model: torch.nn.Module) -> List[str]:
+def available_strategies(model: torch.nn.Module) -> list[str]:
     """Resolution strategies the model's encodings support, defaults first; ['default'] when none do."""
-    seen: List[str] = []
+    seen: list[str] = []
     for enc in model_encodings(model):
         for s in type(enc).strategies:
             if s not in seen:
@@ -101,7 +102,7 @@ def set_strategy(model: torch.nn.Module, strategy: str) -> None:
 
 
 @torch.no_grad()
-def evaluate(model, loader, evaluator: Evaluator, progress=None, task=None) -> Dict[str, float]:
+def evaluate(model, loader, evaluator: Evaluator, progress=None, task=None) -> dict[str, float]:
     """One pass over ``loader`` with model.test_step; returns the evaluator's metrics."""
     for batch in loader:
         evaluator.process(data_samples=model.test_step(batch), data_batch=batch)
@@ -110,7 +111,7 @@ def evaluate(model, loader, evaluator: Evaluator, progress=None, task=None) -> D
     return evaluator.evaluate(len(loader.dataset))
 
 
-def check_strategies(model: torch.nn.Module, strategies: Optional[Sequence[str]]) -> List[str]:
+def check_strategies(model: torch.nn.Module, strategies: Sequence[str] | None) -> list[str]:
     """``strategies``, or every one the model supports; ValueError naming the supported ones for others."""
     supported = available_strategies(model)
     strategies = list(strategies or supported)
@@ -124,14 +125,14 @@ def sweep(
     cfg,
     checkpoint: str,
     resolutions: Sequence[Resolution],
-    strategies: Optional[Sequence[str]] = None,
-    device: Optional[str] = None,
+    strategies: Sequence[str] | None = None,
+    device: str | None = None,
     metric_key: str = 'accuracy/top1',
     show_progress: bool = True,
-    out_dir: Optional[str] = None,
+    out_dir: str | None = None,
     force: bool = False,
     log: Log = print,
-) -> Dict[str, Any]:
+) -> dict[str, Any]:
     """Evaluate ``checkpoint`` at each resolution and strategy, one cell each; returns the results dict (schema
     above). With ``out_dir``, ``out_dir/results.json`` is written as each cell finishes and a rerun reuses the
     finished cells (``force``: recompute them; sweep_engine)."""
@@ -145,7 +146,7 @@ def sweep(
     def cell(strategy: str, res: Resolution) -> Cell:
         key = {'encoding': label, 'strategy': strategy, 'resolution': res}
 
-        def run(batch_size: int) -> List[Dict[str, Any]]:
+        def run(batch_size: int) -> list[dict[str, Any]]:
             metrics = settings.metrics({'image_size': res}, batch_size, strategy)
             return [dict(key, value=metrics[metric_key])]
 
@@ -162,19 +163,19 @@ def sweep(
     return run_sweep(cells, header, identity, out_dir, force, show_progress, log)
 
 
-def write_json(results: Dict[str, Any], path: str) -> str:
+def write_json(results: dict[str, Any], path: str) -> str:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, 'w') as f:
         json.dump(results, f, indent=2)
     return path
 
 
-def resolution_column(row: Dict[str, Any]) -> str:
+def resolution_column(row: dict[str, Any]) -> str:
     """A row's resolution as a table column / figure tick: '32', or '32x48' (height x width)."""
     return resolution_label(row['resolution'])
 
 
-def results_pivot(rows: Iterable[Dict[str, Any]], ordered: bool = False) -> report.Pivot:
+def results_pivot(rows: Iterable[dict[str, Any]], ordered: bool = False) -> report.Pivot:
     """One line per (encoding, strategy), one column per resolution: as they first appear, or (``ordered``) by
     pixel count then height, the order of the figures' x axis."""
     return report.pivot(
@@ -183,11 +184,11 @@ def results_pivot(rows: Iterable[Dict[str, Any]], ordered: bool = False) -> repo
 
 
 def results_table(
-    rows: Iterable[Dict[str, Any]],
+    rows: Iterable[dict[str, Any]],
     title: str = '',
     metric: str = 'accuracy',
     fmt: str = '.1f',
-    failed: Iterable[Dict[str, Any]] = (),
+    failed: Iterable[dict[str, Any]] = (),
 ):
     """A rich Table: one row per (encoding, strategy), one column per resolution; values formatted with ``fmt``,
     'failed' where a cell of ``failed`` (results.json's) ran out of memory even at batch size 1."""
@@ -199,14 +200,14 @@ def results_table(
 FAILED = 'failed'
 
 
-def line_label(key: Tuple[str, str]) -> str:
+def line_label(key: tuple[str, str]) -> str:
     """A figure's legend entry: the encoding, with its strategy unless that is 'default' (encodings without any)."""
     enc, strat = key
     return enc if strat == 'default' else f'{enc} ({strat})'
 
 
 def plot_results(
-    rows: Iterable[Dict[str, Any]], path: str, metric: str = 'accuracy', train_resolution=None, title: str = ''
+    rows: Iterable[dict[str, Any]], path: str, metric: str = 'accuracy', train_resolution=None, title: str = ''
 ) -> str:
     """Metric against resolution, one line per (encoding, strategy), resolutions as categories (report.draw_lines);
     ``title`` (report.describe of the results) says what model it is. Saved as PNG."""

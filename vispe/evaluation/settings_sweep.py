@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Dict, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any
 
 from mmengine.evaluator import Evaluator
 from mmengine.runner import Runner
@@ -14,7 +15,7 @@ from mmengine.runner import Runner
 from vispe.evaluation.resolution import evaluate, set_strategy
 
 
-def settings_loader(cfg, overrides: Mapping[str, Any], batch_size: Optional[int] = None):
+def settings_loader(cfg, overrides: Mapping[str, Any], batch_size: int | None = None):
     """The config's test loader with ``overrides`` applied to its data set (and another batch size when given)."""
     loader_cfg = copy.deepcopy(cfg.test_dataloader)
     loader_cfg.dataset.update(dict(overrides))
@@ -31,8 +32,8 @@ class SettingsEvaluator:
 
     def __init__(self, cfg, model) -> None:
         self.cfg, self.model = cfg, model
-        self._loaders: Dict[Tuple[str, int], Any] = {}
-        self._metrics: Dict[Tuple[str, str], Dict[str, float]] = {}
+        self._loaders: dict[tuple[str, int], Any] = {}
+        self._metrics: dict[tuple[str, str], dict[str, float]] = {}
 
     @property
     def batch_size(self) -> int:
@@ -45,7 +46,7 @@ class SettingsEvaluator:
             self._loaders[key] = settings_loader(self.cfg, overrides, batch_size)
         return self._loaders[key]
 
-    def metrics(self, overrides: Mapping[str, Any], batch_size: int, strategy: str = 'default') -> Dict[str, float]:
+    def metrics(self, overrides: Mapping[str, Any], batch_size: int, strategy: str = 'default') -> dict[str, float]:
         """The test evaluator's metrics of the model under ``strategy`` on the test set with ``overrides``."""
         key = (strategy, json.dumps(dict(overrides), sort_keys=True, default=str))
         if key not in self._metrics:

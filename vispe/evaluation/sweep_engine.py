@@ -24,15 +24,16 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 import torch
 
 from vispe.engine.checkpoint import CheckpointError, atomic_write, remove_partial_files
 from vispe.engine.config import ConfigError, differing_keys, flat_config, load_config
 
-Row = Dict[str, Any]
+Row = dict[str, Any]
 Log = Callable[[str], None]
 
 RESULTS = 'results.json'
@@ -58,7 +59,7 @@ class Cell:
 
     name: str
     key: Row
-    run: Callable[[int], List[Row]]
+    run: Callable[[int], list[Row]]
     batch_size: int
 
 
@@ -138,14 +139,14 @@ class ResultsStore:
     """``out_dir/results.json`` of one sweep (or nothing on disk when ``out_dir`` is None): the rows of an earlier
     run of the same identity, and the document rewritten after each cell."""
 
-    def __init__(self, out_dir: Optional[str], header: Row, identity: Row, force: bool = False) -> None:
+    def __init__(self, out_dir: str | None, header: Row, identity: Row, force: bool = False) -> None:
         self.path = os.path.join(out_dir, RESULTS) if out_dir else None
         if out_dir and os.path.isdir(out_dir):
             remove_partial_files(out_dir)  # a temporary results.json that an interrupted write left behind
         self.header, self.identity = dict(header), dict(identity)
-        self.previous: List[Row] = [] if force or self.path is None else self._load()
+        self.previous: list[Row] = [] if force or self.path is None else self._load()
 
-    def _load(self) -> List[Row]:
+    def _load(self) -> list[Row]:
         """The finished rows of the existing file; SweepConflict if it belongs to another checkpoint, config or
         sweep, or cannot be checked."""
         if not os.path.isfile(self.path):
@@ -168,12 +169,12 @@ class ResultsStore:
             raise SweepConflict(f'{self.path} holds the results of {reasons}: {REMEDY}')
         return list(old['results']) + list(old.get('other_rows') or [])
 
-    def finished(self, cell: Cell) -> List[Row]:
+    def finished(self, cell: Cell) -> list[Row]:
         """The earlier run's rows of ``cell`` ([] when it has none)."""
         key = _jsonable(cell.key)
         return [r for r in self.previous if _matches(r, key)]
 
-    def document(self, cells: Sequence[Cell], rows: Mapping[int, List[Row]], failed: Sequence[Row]) -> Row:
+    def document(self, cells: Sequence[Cell], rows: Mapping[int, list[Row]], failed: Sequence[Row]) -> Row:
         """results.json for the cells finished so far (``rows`` by cell index), in the order of ``cells``."""
         keys = [_jsonable(c.key) for c in cells]
         other = [r for r in self.previous if not any(_matches(r, k) for k in keys)]
@@ -218,7 +219,7 @@ def _first_line(err: BaseException, width: int = 160) -> str:
     return text if len(text) <= width else text[: width - 3] + '...'
 
 
-def run_cell(cell: Cell, log: Log = print) -> Tuple[List[Row], Optional[Row]]:
+def run_cell(cell: Cell, log: Log = print) -> tuple[list[Row], Row | None]:
     """(the cell's rows, None), halving the batch size after each out-of-memory error; ([], its failure record)
     when it does not fit even at batch size 1. Any other error propagates."""
     batch = first = max(1, int(cell.batch_size))
@@ -243,7 +244,7 @@ def run_sweep(
     cells: Sequence[Cell],
     header: Row,
     identity: Row,
-    out_dir: Optional[str] = None,
+    out_dir: str | None = None,
     force: bool = False,
     show_progress: bool = True,
     log: Log = print,
@@ -256,13 +257,13 @@ def run_sweep(
     if repeated:
         raise ValueError(f'the sweep asks for {repeated} more than once; drop the repeats')
     store = ResultsStore(out_dir, header, identity, force)
-    rows: Dict[int, List[Row]] = {}
+    rows: dict[int, list[Row]] = {}
     for i, cell in enumerate(cells):
         if store.finished(cell):
             rows[i] = store.finished(cell)
     if store.path is not None and rows:
         log(f'reusing {len(rows)} of {len(cells)} finished cells of {store.path} (--force recomputes them)')
-    failed: List[Row] = []
+    failed: list[Row] = []
     store.save(store.document(cells, rows, failed))  # the folder now names this checkpoint and config
     with progress_bar(show_progress) as progress:
         task = progress.add_task('evaluating', total=len(cells), completed=len(rows)) if progress else None
@@ -314,7 +315,7 @@ def force_parser_args(parser) -> None:
     )
 
 
-def failure_message(results: Row, out_dir: str) -> Optional[str]:
+def failure_message(results: Row, out_dir: str) -> str | None:
     """The tools' closing error when cells failed (None when none did)."""
     failed = results.get('failed') or []
     if not failed:
@@ -356,7 +357,7 @@ def sweep_for_tool(args: Any, sweep: Callable[..., Row], *settings: Any, log: Ca
         sys.exit(f'error: {err}')
 
 
-def replace_args(out_dir: str, *sources: str) -> List[str]:
+def replace_args(out_dir: str, *sources: str) -> list[str]:
     """['--force'] for a caller that owns ``out_dir`` (compare, the leaderboard, the generation demo) when its
     results.json is older than one of ``sources`` (the checkpoint, a feature extractor) or has no identity: it
     then holds an earlier training's numbers, which the tool would rightly refuse to mix with this one's."""

@@ -3,7 +3,7 @@ top-1 predictions."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Union
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -37,16 +37,16 @@ class Classifier(BaseModel):
 
     def __init__(
         self,
-        backbone: Dict[str, Any],
+        backbone: dict[str, Any],
         label_smoothing: float = 0.0,
-        data_preprocessor: Optional[dict] = None,
-        init_cfg: Optional[dict] = None,
+        data_preprocessor: dict | None = None,
+        init_cfg: dict | None = None,
     ) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.backbone = self.build_backbone(dict(backbone))
         self.label_smoothing = label_smoothing
 
-    def build_backbone(self, cfg: Dict[str, Any]) -> nn.Module:
+    def build_backbone(self, cfg: dict[str, Any]) -> nn.Module:
         raise NotImplementedError
 
     def _run_forward(self, data: Any, mode: str) -> Any:
@@ -66,10 +66,10 @@ class Classifier(BaseModel):
     def forward(
         self,
         inputs: torch.Tensor,
-        labels: Optional[torch.Tensor] = None,
+        labels: torch.Tensor | None = None,
         mode: str = 'tensor',
-        crop: Optional[torch.Tensor] = None,
-    ) -> Union[torch.Tensor, Dict[str, torch.Tensor], List[Dict[str, torch.Tensor]]]:
+        crop: torch.Tensor | None = None,
+    ) -> torch.Tensor | dict[str, torch.Tensor] | list[dict[str, torch.Tensor]]:
         """``crop`` (B, 4) is accepted and unused (see ``IGNORED_BATCH_KEYS``)."""
         logits = self.backbone(inputs)  # (B, num_classes)
         if mode == 'tensor':
@@ -92,7 +92,7 @@ class ImageClassifier(Classifier):
     ``{'inputs': (B, C, H, W), 'labels': (B,)}``.
     """
 
-    def build_backbone(self, cfg: Dict[str, Any]) -> nn.Module:
+    def build_backbone(self, cfg: dict[str, Any]) -> nn.Module:
         if 'model_name' not in cfg:
             raise ValueError(
                 "ImageClassifier needs backbone=dict(model_name='vit_tiny_patch16_224', encoding=..., ...)"
@@ -107,5 +107,5 @@ class PointClassifier(Classifier):
     arguments and modes as ``Classifier``; batches are dicts ``{'inputs': (B, N, 3), 'labels': (B,)}``.
     """
 
-    def build_backbone(self, cfg: Dict[str, Any]) -> nn.Module:
+    def build_backbone(self, cfg: dict[str, Any]) -> nn.Module:
         return MODELS.build(cfg)

@@ -33,7 +33,8 @@ first C channels are used.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -43,7 +44,7 @@ from torch import nn
 from vispe.registry import MODELS
 
 Tensor = torch.Tensor
-TimeLike = Union[float, Tensor]
+TimeLike = float | Tensor
 #: ``fn(x, t) -> prediction`` with t a float (flow time in [0, 1], or a DDPM timestep index)
 PredictFn = Callable[[Tensor, float], Tensor]
 
@@ -120,7 +121,7 @@ def ddim_step(x: Tensor, eps: Tensor, alpha_bar: TimeLike, alpha_bar_prev: TimeL
     return ab_prev.sqrt() * x0 + (1 - ab_prev).sqrt() * eps
 
 
-def ddim_timesteps(steps: int, num_timesteps: int = 1000) -> List[int]:
+def ddim_timesteps(steps: int, num_timesteps: int = 1000) -> list[int]:
     """``steps`` evenly spaced timesteps from T - 1 down to 0 (both included when steps > 1)."""
     if not 1 <= steps <= num_timesteps:
         raise ValueError(f'DDIM needs 1 <= steps <= {num_timesteps}, got {steps}')
@@ -158,7 +159,7 @@ class FlowMatching(nn.Module):
     def eval_times(self, n: int) -> Tensor:
         return (torch.arange(n, dtype=torch.float64) + 0.5).div(n).float()  # stratified over [0, 1]
 
-    def corrupt(self, x0: Tensor, eps: Tensor, t: Tensor) -> Tuple[Tensor, Tensor]:
+    def corrupt(self, x0: Tensor, eps: Tensor, t: Tensor) -> tuple[Tensor, Tensor]:
         return flow_interpolate(x0, eps, t), flow_target(x0, eps)
 
     def net_time(self, t: TimeLike) -> TimeLike:
@@ -186,7 +187,7 @@ class DDPM(nn.Module):
     def eval_times(self, n: int) -> Tensor:
         return ((torch.arange(n, dtype=torch.float64) + 0.5) * (self.num_timesteps / n)).long()
 
-    def corrupt(self, x0: Tensor, eps: Tensor, t: Tensor) -> Tuple[Tensor, Tensor]:
+    def corrupt(self, x0: Tensor, eps: Tensor, t: Tensor) -> tuple[Tensor, Tensor]:
         return ddpm_interpolate(x0, eps, self.alphas_cumprod[t].to(x0.dtype)), eps
 
     def net_time(self, t: TimeLike) -> TimeLike:
@@ -226,13 +227,13 @@ class DiffusionModel(BaseModel):
 
     def __init__(
         self,
-        backbone: Dict[str, Any],
+        backbone: dict[str, Any],
         objective: str = 'flow',
         num_train_timesteps: int = 1000,
         class_dropout: float = 0.0,
         val_seed: int = 0,
-        data_preprocessor: Optional[dict] = None,
-        init_cfg: Optional[dict] = None,
+        data_preprocessor: dict | None = None,
+        init_cfg: dict | None = None,
     ) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         if objective not in OBJECTIVES:
@@ -252,10 +253,10 @@ class DiffusionModel(BaseModel):
     def forward(
         self,
         inputs: Tensor,
-        labels: Optional[Tensor] = None,
-        crop: Optional[Tensor] = None,
+        labels: Tensor | None = None,
+        crop: Tensor | None = None,
         mode: str = 'tensor',
-    ) -> Union[Tensor, Dict[str, Tensor], List[Dict[str, Tensor]]]:
+    ) -> Tensor | dict[str, Tensor] | list[dict[str, Tensor]]:
         if mode not in ('loss', 'predict', 'tensor'):
             raise ValueError(f"mode must be 'loss', 'predict' or 'tensor', got {mode!r}")
         B = inputs.shape[0]
@@ -279,7 +280,7 @@ class DiffusionModel(BaseModel):
         losses = (pred.detach().float() - target.float()).pow(2).flatten(1).mean(1)  # (B,)
         return [{'loss': loss, 't': ti, 'label': yi} for loss, ti, yi in zip(losses, t, y)]
 
-    def _labels(self, labels: Optional[Union[Tensor, Sequence[int]]], batch: int, device: torch.device) -> Tensor:
+    def _labels(self, labels: Tensor | Sequence[int] | None, batch: int, device: torch.device) -> Tensor:
         """Labels as a long (B,) tensor on ``device``; none means unconditional (the null class)."""
         if labels is None:
             return torch.full((batch,), self.num_classes, dtype=torch.long, device=device)
@@ -291,7 +292,7 @@ class DiffusionModel(BaseModel):
     # -- sampling ------------------------------------------------------------------------------------------------
 
     def denoise(
-        self, x: Tensor, t: TimeLike, labels: Tensor, crop: Optional[Tensor] = None, cfg_scale: float = 1.0
+        self, x: Tensor, t: TimeLike, labels: Tensor, crop: Tensor | None = None, cfg_scale: float = 1.0
     ) -> Tensor:
         """The backbone's (first C channels') prediction at objective time ``t``, with classifier-free guidance."""
         B, C = x.shape[:2]
@@ -307,14 +308,14 @@ class DiffusionModel(BaseModel):
     @torch.no_grad()
     def sample(
         self,
-        labels: Union[Tensor, Sequence[int]],
-        size: Optional[Union[int, Tuple[int, int]]] = None,
+        labels: Tensor | Sequence[int],
+        size: int | tuple[int, int] | None = None,
         steps: int = 50,
-        sampler: Optional[str] = None,
+        sampler: str | None = None,
         cfg_scale: float = 1.0,
-        generator: Optional[torch.Generator] = None,
-        crop: Optional[Tensor] = None,
-        noise: Optional[Tensor] = None,
+        generator: torch.Generator | None = None,
+        crop: Tensor | None = None,
+        noise: Tensor | None = None,
     ) -> Tensor:
         """Generate images in [-1, 1] (clamped), one per label, in eval mode.
 
@@ -355,7 +356,7 @@ class DiffusionModel(BaseModel):
         return x.clamp(-1.0, 1.0)
 
     def _noise(
-        self, batch: int, size: Optional[Union[int, Tuple[int, int]]], generator: Optional[torch.Generator], device
+        self, batch: int, size: int | tuple[int, int] | None, generator: torch.Generator | None, device
     ) -> Tensor:
         if size is None:
             raise ValueError('sample() needs size=(H, W) (or an int) when no noise is given')

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Union
+from typing import Any
 
 import torch
 from kornia.geometry.linalg import transform_points
@@ -31,7 +31,7 @@ class MultiViewLocalizer(BaseModel):
     """
 
     def __init__(
-        self, backbone: Dict[str, Any], data_preprocessor: Optional[dict] = None, init_cfg: Optional[dict] = None
+        self, backbone: dict[str, Any], data_preprocessor: dict | None = None, init_cfg: dict | None = None
     ) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.backbone = MODELS.build(dict(backbone))
@@ -41,10 +41,10 @@ class MultiViewLocalizer(BaseModel):
         inputs: torch.Tensor,
         K: torch.Tensor,
         cam_to_world: torch.Tensor,
-        target: Optional[torch.Tensor] = None,
+        target: torch.Tensor | None = None,
         mode: str = 'tensor',
         **unused: Any,
-    ) -> Union[torch.Tensor, Dict[str, torch.Tensor], List[Dict[str, torch.Tensor]]]:
+    ) -> torch.Tensor | dict[str, torch.Tensor] | list[dict[str, torch.Tensor]]:
         local = self.backbone(inputs, K, cam_to_world).float()  # (B, 3) in view 0's camera frame
         world = transform_points(cam_to_world[:, 0].float(), local[:, None])[:, 0]
         if mode == 'tensor':
