@@ -8,7 +8,7 @@ import torch
 from mmengine.registry import init_default_scope
 from torch.utils.data import default_collate
 
-from vispe.datasets.shapes2d import as_hw
+from vispe.datasets.scene2d import as_hw
 from vispe.encodings.build import normalize_spec
 from vispe.engine.config import load_config
 from vispe.registry import DATASETS, MODELS

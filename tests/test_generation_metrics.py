@@ -9,6 +9,7 @@ import torch
 from mmengine.config import Config
 
 from vispe.datasets import RandomResizedCropBox, Shapes2D, TransformedDataset
+from vispe.datasets.scene2d import Scene, Shape, render_scene
 from vispe.datasets.shapes2d import (
     BLUE,
     COLOR_NAMES,
@@ -17,9 +18,6 @@ from vispe.datasets.shapes2d import (
     SHAPE_COLOR_CLASSES,
     SHAPE_COLOR_SHAPES,
     YELLOW,
-    Scene,
-    Shape,
-    render_scene,
     shape_color_of,
 )
 from vispe.evaluation.generation import (

@@ -129,7 +129,10 @@ class Positions:
     def span_tensor(self) -> torch.Tensor:
         """``span`` as an (ndim,) float32 tensor on the coordinates' device, also when the sizes are symbolic (an FX
         graph computes it at run time through the leaf ``sizes_tensor``)."""
-        return sizes_tensor(list(self.span), self.coords.device)
+        span = self.span
+        if span is None:
+            raise ValueError('span_tensor needs positions on a grid or with an extent; these have neither')
+        return sizes_tensor(list(span), self.coords.device)
 
 
 def grid_coords(h: int, w: int, device: torch.device | None = None) -> torch.Tensor:

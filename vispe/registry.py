@@ -39,7 +39,7 @@ def accepted_arguments(target: Callable) -> set[str] | None:
     annotation names (``dit_preset`` -> DiT).
     """
     if inspect.isclass(target):
-        chain = [cls.__init__ for cls in target.__mro__ if '__init__' in vars(cls)]
+        chain = [vars(cls)['__init__'] for cls in target.__mro__ if '__init__' in vars(cls)]
     else:
         chain = [target]
     names: set[str] = set()

@@ -69,7 +69,7 @@ class _DictDataset(SkipsBadSamples, Dataset):
     """Wraps a torchvision data set so items are ``dict(inputs=tensor, labels=int)``, like Shapes2D; bad files are
     an error naming them or skipped (``on_error``, ``vispe.datasets.samples``)."""
 
-    def __init__(self, base: Dataset, classes: list[str], on_error: str = 'raise') -> None:
+    def __init__(self, base: tv_datasets.VisionDataset, classes: list[str], on_error: str = 'raise') -> None:
         self.base = base
         self.classes = list(classes)
         self.num_classes = len(self.classes)
@@ -149,6 +149,8 @@ class ImageFolderDataset(_DictDataset):
     used, with a ``SampleWarning`` naming it once. An empty class folder is an error naming its path.
     """
 
+    base: tv_datasets.ImageFolder
+
     def __init__(
         self,
         data_root: str | Path,
@@ -170,7 +172,7 @@ class ImageFolderDataset(_DictDataset):
         steps = _resize_steps(image_size, augment) + _to_tensor(normalize, IMAGENET_MEAN, IMAGENET_STD, channels)
         self.transform = v2.Compose(steps)
         self.loader = functools.partial(load_image, channels=channels, max_pixels=max_image_pixels)
-        self.crop = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
+        self.crop = (image_size, image_size) if isinstance(image_size, int) else (image_size[0], image_size[1])
         base = _image_folder(root, self.loader)
         super().__init__(base, base.classes, on_error)
         self.warn_once = WarnsOnce(len(self))

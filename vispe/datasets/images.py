@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TypeAlias
 
 import numpy as np
 import torch
@@ -30,7 +31,7 @@ from torchvision import tv_tensors
 
 from vispe.datasets.samples import SKIP_HINT, SampleError
 
-Decoded = Image.Image | tv_tensors.Image
+Decoded: TypeAlias = Image.Image | tv_tensors.Image
 
 CHANNELS = (1, 3)
 #: modes holding 16-bit unsigned integers

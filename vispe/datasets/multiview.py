@@ -20,7 +20,8 @@ import open3d as o3d
 import torch
 from torch.utils.data import Dataset
 
-from vispe.datasets.shapes2d import SPLITS, ImageSize, as_hw
+from vispe.datasets.scene2d import ImageSize, as_hw
+from vispe.datasets.shapes2d import SPLITS
 from vispe.geometry import intrinsics, look_at
 from vispe.registry import DATASETS
 
@@ -63,7 +64,13 @@ def make_mesh(kind: str, size: float, angle: float = 0.0) -> Mesh:
         raise ValueError(f'unknown object kind {kind!r}; valid kinds: {list(KINDS)}')
     if angle:
         mesh.rotate(o3d.geometry.get_rotation_matrix_from_xyz(np.array([0.0, 0.0, angle])), center=np.zeros(3))
-    return mesh.translate(-mesh.get_axis_aligned_bounding_box().get_center())
+    mesh.translate(-mesh.get_axis_aligned_bounding_box().get_center())  # in place
+    return mesh
+
+
+def _o3d_tensor(array: np.ndarray) -> o3d.core.Tensor:
+    """An open3d tensor holding a copy of ``array``, in its dtype, on the CPU."""
+    return o3d.core.Tensor(array)  # type: ignore[call-overload]  # open3d's stubs drop the dtype / device defaults
 
 
 def _extrinsic(cam_to_world: np.ndarray) -> np.ndarray:
@@ -95,15 +102,15 @@ def _cast(
     rays = np.stack(
         [
             o3d.t.geometry.RaycastingScene.create_rays_pinhole(
-                o3d.core.Tensor(np.asarray(k, dtype=np.float64)),
-                o3d.core.Tensor(_extrinsic(np.asarray(pose, dtype=np.float64))),
+                _o3d_tensor(np.asarray(k, dtype=np.float64)),
+                _o3d_tensor(_extrinsic(np.asarray(pose, dtype=np.float64))),
                 width,
                 height,
             ).numpy()
             for k, pose in zip(K, cam_to_world)
         ]
     )  # (V, H, W, 6): origin, direction with camera-frame z = 1
-    hits = scene.cast_rays(o3d.core.Tensor(rays))
+    hits = scene.cast_rays(_o3d_tensor(rays))
     t_hit = hits['t_hit'].numpy()
     ids = hits['geometry_ids'].numpy().astype(np.int64)
     hit = ids != o3d.t.geometry.RaycastingScene.INVALID_ID
@@ -184,12 +191,15 @@ class MultiViewScenes(Dataset):
     positional encodings) and combine views (triangulate) to answer; without them the target is ambiguous.
 
     Args:
-        split: 'train', 'val' or 'test' (different scenes). num_samples: items. num_views: V cameras per scene.
-        image_size: int or (H, W). seed: non-negative int.
+        split: 'train', 'val' or 'test' (different scenes).
+        num_samples: items.
+        num_views: V cameras per scene.
+        image_size: int or (H, W).
+        seed: non-negative int.
         num_objects: (min, max) objects per scene, inclusive, red target included; at most 6.
         fov_range: horizontal field of view in degrees, drawn per view: focal = (W / 2) / tan(fov / 2) pixels.
-        distance_range: camera distance from its look-at point. elevation_range: degrees above the horizontal
-            (world +z is up). Azimuths are uniform in [0, 360).
+        distance_range: camera distance from its look-at point.
+        elevation_range: degrees above the horizontal (world +z is up). Azimuths are uniform in [0, 360).
         look_jitter: std of the Gaussian offset of each camera's look-at point from the origin.
         size_range: object size (sphere radius, half box side, cylinder and cone radius; those are 2 size high).
 
@@ -261,8 +271,8 @@ class MultiViewScenes(Dataset):
             hidden = np.flatnonzero(~(ids == 0).any(axis=(1, 2)))
             if not len(hidden):
                 break
-            for v in hidden:
-                K[v], poses[v] = self.camera(rng, target)
+            for view in hidden:
+                K[view], poses[view] = self.camera(rng, target)
             rgb[hidden], depth[hidden], ids[hidden] = _cast(scene, colours, K[hidden], poses[hidden], height, width)
         return {
             'inputs': torch.from_numpy(rgb),
@@ -272,7 +282,7 @@ class MultiViewScenes(Dataset):
             'target': torch.from_numpy(target.astype(np.float32)),
         }
 
-    def objects(self, rng: np.random.Generator) -> tuple[list, np.ndarray, np.ndarray]:
+    def objects(self, rng: np.random.Generator) -> tuple[list[o3d.geometry.TriangleMesh], np.ndarray, np.ndarray]:
         """World-frame meshes (the red target first), their colours (N, 3) and the target's centre (3,) (float64,
         exactly the centre of the target mesh's axis-aligned bounding box, up to rounding)."""
         count = int(rng.integers(self.num_objects[0], self.num_objects[1] + 1))
@@ -281,7 +291,10 @@ class MultiViewScenes(Dataset):
         angles = rng.uniform(0.0, 2 * np.pi, size=count)
         palette = rng.permutation(len(DISTRACTOR_COLOURS))
         box = np.array(PLACEMENT_BOX)
-        meshes, colours, centres, radii = [], [], [], []
+        meshes: list[o3d.geometry.TriangleMesh] = []
+        colours: list[Colour] = []
+        centres: list[np.ndarray] = []
+        radii: list[float] = []
         for n in range(count):
             mesh = make_mesh(KINDS[kinds[n]], float(sizes[n]), float(angles[n]))
             radius = float(np.linalg.norm(np.asarray(mesh.vertices), axis=1).max())  # bounding sphere about centre
@@ -313,8 +326,8 @@ class MultiViewScenes(Dataset):
             direction = np.array([np.cos(elevation) * np.cos(azimuth), np.cos(elevation) * np.sin(azimuth), 0.0])
             direction[2] = np.sin(elevation)
             eye = look + distance * direction
-            pose = look_at(torch.from_numpy(eye), torch.from_numpy(np.asarray(look, dtype=np.float64)))
-            pose = pose.numpy().astype(np.float32)
+            pose_t = look_at(torch.from_numpy(eye), torch.from_numpy(np.asarray(look, dtype=np.float64)))
+            pose = pose_t.numpy().astype(np.float32)
             K = intrinsics((width / 2) / math.tan(fov / 2), height, width).numpy()
             uv, z = _project(K.astype(np.float64), pose.astype(np.float64), target)
             if z > 0 and np.all(uv >= bounds[0]) and np.all(uv <= bounds[1]):

@@ -9,6 +9,7 @@ surface is sampled. ``resample`` picks a fixed number of points (farthest-point 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import open3d as o3d
@@ -35,11 +36,11 @@ def read_points(path: str, mesh_samples: int = MESH_SAMPLES, seed: int = 0) -> n
     if suffix == '.ply':
         check_ply(path)  # open3d fills a truncated file's missing points with zeros and only prints a warning
     if suffix in POINT_CLOUD_SUFFIXES:
-        cloud = o3d.io.read_point_cloud(path, remove_nan_points=False, remove_infinite_points=False)
+        cloud = o3d.io.read_point_cloud(Path(path), remove_nan_points=False, remove_infinite_points=False)
         if cloud.has_points():
             return finite_points(np.asarray(cloud.points, dtype=np.float32), path)
     if suffix in MESH_SUFFIXES:
-        mesh = o3d.io.read_triangle_mesh(path)
+        mesh = o3d.io.read_triangle_mesh(Path(path))
         if mesh.has_triangles():
             finite_points(np.asarray(mesh.vertices), path)
             o3d.utility.random.seed(seed)

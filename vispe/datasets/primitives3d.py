@@ -43,11 +43,15 @@ class Primitives3D(Dataset):
     """Point clouds of primitive shapes, labelled by shape.
 
     Args:
-        split: 'train', 'val' or 'test' (different objects). num_samples: items. num_points: N points per cloud.
-        seed: non-negative int. sampling: 'uniform' (area-weighted) or 'poisson' (Poisson-disk, more even, slower).
-        rotation: 'z' (about the vertical axis) or 'so3' (any). scale_range: per-axis random scale factors.
-        scale: multiplies every cloud (evaluation at unseen object sizes). jitter: std of the Gaussian noise added
-            to each point, in units of the (unscaled) object.
+        split: 'train', 'val' or 'test' (different objects).
+        num_samples: items.
+        num_points: N points per cloud.
+        seed: non-negative int.
+        sampling: 'uniform' (area-weighted) or 'poisson' (Poisson-disk, more even, slower).
+        rotation: 'z' (about the vertical axis) or 'so3' (any).
+        scale_range: (low, high) of the per-axis random scale factors.
+        scale: multiplies every cloud (evaluation at unseen object sizes).
+        jitter: std of the Gaussian noise added to each point, in units of the (unscaled) object.
         cache_dir: when set (e.g. 'data/primitives3d_cache'), each cloud is generated once and kept there as .npy,
             under a folder named by the settings that shape it (``scale`` is applied after reading). Worth it for
             'poisson' sampling (about 15 ms a cloud against 0.25 ms for 'uniform').
@@ -81,15 +85,16 @@ class Primitives3D(Dataset):
         if num_points < 1 or num_samples < 0 or seed < 0 or scale <= 0:
             raise ValueError('num_points >= 1, num_samples >= 0, seed >= 0 and scale > 0 are needed')
         self.split, self.num_samples, self.num_points, self.seed = split, int(num_samples), int(num_points), int(seed)
+        low, high = scale_range
         self.sampling, self.rotation, self.scale_range, self.scale, self.jitter = (
             sampling,
             rotation,
-            tuple(scale_range),
+            (low, high),
             float(scale),
             float(jitter),
         )
         self.metainfo = {'classes': self.classes, 'num_classes': len(self.classes)}
-        self.cache_dir = None
+        self.cache_dir: str | None = None
         if cache_dir is not None:
             settings = (self.seed, split, self.num_points, sampling, rotation, self.scale_range, self.jitter)
             self.cache_dir = os.path.join(cache_dir, hashlib.sha1(repr(settings).encode()).hexdigest()[:16])
@@ -111,6 +116,8 @@ class Primitives3D(Dataset):
     def cached(self, index: int) -> np.ndarray:
         """The cloud of ``index`` from the cache, generated and written first when missing (write to a temporary
         name, then rename: a reader never sees half a file, and workers racing on one item write the same data)."""
+        if self.cache_dir is None:
+            raise ValueError('Primitives3D.cached needs a data set built with cache_dir')
         path = os.path.join(self.cache_dir, f'{self.split}_{index}.npy')
         if os.path.isfile(path):
             return np.load(path)

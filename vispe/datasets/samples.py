@@ -104,7 +104,9 @@ def check_ply(path: str) -> None:
     with open(path, 'rb') as f:
         if f.readline().strip() != b'ply':
             raise SampleError(f'{path}: not a PLY file (no "ply" magic line); {SKIP_HINT}')
-        fmt, elements, header = None, [], 0
+        fmt: str | None = None
+        header = 0
+        elements: list[tuple[int, int | None]] = []  # per element: count, bytes per item (None: variable)
         for raw in f:
             line = raw.decode('ascii', 'replace').split()
             if not line:
@@ -112,13 +114,13 @@ def check_ply(path: str) -> None:
             if line[0] == 'format':
                 fmt = line[1]
             elif line[0] == 'element':
-                elements.append([int(line[2]), 0])  # count, bytes per item (None: variable)
+                elements.append((int(line[2]), 0))
             elif line[0] == 'property' and elements:
-                element = elements[-1]
+                count, size = elements[-1]
                 if line[1] == 'list':
-                    element[1] = None
-                elif element[1] is not None:
-                    element[1] += PLY_SIZES.get(line[1], 0)  # an unknown type counts 0: never a false alarm
+                    elements[-1] = (count, None)
+                elif size is not None:
+                    elements[-1] = (count, size + PLY_SIZES.get(line[1], 0))  # unknown types count 0: no false alarm
             elif line[0] == 'end_header':
                 header = f.tell()
                 break
@@ -159,6 +161,9 @@ class SkipsBadSamples:
     _skip_flags: torch.Tensor | None = None  # (len,) bool in shared memory; None under on_error='raise'
 
     def load(self, index: int) -> Any:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
         raise NotImplementedError
 
     def track_skips(self, on_error: str) -> None:

@@ -2,9 +2,10 @@
 
 A scene is a list of coloured shapes in continuous scene coordinates ``[0, 1]^2`` (x to the right, y down),
 drawn deterministically from ``(seed, split, index)``. Scenes are rendered at any resolution with analytic
-anti-aliasing: each pixel centre gets a signed distance to each shape, turned into coverage by
-``clip(0.5 - sdf * pixels_per_unit, 0, 1)``. The same scene therefore looks the same at 32, 48 or 64 px, which is
-what a comparison of positional encodings across resolutions needs.
+anti-aliasing (``vispe.datasets.scene2d``: the shapes, their signed distances and the renderer): each pixel centre
+gets a signed distance to each shape, turned into coverage by ``clip(0.5 - sdf * pixels_per_unit, 0, 1)``. The
+same scene therefore looks the same at 32, 48 or 64 px, which is what a comparison of positional encodings across
+resolutions needs.
 
 Any axis-aligned window of the scene can be rendered directly at the output size (``render_scene(..., window=)``),
 which gives random resized crops without resampling blur: ``Shapes2D(crop_scale=...)``.
@@ -15,21 +16,27 @@ from __future__ import annotations
 import colorsys
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from vispe.datasets.scene2d import (
+    ALL_SHAPES,
+    FULL_WINDOW,
+    Color,
+    ImageSize,
+    Scene,
+    Shape,
+    Window,
+    as_hw,
+    render_scene,
+    to_uint8,
+)
 from vispe.registry import DATASETS
-
-ImageSize = int | tuple[int, int]
-Color = tuple[float, float, float]
 
 SPLITS = {'train': 0, 'val': 1, 'test': 2}
 BASIC_SHAPES = ('circle', 'square', 'triangle')
-ALL_SHAPES = ('circle', 'square', 'triangle', 'cross', 'diamond')
 CELL_NAMES = tuple(f'{row}-{col}' for row in ('top', 'middle', 'bottom') for col in ('left', 'center', 'right'))
 DIRECTIONS = ('right', 'down', 'left', 'up')  # where the blue object is, seen from the red one
 PAIRS = ((0, 1), (0, 2), (1, 2))  # indices into (red, green, blue)
@@ -57,159 +64,6 @@ THREE_CELL_MARGIN = 0.5  # in cells: the farthest pair must beat the second fart
 RELATION_MARGIN = 0.15  # the dominant axis of the displacement beats the other one by this much
 MAX_TRIES = 1000
 
-# Polygons with unit half-extent, centred on their bounding box (y down). Scaled by the shape size at render time.
-_CROSS_W = 0.35  # half width of the cross's arms: thick enough to stay visible at 32 px
-_POLYGONS = {
-    'triangle': np.array([(0.0, -0.866), (1.0, 0.866), (-1.0, 0.866)]),  # equilateral, apex up
-    'diamond': np.array([(0.0, -1.0), (1.0, 0.0), (0.0, 1.0), (-1.0, 0.0)]),
-    'cross': np.array(
-        [
-            (-_CROSS_W, -1.0),
-            (_CROSS_W, -1.0),
-            (_CROSS_W, -_CROSS_W),
-            (1.0, -_CROSS_W),
-            (1.0, _CROSS_W),
-            (_CROSS_W, _CROSS_W),
-            (_CROSS_W, 1.0),
-            (-_CROSS_W, 1.0),
-            (-_CROSS_W, _CROSS_W),
-            (-1.0, _CROSS_W),
-            (-1.0, -_CROSS_W),
-            (-_CROSS_W, -_CROSS_W),
-        ]
-    ),
-}
-
-
-@dataclass(frozen=True)
-class Shape:
-    """One filled shape: ``kind`` in ALL_SHAPES, centre (x, y), half-extent ``size``, RGB colour in [0, 1]."""
-
-    kind: str
-    center: tuple[float, float]
-    size: float
-    color: Color
-
-    def bbox(self) -> tuple[float, float, float, float]:
-        """(x0, y0, x1, y1): a box that contains the shape (tight except for the triangle's height)."""
-        (cx, cy), s = self.center, self.size
-        return cx - s, cy - s, cx + s, cy + s
-
-
-@dataclass(frozen=True)
-class Scene:
-    """A labelled scene; shapes are painted in order, later ones over earlier ones."""
-
-    label: int
-    shapes: tuple[Shape, ...]
-
-
-Window = tuple[float, float, float, float]  # (top, left, height, width) as fractions of the full scene
-FULL_WINDOW: Window = (0.0, 0.0, 1.0, 1.0)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Rendering
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def as_hw(image_size: ImageSize) -> tuple[int, int]:
-    """Normalise ``image_size`` (int or (H, W)) to a (H, W) tuple of positive ints."""
-    if isinstance(image_size, int):
-        image_size = (image_size, image_size)
-    if len(image_size) != 2 or not all(isinstance(v, int) and v > 0 for v in image_size):
-        raise ValueError(f'image_size must be a positive int or (H, W) pair of them, got {image_size!r}')
-    return int(image_size[0]), int(image_size[1])
-
-
-@lru_cache(maxsize=32)
-def _pixel_centres(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Scene coordinates of pixel centres: x as (1, W) and y as (H, 1), to broadcast instead of meshgrid."""
-    x = ((np.arange(width) + 0.5) / width)[None, :]
-    y = ((np.arange(height) + 0.5) / height)[:, None]
-    x.flags.writeable = False  # shared through the cache
-    y.flags.writeable = False
-    return x, y
-
-
-def _box_sdf(px: np.ndarray, py: np.ndarray, half: float) -> np.ndarray:
-    """Signed distance to an axis-aligned square of half side ``half`` centred on the origin."""
-    qx, qy = np.abs(px) - half, np.abs(py) - half
-    outside = np.hypot(np.maximum(qx, 0.0), np.maximum(qy, 0.0))
-    return outside + np.minimum(np.maximum(qx, qy), 0.0)
-
-
-def _polygon_sdf(px: np.ndarray, py: np.ndarray, verts: np.ndarray) -> np.ndarray:
-    """Signed distance to a simple polygon (negative inside), after Inigo Quilez's sdPolygon.
-
-    Loops over edges (a dozen at most) and vectorises over pixels.
-    """
-    px, py = np.broadcast_arrays(px, py)
-    d2 = (px - verts[0, 0]) ** 2 + (py - verts[0, 1]) ** 2
-    sign = np.ones_like(d2)
-    for i in range(len(verts)):
-        (vix, viy), (vjx, vjy) = verts[i], verts[i - 1]
-        ex, ey = vjx - vix, vjy - viy
-        wx, wy = px - vix, py - viy
-        t = np.clip((wx * ex + wy * ey) / (ex * ex + ey * ey), 0.0, 1.0)
-        d2 = np.minimum(d2, (wx - ex * t) ** 2 + (wy - ey * t) ** 2)
-        # Winding test: crossing this edge's span flips inside/outside.
-        c1, c2, c3 = py >= viy, py < vjy, ex * wy > ey * wx
-        sign[(c1 & c2 & c3) | ~(c1 | c2 | c3)] *= -1.0
-    return sign * np.sqrt(d2)
-
-
-def shape_sdf(shape: Shape, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Signed distance (scene units, negative inside) from points (x, y) to ``shape``."""
-    px, py = x - shape.center[0], y - shape.center[1]
-    if shape.kind == 'circle':
-        return np.hypot(px, py) - shape.size
-    if shape.kind == 'square':
-        return _box_sdf(px, py, shape.size)
-    if shape.kind in _POLYGONS:
-        return _polygon_sdf(px, py, _POLYGONS[shape.kind] * shape.size)
-    raise ValueError(f'unknown shape kind {shape.kind!r}; valid: {ALL_SHAPES}')
-
-
-def render_scene(scene: Scene, image_size: ImageSize, window: Window | None = None) -> np.ndarray:
-    """Render ``scene`` to a float32 (H, W, 3) array in [0, 1] on a black background.
-
-    Non-square sizes stretch [0, 1]^2 to the image; the anti-aliasing ramp then uses the geometric mean of the
-    two pixel densities (exact for square images, within a factor sqrt(W/H) of a pixel otherwise).
-
-    ``window`` = (top, left, height, width) in scene units renders only that part of the scene, stretched to
-    ``image_size``: the same pixels as a render of the whole scene at ``image_size / window size``, sliced.
-    """
-    height, width = as_hw(image_size)
-    x, y = _pixel_centres(height, width)
-    pixels_per_unit = math.sqrt(height * width)
-    top, left, win_h, win_w = window or FULL_WINDOW
-    if window is not None:
-        x, y = left + x * win_w, top + y * win_h
-        pixels_per_unit = math.sqrt(height * width / (win_h * win_w))
-    image = np.zeros((height, width, 3), dtype=np.float32)
-    for shape in scene.shapes:
-        # Only the pixels near the shape's box can be covered: evaluating there keeps large renders cheap.
-        x0, y0, x1, y1 = shape.bbox()
-        if window is not None:  # the box in window units, so the pixel ranges below stay the same code
-            x0, x1, y0, y1 = (x0 - left) / win_w, (x1 - left) / win_w, (y0 - top) / win_h, (y1 - top) / win_h
-        c0, c1 = max(int(x0 * width) - 1, 0), min(math.ceil(x1 * width) + 1, width)
-        r0, r1 = max(int(y0 * height) - 1, 0), min(math.ceil(y1 * height) + 1, height)
-        if c0 >= c1 or r0 >= r1:
-            continue
-        sdf = shape_sdf(shape, x[:, c0:c1], y[r0:r1, :])
-        alpha = np.clip(0.5 - sdf * pixels_per_unit, 0.0, 1.0).astype(np.float32)[..., None]
-        window = image[r0:r1, c0:c1]
-        window *= 1.0 - alpha  # 'over' compositing, so a later shape hides what it covers
-        window += alpha * np.asarray(shape.color, dtype=np.float32)
-    return image
-
-
-def to_uint8(image: np.ndarray) -> np.ndarray:
-    """Float image in [0, 1] (H, W, 3) -> uint8 (H, W, 3), e.g. for PIL.Image.fromarray."""
-    return (np.clip(image, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Scene generators, one per task: each draws the label first (uniformly) and then a scene for it.
 # ----------------------------------------------------------------------------------------------------------------
@@ -218,7 +72,8 @@ def to_uint8(image: np.ndarray) -> np.ndarray:
 def _random_color(rng: np.random.Generator) -> Color:
     """A saturated, bright colour, so objects always stand out from the black background."""
     h, s, v = rng.uniform(0.0, 1.0), rng.uniform(0.5, 1.0), rng.uniform(0.7, 1.0)
-    return tuple(float(c) for c in colorsys.hsv_to_rgb(h, s, v))
+    r, g, b = colorsys.hsv_to_rgb(h, s, v)
+    return float(r), float(g), float(b)
 
 
 def _position_scene(rng: np.random.Generator) -> Scene:

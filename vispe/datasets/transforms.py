@@ -8,7 +8,7 @@ image being (0, 0, 1, 1). ``TransformedDataset`` applies such transforms to the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch.utils.data import Dataset
@@ -18,6 +18,14 @@ from torchvision.transforms.v2 import functional as TF
 from vispe.registry import DATASETS, TRANSFORMS
 
 ImageSize = int | tuple[int, int]
+
+
+class MapDataset(Protocol):
+    """What ``TransformedDataset`` needs of the data set it wraps: a length and dict items by index."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> dict: ...
 
 
 def crop_box(top: int, left: int, height: int, width: int, image_height: int, image_width: int) -> torch.Tensor:
@@ -43,8 +51,8 @@ def random_resized_crop(
     """
     height, width = image.shape[-2:]
     top, left, crop_h, crop_w = RandomResizedCrop.get_params(image, list(scale), list(ratio))
-    size = [size, size] if isinstance(size, int) else list(size)
-    out = TF.resized_crop(image, top, left, crop_h, crop_w, size, interpolation=interpolation, antialias=antialias)
+    out_size = [size, size] if isinstance(size, int) else list(size)
+    out = TF.resized_crop(image, top, left, crop_h, crop_w, out_size, interpolation=interpolation, antialias=antialias)
     return out, crop_box(top, left, crop_h, crop_w, height, width)
 
 
@@ -54,7 +62,10 @@ class RandomResizedCropBox:
 
     Args:
         size: output size, int or (H, W).
-        scale, ratio, interpolation, antialias: as torchvision's ``RandomResizedCrop``.
+        scale: as torchvision's ``RandomResizedCrop``: (min, max) area of the crop, as a fraction of the image.
+        ratio: as torchvision's: (min, max) aspect ratio (width / height) of the crop.
+        interpolation: as torchvision's: the resize's interpolation mode (or its name).
+        antialias: as torchvision's: antialias when downsizing.
         key: the image's key when called on a dict item.
 
     Called on a dict item (``{'inputs': (C, H, W), ...}``) it returns a new dict with the crop in ``key`` and the
@@ -72,7 +83,11 @@ class RandomResizedCropBox:
     ) -> None:
         if not 0.0 < scale[0] <= scale[1] <= 1.0 or not 0.0 < ratio[0] <= ratio[1]:
             raise ValueError(f'need 0 < scale[0] <= scale[1] <= 1 and 0 < ratio[0] <= ratio[1], got {scale}, {ratio}')
-        self.size = size if isinstance(size, int) else tuple(size)
+        if isinstance(size, int):
+            self.size: ImageSize = size
+        else:
+            height, width = size
+            self.size = (height, width)
         self.scale, self.ratio = (float(scale[0]), float(scale[1])), (float(ratio[0]), float(ratio[1]))
         self.interpolation = InterpolationMode(interpolation)
         self.antialias, self.key = antialias, key
@@ -97,7 +112,7 @@ class TransformedDataset(Dataset):
     gives DiT items with a ``crop`` micro-condition. ``metainfo`` is the wrapped data set's.
     """
 
-    def __init__(self, dataset: Dataset | dict, transforms: Sequence[Any]) -> None:
+    def __init__(self, dataset: MapDataset | dict, transforms: Sequence[Any]) -> None:
         self.dataset = DATASETS.build(dataset) if isinstance(dataset, dict) else dataset
         self.transforms = [TRANSFORMS.build(t) if isinstance(t, dict) else t for t in transforms]
         self.metainfo = getattr(self.dataset, 'metainfo', {})

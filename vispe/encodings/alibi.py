@@ -47,6 +47,8 @@ class ALiBi2D(Encoding):
     hook takes ``Positions``.
     """
 
+    slopes: torch.Tensor  # buffer (H,)
+
     def __init__(self, num_heads: int, scale: float = 1.0) -> None:
         super().__init__()
         check_positive('alibi2d', scale=scale, num_heads=num_heads)

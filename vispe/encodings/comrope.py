@@ -163,7 +163,7 @@ class ComRoPE(Encoding):
 
     #: every axis owns whole blocks (AP), so the head dim must divide by block_size * ndim
     partitioned: ClassVar[bool] = False
-    no_weight_decay_params = ('P',)
+    no_weight_decay_params: ClassVar[tuple[str, ...]] = ('P',)
 
     def __init__(
         self,
@@ -243,7 +243,9 @@ class ComRoPE(Encoding):
         with autocast_off(x):
             return exp_skew(self.skew_generators(), self.multipliers(x, num_prefix))
 
-    def rotate_normalized(self, q: torch.Tensor, k: torch.Tensor, x: torch.Tensor, num_prefix: int = 0):
+    def rotate_normalized(
+        self, q: torch.Tensor, k: torch.Tensor, x: torch.Tensor, num_prefix: int = 0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate q, k (B, H, num_prefix + N, d) by R(x) for normalised positions x (N or B, N, ndim)."""
         with autocast_off(q):
             gen, t = self.skew_generators(), self.multipliers(x, num_prefix)
@@ -256,7 +258,7 @@ class ComRoPE(Encoding):
             rot = exp_skew(gen, t)
             return apply_blocks(q, rot), apply_blocks(k, rot)
 
-    def rotate(self, q, k, pos: Positions):
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         return self.rotate_normalized(q, k, self.normalized_coords(pos, q.shape[0]), pos.num_prefix)
 
 
@@ -270,6 +272,7 @@ class ComRoPEAP(ComRoPE):
     """
 
     partitioned = True
+    mask: torch.Tensor  # buffer (ndim, J): block j belongs to axis j mod ndim
 
     def build_axis_weights(self) -> None:
         mask = torch.arange(self.num_blocks) % self.ndim == torch.arange(self.ndim)[:, None]

@@ -10,6 +10,7 @@ Hook: embed, x (B, N, D) -> (B, N, D).
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from torch import nn
@@ -43,8 +44,11 @@ class LFF(Encoding):
     """Learnable Fourier features + MLP, added to the patch tokens (prefix tokens carry no position).
 
     Args:
-        dim: model width D. ndim: position dimensions M (2 for images, 3 for points). num_features: F, even
-        (None: F = D). hidden_dim: MLP width (32 in the paper). gamma: W_r init std is 1 / gamma.
+        dim: model width D.
+        ndim: position dimensions M (2 for images, 3 for points).
+        num_features: F, even (None: F = D).
+        hidden_dim: MLP width (32 in the paper).
+        gamma: W_r init std is 1 / gamma.
 
     Grid positions are normalised with the grid size, points without a grid by per-sample min-max (see
     ``normalize_positions``). The Fourier features are computed in float32 even under autocast; the MLP follows
@@ -98,7 +102,7 @@ class LFF(Encoding):
             )
         p = self._cache.get(pos.cache_key(), lambda: normalize_positions(pos))
         features = self.features(p)  # float32 under autocast; cast to the MLP's dtype for a model cast to bf16
-        return x + self.mlp(features.to(self.mlp[0].weight.dtype)).to(x.dtype)
+        return x + self.mlp(features.to(cast(nn.Linear, self.mlp[0]).weight.dtype)).to(x.dtype)
 
 
 __all__ = ['LFF', 'normalize_positions']

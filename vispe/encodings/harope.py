@@ -98,7 +98,7 @@ class HARoPE(RoPEAxial):
             k2 = k.float() @ m_inv_t.transpose(-1, -2)
         return q2.to(q.dtype), k2.to(k.dtype)
 
-    def rotate(self, q, k, pos: Positions):
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         q2, k2 = self.transform(q, k)
         return super().rotate(q2, k2, pos)
 

@@ -68,11 +68,18 @@ def bucket_ids_from_coords(coords: torch.Tensor, method: str, ratio: float, num_
     Entry (i, j) buckets the offset pos_i - pos_j; rows and columns of prefix tokens hold the prefix bucket
     ``num_buckets(method, ratio)``. ``cross`` returns (rows, cols), one index per table.
     """
+    parts = bucket_parts(coords, method, ratio, num_prefix)
+    return (parts[0], parts[1]) if method == 'cross' else parts[0]
+
+
+def bucket_parts(coords: torch.Tensor, method: str, ratio: float, num_prefix: int = 0) -> tuple[torch.Tensor, ...]:
+    """``bucket_ids_from_coords`` as a tuple whatever the method: (rows, cols) for ``cross``, one tensor else."""
     alpha, beta, gamma = piecewise_coefficients(ratio)
     b = int(beta)
     diff = coords.float()[..., :, None, :] - coords.float()[..., None, :, :]  # (..., N, N, 2)
     dr, dc = diff.unbind(-1)
     g = lambda t: piecewise_index(t, alpha, beta, gamma)  # noqa: E731
+    ids: tuple[torch.Tensor, ...]
     if method == 'product':
         ids = ((g(dr) + b) * (2 * b + 1) + g(dc) + b,)
     elif method == 'cross':
@@ -84,10 +91,9 @@ def bucket_ids_from_coords(coords: torch.Tensor, method: str, ratio: float, num_
     else:
         raise ValueError(f'unknown iRPE method {method!r}; choose one of {list(METHODS)}')
     prefix = num_buckets(method, ratio)
-    ids = tuple(
+    return tuple(
         F.pad(t, (num_prefix, 0, num_prefix, 0), value=float(prefix)) for t in ids
     )  # float: as TorchScript's pad
-    return ids if method == 'cross' else ids[0]
 
 
 def bucket_ids(h: int, w: int, method: str, ratio: float = 1.9, num_prefix: int = 0) -> Buckets:
@@ -128,7 +134,8 @@ class IRPE(Encoding):
     """iRPE (Wu et al., ICCV 2021) on keys (default), queries and / or values, one instance per attention layer.
 
     Args:
-        dim, num_heads: model width and heads (head dim d = dim / num_heads).
+        dim: model width.
+        num_heads: attention heads (head dim d = dim / num_heads).
         method: 'product' (default), 'cross', 'euclidean' or 'quant' (see the module docstring).
         mode: 'contextual' (default): a learned vector r per bucket, interacting with q, k or the attention;
             'bias': a learned scalar per bucket added to the logits, which only makes sense on 'k'.
@@ -202,7 +209,7 @@ class IRPE(Encoding):
         self.tables = nn.ParameterDict({s + p: nn.Parameter(torch.zeros(shape)) for s in self.on for p in parts})
         self.reset_parameters()
 
-    def active_hooks(self):
+    def active_hooks(self) -> frozenset[str]:
         return self._hooks
 
     def reset_parameters(self) -> None:
@@ -225,9 +232,9 @@ class IRPE(Encoding):
             raise ValueError(f'iRPE buckets 2D (row, col) offsets; these positions have {pos.ndim} dimensions')
 
         def build() -> tuple[torch.Tensor, ...]:
-            ids = bucket_ids_from_coords(pos.coords, self.method, self.ratio, pos.num_prefix)
+            ids = bucket_parts(pos.coords, self.method, self.ratio, pos.num_prefix)
             if self.method != 'cross':
-                return (ids,)
+                return ids
             return ids[0], ids[1] + self.num_buckets  # cols index the second half of the concatenated table
 
         ids = _BUCKETS.get(pos.cache_key('irpe', self.method, self.ratio), build)
@@ -258,7 +265,9 @@ class IRPE(Encoding):
     def scalar_bias(self, ids: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """bias mode: w[ids] -> (1, H or 1, n, N), or (B, H or 1, n, N) for per-sample positions."""
         table = self.table('k')
-        out = sum(table[..., idx] for idx in ids)  # (n, N) shared, (H, n, N) per head (+ B after H)
+        out = table[..., ids[0]]  # (n, N) shared, (H, n, N) per head (+ B after H)
+        for idx in ids[1:]:
+            out = out + table[..., idx]
         out = out.unsqueeze(-3) if self.shared_heads else out.movedim(0, -3)
         return out if out.dim() == 4 else out.unsqueeze(0)
 
@@ -282,6 +291,7 @@ class IRPE(Encoding):
                 # scale * k_j . W_q[bucket(j, i)] for the rows' queries i: columns ``rows`` of the table, then swap
                 on_q = self.gather(keys, tuple(idx[..., :, rows] for idx in ids)).transpose(-1, -2)
                 bias = on_q if bias is None else bias + on_q
+            assert bias is not None  # the hook is active only with 'q' or 'k' in on (__init__)
             return bias
 
         return rows_of
@@ -307,6 +317,7 @@ __all__ = [
     'MODES',
     'bucket_ids',
     'bucket_ids_from_coords',
+    'bucket_parts',
     'num_buckets',
     'piecewise_coefficients',
     'piecewise_index',

@@ -10,6 +10,7 @@ the model width. The result is added to the tokens. Cameras come from ``pos.came
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from torch import nn
@@ -32,11 +33,14 @@ class PETR(Encoding):
     """PETR 3D position embedding of each token's camera frustum.
 
     Args:
-        dim: model width. num_depths: D depth bins (64 in PETR). depth_range: (near, far) of the bins in the data's
-            unit. scene_range: (x_min, y_min, z_min, x_max, y_max, z_max), the world box the points are normalised
-            to (points outside saturate). hidden_dim: width of the first 1x1 conv (None: 4 dim, as PETR).
-            feature_guided: PETRv2's variant, PE * sigmoid(MLP(token features)). relative: poses relative to the
-            first view.
+        dim: model width.
+        num_depths: D depth bins (64 in PETR).
+        depth_range: (near, far) of the bins in the data's unit.
+        scene_range: (x_min, y_min, z_min, x_max, y_max, z_max), the world box the points are normalised to (points
+            outside saturate).
+        hidden_dim: width of the first 1x1 conv (None: 4 dim, as PETR).
+        feature_guided: PETRv2's variant, PE * sigmoid(MLP(token features)).
+        relative: poses relative to the first view.
 
     Weight decay: nothing to declare: the position encoder's layers are ordinary 1x1 convs (linear layers here),
     decayed as PETR trains them; their biases, 1-D, take none.
@@ -46,6 +50,9 @@ class PETR(Encoding):
 
     ndims = (2,)
     needs_cameras = True
+    lo: torch.Tensor  # buffers: the scene box's (3,) corners and the (D,) depth bins
+    hi: torch.Tensor
+    depths: torch.Tensor
 
     def __init__(
         self,
@@ -85,7 +92,7 @@ class PETR(Encoding):
         return coords.reshape(B, V * h * w, -1)
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        pe = self.mlp(self.frustum(pos).to(self.mlp[0].weight.dtype)).to(x.dtype)
+        pe = self.mlp(self.frustum(pos).to(cast(nn.Linear, self.mlp[0]).weight.dtype)).to(x.dtype)
         if self.guide is not None:
             pe = pe * torch.sigmoid(self.guide(x))
         return x + pe

@@ -14,6 +14,8 @@ groups (measured median 0.14 on primitives3d), about 4 for clouds normalised int
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -28,7 +30,9 @@ class PointMLP(Encoding):
     """MLP of the token positions, added to the non-prefix tokens before every block.
 
     Args:
-        dim: model width D. ndim: position dimensions (3 for points). hidden_dim: MLP width (128 in Point-MAE).
+        dim: model width D.
+        ndim: position dimensions (3 for points).
+        hidden_dim: MLP width (128 in Point-MAE).
         depth: the backbone's blocks; before block 0 is the ``embed`` hook, before block i + 1 the ``after_block``
             hook of block i (i < depth - 1). None: before block 0 only.
 
@@ -51,7 +55,7 @@ class PointMLP(Encoding):
 
     def table(self, pos: Positions, dtype: torch.dtype) -> torch.Tensor:
         """(N, D) or (B, N, D) embeddings of the positions."""
-        return self.mlp(pos.coords.to(self.mlp[0].weight.dtype)).to(dtype)
+        return self.mlp(pos.coords.to(cast(nn.Linear, self.mlp[0]).weight.dtype)).to(dtype)
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         return x + self.table(pos, x.dtype)
@@ -75,10 +79,13 @@ class RoPE3D(Encoding):
     """Rotary embedding of ndim-D point positions (default 3: x, y, z in the data's unit), axial or mixed.
 
     Args:
-        dim, num_heads: model width and heads (head dim d). ndim: position dimensions (the backbone passes 3).
+        dim: model width.
+        num_heads: attention heads (head dim d = dim / num_heads).
+        ndim: position dimensions (the backbone passes 3).
         mode: 'axial' (fixed frequencies, each pair turns with one axis; theta 100 as rope_axial) or 'mixed'
             (learned frequency vectors per layer, head and pair; theta 10 as rope_mixed).
-        theta: frequency base (None: the mode's default). freq_scale: rad per data unit of the fastest pair.
+        theta: frequency base (None: the mode's default).
+        freq_scale: rad per data unit of the fastest pair.
         prefix: where prefix tokens (cls) sit: 'centroid' (the mean of the sample's positions) or 'none'
             (unrotated, as rope_axial does on images).
 
@@ -175,7 +182,7 @@ class RoPE3D(Encoding):
             num_prefix = 0
         return rotary_table(self.angles(coords), num_prefix)
 
-    def rotate(self, q, k, pos: Positions):
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         table = self.table(pos)
         return rotate_pairs(q, table), rotate_pairs(k, table)
 

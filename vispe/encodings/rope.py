@@ -114,6 +114,10 @@ def frequency_ranks(magnitudes: torch.Tensor, groups: int) -> torch.Tensor:
     return ranks.reshape(magnitudes.shape)
 
 
+#: the property ``Encoding.strategy`` itself (mypy reads ``Encoding.strategy`` as the getter, which has no setter)
+_ENCODING_STRATEGY: property = vars(Encoding)['strategy']
+
+
 class RotaryStrategies(Encoding):
     """The strategy machinery shared by the rotary encodings: training grid, per-axis scales, logit scale.
 
@@ -123,14 +127,17 @@ class RotaryStrategies(Encoding):
     strategies = ('none', 'interpolate', 'ntk', 'yarn')
     train_grid: tuple[int, ...] | None = None
 
-    @Encoding.strategy.setter
-    def strategy(self, value: str) -> None:
+    def _set_strategy(self, value: str) -> None:
         if value != 'none' and value in self.strategies and self.train_grid is None:
             raise ValueError(
                 f'{type(self).__name__}: strategy {value!r} scales positions by the training grid, and none is known; '
                 "build it with grid_size=(h, w) (vispe's backbones pass it) or keep strategy 'none'"
             )
-        Encoding.strategy.fset(self, value)
+        _ENCODING_STRATEGY.__set__(self, value)  # the base setter: checks the name, stores it
+
+    #: the base's property with this setter; its getter is the base's own (a getter calling super() breaks
+    #: torch.compile's graph)
+    strategy = _ENCODING_STRATEGY.setter(_set_strategy)
 
     def axis_scales(self, coords: torch.Tensor, grid: Sequence[int] | None = None) -> tuple[float, ...]:
         """s_a = max(1, extent_a / train_a) per coordinate axis, (row, col) for images; all 1 under ``none``.
@@ -182,6 +189,8 @@ class RoPEAxial(RotaryStrategies):
     and the strategies compute Python floats.
     """
 
+    freqs: torch.Tensor  # buffer (d_a/2,)
+
     def __init__(
         self, dim: int, num_heads: int, ndim: int = 2, theta: float = 100.0, grid_size: Sequence[int] | None = None
     ) -> None:
@@ -211,6 +220,7 @@ class RoPEAxial(RotaryStrategies):
         if self.strategy == 'ntk':
             theta = ntk_theta(self.theta, scale, self.axis_dims)
             return axial_frequencies(self.head_dim, self.ndim, theta).to(self.freqs.device)
+        assert self.train_grid is not None  # a scale above 1 needs one (axis_scales)
         return self.freqs * yarn_factors(self.freqs, scale, self.train_grid[axis])  # yarn
 
     def angles(self, coords: torch.Tensor, grid: Sequence[int] | None = None) -> torch.Tensor:
@@ -228,7 +238,7 @@ class RoPEAxial(RotaryStrategies):
         table = self._cache.get(key, lambda: rotary_table(self.angles(pos.coords, pos.grid), pos.num_prefix))
         return table.unsqueeze(-3)
 
-    def rotate(self, q, k, pos: Positions):
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         scale = self.qk_scale(self.axis_scales(pos.coords, pos.grid))
         table = self.table(pos)
         return rotate_pairs(q, table, scale), rotate_pairs(k, table, scale)
@@ -292,6 +302,7 @@ class RoPEMixed(RotaryStrategies):
             elif self.strategy == 'ntk':
                 factors.append(ntk_factors(frequency_ranks(magnitudes, 2), s, axis_dims))
             else:  # yarn, with the training extent of the axis this component multiplies
+                assert self.train_grid is not None  # a scale above 1 needs one (axis_scales)
                 factors.append(yarn_factors(magnitudes, s, self.train_grid[1 - a]))
         return torch.stack(factors)
 
@@ -304,7 +315,7 @@ class RoPEMixed(RotaryStrategies):
         col, row = coords[..., 1].float(), coords[..., 0].float()
         return col[..., None, :, None] * freqs[0, :, None] + row[..., None, :, None] * freqs[1, :, None]
 
-    def rotate(self, q, k, pos: Positions):
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         scale = self.qk_scale(self.axis_scales(pos.coords, pos.grid))
         table = rotary_table(self.angles(pos.coords, pos.grid), pos.num_prefix)  # (..., H, N, d/2)
         return rotate_pairs(q, table, scale), rotate_pairs(k, table, scale)

@@ -237,10 +237,15 @@ def _fsync_dir(directory: str) -> None:
 
 
 class DiskFullError(OSError):
-    """A write that ran out of disk space (or quota): ``what`` says which file, what it needed and what is free,
-    and that the file was left as it was; the message adds what to do (``advice``)."""
+    """A write that ran out of disk space (or quota); the message is ``'{what}; {advice}'``.
 
-    def __init__(self, errno_: int, what: str, advice: str = 'free some space, then run again') -> None:
+    Args:
+        errno_: the ``OSError``'s errno (ENOSPC, EDQUOT).
+        what: which file, what it needed and what is free, and that the file was left as it was.
+        advice: what to do.
+    """
+
+    def __init__(self, errno_: int | None, what: str, advice: str = 'free some space, then run again') -> None:
         super().__init__(errno_, f'{what}; {advice}')
         self.what = what
 

@@ -168,7 +168,7 @@ def _replacing(value: Any) -> Any:
 
 
 def _positive_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > 0
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) > 0
 
 
 def check_values(cfg: Config) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Protocol, cast
 
 from mmengine.logging import print_log
 from mmengine.optim import OptimWrapper
@@ -42,17 +42,32 @@ _REFUSED = {
 _ACCEPTED = ('layer_decay_rate', 'custom_keys', *_RESTATED)
 
 
+class _Declarer(Protocol):
+    """A module declaring its no-decay parameters (timm's contract: names relative to it)."""
+
+    def no_weight_decay(self) -> set[str]: ...
+
+
+class _LayerNumbering(Protocol):
+    """A module numbering its parameters' layers (BEiT's ``layer_id``; vispe's EncodingHost)."""
+
+    @property
+    def num_layers(self) -> int: ...
+
+    def layer_id(self, name: str) -> int: ...
+
+
 def _under(name: str, prefix: str) -> bool:
     return not prefix or name == prefix or name.startswith(prefix + '.')
 
 
-def _declarers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+def _declarers(model: nn.Module) -> list[tuple[str, _Declarer]]:
     """(prefix, module) of the outermost modules with a ``no_weight_decay()``: each speaks for its subtree (a
     vispe backbone for its encodings too), so a declaration nested inside one is not read twice."""
-    found: list[tuple[str, nn.Module]] = []
+    found: list[tuple[str, _Declarer]] = []
     for prefix, module in model.named_modules():
         if callable(getattr(module, 'no_weight_decay', None)) and not any(_under(prefix, p) for p, _ in found):
-            found.append((prefix, module))
+            found.append((prefix, cast(_Declarer, module)))
     return found
 
 
@@ -88,7 +103,7 @@ class ParamGroupsOptimWrapperConstructor:
         self.base_lr = self.optimizer_cfg.get('lr')
         self.base_wd = self.optimizer_cfg.get('weight_decay')
         self._check_paramwise()
-        self.layer_decay_rate = self.paramwise_cfg.get('layer_decay_rate')
+        self.layer_decay_rate: float | None = self.paramwise_cfg.get('layer_decay_rate')
         self.lr_mults = {key: float(value.get('lr_mult', 1.0)) for key, value in self.custom_keys.items()}
 
     @property
@@ -134,14 +149,14 @@ class ParamGroupsOptimWrapperConstructor:
                 return self.lr_mults[key]
         return 1.0
 
-    def _layers(self, model: nn.Module):
+    def _layers(self, model: nn.Module) -> tuple[dict[str, int], int] | None:
         """(name -> layer id, num_layers), or None without layer decay."""
         if self.layer_decay_rate is None:
             return None
-        hosts: list[tuple[str, nn.Module]] = []
+        hosts: list[tuple[str, _LayerNumbering]] = []
         for prefix, module in model.named_modules():  # the outermost modules that number their layers
             if callable(getattr(module, 'layer_id', None)) and not any(_under(prefix, p) for p, _ in hosts):
-                hosts.append((prefix, module))
+                hosts.append((prefix, cast(_LayerNumbering, module)))
         if len(hosts) != 1:
             raise ValueError(
                 'ParamGroupsOptimWrapperConstructor: layer_decay_rate needs exactly one vispe backbone (an '
@@ -165,16 +180,17 @@ class ParamGroupsOptimWrapperConstructor:
         for prefix, module in declarers:
             declared[prefix] = {f'{prefix}.{n}' if prefix else n for n in module.no_weight_decay()}
         layers = self._layers(model)
+        rate = 1.0 if self.layer_decay_rate is None else self.layer_decay_rate  # layers is None without a rate
         groups: dict[tuple[int, bool, float], dict[str, Any]] = {}
         for name, param in model.named_parameters():
             owner = next((p for p, _ in declarers if _under(name, p)), None)
-            decay = not no_decay(name, param, declared.get(owner, set()))
+            decay = not no_decay(name, param, declared[owner] if owner is not None else set())
             layer = layers[0][name] if layers else 0
             mult = self._lr_mult(name)
             group = groups.get((layer, not decay, mult))
             if group is None:
                 group = groups[(layer, not decay, mult)] = {'params': [], 'names': []}
-                scale = self.layer_decay_rate ** (layers[1] + 1 - layer) if layers else 1.0
+                scale = rate ** (layers[1] + 1 - layer) if layers else 1.0
                 if self.base_lr is not None:
                     group['lr'] = self.base_lr * scale * mult
                 if not decay:
@@ -197,8 +213,9 @@ class ParamGroupsOptimWrapperConstructor:
         return ordered
 
     def __call__(self, model: nn.Module) -> OptimWrapper:
-        if hasattr(model, 'module'):  # a model wrapper (DDP and mmengine's): its names carry 'module.'
-            model = model.module
+        wrapped = getattr(model, 'module', None)
+        if isinstance(wrapped, nn.Module):  # a model wrapper (DDP and mmengine's): its names carry 'module.'
+            model = wrapped
         optimizer_cfg = dict(self.optimizer_cfg)
         optimizer_cls = optimizer_cfg['type']
         if isinstance(optimizer_cls, str):

@@ -20,10 +20,9 @@ import sys
 import tempfile
 import time
 
-try:
+if sys.platform != 'win32':
     import fcntl
-except ImportError:  # Windows: no record locks; the lock is then advisory per process only
-    fcntl = None
+# else Windows: no record locks; the lock is then advisory per process only
 
 LOCK_NAME = '.vispe.lock'
 _HELD: dict[str, WorkDirLock] = {}  # realpath of a lock file -> the lock this process holds on it
@@ -107,7 +106,7 @@ class WorkDirLock:
             )
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            if fcntl is not None:
+            if sys.platform != 'win32':
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
             holder = _read(fd)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -143,7 +143,35 @@ def ddim_sample(eps_fn: PredictFn, noise: Tensor, alphas_cumprod: Tensor, steps:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class FlowMatching(nn.Module):
+class Objective(nn.Module):
+    """What an objective provides to ``DiffusionModel`` (``FlowMatching``, ``DDPM``); it holds no parameters."""
+
+    #: the sampler names ``sample`` accepts, and the one used when none is given
+    samplers: ClassVar[tuple[str, ...]] = ()
+    default_sampler: ClassVar[str] = ''
+
+    def train_times(self, n: int, device: torch.device) -> Tensor:
+        """(n,) random training times on ``device``."""
+        raise NotImplementedError
+
+    def eval_times(self, n: int) -> Tensor:
+        """(n,) deterministic times, stratified over the objective's range (held-out losses)."""
+        raise NotImplementedError
+
+    def corrupt(self, x0: Tensor, eps: Tensor, t: Tensor) -> tuple[Tensor, Tensor]:
+        """(x_t, target): the noised input at times ``t`` and what the network should predict from it."""
+        raise NotImplementedError
+
+    def net_time(self, t: TimeLike) -> TimeLike:
+        """The time as the backbone sees it."""
+        raise NotImplementedError
+
+    def sample(self, predict: PredictFn, noise: Tensor, steps: int, sampler: str) -> Tensor:
+        """Integrate from ``noise`` back to data in ``steps`` steps of ``sampler``."""
+        raise NotImplementedError
+
+
+class FlowMatching(Objective):
     """Linear-path flow matching; the network predicts the velocity ``eps - x0``."""
 
     samplers = ('euler', 'heun')
@@ -169,11 +197,12 @@ class FlowMatching(nn.Module):
         return flow_sample(predict, noise, steps, sampler)
 
 
-class DDPM(nn.Module):
+class DDPM(Objective):
     """DDPM with the linear schedule; the network predicts eps."""
 
     samplers = ('ddim',)
     default_sampler = 'ddim'
+    alphas_cumprod: Tensor  # buffer (T,)
 
     def __init__(self, num_train_timesteps: int = 1000) -> None:
         super().__init__()
@@ -197,7 +226,7 @@ class DDPM(nn.Module):
         return ddim_sample(predict, noise, ddpm_schedule(self.num_timesteps), steps)
 
 
-OBJECTIVES = {'flow': FlowMatching, 'ddpm': DDPM}
+OBJECTIVES: dict[str, type[Objective]] = {'flow': FlowMatching, 'ddpm': DDPM}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -376,6 +405,7 @@ __all__ = [
     'DDPM',
     'DiffusionModel',
     'FlowMatching',
+    'Objective',
     'ddim_sample',
     'ddim_step',
     'ddim_timesteps',
