@@ -21,7 +21,7 @@ import torch
 
 from vispe.engine.run_meta import trained_on
 from vispe.evaluation import report
-from vispe.evaluation.resolution import FAILED, encoding_label, load_model
+from vispe.evaluation.checkpoints import encoding_label, load_model
 from vispe.evaluation.settings_sweep import SettingsEvaluator
 from vispe.evaluation.sweep_engine import Cell, Log, run_sweep, sweep_identity
 
@@ -89,7 +89,7 @@ def sweep(
     return run_sweep(cells, header, identity, out_dir, force, show_progress, log)
 
 
-def factor_label(row: dict[str, Any]) -> str:
+def factor_label(row: report.Row) -> str:
     """'2x points' / '1.5x scale'."""
     return f'{row["factor"]:g}x {row["sweep"]}'
 
@@ -110,7 +110,7 @@ def results_table(
 ):
     """A rich Table: one row per encoding, one column per (sweep, factor); 'failed' for results.json's failed
     cells."""
-    table = results_pivot([*rows, *(dict(f, value=FAILED) for f in failed)])
+    table = results_pivot([*rows, *(dict(f, value=report.FAILED) for f in failed)])
     return report.rich_table(table, ['encoding'], title or 'accuracy (%) by test point count and object scale', fmt)
 
 
