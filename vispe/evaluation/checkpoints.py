@@ -13,7 +13,7 @@ from mmengine.registry import init_default_scope
 
 from vispe.encodings.base import Encoding
 from vispe.engine.checkpoint import load_checkpoint
-from vispe.engine.run_meta import trained_on
+from vispe.engine.run_meta import META_KEYS, trained_on
 from vispe.registry import MODELS
 
 Resolution = int | tuple[int, int]
@@ -36,17 +36,22 @@ def resolution_label(res: Resolution | str | Sequence[int]) -> str:
     return str(res) if isinstance(res, (int, str)) else f'{res[0]}x{res[1]}'
 
 
-def train_resolution(cfg: Any, meta: dict | None = None) -> Resolution:
-    """The resolution the model was trained at: the checkpoint's ``meta`` (RunMetaHook records it), else the
-    config's training data set's image_size (what a --cfg-options override changes), else the config's top-level
-    ``train_resolution``."""
-    res = trained_on(cfg, meta, 'train_resolution')
-    if res is None:
+def training_setting(cfg: Any, meta: dict | None, key: str, what: str) -> Any:
+    """``run_meta.trained_on``: the checkpoint's ``meta`` (RunMetaHook records it), else the config's training data
+    set (what a --cfg-options override changes), else the config's top-level ``key``; a ValueError naming where it
+    looked for the training ``what`` when none has it."""
+    value = trained_on(cfg, meta, key)
+    if value is None:
         raise ValueError(
-            'neither the checkpoint meta nor the config (train_dataloader.dataset.image_size, train_resolution) '
-            'gives the training resolution'
+            f'neither the checkpoint meta nor the config (train_dataloader.dataset.{META_KEYS[key]}, {key}) gives '
+            f'the training {what}'
         )
-    return res
+    return value
+
+
+def train_resolution(cfg: Any, meta: dict | None = None) -> Resolution:
+    """The resolution the model was trained at (``training_setting``: meta, data set image_size, config)."""
+    return training_setting(cfg, meta, 'train_resolution', 'resolution')
 
 
 def load_model(cfg: Any, checkpoint: str, device: str) -> tuple[torch.nn.Module, dict]:
@@ -123,4 +128,5 @@ __all__ = [
     'resolution_label',
     'set_strategy',
     'train_resolution',
+    'training_setting',
 ]
