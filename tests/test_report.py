@@ -1,4 +1,5 @@
-"""The report module (rows -> pivot -> markdown / JSON / figure) and tools/compare_results.py on synthetic results."""
+"""The report module (rows -> pivot -> markdown / JSON / figure), merge_results and tools/compare_results.py on
+synthetic results."""
 
 import json
 import os

@@ -19,6 +19,7 @@ from test_tools import run_tool, tiny_config
 from vispe.engine.config import load_config
 from vispe.evaluation import resolution as R
 from vispe.evaluation import sweep_engine as E
+from vispe.evaluation.checkpoints import train_resolution
 from vispe.registry import MODELS
 from vispe.tasks.classification import ImageClassifier
 
@@ -225,8 +226,8 @@ def test_eval_resolution_tool_resumes_refuses_and_forces(setup, tmp_path):
 def test_train_resolution_follows_the_data_set_not_the_base_configs_helper(tmp_path):
     cfg = load_config(tiny_config(tmp_path), {'train_dataloader.dataset.image_size': 28})
     assert cfg.train_resolution == 32  # the shapes2d base config's helper variable, left behind
-    assert R.train_resolution(cfg) == 28
-    assert R.train_resolution(cfg, {'train_resolution': 24}) == 24  # the checkpoint's meta wins
+    assert train_resolution(cfg) == 28
+    assert train_resolution(cfg, {'train_resolution': 24}) == 24  # the checkpoint's meta wins
 
 
 def test_train_points_follows_the_data_set_not_the_base_configs_helper(tmp_path):

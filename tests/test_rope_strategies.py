@@ -7,7 +7,7 @@ import torch
 
 import vispe
 from vispe.encodings.rope import rotary_table, rotate_pairs
-from vispe.evaluation.resolution import available_strategies, set_strategy
+from vispe.evaluation.checkpoints import available_strategies, set_strategy
 from vispe.positions import Positions, grid_coords, grid_positions
 
 ROTARY = ['rope_axial', 'rope_mixed']

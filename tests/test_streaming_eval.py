@@ -8,7 +8,7 @@ import torch
 from test_tools import tiny_config
 
 from vispe.engine.config import load_config
-from vispe.evaluation.benchmark import peak_memory_mb
+from vispe.evaluation.benchmark_timing import peak_memory_mb
 from vispe.evaluation.resolution import sweep
 from vispe.registry import MODELS
 

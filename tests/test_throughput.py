@@ -7,14 +7,8 @@ import pytest
 import torch
 from test_tools import tiny_config
 
-from vispe.evaluation.throughput import (
-    TARGET,
-    prepare_config,
-    print_throughput,
-    run_plain_loop,
-    run_runner,
-    runner_vs_loop,
-)
+from vispe.evaluation.benchmark_report import print_throughput
+from vispe.evaluation.throughput import TARGET, prepare_config, run_plain_loop, run_runner, runner_vs_loop
 
 WARMUP, ITERS = 1, 3
 

@@ -10,7 +10,7 @@ Prints the configuration and a table (median ms, min ms, ratio to the baseline's
 and writes JSON. ``--scaling`` runs every size and adds how each encoding's cost grows against the baseline's.
 ``--throughput CONFIG`` instead trains the config's model through the mmengine Runner and through a plain PyTorch
 loop, side by side, and prints images/s and their ratio (target: Runner within 1.05x; vispe/evaluation/throughput.py).
-Method and caveats: vispe/evaluation/benchmark.py.
+Method and caveats: vispe/evaluation/benchmark.py (and benchmark_subjects.py, benchmark_timing.py).
 """
 
 from __future__ import annotations
@@ -26,22 +26,22 @@ from mmengine.config import DictAction
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout: vispe is not pip-installed
 from vispe.evaluation.benchmark import (
-    LEVELS,
     SCALING_SIZES,
     BenchmarkConfig,
-    baseline_of,
-    build_subjects,
     default_out_path,
     measure,
     measure_scaling,
     normalize_img_size,
+)
+from vispe.evaluation.benchmark_report import (
     print_report,
     print_scaling,
-    resolve_encodings,
+    print_throughput,
     summary_markdown,
     write_report,
 )
-from vispe.evaluation.throughput import print_throughput, runner_vs_loop
+from vispe.evaluation.benchmark_subjects import LEVELS, baseline_of, build_subjects, resolve_encodings
+from vispe.evaluation.throughput import runner_vs_loop
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

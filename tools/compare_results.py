@@ -15,7 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from vispe.evaluation import report  # noqa: E402
+from vispe.evaluation import merge_results, report  # noqa: E402
 
 
 def load(path: str):
@@ -24,7 +24,7 @@ def load(path: str):
         with open(path) as f:
             return json.load(f)
     except (OSError, ValueError) as err:
-        raise report.NotComparable(f'{path} is not a readable results.json: {err}') from None
+        raise merge_results.NotComparable(f'{path} is not a readable results.json: {err}') from None
 
 
 def main(argv=None) -> str:
@@ -36,11 +36,11 @@ def main(argv=None) -> str:
     args = parser.parse_args(argv)
     if args.labels and len(args.labels) != len(args.results):
         parser.error(f'--labels gives {len(args.labels)} labels for {len(args.results)} results files')
-    labels = args.labels or report.run_labels(args.results)
+    labels = args.labels or merge_results.run_labels(args.results)
     try:
         documents = [load(p) for p in args.results]
-        kind, table, metric = report.merge(documents, labels, args.metric)
-    except report.NotComparable as err:
+        kind, table, metric = merge_results.merge(documents, labels, args.metric)
+    except merge_results.NotComparable as err:
         parser.exit(2, f'compare_results: {err}\n')
     text = report.markdown(table, '.1f')
     os.makedirs(args.out, exist_ok=True)
@@ -52,8 +52,8 @@ def main(argv=None) -> str:
     png = report.plot_lines(
         table,
         os.path.join(args.out, 'comparison.png'),
-        title=report.merged_title(documents, labels),
-        xlabel=report.KINDS[kind].xlabel,
+        title=merge_results.merged_title(documents, labels),
+        xlabel=merge_results.KINDS[kind].xlabel,
         ylabel=metric,
         label=lambda key: ' '.join(str(k) for k in key if k != 'default'),
     )

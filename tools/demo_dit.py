@@ -54,7 +54,7 @@ def sample_figure(cells, path: str) -> str:
     import numpy as np
     from PIL import Image
 
-    from vispe.evaluation.resolution import save_figure
+    from vispe.evaluation.report import save_figure
 
     fig, axes = plt.subplots(
         len(cells), len(RESOLUTIONS), figsize=(1.6 * len(RESOLUTIONS), 1.6 * len(cells)), squeeze=False, dpi=100

@@ -22,6 +22,7 @@ from vispe.engine.checkpoint import CheckpointError  # noqa: E402
 from vispe.engine.config import ConfigError, common_parser_args, load_config  # noqa: E402
 from vispe.evaluation import resolution as R  # noqa: E402
 from vispe.evaluation import sweep_engine as E  # noqa: E402
+from vispe.evaluation.checkpoints import parse_resolution  # noqa: E402
 from vispe.evaluation.generation_sweep import METRICS, metric_rows, sweep_generation  # noqa: E402
 
 
@@ -29,7 +30,7 @@ def main():
     parser = argparse.ArgumentParser(description='Sample a vispe diffusion checkpoint at unseen resolutions')
     common_parser_args(parser)
     parser.add_argument('checkpoint')
-    parser.add_argument('--resolutions', nargs='+', type=R.parse_resolution, required=True, help='e.g. 32 48 64')
+    parser.add_argument('--resolutions', nargs='+', type=parse_resolution, required=True, help='e.g. 32 48 64')
     parser.add_argument('--samples-per-class', type=int, default=8)
     parser.add_argument('--strategy', nargs='+', default=None, help='rotary strategies (default: all supported)')
     parser.add_argument('--classifier-config', default=None, help="default: the config's generation_eval")

@@ -18,6 +18,7 @@ from rich.console import Console  # noqa: E402
 from vispe.engine.config import common_parser_args, sweep_parser_args  # noqa: E402
 from vispe.evaluation import resolution as R  # noqa: E402
 from vispe.evaluation import sweep_engine as E  # noqa: E402
+from vispe.evaluation.checkpoints import parse_resolution  # noqa: E402
 from vispe.evaluation.report import describe  # noqa: E402
 
 
@@ -29,7 +30,7 @@ def main():
     parser.add_argument(
         '--resolutions',
         nargs='+',
-        type=R.parse_resolution,
+        type=parse_resolution,
         required=True,
         help='image sizes: 32 48 64, or HxW such as 48x64',
     )

@@ -17,8 +17,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from vispe.engine.checkpoint import CheckpointError  # noqa: E402
 from vispe.engine.config import ConfigError, common_parser_args, load_config  # noqa: E402
+from vispe.evaluation.checkpoints import build_model  # noqa: E402
 from vispe.evaluation.point_inference import dataset_view, predict_files  # noqa: E402
-from vispe.evaluation.resolution import build_model  # noqa: E402
 
 
 def main():

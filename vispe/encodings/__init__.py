@@ -16,7 +16,7 @@ from vispe.encodings import (  # noqa: F401  (fill the registry)
     rope,
 )
 from vispe.encodings.base import ATTENTION_HOOKS, HOOK_TABLE, HOOKS, Encoding, Hook
-from vispe.encodings.build import build_encoding, encoding_class, list_encodings, normalize_spec
+from vispe.encodings.build import build_encoding, encoding_class, list_encodings, normalize_spec, parse_encoding_spec
 from vispe.encodings.stack import EncodingStack
 
 __all__ = [
@@ -30,4 +30,5 @@ __all__ = [
     'encoding_class',
     'list_encodings',
     'normalize_spec',
+    'parse_encoding_spec',
 ]

@@ -19,7 +19,7 @@ _CONTEXT_SOURCE = {
     'layer_index': 'the block the encoding sits in',
 }
 
-EncodingSpec = None | str | dict[str, Any] | Encoding | Sequence[str | dict[str, Any]]
+EncodingSpec = None | str | dict[str, Any] | Sequence[str | dict[str, Any]]
 
 
 def list_encodings(ndim: int | None = None, cameras: bool = False) -> list[str]:
@@ -34,7 +34,7 @@ def list_encodings(ndim: int | None = None, cameras: bool = False) -> list[str]:
     )
 
 
-def encoding_class(name: str) -> type:
+def encoding_class(name: str) -> type[Encoding]:
     """The registered class for ``name``; an unknown name raises ValueError listing the closest names."""
     names = list_encodings()
     if name not in names:
@@ -64,6 +64,44 @@ def normalize_spec(spec: EncodingSpec) -> list[dict[str, Any]]:
     return cfgs
 
 
+def _parse_value(text: str) -> Any:
+    """'3' -> 3, '0.5' -> 0.5, 'true' / 'false' -> bool, 'none' -> None, anything else stays a string."""
+    lowered = text.lower()
+    if lowered in ('true', 'false'):
+        return lowered == 'true'
+    if lowered == 'none':
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_encoding_spec(spec: str) -> list[str | dict[str, Any]]:
+    """A one-line spec (a command-line argument, a benchmark row) -> encoding specs for ``normalize_spec``: 'a+b'
+    combines; 'name:key=value,key=value' sets arguments.
+
+    'irpe:mode=contextual,on=qkv+ape_learned' -> [{'type': 'irpe', 'mode': 'contextual', 'on': 'qkv'},
+    'ape_learned']. Values that look like an int, float, bool (true / false) or none are parsed as such.
+    """
+    parts: list[str | dict[str, Any]] = []
+    for part in spec.split('+'):
+        name, sep, args = part.partition(':')
+        if not sep:
+            parts.append(name)
+            continue
+        cfg: dict[str, Any] = {'type': name}
+        for item in args.split(','):
+            key, eq, value = item.partition('=')
+            if not eq or not key.strip():
+                raise ValueError(f'encoding spec {spec!r}: expected name:key=value,key=value, got {item!r}')
+            cfg[key.strip()] = _parse_value(value.strip())
+        parts.append(cfg)
+    return parts
+
+
 def check_heads(dim: int, num_heads: int, owner: str) -> None:
     """ValueError naming ``owner`` unless ``num_heads`` >= 1 divides the model width ``dim``."""
     if isinstance(num_heads, int) and num_heads >= 1 and dim % num_heads == 0:
@@ -80,7 +118,7 @@ def _same(a: Any, b: Any) -> bool:
     return (tuple(a) == tuple(b)) if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) else a == b
 
 
-def _accepted(cls: type) -> dict[str, inspect.Parameter]:
+def _accepted(cls: type[Encoding]) -> dict[str, inspect.Parameter]:
     params = dict(inspect.signature(cls.__init__).parameters)
     params.pop('self', None)
     return params

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from vispe.evaluation import report
-from vispe.evaluation.resolution import FAILED, encoding_label, load_model
+from vispe.evaluation.checkpoints import encoding_label, load_model
 from vispe.evaluation.settings_sweep import SettingsEvaluator
 from vispe.evaluation.sweep_engine import Cell, Log, run_sweep, sweep_identity
 
@@ -75,7 +75,7 @@ def sweep(
     return run_sweep(cells, header, sweep_identity('cameras', cfg, checkpoint), out_dir, force, show_progress, log)
 
 
-def setting(row: dict[str, Any]) -> str:
+def setting(row: report.Row) -> str:
     return row['setting']
 
 
@@ -95,7 +95,7 @@ def results_table(rows: Sequence[dict[str, Any]], title: str = '', failed: Seque
 
     cols = _settings([*rows, *failed])
     errors, within = results_pivot(rows, 'mean_error', cols), results_pivot(rows, 'value', cols)
-    failures = results_pivot([dict(f, value=FAILED) for f in failed], columns=cols)
+    failures = results_pivot([dict(f, value=report.FAILED) for f in failed], columns=cols)
     table = Table(title=title or '3D error (data units) / within threshold (%) by camera setting')
     table.add_column('encoding')
     for c in cols:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from vispe.engine.config import load_config, parse_option_value
 from vispe.evaluation import report
-from vispe.evaluation.resolution import plot_results, resolution_column, write_json
+from vispe.evaluation.report import write_json
+from vispe.evaluation.resolution import plot_results, resolution_column
 from vispe.evaluation.sweep_engine import replace_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -188,7 +189,7 @@ def supported_strategies(run: Run) -> list[str]:
     """The resolution strategies eval_resolution will sweep for this run's model (built, not trained)."""
     from mmengine.registry import init_default_scope
 
-    from vispe.evaluation.resolution import available_strategies
+    from vispe.evaluation.checkpoints import available_strategies
     from vispe.registry import MODELS
 
     init_default_scope('vispe')

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ import torch
 
 from vispe.backbones.point import farthest_point_sample, gather_points
 from vispe.datasets.primitives3d import Primitives3D
-from vispe.evaluation.benchmark import interleaved_times
+from vispe.evaluation.benchmark_timing import interleaved_times
 
 #: (batch, points, picks) settings of the default run
 DEFAULT_SETTINGS: tuple[tuple[int, int, int], ...] = ((1, 1024, 64), (32, 1024, 64), (32, 4096, 256), (8, 8192, 512))
@@ -73,8 +74,8 @@ def run(
     for batch, points, num in settings:
         xyz = clouds(batch, points, seed).to(device)
         subjects = [
-            Timed('vispe', lambda xyz=xyz, num=num: farthest_point_sample(xyz, num)),
-            Timed('open3d', lambda xyz=xyz, num=num: open3d_fps(xyz, num)),
+            Timed('vispe', partial(farthest_point_sample, xyz, num)),
+            Timed('open3d', partial(open3d_fps, xyz, num)),
         ]
         times = interleaved_times(subjects, warmup, repeats, device)
         ours = gather_points(xyz, farthest_point_sample(xyz, num))

@@ -23,6 +23,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import numpy as np
 import torch
@@ -138,8 +139,8 @@ def _component(color: int, mask: torch.Tensor, pixels: torch.Tensor, alpha: torc
     # The anti-aliased rim below 50% coverage lies just outside the mask: a one-pixel dilation takes it in.
     near = F.max_pool2d(mask[None, None].float(), 3, stride=1, padding=1)[0, 0] > 0
     coverage = alpha * near
-    mean_color = tuple(float(v) for v in pixels.mean(dim=1))
-    return Component(color, int(mask.sum()), mean_color, bbox, mask, coverage)
+    red, green, blue = (float(v) for v in pixels.mean(dim=1))
+    return Component(color, int(mask.sum()), (red, green, blue), bbox, mask, coverage)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -196,7 +197,7 @@ def classify_shape(
 ) -> str | None:
     """The best-matching shape of ``component``, or None when no template reaches ``min_iou``."""
     scores = shape_scores(component, shapes)
-    best = max(scores, key=scores.get)
+    best = max(scores, key=lambda shape: scores[shape])
     return best if scores[best] >= min_iou else None
 
 
@@ -257,6 +258,9 @@ class ShapesFeatures(nn.Module):
     module with its default 299 px uint8 dummy image. The classifier is kept in eval mode and runs without grad.
     """
 
+    mean: torch.Tensor
+    std: torch.Tensor
+
     def __init__(
         self,
         classifier: nn.Module,
@@ -264,7 +268,8 @@ class ShapesFeatures(nn.Module):
         std: Sequence[float] = (0.5, 0.5, 0.5),
     ) -> None:
         super().__init__()
-        self.backbone = getattr(classifier, 'backbone', classifier)
+        # a timm or vispe ViT (forward_features, forward_head, num_features), whichever class it is
+        self.backbone: Any = getattr(classifier, 'backbone', classifier)
         self.num_features = int(getattr(self.backbone, 'head_hidden_size', self.backbone.num_features))
         self.register_buffer('mean', torch.tensor(mean, dtype=torch.float32).view(1, 3, 1, 1), persistent=False)
         self.register_buffer('std', torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1), persistent=False)

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from vispe.engine.config import load_config
-from vispe.evaluation import resolution as R
+from vispe.evaluation import checkpoints as C
 from vispe.evaluation.generation import ShapesFeatures, generation_metrics
 from vispe.evaluation.settings_sweep import SettingsEvaluator
 from vispe.evaluation.sweep_engine import RESULTS, Cell, file_sha256, replace_args, run_sweep, sweep_identity
@@ -44,10 +44,10 @@ def load_classifier(config: str, checkpoint: str, device: str) -> ShapesFeatures
             '--classifier-checkpoint, or use --no-fd to skip FD and KID'
         )
     cfg = load_config(config)
-    return ShapesFeatures(R.build_model(cfg, checkpoint, device))
+    return ShapesFeatures(C.build_model(cfg, checkpoint, device))
 
 
-def real_images(cfg, resolution: R.Resolution, split: str, count: int) -> tuple[torch.Tensor, dict[str, Any]]:
+def real_images(cfg, resolution: C.Resolution, split: str, count: int) -> tuple[torch.Tensor, dict[str, Any]]:
     """``count`` real images of the config's data set at ``resolution`` (another split than training), and its
     metainfo."""
     dataset_cfg = copy.deepcopy(cfg.test_dataloader.dataset)
@@ -77,7 +77,7 @@ def generate(model, num_classes: int, per_class: int, size, settings: dict[str, 
 def sweep_generation(
     cfg,
     checkpoint: str,
-    resolutions: Sequence[R.Resolution],
+    resolutions: Sequence[C.Resolution],
     strategies: Sequence[str] | None = None,
     samples_per_class: int = 8,
     classifier: tuple[str, str] | None = None,
@@ -95,24 +95,24 @@ def sweep_generation(
     (``force``: recompute them; sweep_engine). Out of memory, a cell halves its sampling batch (and the test
     loader's in proportion)."""
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    model, meta = R.load_model(cfg, checkpoint, device)
+    model, meta = C.load_model(cfg, checkpoint, device)
     if not hasattr(model, 'sample'):
         raise ValueError(f'{type(model).__name__} cannot sample; eval_generation needs a DiffusionModel config')
-    strategies = R.check_strategies(model, strategies)
+    strategies = C.check_strategies(model, strategies)
     opts = dict(cfg.get('generation_eval') or {})
     settings = {k: opts[k] for k in ('steps', 'sampler', 'cfg_scale') if k in opts}
     features = load_classifier(*classifier, device) if classifier else None
-    label, evaluator = R.encoding_label(model), SettingsEvaluator(cfg, model)
+    label, evaluator = C.encoding_label(model), SettingsEvaluator(cfg, model)
     reals: dict[str, tuple[torch.Tensor, dict[str, Any]]] = {}  # per resolution, made when a cell first needs them
 
-    def cell(res: R.Resolution, strategy: str) -> Cell:
+    def cell(res: C.Resolution, strategy: str) -> Cell:
         key = {'encoding': label, 'strategy': strategy, 'resolution': res}
-        size = R.resolution_label(res)
+        size = C.resolution_label(res)
         name = f'{strategy} @ {size}'
 
         def run(batch: int) -> list[dict[str, Any]]:
             if strategy != 'default':
-                R.set_strategy(model, strategy)
+                C.set_strategy(model, strategy)
             if size not in reals:
                 count = model.num_classes * samples_per_class
                 reals[size] = real_images(cfg, res, opts.get('real_split', 'test'), count)
@@ -133,7 +133,7 @@ def sweep_generation(
     header = {
         'config': cfg.filename,
         'checkpoint': checkpoint,
-        'train_resolution': R.train_resolution(cfg, meta),
+        'train_resolution': C.train_resolution(cfg, meta),
         'metric': 'generation',
         'settings': run_settings,
         'feature_extractor': extractor,

@@ -19,9 +19,8 @@ from typing import Any
 
 import torch
 
-from vispe.engine.run_meta import trained_on
 from vispe.evaluation import report
-from vispe.evaluation.resolution import FAILED, encoding_label, load_model
+from vispe.evaluation.checkpoints import encoding_label, load_model, training_setting
 from vispe.evaluation.settings_sweep import SettingsEvaluator
 from vispe.evaluation.sweep_engine import Cell, Log, run_sweep, sweep_identity
 
@@ -32,13 +31,7 @@ def train_points(cfg, meta: dict | None = None) -> int:
     """The point count the model was trained on: the checkpoint's ``meta`` (RunMetaHook records it), else the
     config's training data set's num_points (what a --cfg-options override changes), else its top-level
     ``train_points``."""
-    count = trained_on(cfg, meta, 'train_points')
-    if count is None:
-        raise ValueError(
-            'neither the checkpoint meta nor the config (train_dataloader.dataset.num_points, train_points) gives '
-            'the training point count'
-        )
-    return int(count)
+    return int(training_setting(cfg, meta, 'train_points', 'point count'))
 
 
 def default_settings(cfg, meta: dict | None = None) -> dict[str, list[float]]:
@@ -89,7 +82,7 @@ def sweep(
     return run_sweep(cells, header, identity, out_dir, force, show_progress, log)
 
 
-def factor_label(row: dict[str, Any]) -> str:
+def factor_label(row: report.Row) -> str:
     """'2x points' / '1.5x scale'."""
     return f'{row["factor"]:g}x {row["sweep"]}'
 
@@ -110,7 +103,7 @@ def results_table(
 ):
     """A rich Table: one row per encoding, one column per (sweep, factor); 'failed' for results.json's failed
     cells."""
-    table = results_pivot([*rows, *(dict(f, value=FAILED) for f in failed)])
+    table = results_pivot([*rows, *(dict(f, value=report.FAILED) for f in failed)])
     return report.rich_table(table, ['encoding'], title or 'accuracy (%) by test point count and object scale', fmt)
 
 

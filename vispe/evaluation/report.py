@@ -15,6 +15,8 @@ training size the numbers are of when the results say so (``describe``).
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +50,8 @@ def summarize(values: Sequence[float]) -> Stat:
 
 Cell = Stat | str
 MISSING = Stat(float('nan'), 0.0, 0)
+#: a table's text for a cell that did not fit in memory even at batch size 1 (results.json's ``failed``)
+FAILED = 'failed'
 
 
 @dataclass
@@ -117,6 +121,11 @@ def pivot(
     return table
 
 
+def key_text(key: Key) -> str:
+    """A row key as one label: its fields joined by spaces (the figures' default legend entry)."""
+    return ' '.join(str(k) for k in key)
+
+
 def cell_text(cell: Cell | None, fmt: str, spread: bool = False, missing: str = '-') -> str:
     """A cell formatted with ``fmt``: 'mean ± std' for repeats when ``spread``, ``missing`` for no cell, the text of
     a text cell."""
@@ -164,6 +173,14 @@ def markdown(
         texts = [cell_text(table.get(key, c), fmt, spread, missing=format(float('nan'), fmt)) for c in table.columns]
         lines.append('| ' + ' | '.join([*shown, *texts]) + ' |')
     return '\n'.join(lines)
+
+
+def write_json(results: Mapping[str, Any], path: str) -> str:
+    """Write ``results`` as indented JSON at ``path`` (creating its folder); returns the path."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, 'w') as f:
+        json.dump(results, f, indent=2)
+    return path
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -246,7 +263,7 @@ def plt():
 def draw_lines(
     ax,
     table: Pivot,
-    label: Callable[[Key], str] = lambda key: ' '.join(str(k) for k in key),
+    label: Callable[[Key], str] = key_text,
     train_column: str | None = None,
     spread: bool = True,
     colors: Mapping[Key, Any] | None = None,
@@ -275,8 +292,6 @@ def draw_lines(
 
 def save_figure(fig, path: str) -> str:
     """Tight layout, write ``path`` (creating its folder), close the figure; returns the path."""
-    import os
-
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path)
@@ -290,7 +305,7 @@ def plot_lines(
     title: str = '',
     xlabel: str = '',
     ylabel: str = '',
-    label: Callable[[Key], str] = lambda key: ' '.join(str(k) for k in key),
+    label: Callable[[Key], str] = key_text,
     train_column: str | None = None,
 ) -> str:
     """A one-panel figure of ``draw_lines``, saved as PNG at ``path``."""
@@ -308,126 +323,21 @@ def plot_lines(
     return save_figure(fig, path)
 
 
-# ------------------------------------------------------------------------------------------------------------------
-# several runs' results.json in one table (tools/compare_results.py)
-# ------------------------------------------------------------------------------------------------------------------
-
-
-class NotComparable(ValueError):
-    """Results files that cannot be one table: not a sweep's results.json, or sweeps of different kinds."""
-
-
-def _point_column(row: Row) -> str:
-    return f'{row["factor"]:g}x {row["sweep"]}'
-
-
-def _point_order(label: str) -> tuple[int, float]:
-    factor, sweep = label.split(' ', 1)
-    return ('points', 'scale').index(sweep) if sweep in ('points', 'scale') else 2, float(factor.rstrip('x'))
-
-
-class Kind(NamedTuple):
-    """How one kind of sweep (results.json's ``sweep``) becomes a pivot: the fields of a line besides the run, a
-    row's column and the columns' order (None: as they first appear)."""
-
-    index: tuple[str, ...]
-    column: Callable[[Row], str]
-    order: Callable[[str], Any] | None
-    xlabel: str
-
-
-def _resolution_column(row: Row) -> str:
-    return resolution_text(row['resolution'])
-
-
-KINDS = {
-    'resolution': Kind(('encoding', 'strategy'), _resolution_column, resolution_order, 'test resolution (H x W)'),
-    'generation': Kind(('encoding', 'strategy'), _resolution_column, resolution_order, 'test resolution (H x W)'),
-    'points': Kind(('encoding',), _point_column, _point_order, 'test points / object scale (relative to training)'),
-    'cameras': Kind(('encoding',), lambda r: str(r['setting']), None, 'camera setting'),
-}
-
-
-def sweep_kind(results: Any, name: str) -> str:
-    """The kind of sweep a results.json holds (sweep_engine writes it as ``sweep``); NotComparable for anything
-    else, naming ``name``."""
-    if not isinstance(results, Mapping) or not isinstance(results.get('results'), list):
-        raise NotComparable(
-            f'{name} is not a sweep results.json (no "results" list): pass the results.json that '
-            'tools/eval_resolution.py, eval_points.py, eval_cameras.py or eval_generation.py write'
-        )
-    kind = results.get('sweep')
-    if kind not in KINDS:
-        known = ', '.join(KINDS)
-        raise NotComparable(
-            f'{name} has no known sweep kind ("sweep": {kind!r}; known: {known}): a results.json written by an older '
-            'vispe has none, rerun its eval tool'
-        )
-    return kind
-
-
-def merge(
-    documents: Sequence[Mapping[str, Any]], labels: Sequence[str], metric: str | None = None
-) -> tuple[str, Pivot, str]:
-    """(kind, one pivot of every document's rows with its label as the first key field ``run``, the metric) for
-    results.json documents of one kind; NotComparable names the files of different kinds (``labels`` name them).
-    A generation sweep holds several metrics: ``metric`` chooses one (default: the first)."""
-    kinds = [sweep_kind(d, label) for d, label in zip(documents, labels)]
-    if len(set(kinds)) > 1:
-        listed = ', '.join(f'{label} is a {kind} sweep' for label, kind in zip(labels, kinds))
-        raise NotComparable(f'results of different kinds cannot be one table ({listed}): compare one kind at a time')
-    kind, spec = kinds[0], KINDS[kinds[0]]
-    rows = [dict(r, run=label) for d, label in zip(documents, labels) for r in d['results']]
-    if kind == 'generation':
-        metrics = list(dict.fromkeys(r['metric'] for r in rows))
-        metric = metric or (metrics[0] if metrics else None)
-        if metric not in metrics:
-            raise NotComparable(f'no rows of metric {metric!r}; these results hold {metrics}')
-        rows = [r for r in rows if r['metric'] == metric]
-    else:
-        metric = metric or str(documents[0].get('metric', 'value'))
-    return kind, pivot(rows, ('run', *spec.index), spec.column, order=spec.order), metric
-
-
-def run_labels(paths: Sequence[str]) -> list[str]:
-    """Each results.json labelled by its folder: the last folder names, as many as make the labels unique
-    (``a/eval`` and ``b/eval`` rather than two ``eval``)."""
-    import os
-
-    parts = [os.path.abspath(p).split(os.sep)[:-1] for p in paths]
-    for depth in range(1, max(len(p) for p in parts) + 1):
-        labels = ['/'.join(p[-depth:]) for p in parts]
-        if len(set(labels)) == len(labels):
-            return labels
-    return [str(i) for i in range(len(paths))]
-
-
-def merged_title(documents: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> str:
-    """One ``describe`` when every run says the same, else each run's, labelled."""
-    said = [describe(d) for d in documents]
-    if len(set(said)) == 1:
-        return said[0]
-    return '\n'.join(f'{label}: {text or "?"}' for label, text in zip(labels, said))
-
-
 __all__ = [
-    'KINDS',
+    'FAILED',
     'MISSING',
-    'NotComparable',
     'Pivot',
     'Stat',
     'cell_text',
     'describe',
     'draw_lines',
+    'key_text',
     'markdown',
-    'merge',
-    'merged_title',
     'pivot',
     'plot_lines',
     'resolution_order',
     'resolution_text',
-    'run_labels',
     'save_figure',
     'summarize',
-    'sweep_kind',
+    'write_json',
 ]

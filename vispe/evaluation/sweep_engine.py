@@ -144,29 +144,29 @@ class ResultsStore:
         if out_dir and os.path.isdir(out_dir):
             remove_partial_files(out_dir)  # a temporary results.json that an interrupted write left behind
         self.header, self.identity = dict(header), dict(identity)
-        self.previous: list[Row] = [] if force or self.path is None else self._load()
+        self.previous: list[Row] = [] if force or self.path is None else self._load(self.path)
 
-    def _load(self) -> list[Row]:
+    def _load(self, path: str) -> list[Row]:
         """The finished rows of the existing file; SweepConflict if it belongs to another checkpoint, config or
         sweep, or cannot be checked."""
-        if not os.path.isfile(self.path):
+        if not os.path.isfile(path):
             return []
         try:
-            with open(self.path) as f:
+            with open(path) as f:
                 old = json.load(f)
         except (OSError, ValueError) as err:
-            raise SweepConflict(f'{self.path} is not a results file this tool can read ({err}); {REMEDY}') from None
+            raise SweepConflict(f'{path} is not a results file this tool can read ({err}); {REMEDY}') from None
         if not isinstance(old, dict) or not isinstance(old.get('results'), list):
-            raise SweepConflict(f'{self.path} is not a sweep results file (no "results" list); {REMEDY}')
+            raise SweepConflict(f'{path} is not a sweep results file (no "results" list); {REMEDY}')
         if 'checkpoint_sha256' not in old:
             raise SweepConflict(
-                f'{self.path} holds results without a checkpoint and config identity (written by an older vispe), '
+                f'{path} holds results without a checkpoint and config identity (written by an older vispe), '
                 f'so they cannot be checked against this checkpoint; {REMEDY}'
             )
         differ = [k for k in self.identity if k != 'resolved_config' and old.get(k) != self.identity[k]]
         if differ:
             reasons = '; '.join(_difference(k, old, self.identity) for k in differ)
-            raise SweepConflict(f'{self.path} holds the results of {reasons}: {REMEDY}')
+            raise SweepConflict(f'{path} holds the results of {reasons}: {REMEDY}')
         return list(old['results']) + list(old.get('other_rows') or [])
 
     def finished(self, cell: Cell) -> list[Row]:

@@ -27,7 +27,8 @@ forward, sum of the losses, ``backward``, ``step``. It runs no LR scheduler, log
 the IterTimerHook's 'time' includes it); CUDA is synchronised at those two points only.
 
 Rounds alternate which of the two goes first (the Runner in even rounds), so drift falls on both; medians over
-rounds are reported with ``ratio = plain / runner`` images per second (1.0: no overhead).
+rounds are reported with ``ratio = plain / runner`` images per second (1.0: no overhead); tools/benchmark.py prints
+the report with ``benchmark_report.print_throughput``.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from mmengine.registry import MODELS, DefaultScope
 from mmengine.runner import Runner, set_random_seed
 
 from vispe.engine.config import compile_backbone, enable_amp, load_config, without_validation
-from vispe.evaluation.benchmark import console, synchronize
+from vispe.evaluation.benchmark_timing import synchronize
 
 #: the issue's target: the Runner's images/s within this factor of the plain loop's
 TARGET = 1.05
@@ -237,9 +238,9 @@ def _endless(dataloader: Iterable) -> Iterator:
         while True:
             yield from iterator
             epoch += 1
-            sampler = getattr(dataloader, 'sampler', None)
-            if hasattr(sampler, 'set_epoch'):
-                sampler.set_epoch(epoch)
+            set_epoch = getattr(getattr(dataloader, 'sampler', None), 'set_epoch', None)
+            if set_epoch is not None:
+                set_epoch(epoch)
             iterator = iter(dataloader)
 
     return batches()
@@ -335,7 +336,7 @@ def runner_vs_loop(
         for name in LOOPS if r % 2 == 0 else LOOPS[::-1]:
             run = run_runner if name == 'runner' else run_plain_loop
             runs[name].append(run(cfg, warmup, iters, device=device, amp=amp, compile=compile))
-    loops = {}
+    loops: dict[str, dict[str, Any]] = {}
     for name, rs in runs.items():
         per_round = [x.images_per_s for x in rs]
         loops[name] = {
@@ -367,36 +368,6 @@ def runner_vs_loop(
     }
 
 
-# --- reporting -------------------------------------------------------------------------------------------------
-def throughput_config_line(report: dict[str, Any]) -> str:
-    return (
-        f'config={report["config"]} batch={report["batch_size"]} device={report["device"]} '
-        f'threads={report["threads"]} amp={report["amp"]} compile={report["compile"]} torch={report["torch"]} '
-        f'mmengine={report["mmengine"]} warmup={report["warmup"]} iters={report["iters"]} rounds={report["rounds"]}'
-    )
-
-
-def print_throughput(report: dict[str, Any]) -> None:
-    """Print the configuration line, a table (loop, median / min / max images/s) and the ratio against the
-    target."""
-    from rich.table import Table
-
-    table = Table('loop', 'median images/s', 'min', 'max')
-    for column in table.columns[1:]:
-        column.justify = 'right'
-    labels = {'runner': 'mmengine Runner', 'plain': 'plain PyTorch loop'}
-    for name in LOOPS:
-        s = report['loops'][name]['images_per_s']
-        table.add_row(labels[name], f'{s["median"]:.1f}', f'{s["min"]:.1f}', f'{s["max"]:.1f}')
-    print(throughput_config_line(report))
-    console().print(table)
-    verdict = 'met' if report['met'] else 'NOT met'
-    print(
-        f'ratio plain / runner = {report["ratio"]:.3f} (target <= {report["target"]:.2f}: {verdict}; '
-        '1.0 = no Runner overhead)'
-    )
-
-
 __all__ = [
     'LOOPS',
     'TARGET',
@@ -404,9 +375,7 @@ __all__ = [
     'batch_size_of',
     'default_device',
     'prepare_config',
-    'print_throughput',
     'run_plain_loop',
     'run_runner',
     'runner_vs_loop',
-    'throughput_config_line',
 ]

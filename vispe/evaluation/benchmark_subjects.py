@@ -1,0 +1,241 @@
+"""What the benchmark times: one subject (``benchmark_timing.Subject``) per row, built from the same seed.
+
+* ``model`` level: the whole model on random images: a timm ViT name with cross-entropy on random labels, or a DiT
+  name (``DiT-S/2``, ``DiT-Ti/4``, ...: ``vispe.backbones.dit.dit``) with the diffusion MSE on random times and labels.
+* ``attention`` level: one vispe ``Attention`` layer of the model's width and heads on (B, N, D) random tokens of
+  the grid the image size gives, holding the model's own first-layer encoding instance; plus an ``sdpa`` row (the
+  same layer with no encoding). A model-level encoding (embed / after_block hooks, e.g. ``ape_learned``) is timed
+  as its hook on the tokens followed by that plain layer (``EncodedAttention``).
+
+A row is an encoding spec of ``vispe.encodings.build.parse_encoding_spec``: 'a+b' combines, 'name:key=value' sets
+arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from vispe.attention import Attention
+from vispe.backbones.dit import DiT, dit
+from vispe.backbones.vit import VisionTransformerPE, create_model
+from vispe.encodings import Encoding, EncodingStack, encoding_class, list_encodings, parse_encoding_spec
+from vispe.evaluation.benchmark_timing import Subject, compile_subjects
+from vispe.positions import Positions, grid_positions
+
+if TYPE_CHECKING:  # the config's module builds on this one
+    from vispe.evaluation.benchmark import BenchmarkConfig
+
+LEVELS = ('model', 'attention')
+#: name of the attention-level row without any encoding
+SDPA = 'sdpa'
+#: the ratio denominator when none is given: each backbone family's default encoding
+DEFAULT_BASELINE = {'vit': 'ape_learned', 'dit': 'ape_sincos'}
+
+
+def is_dit(model: str) -> bool:
+    """'DiT-S/2' style names are vispe DiTs; anything else is a timm ViT name."""
+    return model.startswith('DiT-')
+
+
+def baseline_of(cfg: BenchmarkConfig) -> str:
+    """The row every ratio is taken against: the config's, else the backbone family's default encoding."""
+    return cfg.baseline or DEFAULT_BASELINE['dit' if is_dit(cfg.model) else 'vit']
+
+
+# --- the rows --------------------------------------------------------------------------------------------------
+def _classes(name: str) -> list[type[Encoding]]:
+    """The encoding classes of a row spec; an unknown name raises vispe's ValueError (it lists the closest)."""
+    return [encoding_class(part if isinstance(part, str) else part['type']) for part in parse_encoding_spec(name)]
+
+
+def resolve_encodings(encodings: Sequence[str] | None, baseline: str, level: str = 'model') -> list[str]:
+    """Row names: the baseline first, then the rest in the given order, duplicates dropped, each validated.
+
+    An unknown name raises vispe's ValueError (it lists the closest registered names).
+    """
+    names = list(dict.fromkeys([baseline, *(list_encodings(ndim=2) if encodings is None else encodings)]))
+    for name in names:
+        if not (level == 'attention' and name == SDPA):
+            _classes(name)
+    return names
+
+
+def encoding_kind(name: str) -> str:
+    """For a row spec: 'bias' (a logit bias or a value term over the attention weights: N^2 tables), 'rotary'
+    (rotates q and k), 'value' (a term computed from V alone), 'embed' (changes the tokens); 'none' for the
+    plain-attention row."""
+    if name == SDPA:
+        return 'none'
+    hooks: set[str] = set()
+    for cls in _classes(name):
+        hooks |= cls.hooks()
+    if 'logit_bias' in hooks:
+        return 'bias'
+    if 'rotate' in hooks:
+        return 'rotary'
+    return 'value' if 'value_term' in hooks else 'embed'
+
+
+# --- the subjects ----------------------------------------------------------------------------------------------
+def _build(cfg: BenchmarkConfig, name: str | None) -> VisionTransformerPE | DiT:
+    """The model with encoding ``name`` (a row spec; None for none), seeded so shared weights agree."""
+    return _build_dit(cfg, name) if is_dit(cfg.model) else _build_vit(cfg, name)
+
+
+def _seeded_spec(cfg: BenchmarkConfig, name: str | None) -> list[str | dict[str, Any]] | None:
+    """The row's encoding specs (None for none), torch seeded first so that every row's shared weights agree."""
+    torch.manual_seed(cfg.seed)
+    return None if name is None else parse_encoding_spec(name)
+
+
+def _build_dit(cfg: BenchmarkConfig, name: str | None) -> DiT:
+    return _ready(dit(cfg.model, encoding=_seeded_spec(cfg, name), img_size=cfg.img_size, **cfg.model_kwargs), cfg)
+
+
+def _build_vit(cfg: BenchmarkConfig, name: str | None) -> VisionTransformerPE:
+    model = create_model(cfg.model, encoding=_seeded_spec(cfg, name), img_size=cfg.img_size, **cfg.model_kwargs)
+    if not isinstance(model, VisionTransformerPE):  # a timm feature wrapper (features_only in model_kwargs)
+        raise TypeError(f'the benchmark times a vispe ViT, but {cfg.model} built a {type(model).__name__}')
+    return _ready(model, cfg)
+
+
+Model = TypeVar('Model', VisionTransformerPE, DiT)
+
+
+def _ready(model: Model, cfg: BenchmarkConfig) -> Model:
+    model._check_size(*cfg.img_size)  # a clear ValueError now rather than in the first step
+    return model.to(cfg.device).train()
+
+
+def _patch_embed(model: VisionTransformerPE | DiT) -> Any:
+    """The model's patch embedding: timm's PatchEmbed (or HybridEmbed, ...), which timm types as its untyped
+    ``embed_layer`` returns; its ``proj`` and ``patch_size`` are read."""
+    return model.x_embedder if isinstance(model, DiT) else model.patch_embed
+
+
+def training_step(loss: Callable[[], torch.Tensor], cfg: BenchmarkConfig) -> Callable[[], None]:
+    """forward + backward of ``loss``: the forward under bf16 autocast when ``cfg.amp``, the backward outside it."""
+    device_type = torch.device(cfg.device).type
+
+    def forward_backward() -> None:
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=cfg.amp):
+            value = loss()
+        value.backward()
+
+    return forward_backward
+
+
+def _model_step(cfg: BenchmarkConfig, name: str, model: nn.Module, loss: Callable[[], torch.Tensor]) -> Subject:
+    return Subject(name, model, training_step(loss, cfg), lambda: model.zero_grad(set_to_none=True))
+
+
+def _dit_subject(cfg: BenchmarkConfig, name: str) -> Subject:
+    """A DiT training step: MSE of the prediction on noisy random images at random times and labels."""
+    model = _build_dit(cfg, name)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    B = cfg.batch_size
+    x = torch.randn(B, model.in_chans, *cfg.img_size, generator=gen).to(cfg.device)
+    t = (torch.rand(B, generator=gen) * 1000).to(cfg.device)
+    y = torch.randint(model.num_classes, (B,), generator=gen).to(cfg.device)
+    target = torch.randn(B, model.out_chans, *cfg.img_size, generator=gen).to(cfg.device)
+
+    def loss() -> torch.Tensor:
+        return F.mse_loss(model(x, t, y).float(), target)
+
+    return _model_step(cfg, name, model, loss)
+
+
+def _model_subject(cfg: BenchmarkConfig, name: str) -> Subject:
+    if is_dit(cfg.model):
+        return _dit_subject(cfg, name)
+    model = _build_vit(cfg, name)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    images = torch.randn(cfg.batch_size, _patch_embed(model).proj.in_channels, *cfg.img_size, generator=gen)
+    images = images.to(cfg.device)
+    labels = torch.randint(max(model.num_classes, 1), (cfg.batch_size,), generator=gen).to(cfg.device)
+
+    def loss() -> torch.Tensor:
+        out = model(images).float()
+        # a headless model (num_classes=0) has no logits to classify: any scalar of its output will do
+        return F.cross_entropy(out, labels) if model.num_classes else out.square().mean()
+
+    return _model_step(cfg, name, model, loss)
+
+
+class EncodedAttention(nn.Module):
+    """One attention layer plus the model-level encodings' hooks around it (attention-level rows). In the model the
+    hook runs once per forward, not once per layer, so such a row reads as "sdpa + the hook"."""
+
+    def __init__(self, attn: Attention, model_level: nn.ModuleDict, num_prefix: int) -> None:
+        super().__init__()
+        self.attn, self.pe, self.num_prefix = attn, model_level, num_prefix
+
+    def forward(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        # the backbones' dispatch: active hooks, and after_block where blocks say. torch's stubs do not make an
+        # nn.ModuleDict a Mapping; this one maps names to the model-level Encodings
+        stack = EncodingStack(self.pe)  # type: ignore[arg-type]
+        if stack.with_hook('embed'):
+            prefix, patches = x[:, : self.num_prefix], x[:, self.num_prefix :]
+            x = torch.cat([prefix, stack.embed(patches, pos)], dim=1)
+        return stack.after_block(0, self.attn(x, pos), pos)  # the layer is block 0
+
+
+def _attention_subject(cfg: BenchmarkConfig, name: str) -> Subject:
+    model = _build(cfg, None if name == SDPA else name)
+    num_prefix = getattr(model, 'num_prefix_tokens', 0)  # a DiT has none
+    attn, model_level = model.blocks[0].attn, model.pe
+    if not isinstance(attn, Attention) or not isinstance(model_level, nn.ModuleDict):  # what vispe backbones hold
+        raise TypeError(f'{cfg.model}: expected a vispe Attention as blocks[0].attn and a ModuleDict as pe')
+    layer = EncodedAttention(attn, model_level, num_prefix)
+    (ph, pw), (h, w) = _patch_embed(model).patch_size, cfg.img_size
+    pos = grid_positions(h // ph, w // pw, num_prefix, torch.device(cfg.device))
+    n_tokens = num_prefix + pos.num_tokens
+    gen = torch.Generator().manual_seed(cfg.seed)
+    # requires_grad: inside a model the layer's input needs a gradient too, so backward computes it
+    x = torch.randn(cfg.batch_size, n_tokens, model.embed_dim, generator=gen).to(cfg.device).requires_grad_()
+    del model  # keep only the layer: the other blocks would just hold memory
+
+    def loss() -> torch.Tensor:
+        return layer(x, pos).float().square().mean()
+
+    def zero_grad() -> None:
+        layer.zero_grad(set_to_none=True)
+        x.grad = None
+
+    return Subject(name, layer, training_step(loss, cfg), zero_grad)
+
+
+def build_subjects(cfg: BenchmarkConfig) -> list[Subject]:
+    """Every row's module and step, built before anything is timed. Bad names or sizes raise ValueError."""
+    if cfg.level not in LEVELS:
+        raise ValueError(f'level must be one of {LEVELS}, got {cfg.level!r}')
+    if cfg.device.startswith('cuda') and not torch.cuda.is_available():
+        raise ValueError('device cuda asked for, but torch sees no CUDA device')
+    names = resolve_encodings(cfg.encodings, baseline_of(cfg), cfg.level)
+    if cfg.level == 'model':
+        subjects = [_model_subject(cfg, name) for name in names]
+    else:
+        names += [] if SDPA in names else [SDPA]
+        subjects = [_attention_subject(cfg, name) for name in names]
+    if cfg.compile:
+        compile_subjects(subjects)
+    return subjects
+
+
+__all__ = [
+    'DEFAULT_BASELINE',
+    'LEVELS',
+    'SDPA',
+    'EncodedAttention',
+    'baseline_of',
+    'build_subjects',
+    'encoding_kind',
+    'is_dit',
+    'resolve_encodings',
+    'training_step',
+]

@@ -1,0 +1,184 @@
+"""How the benchmark measures a subject (one training step of one row): wall time over interleaved rounds, the peak
+memory of one step, the SDPA kernel it ran, and the limits under which compiled subjects run.
+
+Every subject is warmed up first; the repeats are then interleaved (round-robin, the starting subject rotating each
+round) so that drift from other processes, clock changes or heat falls on every encoding alike. Memory and the SDPA
+kernel are read after timing, so that the profiler's overhead never touches the times.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import nn
+
+
+@dataclass
+class Subject:
+    """One row: a module in train mode, a closure running forward + backward on it, one clearing its grads."""
+
+    name: str
+    module: nn.Module
+    forward_backward: Callable[[], None]
+    zero_grad: Callable[[], None]
+
+    def step(self) -> None:
+        """One training step as timed: zero_grad, forward, backward."""
+        self.zero_grad()
+        self.forward_backward()
+
+
+class Steppable(Protocol):
+    """What ``interleaved_times`` times: a name and a step (a ``Subject``; fps_benchmark's ``Timed``)."""
+
+    name: str
+
+    def step(self) -> object: ...
+
+
+# --- compilation -----------------------------------------------------------------------------------------------
+#: warm-up steps of a compiled subject, whatever ``warmup`` says (see ``benchmark.measure``)
+COMPILE_WARMUP = 3
+
+
+def compile_subjects(subjects: Sequence[Subject]) -> None:
+    """``nn.Module.compile`` every subject in place (compilation happens at its first step; see ``compile_limits``)."""
+    for subject in subjects:
+        subject.module.compile()
+
+
+def compile_limits(num_subjects: int) -> AbstractContextManager[None]:
+    """A context for running compiled subjects: subjects of one class share their forward's code object, and dynamo
+    keeps a bounded number of compiled versions per code object before it runs eager. Inside, the limits fit every
+    row, and hitting them raises instead of timing eager code under a 'compiled' label; outside, torch's defaults
+    stay as they were."""
+    import torch._dynamo
+
+    config = torch._dynamo.config
+    needed = 4 * num_subjects  # a few versions each (train mode, grad mode, shapes)
+    return config.patch(
+        recompile_limit=max(config.recompile_limit, needed),
+        accumulated_recompile_limit=max(config.accumulated_recompile_limit, 8 * needed),
+        fail_on_recompile_limit_hit=True,
+    )
+
+
+# --- time ------------------------------------------------------------------------------------------------------
+def synchronize(device: str) -> None:
+    """Wait for queued CUDA work (a no-op on CPU), so that a clock read after it counts that work."""
+    if device.startswith('cuda'):
+        torch.cuda.synchronize()
+
+
+def time_step(step: Callable[[], object], device: str) -> float:
+    """Wall time of one step in ms (CUDA is synchronised on both sides, so queued work is counted)."""
+    synchronize(device)
+    start = time.perf_counter()
+    step()
+    synchronize(device)
+    return (time.perf_counter() - start) * 1e3
+
+
+def interleaved_times(subjects: Sequence[Steppable], warmup: int, repeats: int, device: str) -> dict[str, list[float]]:
+    """Warm every subject up, then time ``repeats`` rounds over all of them; ms per subject, in round order."""
+    for _ in range(warmup):
+        for subject in subjects:
+            subject.step()
+    synchronize(device)
+    gc.collect()
+    times: dict[str, list[float]] = {s.name: [] for s in subjects}
+    for r in range(repeats):
+        # rotate who goes first: a subject that always follows the same neighbour could inherit its cache state
+        k = r % len(subjects)
+        for subject in [*subjects[k:], *subjects[:k]]:
+            times[subject.name].append(time_step(subject.step, device))
+    return times
+
+
+# --- memory ----------------------------------------------------------------------------------------------------
+MEMORY_METHODS = {
+    'cuda': 'torch.cuda.max_memory_allocated during one step, minus what was allocated before it',
+    'cpu': 'torch.profiler(profile_memory=True): max over time of the running sum of CPU allocator '
+    'allocations and frees during one step',
+}
+
+
+def _cpu_peak_bytes(step: Callable[[], None]) -> int:
+    """Peak of the running sum of CPU allocations minus frees during ``step`` (0 = what was live before)."""
+    from torch._C._profiler import _EventType  # allocation records; the public event list folds them into ops
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    sizes: list[tuple[int, int]] = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        if node.tag == _EventType.Allocation and node.extra_fields.device.type == 'cpu':
+            sizes.append((node.start_time_ns, node.extra_fields.alloc_size))
+        stack.extend(node.children)
+    running = itertools.accumulate(size for _, size in sorted(sizes))
+    return max(running, default=0)
+
+
+def peak_memory_mb(step: Callable[[], None], device: str) -> float:
+    """Peak memory of one step above what was allocated before it, in MiB (see ``MEMORY_METHODS``)."""
+    gc.collect()
+    if device.startswith('cuda'):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        step()
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_allocated() - before) / 2**20
+    return _cpu_peak_bytes(step) / 2**20
+
+
+# --- the SDPA kernel -------------------------------------------------------------------------------------------
+#: the aten kernels behind ``F.scaled_dot_product_attention``, by the name the profiler records them under
+SDPA_KERNELS = {
+    'aten::_scaled_dot_product_flash_attention': 'flash',
+    'aten::_scaled_dot_product_efficient_attention': 'efficient',
+    'aten::_scaled_dot_product_cudnn_attention': 'cudnn',
+    'aten::_scaled_dot_product_flash_attention_for_cpu': 'cpu-flash',
+    'aten::_scaled_dot_product_fused_attention_overrideable': 'overrideable',
+    'aten::_scaled_dot_product_attention_math': 'math',
+}
+#: what ``sdpa_backend`` says when no SDPA kernel ran (the attention weights were materialised, e.g. irpe on V)
+NO_SDPA = 'none'
+
+
+def sdpa_backend(step: Callable[[], None]) -> str:
+    """The SDPA kernel(s) one ``step`` ran ('flash', 'efficient', 'cudnn', 'cpu-flash', 'math', joined by '+'
+    when several), read from the profiler's record of aten ops; ``NO_SDPA`` when none ran."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:  # aten ops are recorded on the host for CUDA too
+        step()
+    synchronize('cuda' if torch.cuda.is_available() else 'cpu')
+    kernels = {SDPA_KERNELS[e.name] for e in prof.events() if e.name in SDPA_KERNELS}
+    return '+'.join(sorted(kernels)) or NO_SDPA
+
+
+__all__ = [
+    'COMPILE_WARMUP',
+    'MEMORY_METHODS',
+    'NO_SDPA',
+    'SDPA_KERNELS',
+    'Steppable',
+    'Subject',
+    'compile_limits',
+    'compile_subjects',
+    'interleaved_times',
+    'peak_memory_mb',
+    'sdpa_backend',
+    'synchronize',
+    'time_step',
+]

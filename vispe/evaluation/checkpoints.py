@@ -1,0 +1,132 @@
+"""A trained checkpoint as an evaluable model, the toolkit every sweep builds on: load it, label it, read the
+resolution it was trained at, list and switch its encodings' resolution strategies, evaluate it on a loader."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from mmengine.evaluator import Evaluator
+from mmengine.registry import init_default_scope
+
+from vispe.encodings.base import Encoding
+from vispe.engine.checkpoint import load_checkpoint
+from vispe.engine.run_meta import META_KEYS, trained_on
+from vispe.registry import MODELS
+
+Resolution = int | tuple[int, int]
+
+
+def parse_resolution(text: str) -> Resolution:
+    """'64' -> 64, '48x64' -> (48, 64) (height x width)."""
+    parts = text.lower().split('x')
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(f'resolution {text!r} is not an int or HxW (e.g. 64 or 48x64)') from None
+    if len(values) not in (1, 2) or min(values) <= 0:
+        raise ValueError(f'resolution {text!r} is not a positive int or HxW (e.g. 64 or 48x64)')
+    return values[0] if len(values) == 1 else (values[0], values[1])
+
+
+def resolution_label(res: Resolution | str | Sequence[int]) -> str:
+    """64 -> '64', (48, 64) or [48, 64] (as JSON reads it back) -> '48x64'; a label stays as it is."""
+    return str(res) if isinstance(res, (int, str)) else f'{res[0]}x{res[1]}'
+
+
+def training_setting(cfg: Any, meta: dict | None, key: str, what: str) -> Any:
+    """``run_meta.trained_on``: the checkpoint's ``meta`` (RunMetaHook records it), else the config's training data
+    set (what a --cfg-options override changes), else the config's top-level ``key``; a ValueError naming where it
+    looked for the training ``what`` when none has it."""
+    value = trained_on(cfg, meta, key)
+    if value is None:
+        raise ValueError(
+            f'neither the checkpoint meta nor the config (train_dataloader.dataset.{META_KEYS[key]}, {key}) gives '
+            f'the training {what}'
+        )
+    return value
+
+
+def train_resolution(cfg: Any, meta: dict | None = None) -> Resolution:
+    """The resolution the model was trained at (``training_setting``: meta, data set image_size, config)."""
+    return training_setting(cfg, meta, 'train_resolution', 'resolution')
+
+
+def load_model(cfg: Any, checkpoint: str, device: str) -> tuple[torch.nn.Module, dict]:
+    """(the config's model with the checkpoint's weights, on ``device``, in eval mode; the checkpoint's meta). The
+    checkpoint must fit the model key for key, unless the config says ``load_strict = False`` (``--non-strict``)."""
+    init_default_scope(cfg.get('default_scope', 'vispe'))
+    model = MODELS.build(copy.deepcopy(cfg.model))
+    ckpt = load_checkpoint(checkpoint, model, strict=cfg.get('load_strict', True))
+    return model.to(device).eval(), dict(ckpt.get('meta') or {})
+
+
+def build_model(cfg: Any, checkpoint: str, device: str) -> torch.nn.Module:
+    """``load_model`` without the meta."""
+    return load_model(cfg, checkpoint, device)[0]
+
+
+def model_encodings(model: torch.nn.Module) -> list[Encoding]:
+    """Every encoding instance in the model."""
+    return [m for m in model.modules() if isinstance(m, Encoding)]
+
+
+def encoding_label(model: torch.nn.Module) -> str:
+    """The model's encodings as a row label: 'rope_mixed', 'ape_learned+rope_axial', or 'none'."""
+    backbone = getattr(model, 'backbone', model)
+    names = getattr(backbone, 'encoding_names', None)
+    return '+'.join(names) if names else 'none'
+
+
+def available_strategies(model: torch.nn.Module) -> list[str]:
+    """Resolution strategies the model's encodings support, defaults first; ['default'] when none do."""
+    seen: list[str] = []
+    for enc in model_encodings(model):
+        for s in type(enc).strategies:
+            if s not in seen:
+                seen.append(s)
+    return seen or ['default']
+
+
+def check_strategies(model: torch.nn.Module, strategies: Sequence[str] | None) -> list[str]:
+    """``strategies``, or every one the model supports; ValueError naming the supported ones for others."""
+    supported = available_strategies(model)
+    strategies = list(strategies or supported)
+    unknown = [s for s in strategies if s not in supported]
+    if unknown:
+        raise ValueError(f"strategies {unknown} are not supported by this model's encodings; choose from {supported}")
+    return strategies
+
+
+def set_strategy(model: torch.nn.Module, strategy: str) -> None:
+    """Switch every encoding that supports ``strategy``; others keep their own."""
+    for enc in model_encodings(model):
+        if strategy in type(enc).strategies:
+            enc.strategy = strategy
+
+
+@torch.no_grad()
+def evaluate(model: Any, loader: Any, evaluator: Evaluator) -> dict[str, float]:
+    """One pass over ``loader`` with model.test_step; returns the evaluator's metrics."""
+    for batch in loader:
+        evaluator.process(data_samples=model.test_step(batch), data_batch=batch)
+    return evaluator.evaluate(len(loader.dataset))
+
+
+__all__ = [
+    'Resolution',
+    'available_strategies',
+    'build_model',
+    'check_strategies',
+    'encoding_label',
+    'evaluate',
+    'load_model',
+    'model_encodings',
+    'parse_resolution',
+    'resolution_label',
+    'set_strategy',
+    'train_resolution',
+    'training_setting',
+]

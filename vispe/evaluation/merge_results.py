@@ -1,0 +1,109 @@
+"""Several runs' sweep results in one table (tools/compare_results.py): which kind of sweep a results.json holds,
+and one ``report.Pivot`` of runs of one kind, each run's rows labelled by the run."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from vispe.evaluation.report import Pivot, Row, describe, pivot, resolution_order, resolution_text
+
+
+class NotComparable(ValueError):
+    """Results files that cannot be one table: not a sweep's results.json, or sweeps of different kinds."""
+
+
+def _point_column(row: Row) -> str:
+    return f'{row["factor"]:g}x {row["sweep"]}'
+
+
+def _point_order(label: str) -> tuple[int, float]:
+    factor, sweep = label.split(' ', 1)
+    return ('points', 'scale').index(sweep) if sweep in ('points', 'scale') else 2, float(factor.rstrip('x'))
+
+
+class Kind(NamedTuple):
+    """How one kind of sweep (results.json's ``sweep``) becomes a pivot: the fields of a line besides the run, a
+    row's column and the columns' order (None: as they first appear)."""
+
+    fields: tuple[str, ...]
+    column: Callable[[Row], str]
+    order: Callable[[str], Any] | None
+    xlabel: str
+
+
+def _resolution_column(row: Row) -> str:
+    return resolution_text(row['resolution'])
+
+
+KINDS = {
+    'resolution': Kind(('encoding', 'strategy'), _resolution_column, resolution_order, 'test resolution (H x W)'),
+    'generation': Kind(('encoding', 'strategy'), _resolution_column, resolution_order, 'test resolution (H x W)'),
+    'points': Kind(('encoding',), _point_column, _point_order, 'test points / object scale (relative to training)'),
+    'cameras': Kind(('encoding',), lambda r: str(r['setting']), None, 'camera setting'),
+}
+
+
+def sweep_kind(results: Any, name: str) -> str:
+    """The kind of sweep a results.json holds (sweep_engine writes it as ``sweep``); NotComparable for anything
+    else, naming ``name``."""
+    if not isinstance(results, Mapping) or not isinstance(results.get('results'), list):
+        raise NotComparable(
+            f'{name} is not a sweep results.json (no "results" list): pass the results.json that '
+            'tools/eval_resolution.py, eval_points.py, eval_cameras.py or eval_generation.py write'
+        )
+    kind = results.get('sweep')
+    if kind not in KINDS:
+        known = ', '.join(KINDS)
+        raise NotComparable(
+            f'{name} has no known sweep kind ("sweep": {kind!r}; known: {known}): a results.json written by an older '
+            'vispe has none, rerun its eval tool'
+        )
+    return kind
+
+
+def merge(
+    documents: Sequence[Mapping[str, Any]], labels: Sequence[str], metric: str | None = None
+) -> tuple[str, Pivot, str]:
+    """(kind, one pivot of every document's rows with its label as the first key field ``run``, the metric) for
+    results.json documents of one kind; NotComparable names the files of different kinds (``labels`` name them).
+    A generation sweep holds several metrics: ``metric`` chooses one (default: the first)."""
+    kinds = [sweep_kind(d, label) for d, label in zip(documents, labels)]
+    if len(set(kinds)) > 1:
+        listed = ', '.join(f'{label} is a {kind} sweep' for label, kind in zip(labels, kinds))
+        raise NotComparable(f'results of different kinds cannot be one table ({listed}): compare one kind at a time')
+    kind, spec = kinds[0], KINDS[kinds[0]]
+    rows = [dict(r, run=label) for d, label in zip(documents, labels) for r in d['results']]
+    if kind == 'generation':
+        metrics = list(dict.fromkeys(r['metric'] for r in rows))
+        if metric is None and metrics:
+            metric = metrics[0]
+        if metric is None or metric not in metrics:
+            raise NotComparable(f'no rows of metric {metric!r}; these results hold {metrics}')
+        rows = [r for r in rows if r['metric'] == metric]
+    else:
+        metric = metric or str(documents[0].get('metric', 'value'))
+    return kind, pivot(rows, ('run', *spec.fields), spec.column, order=spec.order), metric
+
+
+def run_labels(paths: Sequence[str]) -> list[str]:
+    """Each results.json labelled by its folder: the last folder names, as many as make the labels unique
+    (``a/eval`` and ``b/eval`` rather than two ``eval``)."""
+    parts = [os.path.abspath(p).split(os.sep)[:-1] for p in paths]
+    for depth in range(1, max(len(p) for p in parts) + 1):
+        labels = ['/'.join(p[-depth:]) for p in parts]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [str(i) for i in range(len(paths))]
+
+
+def merged_title(documents: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> str:
+    """One ``describe`` when every run says the same, else each run's, labelled."""
+    said = [describe(d) for d in documents]
+    if len(set(said)) == 1:
+        return said[0]
+    return '\n'.join(f'{label}: {text or "?"}' for label, text in zip(labels, said))
+
+
+__all__ = ['KINDS', 'Kind', 'NotComparable', 'merge', 'merged_title', 'run_labels', 'sweep_kind']
