@@ -31,7 +31,8 @@ import torch.nn.functional as F
 from kornia.contrib import connected_components_union_find
 from torch import nn
 
-from vispe.datasets.shapes2d import PALETTE, SHAPE_COLOR_SHAPES, Color, Scene, Shape, render_scene
+from vispe.datasets.scene2d import Color, Scene, Shape, render_scene
+from vispe.datasets.shapes2d import PALETTE, SHAPE_COLOR_SHAPES
 
 MIN_COVERAGE = 0.5  # a pixel belongs to an object when the object covers at least half of it: the shape's edge
 MAX_RESIDUAL = 0.2  # RGB distance a pixel may stray from (coverage x palette colour) and still count
