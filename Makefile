@@ -18,8 +18,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# ruff (lint and format) over the code, mypy over vispe/ (its settings: [tool.mypy] in pyproject.toml); CI runs it
 lint: $(STAMP)
 	$(VENV)/bin/ruff check vispe tools tests configs
+	$(VENV)/bin/ruff format --check vispe tools tests configs
+	$(PY) -m mypy
 
 venv: $(STAMP)
 
