@@ -14,7 +14,12 @@ setup(
     name='vispe',
     version='0.1.0',
     description='Positional encodings for vision and 3D transformers, on timm, PyTorch and mmengine',
-    packages=find_packages(include=['vispe', 'vispe.*']),
+    # configs/ (at the checkout's root, where the tools and docs name it) ships as vispe/configs: an installed vispe
+    # finds its configs by name (vispe.engine.config.resolve_config)
+    packages=[*find_packages(include=['vispe', 'vispe.*']), 'vispe.configs'],
+    package_dir={'vispe.configs': 'configs'},
+    package_data={'vispe.configs': ['**/*.py']},
+    entry_points={'console_scripts': ['vispe = vispe.cli:main']},
     python_requires='>=3.10',
     install_requires=requirements(),
 )

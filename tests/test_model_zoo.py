@@ -10,11 +10,12 @@ from mmengine.registry import init_default_scope
 from vispe.engine.checkpoint import load_checkpoint
 from vispe.engine.config import load_config
 from vispe.evaluation import resolution as R
-from vispe.evaluation.compare import ROOT, Run
+from vispe.evaluation.compare import Run
 from vispe.evaluation.leaderboard import summarize, write_model_zoo
 from vispe.evaluation.model_zoo import sha256, shipped_models
 from vispe.registry import MODELS
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = 'configs/vit/vit_tiny_shapes2d_position.py'
 MODELS_DIR = os.path.join(ROOT, 'models')
 SHIPPED = shipped_models(MODELS_DIR)

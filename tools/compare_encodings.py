@@ -1,54 +1,21 @@
 """Compare encodings on shapes2d tasks at several resolutions, same schedule and seed for every encoding:
 
-python tools/compare_encodings.py --tasks position relation --encodings ape_learned rope_mixed irpe+ape_learned \
+python tools/compare_encodings.py --tasks position relation --encodings ape_learned rope_mixed irpe+ape_learned \\
     [--epochs 30] [--resolutions 32 48 64] [--out outputs/compare]
 
-Each run: tools/train.py then tools/eval_resolution.py; finished runs are reused. Prints a markdown table per
+Each run is trained, then evaluated at the resolutions; finished runs are reused. Prints a markdown table per
 task and writes OUT/summary.json and OUT/summary_<task>.png.
+
+The same command as `vispe compare` (vispe/cli/compare_encodings.py), with its outputs under this checkout's root.
 """
 
-import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
-from vispe.evaluation.compare import (
-    ROOT,
-    SHAPES2D_TASK_CONFIGS,
-    Run,
-    compare,
-    encoding_option,
-    markdown_table,
-    schedule_options,
-)  # noqa: E402
-
-
-def main():
-    parser = argparse.ArgumentParser(description='Compare positional encodings on shapes2d')
-    parser.add_argument('--tasks', nargs='+', default=['position'], choices=sorted(SHAPES2D_TASK_CONFIGS))
-    parser.add_argument('--encodings', nargs='+', required=True, help="names; 'a+b' combines encodings")
-    parser.add_argument('--epochs', type=int, default=None, help='override the schedule length (all runs alike)')
-    parser.add_argument('--resolutions', nargs='+', default=['32', '48', '64'])
-    parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--out', default=os.path.join(ROOT, 'outputs', 'compare'))
-    args = parser.parse_args()
-    runs = [
-        Run(
-            task,
-            SHAPES2D_TASK_CONFIGS[task],
-            os.path.join(args.out, task, enc),
-            [encoding_option(enc), f'randomness.seed={args.seed}', *schedule_options(args.epochs)],
-        )
-        for task in args.tasks
-        for enc in args.encodings
-    ]
-    summary = compare(runs, args.resolutions, args.out)
-    for task, entry in summary['tasks'].items():
-        print(f'\n### shapes2d {task}: top-1 accuracy (%), trained at {entry["train_resolution"]}\n')
-        print(markdown_table(entry['results'], args.resolutions))
-    print(f'\nsummary: {summary["json"]}\nplots: {", ".join(summary["plots"])}')
-
+from vispe.cli.compare_encodings import main  # noqa: E402
 
 if __name__ == '__main__':
-    main()
+    main(default_out=os.path.join(ROOT, 'outputs', 'compare'))

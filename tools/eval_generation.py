@@ -1,6 +1,6 @@
 """Sample a diffusion checkpoint at several resolutions and score the samples offline:
 
-python tools/eval_generation.py CONFIG CKPT --resolutions 32 48 64 --samples-per-class 8 [--strategy none yarn ...] \
+python tools/eval_generation.py CONFIG CKPT --resolutions 32 48 64 --samples-per-class 8 [--strategy none yarn ...] \\
     --out DIR [--classifier-checkpoint PTH | --no-fd]
 
 Writes DIR/results.json (eval_resolution's schema, one row per metric) and DIR/samples_<strategy>_<res>.png as each
@@ -8,74 +8,15 @@ Writes DIR/results.json (eval_resolution's schema, one row per metric) and DIR/s
 and KID in a shapes2d classifier's feature space, held-out denoising MSE. The classifier comes from the config's
 generation_eval (or the flags below). A rerun into the same DIR reuses the finished cells (--force recomputes them);
 a DIR of another checkpoint's, config's or sample settings' results is refused.
+(the same command as `vispe eval-generation`: vispe/cli/eval_generation.py)
 """
 
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from rich.console import Console  # noqa: E402
-
-from vispe.engine.checkpoint import CheckpointError  # noqa: E402
-from vispe.engine.config import ConfigError, common_parser_args, load_config  # noqa: E402
-from vispe.evaluation import resolution as R  # noqa: E402
-from vispe.evaluation import sweep_engine as E  # noqa: E402
-from vispe.evaluation.checkpoints import parse_resolution  # noqa: E402
-from vispe.evaluation.generation_sweep import METRICS, metric_rows, sweep_generation  # noqa: E402
-
-
-def main():
-    parser = argparse.ArgumentParser(description='Sample a vispe diffusion checkpoint at unseen resolutions')
-    common_parser_args(parser)
-    parser.add_argument('checkpoint')
-    parser.add_argument('--resolutions', nargs='+', type=parse_resolution, required=True, help='e.g. 32 48 64')
-    parser.add_argument('--samples-per-class', type=int, default=8)
-    parser.add_argument('--strategy', nargs='+', default=None, help='rotary strategies (default: all supported)')
-    parser.add_argument('--classifier-config', default=None, help="default: the config's generation_eval")
-    parser.add_argument('--classifier-checkpoint', default=None, help="default: the config's generation_eval")
-    parser.add_argument('--no-fd', action='store_true', help='skip FD and KID (no feature extractor needed)')
-    parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--out', required=True, help='output folder for results.json and the sample grids')
-    parser.add_argument('--device', default=None, help='cpu or cuda (default: cuda when available)')
-    E.force_parser_args(parser)
-    args = parser.parse_args()
-    console = Console()
-    try:
-        cfg = load_config(args.config, args.cfg_options)
-        opts = cfg.get('generation_eval') or {}
-        classifier = None
-        if not args.no_fd and (opts or args.classifier_checkpoint):
-            classifier = (
-                args.classifier_config or opts.get('classifier_config'),
-                args.classifier_checkpoint or opts.get('classifier_checkpoint'),
-            )
-        results = sweep_generation(
-            cfg,
-            args.checkpoint,
-            args.resolutions,
-            args.strategy,
-            args.samples_per_class,
-            classifier,
-            args.out,
-            args.device,
-            args.seed,
-            log=console.print,
-            force=args.force,
-        )
-    except KeyboardInterrupt:
-        sys.exit(E.interrupted_message(args.out))
-    except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
-        sys.exit(f'error: {err}')
-    for metric in METRICS:
-        rows = metric_rows(results, metric)
-        if rows or results['failed']:
-            title = f'{metric} of {os.path.basename(args.checkpoint)}'
-            console.print(R.results_table(rows, title=title, metric=metric, failed=results['failed']))
-    console.print(f'results: {os.path.join(args.out, E.RESULTS)}\nsample grids: {args.out}/samples_*.png')
-    sys.exit(E.failure_message(results, args.out))
-
+from vispe.cli.eval_generation import main  # noqa: E402
 
 if __name__ == '__main__':
     main()

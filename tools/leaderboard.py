@@ -1,72 +1,22 @@
 """The encoding leaderboard (about an hour or more on CPU; not for CI):
 
-python tools/leaderboard.py [--encodings ...] [--tasks position relation] [--seeds 0 1 2] \
+python tools/leaderboard.py [--encodings ...] [--tasks position relation] [--seeds 0 1 2] \\
     [--resolutions 32 48 64 96] [--out outputs/leaderboard] [--models models]
 
 Trains every encoding on each shapes2d task with one schedule and each seed (finished runs are reused), evaluates
-at every resolution with every strategy, and writes OUT/leaderboard.md, .json and .png: per encoding its plain
-strategy and its best one, mean +- std over seeds. Then exports the first seed's checkpoints to the model zoo
-(MODELS/<name>/ with config, slim checkpoint, metrics and card; MODELS/README.md with the table and plot).
+at every resolution with every strategy, writes OUT/leaderboard.md, .json and .png, and exports the first seed's
+checkpoints to the model zoo (MODELS/<name>/, MODELS/README.md).
+
+The same command as `vispe leaderboard` (vispe/cli/leaderboard.py), with its outputs under this checkout's root.
 """
 
-import argparse
-import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
-import vispe  # noqa: E402
-from vispe.evaluation.compare import ROOT, SHAPES2D_TASK_CONFIGS  # noqa: E402
-from vispe.evaluation.leaderboard import (  # noqa: E402
-    collect,
-    leaderboard_runs,
-    markdown,
-    plot,
-    summarize,
-    write_model_zoo,
-)
-
-
-def main():
-    parser = argparse.ArgumentParser(description='Train and rank every 2D encoding on shapes2d')
-    parser.add_argument('--encodings', nargs='+', default=vispe.list_encodings(ndim=2))
-    parser.add_argument(
-        '--tasks', nargs='+', default=list(SHAPES2D_TASK_CONFIGS), choices=sorted(SHAPES2D_TASK_CONFIGS)
-    )
-    parser.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
-    parser.add_argument('--resolutions', nargs='+', default=['32', '48', '64', '96'], help='first = training size')
-    parser.add_argument('--out', default=os.path.join(ROOT, 'outputs', 'leaderboard'))
-    parser.add_argument(
-        '--models', default=os.path.join(ROOT, 'models'), help="model zoo folder for the first seed's runs ('' = none)"
-    )
-    args = parser.parse_args()
-    runs = leaderboard_runs({t: SHAPES2D_TASK_CONFIGS[t] for t in args.tasks}, args.encodings, args.seeds, args.out)
-    stats = summarize(collect(runs, args.resolutions))
-    report = '\n\n'.join(
-        f'### shapes2d {task}: top-1 accuracy (%), mean ± std over seeds {args.seeds}\n\n'
-        + markdown(stats, task, args.resolutions)
-        for task in args.tasks
-    )
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, 'leaderboard.md'), 'w') as f:
-        f.write(report + '\n')
-    with open(os.path.join(args.out, 'leaderboard.json'), 'w') as f:
-        json.dump(
-            [
-                dict(zip(('task', 'encoding', 'strategy', 'resolution'), k), mean=m, std=s, seeds=n)
-                for k, (m, s, n) in stats.items()
-            ],
-            f,
-            indent=2,
-        )
-    png = plot(stats, args.tasks, args.resolutions, os.path.join(args.out, 'leaderboard.png'))
-    print(report)
-    print(f'\nwritten: {os.path.join(args.out, "leaderboard.md")}, leaderboard.json, leaderboard.png')
-    if args.models:
-        folders = write_model_zoo(runs, args.seeds[0], stats, args.resolutions, report, png, args.models)
-        print(f'model zoo: {len(folders)} models and README.md in {args.models}')
-
+from vispe.cli.leaderboard import main  # noqa: E402
 
 if __name__ == '__main__':
-    main()
+    main(default_out=os.path.join(ROOT, 'outputs', 'leaderboard'), default_models=os.path.join(ROOT, 'models'))

@@ -2,38 +2,15 @@
 
 The checkpoint must fit the model the config builds, key for key and shape for shape; a mismatch is refused naming
 the keys. ``--non-strict`` loads what fits and lists the keys it left at their initial values.
+(the same command as `vispe test`: vispe/cli/test.py)
 """
 
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from vispe.engine.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
-from vispe.engine.config import ConfigError, common_parser_args, load_config  # noqa: E402
-from vispe.engine.runner import build_runner  # noqa: E402
-from vispe.engine.workdir import WorkDirError  # noqa: E402
-
-
-def main():
-    parser = argparse.ArgumentParser(description='Test a vispe checkpoint')
-    common_parser_args(parser)
-    parser.add_argument('checkpoint')
-    parser.add_argument('--work-dir', help='where the test logs go (default: work_dirs/<config name>)')
-    args = parser.parse_args()
-    try:
-        cfg = load_config(args.config, args.cfg_options, args.work_dir)
-        load_checkpoint(args.checkpoint)  # a clear error for a missing or non-checkpoint file, before any work
-        cfg.load_from, cfg.resume = args.checkpoint, False
-        # a test run: no training parts, so nothing of a training run in the same work dir is touched
-        cfg.train_dataloader = cfg.train_cfg = cfg.optim_wrapper = cfg.param_scheduler = None
-        metrics = build_runner(cfg).test()
-    except (ConfigError, CheckpointError, WorkDirError, FileNotFoundError) as err:
-        sys.exit(f'error: {err}')
-    for key, value in metrics.items():
-        print(f'{key}: {value:.4f}' if isinstance(value, float) else f'{key}: {value}')
-
+from vispe.cli.test import main  # noqa: E402
 
 if __name__ == '__main__':
     main()

@@ -8,6 +8,7 @@ import copy
 import difflib
 import inspect
 import numbers
+import os
 import os.path as osp
 import sys
 import traceback
@@ -135,11 +136,49 @@ def read_config_file(path: str) -> Config:
         raise ConfigError(f'config {where}: {type(err).__name__}: {err}') from None
 
 
+def configs_dir() -> str:
+    """The folder of vispe's shipped configs: ``vispe/configs`` in an installed wheel (the checkout's ``configs/``
+    as package data), else the ``configs/`` next to the package (a source checkout or an editable install)."""
+    package = osp.dirname(osp.dirname(osp.abspath(__file__)))
+    shipped = osp.join(package, 'configs')
+    return shipped if osp.isdir(shipped) else osp.join(osp.dirname(package), 'configs')
+
+
+def shipped_configs() -> list[str]:
+    """The names of the shipped configs, e.g. 'vit/vit_tiny_shapes2d_position.py' (bases under _base_/ included)."""
+    root = configs_dir()
+    names = [
+        osp.relpath(osp.join(folder, f), root).replace(osp.sep, '/')
+        for folder, _, files in os.walk(root)
+        for f in files
+        if f.endswith('.py') and f != '__init__.py'
+    ]
+    return sorted(names)
+
+
+def resolve_config(path: str) -> str:
+    """``path`` when it is a file (relative to the working directory or absolute); else the shipped config it names
+    ('vit/x.py' or, as in the checkout, 'configs/vit/x.py'). A name that is neither raises FileNotFoundError with
+    the closest shipped names."""
+    if osp.isfile(path):
+        return path
+    name = path.replace(osp.sep, '/')
+    name = name[len('configs/') :] if name.startswith('configs/') else name
+    if not osp.isabs(path):
+        shipped = osp.join(configs_dir(), name)
+        if osp.isfile(shipped):
+            return shipped
+    close = difflib.get_close_matches(name, shipped_configs(), n=3, cutoff=0.6)
+    hint = f'did you mean {", ".join(close)}?' if close else 'shipped configs: `vispe configs` lists them'
+    raise FileNotFoundError(
+        f'config file {path!r} does not exist, here nor among the shipped configs (e.g. vit/, dit/); {hint}'
+    )
+
+
 def load_config(path: str, cfg_options: dict | None = None, work_dir: str | None = None) -> Config:
-    """Config.fromfile + --cfg-options + checks; work_dir defaults to work_dirs/<config name>."""
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'config file {path!r} does not exist (configs live under configs/, e.g. configs/vit/)')
-    cfg = read_config_file(path)
+    """Config.fromfile + --cfg-options + checks; work_dir defaults to work_dirs/<config name>. ``path`` is a file or
+    the name of a shipped config (``resolve_config``)."""
+    cfg = read_config_file(resolve_config(path))
     if cfg_options:
         cfg.merge_from_dict(replacing_dicts(cfg_options))
     check_config(cfg)
@@ -329,7 +368,10 @@ class NonStrictAction(argparse.Action):
 
 
 def common_parser_args(parser) -> None:
-    parser.add_argument('config', help='config file, e.g. configs/vit/vit_tiny_rope_mixed_shapes2d_position.py')
+    parser.add_argument(
+        'config',
+        help='config file or shipped config name (vispe configs), e.g. vit/vit_tiny_rope_mixed_shapes2d_position.py',
+    )
     parser.add_argument(
         '--cfg-options',
         nargs='+',

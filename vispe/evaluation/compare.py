@@ -1,5 +1,7 @@
-"""Train-and-sweep comparisons of encodings: each run trains with tools/train.py, is evaluated at several
-resolutions with tools/eval_resolution.py, and lands in one summary (JSON, PNG per task, a table).
+"""Train-and-sweep comparisons of encodings: each run trains in process (``vispe.engine.train``, what ``vispe train``
+runs), is evaluated at several resolutions (``vispe.evaluation.evaluate``, what ``vispe eval-resolution`` runs), and
+lands in one summary (JSON, PNG per task, a table). Configs are files or shipped configs' names (vit/...), so a
+comparison runs from an installed vispe as from a checkout.
 
 Finished runs are reused (a run is finished when its last checkpoint is the config's final epoch) and
 unfinished ones resume, so a comparison can be interrupted and started again.
@@ -9,30 +11,33 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from vispe.engine.config import load_config, parse_option_value
+from vispe.engine.config import configs_dir, load_config, parse_option_value
+from vispe.engine.train import train as train_in_process
 from vispe.evaluation import report
+from vispe.evaluation.checkpoints import parse_resolution
+from vispe.evaluation.evaluate import evaluate_resolution
 from vispe.evaluation.report import write_json
 from vispe.evaluation.resolution import plot_results, resolution_column
-from vispe.evaluation.sweep_engine import replace_args
+from vispe.evaluation.sweep_engine import failure_message, replace_args
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-#: one config per shapes2d task; the encoding is chosen per run with --cfg-options
+#: one shipped config per shapes2d task; the encoding is chosen per run with --cfg-options
 SHAPES2D_TASK_CONFIGS = {
-    'position': 'configs/vit/vit_tiny_shapes2d_position.py',
-    'relation': 'configs/vit/vit_tiny_shapes2d_relation.py',
+    'position': 'vit/vit_tiny_shapes2d_position.py',
+    'relation': 'vit/vit_tiny_shapes2d_relation.py',
 }
+
+#: a sweep as compare runs one: ``sweep(cfg, checkpoint, *settings, out_dir=, force=, log=)`` (evaluation.evaluate)
+Sweep = Callable[..., dict[str, Any]]
 
 
 @dataclass
 class Run:
-    """One training run: ``config`` (relative to the repo root) with ``cfg_options``, in ``work_dir``; ``encoding``
-    and ``seed`` label it where the options set them (the leaderboard)."""
+    """One training run: ``config`` (a file or a shipped config's name) with ``cfg_options``, in ``work_dir``;
+    ``encoding`` and ``seed`` label it where the options set them (the leaderboard)."""
 
     task: str
     config: str
@@ -59,10 +64,29 @@ def schedule_options(epochs: int | None) -> list[str]:
     return [f'train_cfg.max_epochs={epochs}', f'train_cfg.val_interval={epochs}']
 
 
-def run_config(run: Run):
-    """The run's config with its cfg-options applied, parsed as tools/train.py's --cfg-options parses them."""
+def run_options(run: Run) -> dict[str, Any]:
+    """The run's cfg-options, parsed as ``vispe train --cfg-options`` parses them."""
     options = dict(o.split('=', 1) for o in run.cfg_options)
-    return load_config(os.path.join(ROOT, run.config), {k: parse_option_value(v) for k, v in options.items()})
+    return {k: parse_option_value(v) for k, v in options.items()}
+
+
+def run_config(run: Run):
+    """The run's config with its cfg-options applied."""
+    return load_config(run.config, run_options(run))
+
+
+def checkout_path(config: str) -> str:
+    """How a checkout names a config (tools/train.py's argument): 'vit/x.py' (a shipped config's name) ->
+    'configs/vit/x.py'; a file path stays as it is."""
+    if os.path.isfile(config) or os.path.isabs(config) or config.startswith('configs/'):
+        return config
+    return f'configs/{config}' if os.path.isfile(os.path.join(configs_dir(), config)) else config
+
+
+def shown(path: str) -> str:
+    """``path`` as a log line shows it: relative to the working directory when inside it."""
+    rel = os.path.relpath(os.path.abspath(path))
+    return path if rel.startswith('..') else rel
 
 
 def final_checkpoint(run: Run) -> str | None:
@@ -83,69 +107,72 @@ def final_checkpoint_name(cfg) -> str:
     return f'epoch_{train_cfg.max_epochs}.pth'
 
 
-def _tool(args: Sequence[str], log: Callable[[str], None]) -> None:
-    log('$ ' + ' '.join(args))
-    subprocess.run([sys.executable, *args], cwd=ROOT, check=True)
-
-
-def cfg_option_args(run: Run) -> list[str]:
-    """The run's cfg-options as tool arguments."""
-    return ['--cfg-options', *run.cfg_options] if run.cfg_options else []
-
-
 def train(run: Run, log: Callable[[str], None] = print) -> str:
-    """Train one run with tools/train.py, reusing a finished one and resuming an interrupted one; returns its final
+    """Train one run in process, reusing a finished one and resuming an interrupted one; returns its final
     checkpoint."""
     ckpt = final_checkpoint(run)
     if ckpt:
-        log(f'reusing {os.path.relpath(ckpt, ROOT)}')
+        log(f'reusing {shown(ckpt)}')
         return ckpt
-    resume = ['--resume'] if os.path.isfile(os.path.join(run.work_dir, 'last_checkpoint')) else []
-    _tool(['tools/train.py', run.config, '--work-dir', run.work_dir, *resume, *cfg_option_args(run)], log)
-    return final_checkpoint(run)
+    resume = os.path.isfile(os.path.join(run.work_dir, 'last_checkpoint'))
+    options = ['--cfg-options', *run.cfg_options] if run.cfg_options else []
+    log(
+        ' '.join(['$ vispe train', run.config, '--work-dir', run.work_dir, *(['--resume'] if resume else []), *options])
+    )
+    train_in_process(run.config, run.work_dir, run_options(run), resume=resume)
+    ckpt = final_checkpoint(run)
+    if ckpt is None:
+        raise RuntimeError(f'training {run.config} into {run.work_dir} ended without its final checkpoint')
+    return ckpt
+
+
+def evaluate(run: Run, ckpt: str, sweep: Sweep, out: str, *settings: Any, log: Callable[[str], None] = print) -> dict:
+    """``sweep`` the run's checkpoint into ``out`` (replacing an older training's results there); returns the
+    results, or raises when cells failed (out of memory even at batch size 1)."""
+    log(f'{sweep.__name__} {shown(ckpt)} -> {shown(out)}')
+    force = bool(replace_args(out, ckpt))
+    results = sweep(run_config(run), ckpt, *settings, out_dir=out, force=force, log=log)
+    if results['failed']:
+        raise RuntimeError(failure_message(results, out))
+    return results
 
 
 def train_and_evaluate(run: Run, resolutions: Sequence[str], log: Callable[[str], None] = print) -> dict:
     """Train (or reuse / resume) one run, evaluate it at ``resolutions``; returns its results.json content."""
-    options = cfg_option_args(run)
     ckpt = train(run, log)
     eval_dir = os.path.join(run.work_dir, 'eval')
     previous = _previous_results(os.path.join(eval_dir, 'results.json'), ckpt, resolutions, supported_strategies(run))
     if previous is not None:
-        log(f'reusing {os.path.relpath(eval_dir, ROOT)}/results.json')
+        log(f'reusing {shown(eval_dir)}/results.json')
         return previous
-    args = ['tools/eval_resolution.py', run.config, ckpt, '--resolutions', *resolutions, '--out', eval_dir]
-    _tool([*args, '--no-progress', *replace_args(eval_dir, ckpt), *options], log)
+    evaluate(run, ckpt, evaluate_resolution, eval_dir, [parse_resolution(r) for r in resolutions], None, log=log)
     with open(os.path.join(eval_dir, 'results.json')) as f:
         return json.load(f)
 
 
-def train_and_sweep(run: Run, tool: str, log: Callable[[str], None] = print) -> dict:
-    """Train (or reuse / resume) one run, then evaluate it with a sweep ``tool`` (tools/eval_points.py,
-    tools/eval_cameras.py: CONFIG CKPT --out DIR) into ``work_dir/eval`` (reused when newer than the checkpoint);
+def train_and_sweep(run: Run, sweep: Sweep, log: Callable[[str], None] = print) -> dict:
+    """Train (or reuse / resume) one run, then evaluate it with ``sweep`` at its config's default settings
+    (``evaluate_points``, ``evaluate_cameras``) into ``work_dir/eval`` (reused when newer than the checkpoint);
     returns its results.json."""
     ckpt = train(run, log)
     out = os.path.join(run.work_dir, 'eval')
     path = os.path.join(out, 'results.json')
     if os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(ckpt) and _complete(path):
-        log(f'reusing {os.path.relpath(path, ROOT)}')
+        log(f'reusing {shown(path)}')
     else:
-        _tool(
-            [tool, run.config, ckpt, '--out', out, '--no-progress', *replace_args(out, ckpt), *cfg_option_args(run)],
-            log,
-        )
+        evaluate(run, ckpt, sweep, out, log=log)
     with open(path) as f:
         return json.load(f)
 
 
 def sweep_runs(
-    task: str, configs: dict[str, str], labels: Sequence[str], out_dir: str, tool: str, log: Callable[[str], None]
+    task: str, configs: dict[str, str], labels: Sequence[str], out_dir: str, sweep: Sweep, log: Callable[[str], None]
 ) -> list[dict]:
     """``train_and_sweep`` each labelled config into ``out_dir/<label>``; the rows of all, each with
     ``encoding`` = its run's label (rope3d_mixed is rope3d to the model, gta+plucker two encodings)."""
     rows: list[dict] = []
     for label in labels:
-        results = train_and_sweep(Run(task, configs[label], os.path.join(out_dir, label)), tool, log)
+        results = train_and_sweep(Run(task, configs[label], os.path.join(out_dir, label)), sweep, log)
         rows += [dict(r, encoding=label) for r in results['results']]
     return rows
 
@@ -219,5 +246,5 @@ def compare(runs: Sequence[Run], resolutions: Sequence[str], out_dir: str, log: 
 
 def markdown_table(rows: Sequence[dict], resolutions: Sequence[str], fmt: str = '.1f') -> str:
     """A markdown table, one line per (encoding, strategy), one column per resolution, values formatted with fmt."""
-    table = report.pivot(rows, ('encoding', 'strategy'), resolution_column, columns=resolutions)
+    table = report.pivot(rows, ('encoding', 'strategy'), lambda row: resolution_column(dict(row)), columns=resolutions)
     return report.markdown(table, fmt)

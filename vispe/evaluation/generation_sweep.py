@@ -3,7 +3,7 @@
 Per (strategy, resolution): ``samples_per_class`` images per class from the same seeded noise, then
 ``vispe.evaluation.generation`` metrics (object count and attribute accuracy; FD and KID against real Shapes2D images
 rendered at that resolution, in a vispe classifier's feature space, when one is given) and the held-out denoising
-loss of the config's test set rendered at that resolution. Results use tools/eval_resolution.py's schema with a
+loss of the config's test set rendered at that resolution. Results use eval_resolution's schema with a
 ``metric`` key per row::
 
     {"config", "checkpoint", "train_resolution", "metric": "generation",
@@ -27,7 +27,15 @@ from vispe.engine.config import load_config
 from vispe.evaluation import checkpoints as C
 from vispe.evaluation.generation import ShapesFeatures, generation_metrics
 from vispe.evaluation.settings_sweep import SettingsEvaluator
-from vispe.evaluation.sweep_engine import RESULTS, Cell, file_sha256, replace_args, run_sweep, sweep_identity
+from vispe.evaluation.sweep_engine import (
+    RESULTS,
+    Cell,
+    failure_message,
+    file_sha256,
+    replace_args,
+    run_sweep,
+    sweep_identity,
+)
 from vispe.registry import DATASETS
 
 #: metrics in the order tables list them; lower is better for the last four
@@ -99,6 +107,7 @@ def sweep_generation(
     if not hasattr(model, 'sample'):
         raise ValueError(f'{type(model).__name__} cannot sample; eval_generation needs a DiffusionModel config')
     strategies = C.check_strategies(model, strategies)
+    num_classes: int = model.num_classes  # type: ignore[assignment]  # a DiffusionModel's
     opts = dict(cfg.get('generation_eval') or {})
     settings = {k: opts[k] for k in ('steps', 'sampler', 'cfg_scale') if k in opts}
     features = load_classifier(*classifier, device) if classifier else None
@@ -114,11 +123,11 @@ def sweep_generation(
             if strategy != 'default':
                 C.set_strategy(model, strategy)
             if size not in reals:
-                count = model.num_classes * samples_per_class
+                count = num_classes * samples_per_class
                 reals[size] = real_images(cfg, res, opts.get('real_split', 'test'), count)
             real, info = reals[size]
-            log(f'{name}: sampling {model.num_classes} x {samples_per_class} (batch {batch})')
-            fake, labels = generate(model, model.num_classes, samples_per_class, res, settings, seed, batch)
+            log(f'{name}: sampling {num_classes} x {samples_per_class} (batch {batch})')
+            fake, labels = generate(model, num_classes, samples_per_class, res, settings, seed, batch)
             values = object_metrics(fake, labels, real, info, features)
             loader_batch = max(1, evaluator.batch_size * batch // batch_size)
             values['denoising_mse'] = evaluator.metrics({'image_size': res}, loader_batch, strategy)['denoising/mse']
@@ -171,22 +180,31 @@ def metric_rows(results: dict[str, Any], metric: str) -> list[dict[str, Any]]:
     return [r for r in results['results'] if r['metric'] == metric]
 
 
+def feature_extractor(cfg, config: str | None = None, checkpoint: str | None = None) -> tuple[Any, Any] | None:
+    """The FD / KID feature extractor (classifier config, checkpoint) of a sweep: ``config`` / ``checkpoint`` where
+    given, else the config's ``generation_eval``; None when neither names one."""
+    opts = cfg.get('generation_eval') or {}
+    if not (opts or checkpoint):
+        return None
+    return config or opts.get('classifier_config'), checkpoint or opts.get('classifier_checkpoint')
+
+
 def train_and_generate(
     run, resolutions: Sequence[str], strategies: Sequence[str] | None, samples_per_class: int, log=print
 ) -> dict[str, Any]:
-    """Train (or reuse / resume) one diffusion run with tools/train.py, then sweep it with tools/eval_generation.py
-    (reused when the checkpoint, resolutions, strategies, sample count and FD / KID feature extractor are
-    unchanged); returns results.json."""
+    """Train (or reuse / resume) one diffusion run, then sweep it with ``sweep_generation`` into
+    ``work_dir/generation`` (reused when the checkpoint, resolutions, strategies, sample count and FD / KID feature
+    extractor are unchanged); returns results.json."""
     import json
 
-    from vispe.evaluation.compare import ROOT, _tool, cfg_option_args, run_config, train
+    from vispe.evaluation.compare import run_config, shown, train
 
-    options = cfg_option_args(run)
     ckpt = train(run, log)
     out = os.path.join(run.work_dir, 'generation')
     path = os.path.join(out, RESULTS)
-    extractor = (run_config(run).get('generation_eval') or {}).get('classifier_checkpoint')
-    extractor = os.path.join(ROOT, extractor) if extractor else None  # the tools run from ROOT
+    cfg = run_config(run)
+    classifier = feature_extractor(cfg)
+    extractor = os.path.abspath(classifier[1]) if classifier and classifier[1] else None
     if os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(ckpt):
         with open(path) as f:
             previous = json.load(f)
@@ -198,21 +216,22 @@ def train_and_generate(
         if extractor and os.path.isfile(extractor):
             same &= os.path.getmtime(path) > os.path.getmtime(extractor)
         if same:
-            log(f'reusing {os.path.relpath(path, ROOT)}')
+            log(f'reusing {shown(path)}')
             return previous
-    args = ['--resolutions', *resolutions, '--samples-per-class', str(samples_per_class), '--out', out]
-    args += replace_args(out, ckpt, *([extractor] if extractor else []))  # stale: an older checkpoint's numbers
-    _tool(
-        ['tools/eval_generation.py', run.config, ckpt, *args, *(['--strategy', *strategies] if strategies else [])]
-        + options,
-        log,
+    force = bool(replace_args(out, ckpt, *([extractor] if extractor else [])))  # stale: an older checkpoint's numbers
+    log(f'sweep_generation {shown(ckpt)} -> {shown(out)}')
+    resolved = [C.parse_resolution(r) for r in resolutions]
+    results = sweep_generation(
+        cfg, ckpt, resolved, strategies, samples_per_class, classifier, out, log=log, force=force
     )
-    with open(path) as f:
-        return json.load(f)
+    if results['failed']:
+        raise RuntimeError(failure_message(results, out))
+    return results
 
 
 __all__ = [
     'METRICS',
+    'feature_extractor',
     'generate',
     'load_classifier',
     'metric_rows',

@@ -141,7 +141,7 @@ def write_model_zoo(
     import json
     import shutil
 
-    from vispe.evaluation.compare import final_checkpoint
+    from vispe.evaluation.compare import checkout_path, final_checkpoint
     from vispe.evaluation.model_zoo import export_model, model_name, shipped_models
 
     folders, index = [], []
@@ -163,7 +163,7 @@ def write_model_zoo(
                 run.task,
                 encoding,
                 seed,
-                f'python tools/train.py {run.config} --cfg-options {options}',
+                f'python tools/train.py {checkout_path(run.config)} --cfg-options {options}',
                 out_root,
                 card_note(stats, run.task, encoding, resolutions),
             )

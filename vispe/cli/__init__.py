@@ -1,0 +1,59 @@
+"""The ``vispe`` command (``python -m vispe``): one subcommand per tool, the same flags and outputs as tools/*.py
+in a checkout, working from an installed vispe (configs are files or shipped configs' names, e.g.
+vit/vit_tiny_shapes2d_position.py; ``vispe configs`` lists them).
+
+    vispe train CONFIG [--work-dir D] [--resume] [--cfg-options k=v ...]
+    vispe eval-resolution CONFIG CKPT --resolutions 32 48 64 --out DIR
+    vispe compare --encodings ape_learned rope_mixed [--epochs 30]
+    vispe demo
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+#: subcommand -> (module in vispe.cli, what it does)
+COMMANDS = {
+    'train': ('train', 'train from a config (tools/train.py)'),
+    'test': ('test', 'test a checkpoint and print its metrics (tools/test.py)'),
+    'eval-resolution': ('eval_resolution', 'evaluate a checkpoint at unseen resolutions (tools/eval_resolution.py)'),
+    'eval-points': ('eval_points', 'evaluate a point-cloud checkpoint at unseen point counts and scales'),
+    'eval-cameras': ('eval_cameras', 'evaluate a multi-view checkpoint at unseen camera settings'),
+    'eval-generation': ('eval_generation', 'sample a diffusion checkpoint at unseen resolutions and score it'),
+    'compare': ('compare_encodings', 'train and compare encodings on shapes2d (tools/compare_encodings.py)'),
+    'leaderboard': ('leaderboard', 'train and rank every 2D encoding on shapes2d (tools/leaderboard.py)'),
+    'demo': ('demo', "the README's demo: three encodings on shapes2d position (tools/demo.py)"),
+    'demo-points': ('demo_points', 'the point-cloud demo (tools/demo_points.py)'),
+    'demo-cameras': ('demo_cameras', 'the camera-encoding demo (tools/demo_cameras.py)'),
+    'demo-dit': ('demo_dit', 'the DiT demo (tools/demo_dit.py)'),
+    'configs': ('', 'list the shipped configs (names any command takes as CONFIG)'),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f'  {name:<{width}}  {about}' for name, (_, about) in COMMANDS.items()]
+    return 'usage: vispe COMMAND [ARGS ...]   (vispe COMMAND -h for its flags)\n\ncommands:\n' + '\n'.join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ('-h', '--help'):
+        print(usage())
+        sys.exit(0 if args else 2)
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        sys.exit(f'{usage()}\n\nerror: unknown command {name!r}')
+    if name == 'configs':
+        from vispe.engine.config import configs_dir, shipped_configs
+
+        print(f'# in {configs_dir()}')
+        print('\n'.join(c for c in shipped_configs() if not c.startswith('_base_/')))
+        return
+    module = importlib.import_module(f'vispe.cli.{COMMANDS[name][0]}')
+    module.main(rest, prog=f'vispe {name}')
+
+
+__all__ = ['COMMANDS', 'main']

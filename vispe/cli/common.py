@@ -1,0 +1,57 @@
+"""What the orchestration commands (compare, leaderboard, demos) share."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from rich.console import Console
+
+from vispe.evaluation.compare import sweep_runs, write_summary
+from vispe.evaluation.evaluate import PLOT
+from vispe.evaluation.sweep_engine import RESULTS, failure_message
+
+
+def bold_log(console: Console) -> Callable[[str], None]:
+    """The demos' log: each step's line in bold."""
+    return lambda line: console.print(f'[bold]{line}[/bold]')
+
+
+def finish_sweep(console: Console, table: Any, results: dict[str, Any], out: str) -> NoReturn:
+    """The end of an evaluation command: its table, where results.json and the plot are, and its exit (the error
+    line when cells failed)."""
+    console.print(table)
+    console.print(f'results: {os.path.join(out, RESULTS)}\nplot: {os.path.join(out, PLOT)}')
+    sys.exit(failure_message(results, out))
+
+
+def sweep_demo(
+    console: Console,
+    runs: tuple[str, dict[str, str], Sequence[str]],
+    out: str,
+    sweep: Callable[..., dict[str, Any]],
+    plot: Callable[[Sequence[dict], str], str],
+    summary: Callable[[list[dict]], tuple[str, str]],
+) -> None:
+    """A demo of trained-then-swept runs (demo-points, demo-cameras): ``runs`` = (task, label -> config, the labels
+    to run), each trained and swept into ``out/<label>``; ``summary(rows)`` = (the text of out/summary.md, what the
+    terminal shows)."""
+    start = time.time()
+    task, configs, labels = runs
+    rows = sweep_runs(task, configs, labels, out, sweep, bold_log(console))
+    text, shown = summary(rows)
+    plot_path = write_summary(out, text, rows, plot)
+    console.print(shown)
+    console.print(f'summary: {out}/summary.md; plot: {plot_path}')
+    console.print(f'total time: {(time.time() - start) / 60:.1f} min')
+
+
+def demo_parser(prog: str | None, doc: str | None, default_out: str) -> argparse.ArgumentParser:
+    """A demo's parser: its module doc as the description, and --out (where its runs and summary go)."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--out', default=default_out, help='where the runs and the summary go')
+    return parser

@@ -1,0 +1,41 @@
+"""vispe eval-cameras CONFIG CKPT [--settings train fov_wide views_4] --out DIR (tools/eval_cameras.py is this
+command): a multi-view checkpoint at camera settings it never saw (field of view, image size, views, distance).
+
+Settings are named in the config's ``camera_eval.settings`` (overrides of the test set). Writes DIR/results.json as
+each setting finishes and DIR/results.png at the end, and prints a table of mean 3D error / share within the
+threshold. A rerun into the same DIR reuses the finished settings (--force recomputes them); a DIR of another
+checkpoint's or config's results is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from vispe.cli.common import finish_sweep
+from vispe.engine.config import common_parser_args, sweep_parser_args
+from vispe.evaluation import camera_sweep as C
+from vispe.evaluation import sweep_engine as E
+from vispe.evaluation.evaluate import evaluate_cameras
+
+
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog=prog, description='Evaluate a multi-view checkpoint at unseen camera settings'
+    )
+    common_parser_args(parser)
+    sweep_parser_args(parser)
+    E.force_parser_args(parser)
+    parser.add_argument('--settings', nargs='+', default=None, help="names from the config's camera_eval.settings")
+    args = parser.parse_args(argv)
+    console = Console(width=160)
+    results = E.sweep_for_tool(args, evaluate_cameras, args.settings, log=console.print)
+    title = f'{os.path.basename(args.checkpoint)}: 3D error / within {results["threshold"]:g} (%)'
+    finish_sweep(console, C.results_table(results['results'], title=title, failed=results['failed']), results, args.out)
+
+
+if __name__ == '__main__':
+    main()

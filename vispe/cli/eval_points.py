@@ -1,0 +1,42 @@
+"""vispe eval-points CONFIG CKPT [--points 512 1024 2048] [--scales 1 1.5 2] --out DIR
+(tools/eval_points.py is this command)
+
+Defaults come from the config's ``point_eval`` (1x / 2x / 4x the training points, scales 1 / 1.5 / 2). Writes
+DIR/results.json as each cell finishes and DIR/results.png at the end, and prints a table. A rerun into the same DIR
+reuses the finished cells (--force recomputes them); a DIR of another checkpoint's or config's results is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from vispe.cli.common import finish_sweep
+from vispe.engine.config import common_parser_args, sweep_parser_args
+from vispe.evaluation import point_sweep as P
+from vispe.evaluation import sweep_engine as E
+from vispe.evaluation.evaluate import evaluate_points
+
+
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog=prog, description='Evaluate a point-cloud checkpoint at unseen point counts and scales'
+    )
+    common_parser_args(parser)
+    sweep_parser_args(parser)
+    E.force_parser_args(parser)
+    parser.add_argument('--points', nargs='+', type=int, default=None, help='test point counts')
+    parser.add_argument('--scales', nargs='+', type=float, default=None, help='test object scales (training: 1)')
+    args = parser.parse_args(argv)
+    console = Console()
+    results = E.sweep_for_tool(args, evaluate_points, args.points, args.scales, log=console.print)
+    name = os.path.basename(args.checkpoint)
+    title = f'{results["metric"]} (%) of {name}, trained on {results["train_points"]} points at scale 1'
+    finish_sweep(console, P.results_table(results['results'], title=title, failed=results['failed']), results, args.out)
+
+
+if __name__ == '__main__':
+    main()

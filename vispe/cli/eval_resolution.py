@@ -1,0 +1,51 @@
+"""vispe eval-resolution CONFIG CKPT --resolutions 32 48 64 [--strategy bicubic ...] --out DIR
+(tools/eval_resolution.py is this command)
+
+Writes DIR/results.json as each (strategy, resolution) cell finishes and DIR/results.png at the end, and prints a
+table. A rerun into the same DIR reuses the finished cells (--force recomputes them); a DIR holding another
+checkpoint's or config's results is refused. A cell out of memory is retried at half the batch size, down to 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from vispe.cli.common import finish_sweep
+from vispe.engine.config import common_parser_args, sweep_parser_args
+from vispe.evaluation import resolution as R
+from vispe.evaluation import sweep_engine as E
+from vispe.evaluation.checkpoints import parse_resolution
+from vispe.evaluation.evaluate import evaluate_resolution
+
+
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
+    parser = argparse.ArgumentParser(prog=prog, description='Evaluate a vispe checkpoint at unseen resolutions')
+    common_parser_args(parser)
+    sweep_parser_args(parser)
+    E.force_parser_args(parser)
+    parser.add_argument(
+        '--resolutions',
+        nargs='+',
+        type=parse_resolution,
+        required=True,
+        help='image sizes: 32 48 64, or HxW such as 48x64',
+    )
+    parser.add_argument(
+        '--strategy',
+        nargs='+',
+        default=None,
+        help="resolution strategies (default: every one the model's encodings support)",
+    )
+    args = parser.parse_args(argv)
+    console = Console()
+    results = E.sweep_for_tool(args, evaluate_resolution, args.resolutions, args.strategy, log=console.print)
+    title = f'{results["metric"]} (%) of {os.path.basename(args.checkpoint)}, trained at {results["train_resolution"]}'
+    finish_sweep(console, R.results_table(results['results'], title=title, failed=results['failed']), results, args.out)
+
+
+if __name__ == '__main__':
+    main()

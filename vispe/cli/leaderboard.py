@@ -1,0 +1,69 @@
+"""vispe leaderboard [--encodings ...] [--tasks position relation] [--seeds 0 1 2] [--resolutions 32 48 64 96] \
+    [--out outputs/leaderboard] [--models models]      (tools/leaderboard.py, `make leaderboard`)
+
+The encoding leaderboard (about an hour or more on CPU; not for CI). Trains every encoding on each shapes2d task
+with one schedule and each seed (finished runs are reused), evaluates at every resolution with every strategy, and
+writes OUT/leaderboard.md, .json and .png: per encoding its plain strategy and its best one, mean +- std over seeds.
+Then exports the first seed's checkpoints to the model zoo (MODELS/<name>/ with config, slim checkpoint, metrics and
+card; MODELS/README.md with the table and plot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Sequence
+
+from vispe.encodings import list_encodings
+from vispe.evaluation.compare import SHAPES2D_TASK_CONFIGS
+from vispe.evaluation.leaderboard import collect, leaderboard_runs, markdown, plot, summarize, write_model_zoo
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    prog: str | None = None,
+    default_out: str = os.path.join('outputs', 'leaderboard'),
+    default_models: str = 'models',
+) -> None:
+    parser = argparse.ArgumentParser(prog=prog, description='Train and rank every 2D encoding on shapes2d')
+    parser.add_argument('--encodings', nargs='+', default=list_encodings(ndim=2))
+    parser.add_argument(
+        '--tasks', nargs='+', default=list(SHAPES2D_TASK_CONFIGS), choices=sorted(SHAPES2D_TASK_CONFIGS)
+    )
+    parser.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
+    parser.add_argument('--resolutions', nargs='+', default=['32', '48', '64', '96'], help='first = training size')
+    parser.add_argument('--out', default=default_out)
+    parser.add_argument(
+        '--models', default=default_models, help="model zoo folder for the first seed's runs ('' = none)"
+    )
+    args = parser.parse_args(argv)
+    runs = leaderboard_runs({t: SHAPES2D_TASK_CONFIGS[t] for t in args.tasks}, args.encodings, args.seeds, args.out)
+    stats = summarize(collect(runs, args.resolutions))
+    report = '\n\n'.join(
+        f'### shapes2d {task}: top-1 accuracy (%), mean ± std over seeds {args.seeds}\n\n'
+        + markdown(stats, task, args.resolutions)
+        for task in args.tasks
+    )
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, 'leaderboard.md'), 'w') as f:
+        f.write(report + '\n')
+    with open(os.path.join(args.out, 'leaderboard.json'), 'w') as f:
+        json.dump(
+            [
+                dict(zip(('task', 'encoding', 'strategy', 'resolution'), k), mean=m, std=s, seeds=n)
+                for k, (m, s, n) in stats.items()
+            ],
+            f,
+            indent=2,
+        )
+    png = plot(stats, args.tasks, args.resolutions, os.path.join(args.out, 'leaderboard.png'))
+    print(report)
+    print(f'\nwritten: {os.path.join(args.out, "leaderboard.md")}, leaderboard.json, leaderboard.png')
+    if args.models:
+        folders = write_model_zoo(runs, args.seeds[0], stats, args.resolutions, report, png, args.models)
+        print(f'model zoo: {len(folders)} models and README.md in {args.models}')
+
+
+if __name__ == '__main__':
+    main()

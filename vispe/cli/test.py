@@ -1,0 +1,45 @@
+"""vispe test CONFIG CKPT [--non-strict] (tools/test.py is this command): test a checkpoint with the mmengine Runner
+and print its metrics.
+
+The checkpoint must fit the model the config builds, key for key and shape for shape; a mismatch is refused naming
+the keys. ``--non-strict`` loads what fits and lists the keys it left at their initial values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from vispe.engine.checkpoint import CheckpointError, load_checkpoint
+from vispe.engine.config import ConfigError, common_parser_args, load_config
+from vispe.engine.runner import build_runner
+from vispe.engine.train import release_instances
+from vispe.engine.workdir import WorkDirError
+
+
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
+    parser = argparse.ArgumentParser(prog=prog, description='Test a vispe checkpoint')
+    common_parser_args(parser)
+    parser.add_argument('checkpoint')
+    parser.add_argument('--work-dir', help='where the test logs go (default: work_dirs/<config name>)')
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config, args.cfg_options, args.work_dir)
+        load_checkpoint(args.checkpoint)  # a clear error for a missing or non-checkpoint file, before any work
+        cfg.load_from, cfg.resume = args.checkpoint, False
+        # a test run: no training parts, so nothing of a training run in the same work dir is touched
+        cfg.train_dataloader = cfg.train_cfg = cfg.optim_wrapper = cfg.param_scheduler = None
+        runner = build_runner(cfg)
+        try:
+            metrics = runner.test()
+        finally:
+            release_instances(runner.experiment_name)
+    except (ConfigError, CheckpointError, WorkDirError, FileNotFoundError) as err:
+        sys.exit(f'error: {err}')
+    for key, value in metrics.items():
+        print(f'{key}: {value:.4f}' if isinstance(value, float) else f'{key}: {value}')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,102 @@
+"""Training in process: what ``vispe train`` / tools/train.py run, callable from the library (compare, the
+leaderboard, the demos) without a checkout.
+
+``train(config, ...)`` loads the config (a file or a shipped config's name), builds the Runner and trains. A process
+may train many runs one after another: each run's mmengine instances (logger, message hub, visualizer, default
+scope; mmengine keys them by the experiment name, the config name plus a timestamp in seconds) are dropped when it
+ends, so a later run of the same config never logs into an earlier run's work dir and no log file stays open.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Mapping
+from typing import Any
+
+from mmengine.config import Config
+
+from vispe.engine.checkpoint import allow_mmengine_checkpoints
+from vispe.engine.config import compile_backbone, enable_amp, load_config, setup_distributed_backend
+from vispe.engine.distributed import setup_cpu_distributed, teardown_distributed
+from vispe.engine.runner import build_runner
+
+
+def training_config(
+    config: str,
+    work_dir: str | None = None,
+    cfg_options: Mapping[str, Any] | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    amp: bool = False,
+    launcher: str = 'none',
+) -> Config:
+    """The config of a training run, as tools/train.py's flags set it (``cfg_options`` parsed already)."""
+    cfg = load_config(config, dict(cfg_options) if cfg_options else None, work_dir)
+    cfg.launcher = launcher
+    # VispeRunner picks the work dir's newest complete checkpoint, before the config's load_from (pretrained
+    # weights an interrupted fine-tune started from), and checks it against the config before writing anything
+    cfg.resume = resume
+    if overwrite:
+        cfg.overwrite_work_dir = True
+    if amp:
+        enable_amp(cfg)
+    return cfg
+
+
+def run_training(cfg: Config, compile: bool = False) -> None:
+    """Build the Runner of ``cfg`` and train; then leave the process as it found it (process group, mmengine
+    instances), however training ended."""
+    setup_distributed_backend(cfg)
+    setup_cpu_distributed(cfg)
+    allow_mmengine_checkpoints()
+    runner = build_runner(cfg)
+    try:
+        if compile:
+            compile_backbone(runner.model)
+        runner.train()
+    finally:
+        name = runner.experiment_name
+        del runner  # teardown must be able to free the DDP wrapper
+        release_instances(name)
+    teardown_distributed()
+
+
+def release_instances(experiment_name: str) -> None:
+    """Drop the mmengine instances a Runner created under ``experiment_name`` (its logger, message hub, visualizer,
+    default scope; each ManagerMixin class keeps its own by name) and close the logger's files."""
+    from mmengine.utils import ManagerMixin
+
+    classes, seen = [ManagerMixin], set()
+    while classes:
+        cls = classes.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        classes += cls.__subclasses__()
+        instance = cls._instance_dict.pop(experiment_name, None)
+        if instance is None:
+            continue
+        for handler in list(getattr(instance, 'handlers', [])):  # MMLogger
+            handler.close()
+            instance.removeHandler(handler)
+        if callable(getattr(instance, 'close', None)):  # Visualizer: its backends' files
+            instance.close()
+    gc.collect()
+
+
+def train(
+    config: str,
+    work_dir: str | None = None,
+    cfg_options: Mapping[str, Any] | None = None,
+    compile: bool = False,
+    **flags: Any,
+) -> Config:
+    """Train ``config`` (a file or a shipped config's name, e.g. 'vit/vit_tiny_shapes2d_position.py') into
+    ``work_dir`` (default work_dirs/<config name>), as ``vispe train`` does; ``flags`` are ``training_config``'s
+    (resume, overwrite, amp, launcher), ``compile`` torch.compiles the backbone. Returns the run's config."""
+    cfg = training_config(config, work_dir, cfg_options, **flags)
+    run_training(cfg, compile)
+    return cfg
+
+
+__all__ = ['release_instances', 'run_training', 'train', 'training_config']
