@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vispe.encodings.base import Encoding, GridTableCache
+from vispe.encodings.base import Encoding, GridTableCache, check_heads
 from vispe.positions import Positions, grid_coords, is_symbolic
 from vispe.registry import ENCODINGS
 
@@ -183,8 +183,7 @@ class IRPE(Encoding):
         ratio: float = 1.9,
     ) -> None:
         super().__init__()
-        if dim % num_heads:
-            raise ValueError(f'model width {dim} is not divisible by num_heads {num_heads}')
+        check_heads(dim, num_heads, 'irpe')
         self.on = _check_args(method, mode, on, ratio)
         self.method, self.mode, self.shared_heads, self.ratio = method, mode, bool(shared_heads), float(ratio)
         self.num_heads, self.head_dim = num_heads, dim // num_heads
