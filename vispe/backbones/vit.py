@@ -218,8 +218,7 @@ def _prefix_tokens_absorb_pos(model: VisionTransformer, table: torch.Tensor) -> 
 
 def _table_encoding(encodings: nn.ModuleDict | None) -> Encoding | None:
     """The encoding among ``encodings`` that holds a learned patch table (``Encoding.learned_pos_embed``), if any."""
-    found = [enc for enc in (encodings or {}).values() if isinstance(enc, Encoding) and enc.learned_pos_embed]
-    return found[0] if found else None
+    return next((e for e in (encodings or {}).values() if isinstance(e, Encoding) and e.learned_pos_embed), None)
 
 
 def _strip_encodings(model: VisionTransformer) -> torch.Tensor | None:
