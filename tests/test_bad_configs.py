@@ -335,7 +335,7 @@ OUT_OF_RANGE = {
     ),
     'timm default embed_dim, num_heads not dividing it': (
         lambda: vispe.create_model('vit_tiny_patch16_224', num_heads=5, img_size=32, depth=1),
-        r"vit_tiny_patch16_224 with \{'num_heads': 5\}: embed_dim is not divisible by num_heads",
+        r"vit_tiny_patch16_224 with \{'num_heads': 5\}: num_heads must be .* \(embed_dim\) 192, got num_heads=5",
     ),
     'dit num_heads not dividing embed_dim': (lambda: dit(num_heads=5), r'DiT: num_heads must be .* num_heads=5'),
     'point num_heads not dividing embed_dim': (

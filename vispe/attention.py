@@ -18,7 +18,7 @@ iRPE on V expand it to that.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 import torch.fx
@@ -27,19 +27,29 @@ from timm.layers import Attention as TimmAttention
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from vispe.encodings.base import Encoding, check_heads
 from vispe.encodings.stack import EncodingStack
 from vispe.positions import Positions
 
 #: default byte budget of the (B, H, N, N) logit bias above which attention runs in query chunks; set
 #: ``Attention.bias_budget`` on a module to override it there (``float('inf')``: never chunk)
 BIAS_BUDGET_BYTES = 1 << 30
+#: what the hooks would receive for an attention called without positions, which runs no hook (its stack is empty)
+NO_POSITIONS = Positions(coords=torch.empty(0, 0))
 
 
 class Attention(nn.Module):
     """Multi-head self-attention with positional-encoding hooks.
 
     Args:
-        dim: model width. num_heads: heads. qkv_bias, qk_norm, scale_norm, proj_bias, attn_drop, proj_drop,
+        dim: model width.
+        num_heads: heads, dividing ``dim``.
+        qkv_bias: as in timm's Attention.
+        qk_norm: as in timm's Attention (needs ``norm_layer``).
+        scale_norm: as in timm's Attention (needs ``norm_layer``).
+        proj_bias: as in timm's Attention.
+        attn_drop: as in timm's Attention.
+        proj_drop: as in timm's Attention.
         norm_layer: as in timm's Attention.
         encodings: per-layer encoding instances, keyed by registry name (stored under ``pe``).
     """
@@ -58,27 +68,30 @@ class Attention(nn.Module):
         proj_bias: bool = True,
         attn_drop: float = 0.0,
         proj_drop: float = 0.0,
-        norm_layer: type | None = None,
-        encodings: dict | None = None,
+        norm_layer: Callable[[int], nn.Module] | None = None,
+        encodings: Mapping[str, Encoding] | nn.ModuleDict | None = None,
     ) -> None:
         super().__init__()
-        if dim % num_heads:
-            raise ValueError(f'model width {dim} is not divisible by num_heads {num_heads}')
+        check_heads(dim, num_heads, 'Attention')
         if (qk_norm or scale_norm) and norm_layer is None:
             raise ValueError('qk_norm and scale_norm need a norm_layer')
+
+        def norm(on: bool, width: int) -> nn.Module:
+            return norm_layer(width) if on and norm_layer is not None else nn.Identity()
+
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
-        self.q_norm = norm_layer(self.head_dim) if qk_norm else nn.Identity()
-        self.k_norm = norm_layer(self.head_dim) if qk_norm else nn.Identity()
+        self.q_norm = norm(qk_norm, self.head_dim)
+        self.k_norm = norm(qk_norm, self.head_dim)
         self.attn_drop = nn.Dropout(attn_drop)
-        self.norm = norm_layer(dim) if scale_norm else nn.Identity()
+        self.norm = norm(scale_norm, dim)
         self.proj = nn.Linear(dim, dim, bias=proj_bias)
         self.proj_drop = nn.Dropout(proj_drop)
-        self.pe = nn.ModuleDict(encodings or {})
+        self.pe = nn.ModuleDict(dict(encodings or {}))
 
     @classmethod
-    def from_timm(cls, attn: nn.Module, encodings: dict | None = None) -> Attention:
+    def from_timm(cls, attn: nn.Module, encodings: Mapping[str, Encoding] | nn.ModuleDict | None = None) -> Attention:
         """Take over a timm ``Attention``'s submodules (weights included) and add encodings."""
         if type(attn) is not TimmAttention or getattr(attn, 'gate', None) is not None:
             raise TypeError(
@@ -91,7 +104,7 @@ class Attention(nn.Module):
         new.num_heads, new.head_dim = attn.num_heads, attn.head_dim
         for name in ('qkv', 'q_norm', 'k_norm', 'attn_drop', 'norm', 'proj', 'proj_drop'):
             setattr(new, name, getattr(attn, name))
-        new.pe = nn.ModuleDict(encodings or {})
+        new.pe = nn.ModuleDict(dict(encodings or {}))
         return new.train(attn.training)
 
     @property
@@ -99,7 +112,9 @@ class Attention(nn.Module):
         """The per-layer encodings as an ``EncodingStack``, which calls their attention hooks."""
         return EncodingStack(self.pe)
 
-    def attention_weights(self, q, k, attn_mask=None, is_causal: bool = False) -> torch.Tensor:
+    def attention_weights(
+        self, q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
+    ) -> torch.Tensor:
         """softmax(q k^T / sqrt(d) + mask), with dropout in training: (B, H, N, N)."""
         logits = (q * self.head_dim**-0.5) @ k.transpose(-2, -1)
         if is_causal:
@@ -130,7 +145,9 @@ class Attention(nn.Module):
         B, N, C = x.shape
         q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         q, k = self.q_norm(q), self.k_norm(k)  # (B, H, N, d) each
-        stack = self.stack if pos is not None else EncodingStack()  # no positions: every phase is the identity
+        stack = self.stack
+        if pos is None:  # no positions: an empty stack, every phase the identity (nothing reads the positions)
+            stack, pos = EncodingStack(), NO_POSITIONS
         q, k = stack.rotate(q, k, pos)
         v = stack.transform_v(v, pos)
         # encodings that sum over the attention weights themselves (iRPE on V) get them materialised, only here
@@ -154,7 +171,7 @@ class Attention(nn.Module):
         q: torch.Tensor,
         k: torch.Tensor,
         v: torch.Tensor,
-        pos: Positions | None,
+        pos: Positions,
         stack: EncodingStack,
         weighted: bool,
         attn_mask: torch.Tensor | None,

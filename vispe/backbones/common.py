@@ -1,26 +1,29 @@
-"""What every vispe backbone shares: building its encodings from a spec, split into model-level and per-layer."""
+"""What every vispe backbone shares: building its encodings from a spec, split into model-level and per-layer; the
+checks of its arguments and inputs (each in one place); its pre-norm blocks on vispe's attention."""
 
 from __future__ import annotations
 
 import numbers
 import re
-from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import torch
+from timm.models.vision_transformer import Block
 from torch import nn
 from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 
-from vispe.encodings.base import Encoding
+from vispe.attention import Attention
+from vispe.encodings.base import Encoding, check_heads
 from vispe.encodings.build import (
     EncodingSpec,
     build_encoding,
-    check_heads,
     encoding_class,
     list_encodings,
     normalize_spec,
 )
 from vispe.encodings.stack import EncodingStack
+from vispe.positions import Positions
 
 
 def backbone_encodings(ndim: int = 2, cameras: bool = False, hooks: frozenset[str] | None = None) -> list[str]:
@@ -64,7 +67,9 @@ def check_size(owner: str, name: str, value: Any, pair: bool = True) -> tuple[in
     --cfg-options, a float, a bool, None, a triple) raises a ValueError naming ``owner``, the argument and the value,
     before timm or a layer meets it."""
     given = tuple(value) if pair and isinstance(value, (tuple, list)) else (value, value)
-    if len(given) == 2 and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1 for v in given):
+    if len(given) == 2 and all(
+        isinstance(v, numbers.Integral) and not isinstance(v, bool) and int(v) >= 1 for v in given
+    ):
         return int(given[0]), int(given[1])
     expected = 'an int or (H, W) of positive ints' if pair else 'a positive int'
     raise ValueError(f'{owner}: {name} must be {expected}, got {name}={value!r}')
@@ -77,16 +82,31 @@ def check_img_size(
     alternative: str = '',
     patch_pair: bool = True,
 ) -> None:
-    """ValueError naming ``owner`` unless ``img_size`` (int or (H, W)) and ``patch_size`` (an int, or with
-    ``patch_pair`` an (H, W) pair) are sizes and the image divides into whole patches; ``alternative`` is added to
-    the suggested fix."""
-    (h, w), (ph, pw) = check_size(owner, 'img_size', img_size), check_size(owner, 'patch_size', patch_size, patch_pair)
-    if h % ph or w % pw:
-        near = f'{max(ph, round(h / ph) * ph)}x{max(pw, round(w / pw) * pw)}'
-        raise ValueError(
-            f'{owner}: img_size {h}x{w} is not divisible by patch_size {ph}x{pw}: the border would never be seen; '
-            f'use a multiple of the patch, e.g. img_size {near}{alternative}'
-        )
+    """At build: ValueError naming ``owner`` unless ``img_size`` (int or (H, W)) and ``patch_size`` (an int, or with
+    ``patch_pair`` an (H, W) pair) are sizes (``check_size``) and the image divides into whole patches
+    (``check_patch_multiple``); ``alternative`` is added to the suggested fix."""
+    size, patch = check_size(owner, 'img_size', img_size), check_size(owner, 'patch_size', patch_size, patch_pair)
+    check_patch_multiple(owner, size, patch, alternative, argument=True)
+
+
+def check_patch_multiple(
+    owner: str, size: tuple[int, int], patch: tuple[int, int], alternative: str = '', argument: bool = False
+) -> None:
+    """The one check that an image of ``size`` (H, W) divides into whole patches of ``patch`` (ph, pw): a
+    ValueError naming ``owner``, both sizes and the nearest multiple of the patch otherwise, ``alternative`` added to
+    the fix. ``argument``: the size is the ``img_size`` argument at build (the border would never be seen), else an
+    input's (to resize or crop)."""
+    (h, w), (ph, pw) = size, patch
+    if not (h % ph or w % pw):
+        return
+    near = f'{max(ph, round(h / ph) * ph)}x{max(pw, round(w / pw) * pw)}'
+    if argument:
+        problem = f'img_size {h}x{w} is not divisible by patch_size {ph}x{pw}: the border would never be seen'
+        fix = f'use a multiple of the patch, e.g. img_size {near}'
+    else:
+        problem = f'image size {h}x{w} is not divisible by the patch size {ph}x{pw}'
+        fix = f'resize or crop it to a multiple of the patch, e.g. {near}'
+    raise ValueError(f'{owner}: {problem}; {fix}{alternative}')
 
 
 def rotary_encodings(names: Sequence[str]) -> list[str]:
@@ -147,7 +167,7 @@ class PatchConv2d(nn.Conv2d):
     def _hits_onednn_fault(self, x: torch.Tensor) -> bool:
         if is_fx_symbolic_tracing() or torch.compiler.is_exporting():  # FX and export: shapes are symbolic
             return False
-        if x.device.type != 'cpu' or x.dim() != 4 or self.padding_mode != 'zeros':
+        if x.device.type != 'cpu' or x.dim() != 4 or self.padding_mode != 'zeros' or isinstance(self.padding, str):
             return False
         if not (
             x.dtype == torch.bfloat16
@@ -206,7 +226,46 @@ def build_backbone_encodings(
     return model_level, per_layer
 
 
-class EncodingHost:
+class PEBlock(Block):
+    """timm's pre-norm Block whose attention receives the positions."""
+
+    attn: Attention
+
+    # the positions come second, before timm's attn_mask: every backbone passes them, and blocks are called
+    # positionally (gradient checkpointing)
+    def forward(  # type: ignore[override]
+        self,
+        x: torch.Tensor,
+        pos: Positions | None = None,
+        attn_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+    ) -> torch.Tensor:
+        x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), pos, attn_mask=attn_mask, is_causal=is_causal)))
+        return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
+
+
+def pe_blocks(
+    embed_dim: int, num_heads: int, mlp_ratio: float, drop_path_rate: float, per_layer: list[nn.ModuleDict]
+) -> nn.ModuleList:
+    """Pre-norm blocks on vispe's attention, one per entry of ``per_layer`` (that layer's encodings), with drop
+    path rising linearly to ``drop_path_rate``: the blocks of the point and multi-view transformers."""
+    rates = torch.linspace(0, drop_path_rate, len(per_layer)).tolist()
+    blocks = nn.ModuleList()
+    for rate, encodings in zip(rates, per_layer):
+        block = PEBlock(embed_dim, num_heads, mlp_ratio, qkv_bias=True, drop_path=rate)
+        # timm's Block passes arguments vispe's Attention does not take to attn_layer, so swap it in after
+        block.attn = Attention(embed_dim, num_heads, qkv_bias=True, encodings=encodings)
+        blocks.append(block)
+    return blocks
+
+
+if TYPE_CHECKING:  # the host is always mixed into an nn.Module, whose methods it uses
+    _HostBase = nn.Module
+else:
+    _HostBase = object
+
+
+class EncodingHost(_HostBase):
     """What a vispe backbone says about its encodings; mixed into backbones that keep model-level encodings in
     ``self.pe`` and per-layer ones in ``self.blocks[i].attn.pe``.
 
@@ -223,12 +282,25 @@ class EncodingHost:
     #: the backbone's own parameters that take no weight decay, where it has them: prefix tokens and absolute
     #: tables (timm's and DeiT's convention)
     own_no_weight_decay: ClassVar[tuple[str, ...]] = ('cls_token', 'reg_token', 'dist_token', 'mask_token', 'pos_embed')
+    #: the model-level encodings, by registry name
+    pe: nn.ModuleDict
+
+    def attentions(self) -> list[Attention]:
+        """Each block's vispe attention (``blocks[i].attn``), in block order."""
+        # ``blocks`` is the host's own (a timm ViT's nn.Sequential, a ModuleList elsewhere), so it is not declared here
+        blocks = cast(Iterable[nn.Module], self.blocks)
+        return [cast(Attention, block.attn) for block in blocks]
+
+    def layer_encodings(self) -> list[nn.ModuleDict]:
+        """Each block's per-layer encodings (``blocks[i].attn.pe``), in block order."""
+        return [attn.pe for attn in self.attentions()]
 
     @property
     def encoding_names(self) -> list[str]:
         """Registry names of the encodings, model-level first."""
         names = list(self.pe)
-        return names + [n for n in self.blocks[0].attn.pe if n not in names] if len(self.blocks) else names
+        layers = self.layer_encodings()
+        return names + [n for n in layers[0] if n not in names] if layers else names
 
     @property
     def encoding_stack(self) -> EncodingStack:
@@ -239,8 +311,8 @@ class EncodingHost:
     def encodings(self) -> Iterator[tuple[str, nn.Module]]:
         """(name, module) of every encoding instance, model-level and per-layer."""
         yield from self.pe.items()
-        for blk in self.blocks:
-            yield from blk.attn.pe.items()
+        for encodings in self.layer_encodings():
+            yield from encodings.items()
 
     # --- optimizer groups -------------------------------------------------------------------------------------------
     @torch.jit.ignore
@@ -270,7 +342,7 @@ class EncodingHost:
     @property
     def num_layers(self) -> int:
         """Layers of layer-wise lr decay between the stem and the head: the blocks."""
-        return len(self.blocks)
+        return len(self.attentions())
 
     def layer_id(self, name: str) -> int:
         """BEiT's layer of parameter ``name`` (relative to the backbone): 0 for the stem and the model-level
@@ -286,13 +358,16 @@ class EncodingHost:
 
 __all__ = [
     'EncodingHost',
+    'PEBlock',
     'backbone_encodings',
     'build_backbone_encodings',
     'check_backbone_encoding',
     'check_img_size',
     'check_input_dtype',
     'check_one_rotation',
+    'check_patch_multiple',
     'check_rates',
     'check_size',
+    'pe_blocks',
     'rotary_encodings',
 ]

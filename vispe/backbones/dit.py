@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Sequence
-from functools import partial
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import torch
-from timm.layers import Format, Mlp, PatchEmbed, to_2tuple
+from timm.layers import Format, GELUTanh, Mlp, PatchEmbed
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -33,7 +32,9 @@ from vispe.backbones.common import (
     build_backbone_encodings,
     check_img_size,
     check_input_dtype,
+    check_patch_multiple,
     check_rates,
+    check_size,
     use_patch_conv,
 )
 from vispe.encodings.base import Encoding
@@ -72,6 +73,11 @@ def patchify(x: torch.Tensor, patch_size: int) -> torch.Tensor:
     return x.reshape(B, (H // p) * (W // p), p * p * C)
 
 
+def _linear(layers: nn.Sequential, index: int) -> nn.Linear:
+    """The Linear at ``index`` of a Sequential built with one there."""
+    return cast(nn.Linear, layers[index])
+
+
 def unpatchify(x: torch.Tensor, patch_size: int, grid: Sequence[int]) -> torch.Tensor:
     """(B, h*w, p*p*C) -> (B, C, h*p, w*p) for the (h, w) token grid; the inverse of ``patchify``."""
     (h, w), p = grid, patch_size
@@ -90,7 +96,7 @@ class TimestepEmbedder(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(frequency_dim, dim), nn.SiLU(), nn.Linear(dim, dim))
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
-        return self.mlp(frequency_embedding(t, self.frequency_dim).to(self.mlp[0].weight.dtype))
+        return self.mlp(frequency_embedding(t, self.frequency_dim).to(_linear(self.mlp, 0).weight.dtype))
 
 
 class LabelEmbedder(nn.Module):
@@ -121,18 +127,24 @@ class CropEmbedder(nn.Module):
 
     def forward(self, crop: torch.Tensor) -> torch.Tensor:
         emb = frequency_embedding(crop * self.scale, self.frequency_dim).flatten(1)  # (B, 4 * frequency_dim)
-        return self.mlp(emb.to(self.mlp[0].weight.dtype))
+        return self.mlp(emb.to(_linear(self.mlp, 0).weight.dtype))
 
 
 class DiTBlock(nn.Module):
     """adaLN-Zero block: pre-norm attention and MLP, each modulated (shift, scale) and gated by Linear(SiLU(c))."""
 
-    def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4.0, encodings: dict | None = None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        mlp_ratio: float = 4.0,
+        encodings: Mapping[str, Encoding] | nn.ModuleDict | None = None,
+    ) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         self.attn = Attention(dim, num_heads, qkv_bias=True, encodings=encodings)
         self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=partial(nn.GELU, approximate='tanh'))
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=GELUTanh)
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(dim, 6 * dim))
 
     def forward(self, x: torch.Tensor, c: torch.Tensor, pos: Positions) -> torch.Tensor:
@@ -172,10 +184,15 @@ class DiT(EncodingHost, nn.Module):
     Args:
         img_size: training image size (int or (H, W)); with ``patch_size`` it fixes the training token grid
             ``grid_size`` that rotary strategies and ``ape_learned`` refer to. Any H x W divisible by the patch
-            runs. patch_size: p. in_chans: C (4 for SD latents, 3 for pixels).
-        embed_dim, depth, num_heads, mlp_ratio: the transformer (see ``DIT_SIZES`` and ``dit``).
-        num_classes: classes; the label table has one more row, the null class. class_dropout_prob: training
-            label dropout for classifier-free guidance.
+            runs.
+        patch_size: p.
+        in_chans: C (4 for SD latents, 3 for pixels).
+        embed_dim: model width (see ``DIT_SIZES`` and ``dit``).
+        depth: blocks.
+        num_heads: attention heads, dividing embed_dim.
+        mlp_ratio: MLP width over embed_dim.
+        num_classes: classes; the label table has one more row, the null class.
+        class_dropout_prob: training label dropout for classifier-free guidance.
         learn_sigma: output 2C channels (prediction and variance), as the paper's DDPM setup.
         encoding: a name, config dict or list of them (``ape_sincos``, DiT's own, by default).
         position_sampler: training-time position sampler, e.g. ``dict(type='rpe2d', max_grid=(32, 32))``.
@@ -207,7 +224,7 @@ class DiT(EncodingHost, nn.Module):
     ) -> None:
         super().__init__()
         check_img_size('DiT', img_size, patch_size, patch_pair=False)
-        img_size = to_2tuple(img_size)
+        img_size = check_size('DiT', 'img_size', img_size)
         check_rates('DiT', class_dropout_prob=class_dropout_prob)
         self.patch_size, self.in_chans, self.num_classes = patch_size, in_chans, num_classes
         self.out_chans = 2 * in_chans if learn_sigma else in_chans
@@ -238,14 +255,16 @@ class DiT(EncodingHost, nn.Module):
             nn.init.zeros_(layer.bias)
         proj = self.x_embedder.proj
         nn.init.xavier_uniform_(proj.weight.view(proj.weight.shape[0], -1))
-        nn.init.zeros_(proj.bias)
+        if proj.bias is not None:
+            nn.init.zeros_(proj.bias)
         nn.init.normal_(self.y_embedder.embedding_table.weight, std=0.02)
         for embedder in (self.t_embedder, self.crop_embedder):
             if embedder is not None:
-                nn.init.normal_(embedder.mlp[0].weight, std=0.02)
-                nn.init.normal_(embedder.mlp[2].weight, std=0.02)
-        zero = [blk.adaLN_modulation[-1] for blk in self.blocks] + [self.final_layer.adaLN_modulation[-1]]
-        zero += [self.final_layer.linear] + ([self.crop_embedder.mlp[2]] if self.crop_embedder is not None else [])
+                nn.init.normal_(_linear(embedder.mlp, 0).weight, std=0.02)
+                nn.init.normal_(_linear(embedder.mlp, 2).weight, std=0.02)
+        blocks = [cast(DiTBlock, blk) for blk in self.blocks]
+        zero = [_linear(blk.adaLN_modulation, -1) for blk in blocks] + [_linear(self.final_layer.adaLN_modulation, -1)]
+        zero += [self.final_layer.linear] + ([_linear(self.crop_embedder.mlp, 2)] if self.crop_embedder else [])
         for layer in zero:
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)
@@ -257,13 +276,8 @@ class DiT(EncodingHost, nn.Module):
 
     # --- forward ---------------------------------------------------------------------------------------------
     def _check_size(self, height: int, width: int) -> None:
-        p = self.patch_size
-        if height % p or width % p:
-            near_h, near_w = (max(p, round(s / p) * p) for s in (height, width))
-            raise ValueError(
-                f'DiT: image size {height}x{width} is not divisible by the patch size {p}x{p}; resize or crop it to '
-                f'a multiple of the patch, e.g. {near_h}x{near_w}'
-            )
+        """ValueError unless an input of ``height`` x ``width`` divides into whole patches."""
+        check_patch_multiple('DiT', (height, width), (self.patch_size, self.patch_size))
 
     def tokens(self, x: torch.Tensor) -> tuple[torch.Tensor, Positions]:
         """Images (B, C, H, W) -> tokens (B, h*w, D) with embed hooks applied, and their positions."""
@@ -278,7 +292,7 @@ class DiT(EncodingHost, nn.Module):
         x = self.encoding_stack.embed(x, pos)
         return x, pos
 
-    def condition(self, t: torch.Tensor, y: torch.Tensor | None, crop: torch.Tensor | None, batch: int):
+    def condition(self, t: torch.Tensor, y: torch.Tensor | None, crop: torch.Tensor | None, batch: int) -> torch.Tensor:
         """c = t_emb + y_emb (+ crop_emb): (B, D)."""
         t = t.expand(batch) if t.dim() == 0 else t
         if y is None:
@@ -306,6 +320,7 @@ class DiT(EncodingHost, nn.Module):
         for i in range(len(self.blocks)):
             tokens = self.run_block(i, tokens, c, pos)
         out = self.final_layer(tokens, c)  # (B, h*w, p*p*C_out)
+        assert pos.grid is not None  # the token grid: tokens() made the positions of the (h, w) patches
         return unpatchify(out, self.patch_size, pos.grid)  # (B, C_out, H, W)
 
 

@@ -19,10 +19,11 @@ from vispe.backbones.common import (
     build_backbone_encodings,
     check_img_size,
     check_input_dtype,
+    check_patch_multiple,
     check_rates,
+    pe_blocks,
     use_patch_conv,
 )
-from vispe.backbones.vit import pe_blocks
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Cameras, Positions, grid_coords, grid_positions
 from vispe.registry import MODELS
@@ -32,7 +33,7 @@ from vispe.registry import MODELS
 SUPPORTED_HOOKS = frozenset({'embed', 'rotate', 'transform_v', 'transform_out'})
 
 
-def multiview_encodings() -> list:
+def multiview_encodings() -> list[str]:
     """Names of the encodings the multi-view transformer accepts."""
     return backbone_encodings(ndim=2, cameras=True, hooks=SUPPORTED_HOOKS)
 
@@ -42,9 +43,16 @@ class MultiViewTransformer(EncodingHost, nn.Module):
     """Joint attention over the patch tokens of V views, mean-pooled into ``num_outputs`` values.
 
     Args:
-        num_outputs: outputs of the head. encoding: vispe encoding spec (camera and per-view image encodings).
+        num_outputs: outputs of the head.
+        encoding: vispe encoding spec (camera and per-view image encodings).
         img_size: training image size (H, W or one int; other sizes work when divisible by the patch).
-        patch_size, in_chans, embed_dim, depth, num_heads, mlp_ratio, drop_path_rate: the transformer.
+        patch_size: the patch side p (square patches).
+        in_chans: channels of each view.
+        embed_dim: model width.
+        depth: blocks.
+        num_heads: attention heads (dividing embed_dim).
+        mlp_ratio: MLP width over embed_dim.
+        drop_path_rate: stochastic depth of the last block (rising linearly from 0).
 
     ``forward(images, K, cam_to_world)``: images (B, V, C, H, W), intrinsics (B, V, 3, 3) in pixels, poses
     (B, V, 4, 4) camera-to-world -> (B, num_outputs). There is no cls token: pooling keeps the output a function of
@@ -59,7 +67,7 @@ class MultiViewTransformer(EncodingHost, nn.Module):
         self,
         num_outputs: int = 3,
         encoding: EncodingSpec = None,
-        img_size: int | tuple = 32,
+        img_size: int | tuple[int, int] = 32,
         patch_size: int = 4,
         in_chans: int = 3,
         embed_dim: int = 128,
@@ -109,12 +117,7 @@ class MultiViewTransformer(EncodingHost, nn.Module):
                 f'for {B} x {V} views, K must be ({B}, {V}, 3, 3) and cam_to_world ({B}, {V}, 4, 4); got '
                 f'{tuple(K.shape)} and {tuple(cam_to_world.shape)}'
             )
-        if H % self.patch_size or W % self.patch_size:
-            p = self.patch_size
-            raise ValueError(
-                f'image size {H}x{W} is not divisible by the patch size {p}: resize or crop the views to a multiple '
-                f'of {p} (e.g. {max(p, round(H / p) * p)}x{max(p, round(W / p) * p)})'
-            )
+        check_patch_multiple('MultiViewTransformer', (H, W), (self.patch_size, self.patch_size))
 
     def forward_features(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> Tensor:
         """-> normalised tokens (B, V * N, D), view-major."""
@@ -124,7 +127,8 @@ class MultiViewTransformer(EncodingHost, nn.Module):
         x = self.patch_embed(images.flatten(0, 1))  # (B V, N, D)
         view_pos: Positions | None = None
         # the stack picks the embed encodings; this loop only says which tokens each one sees (not
-        # ``EncodingStack.embed``: camera encodings see all views at once, image ones each view's grid)
+        # ``EncodingStack.embed``): by its class's capability ``needs_cameras``, a camera encoding sees all views at
+        # once with their cameras, an image one each view's grid
         for enc in self.encoding_stack.with_hook('embed'):
             if enc.needs_cameras:
                 x = enc.embed(x.reshape(B, -1, x.shape[-1]), pos)

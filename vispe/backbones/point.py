@@ -7,6 +7,8 @@ on the previous), so it loops over the ``num`` picks; every pick is vectorised o
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from timm.layers import trunc_normal_
 from torch import Tensor, nn
@@ -16,8 +18,8 @@ from vispe.backbones.common import (
     build_backbone_encodings,
     check_input_dtype,
     check_rates,
+    pe_blocks,
 )
-from vispe.backbones.vit import pe_blocks
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Positions
 from vispe.registry import MODELS
@@ -103,9 +105,16 @@ class PointTransformer(EncodingHost, nn.Module):
     token, pre-norm transformer blocks on vispe's attention, and a head on [cls, max-pool of the group tokens].
 
     Args:
-        num_classes: outputs of the head. encoding: vispe encoding spec; positions are the group centres (ndim 3,
-            the data's unit), the cls token has none. num_groups, group_size: G centres, K points per group.
-        embed_dim, depth, num_heads, mlp_ratio, drop_path_rate: the transformer (Point-MAE: 384, 12, 6, 4, 0.1).
+        num_classes: outputs of the head.
+        encoding: vispe encoding spec; positions are the group centres (ndim 3, the data's unit), the cls token
+            has none.
+        num_groups: G, the group centres.
+        group_size: K, the points per group.
+        embed_dim: model width (Point-MAE: 384).
+        depth: blocks (Point-MAE: 12).
+        num_heads: attention heads, dividing embed_dim (Point-MAE: 6).
+        mlp_ratio: MLP width over embed_dim (Point-MAE: 4).
+        drop_path_rate: stochastic depth of the last block, rising linearly from 0 (Point-MAE: 0.1).
         group_hidden: the mini-PointNet's width h (Point-MAE: 128; its second MLP is 4h wide and runs on every
             point of every group, so it dominates the cost of small models: lower it for CPU training).
 
@@ -149,7 +158,7 @@ class PointTransformer(EncodingHost, nn.Module):
         """(B, N, 3) -> normalised tokens (B, 1 + G, D), the cls token first."""
         if points.dim() != 3 or points.shape[-1] != 3:
             raise ValueError(f'points must be (B, N, 3), got shape {tuple(points.shape)}')
-        check_input_dtype('PointTransformer', points, self.group_embed.first[0].weight)
+        check_input_dtype('PointTransformer', points, cast(nn.Linear, self.group_embed.first[0]).weight)
         if points.shape[1] < self.group_size:
             raise ValueError(
                 f'{points.shape[1]} points per cloud, fewer than group_size={self.group_size}: sample more points '

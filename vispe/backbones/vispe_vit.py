@@ -20,7 +20,7 @@ from __future__ import annotations
 import glob
 import os
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import timm
 import torch
@@ -30,6 +30,9 @@ from timm.models._builder import pretrained_cfg_for_features
 from torch import nn
 
 from vispe.encodings.build import EncodingSpec, list_encodings, normalize_spec
+
+if TYPE_CHECKING:
+    from vispe.backbones.vit import VisionTransformerPE
 
 #: the timm ViT each size is built like (patch 16, 224 px): (embed_dim, depth, num_heads), as timm's vit_{size}
 ARCHS: dict[str, dict[str, int]] = {
@@ -95,12 +98,12 @@ def weights_file(cfg: dict[str, Any]) -> str:
     return path
 
 
-def _head_keys(model: nn.Module) -> list[str]:
+def _head_keys(model: VisionTransformerPE) -> list[str]:
     head = getattr(model, 'head', None)
     return [f'head.{k}' for k in head.state_dict()] if isinstance(head, nn.Module) else []
 
 
-def load_vispe_weights(model: nn.Module, state: dict[str, torch.Tensor], path: str = 'weights') -> list[str]:
+def load_vispe_weights(model: VisionTransformerPE, state: dict[str, torch.Tensor], path: str = 'weights') -> list[str]:
     """Load ``state`` into the vispe ViT ``model``, strictly but for the head: every other key and shape must fit,
     else ``CheckpointError`` naming what differs (the model is left untouched). A head of another shape (the model
     was built with another ``num_classes``) is left at its fresh initialisation, with a warning; a head the model
@@ -137,12 +140,12 @@ def load_vispe_weights(model: nn.Module, state: dict[str, torch.Tensor], path: s
     return fresh
 
 
-def _describe(model: nn.Module) -> str:
+def _describe(model: VisionTransformerPE) -> str:
     names = getattr(model, 'encoding_names', None)
     return f'encodings {names}, embed_dim {model.embed_dim}, depth {len(model.blocks)}, {model.num_classes} classes'
 
 
-def _load_pretrained(model: nn.Module, cfg: dict[str, Any]) -> None:
+def _load_pretrained(model: VisionTransformerPE, cfg: dict[str, Any]) -> None:
     """``pretrained=True``: the weights the config names (``file``; ``state_dict``), strictly. vispe's names have
     none of their own, so without a file this says so instead of returning random weights."""
     if cfg.get('state_dict') is not None:
@@ -168,7 +171,7 @@ def _load_pretrained(model: nn.Module, cfg: dict[str, Any]) -> None:
 
 
 # --- building -------------------------------------------------------------------------------------------------------
-def describe_model_cfg(model: nn.Module, cfg: dict[str, Any]) -> dict[str, Any]:
+def describe_model_cfg(model: VisionTransformerPE, cfg: dict[str, Any]) -> dict[str, Any]:
     """``cfg`` made to describe ``model``: its input size (channels, img_size) and class count."""
     cfg = dict(cfg)
     img_size = tuple(model.patch_embed.img_size) if model.patch_embed.img_size is not None else cfg['input_size'][1:]
@@ -191,13 +194,15 @@ def split_feature_args(name: str, kwargs: dict[str, Any]) -> tuple[bool, dict[st
     """Take ``features_only`` and the feature wrapper's arguments (out_indices, feature_cls, output_fmt) out of
     ``kwargs``; an unsupported ``feature_cls`` is refused here, before anything is built."""
     features_only = kwargs.pop('features_only', False)
-    feature_cfg = {k: kwargs.pop(k) for k in ('out_indices', 'feature_cls', 'output_fmt') if k in kwargs}
+    feature_cfg: dict[str, Any] = {
+        k: kwargs.pop(k) for k in ('out_indices', 'feature_cls', 'output_fmt') if k in kwargs
+    }
     if features_only:
         check_feature_cls(name, feature_cfg.get('feature_cls', 'getter'))
     return features_only, feature_cfg
 
 
-def wrap_features(model: nn.Module, name: str, feature_cls: Any = 'getter', **feature_cfg: Any) -> nn.Module:
+def wrap_features(model: VisionTransformerPE, name: str, feature_cls: Any = 'getter', **feature_cfg: Any) -> nn.Module:
     """timm's feature wrapper around a vispe ViT (``features_only=True``), carrying the model's pretrained config
     (without the classifier entries, as timm does)."""
     from timm.models._features import FeatureGetterNet, FeatureHookNet
@@ -220,7 +225,7 @@ def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> nn.Module:
 
     size, encoding = _parse(variant)
     features_only, feature_cfg = split_feature_args(variant, kwargs)
-    args = dict(patch_size=16, encoding=encoding, **ARCHS[size])
+    args: dict[str, Any] = dict(patch_size=16, encoding=encoding, **ARCHS[size])
     args.update(kwargs)
     model = build_model_with_cfg(VisionTransformerPE, variant, pretrained=False, **args)
     if pretrained:
@@ -277,7 +282,7 @@ def registered_name(base: str, encoding: EncodingSpec) -> str | None:
 
 
 def adopt_converted(
-    model: nn.Module,
+    model: VisionTransformerPE,
     base: str,
     encoding: EncodingSpec,
     source_cfg: dict[str, Any],
@@ -302,7 +307,35 @@ def adopt_converted(
     model._model_args = {k: v for k, v in args.items() if k not in ('pretrained_cfg_overlay', 'position_sampler')}
 
 
-def load_checkpoint_into(model: nn.Module, path: str) -> None:
+def from_local_dir(
+    cfg: dict[str, Any],
+    architecture: str,
+    model_args: dict[str, Any],
+    pretrained: bool,
+    checkpoint_path: str | None,
+    **kwargs: Any,
+) -> nn.Module:
+    """``vispe.create_model('local-dir:PATH')`` of a converted timm name (``encoding`` among its saved model arguments
+    ``model_args``, its ``architecture`` the timm name; ``cfg`` the folder's pretrained config), which timm cannot
+    rebuild: the model from its arguments, then with ``pretrained=True`` the folder's weights, strictly, as timm
+    does for its own names."""
+    from vispe.backbones.vit import VisionTransformerPE, create_model
+
+    features_only, feature_kwargs = split_feature_args(architecture, kwargs)
+    model = create_model(architecture, **{**model_args, **kwargs})
+    assert isinstance(model, VisionTransformerPE)  # without features_only, create_model returns the model itself
+    if pretrained:
+        load_checkpoint_into(model, weights_file(cfg))
+        kept = {k: v for k, v in cfg.items() if k not in ('architecture', 'file', 'source', 'tag')}
+        model.pretrained_cfg = model.default_cfg = describe_model_cfg(model, {**model.pretrained_cfg, **kept})
+    if checkpoint_path is not None:
+        load_checkpoint_into(model, checkpoint_path)
+    if features_only:
+        return wrap_features(model, architecture, **feature_kwargs)
+    return model
+
+
+def load_checkpoint_into(model: VisionTransformerPE, path: str) -> None:
     """The one reader of weight files (``checkpoint_path=``, ``pretrained_cfg_overlay=dict(file=...)``,
     ``local-dir:``): a state dict, a safetensors file or a ``tools/train.py`` checkpoint (``torch.load(weights_only=
     True)`` with vispe's allow-list), loaded strictly (``load_vispe_weights``); a mismatch with a training checkpoint

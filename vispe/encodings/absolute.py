@@ -54,10 +54,14 @@ class ApeLearned(Encoding):
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (``grid_table`` is a scriptable leaf); its Python code
     does not script: its hook takes ``Positions`` (see VisionTransformerPE), and ``strategy`` is a property over an
     optional attribute.
+
+    Converting a timm ViT (``learned_pos_embed``): the model's ``pos_embed`` becomes this table, resampled (timm's
+    bicubic ``resample_abs_pos_embed``) when its grid differs.
     """
 
     strategies = ('bicubic', 'bilinear', 'nearest')
     no_weight_decay_params = ('pos_embed',)
+    learned_pos_embed = True
 
     def __init__(self, dim: int, grid_size: Sequence[int] = (14, 14)) -> None:
         super().__init__()
@@ -72,7 +76,21 @@ class ApeLearned(Encoding):
         """The (1, h*w, D) table for ``grid``, resampled from the training grid when they differ."""
         return grid_table(self.pos_embed, list(grid), list(self.grid_size), self.strategy)
 
+    def adopt_pos_embed(self, table: torch.Tensor) -> None:
+        if table.shape[1] != self.pos_embed.shape[1]:
+            side = int(round(table.shape[1] ** 0.5))
+            table = resample_abs_pos_embed(
+                table, new_size=list(self.grid_size), old_size=[side, side], num_prefix_tokens=0
+            )
+        with torch.no_grad():
+            self.pos_embed.copy_(table)
+
+    def pos_embed_table(self) -> torch.Tensor:
+        return self.pos_embed.data
+
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        if pos.grid is None:
+            raise ValueError('ape_learned needs the tokens to form a grid (positions with a grid)')
         return x + self.table(pos.grid).to(x.dtype)
 
 

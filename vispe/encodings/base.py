@@ -12,7 +12,8 @@
 | ``value_term`` | ``(v, pos, attn=None, rows=slice(None)) -> term`` | in every attention; added after transform_out |
 | ``after_block`` | ``(x, pos) -> x`` | by the backbone after each block named in ``self.blocks``, (B, N_total, D) |
 
-A subclass implements a hook by overriding the base method; ``hooks()`` finds the overrides (no ``hasattr``), and
+A subclass implements a hook by overriding the base method; ``hooks()`` names the overrides (no ``hasattr``; found
+once, when the class is created, so torch.compile reads a class attribute), and
 ``active_hooks()`` is what the stack calls on an instance (iRPE switches off the hooks its options leave idle).
 ``value_term`` receives the (B, H, n, N) softmax weights of the query rows ``rows`` in ``attn`` exactly when the
 instance's ``needs_attn_weights`` is True (the attention then materialises them instead of fused SDPA, and computes
@@ -26,11 +27,10 @@ per-layer, under ``blocks.i.attn.pe``); the others once per model (under ``pe``)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from functools import cache
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import torch
 from torch import nn
@@ -90,7 +90,8 @@ class Encoding(nn.Module):
     #: the position dimensions it works on: 2 (image token grids), 3 (points); ``list_encodings(ndim)`` filters on
     #: it and backbones refuse the others
     ndims: ClassVar[tuple[int, ...]] = (2,)
-    #: reads ``pos.cameras``: only backbones that supply cameras (the multi-view transformer) accept it
+    #: reads ``pos.cameras``: only backbones that supply cameras (the multi-view transformer) accept it, and there its
+    #: ``embed`` hook sees every view's tokens at once with their cameras (an image encoding's sees each view's grid)
     needs_cameras: ClassVar[bool] = False
     #: this instance's value_term needs the softmax weights (the attention then materialises them instead of fused
     #: SDPA). An instance attribute with a class default: an encoding whose options decide it (iRPE on V) sets it
@@ -102,11 +103,23 @@ class Encoding(nn.Module):
     #: names of the parameters that take no weight decay, relative to the encoding (``fnmatch`` patterns:
     #: ``tables.*``); a name its configuration does not create (rope3d's buffer ``freqs`` in axial mode) is skipped
     no_weight_decay_params: ClassVar[tuple[str, ...]] = ()
+    #: holds a learned absolute table of the patch grid, a timm ViT's ``pos_embed`` in vispe form: converting a
+    #: timm ViT (``vispe.apply_encoding``) hands the model's table to an encoding with this capability
+    #: (``adopt_pos_embed``) and reads it back from one (``pos_embed_table``); ``create_model``'s default encoding for
+    #: a timm ViT with a table is the registered encoding that declares it
+    learned_pos_embed: ClassVar[bool] = False
+    #: the hooks the class overrides, found once when the class is created (``__init_subclass__``)
+    _hooks: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._hooks = frozenset(h for h in HOOKS if getattr(cls, h) is not getattr(Encoding, h))
 
     @classmethod
     def hooks(cls) -> frozenset[str]:
-        """Names of the hooks this class implements (cached: it is asked in every forward)."""
-        return _implemented_hooks(cls)
+        """Names of the hooks this class implements (a class attribute, found when the class was created: it is
+        asked in every forward, torch.compile included)."""
+        return cls._hooks
 
     def active_hooks(self) -> frozenset[str]:
         """The hooks the backbone calls on this instance: the class's, unless its configuration switches some
@@ -142,6 +155,15 @@ class Encoding(nn.Module):
             )
         self._strategy = value
 
+    def adopt_pos_embed(self, table: torch.Tensor) -> None:
+        """With ``learned_pos_embed``: take over a timm ViT's (1, n, D) patch table (prefix entries removed),
+        resampled to this encoding's grid when n differs."""
+        raise NotImplementedError(f'{type(self).__name__} holds no learned position table (learned_pos_embed)')
+
+    def pos_embed_table(self) -> torch.Tensor:
+        """With ``learned_pos_embed``: the (1, h*w, D) patch table it holds (the parameter's data)."""
+        raise NotImplementedError(f'{type(self).__name__} holds no learned position table (learned_pos_embed)')
+
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         raise NotImplementedError
 
@@ -176,6 +198,19 @@ class Encoding(nn.Module):
         raise NotImplementedError
 
 
+def check_heads(dim: int, num_heads: int, owner: str) -> None:
+    """ValueError naming ``owner`` unless ``num_heads`` >= 1 divides the model width ``dim``: the one check of heads
+    and width, for every backbone, attention layer and encoding."""
+    if isinstance(num_heads, int) and num_heads >= 1 and dim % num_heads == 0:
+        return
+    divisors = [h for h in range(1, min(dim, 64) + 1) if dim % h == 0]
+    raise ValueError(
+        f'{owner}: num_heads must be an int >= 1 dividing the model width (embed_dim) {dim}, got num_heads='
+        f'{num_heads!r} (each head gets embed_dim / num_heads channels); use num_heads in {divisors} or change '
+        'embed_dim'
+    )
+
+
 def check_positive(owner: str, **values: float | None) -> None:
     """ValueError naming ``owner`` and the argument when a value is not > 0 (NaN included); None values pass."""
     for name, value in values.items():
@@ -183,9 +218,7 @@ def check_positive(owner: str, **values: float | None) -> None:
             raise ValueError(f'{owner} needs {name} > 0, got {name}={value!r}')
 
 
-@cache
-def _implemented_hooks(cls: type) -> frozenset[str]:
-    return frozenset(h for h in HOOKS if getattr(cls, h) is not getattr(Encoding, h))
+_Table = TypeVar('_Table')
 
 
 class GridTableCache:
@@ -200,10 +233,11 @@ class GridTableCache:
     """
 
     def __init__(self, max_entries: int = 8) -> None:
-        self._tables: dict = {}
+        self._tables: dict[Hashable, Any] = {}
         self.max_entries = max_entries
 
-    def get(self, key, build):
+    def get(self, key: Hashable | None, build: Callable[[], _Table]) -> _Table:
+        """The table of ``key``: cached, or made by ``build`` (a tensor, or a tuple of them as iRPE's buckets)."""
         if key is None:
             return build()
         if not torch.compiler.is_compiling():  # dynamo would break the graph on the mode query

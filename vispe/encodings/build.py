@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from vispe.encodings.base import Encoding
+from vispe.encodings.base import Encoding, check_heads
 from vispe.registry import ENCODINGS, closest
 
 #: constructor arguments a backbone supplies (the user does not set them in a config)
@@ -42,10 +42,23 @@ def encoding_class(name: str) -> type[Encoding]:
     return ENCODINGS.get(name)
 
 
+def encodings_declaring(capability: str) -> list[str]:
+    """Names of the registered encodings whose class declares ``capability``, a class-level flag of ``Encoding``
+    (``learned_pos_embed``, ``needs_cameras``), sorted."""
+    if not isinstance(getattr(Encoding, capability, None), bool):
+        raise ValueError(f'{capability!r} is not a capability of Encoding (a class-level flag)')
+    return [name for name in list_encodings() if getattr(encoding_class(name), capability)]
+
+
 def normalize_spec(spec: EncodingSpec) -> list[dict[str, Any]]:
     """'rope_mixed', dict(type=...), or a list of those -> a list of config dicts (copies)."""
     if spec is None or spec == 'none':
         return []
+    if isinstance(spec, Encoding):
+        raise TypeError(
+            f'an encoding spec is a name, a config dict or a list of them; got a built {type(spec).__name__}: pass its '
+            'registry name or config dict'
+        )
     if isinstance(spec, (str, dict)):
         spec = [spec]
     cfgs = []
@@ -102,26 +115,12 @@ def parse_encoding_spec(spec: str) -> list[str | dict[str, Any]]:
     return parts
 
 
-def check_heads(dim: int, num_heads: int, owner: str) -> None:
-    """ValueError naming ``owner`` unless ``num_heads`` >= 1 divides the model width ``dim``."""
-    if isinstance(num_heads, int) and num_heads >= 1 and dim % num_heads == 0:
-        return
-    divisors = [h for h in range(1, min(dim, 64) + 1) if dim % h == 0]
-    raise ValueError(
-        f'{owner}: num_heads must be an int >= 1 dividing the model width (embed_dim) {dim}, got num_heads='
-        f'{num_heads!r} (each head gets embed_dim / num_heads channels); use num_heads in {divisors} or change '
-        'embed_dim'
-    )
-
-
 def _same(a: Any, b: Any) -> bool:
     return (tuple(a) == tuple(b)) if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) else a == b
 
 
 def _accepted(cls: type[Encoding]) -> dict[str, inspect.Parameter]:
-    params = dict(inspect.signature(cls.__init__).parameters)
-    params.pop('self', None)
-    return params
+    return dict(inspect.signature(cls).parameters)  # the constructor's, without self
 
 
 def build_encoding(spec: str | dict[str, Any], **context: Any) -> Encoding:

@@ -34,12 +34,14 @@ class GTA(Encoding):
     """Geometric transform attention: SE(3) blocks of each token's camera plus SO(2) blocks of its patch position.
 
     Args:
-        dim, num_heads: model width and heads (head dim d). se3_fraction: share of each head's channels in 4 x 4
-            camera blocks (rounded down to a multiple of 4; the rest, made even, rotate as RoPE; pairs that do not
-            split evenly over the two axes stay unrotated). theta: SO(2) frequency base. translation_scale: init of
-            the learned translation scale s. transform_values: also transform v and the output (GTA); False leaves
-            them as they are (logits only). relative: poses relative to the first view (the logits are the same;
-            float rounding aside).
+        dim: model width.
+        num_heads: heads (head dim d = dim / num_heads).
+        se3_fraction: share of each head's channels in 4 x 4 camera blocks (rounded down to a multiple of 4; the
+            rest, made even, rotate as RoPE; pairs that do not split evenly over the two axes stay unrotated).
+        theta: SO(2) frequency base.
+        translation_scale: init of the learned translation scale s.
+        transform_values: also transform v and the output (GTA); False leaves them as they are (logits only).
+        relative: poses relative to the first view (the logits are the same; float rounding aside).
 
     Prefix tokens (no camera) get the identity. Everything is computed in float32; the result is cast back.
 
@@ -53,6 +55,8 @@ class GTA(Encoding):
     ndims = (2,)
     needs_cameras = True
     no_weight_decay_params = ('translation_scale',)
+    #: (so2_dims / 4,) SO(2) frequencies, a buffer
+    freqs: torch.Tensor
 
     def __init__(
         self,
@@ -118,7 +122,7 @@ class GTA(Encoding):
         parts.append(rest)
         return torch.cat(parts, dim=-1).type_as(x)
 
-    def rotate(self, q, k, pos: Positions):
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         rho, inv = self.pose_blocks(pos)
         table = self.so2_table(pos)
         return self._transform(q, inv, True, table), self._transform(k, rho, False, table)

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vispe.encodings.base import Encoding, GridTableCache
+from vispe.encodings.base import Encoding, GridTableCache, check_heads
 from vispe.positions import Positions, grid_coords, is_symbolic
 from vispe.registry import ENCODINGS
 
@@ -190,8 +190,7 @@ class IRPE(Encoding):
         ratio: float = 1.9,
     ) -> None:
         super().__init__()
-        if dim % num_heads:
-            raise ValueError(f'model width {dim} is not divisible by num_heads {num_heads}')
+        check_heads(dim, num_heads, 'irpe')
         self.on = _check_args(method, mode, on, ratio)
         self.method, self.mode, self.shared_heads, self.ratio = method, mode, bool(shared_heads), float(ratio)
         self.num_heads, self.head_dim = num_heads, dim // num_heads
@@ -199,7 +198,7 @@ class IRPE(Encoding):
         #: an instance attribute: only iRPE on V needs the softmax weights (and gives up fused SDPA)
         self.needs_attn_weights = 'v' in self.on
         # the attention calls only the hooks that do work: no value term without 'v', no logit bias for 'v' alone
-        self._hooks = frozenset(
+        self._active = frozenset(
             ({'logit_bias'} if set(self.on) & set('qk') else set()) | ({'value_term'} if 'v' in self.on else set())
         )
         self.num_buckets = num_buckets(method, ratio) + 1
@@ -210,7 +209,7 @@ class IRPE(Encoding):
         self.reset_parameters()
 
     def active_hooks(self) -> frozenset[str]:
-        return self._hooks
+        return self._active
 
     def reset_parameters(self) -> None:
         for table in self.tables.values():

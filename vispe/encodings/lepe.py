@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vispe.encodings.base import Encoding
+from vispe.encodings.base import Encoding, check_heads
 from vispe.encodings.conditional import check_kernel_size, require_grid
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
@@ -40,8 +40,7 @@ class LePE(Encoding):
 
     def __init__(self, dim: int, num_heads: int, kernel_size: int = 3) -> None:
         super().__init__()
-        if dim % num_heads:
-            raise ValueError(f'lepe needs a model width divisible by num_heads, got dim={dim}, num_heads={num_heads}')
+        check_heads(dim, num_heads, 'lepe')
         k = check_kernel_size(kernel_size, 'lepe')
         self.num_heads = num_heads
         self.head_dim = dim // num_heads

@@ -15,8 +15,10 @@ so an encoding added to or replaced in a ``pe`` dict is seen at once.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import cast
 
 import torch
+from torch import nn
 
 from vispe.encodings.base import HOOK_TABLE, Encoding
 from vispe.positions import Positions
@@ -33,8 +35,9 @@ class EncodingStack:
 
     __slots__ = ('encodings',)
 
-    def __init__(self, *levels: Mapping[str, Encoding]) -> None:
-        self.encodings: tuple[Encoding, ...] = tuple(enc for level in levels for enc in level.values())
+    def __init__(self, *levels: Mapping[str, Encoding] | nn.ModuleDict) -> None:
+        # a ModuleDict holds Modules as far as its type says; a ``pe`` dict holds Encodings
+        self.encodings: tuple[Encoding, ...] = tuple(cast(Encoding, enc) for level in levels for enc in level.values())
 
     def __len__(self) -> int:
         return len(self.encodings)

@@ -176,9 +176,8 @@ class EncodedAttention(nn.Module):
         self.attn, self.pe, self.num_prefix = attn, model_level, num_prefix
 
     def forward(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        # the backbones' dispatch: active hooks, and after_block where blocks say. torch's stubs do not make an
-        # nn.ModuleDict a Mapping; this one maps names to the model-level Encodings
-        stack = EncodingStack(self.pe)  # type: ignore[arg-type]
+        # the backbones' dispatch: active hooks, and after_block where blocks say
+        stack = EncodingStack(self.pe)
         if stack.with_hook('embed'):
             prefix, patches = x[:, : self.num_prefix], x[:, self.num_prefix :]
             x = torch.cat([prefix, stack.embed(patches, pos)], dim=1)
