@@ -17,6 +17,7 @@ from test_tools import run_tool, tiny_config
 
 from vispe.engine.checkpoint import PARTIAL, latest_checkpoint, read_checkpoint
 from vispe.engine.config import CfgOptionsAction, load_config
+from vispe.registry import MODELS
 
 
 def last_line(proc) -> str:
@@ -183,6 +184,20 @@ def test_an_encoding_dict_in_cfg_options_is_read_whole(tmp_path) -> None:
     cfg = load_config(tiny_config(tmp_path), {'model.backbone.encoding': {'type': 'irpe', 'mode': 'bias'}})
     cfg.dump(str(tmp_path / 'irpe.py'))
     assert load_config(str(tmp_path / 'irpe.py'), over_a_dict).model.backbone.encoding == {'type': 'rope_mixed'}
+
+
+def test_a_list_in_cfg_options_is_taken_as_given(tmp_path) -> None:
+    """Before: every dict inside a list got mmengine's ``_delete_`` key, which then reached the constructors
+    (``ConstantLR.__init__() got an unexpected keyword argument '_delete_'``)."""
+    options = parse(
+        "model.backbone.encoding=[{'type': 'irpe', 'mode': 'bias'}, 'ape_learned']",
+        "param_scheduler=[{'type': 'ConstantLR', 'factor': 1.0}]",
+    )
+    cfg = load_config(tiny_config(tmp_path), options)
+    assert cfg.model.backbone.encoding == [{'type': 'irpe', 'mode': 'bias'}, 'ape_learned']
+    assert [dict(s) for s in cfg.param_scheduler] == [{'type': 'ConstantLR', 'factor': 1.0}]
+    model = MODELS.build(cfg.model)
+    assert sorted(model.backbone.encoding_names) == ['ape_learned', 'irpe']
 
 
 def test_a_dict_that_is_not_a_literal_says_how_to_quote_it(capsys) -> None:

@@ -199,11 +199,9 @@ def replacing_dicts(options: dict) -> dict:
 
 
 def _replacing(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {**value, '_delete_': True}
-    if isinstance(value, list):
-        return [_replacing(v) for v in value]
-    return value
+    # a list replaces the config's list whole (mmengine merges dicts only), so its items stay as given: a
+    # ``_delete_`` inside one would reach the constructor it configures
+    return {**value, '_delete_': True} if isinstance(value, dict) else value
 
 
 def _positive_int(value: Any) -> bool:
