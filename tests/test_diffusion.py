@@ -20,8 +20,8 @@ from torch.utils.data import DataLoader, Dataset
 from vispe.engine.checkpoint import read_checkpoint
 from vispe.engine.metrics import DenoisingLoss
 from vispe.registry import METRICS, MODELS
-from vispe.tasks.diffusion import (
-    DiffusionModel,
+from vispe.tasks.diffusion import DiffusionModel
+from vispe.tasks.samplers import (
     ddim_sample,
     ddim_step,
     ddim_timesteps,

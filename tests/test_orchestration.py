@@ -13,7 +13,8 @@ import time
 import pytest
 from test_tools import tiny_config
 
-from vispe.engine.config import configs_dir, load_config, resolve_config
+from vispe.engine.config import load_config
+from vispe.engine.config_files import configs_dir, resolve_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIPPED = 'vit/vit_tiny_shapes2d_position.py'

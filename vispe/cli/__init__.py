@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if name not in COMMANDS:
         sys.exit(f'{usage()}\n\nerror: unknown command {name!r}')
     if name == 'configs':
-        from vispe.engine.config import configs_dir, shipped_configs
+        from vispe.engine.config_files import configs_dir, shipped_configs
 
         print(f'# in {configs_dir()}')
         print('\n'.join(c for c in shipped_configs() if not c.startswith('_base_/')))

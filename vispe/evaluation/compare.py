@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vispe.engine.config import configs_dir, load_config, parse_option_value
+from vispe.engine.config import load_config, parse_option_value
+from vispe.engine.config_files import configs_dir
 from vispe.engine.train import train as train_in_process
 from vispe.evaluation import report
 from vispe.evaluation.checkpoints import parse_resolution
