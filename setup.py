@@ -15,7 +15,7 @@ setup(
     version='0.1.0',
     description='Positional encodings for vision and 3D transformers, on timm, PyTorch and mmengine',
     # configs/ (at the checkout's root, where the tools and docs name it) ships as vispe/configs: an installed vispe
-    # finds its configs by name (vispe.engine.config.resolve_config)
+    # finds its configs by name (vispe.engine.config_files.resolve_config)
     packages=[*find_packages(include=['vispe', 'vispe.*']), 'vispe.configs'],
     package_dir={'vispe.configs': 'configs'},
     package_data={'vispe.configs': ['**/*.py']},

@@ -53,6 +53,17 @@ def test_shipped_configs_resolve_by_name_from_any_directory(tmp_path, monkeypatc
         load_config('vit/vit_tiny_shapes2d_positon.py')
 
 
+def test_the_vispe_command_names_close_commands_for_a_typo(capsys):
+    from vispe.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(['eval-resolutoin'])
+    assert "error: unknown command 'eval-resolutoin'; did you mean eval-resolution" in str(exit_info.value)
+    with pytest.raises(SystemExit) as exit_info:
+        main(['--help'])
+    assert exit_info.value.code == 0 and 'eval-cameras' in capsys.readouterr().out
+
+
 def test_two_trainings_in_one_process_log_to_their_own_work_dirs(tmp_path, monkeypatch):
     """mmengine keys its logger, message hub and visualizer by the experiment name (config name + timestamp in
     seconds): two runs of one config in the same second would share the first one's log file without the release."""

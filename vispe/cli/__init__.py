@@ -10,6 +10,7 @@ vit/vit_tiny_shapes2d_position.py; ``vispe configs`` lists them).
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 from collections.abc import Sequence
@@ -45,7 +46,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(0 if args else 2)
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
-        sys.exit(f'{usage()}\n\nerror: unknown command {name!r}')
+        close = difflib.get_close_matches(name, COMMANDS, n=3, cutoff=0.5)
+        hint = f'; did you mean {" or ".join(close)}?' if close else ''
+        sys.exit(f'{usage()}\n\nerror: unknown command {name!r}{hint}')
     if name == 'configs':
         from vispe.engine.config_files import configs_dir, shipped_configs
 
