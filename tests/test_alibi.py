@@ -49,3 +49,23 @@ def test_attention_with_a_small_budget_matches_the_one_shot_path():
     full = attn(x, pos)
     attn.bias_budget = 2 * 4 * 31 * 4 * 3  # three query rows per chunk
     torch.testing.assert_close(attn(x, pos), full, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize('symmetry', ['flip_left_right', 'flip_up_down', 'transpose'])
+def test_a_grid_symmetry_of_the_tokens_leaves_the_cls_output_unchanged(symmetry):
+    """The bias depends on distance alone, so moving the patch tokens by a symmetry of the (square) grid moves the
+    outputs with them and leaves the cls token's output as it was: alibi2d alone cannot tell left from right or rows
+    from columns, which is why it is at chance on shapes2d relation (the README's leaderboard). rope_axial, which
+    sees signed offsets, does change."""
+    torch.manual_seed(0)
+    side, dim, heads = 4, 64, 4
+    grid = torch.arange(side * side).reshape(side, side)
+    moved = {'flip_left_right': grid.flip(1), 'flip_up_down': grid.flip(0), 'transpose': grid.T}[symmetry]
+    order = torch.cat([torch.zeros(1, dtype=torch.long), 1 + moved.flatten()])  # the cls token stays first
+    x, pos = torch.randn(2, 1 + side * side, dim), grid_positions(side, side, num_prefix=1)
+    for name, invariant in (('alibi2d', True), ('rope_axial', False)):
+        attn = Attention(dim, heads, encodings={name: vispe.build_encoding(name, dim=dim, num_heads=heads)})
+        out, out_moved = attn(x, pos), attn(x[:, order], pos)
+        assert torch.allclose(out_moved[:, 0], out[:, 0], atol=1e-5) == invariant, name
+        if invariant:  # every token's output moves with it
+            torch.testing.assert_close(out_moved, out[:, order], rtol=1e-5, atol=1e-5)
