@@ -3,6 +3,11 @@
 ALiBi adds -m_h |i - j| to the logit of query i and key j in head h, with fixed per-head slopes m_h; here the
 distance is the Euclidean distance between the patches' (row, col) positions in token-grid units, so the bias
 depends only on relative positions and extends to any grid without a table.
+
+The distance has no sign: a flip or (on a square grid) a transpose of the patch tokens leaves the bias as it was, so
+alibi2d alone cannot tell left from right or up from down (in causal language models the mask breaks that symmetry;
+in bidirectional vision attention nothing does). Combine it with an encoding that sees direction (``ape_learned``,
+a rotary one) where direction matters; on shapes2d ``relation`` alone it stays at chance.
 """
 
 from __future__ import annotations
