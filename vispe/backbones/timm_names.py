@@ -92,6 +92,8 @@ def check_model_kwargs(model_name: str, kwargs: dict[str, Any], cls: type[nn.Mod
     ``kwargs``: a TypeError naming the closest valid arguments for one the class, timm's builder and create_model
     all do not take (a None value passes: timm drops those), and a ValueError when a given embed_dim or num_heads
     does not divide with the name's other one (a given pair is ``check_vit_kwargs``'s)."""
+    if all(v is None for v in kwargs.values()):  # nothing to check: no meta-device build of the name
+        return
     arch = architecture(model_name.split('.')[0]) if cls is None else Architecture(cls, None, None)
     if arch is None:
         return

@@ -33,7 +33,7 @@ RUNS = {
 }
 
 
-def feature_extractor(zoo_root: str, out: str, log) -> str:
+def classifier_checkpoint(zoo_root: str, out: str, log) -> str:
     """The classifier checkpoint for FD / KID: the configs' default (the model zoo's, under ``zoo_root``), or one
     trained now into ``out/classifier``."""
     opts = load_config(RUNS['ape_sincos'][0]).generation_eval
@@ -92,7 +92,7 @@ def main(
     console = Console()
     log = bold_log(console)
     start = time.time()
-    classifier = feature_extractor(args.zoo_root, out, log)
+    classifier = classifier_checkpoint(args.zoo_root, out, log)
     rows = []
     for label, (config, strategies) in RUNS.items():
         run = Run(
