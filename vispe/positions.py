@@ -14,6 +14,7 @@ sizes; those leaves are TorchScript-compatible, so an FX graph of the model can 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from vispe.layout import TokenLayout
 from vispe.registry import POSITION_SAMPLERS
 
 #: what a size is while a model is traced instead of run: an FX Proxy (symbolic tracing) or a SymInt (torch.export,
@@ -95,6 +97,9 @@ class Positions:
             may cache tables derived from them); None when coords vary per call (e.g. sampled positions).
         extent: per axis, the integer range [0, extent) the coordinates were drawn from when it is larger than
             the grid (rpe2d's enlarged range L); None: the grid itself.
+        layout: for a batch of images of different sizes, where each image's tokens sit (``vispe.layout``); then
+            ``coords`` are (B, L, 2) in each token's own image and ``grid`` is None. None: every sample shares the
+            token layout.
     """
 
     coords: torch.Tensor
@@ -103,6 +108,12 @@ class Positions:
     cameras: Cameras | None = None
     key: Hashable | None = None
     extent: tuple[int, ...] | None = None
+    layout: TokenLayout | None = None
+
+    @property
+    def on_grid(self) -> bool:
+        """The tokens sit on image grids: one grid, or (a mixed batch) each image's own."""
+        return self.grid is not None or self.layout is not None
 
     @property
     def span(self) -> tuple[int, ...] | None:
@@ -128,7 +139,10 @@ class Positions:
 
     def span_tensor(self) -> torch.Tensor:
         """``span`` as an (ndim,) float32 tensor on the coordinates' device, also when the sizes are symbolic (an FX
-        graph computes it at run time through the leaf ``sizes_tensor``)."""
+        graph computes it at run time through the leaf ``sizes_tensor``). In a mixed batch without an extent, each
+        token's own grid: (B, L, ndim)."""
+        if self.layout is not None and self.extent is None:
+            return self.layout.token_grid(self.coords.device)
         span = self.span
         if span is None:
             raise ValueError('span_tensor needs positions on a grid or with an extent; these have neither')
@@ -196,6 +210,8 @@ class RPE2D:
         return h, w
 
     def __call__(self, pos: Positions, batch_size: int, generator: torch.Generator | None = None) -> Positions:
+        if pos.layout is not None:
+            return self.sample_layout(pos, generator)
         h, w = self.check(pos.grid)
         device = generator.device if generator is not None else pos.coords.device
         rows = sorted_subsets(batch_size, h, self.max_grid[0], generator, device)  # (B, h)
@@ -209,6 +225,22 @@ class RPE2D:
             key=None,
             extent=self.max_grid,
         )
+
+    def sample_layout(self, pos: Positions, generator: torch.Generator | None = None) -> Positions:
+        """A mixed batch (``pos.layout``): each image's rows and columns drawn as for its own grid."""
+        layout = pos.layout
+        assert layout is not None
+        device = generator.device if generator is not None else pos.coords.device
+        coords = pos.coords.detach().clone().reshape(-1, 2)  # (B * L, 2), padding keeps its 0
+        for group in layout.grid_groups(pos.coords.device):
+            h, w = self.check(group.grid)
+            n = len(group.images)
+            rows = sorted_subsets(n, h, self.max_grid[0], generator, device)
+            cols = sorted_subsets(n, w, self.max_grid[1], generator, device)
+            drawn = torch.stack([rows[:, :, None].expand(-1, h, w), cols[:, None, :].expand(-1, h, w)], dim=-1)
+            row, column = group.index // layout.total, group.index % layout.total - layout.num_prefix
+            coords[(row * layout.length + column).reshape(-1)] = drawn.reshape(-1, 2).to(coords.device)
+        return dataclasses.replace(pos, coords=coords.reshape(pos.coords.shape), key=None, extent=self.max_grid)
 
 
 PositionSampler = Callable[..., Positions]

@@ -31,6 +31,7 @@ from vispe.backbones.common import (
     check_patch_multiple,
     use_patch_conv,
 )
+from vispe.backbones.mixed_sizes import check_images, mixed_features, pool_list, same_size
 from vispe.backbones.timm_names import (
     check_model_kwargs,
     check_vit_kwargs,
@@ -40,6 +41,7 @@ from vispe.backbones.timm_names import (
 )
 from vispe.encodings.base import Encoding
 from vispe.encodings.build import EncodingSpec, normalize_spec
+from vispe.layout import MODES
 from vispe.positions import Positions, PositionSampler, build_position_sampler, grid_positions, is_symbolic
 from vispe.registry import MODELS
 
@@ -54,6 +56,11 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
 
     ``position_sampler`` (e.g. ``RPE2D``, built from ``dict(type='rpe2d', max_grid=(16, 16))``) replaces the grid
     positions in training only (``self.training``); evaluation always uses the plain grid.
+
+    Images of different sizes: every forward takes a list of (C, H_i, W_i) images too (``vispe.backbones.mixed_sizes``;
+    ``forward_features`` then returns one token tensor per image). ``mixed_sizes`` says how their tokens share the
+    batch: 'pad' (one image per row, padded to the longest) or 'pack' (several per row, up to ``pack_tokens`` patch
+    tokens, None: the longest image's); the output is the same either way.
 
     Tracing and export, every registered 2D encoding: ``torch.fx`` (timm's forward_fx / backward_fx contracts, and a
     plain ``symbolic_trace``) gives one graph for every image size, equal to the eager model bit for bit;
@@ -74,6 +81,10 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
 
     #: training-time position sampler ``(pos, batch_size) -> Positions``, or None
     position_sampler: PositionSampler | None = None
+    #: how a list of images of several sizes shares the batch: 'pad' or 'pack' (``vispe.layout``)
+    mixed_sizes: str = 'pad'
+    #: with 'pack', the patch tokens of one row (None: the longest image's)
+    pack_tokens: int | None = None
     #: timm's ViT stem (its ``group_matcher``); EncodingHost adds the model-level encodings ``pe``
     stem_prefixes = ('cls_token', 'reg_token', 'pos_embed', 'patch_embed', 'norm_pre')
     #: timm's record of the pretrained config (set by timm's builder, or by vispe for a converted model)
@@ -88,11 +99,26 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
         self,
         encoding: EncodingSpec = 'ape_learned',
         position_sampler: None | dict[str, Any] | PositionSampler = None,
+        mixed_sizes: str = 'pad',
+        pack_tokens: int | None = None,
         **kwargs: Any,
     ) -> None:
         check_vit_kwargs(kwargs, defaults=True)
         super().__init__(**kwargs)
         apply_encoding(self, encoding, position_sampler=position_sampler)
+        self.set_mixed_sizes(mixed_sizes, pack_tokens)
+
+    def set_mixed_sizes(self, mode: str = 'pad', pack_tokens: int | None = None) -> None:
+        """How lists of images of several sizes share a batch (class docstring); a ValueError for a bad value."""
+        if mode not in MODES:
+            raise ValueError(f'mixed_sizes must be one of {list(MODES)}, got {mode!r}')
+        if pack_tokens is not None and (
+            isinstance(pack_tokens, bool) or not isinstance(pack_tokens, int) or pack_tokens < 1
+        ):
+            raise ValueError(
+                f'pack_tokens is a positive int (patch tokens per packed row) or None, got {pack_tokens!r}'
+            )
+        self.mixed_sizes, self.pack_tokens = mode, pack_tokens
 
     def __prepare_scriptable__(self) -> nn.Module:
         """What ``torch.jit.script(model)`` compiles: the model's FX graph (the class docstring says why)."""
@@ -120,16 +146,20 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
             patch = cast(tuple[int, int], tuple(self.patch_embed.patch_size))
             check_patch_multiple('VisionTransformerPE', (height, width), patch, alternative)
 
+    def check_input(self, x: torch.Tensor) -> None:
+        """The input checks of an eager forward (dtype, whole patches); a traced one has symbolic sizes."""
+        if not is_symbolic(x):
+            check_input_dtype('VisionTransformerPE', x, self.patch_embed.proj.weight)
+        if not is_symbolic(x.shape[-2], x.shape[-1]):
+            self._check_size(x.shape[-2], x.shape[-1])
+
     def tokens(self, x: torch.Tensor) -> tuple[torch.Tensor, Positions]:
         """Images (B, C, H, W) -> tokens (B, prefix + h*w, D) with embed hooks applied, and their positions.
 
         Traced (FX, torch.export), h and w are symbolic: the positions then carry no cache key and the graph builds
         every table at the size of the call. The input checks need concrete values and are left to the eager model
         (an FX graph still has timm's PatchEmbed assert on divisibility)."""
-        if not is_symbolic(x):
-            check_input_dtype('VisionTransformerPE', x, self.patch_embed.proj.weight)
-        if not is_symbolic(x.shape[-2], x.shape[-1]):
-            self._check_size(x.shape[-2], x.shape[-1])
+        self.check_input(x)
         x = self.patch_embed(x)  # (B, h, w, D)
         B, h, w, D = x.shape
         pos = grid_positions(h, w, self.num_prefix_tokens, x.device)
@@ -152,13 +182,30 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
             x = blk(x, pos, attn_mask=attn_mask, is_causal=is_causal)
         return self.encoding_stack.after_block(i, x, pos)
 
-    def forward_features(
-        self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
-    ) -> torch.Tensor:
+    def forward_features(  # type: ignore[override]  # also a list of images -> a list of token tensors
+        self, x: torch.Tensor | list[torch.Tensor], attn_mask: torch.Tensor | None = None, is_causal: bool = False
+    ) -> Any:
+        if isinstance(x, (list, tuple)):
+            images = check_images('VisionTransformerPE', x)
+            if attn_mask is not None or is_causal:
+                raise ValueError(
+                    'VisionTransformerPE: a list of images attends within each image (its own mask); attn_mask and '
+                    'is_causal are for a (B, C, H, W) batch'
+                )
+            if same_size(images):  # one size: the batch path, the tokens split per image
+                return list(self.forward_features(torch.stack(images)).unbind(0))
+            return mixed_features(self, images)
         x, pos = self.tokens(x)
         for i in range(len(self.blocks)):
             x = self.run_block(i, x, pos, attn_mask, is_causal)
         return self.norm(x)
+
+    def forward_head(self, x: torch.Tensor | list[torch.Tensor], pre_logits: bool = False) -> torch.Tensor:
+        """timm's head; a list of per-image token tensors (``forward_features`` of a list) is pooled per image."""
+        x = pool_list(self, list(x)) if isinstance(x, (list, tuple)) else self.pool(x)
+        x = self.fc_norm(x)
+        x = self.head_drop(x)
+        return x if pre_logits else self.head(x)
 
     def forward_intermediates(
         self,
@@ -176,6 +223,11 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
         """timm's forward_intermediates contract, with positions threaded through the blocks."""
         if output_fmt not in ('NCHW', 'NLC'):
             raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
+        if isinstance(x, (list, tuple)):
+            raise ValueError(
+                'forward_intermediates takes a (B, C, H, W) batch; for images of several sizes call it once per size '
+                '(forward_features takes a list)'
+            )
         take_indices, max_index = feature_take_indices(len(self.blocks), indices)
         x, pos = self.tokens(x)
         npt = self.num_prefix_tokens
@@ -371,6 +423,7 @@ def create_model(
             return vispe_vit.from_local_dir(cfg, architecture, model_args, pretrained, checkpoint_path, **kwargs)
     features_only, feature_kwargs = vispe_vit.split_feature_args(model_name, kwargs)
     sampler = kwargs.pop('position_sampler', None)
+    mixed = kwargs.pop('mixed_sizes', 'pad'), kwargs.pop('pack_tokens', None)
     check_vit_kwargs(kwargs, defaults=False)
     check_model_kwargs(model_name, kwargs, VisionTransformerPE if native else None)
     if native and encoding != 'default':
@@ -395,6 +448,7 @@ def create_model(
         vispe_vit.adopt_converted(model, base, spec, source_cfg, pretrained, kwargs)
     if sampler is not None:
         model.position_sampler = build_position_sampler(sampler, grid=model.patch_embed.grid_size)
+    model.set_mixed_sizes(*mixed)
     if checkpoint_path is not None:
         vispe_vit.load_checkpoint_into(model, checkpoint_path)
     if features_only:

@@ -89,9 +89,24 @@ class ApeLearned(Encoding):
         return self.pos_embed.data
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        if pos.layout is not None:
+            return x + self.layout_table(pos).to(x.dtype)
         if pos.grid is None:
             raise ValueError('ape_learned needs the tokens to form a grid (positions with a grid)')
         return x + self.table(pos.grid).to(x.dtype)
+
+    def layout_table(self, pos: Positions) -> torch.Tensor:
+        """A mixed batch: (B, L, D), each token's entry of the table resampled to its own image's grid (zero on
+        padding): the tables of the distinct grids one after another, gathered at offset + cell."""
+        layout = pos.layout
+        assert layout is not None
+        tables = [self.table(grid)[0] for grid in layout.distinct_grids]
+        offsets = torch.tensor([0] + [t.shape[0] for t in tables], device=pos.coords.device).cumsum(0)
+        stacked = torch.cat([*tables, tables[0].new_zeros(1, tables[0].shape[-1])])  # the last row: padding
+        tokens = layout.token_tables(pos.coords.device)
+        grid, cell = tokens['grid_index'], tokens['token_index']
+        index = torch.where(grid >= 0, offsets[grid.clamp_min(0)] + cell, offsets[-1])
+        return stacked[index]
 
 
 def sincos_embed(coords: torch.Tensor, dim: int, temperature: float = 10000.0) -> torch.Tensor:

@@ -223,9 +223,10 @@ class ComRoPE(Encoding):
     def normalized_coords(self, pos: Positions, batch: int | None = None) -> torch.Tensor:
         """(N, ndim), or (B, N, ndim) when jittered (B = ``batch``), float32 positions in (0, 1)."""
         coords = pos.coords.float()
-        if pos.grid is not None:
-            lo = torch.full((len(pos.grid),), -0.5, device=coords.device)
-            span = pos.span_tensor()  # rpe2d: its range L
+        lo: torch.Tensor | float
+        if pos.on_grid:
+            lo = -0.5
+            span = pos.span_tensor()  # rpe2d: its range L; a mixed batch: each token's image grid
         else:  # no grid (points, sampled positions): min-max per sample
             lo = coords.amin(dim=-2, keepdim=True)
             span = (coords.amax(dim=-2, keepdim=True) - lo).clamp_min(1e-6)

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from vispe.encodings.base import Encoding
+from vispe.layout import add_per_grid
 from vispe.positions import Positions, is_symbolic
 from vispe.registry import ENCODINGS
 
@@ -90,6 +91,8 @@ class PEG(Encoding):
         self.proj = nn.Conv2d(dim, dim, k, padding=k // 2, groups=dim)
 
     def after_block(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        if pos.layout is not None:  # a mixed batch: each image's conv on its own grid
+            return add_per_grid(x, pos.layout, self.proj)
         h, w = require_grid(pos, 'peg')
         n = pos.num_prefix
         prefix, patches = x[:, :n], x[:, n:]

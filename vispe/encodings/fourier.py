@@ -31,7 +31,7 @@ def normalize_positions(pos: Positions) -> torch.Tensor:
     min-max over the tokens of each sample, per axis: (p - min) / max(max - min, POINT_EPS).
     """
     coords = pos.coords.float()
-    if pos.grid is not None:
+    if pos.on_grid:  # one grid, or each token's own image grid in a mixed batch (``span_tensor``)
         size = pos.span_tensor()
         return (coords + 0.5) / size
     lo = coords.amin(dim=-2, keepdim=True)

@@ -14,6 +14,7 @@ from torch import nn
 
 from vispe.encodings.base import Encoding, check_heads
 from vispe.encodings.conditional import check_kernel_size, require_grid
+from vispe.layout import add_per_grid
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
@@ -50,8 +51,12 @@ class LePE(Encoding):
         self, v: torch.Tensor, pos: Positions, attn: torch.Tensor | None = None, rows: slice = slice(None)
     ) -> torch.Tensor:
         """The conv term of v's token map; ``attn`` and ``rows`` are unused (it never asks for the weights)."""
+        B, H, T, d = v.shape
+        if pos.layout is not None:  # a mixed batch: each image's conv on its own grid, zero elsewhere
+            flat = v.transpose(1, 2).reshape(B, T, H * d)
+            term = add_per_grid(torch.zeros_like(flat), pos.layout, self.conv, source=flat)
+            return term.reshape(B, T, H, d).transpose(1, 2)
         h, w = require_grid(pos, 'lepe')
-        B, H, _, d = v.shape
         n = pos.num_prefix
         # (B, H, N, d) -> (B, H, d, N) -> (B, H*d, h, w): for the qkv-split v this is a view, no copy
         feat = v[:, :, n:].transpose(-1, -2).reshape(B, H * d, h, w)

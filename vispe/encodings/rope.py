@@ -26,7 +26,7 @@ axes that grew. d_a = head_dim / ndim rotary dims per axis, w_k the frequency of
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -63,14 +63,15 @@ def rotary_table(angles: torch.Tensor, num_prefix: int) -> torch.Tensor:
     return F.pad(table, [0, 0, num_prefix, 0], value=1.0) if num_prefix else table
 
 
-def rotate_pairs(x: torch.Tensor, table: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+def rotate_pairs(x: torch.Tensor, table: torch.Tensor, scale: float | torch.Tensor = 1.0) -> torch.Tensor:
     """Rotate interleaved channel pairs of x (B, H, N, d) by a complex table broadcastable to (B, H, N, d/2).
 
-    ``scale`` multiplies the result (YaRN's logit scaling), in float32 before casting back.
+    ``scale`` multiplies the result (YaRN's logit scaling), in float32 before casting back: a float, or per token
+    a real tensor broadcastable to (B, H, N, 1) (a mixed batch, each image at its own scale).
     """
     pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))  # unflatten: no shape unpacking for FX
     out = pairs * table
-    if scale != 1.0:
+    if isinstance(scale, torch.Tensor) or scale != 1.0:
         out = out * scale
     return torch.view_as_real(out).flatten(-2).type_as(x)
 
@@ -154,6 +155,48 @@ class RotaryStrategies(Encoding):
             grid = (flat.amax(0) - flat.amin(0) + 1).tolist()
         return tuple(max(1.0, float(e) / t) for e, t in zip(grid, self.train_grid))
 
+    def scale_groups(self, pos: Positions) -> dict[tuple[float, ...], list[int]]:
+        """A mixed batch (``pos.layout``): the per-axis scales of each image grid (``axis_scales`` of that grid),
+        and which of ``layout.distinct_grids`` have them."""
+        assert pos.layout is not None
+        groups: dict[tuple[float, ...], list[int]] = {}
+        for i, grid in enumerate(pos.layout.distinct_grids):
+            groups.setdefault(self.axis_scales(pos.coords, grid), []).append(i)
+        return groups
+
+    def image_angles(self, pos: Positions, angles: Callable[[torch.Tensor, Sequence[float]], torch.Tensor]):
+        """``angles(coords, scales)`` at the scales of the positions' grid; in a mixed batch each token's at its own
+        image's (one call per distinct scales, selected per token; padding takes the first)."""
+        if pos.layout is None:
+            return angles(pos.coords, self.axis_scales(pos.coords, pos.grid))
+        groups = self.scale_groups(pos)
+        if len(groups) == 1:
+            return angles(pos.coords, next(iter(groups)))
+        grid_index = pos.layout.token_tables(pos.coords.device)['grid_index']  # (B, L)
+        out: torch.Tensor | None = None
+        for scales, ids in groups.items():
+            values = angles(pos.coords, scales)  # (B, L, d/2), or (B, H, L, d/2)
+            if out is None:
+                out = values
+                continue
+            mask = torch.isin(grid_index, torch.tensor(ids, device=grid_index.device))[..., None]
+            while mask.dim() < values.dim():
+                mask = mask.unsqueeze(1)
+            out = torch.where(mask, values, out)
+        assert out is not None
+        return out
+
+    def qk_scales(self, pos: Positions) -> float | torch.Tensor:
+        """``qk_scale`` of the positions' grid; in a mixed batch of several scales, per token (prefix tokens their
+        image's): (B, 1, T, 1)."""
+        if pos.layout is None:
+            return self.qk_scale(self.axis_scales(pos.coords, pos.grid))
+        layout = pos.layout
+        per_grid = {grid: self.qk_scale(self.axis_scales(pos.coords, grid)) for grid in layout.distinct_grids}
+        if len(set(per_grid.values())) == 1:
+            return next(iter(per_grid.values()))
+        return layout.segment_values([per_grid[g] for g in layout.grids], pos.coords.device)[:, None, :, None]
+
     def qk_scale(self, scales: Sequence[float]) -> float:
         """What q and k are each multiplied by after rotation: sqrt(0.1 ln s + 1) for ``yarn``, else 1."""
         if self.strategy != 'yarn' or all(s == 1.0 for s in scales):
@@ -223,10 +266,13 @@ class RoPEAxial(RotaryStrategies):
         assert self.train_grid is not None  # a scale above 1 needs one (axis_scales)
         return self.freqs * yarn_factors(self.freqs, scale, self.train_grid[axis])  # yarn
 
-    def angles(self, coords: torch.Tensor, grid: Sequence[int] | None = None) -> torch.Tensor:
-        """(..., N, ndim) -> (..., N, d/2) float32, with the strategy applied (``grid``: the token grid, for the
-        scales; without it the coordinates' extent). The last axis comes first (x before y for (row, col))."""
-        freqs = self.axis_frequencies(self.axis_scales(coords, grid))
+    def angles(
+        self, coords: torch.Tensor, grid: Sequence[int] | None = None, scales: Sequence[float] | None = None
+    ) -> torch.Tensor:
+        """(..., N, ndim) -> (..., N, d/2) float32, with the strategy applied at ``scales`` (None: those of
+        ``grid``, the token grid; without it the coordinates' extent). The last axis comes first (x before y for
+        (row, col))."""
+        freqs = self.axis_frequencies(self.axis_scales(coords, grid) if scales is None else scales)
         per_axis = [coords[..., a, None].float() * freqs[a] for a in reversed(range(self.ndim))]
         return torch.cat(per_axis, dim=-1)
 
@@ -235,11 +281,16 @@ class RoPEAxial(RotaryStrategies):
         head axis in front of the tokens either way (shared by the heads), without a branch on the table's rank,
         which an FX trace cannot take."""
         key = pos.cache_key(self.strategy)  # the strategy may change between evaluations of one model
-        table = self._cache.get(key, lambda: rotary_table(self.angles(pos.coords, pos.grid), pos.num_prefix))
+
+        def build() -> torch.Tensor:
+            angles = self.image_angles(pos, lambda coords, scales: self.angles(coords, scales=scales))
+            return rotary_table(angles, pos.num_prefix)
+
+        table = self._cache.get(key, build)
         return table.unsqueeze(-3)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        scale = self.qk_scale(self.axis_scales(pos.coords, pos.grid))
+        scale = self.qk_scales(pos)
         table = self.table(pos)
         return rotate_pairs(q, table, scale), rotate_pairs(k, table, scale)
 
@@ -306,18 +357,22 @@ class RoPEMixed(RotaryStrategies):
                 factors.append(yarn_factors(magnitudes, s, self.train_grid[1 - a]))
         return torch.stack(factors)
 
-    def angles(self, coords: torch.Tensor, grid: Sequence[int] | None = None) -> torch.Tensor:
-        """(..., N, 2) (row, col) -> (..., H, N, d/2); float32 matmul-free so autocast cannot downcast it."""
+    def angles(
+        self, coords: torch.Tensor, grid: Sequence[int] | None = None, scales: Sequence[float] | None = None
+    ) -> torch.Tensor:
+        """(..., N, 2) (row, col) -> (..., H, N, d/2) at ``scales`` (None: those of ``grid``); float32 and
+        matmul-free so autocast cannot downcast it."""
         freqs = self.freqs.float()
-        factors = self.frequency_factors(self.axis_scales(coords, grid))
+        factors = self.frequency_factors(self.axis_scales(coords, grid) if scales is None else scales)
         if factors is not None:
             freqs = freqs * factors
         col, row = coords[..., 1].float(), coords[..., 0].float()
         return col[..., None, :, None] * freqs[0, :, None] + row[..., None, :, None] * freqs[1, :, None]
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        scale = self.qk_scale(self.axis_scales(pos.coords, pos.grid))
-        table = rotary_table(self.angles(pos.coords, pos.grid), pos.num_prefix)  # (..., H, N, d/2)
+        scale = self.qk_scales(pos)
+        angles = self.image_angles(pos, lambda coords, scales: self.angles(coords, scales=scales))
+        table = rotary_table(angles, pos.num_prefix)  # (..., H, N, d/2)
         return rotate_pairs(q, table, scale), rotate_pairs(k, table, scale)
 
 

@@ -1,0 +1,153 @@
+"""Batches of images of different sizes and aspect ratios (vispe.layout, vispe.backbones.mixed_sizes), as
+properties for every registered 2D encoding: an image inside a mixed batch gives what it gives alone, padded or
+packed, and padding tokens never change a real one."""
+
+import pytest
+import torch
+
+import vispe
+from vispe.backbones.mixed_sizes import mixed_tokens
+from vispe.layout import make_layout
+
+ENCODINGS = vispe.list_encodings(ndim=2)  # every image encoding without cameras, new ones included
+#: patch 4: grids 8x8, 4x12, 6x4, 2x2 and 5x3 (one image size twice, so images of one size share a conv / table)
+SIZES = [(32, 32), (16, 48), (24, 16), (8, 8), (20, 12), (16, 48)]
+#: options that make each encoding do work at init (iRPE's tables start at zero, and on V it has its own path)
+OPTIONS = {'irpe': dict(type='irpe', on='qkv'), 'peg': dict(type='peg', blocks=(0, 1))}
+
+
+def model_for(encoding, mode='pad', **overrides):
+    kwargs = dict(img_size=32, patch_size=4, embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0, num_classes=5)
+    model = vispe.create_model(
+        'vit_tiny_patch16_224', encoding=OPTIONS.get(encoding, encoding), mixed_sizes=mode, **{**kwargs, **overrides}
+    )
+    with torch.no_grad():  # zero-initialised tables (iRPE, HARoPE's generators) would hide a wrong lookup
+        for name, p in model.named_parameters():
+            if '.pe.' in name or name.startswith('pe.'):
+                p.add_(torch.randn_like(p) * 0.2)
+    return model.eval()
+
+
+def images(sizes=SIZES):
+    return [torch.randn(3, h, w) for h, w in sizes]
+
+
+@pytest.mark.parametrize('mode', ['pad', 'pack'])
+@pytest.mark.parametrize('encoding', ENCODINGS)
+def test_an_image_in_a_mixed_batch_gives_what_it_gives_alone(encoding, mode):
+    model = model_for(encoding, mode)
+    batch = images()
+    with torch.no_grad():
+        mixed = model(batch)
+        alone = torch.cat([model(x[None]) for x in batch])
+        features = model.forward_features(batch)
+    assert mixed.shape == (len(batch), 5)
+    torch.testing.assert_close(mixed, alone, atol=2e-5, rtol=1e-4)
+    assert [f.shape for f in features] == [(1 + (h // 4) * (w // 4), 32) for h, w in SIZES]
+
+
+@pytest.mark.parametrize('encoding', ENCODINGS)
+def test_padding_tokens_never_change_real_ones(encoding):
+    model = model_for(encoding, 'pack', pack_tokens=80)
+    batch = images()
+    with torch.no_grad():
+        x, pos = mixed_tokens(model, batch)
+        layout = pos.layout
+        pad = layout.segments() < 0  # (B, T)
+        assert pad.any(), 'the layout should have padding for this test to mean something'
+
+        def run(x):
+            mask = layout.attn_mask()
+            for i in range(len(model.blocks)):
+                x = model.run_block(i, x, pos, mask)
+            return layout.unpack(model.norm(x))
+
+        clean = run(x)
+        noisy = run(torch.where(pad[..., None], torch.randn_like(x) * 100, x))
+    for a, b in zip(clean, noisy):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize('strategy', ['interpolate', 'ntk', 'yarn'])
+@pytest.mark.parametrize('encoding', ['rope_axial', 'rope_mixed', 'harope'])
+def test_rotary_strategies_scale_each_image_by_its_own_grid(encoding, strategy):
+    model = model_for(encoding)
+    for attn in model.attentions():
+        for enc in attn.pe.values():
+            enc.strategy = strategy
+    batch = images([(32, 32), (64, 32), (48, 96), (96, 96)])  # scales 1, (2, 1), (1.5, 3), (3, 3)
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch), torch.cat([model(x[None]) for x in batch]), atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize('pool', ['token', 'avg'])
+def test_pooling_and_prefix_tokens_per_image(pool):
+    """Register tokens and average pooling: each image's own prefix tokens and patches, packed several per row."""
+    model = model_for('rope_mixed', 'pack', reg_tokens=2, global_pool=pool, class_token=pool == 'token')
+    batch = images()
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch), torch.cat([model(x[None]) for x in batch]), atol=2e-5, rtol=1e-4)
+
+
+def test_gradients_of_a_mixed_batch_match_those_of_the_images_alone():
+    model = model_for('ape_learned', 'pack').train()
+    batch = images()
+    model(batch).square().sum().backward()
+    mixed = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    sum(model(x[None]).square().sum() for x in batch).backward()
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(mixed[name], p.grad, atol=1e-4, rtol=1e-3, msg=name)
+
+
+def test_a_list_of_one_size_runs_as_the_batch():
+    model = model_for('rope_axial')
+    batch = images([(24, 32)] * 3)
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch), model(torch.stack(batch)))
+
+
+def test_rpe2d_draws_each_image_positions_from_its_own_grid():
+    model = model_for('rope_axial', 'pack', position_sampler=dict(type='rpe2d', max_grid=(24, 24))).train()
+    batch = images()
+    _, pos = mixed_tokens(model, batch)
+    layout = pos.layout
+    for i, (h, w) in enumerate(layout.grids):
+        row, cols = layout.patch_index(i)
+        cols = slice(cols.start - layout.num_prefix, cols.stop - layout.num_prefix)
+        drawn = pos.coords[row, cols].reshape(h, w, 2)
+        rows, columns = drawn[:, 0, 0], drawn[0, :, 1]
+        assert (drawn[..., 0] == rows[:, None]).all() and (drawn[..., 1] == columns[None, :]).all()
+        assert (rows.diff() > 0).all() and (columns.diff() > 0).all()  # sorted, distinct
+        assert rows.max() < 24 and columns.max() < 24
+    assert pos.key is None and pos.extent == (24, 24)
+
+
+def test_packing_fills_rows_first_fit_by_decreasing_length():
+    layout = make_layout([(4, 4), (2, 2), (3, 3), (4, 2), (1, 1)], prefix_per_image=1, mode='pack', capacity=20)
+    # by decreasing size: 16 -> row 0; 9 -> row 1; 8 -> row 1 (17); 4 -> row 0 (20, full); 1 -> row 1 (18)
+    assert layout.rows == (0, 0, 1, 1, 1) and layout.num_rows == 2
+    assert layout.starts == (0, 16, 0, 9, 17)
+    assert layout.length == 20 and layout.slots_per_row == 3 and layout.num_prefix == 3
+    seg = layout.segments()
+    assert seg.shape == (2, 21)
+    assert seg[0, :3].tolist() == [0, 1, -1]  # row 0 holds two images: its third prefix slot is padding
+    assert seg[1, 3 + 18 :].tolist() == [-1, -1]  # row 1's last two columns are padding
+    mask = layout.attn_mask()[:, 0]
+    assert mask.any(-1).all(), 'every query attends to at least one key (no all-masked row)'
+    with pytest.raises(ValueError, match='pack_tokens=10 is smaller than an image of 16'):
+        make_layout([(4, 4)], 1, 'pack', capacity=10)
+
+
+def test_bad_mixed_inputs_say_what_to_fix():
+    model = model_for('rope_axial')
+    with pytest.raises(ValueError, match='one \\(C, H, W\\) tensor per image'):
+        model([torch.randn(1, 3, 32, 32)])
+    with pytest.raises(ValueError, match='not divisible by the patch size'):
+        model([torch.randn(3, 32, 32), torch.randn(3, 30, 32)])
+    with pytest.raises(ValueError, match='attends within each image'):
+        model.forward_features([torch.randn(3, 32, 32)], attn_mask=torch.ones(1, 1, 65, 65, dtype=torch.bool))
+    with pytest.raises(ValueError, match="mixed_sizes must be one of \\['pad', 'pack'\\]"):
+        model_for('rope_axial', mode='packed')
+    with pytest.raises(ValueError, match='forward_intermediates takes a \\(B, C, H, W\\) batch'):
+        model.forward_intermediates([torch.randn(3, 32, 32)])

@@ -1,0 +1,106 @@
+"""The vispe ViT on a list of images of different sizes and aspect ratios (``vispe.layout``).
+
+``VisionTransformerPE`` takes a list of (C, H_i, W_i) images wherever it takes a (B, C, H, W) batch: ``forward``
+returns (len(list), num_classes) logits, ``forward_features`` a list of (P + h_i * w_i, D) token tensors (prefix
+first), ``forward_head`` pools each. A list of images of one size runs as the stacked batch. Otherwise each image
+is patch-embedded (images of one size together), its tokens are laid out by the model's ``mixed_sizes`` ('pad': one
+image per row, padded to the longest; 'pack': several per row, up to ``pack_tokens`` patch tokens each), and the
+blocks attend within each image only (the layout's mask, combined with every encoding's logit bias). Every output
+equals that of the image alone, to float tolerance: padding and the other images never reach a real token.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+import torch
+
+from vispe.layout import TokenLayout, make_layout
+from vispe.positions import Positions
+
+if TYPE_CHECKING:
+    from vispe.backbones.vit import VisionTransformerPE
+
+
+def check_images(owner: str, images: list | tuple) -> list[torch.Tensor]:
+    """The images of a mixed batch as a list of (C, H, W) tensors of one dtype; a ValueError saying what is wrong."""
+    if not images:
+        raise ValueError(f'{owner}: got an empty list of images')
+    bad = [i for i, x in enumerate(images) if not isinstance(x, torch.Tensor) or x.dim() != 3]
+    if bad:
+        shapes = [
+            tuple(images[i].shape) if isinstance(images[i], torch.Tensor) else type(images[i]).__name__ for i in bad[:3]
+        ]
+        raise ValueError(
+            f'{owner}: a list input holds one (C, H, W) tensor per image; items {bad[:3]} are {shapes} (a batch of '
+            'one size is a (B, C, H, W) tensor, not a list)'
+        )
+    return list(images)
+
+
+def same_size(images: list[torch.Tensor]) -> bool:
+    return all(x.shape == images[0].shape for x in images)
+
+
+def mixed_tokens(model: VisionTransformerPE, images: list[torch.Tensor]) -> tuple[torch.Tensor, Positions]:
+    """A list of images of several sizes -> tokens (B, T, D) in the model's layout, embed hooks applied and prefix
+    tokens in each image's slot, and their ``Positions`` (with the layout)."""
+    for x in images:
+        model.check_input(x[None])
+    by_size: dict[tuple[int, ...], list[int]] = {}
+    for i, x in enumerate(images):
+        by_size.setdefault(tuple(x.shape), []).append(i)
+    embedded: list[torch.Tensor | None] = [None] * len(images)
+    for indices in by_size.values():
+        patches = model.patch_embed(torch.stack([images[i] for i in indices]))  # (n, h, w, D)
+        for i, p in zip(indices, patches):
+            embedded[i] = p
+    tokens = cast(list[torch.Tensor], embedded)
+    layout = make_layout(
+        [(t.shape[0], t.shape[1]) for t in tokens], model.num_prefix_tokens, model.mixed_sizes, model.pack_tokens
+    )
+    D = tokens[0].shape[-1]
+    flat = tokens[0].new_zeros(layout.num_rows * layout.length, D)
+    for i, t in enumerate(tokens):
+        row, cols = layout.patch_index(i)
+        start = row * layout.length + cols.start - layout.num_prefix
+        flat = flat.index_copy(
+            0, torch.arange(start, start + t.shape[0] * t.shape[1], device=flat.device), t.reshape(-1, D)
+        )
+    x = flat.reshape(layout.num_rows, layout.length, D)
+    device = x.device
+    pos = Positions(layout.coords(device), num_prefix=layout.num_prefix, key=layout.key, layout=layout)
+    if model.training and model.position_sampler is not None:
+        pos = model.position_sampler(pos, layout.num_rows)
+    x = model.encoding_stack.embed(x, pos)
+    prefix = [t for t in (model.cls_token, model.reg_token) if t is not None]
+    if prefix:  # each slot's prefix tokens (cls, registers), the same for every image
+        per_image = torch.cat(prefix, dim=1)  # (1, P, D)
+        x = torch.cat([per_image.repeat(1, layout.slots_per_row, 1).expand(layout.num_rows, -1, -1), x], dim=1)
+    return model.norm_pre(model.pos_drop(x)), pos
+
+
+def mixed_features(model: VisionTransformerPE, images: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``forward_features`` of a list of images of several sizes: per image its (P + h*w, D) final tokens."""
+    x, pos = mixed_tokens(model, images)
+    layout = cast(TokenLayout, pos.layout)
+    mask = layout.attn_mask(x.device)
+    for i in range(len(model.blocks)):
+        x = model.run_block(i, x, pos, mask)
+    return layout.unpack(model.norm(x))
+
+
+def pool_list(model: VisionTransformerPE, tokens: list[torch.Tensor]) -> torch.Tensor:
+    """timm's pooling (``model.pool``: cls token, average, attention pool ...) of each image's (P + n, D) tokens:
+    (len(tokens), D). Images with the same token count are pooled together; none sees another's tokens."""
+    by_length: dict[int, list[int]] = {}
+    for i, t in enumerate(tokens):
+        by_length.setdefault(t.shape[0], []).append(i)
+    pooled: list[torch.Tensor | None] = [None] * len(tokens)
+    for indices in by_length.values():
+        for i, p in zip(indices, model.pool(torch.stack([tokens[i] for i in indices]))):
+            pooled[i] = p
+    return torch.stack(cast(list[torch.Tensor], pooled))
+
+
+__all__ = ['check_images', 'mixed_features', 'mixed_tokens', 'pool_list', 'same_size']

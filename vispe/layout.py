@@ -1,0 +1,259 @@
+"""Batches of images of different sizes: how their tokens sit in a (B, T, D) tensor (``TokenLayout``).
+
+A layout places each image's prefix tokens (cls, registers) and patch tokens in one row of the batch:
+
+- ``pad``: one image per row, rows padded to the longest sequence (NaFlex); ``pack``: several images per row,
+  first-fit by decreasing length into rows of ``capacity`` patch tokens (NaViT's patch-n'-pack).
+- A row holds S image slots (S = the most images any row holds; 1 when padding). Its first S * P tokens are the
+  prefix tokens of its images, slot by slot (P per image), then the images' patch tokens one after another, then
+  padding. Prefix tokens stay in front of the row, so every encoding's ``num_prefix`` rule holds: the row's
+  ``num_prefix`` is S * P, and encodings never position or rotate those tokens.
+- ``segments`` (B, T): each token's slot in its row, -1 for padding (empty prefix slots included). Attention runs
+  where the segments of query and key are equal (``attn_mask``): a real token sees only its own image, padding
+  sees only padding, and no row is ever all masked.
+
+``Positions.layout`` carries it to the encodings; ``Positions.coords`` are then (B, L, 2) per-token (row, col) in
+the token's own image (0 on padding), and ``Positions.grid`` is None (there is no one grid). Encodings on a grid
+read the layout: ``grid_index`` and ``token_index`` (which image grid and which cell each token is), ``token_grid``
+(each token's (h, w), for normalised coordinates and per-image strategy scales), and ``grid_groups`` (the images
+of each distinct size with the flat indices of their patch tokens, for per-image convolutions and tables).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+MODES = ('pad', 'pack')
+
+
+@dataclass(frozen=True)
+class GridGroup:
+    """The images of one grid size: ``images`` (their indices in input order) and ``index`` (n, h*w) long, the
+    flat indices ``row * T + column`` of their patch tokens in the (B * T) tokens, row-major over each grid."""
+
+    grid: tuple[int, int]
+    images: tuple[int, ...]
+    index: torch.Tensor
+
+
+@dataclass(eq=False)
+class TokenLayout:
+    """Where each image of a mixed batch sits (see the module docstring); build it with ``make_layout``.
+
+    Attributes (per image, in input order): ``grids`` (h, w), ``rows`` its row, ``slots`` its slot in the row,
+    ``starts`` where its patch tokens begin after the row's prefix. ``num_rows`` B, ``slots_per_row`` S,
+    ``prefix_per_image`` P, ``length`` L, the patch tokens per row (T = S * P + L tokens in all).
+    """
+
+    grids: tuple[tuple[int, int], ...]
+    rows: tuple[int, ...]
+    slots: tuple[int, ...]
+    starts: tuple[int, ...]
+    num_rows: int
+    slots_per_row: int
+    prefix_per_image: int
+    length: int
+    _tensors: dict[tuple[str, torch.device], object] = field(default_factory=dict, repr=False)
+
+    @property
+    def num_images(self) -> int:
+        return len(self.grids)
+
+    @property
+    def num_prefix(self) -> int:
+        """Prefix tokens in front of each row: every slot's P."""
+        return self.slots_per_row * self.prefix_per_image
+
+    @property
+    def total(self) -> int:
+        """T, tokens per row."""
+        return self.num_prefix + self.length
+
+    @property
+    def key(self) -> Hashable:
+        """Names the layout (every position table derived from it is a function of this)."""
+        return ('layout', self.grids, self.rows, self.slots, self.starts, self.prefix_per_image, self.length)
+
+    @property
+    def distinct_grids(self) -> tuple[tuple[int, int], ...]:
+        """The grid sizes present, in order of first appearance; ``grid_index`` indexes into them."""
+        return tuple(dict.fromkeys(self.grids))
+
+    def real_tokens(self) -> int:
+        """Patch tokens of the images (padding and prefix excluded)."""
+        return sum(h * w for h, w in self.grids)
+
+    def _cached(self, name: str, device: torch.device | None, build):
+        key = (name, torch.device(device) if device is not None else torch.device('cpu'))
+        if key not in self._tensors:
+            self._tensors[key] = build(key[1])
+        return self._tensors[key]
+
+    # --- per-token tensors over the L patch columns of each row -------------------------------------------------
+    def _token_tables(self, device: torch.device) -> dict[str, torch.Tensor]:
+        B, L = self.num_rows, self.length
+        coords = torch.zeros(B, L, 2)
+        token_grid = torch.ones(B, L, 2)
+        grid_index = torch.full((B, L), -1, dtype=torch.long)
+        token_index = torch.full((B, L), -1, dtype=torch.long)
+        image = torch.full((B, L), -1, dtype=torch.long)
+        ids = {g: i for i, g in enumerate(self.distinct_grids)}
+        for i, ((h, w), row, start) in enumerate(zip(self.grids, self.rows, self.starts)):
+            cells = slice(start, start + h * w)
+            r, c = torch.meshgrid(torch.arange(h), torch.arange(w), indexing='ij')
+            coords[row, cells] = torch.stack([r, c], dim=-1).reshape(-1, 2).float()
+            token_grid[row, cells] = torch.tensor([float(h), float(w)])
+            grid_index[row, cells] = ids[(h, w)]
+            token_index[row, cells] = torch.arange(h * w)
+            image[row, cells] = i
+        tables = dict(coords=coords, token_grid=token_grid, grid_index=grid_index, token_index=token_index, image=image)
+        return {k: v.to(device) for k, v in tables.items()}
+
+    def token_tables(self, device: torch.device | None = None) -> dict[str, torch.Tensor]:
+        """(B, L) / (B, L, 2) tensors of the patch columns: ``coords`` (row, col) in the token's image (0 on
+        padding), ``token_grid`` its image's (h, w) (1, 1 on padding), ``grid_index`` into ``distinct_grids`` and
+        ``token_index`` (row-major cell in its grid) and ``image`` (input index); -1 on padding."""
+        return self._cached('tokens', device, self._token_tables)
+
+    def coords(self, device: torch.device | None = None) -> torch.Tensor:
+        return self.token_tables(device)['coords']
+
+    def token_grid(self, device: torch.device | None = None) -> torch.Tensor:
+        return self.token_tables(device)['token_grid']
+
+    def segments(self, device: torch.device | None = None) -> torch.Tensor:
+        """(B, T) long: each token's slot in its row (prefix tokens included), -1 for padding."""
+
+        def build(dev: torch.device) -> torch.Tensor:
+            seg = torch.full((self.num_rows, self.total), -1, dtype=torch.long)
+            P = self.prefix_per_image
+            for (h, w), row, slot, start in zip(self.grids, self.rows, self.slots, self.starts):
+                seg[row, slot * P : (slot + 1) * P] = slot
+                seg[row, self.num_prefix + start : self.num_prefix + start + h * w] = slot
+            return seg.to(dev)
+
+        return self._cached('segments', device, build)
+
+    def attn_mask(self, device: torch.device | None = None) -> torch.Tensor:
+        """(B, 1, T, T) bool, True where query and key share a segment: SDPA's boolean ``attn_mask``."""
+
+        def build(dev: torch.device) -> torch.Tensor:
+            seg = self.segments(dev)
+            return (seg[:, :, None] == seg[:, None, :]).unsqueeze(1)
+
+        return self._cached('mask', device, build)
+
+    def segment_values(self, values: Sequence[float], device: torch.device | None = None) -> torch.Tensor:
+        """(B, T) float32: each token's entry of the per-image ``values`` (prefix tokens their image's), 1 on
+        padding."""
+        out = torch.ones(self.num_rows, self.total)
+        P = self.prefix_per_image
+        for value, (h, w), row, slot, start in zip(values, self.grids, self.rows, self.slots, self.starts):
+            out[row, slot * P : (slot + 1) * P] = value
+            out[row, self.num_prefix + start : self.num_prefix + start + h * w] = value
+        return out.to(device)
+
+    # --- per-image access ---------------------------------------------------------------------------------------
+    def patch_index(self, image: int) -> tuple[int, slice]:
+        """(row, columns) of image ``image``'s patch tokens in the (B, T, ...) tokens."""
+        (h, w), start = self.grids[image], self.num_prefix + self.starts[image]
+        return self.rows[image], slice(start, start + h * w)
+
+    def prefix_index(self, image: int) -> tuple[int, slice]:
+        """(row, columns) of image ``image``'s prefix tokens."""
+        P = self.prefix_per_image
+        return self.rows[image], slice(self.slots[image] * P, (self.slots[image] + 1) * P)
+
+    def grid_groups(self, device: torch.device | None = None) -> list[GridGroup]:
+        """The images of each distinct grid, with the flat (row * T + column) indices of their patch tokens."""
+
+        def build(dev: torch.device) -> list[GridGroup]:
+            groups = []
+            for grid in self.distinct_grids:
+                images = tuple(i for i, g in enumerate(self.grids) if g == grid)
+                index = []
+                for i in images:
+                    row, cols = self.patch_index(i)
+                    index.append(torch.arange(cols.start, cols.stop) + row * self.total)
+                groups.append(GridGroup(grid, images, torch.stack(index).to(dev)))
+            return groups
+
+        return self._cached('groups', device, build)
+
+    def unpack(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """(B, T, ...) -> per image, in input order, its (P + h*w, ...) tokens: prefix first, then patches."""
+        out = []
+        for i in range(self.num_images):
+            row, prefix = self.prefix_index(i)
+            _, patches = self.patch_index(i)
+            out.append(torch.cat([x[row, prefix], x[row, patches]]) if self.prefix_per_image else x[row, patches])
+        return out
+
+
+def add_per_grid(
+    x: torch.Tensor,
+    layout: TokenLayout,
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    source: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``x`` (B, T, C) plus, on each image's patch tokens, ``fn`` of that image's tokens of ``source`` (default
+    ``x``; same shape) laid out on its grid: ``fn`` maps (n, C, h, w), the n images of one size, to the same shape.
+    Padding and prefix tokens keep their value; no image sees another's tokens (a conv's zero padding is each
+    image's own border)."""
+    B, T, C = x.shape
+    flat = x.reshape(B * T, C)
+    src = flat if source is None else source.reshape(B * T, C)
+    for group in layout.grid_groups(x.device):
+        h, w = group.grid
+        feat = src[group.index].transpose(1, 2).reshape(-1, C, h, w)  # (n, C, h, w)
+        added = fn(feat).reshape(-1, C, h * w).transpose(1, 2)
+        flat = flat.index_add(0, group.index.reshape(-1), added.reshape(-1, C).to(flat.dtype))
+    return flat.reshape(B, T, C)
+
+
+def make_layout(
+    grids: Sequence[tuple[int, int]], prefix_per_image: int, mode: str = 'pad', capacity: int | None = None
+) -> TokenLayout:
+    """The layout of images with token ``grids`` (h, w), in input order.
+
+    ``mode='pad'``: one image per row, L = the longest image. ``mode='pack'``: first-fit of the images by decreasing
+    token count (ties in input order) into rows of ``capacity`` patch tokens (None: the longest image's), L = the
+    fullest row; an image longer than ``capacity`` is an error.
+    """
+    if mode not in MODES:
+        raise ValueError(
+            f'mixed_sizes must be one of {list(MODES)} (padding to the longest image, or packing), got {mode!r}'
+        )
+    if not grids:
+        raise ValueError('a mixed batch needs at least one image')
+    sizes = [h * w for h, w in grids]
+    if mode == 'pad':
+        rows, slots, starts = tuple(range(len(grids))), (0,) * len(grids), (0,) * len(grids)
+        return TokenLayout(tuple(grids), rows, slots, starts, len(grids), 1, prefix_per_image, max(sizes))
+    cap = max(sizes) if capacity is None else int(capacity)
+    if max(sizes) > cap:
+        raise ValueError(
+            f'pack_tokens={cap} is smaller than an image of {max(sizes)} patch tokens; raise pack_tokens to at '
+            f'least {max(sizes)} (or None: the longest image)'
+        )
+    fill: list[int] = []  # patch tokens used per row
+    count: list[int] = []  # images per row
+    row_of, slot_of, start_of = [0] * len(grids), [0] * len(grids), [0] * len(grids)
+    for i in sorted(range(len(grids)), key=lambda i: -sizes[i]):
+        row = next((r for r, used in enumerate(fill) if used + sizes[i] <= cap), None)
+        if row is None:
+            row = len(fill)
+            fill.append(0)
+            count.append(0)
+        row_of[i], slot_of[i], start_of[i] = row, count[row], fill[row]
+        fill[row] += sizes[i]
+        count[row] += 1
+    return TokenLayout(
+        tuple(grids), tuple(row_of), tuple(slot_of), tuple(start_of), len(fill), max(count), prefix_per_image, max(fill)
+    )
+
+
+__all__ = ['MODES', 'GridGroup', 'TokenLayout', 'add_per_grid', 'make_layout']
