@@ -130,7 +130,7 @@ def test_packing_fills_rows_first_fit_by_decreasing_length():
     assert layout.starts == (0, 16, 0, 9, 17)
     assert layout.length == 20 and layout.slots_per_row == 3 and layout.num_prefix == 3
     seg = layout.segments()
-    assert seg.shape == (2, 21)
+    assert seg.shape == (2, 23)
     assert seg[0, :3].tolist() == [0, 1, -1]  # row 0 holds two images: its third prefix slot is padding
     assert seg[1, 3 + 18 :].tolist() == [-1, -1]  # row 1's last two columns are padding
     mask = layout.attn_mask()[:, 0]
