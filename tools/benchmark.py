@@ -3,11 +3,15 @@ r"""Time one training step (forward + backward) of a ViT, or of one attention la
     python tools/benchmark.py --model vit_small_patch16_224 --img-size 224 --batch-size 8 \
         --encodings ape_learned rope_axial irpe irpe:mode=bias --repeats 10 [--level attention] [--device cuda] \
         [--amp] [--compile] [--scaling [224 448 672]]
+    python tools/benchmark.py --mixed-sizes --model vit_tiny_patch16_224 --img-size 64 --batch-size 32 \
+        --encodings rope_mixed peg --model-kwargs patch_size=8 depth=4
     python tools/benchmark.py --throughput configs/vit/vit_tiny_rope_mixed_shapes2d_position.py [--iters 30] \
         [--rounds 3] [--amp] [--compile] [--device cuda] [--cfg-options train_dataloader.batch_size=32]
 
 Prints the configuration and a table (median ms, min ms, ratio to the baseline's median, peak MB, SDPA kernel)
-and writes JSON. ``--scaling`` runs every size and adds how each encoding's cost grows against the baseline's.
+and writes JSON. ``--mixed-sizes`` times a fixed-size batch against padded and packed batches of mixed sizes at the
+same token count, per encoding (targets: padded <= 1.15x, packed <= 1.05x; vispe/evaluation/benchmark_mixed.py).
+``--scaling`` runs every size and adds how each encoding's cost grows against the baseline's.
 ``--throughput CONFIG`` instead trains the config's model through the mmengine Runner and through a plain PyTorch
 loop, side by side, and prints images/s and their ratio (target: Runner within 1.05x; vispe/evaluation/throughput.py).
 Method and caveats: vispe/evaluation/benchmark.py (and benchmark_subjects.py, benchmark_timing.py).
@@ -33,6 +37,7 @@ from vispe.evaluation.benchmark import (
     measure_scaling,
     normalize_img_size,
 )
+from vispe.evaluation.benchmark_mixed import mixed_markdown, run_mixed_benchmark
 from vispe.evaluation.benchmark_report import (
     print_report,
     print_scaling,
@@ -80,6 +85,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         'encoding grows against the baseline; replaces --img-size',
     )
     p.add_argument('--seed', type=int, default=0)
+    p.add_argument(
+        '--mixed-sizes',
+        action='store_true',
+        help='time fixed vs padded vs packed batches of mixed image sizes at the same token count, per encoding',
+    )
+    p.add_argument(
+        '--model-kwargs',
+        nargs='+',
+        action=DictAction,
+        default={},
+        metavar='KEY=VALUE',
+        help='timm model arguments, e.g. patch_size=8 depth=4 embed_dim=192',
+    )
     p.add_argument(
         '--throughput',
         metavar='CONFIG',
@@ -131,6 +149,21 @@ def throughput(args: argparse.Namespace) -> int:
     return 0
 
 
+def mixed_sizes(cfg: BenchmarkConfig, out: str | None) -> int:
+    """--mixed-sizes: fixed vs padded vs packed batches per encoding."""
+    encodings = cfg.encodings or ['ape_learned', 'rope_mixed']
+    try:
+        report = run_mixed_benchmark(cfg, encodings)
+    except (ValueError, TypeError) as err:
+        print(f'benchmark.py: error: {err}', file=sys.stderr)
+        return 2
+    print(mixed_markdown(report))
+    h, w = cfg.img_size
+    path = write_report(report, out or Path('outputs') / 'benchmark' / f'mixed_sizes_{cfg.model}_{h}x{w}.json')
+    print(f'wrote {path}')
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.threads:
@@ -157,7 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         amp=args.amp,
         compile=args.compile,
+        model_kwargs=dict(args.model_kwargs),
     )
+    if args.mixed_sizes:
+        return mixed_sizes(cfg, args.out)
     sizes = None if args.scaling is None else (args.scaling or list(SCALING_SIZES))
     try:  # bad names, sizes or arguments: vispe's message says what to fix, before anything is timed
         if sizes is None:

@@ -93,23 +93,41 @@ class TokenLayout:
         return self._tensors[key]
 
     # --- per-token tensors over the L patch columns of each row -------------------------------------------------
+    def _per_cell(self) -> dict[str, torch.Tensor]:
+        """Every image's patch cells, images in input order, as flat (sum of h*w,) tensors: ``image``, ``cell``
+        (row-major in its grid), the grid's ``h`` and ``w``, and ``column``, its place in the (B * L) patch
+        columns. Vectorised: a mixed batch builds its layout at every step."""
+
+        def build(_: torch.device) -> dict[str, torch.Tensor]:
+            h = torch.tensor([g[0] for g in self.grids])
+            w = torch.tensor([g[1] for g in self.grids])
+            sizes = h * w
+            image = torch.repeat_interleave(torch.arange(self.num_images), sizes)
+            first = torch.cumsum(sizes, 0) - sizes  # where each image's cells begin in the flat list
+            cell = torch.arange(int(sizes.sum())) - first[image]
+            base = torch.tensor(self.rows) * self.length + torch.tensor(self.starts)
+            return dict(image=image, cell=cell, h=h[image], w=w[image], column=base[image] + cell)
+
+        return self._cached('cells', None, build)
+
     def _token_tables(self, device: torch.device) -> dict[str, torch.Tensor]:
         B, L = self.num_rows, self.length
-        coords = torch.zeros(B, L, 2)
-        token_grid = torch.ones(B, L, 2)
-        grid_index = torch.full((B, L), -1, dtype=torch.long)
-        token_index = torch.full((B, L), -1, dtype=torch.long)
-        image = torch.full((B, L), -1, dtype=torch.long)
+        cells = self._per_cell()
+        column, cell, h, w, image = cells['column'], cells['cell'], cells['h'], cells['w'], cells['image']
         ids = {g: i for i, g in enumerate(self.distinct_grids)}
-        for i, ((h, w), row, start) in enumerate(zip(self.grids, self.rows, self.starts)):
-            cells = slice(start, start + h * w)
-            r, c = torch.meshgrid(torch.arange(h), torch.arange(w), indexing='ij')
-            coords[row, cells] = torch.stack([r, c], dim=-1).reshape(-1, 2).float()
-            token_grid[row, cells] = torch.tensor([float(h), float(w)])
-            grid_index[row, cells] = ids[(h, w)]
-            token_index[row, cells] = torch.arange(h * w)
-            image[row, cells] = i
-        tables = dict(coords=coords, token_grid=token_grid, grid_index=grid_index, token_index=token_index, image=image)
+        grid_of_image = torch.tensor([ids[g] for g in self.grids])
+        coords = torch.zeros(B * L, 2).index_copy_(0, column, torch.stack([cell // w, cell % w], -1).float())
+        token_grid = torch.ones(B * L, 2).index_copy_(0, column, torch.stack([h, w], -1).float())
+        grid_index = torch.full((B * L,), -1, dtype=torch.long).index_copy_(0, column, grid_of_image[image])
+        token_index = torch.full((B * L,), -1, dtype=torch.long).index_copy_(0, column, cell)
+        image_of = torch.full((B * L,), -1, dtype=torch.long).index_copy_(0, column, image)
+        tables = dict(
+            coords=coords.reshape(B, L, 2),
+            token_grid=token_grid.reshape(B, L, 2),
+            grid_index=grid_index.reshape(B, L),
+            token_index=token_index.reshape(B, L),
+            image=image_of.reshape(B, L),
+        )
         return {k: v.to(device) for k, v in tables.items()}
 
     def token_tables(self, device: torch.device | None = None) -> dict[str, torch.Tensor]:
@@ -124,16 +142,42 @@ class TokenLayout:
     def token_grid(self, device: torch.device | None = None) -> torch.Tensor:
         return self.token_tables(device)['token_grid']
 
+    def table_index(self, device: torch.device | None = None) -> torch.Tensor:
+        """(B, L) long: for tables of the ``distinct_grids`` concatenated row-major (grid after grid) with one more
+        row at the end, each patch column's row in it: its grid's offset plus its cell; padding: the last row. A
+        table per grid size, gathered with this, gives every token its own image's entry."""
+
+        def build(dev: torch.device) -> torch.Tensor:
+            tokens = self.token_tables(dev)
+            sizes = torch.tensor([0] + [h * w for h, w in self.distinct_grids], device=dev)
+            offsets = sizes.cumsum(0)
+            grid, cell = tokens['grid_index'], tokens['token_index']
+            return torch.where(grid >= 0, offsets[grid.clamp_min(0)] + cell, offsets[-1])
+
+        return self._cached('table_index', device, build)
+
+    def _prefix_tokens(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(n * P,) flat (row * T + column) indices of every image's prefix tokens (input order) and their images."""
+        P = self.prefix_per_image
+        image = torch.arange(self.num_images).repeat_interleave(P)
+        base = torch.tensor(self.rows) * self.total + torch.tensor(self.slots) * P
+        return base[image] + torch.arange(P).repeat(self.num_images), image
+
+    def _patch_tokens(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(sum of h*w,) flat (row * T + column) indices of every image's patch tokens and their images."""
+        cells = self._per_cell()
+        rows = cells['column'] // self.length
+        return cells['column'] + rows * self.num_prefix + self.num_prefix, cells['image']
+
     def segments(self, device: torch.device | None = None) -> torch.Tensor:
         """(B, T) long: each token's slot in its row (prefix tokens included), -1 for padding."""
 
         def build(dev: torch.device) -> torch.Tensor:
-            seg = torch.full((self.num_rows, self.total), -1, dtype=torch.long)
-            P = self.prefix_per_image
-            for (h, w), row, slot, start in zip(self.grids, self.rows, self.slots, self.starts):
-                seg[row, slot * P : (slot + 1) * P] = slot
-                seg[row, self.num_prefix + start : self.num_prefix + start + h * w] = slot
-            return seg.to(dev)
+            slots = torch.tensor(self.slots)
+            seg = torch.full((self.num_rows * self.total,), -1, dtype=torch.long)
+            for index, image in (self._prefix_tokens(), self._patch_tokens()):
+                seg.index_copy_(0, index, slots[image])
+            return seg.reshape(self.num_rows, self.total).to(dev)
 
         return self._cached('segments', device, build)
 
@@ -149,12 +193,11 @@ class TokenLayout:
     def segment_values(self, values: Sequence[float], device: torch.device | None = None) -> torch.Tensor:
         """(B, T) float32: each token's entry of the per-image ``values`` (prefix tokens their image's), 1 on
         padding."""
-        out = torch.ones(self.num_rows, self.total)
-        P = self.prefix_per_image
-        for value, (h, w), row, slot, start in zip(values, self.grids, self.rows, self.slots, self.starts):
-            out[row, slot * P : (slot + 1) * P] = value
-            out[row, self.num_prefix + start : self.num_prefix + start + h * w] = value
-        return out.to(device)
+        per_image = torch.tensor([float(v) for v in values])
+        out = torch.ones(self.num_rows * self.total)
+        for index, image in (self._prefix_tokens(), self._patch_tokens()):
+            out.index_copy_(0, index, per_image[image])
+        return out.reshape(self.num_rows, self.total).to(device)
 
     # --- per-image access ---------------------------------------------------------------------------------------
     def patch_index(self, image: int) -> tuple[int, slice]:
@@ -171,26 +214,45 @@ class TokenLayout:
         """The images of each distinct grid, with the flat (row * T + column) indices of their patch tokens."""
 
         def build(dev: torch.device) -> list[GridGroup]:
+            patches, image = self._patch_tokens()  # image-major, each image row-major
             groups = []
             for grid in self.distinct_grids:
                 images = tuple(i for i, g in enumerate(self.grids) if g == grid)
-                index = []
-                for i in images:
-                    row, cols = self.patch_index(i)
-                    index.append(torch.arange(cols.start, cols.stop) + row * self.total)
-                groups.append(GridGroup(grid, images, torch.stack(index).to(dev)))
+                index = patches[torch.isin(image, torch.tensor(images))].reshape(len(images), grid[0] * grid[1])
+                groups.append(GridGroup(grid, images, index.to(dev)))
             return groups
 
         return self._cached('groups', device, build)
 
+    def patch_columns(self, device: torch.device | None = None) -> torch.Tensor:
+        """(sum of h*w,) long: where the images' patch tokens go in the (B * L) patch columns of the rows, images in
+        input order, each row-major (``place``)."""
+        return self._cached('columns', device, lambda dev: self._per_cell()['column'].to(dev))
+
+    def place(self, tokens: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Per image (input order) its (h*w, D) patch tokens -> the (B, L, D) patch columns, zero on padding."""
+        flat = torch.cat(list(tokens))
+        out = flat.new_zeros(self.num_rows * self.length, flat.shape[-1])
+        return out.index_copy(0, self.patch_columns(flat.device), flat).reshape(self.num_rows, self.length, -1)
+
+    def image_tokens(self, device: torch.device | None = None) -> torch.Tensor:
+        """(sum of P + h*w,) long: the flat (row * T + column) indices of every image's tokens, prefix first, images in
+        input order (``unpack``)."""
+
+        def build(dev: torch.device) -> torch.Tensor:
+            prefix, prefix_image = self._prefix_tokens()
+            patches, patch_image = self._patch_tokens()
+            index, image = torch.cat([prefix, patches]), torch.cat([prefix_image, patch_image])
+            order = torch.sort(image, stable=True).indices  # per image: its prefix, then its patches
+            return index[order].to(dev)
+
+        return self._cached('images', device, build)
+
     def unpack(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """(B, T, ...) -> per image, in input order, its (P + h*w, ...) tokens: prefix first, then patches."""
-        out = []
-        for i in range(self.num_images):
-            row, prefix = self.prefix_index(i)
-            _, patches = self.patch_index(i)
-            out.append(torch.cat([x[row, prefix], x[row, patches]]) if self.prefix_per_image else x[row, patches])
-        return out
+        """(B, T, ...) -> per image, in input order, its (P + h*w, ...) tokens: prefix first, then patches. One
+        gather (its backward one scatter), then views."""
+        flat = x.reshape(self.num_rows * self.total, *x.shape[2:])[self.image_tokens(x.device)]
+        return list(flat.split([self.prefix_per_image + h * w for h, w in self.grids]))
 
 
 def add_per_grid(

@@ -45,11 +45,14 @@ def same_size(images: list[torch.Tensor]) -> bool:
 def mixed_tokens(model: VisionTransformerPE, images: list[torch.Tensor]) -> tuple[torch.Tensor, Positions]:
     """A list of images of several sizes -> tokens (B, T, D) in the model's layout, embed hooks applied and prefix
     tokens in each image's slot, and their ``Positions`` (with the layout)."""
-    for x in images:
-        model.check_input(x[None])
     by_size: dict[tuple[int, ...], list[int]] = {}
     for i, x in enumerate(images):
         by_size.setdefault(tuple(x.shape), []).append(i)
+    for indices in by_size.values():
+        model.check_input(images[indices[0]][None])
+    if len({x.dtype for x in images}) > 1:
+        dtypes = sorted({str(x.dtype) for x in images})
+        raise ValueError(f'VisionTransformerPE: the images of a list must share one dtype, got {dtypes}')
     embedded: list[torch.Tensor | None] = [None] * len(images)
     for indices in by_size.values():
         patches = model.patch_embed(torch.stack([images[i] for i in indices]))  # (n, h, w, D)
@@ -59,15 +62,7 @@ def mixed_tokens(model: VisionTransformerPE, images: list[torch.Tensor]) -> tupl
     layout = make_layout(
         [(t.shape[0], t.shape[1]) for t in tokens], model.num_prefix_tokens, model.mixed_sizes, model.pack_tokens
     )
-    D = tokens[0].shape[-1]
-    flat = tokens[0].new_zeros(layout.num_rows * layout.length, D)
-    for i, t in enumerate(tokens):
-        row, cols = layout.patch_index(i)
-        start = row * layout.length + cols.start - layout.num_prefix
-        flat = flat.index_copy(
-            0, torch.arange(start, start + t.shape[0] * t.shape[1], device=flat.device), t.reshape(-1, D)
-        )
-    x = flat.reshape(layout.num_rows, layout.length, D)
+    x = layout.place([t.reshape(-1, t.shape[-1]) for t in tokens])  # (B, L, D)
     device = x.device
     pos = Positions(layout.coords(device), num_prefix=layout.num_prefix, key=layout.key, layout=layout)
     if model.training and model.position_sampler is not None:

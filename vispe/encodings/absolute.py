@@ -101,12 +101,8 @@ class ApeLearned(Encoding):
         layout = pos.layout
         assert layout is not None
         tables = [self.table(grid)[0] for grid in layout.distinct_grids]
-        offsets = torch.tensor([0] + [t.shape[0] for t in tables], device=pos.coords.device).cumsum(0)
         stacked = torch.cat([*tables, tables[0].new_zeros(1, tables[0].shape[-1])])  # the last row: padding
-        tokens = layout.token_tables(pos.coords.device)
-        grid, cell = tokens['grid_index'], tokens['token_index']
-        index = torch.where(grid >= 0, offsets[grid.clamp_min(0)] + cell, offsets[-1])
-        return stacked[index]
+        return stacked[layout.table_index(pos.coords.device)]
 
 
 def sincos_embed(coords: torch.Tensor, dim: int, temperature: float = 10000.0) -> torch.Tensor:

@@ -34,7 +34,7 @@ from timm.layers.pos_embed_sincos import init_random_2d_freqs
 from torch import nn
 
 from vispe.encodings.base import Encoding, GridTableCache, check_positive
-from vispe.positions import Positions
+from vispe.positions import Positions, grid_coords
 from vispe.registry import ENCODINGS
 
 #: YaRN's ramp, in rotations over the training extent: pairs above BETA_FAST extrapolate, below BETA_SLOW interpolate
@@ -186,6 +186,25 @@ class RotaryStrategies(Encoding):
         assert out is not None
         return out
 
+    def grid_tables(
+        self, pos: Positions, angles: Callable[[torch.Tensor, Sequence[float]], torch.Tensor]
+    ) -> torch.Tensor:
+        """A mixed batch on its grids' own coordinates (``pos.layout``, not sampled): the complex table
+        (B, ..., T, d/2), from ``angles(coords, scales)`` (..., n, d/2) computed once per distinct grid at that grid's
+        scales and gathered per token (padding and prefix rows: 1). Per token the same as ``rotary_table`` of the
+        image alone, at the cost of the distinct grids rather than of every row."""
+        layout = pos.layout
+        assert layout is not None
+        device = pos.coords.device
+        tables = []
+        for grid in layout.distinct_grids:
+            coords = grid_coords(*grid, device=device)
+            tables.append(rotary_table(angles(coords, self.axis_scales(coords, grid)), 0))
+        table = torch.cat([*tables, torch.ones_like(tables[0][..., :1, :])], dim=-2)  # (..., sum n + 1, d/2)
+        index = layout.table_index(device)  # (B, L)
+        per_token = table.index_select(-2, index.reshape(-1)).unflatten(-2, index.shape).movedim(-3, 0)
+        return F.pad(per_token, [0, 0, layout.num_prefix, 0], value=1.0) if layout.num_prefix else per_token
+
     def qk_scales(self, pos: Positions) -> float | torch.Tensor:
         """``qk_scale`` of the positions' grid; in a mixed batch of several scales, per token (prefix tokens their
         image's): (B, 1, T, 1)."""
@@ -282,9 +301,13 @@ class RoPEAxial(RotaryStrategies):
         which an FX trace cannot take."""
         key = pos.cache_key(self.strategy)  # the strategy may change between evaluations of one model
 
+        def angles(coords: torch.Tensor, scales: Sequence[float]) -> torch.Tensor:
+            return self.angles(coords, scales=scales)
+
         def build() -> torch.Tensor:
-            angles = self.image_angles(pos, lambda coords, scales: self.angles(coords, scales=scales))
-            return rotary_table(angles, pos.num_prefix)
+            if pos.layout is not None and pos.key is not None:  # a mixed batch on its own grids
+                return self.grid_tables(pos, angles)
+            return rotary_table(self.image_angles(pos, angles), pos.num_prefix)
 
         table = self._cache.get(key, build)
         return table.unsqueeze(-3)
@@ -371,8 +394,14 @@ class RoPEMixed(RotaryStrategies):
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         scale = self.qk_scales(pos)
-        angles = self.image_angles(pos, lambda coords, scales: self.angles(coords, scales=scales))
-        table = rotary_table(angles, pos.num_prefix)  # (..., H, N, d/2)
+
+        def angles(coords: torch.Tensor, scales: Sequence[float]) -> torch.Tensor:
+            return self.angles(coords, scales=scales)
+
+        if pos.layout is not None and pos.key is not None:  # a mixed batch on its own grids
+            table = self.grid_tables(pos, angles)  # (B, H, T, d/2)
+        else:
+            table = rotary_table(self.image_angles(pos, angles), pos.num_prefix)  # (..., H, N, d/2)
         return rotate_pairs(q, table, scale), rotate_pairs(k, table, scale)
 
 

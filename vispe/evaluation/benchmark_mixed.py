@@ -1,0 +1,200 @@
+"""What a batch of mixed image sizes costs: one training step (forward + backward) of a fixed-size batch, of a padded
+mixed batch and of a packed one, side by side in one process, at the same token count.
+
+- ``fixed``: B images of the benchmark's size, N = h * w patch tokens each (B * N token slots).
+- ``padded``: B images at native aspect ratios (log-uniform in [1/3, 3]) under the token budget N (NaFlex: the
+  largest grid of that aspect ratio with at most N tokens), one per row, padded to the longest: at most B * N slots,
+  of which the real tokens are a few percent fewer.
+- ``packed``: FlexiViT-style square sizes (sides uniform from half the grid to the grid), packed first-fit by
+  decreasing size into rows of N tokens (``vispe.layout``); the images of the B fullest rows are kept, so the packed
+  batch has the fixed batch's B * N token slots. What the rows cannot hold (a 7 x 7 image leaves 15 of 64 slots no
+  square of side >= 4 fills) is padding: the report gives the real tokens beside the slots, and the cost per real
+  token.
+- ``padded (flexi)``: the packed batch's images, padded one per row instead: what packing saves.
+
+Targets (issue 18, CPU float32): padded <= 1.15x fixed (about the same real tokens; the ratio includes the padding),
+packed <= 1.05x fixed (the same token slots: the cost of the packing itself, the block-diagonal mask and per-image
+work). The rounds are interleaved as in the encoding benchmark (``benchmark_timing.interleaved_times``) and every
+model has the same weights.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from vispe.backbones.vit import VisionTransformerPE, create_model
+from vispe.encodings.build import parse_encoding_spec
+from vispe.evaluation.benchmark import BenchmarkConfig
+from vispe.evaluation.benchmark_timing import Subject, interleaved_times
+
+#: the most a mixed batch may cost against the fixed one, per layout (issue 18's acceptance)
+TARGETS = {'padded': 1.15, 'packed': 1.05}
+
+
+def native_grids(grid: tuple[int, int], count: int, generator: torch.Generator) -> list[tuple[int, int]]:
+    """``count`` grids at aspect ratios (w / h) log-uniform in [1/3, 3], each the largest grid of its ratio with at
+    most h * w of ``grid`` tokens (NaFlex's rule)."""
+    budget = grid[0] * grid[1]
+    grids = []
+    for u in torch.rand(count, generator=generator).tolist():
+        ratio = math.exp((2 * u - 1) * math.log(3))
+        h = max(1, min(budget, int(math.sqrt(budget / ratio))))
+        grids.append((h, max(1, budget // h)))
+    return grids
+
+
+def flexi_grids(grid: tuple[int, int], total: int, generator: torch.Generator) -> list[tuple[int, int]]:
+    """Square grids with sides uniform in [side / 2, side] (side = the smaller of ``grid``) until the next one would
+    pass ``total`` tokens; the remainder is filled by one smaller square, so the tokens add up to about ``total``."""
+    side = min(grid)
+    grids: list[tuple[int, int]] = []
+    used = 0
+    while True:
+        s = int(torch.randint(max(1, side // 2), side + 1, (), generator=generator))
+        if used + s * s > total:
+            rest = int(math.isqrt(total - used))
+            if rest:
+                grids.append((rest, rest))
+            return grids
+        grids.append((s, s))
+        used += s * s
+
+
+def packed_rows(grids: Sequence[tuple[int, int]], capacity: int, rows: int) -> list[tuple[int, int]]:
+    """The grids that first-fit packing (``vispe.layout.make_layout``) puts in its ``rows`` fullest rows of
+    ``capacity`` tokens, in input order."""
+    from vispe.layout import make_layout
+
+    layout = make_layout(grids, 1, 'pack', capacity)
+    fill = [0] * layout.num_rows
+    for (h, w), row in zip(layout.grids, layout.rows):
+        fill[row] += h * w
+    kept = set(sorted(range(layout.num_rows), key=lambda r: -fill[r])[:rows])
+    return [g for g, row in zip(layout.grids, layout.rows) if row in kept]
+
+
+def _subject(name: str, model: VisionTransformerPE, images: Any, labels: torch.Tensor) -> Subject:
+    def forward_backward() -> None:
+        F.cross_entropy(model(images).float(), labels).backward()
+
+    return Subject(name, model, forward_backward, lambda: model.zero_grad(set_to_none=True))
+
+
+def mixed_subjects(cfg: BenchmarkConfig, encoding: str) -> tuple[list[Subject], dict[str, dict[str, Any]]]:
+    """The four subjects of one encoding (module docstring) and, per subject, its images and token slots."""
+    torch.manual_seed(cfg.seed)
+    spec = parse_encoding_spec(encoding)
+    model = create_model(cfg.model, encoding=spec, img_size=cfg.img_size, **cfg.model_kwargs)
+    if not isinstance(model, VisionTransformerPE):
+        raise TypeError(f'the mixed-size benchmark times a vispe ViT, but {cfg.model} built a {type(model).__name__}')
+    model = model.to(cfg.device).train()
+    patch = model.patch_embed.patch_size
+    grid = (cfg.img_size[0] // patch[0], cfg.img_size[1] // patch[1])
+    gen = torch.Generator().manual_seed(cfg.seed)
+    B, N, C = cfg.batch_size, grid[0] * grid[1], model.patch_embed.proj.in_channels
+
+    def draw(grids: Sequence[tuple[int, int]]) -> list[torch.Tensor]:
+        return [torch.randn(C, h * patch[0], w * patch[1], generator=gen).to(cfg.device) for h, w in grids]
+
+    native = native_grids(grid, B, gen)
+    flexi = packed_rows(flexi_grids(grid, 2 * B * N, gen), N, B)
+    batches = {
+        'fixed': (torch.randn(B, C, *cfg.img_size, generator=gen).to(cfg.device), 'pad', [grid] * B),
+        'padded': (draw(native), 'pad', native),
+        'packed': (draw(flexi), 'pack', flexi),
+    }
+    batches['padded (flexi)'] = (batches['packed'][0], 'pad', flexi)
+    subjects, info = [], {}
+    for name, (images, mode, grids) in batches.items():
+        copy_ = copy.deepcopy(model)
+        copy_.set_mixed_sizes(mode, N if mode == 'pack' else None)
+        count = len(grids)
+        labels = torch.randint(max(model.num_classes, 1), (count,), generator=gen).to(cfg.device)
+        subjects.append(_subject(name, copy_, images, labels))
+        info[name] = dict(images=count, real_tokens=sum(h * w for h, w in grids), slots=_slots(grids, mode, N))
+    return subjects, info
+
+
+def _slots(grids: Sequence[tuple[int, int]], mode: str, capacity: int) -> int:
+    """Patch-token slots the layout computes over (real tokens plus padding)."""
+    from vispe.layout import make_layout
+
+    layout = make_layout(grids, 1, mode, capacity if mode == 'pack' else None)
+    return layout.num_rows * layout.length
+
+
+def run_mixed_benchmark(cfg: BenchmarkConfig, encodings: Sequence[str]) -> dict[str, Any]:
+    """Per encoding: median ms of each subject, its ratio to ``fixed``, token counts, and whether the targets hold."""
+    rows = []
+    load_before = os.getloadavg()[0]
+    for encoding in encodings:
+        subjects, info = mixed_subjects(cfg, encoding)
+        times = interleaved_times(subjects, cfg.warmup, cfg.repeats, cfg.device)
+        base = statistics.median(times['fixed'])
+        per_token = base / info['fixed']['real_tokens']
+        for name, ms in times.items():
+            ratio = statistics.median(ms) / base
+            target = TARGETS.get(name)
+            rows.append(
+                dict(
+                    encoding=encoding,
+                    batch=name,
+                    median_ms=statistics.median(ms),
+                    min_ms=min(ms),
+                    ratio=ratio,
+                    target=target,
+                    meets_target=None if target is None else ratio <= target,
+                    per_real_token=statistics.median(ms) / info[name]['real_tokens'] / per_token,
+                    times_ms=ms,
+                    **info[name],
+                )
+            )
+    return dict(
+        model=cfg.model,
+        img_size=list(cfg.img_size),
+        batch_size=cfg.batch_size,
+        device=cfg.device,
+        threads=torch.get_num_threads(),
+        repeats=cfg.repeats,
+        warmup=cfg.warmup,
+        seed=cfg.seed,
+        model_kwargs=cfg.model_kwargs,
+        load_avg_1m=[load_before, os.getloadavg()[0]],
+        targets=TARGETS,
+        results=rows,
+    )
+
+
+def mixed_markdown(report: dict[str, Any]) -> str:
+    """The report as a markdown table: one line per encoding and batch."""
+    lines = [
+        '| encoding | batch | images | real tokens | token slots | median ms | ratio to fixed | per real token | '
+        'target |',
+        '|---|---|---|---|---|---|---|---|---|',
+    ]
+    for r in report['results']:
+        target = '' if r['target'] is None else f'<= {r["target"]:.2f} ({"met" if r["meets_target"] else "MISSED"})'
+        lines.append(
+            f'| {r["encoding"]} | {r["batch"]} | {r["images"]} | {r["real_tokens"]} | {r["slots"]} | '
+            f'{r["median_ms"]:.1f} | {r["ratio"]:.3f} | {r["per_real_token"]:.3f} | {target} |'
+        )
+    return '\n'.join(lines)
+
+
+__all__ = [
+    'TARGETS',
+    'flexi_grids',
+    'mixed_markdown',
+    'mixed_subjects',
+    'native_grids',
+    'packed_rows',
+    'run_mixed_benchmark',
+]
