@@ -53,7 +53,7 @@ def _to_tensor(normalize: Normalize, mean: tuple[float, ...], std: tuple[float, 
     return steps
 
 
-def _mean_std(normalize: Normalize, mean: tuple[float, ...], std: tuple[float, ...], channels: int) -> tuple:
+def normalization_stats(normalize: Normalize, mean: tuple[float, ...], std: tuple[float, ...], channels: int) -> tuple:
     """(mean, std) per channel of ``normalize`` (see ``_to_tensor``), for timm's transforms."""
     _to_tensor(normalize, mean, std, channels)  # the same check of ``normalize``
     if normalize == 'symmetric':
@@ -185,7 +185,7 @@ class ImageFolderDataset(_DictDataset):
         root = _find_image_root(self.data_root, split)
         self.size_policy = build_size_policy(size_policy)
         settings = augment_settings(split == 'train' if augment is None else augment)
-        mean, std = _mean_std(normalize, IMAGENET_MEAN, IMAGENET_STD, channels)
+        mean, std = normalization_stats(normalize, IMAGENET_MEAN, IMAGENET_STD, channels)
         self.transform = ImageTransform(image_size, settings, mean, std, self.size_policy, interpolation)
         self.loader = functools.partial(load_image, channels=channels, max_pixels=max_image_pixels)
         self.crop = as_pair(image_size, 'image_size')
