@@ -9,11 +9,11 @@ _base_ = ['./vit_tiny_imagefolder.py']
 
 train_dataloader = dict(
     batch_sampler=dict(type='SharedSizeBatchSampler'),  # one token budget per batch
-    collate_fn=dict(type='mixed_size_collate'),
+    collate_fn=dict(type='vispe.mixed_size_collate'),
     dataset=dict(size_policy=dict(type='NativeAspect', patch_size=8, max_tokens=(16, 36, 64))),
 )
 val_dataloader = dict(
-    collate_fn=dict(type='mixed_size_collate'),
+    collate_fn=dict(type='vispe.mixed_size_collate'),
     dataset=dict(size_policy=dict(type='NativeAspect', patch_size=8, max_tokens=64)),
 )
 test_dataloader = val_dataloader

@@ -11,6 +11,6 @@ _base_ = ['./vit_tiny_shapes2d_position.py']
 size_policy = dict(type='SquareSizes', min_size=16, max_size=64, patch_size=4)
 train_dataloader = dict(
     batch_sampler=dict(type='SharedSizeBatchSampler'),  # one size per batch; None: one per image
-    collate_fn=dict(type='mixed_size_collate'),  # stacks a batch of one size, else keeps a list of images
+    collate_fn=dict(type='vispe.mixed_size_collate'),  # stacks a batch of one size, else keeps a list of images
     dataset=dict(size_policy=size_policy),
 )
