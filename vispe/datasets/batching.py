@@ -18,8 +18,9 @@ batches like torch's ``BatchSampler`` and pairs each index with its batch's key,
 ``mixed_size_collate`` (in vispe's FUNCTIONS; a config names it ``'vispe.mixed_size_collate'``, since mmengine looks
 collate functions up in its root registry, which finds vispe's child by its scope) is mmengine's
 ``default_collate`` when every image of the batch has the same shape; otherwise ``inputs`` is the list of the
-(C, H_i, W_i) images and the other keys are collated as usual (``labels`` a (B,) tensor). mmengine's data preprocessor moves such a list to the device item by item, and
-``ImageClassifier`` hands it to the ViT, which takes a list of images of different sizes.
+(C, H_i, W_i) images and the other keys are collated as usual (``labels`` a (B,) tensor). mmengine's data
+preprocessor moves such a list to the device item by item, and ``ImageClassifier`` hands it to the ViT, which takes
+a list of images of different sizes.
 """
 
 from __future__ import annotations
