@@ -195,10 +195,12 @@ class SkipsBadSamples:
         An index ``(i, key)`` (a batch's size key, ``vispe.datasets.sizes``) is loaded as ``load(i, key)``."""
         extra: tuple[int, ...] = ()
         if isinstance(index, tuple):
-            index, extra = index[0], tuple(index[1:])
+            first, extra = index[0], tuple(index[1:])
+        else:
+            first = index
         flags, n = self._skip_flags, len(self)
         for step in range(n):
-            i = (index + step) % n
+            i = (first + step) % n
             if flags is not None and flags[i]:
                 continue
             try:

@@ -149,7 +149,7 @@ def native_size(image_hw: HW, patch_size: int, max_tokens: int) -> HW:
     if height <= 0 or width <= 0:
         raise ValueError(f'image size must be positive, got {image_hw}')
     scale = math.sqrt(max_tokens * patch_size * patch_size / (height * width))
-    _, hw = get_image_size_for_seq((height * scale, width * scale), patch_size, max_tokens)
+    _, hw = get_image_size_for_seq((height * scale, width * scale), patch_size, max_tokens)  # type: ignore[arg-type]
     return int(hw[0]), int(hw[1])
 
 
@@ -167,6 +167,7 @@ class NativeAspect(SizePolicy):
     """
 
     keeps_aspect = True
+    patch_size: int
 
     def __init__(self, patch_size: int, max_tokens: int | Sequence[int], min_tokens: int | None = None) -> None:
         self.patch_size = _positive_int(patch_size, 'patch_size')
@@ -217,7 +218,7 @@ def split_index(index: int | SizedIndex | Sequence[int]) -> tuple[int, int | Non
         if len(index) != 2:
             raise IndexError(f'a sized index is (index, key), got {index!r}')
         return int(index[0]), int(index[1])
-    return int(index), None
+    return int(index), None  # type: ignore[arg-type]
 
 
 def draw_for(policy: SizePolicy, key: int | None) -> Hashable:
