@@ -262,3 +262,13 @@ def test_an_image_classifier_trains_on_a_mixed_size_batch_end_to_end() -> None:
     one = model(batch['inputs'][0][None], mode='tensor') if isinstance(batch['inputs'], list) else None
     if one is not None:  # a list item gives the logits it gives alone
         torch.testing.assert_close(logits[0], one[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_wrapped_data_set_with_a_policy_takes_shared_sizes() -> None:
+    from vispe.datasets import TransformedDataset
+
+    inner = Shapes2D(num_samples=6, size_policy=dict(type='SquareSizes', min_size=8, max_size=64, patch_size=4))
+    wrapped = TransformedDataset(inner, transforms=[])
+    batches = list(SharedSizeBatchSampler(DefaultSampler(wrapped, shuffle=False), batch_size=3))
+    for batch in batches:
+        assert len({wrapped[index]['inputs'].shape for index in batch}) == 1

@@ -76,7 +76,10 @@ def augment_settings(augment: bool | Mapping[str, Any] | None) -> dict[str, Any]
     unknown = [key for key in augment if key not in AUGMENT_KEYS]
     if unknown:
         hints = '; '.join(f'{key!r}{closest(key, AUGMENT_KEYS)}' for key in unknown)
-        raise ValueError(f'augment got unknown key(s) {hints} (valid keys: {", ".join(AUGMENT_KEYS)})')
+        raise ValueError(
+            f'augment got unknown key(s) {hints} (valid keys: {", ".join(AUGMENT_KEYS)}; the interpolation and the '
+            "crop size are the data set's own arguments: interpolation, image_size, size_policy)"
+        )
     settings = {**AUGMENT_DEFAULTS, **augment}
     for key in ('scale', 'ratio'):
         if settings[key] is not None:
@@ -175,9 +178,8 @@ class ImageTransform:
             image = self.secondary(image)
         elif self.secondary.transforms and not self._warned_tensor:
             self._warned_tensor = True
-            warnings.warn(
-                f'16-bit / float images skip the PIL-only augmentations {self.secondary.transforms}', stacklevel=2
-            )
+            names = ', '.join(type(t).__name__ for t in self.secondary.transforms)
+            warnings.warn(f'16-bit / float images skip the PIL-only augmentations ({names})', stacklevel=2)
         return self.final(image)
 
     def _crop(self, image: Image.Image | torch.Tensor, draw: Hashable | None) -> Image.Image | torch.Tensor:

@@ -50,14 +50,15 @@ class SharedSizeBatchSampler(Sampler[list[SizedIndex]]):
 
     Keys come from the global torch RNG, drawn as the batches are made (in the main process, which mmengine seeds
     with the run's seed, so a seeded run draws the same sizes again; each rank of a distributed run draws its own).
-    The data set must have a ``size_policy``: one without would ignore the keys, so it is refused here.
+    The data set (or the one it wraps, e.g. in a ``TransformedDataset``) must have a ``size_policy``: one without
+    would ignore the keys, so it is refused here.
     """
 
     def __init__(self, sampler: Sampler | Sequence[int], batch_size: int, drop_last: bool = False) -> None:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f'batch_size must be a positive int, got {batch_size!r}')
         dataset = getattr(sampler, 'dataset', None)
-        if dataset is not None and getattr(dataset, 'size_policy', None) is None:
+        if dataset is not None and not _has_size_policy(dataset):
             raise ValueError(
                 f'SharedSizeBatchSampler draws one size per batch for a data set with a size_policy; '
                 f'{type(dataset).__name__} has none: set its size_policy (vispe.datasets.sizes) or drop the '
@@ -83,6 +84,17 @@ class SharedSizeBatchSampler(Sampler[list[SizedIndex]]):
     def __len__(self) -> int:
         count = len(self.sampler)  # type: ignore[arg-type]
         return count // self.batch_size if self.drop_last else -(-count // self.batch_size)
+
+
+def _has_size_policy(dataset: Any, depth: int = 8) -> bool:
+    """Whether ``dataset``, or a data set it wraps in ``dataset`` (TransformedDataset), has a size policy."""
+    for _ in range(depth):
+        if dataset is None:
+            return False
+        if getattr(dataset, 'size_policy', None) is not None:
+            return True
+        dataset = getattr(dataset, 'dataset', None)
+    return False
 
 
 @FUNCTIONS.register_module()
