@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from mmengine.config import Config
 from PIL import Image
 from timm.data.auto_augment import RandAugment
 from timm.data.random_erasing import RandomErasing
@@ -16,7 +17,9 @@ from vispe.cli.infer import main as infer
 from vispe.datasets import ImageFolderDataset
 from vispe.datasets.augment import AUGMENT_DEFAULTS
 from vispe.datasets.sizes import native_size
+from vispe.engine.checkpoint import load_checkpoint
 from vispe.engine.train import train
+from vispe.evaluation.image_inference import _prepare, image_view
 
 COLORS = {'blue': (20, 40, 230), 'red': (230, 30, 20)}
 #: (width, height) of the images of each class: square, wide and tall
@@ -125,8 +128,6 @@ def trained(tree, tmp_path_factory):
 
 
 def test_the_imagefolder_config_trains_and_saves_its_class_names(trained) -> None:
-    from vispe.engine.checkpoint import load_checkpoint
-
     ckpt = load_checkpoint(trained)
     assert ckpt['meta']['dataset_meta']['classes'] == ('blue', 'red') and ckpt['meta']['iter'] == 2
 
@@ -143,6 +144,16 @@ def test_infer_prints_the_top_classes_by_name(trained, tree, capsys) -> None:
            'model.backbone.num_classes=2', 'model.backbone.depth=1', 'model.backbone.embed_dim=32',
            'model.backbone.num_heads=2'])  # fmt: skip
     assert capsys.readouterr().out.count('%') == 1
+
+
+def test_infer_serves_native_aspect_files_at_the_largest_budget(trained, tree, capsys) -> None:
+    wide = str(tree / 'val' / 'red' / '1.png')  # 64 x 32
+    policy = "{'type': 'NativeAspect', 'patch_size': 8, 'max_tokens': [16, 32]}"
+    infer([trained, wide, '--cfg-options', f'test_dataloader.dataset.size_policy={policy}'])
+    assert capsys.readouterr().out.startswith(f'{wide}: ')
+    cfg = Config.fromstring(load_checkpoint(trained)['meta']['cfg'], file_format='.py')
+    cfg.test_dataloader.dataset.size_policy = dict(type='NativeAspect', patch_size=8, max_tokens=[16, 32])
+    assert _prepare(wide, image_view(cfg, {}))['image'].shape == (3, 32, 64)  # 4 x 8 patches: 32 tokens, 2:1
 
 
 def test_infer_names_missing_files_and_wrong_checkpoints(trained, tree, tmp_path, capsys) -> None:

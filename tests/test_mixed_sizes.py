@@ -90,6 +90,8 @@ def test_fixed_size_and_token_budgets() -> None:
         NativeAspect(patch_size=8, max_tokens=[16], min_tokens=4)
     with pytest.raises(ValueError, match='min_tokens must be in'):
         NativeAspect(patch_size=8, max_tokens=16, min_tokens=32)
+    assert listed.largest() == 64 and ranged.largest() == 20 and FixedSize(8).largest() == (8, 8)
+    assert SquareSizes(min_size=8, max_size=30, patch_size=8).largest() == (24, 24)
 
 
 def test_policies_build_from_config_dicts() -> None:
@@ -253,15 +255,15 @@ def test_an_image_classifier_trains_on_a_mixed_size_batch_end_to_end() -> None:
             ),
         )
     )  # fmt: skip
-    dataset = Shapes2D(num_samples=4, size_policy=dict(type='SquareSizes', min_size=8, max_size=48, patch_size=4))
-    batch = model.data_preprocessor(mixed_size_collate([dataset[0], dataset[1], dataset[2], dataset[3]]), True)
+    items = [Shapes2D(num_samples=4, image_size=size)[i] for i, size in enumerate([16, 32, (16, 48), 24])]
+    batch = model.data_preprocessor(mixed_size_collate(items), True)
+    assert isinstance(batch['inputs'], list)
     logits = model(**batch, mode='tensor')
     assert logits.shape == (4, 27)
     model(**batch, mode='loss')['loss'].backward()
     assert model.backbone.patch_embed.proj.weight.grad is not None
-    one = model(batch['inputs'][0][None], mode='tensor') if isinstance(batch['inputs'], list) else None
-    if one is not None:  # a list item gives the logits it gives alone
-        torch.testing.assert_close(logits[0], one[0], rtol=1e-4, atol=1e-4)
+    for image, row in zip(batch['inputs'], logits):  # each image of the list gets the logits it gets alone
+        torch.testing.assert_close(row, model(image[None], mode='tensor')[0], rtol=1e-4, atol=1e-4)
 
 
 def test_a_wrapped_data_set_with_a_policy_takes_shared_sizes() -> None:

@@ -83,6 +83,10 @@ class SizePolicy:
         """A typical side in pixels (for augmentations whose strength is in pixels, e.g. RandAugment's shifts)."""
         raise NotImplementedError
 
+    def largest(self) -> Hashable:
+        """The draw of the largest sizes (the largest side or budget): a deterministic choice, for inference."""
+        raise NotImplementedError
+
 
 @SIZE_POLICIES.register_module()
 class FixedSize(SizePolicy):
@@ -103,6 +107,9 @@ class FixedSize(SizePolicy):
 
     def nominal_side(self) -> int:
         return min(self.hw)
+
+    def largest(self) -> HW:
+        return self.hw
 
     def __repr__(self) -> str:
         return f'FixedSize(size={self.hw}, patch_size={self.patch_size})'
@@ -133,6 +140,9 @@ class SquareSizes(SizePolicy):
 
     def nominal_side(self) -> int:
         return self.sides[len(self.sides) // 2]
+
+    def largest(self) -> HW:
+        return self.sides[-1], self.sides[-1]
 
     def __repr__(self) -> str:
         return f'SquareSizes(min_size={self.min_size}, max_size={self.max_size}, patch_size={self.patch_size})'
@@ -196,6 +206,9 @@ class NativeAspect(SizePolicy):
     def nominal_side(self) -> int:
         return int(math.sqrt(max(self.budgets))) * self.patch_size
 
+    def largest(self) -> int:
+        return max(self.budgets)
+
     def __repr__(self) -> str:
         return (
             f'NativeAspect(patch_size={self.patch_size}, max_tokens={self.max_tokens!r}, '
@@ -208,7 +221,9 @@ def build_size_policy(policy: SizePolicy | dict | None) -> SizePolicy | None:
     if policy is None or isinstance(policy, SizePolicy):
         return policy
     if isinstance(policy, dict):
-        return SIZE_POLICIES.build(dict(policy))
+        # ``--cfg-options`` marks dict values ``_delete_`` (replace, not merge); onto a key the config did not have,
+        # mmengine leaves the marker in the dict
+        return SIZE_POLICIES.build({k: v for k, v in policy.items() if k != '_delete_'})
     raise TypeError(f'size_policy must be a dict config (type=FixedSize / SquareSizes / NativeAspect), got {policy!r}')
 
 

@@ -20,7 +20,7 @@ from vispe.datasets.folder import IMAGENET_MEAN, IMAGENET_STD, normalization_sta
 from vispe.datasets.images import image_size as decoded_size
 from vispe.datasets.images import load_image, small_image_message
 from vispe.datasets.samples import SampleWarning
-from vispe.datasets.sizes import build_size_policy, draw_for
+from vispe.datasets.sizes import build_size_policy
 from vispe.registry import DATASETS
 
 #: the data sets whose items ``image_view`` knows how to reproduce from a file
@@ -81,7 +81,7 @@ def _prepare(path: str, view: dict) -> dict:
                 raise FileNotFoundError(f'{path}: no such file')
             image = load_image(path, channels=view['channels'])
             policy = view['policy']
-            draw = None if policy is None else draw_for(policy, 0)  # deterministic: the same budget every time
+            draw = None if policy is None else policy.largest()  # deterministic: the largest side or budget
             hw = decoded_size(image)
             message = small_image_message(path, hw, view['size'] if policy is None else policy.size(draw, hw))
             if message:
