@@ -117,6 +117,8 @@ class ImageTransform:
     ) -> None:
         self.image_size = image_size if isinstance(image_size, int) else (int(image_size[0]), int(image_size[1]))
         self.augment, self.size_policy, self.interpolation = augment, size_policy, interpolation
+        # evaluation is deterministic: a random choice of interpolation is for training only
+        self.eval_interpolation = 'bilinear' if interpolation == 'random' else interpolation
         self.mean, self.std = tuple(mean), tuple(std)
         self._warned_tensor = False
         self._eval_sizes: dict[HW, transforms.Compose] = {}
@@ -152,7 +154,7 @@ class ImageTransform:
         mode = 'center' if isinstance(size, int) or size[0] == size[1] else 'squash'
         size = size if isinstance(size, int) or size[0] != size[1] else size[0]
         return create_transform(
-            size, is_training=False, crop_pct=1.0, crop_mode=mode, interpolation=self.interpolation,
+            size, is_training=False, crop_pct=1.0, crop_mode=mode, interpolation=self.eval_interpolation,
             mean=self.mean, std=self.std,
         )  # fmt: skip
 
@@ -170,7 +172,8 @@ class ImageTransform:
             size = policy.size(draw, _hw(image))
             if not policy.keeps_aspect:
                 return self._eval_cached(size)(image)
-            resized = TF.resize(image, list(size), interpolation=str_to_interp_mode(self.interpolation), antialias=True)
+            mode = str_to_interp_mode(self.eval_interpolation)
+            resized = TF.resize(image, list(size), interpolation=mode, antialias=True)
             return self.final(resized)
         image = self._crop(image, draw)
         image = self.flips(image)
