@@ -52,10 +52,13 @@ def config_of(config: str | None, checkpoint: str, cfg_options: dict | None) -> 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog=prog,
+        usage='%(prog)s [CONFIG] CKPT FILE [FILE ...] [--topk K] [--device D] [--cfg-options KEY=VALUE ...]',
         description='Classify image files with a trained vispe image classifier',
         epilog='CONFIG may be left out: the checkpoint holds the config it was trained from.',
     )
-    parser.add_argument('paths', nargs='+', metavar='[CONFIG] CKPT FILE', help='config (optional), checkpoint, images')
+    parser.add_argument(
+        'paths', nargs='+', metavar='PATH', help='the config (optional, a .py file), the checkpoint, the image files'
+    )
     parser.add_argument('--topk', type=int, default=5, help='how many classes to print per file')
     parser.add_argument('--device', default='cpu')
     parser.add_argument(
