@@ -12,8 +12,9 @@ Three policies, registered in ``vispe.registry.SIZE_POLICIES`` and built from a 
 ``FixedSize(size)``
     one (H, W) for every image: what a data set without a policy does.
 ``SquareSizes(min_size, max_size, patch_size)``
-    FlexiViT (Beyer et al. 2023): a square side drawn uniformly among the multiples of the patch size in
-    [min_size, max_size].
+    FlexiViT-style (Beyer et al. 2023): a square side drawn uniformly among the multiples of the patch size in
+    [min_size, max_size]. FlexiViT draws the patch size at a fixed image size; drawing the side at a fixed patch
+    size varies the token grid the same way, and keeps the patch embedding as it is.
 ``NativeAspect(patch_size, max_tokens, min_tokens=None)``
     NaViT / NaFlex (Dehghani et al. 2023; timm's NaFlexVit): each image keeps its aspect ratio and is scaled to the
     largest patch grid with at most the drawn budget of tokens (timm's ``get_image_size_for_seq``: both sides
