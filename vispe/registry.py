@@ -99,15 +99,18 @@ OPTIM_WRAPPER_CONSTRUCTORS = Registry(
     'optimizer wrapper constructor', parent=mm.OPTIM_WRAPPER_CONSTRUCTORS, scope='vispe', locations=['vispe.engine']
 )
 POSITION_SAMPLERS = Registry('position sampler', scope='vispe', locations=['vispe.positions'])
+#: the (H, W) each image is served at in mixed-resolution training (vispe.datasets.sizes)
+SIZE_POLICIES = Registry('size policy', scope='vispe', locations=['vispe.datasets.sizes'])
 
-# Children with nothing of vispe's own yet: with them, configs in scope 'vispe' find mmengine's optimizers,
-# schedulers, loops, samplers and collate functions without mmengine's "failed to search registry" fallback.
+# Children with little or nothing of vispe's own (DATA_SAMPLERS and FUNCTIONS hold vispe.datasets.batching's batch
+# sampler and collate): with them, configs in scope 'vispe' find mmengine's optimizers, schedulers, loops, samplers
+# and collate functions without mmengine's "failed to search registry" fallback.
 LOOPS = Registry('loop', parent=mm.LOOPS, scope='vispe')
 OPTIMIZERS = Registry('optimizer', parent=mm.OPTIMIZERS, scope='vispe')
 OPTIM_WRAPPERS = Registry('optim_wrapper', parent=mm.OPTIM_WRAPPERS, scope='vispe', locations=['vispe.engine'])
 PARAM_SCHEDULERS = Registry('parameter scheduler', parent=mm.PARAM_SCHEDULERS, scope='vispe')
-DATA_SAMPLERS = Registry('data sampler', parent=mm.DATA_SAMPLERS, scope='vispe')
-FUNCTIONS = Registry('function', parent=mm.FUNCTIONS, scope='vispe')
+DATA_SAMPLERS = Registry('data sampler', parent=mm.DATA_SAMPLERS, scope='vispe', locations=['vispe.datasets'])
+FUNCTIONS = Registry('function', parent=mm.FUNCTIONS, scope='vispe', locations=['vispe.datasets'])
 EVALUATOR = Registry('evaluator', parent=mm.EVALUATOR, scope='vispe')
 MODEL_WRAPPERS = Registry('model_wrapper', parent=mm.MODEL_WRAPPERS, scope='vispe', locations=['vispe.engine'])
 WEIGHT_INITIALIZERS = Registry('weight initializer', parent=mm.WEIGHT_INITIALIZERS, scope='vispe')

@@ -4,6 +4,7 @@ vit/vit_tiny_shapes2d_position.py; ``vispe configs`` lists them).
 
     vispe train CONFIG [--work-dir D] [--resume] [--cfg-options k=v ...]
     vispe eval-resolution CONFIG CKPT --resolutions 32 48 64 --out DIR
+    vispe infer [CONFIG] CKPT IMAGE [IMAGE ...] [--topk 5]
     vispe compare --encodings ape_learned rope_mixed [--epochs 30]
     vispe demo
 """
@@ -23,6 +24,7 @@ COMMANDS = {
     'eval-points': ('eval_points', 'evaluate a point-cloud checkpoint at unseen point counts and scales'),
     'eval-cameras': ('eval_cameras', 'evaluate a multi-view checkpoint at unseen camera settings'),
     'eval-generation': ('eval_generation', 'sample a diffusion checkpoint at unseen resolutions and score it'),
+    'infer': ('infer', 'classify image files with a trained image classifier, top-k class names (tools/infer.py)'),
     'compare': ('compare_encodings', 'train and compare encodings on shapes2d (tools/compare_encodings.py)'),
     'leaderboard': ('leaderboard', 'train and rank every 2D encoding on shapes2d (tools/leaderboard.py)'),
     'demo': ('demo', "the README's demo: three encodings on shapes2d position (tools/demo.py)"),

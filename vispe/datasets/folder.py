@@ -15,9 +15,11 @@ from torch.utils.data import Dataset
 from torchvision import datasets as tv_datasets
 from torchvision.transforms import v2
 
+from vispe.datasets.augment import ImageTransform, augment_settings
 from vispe.datasets.images import image_size as decoded_size
 from vispe.datasets.images import load_image, small_image_message
 from vispe.datasets.samples import SkipsBadSamples, WarnsOnce
+from vispe.datasets.sizes import SizePolicy, as_pair, build_size_policy, draw_for
 from vispe.registry import DATASETS
 
 ImageSize = int | tuple[int, int]
@@ -51,13 +53,16 @@ def _to_tensor(normalize: Normalize, mean: tuple[float, ...], std: tuple[float, 
     return steps
 
 
-def _resize_steps(image_size: ImageSize, augment: bool) -> list:
-    """Train: RandomResizedCrop + horizontal flip. Eval: resize the short side, centre crop (deterministic)."""
-    if augment:
-        return [v2.RandomResizedCrop(image_size, antialias=True), v2.RandomHorizontalFlip()]
-    if isinstance(image_size, int):
-        return [v2.Resize(image_size, antialias=True), v2.CenterCrop(image_size)]
-    return [v2.Resize(tuple(image_size), antialias=True)]  # an explicit (H, W) is taken as is
+def normalization_stats(normalize: Normalize, mean: tuple[float, ...], std: tuple[float, ...], channels: int) -> tuple:
+    """(mean, std) per channel of ``normalize`` (see ``_to_tensor``), for timm's transforms."""
+    _to_tensor(normalize, mean, std, channels)  # the same check of ``normalize``
+    if normalize == 'symmetric':
+        return (0.5,) * channels, (0.5,) * channels
+    if not normalize:
+        return (0.0,) * channels, (1.0,) * channels
+    if channels == 1:
+        return (sum(mean) / len(mean),), (sum(std) / len(std),)
+    return mean, std
 
 
 def _missing(path: Path, how: str) -> FileNotFoundError:
@@ -134,15 +139,23 @@ class ImageFolderDataset(_DictDataset):
 
     Args:
         data_root: root of the tree.
-        split: sub-folder to read; also picks the transform (random crops and flips only for 'train').
+        split: sub-folder to read; also picks the transform (augmentation only for 'train').
         image_size: int (square crop) or (H, W).
         normalize: True: ImageNet mean / std; 'symmetric': values in [-1, 1] (for diffusion); False: [0, 1].
-        augment: random crop + flip; default: ``split == 'train'``.
+        augment: timm's training augmentation (``vispe.datasets.augment``): True for vispe's defaults (random
+            resized crop at scale 0.5-1, horizontal flip), a dict of ``timm.data.create_transform`` arguments over
+            them (``dict(scale=(0.08, 1.0), auto_augment='rand-m9-mstd0.5', re_prob=0.25, hflip=0.0)``), False for
+            the deterministic eval transform (short side resized, centre crop); default: ``split == 'train'``.
         on_error: 'raise' (a corrupt or truncated image stops with an error naming it) or 'skip' (warn, serve the
             next image, count it).
         channels: 3 (RGB) or 1 (grey, for a model with ``in_chans=1``).
         max_image_pixels: images with more pixels are refused as possible decompression bombs; None: Pillow's
             ``PIL.Image.MAX_IMAGE_PIXELS`` (about 89 million).
+        size_policy: mixed-resolution training (``vispe.datasets.sizes``, a config dict or a policy): each item's
+            size is drawn instead of ``image_size``: ``NativeAspect`` keeps each image's aspect ratio under a token
+            budget (the random crop's ratio range is then relative to it), ``SquareSizes`` a random square side.
+            One draw per item, or one per batch with ``SharedSizeBatchSampler`` (indices ``(i, key)``).
+        interpolation: the resize's, as timm names it ('bilinear', 'bicubic'; 'random' in training).
 
     Every Pillow mode is decoded to correctly scaled pixels (``vispe.datasets.images``: 16-bit images keep their
     precision, alpha is composited over black). An image with a side of one pixel or under 1/8 of the crop's is
@@ -157,10 +170,12 @@ class ImageFolderDataset(_DictDataset):
         split: str = 'train',
         image_size: ImageSize = 224,
         normalize: Normalize = True,
-        augment: bool | None = None,
+        augment: bool | dict | None = None,
         on_error: str = 'raise',
         channels: int = 3,
         max_image_pixels: int | None = None,
+        size_policy: SizePolicy | dict | None = None,
+        interpolation: str = 'bilinear',
     ) -> None:
         if channels not in (1, 3):
             raise ValueError(f'channels must be 1 (grey) or 3 (RGB), got {channels!r}')
@@ -168,20 +183,24 @@ class ImageFolderDataset(_DictDataset):
             raise ValueError(f'max_image_pixels must be a positive pixel count or None, got {max_image_pixels!r}')
         self.data_root, self.split, self.image_size = Path(data_root), split, image_size
         root = _find_image_root(self.data_root, split)
-        augment = split == 'train' if augment is None else augment
-        steps = _resize_steps(image_size, augment) + _to_tensor(normalize, IMAGENET_MEAN, IMAGENET_STD, channels)
-        self.transform = v2.Compose(steps)
+        self.size_policy = build_size_policy(size_policy)
+        settings = augment_settings(split == 'train' if augment is None else augment)
+        mean, std = normalization_stats(normalize, IMAGENET_MEAN, IMAGENET_STD, channels)
+        self.transform = ImageTransform(image_size, settings, mean, std, self.size_policy, interpolation)
         self.loader = functools.partial(load_image, channels=channels, max_pixels=max_image_pixels)
-        self.crop = (image_size, image_size) if isinstance(image_size, int) else (image_size[0], image_size[1])
+        self.crop = as_pair(image_size, 'image_size')
         base = _image_folder(root, self.loader)
         super().__init__(base, base.classes, on_error)
         self.warn_once = WarnsOnce(len(self))
 
-    def load(self, index: int) -> dict:
+    def load(self, index: int, key: int | None = None) -> dict:
         path, label = self.base.samples[index]
         image = self.loader(path)
-        self.warn_once(index, small_image_message(path, decoded_size(image), self.crop))
-        return {'inputs': self.transform(image), 'labels': int(label)}
+        hw = decoded_size(image)
+        draw = None if self.size_policy is None else draw_for(self.size_policy, key)
+        crop = self.crop if self.size_policy is None else self.size_policy.size(draw, hw)
+        self.warn_once(index, small_image_message(path, hw, crop))
+        return {'inputs': self.transform(image, draw), 'labels': int(label)}
 
 
 @DATASETS.register_module()

@@ -190,15 +190,21 @@ class SkipsBadSamples:
             return str(err)
         return f'sample {index} failed in a data loader worker and loads now (did its file change?)'
 
-    def __getitem__(self, index: int) -> Any:
-        """``load(index)``; under ``on_error='skip'`` the first readable sample from ``index`` on (wrapping around)."""
+    def __getitem__(self, index: int | tuple[int, int]) -> Any:
+        """``load(index)``; under ``on_error='skip'`` the first readable sample from ``index`` on (wrapping around).
+        An index ``(i, key)`` (a batch's size key, ``vispe.datasets.sizes``) is loaded as ``load(i, key)``."""
+        extra: tuple[int, ...] = ()
+        if isinstance(index, tuple):
+            first, extra = index[0], tuple(index[1:])
+        else:
+            first = index
         flags, n = self._skip_flags, len(self)
         for step in range(n):
-            i = (index + step) % n
+            i = (first + step) % n
             if flags is not None and flags[i]:
                 continue
             try:
-                return self.load(i)
+                return self.load(i, *extra)
             except SampleError as err:
                 if flags is None:
                     raise

@@ -33,6 +33,7 @@ from vispe.datasets.scene2d import (
     render_scene,
     to_uint8,
 )
+from vispe.datasets.sizes import SizedIndex, SizePolicy, build_size_policy, item_size, split_index
 from vispe.registry import DATASETS
 
 SPLITS = {'train': 0, 'val': 1, 'test': 2}
@@ -235,6 +236,10 @@ class Shapes2D(Dataset):
         crop_ratio: (min, max) aspect ratio (width / height, in output pixels) of the window; the default keeps
             windows square on square images, so shapes are never stretched.
         return_crop: add ``crop`` to the items; default: whenever ``crop_scale`` is set.
+        size_policy: mixed-resolution training (``vispe.datasets.sizes``, a config dict or a policy): each item is
+            rendered at a size the policy draws for it (of a square scene: ``NativeAspect`` gives squares within its
+            token budget), instead of at ``image_size``; a crop window keeps the shape ``image_size`` gives it. One
+            draw per item, or one per batch with ``SharedSizeBatchSampler`` (indices ``(i, key)``).
 
     Items are ``dict(inputs=FloatTensor (3, H, W), labels=int)``, plus ``crop=FloatTensor(4)`` = (top, left, height,
     width) of the rendered window as fractions of the full image (the whole image is (0, 0, 1, 1)) when
@@ -252,6 +257,7 @@ class Shapes2D(Dataset):
         crop_scale: tuple[float, float] | None = None,
         crop_ratio: tuple[float, float] = (1.0, 1.0),
         return_crop: bool | None = None,
+        size_policy: SizePolicy | dict | None = None,
     ) -> None:
         if task not in TASKS:
             raise ValueError(f'unknown Shapes2D task {task!r}; valid tasks: {sorted(TASKS)}')
@@ -268,6 +274,7 @@ class Shapes2D(Dataset):
         self.return_crop = crop_scale is not None if return_crop is None else bool(return_crop)
         self.task, self.split, self.num_samples = task, split, int(num_samples)
         self.image_size, self.seed, self.normalize = as_hw(image_size), int(seed), normalize
+        self.size_policy = build_size_policy(size_policy)
         self._generate, names = TASKS[task]
         self.classes = list(names)
         self.num_classes = len(self.classes)
@@ -314,10 +321,12 @@ class Shapes2D(Dataset):
         """Item ``index`` as a uint8 (H, W, 3) array for visualisation."""
         return to_uint8(self.render_numpy(index, image_size))
 
-    def __getitem__(self, index: int) -> dict:
+    def __getitem__(self, index: int | SizedIndex) -> dict:
+        index, key = split_index(index)
         scene = self.scene(index)
         window = None if self.crop_scale is None else self.crop_box(index)
-        image = torch.from_numpy(render_scene(scene, self.image_size, window).transpose(2, 0, 1).copy())
+        size = item_size(self.size_policy, self.image_size, key)
+        image = torch.from_numpy(render_scene(scene, size, window).transpose(2, 0, 1).copy())
         if self.normalize:
             image = (image - 0.5) / 0.5
         item = {'inputs': image, 'labels': scene.label}
@@ -331,5 +340,6 @@ class Shapes2D(Dataset):
             f'image_size={self.image_size}, seed={self.seed}, normalize={self.normalize}'
             + ('' if self.crop_scale is None else f', crop_scale={self.crop_scale}, crop_ratio={self.crop_ratio}')
             + ('' if self.return_crop == (self.crop_scale is not None) else f', return_crop={self.return_crop}')
+            + ('' if self.size_policy is None else f', size_policy={self.size_policy!r}')
             + ')'
         )

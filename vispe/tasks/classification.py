@@ -29,10 +29,11 @@ class Classifier(BaseModel):
         label_smoothing: cross-entropy label smoothing.
         data_preprocessor: mmengine data preprocessor config (default: move the batch to the device).
 
-    Batches are dicts ``{'inputs': ..., 'labels': (B,)}``, optionally with a ``crop`` box (``RandomResizedCropBox``),
-    which is ignored; any other key is an error naming it. ``mode='loss'`` returns ``{'loss': ...}``,
-    ``mode='predict'`` one dict per sample (``pred``, ``label``, ``score``) for the ``Accuracy`` metric, and
-    ``mode='tensor'`` the logits.
+    Batches are dicts ``{'inputs': ..., 'labels': (B,)}`` (``inputs`` whatever the backbone takes: a tensor, or
+    for a vispe ViT also a list of (C, H_i, W_i) images of different sizes, from ``mixed_size_collate``),
+    optionally with a ``crop`` box (``RandomResizedCropBox``), which is ignored; any other key is an error naming
+    it. ``mode='loss'`` returns ``{'loss': ...}``, ``mode='predict'`` one dict per sample (``pred``, ``label``,
+    ``score``) for the ``Accuracy`` metric, and ``mode='tensor'`` the logits.
     """
 
     def __init__(
@@ -65,12 +66,13 @@ class Classifier(BaseModel):
 
     def forward(
         self,
-        inputs: torch.Tensor,
+        inputs: torch.Tensor | list[torch.Tensor],
         labels: torch.Tensor | None = None,
         mode: str = 'tensor',
         crop: torch.Tensor | None = None,
     ) -> torch.Tensor | dict[str, torch.Tensor] | list[dict[str, torch.Tensor]]:
-        """``crop`` (B, 4) is accepted and unused (see ``IGNORED_BATCH_KEYS``)."""
+        """``inputs`` go to the backbone as they are: (B, C, H, W), or a list of B (C, H_i, W_i) images of mixed
+        sizes. ``crop`` (B, 4) is accepted and unused (see ``IGNORED_BATCH_KEYS``)."""
         logits = self.backbone(inputs)  # (B, num_classes)
         if mode == 'tensor':
             return logits
@@ -89,7 +91,8 @@ class ImageClassifier(Classifier):
     """A vispe ViT classifier for mmengine's Runner: ``backbone`` holds the keyword arguments of
     ``vispe.create_model``: ``model_name`` (any timm ViT name), ``encoding`` and timm keyword arguments (img_size,
     patch_size, embed_dim, num_classes, ...). Other arguments and modes as ``Classifier``; batches are dicts
-    ``{'inputs': (B, C, H, W), 'labels': (B,)}``.
+    ``{'inputs': (B, C, H, W), 'labels': (B,)}``, or with ``inputs`` a list of B (C, H_i, W_i) images of mixed sizes
+    (each a multiple of the patch size; ``vispe.datasets.batching``).
     """
 
     def build_backbone(self, cfg: dict[str, Any]) -> nn.Module:

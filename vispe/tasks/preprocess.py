@@ -24,6 +24,10 @@ class MultiScaleDataPreprocessor(BaseDataPreprocessor):
     ``inputs`` (B, C, H, W) are resized with antialiased bilinear interpolation. Validation and test batches are
     left at their data set's size. One size per batch keeps batches rectangular; in distributed training each
     rank draws its own.
+
+    It resizes stacked batches only: a batch of mixed sizes (``inputs`` a list, from ``mixed_size_collate``) is
+    refused in training, since resizing it to one size would undo the mix; mixed-resolution data sets draw their
+    sizes themselves (``size_policy``, ``vispe.datasets.sizes``).
     """
 
     def __init__(self, sizes: Sequence[int], non_blocking: bool = False) -> None:
@@ -38,6 +42,12 @@ class MultiScaleDataPreprocessor(BaseDataPreprocessor):
             return data
         size = self.sizes[int(torch.randint(len(self.sizes), ()))]
         images = data['inputs']  # (B, C, H, W)
+        if not isinstance(images, torch.Tensor):
+            raise TypeError(
+                f'MultiScaleDataPreprocessor resizes a stacked (B, C, H, W) batch, got inputs of type '
+                f'{type(images).__name__} (a mixed-size batch from mixed_size_collate?); a data set with a '
+                'size_policy already draws the sizes: drop model.data_preprocessor or the size_policy'
+            )
         if images.shape[-2:] != (size, size):
             images = F.interpolate(images, size=(size, size), mode='bilinear', align_corners=False, antialias=True)
         return {**data, 'inputs': images}

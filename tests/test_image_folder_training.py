@@ -1,0 +1,199 @@
+"""Your own images: timm's augmentation as the config sets it, ImageFolder items at native aspect ratios under a token
+budget, the ImageFolder config training a few steps, and ``vispe infer`` naming the classes of image files."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from mmengine.config import Config
+from PIL import Image
+from timm.data.auto_augment import RandAugment
+from timm.data.random_erasing import RandomErasing
+from timm.data.transforms import RandomResizedCropAndInterpolation
+from torchvision import transforms
+from torchvision.transforms import functional as TF
+
+from vispe.cli.infer import main as infer
+from vispe.datasets import ImageFolderDataset
+from vispe.datasets.augment import AUGMENT_DEFAULTS
+from vispe.datasets.sizes import native_size
+from vispe.engine.checkpoint import load_checkpoint
+from vispe.engine.train import train
+from vispe.evaluation.image_inference import _prepare, image_view
+
+COLORS = {'blue': (20, 40, 230), 'red': (230, 30, 20)}
+#: (width, height) of the images of each class: square, wide and tall
+SIZES = ((40, 40), (64, 32), (30, 60), (48, 36))
+
+
+def image_tree(root, per_class: int = 4):
+    """data_root/{train,val}/{blue,red}/*.png: flat colour (plus noise) at several aspect ratios."""
+    generator = torch.Generator().manual_seed(0)
+    for split in ('train', 'val'):
+        for name, color in COLORS.items():
+            (root / split / name).mkdir(parents=True)
+            for i in range(per_class):
+                width, height = SIZES[i % len(SIZES)]
+                noise = torch.randint(-15, 16, (height, width, 3), generator=generator)
+                pixels = (torch.tensor(color) + noise).clamp(0, 255).to(torch.uint8).numpy()
+                Image.fromarray(pixels).save(root / split / name / f'{i}.png')
+    return root
+
+
+@pytest.fixture(scope='module')
+def tree(tmp_path_factory):
+    return image_tree(tmp_path_factory.mktemp('images'))
+
+
+def _stage_types(dataset) -> list[type]:
+    return [type(t) for t in dataset.transform.stages]
+
+
+def test_the_augment_config_reaches_timm(tree) -> None:
+    augment = dict(scale=(0.2, 1.0), hflip=0.0, auto_augment='rand-m9-mstd0.5', re_prob=0.25)
+    dataset = ImageFolderDataset(tree, 'train', image_size=32, augment=augment)
+    types = _stage_types(dataset)
+    assert RandAugment in types and RandomErasing in types and transforms.RandomHorizontalFlip not in types
+    crop = dataset.transform.stages[0]
+    assert isinstance(crop, RandomResizedCropAndInterpolation) and crop.scale == (0.2, 1.0) and crop.size == (32, 32)
+    assert next(t for t in dataset.transform.stages if isinstance(t, RandomErasing)).probability == 0.25
+    assert dataset[0]['inputs'].shape == (3, 32, 32)
+
+
+def test_the_defaults_keep_small_images_whole_enough(tree) -> None:
+    dataset = ImageFolderDataset(tree, 'train', image_size=32)  # augment defaults to split == 'train'
+    crop = dataset.transform.stages[0]
+    assert crop.scale == AUGMENT_DEFAULTS['scale'] == (0.5, 1.0)
+    types = _stage_types(dataset)
+    assert transforms.RandomHorizontalFlip in types and transforms.ColorJitter not in types
+    with pytest.raises(ValueError, match=r"'re_porb'; did you mean 're_prob'"):
+        ImageFolderDataset(tree, 'train', image_size=32, augment=dict(re_porb=0.5))
+
+
+def test_evaluation_is_deterministic_short_side_and_centre_crop(tree) -> None:
+    dataset = ImageFolderDataset(tree, 'val', image_size=16, normalize=False)
+    assert dataset.transform.augment is None and torch.equal(dataset[1]['inputs'], dataset[1]['inputs'])
+    path = dataset.base.samples[1][0]  # a 64 x 32 image: its short side to 16, the centre 16 x 16
+    expected = TF.center_crop(TF.resize(TF.to_tensor(Image.open(path).convert('RGB')), 16), 16)
+    torch.testing.assert_close(dataset[1]['inputs'], expected, atol=2e-2, rtol=0)
+
+
+def test_native_aspect_items_keep_their_aspect_ratio_within_the_budget(tree) -> None:
+    policy = dict(type='NativeAspect', patch_size=8, max_tokens=24)
+    val = ImageFolderDataset(tree, 'val', image_size=32, size_policy=policy)
+    for index, (path, _) in enumerate(val.base.samples):
+        width, height = Image.open(path).size
+        assert tuple(val[index]['inputs'].shape[-2:]) == native_size((height, width), 8, 24)
+    train_set = ImageFolderDataset(tree, 'train', image_size=32, size_policy=policy, augment=dict(scale=(0.9, 1.0)))
+    torch.manual_seed(0)
+    for index, (path, _) in enumerate(train_set.base.samples):
+        width, height = Image.open(path).size
+        h, w = train_set[index]['inputs'].shape[-2:]
+        assert h % 8 == 0 and w % 8 == 0 and (h // 8) * (w // 8) <= 24
+        if max(width, height) >= 1.5 * min(width, height):  # a wide image stays wide, a tall one tall
+            assert (w > h) == (width > height)
+    keyed = {tuple(train_set[(i, 99)]['inputs'].shape) for i in range(len(train_set))}
+    assert len(keyed) > 1  # one budget per key, each image at its own aspect ratio
+
+
+def _options(root, work: str, **extra) -> dict:
+    options = {
+        'model.backbone.num_classes': 2,
+        'model.backbone.depth': 1,
+        'model.backbone.embed_dim': 32,
+        'model.backbone.num_heads': 2,
+        'train_cfg.max_epochs': 1,
+        'train_cfg.val_interval': 1,
+        'param_scheduler': [dict(type='ConstantLR', factor=1.0, by_epoch=True, begin=0, end=1)],
+        'train_dataloader.batch_size': 4,
+        'val_dataloader.batch_size': 4,
+        'test_dataloader.batch_size': 4,
+    }
+    for split in ('train', 'val', 'test'):
+        options.update({
+            f'{split}_dataloader.dataset.data_root': str(root),
+            f'{split}_dataloader.num_workers': 0,
+            f'{split}_dataloader.persistent_workers': False,
+        })  # fmt: skip
+    return {**options, **extra}
+
+
+@pytest.fixture(scope='module')
+def trained(tree, tmp_path_factory):
+    """Two steps of vit_tiny_imagefolder.py on the tree (8 training images, batch 4); returns its checkpoint."""
+    work = tmp_path_factory.mktemp('work')
+    cfg = train('configs/vit/vit_tiny_imagefolder.py', str(work), _options(tree, str(work)))
+    assert cfg.train_dataloader.dataset.augment['scale'] == (0.5, 1.0)
+    return str(work / 'epoch_1.pth')
+
+
+def test_the_imagefolder_config_trains_and_saves_its_class_names(trained) -> None:
+    ckpt = load_checkpoint(trained)
+    assert ckpt['meta']['dataset_meta']['classes'] == ('blue', 'red') and ckpt['meta']['iter'] == 2
+
+
+def test_infer_prints_the_top_classes_by_name(trained, tree, capsys) -> None:
+    files = [str(p) for p in sorted((tree / 'val').glob('*/*.png'))[:3]]
+    infer([trained, *files, '--topk', '2'])  # the config comes from the checkpoint
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 3
+    for line, path in zip(lines, files):
+        assert line.startswith(f'{path}: ') and line.count('%') == 2
+        assert 'blue' in line and 'red' in line
+    infer(['configs/vit/vit_tiny_imagefolder.py', trained, files[0], '--topk', '1', '--cfg-options',
+           'model.backbone.num_classes=2', 'model.backbone.depth=1', 'model.backbone.embed_dim=32',
+           'model.backbone.num_heads=2'])  # fmt: skip
+    assert capsys.readouterr().out.count('%') == 1
+
+
+def test_infer_serves_native_aspect_files_at_the_largest_budget(trained, tree, capsys) -> None:
+    wide = str(tree / 'val' / 'red' / '1.png')  # 64 x 32
+    policy = "{'type': 'NativeAspect', 'patch_size': 8, 'max_tokens': [16, 32]}"
+    infer([trained, wide, '--cfg-options', f'test_dataloader.dataset.size_policy={policy}'])
+    assert capsys.readouterr().out.startswith(f'{wide}: ')
+    cfg = Config.fromstring(load_checkpoint(trained)['meta']['cfg'], file_format='.py')
+    cfg.test_dataloader.dataset.size_policy = dict(type='NativeAspect', patch_size=8, max_tokens=[16, 32])
+    assert _prepare(wide, image_view(cfg, {}))['image'].shape == (3, 32, 64)  # 4 x 8 patches: 32 tokens, 2:1
+
+
+def test_infer_names_missing_files_and_wrong_checkpoints(trained, tree, tmp_path, capsys) -> None:
+    good = str(next((tree / 'val' / 'red').glob('*.png')))
+    with pytest.raises(SystemExit, match='1 of 2 files failed'):
+        infer([trained, good, str(tmp_path / 'nope.png')])
+    captured = capsys.readouterr()
+    assert f'error: {tmp_path / "nope.png"}: no such file' in captured.err and good in captured.out
+    bogus = tmp_path / 'model.pth'
+    bogus.write_text('not a checkpoint')
+    with pytest.raises(SystemExit, match='is not a PyTorch checkpoint'):
+        infer([str(bogus), good])
+    with pytest.raises(SystemExit, match='does not exist'):
+        infer([str(tmp_path / 'missing.pth'), good])
+    with pytest.raises(SystemExit, match='give a checkpoint and at least one image file'):
+        infer([trained])
+    with pytest.raises(SystemExit) as info:  # a checkpoint of another config: refused, naming what differs
+        infer(['configs/vit/vit_tiny_shapes2d_position.py', trained, good])
+    assert str(info.value.code).startswith('error: ') and trained in str(info.value.code)
+
+
+def test_the_mixedres_imagefolder_config_trains_on_lists(tree, tmp_path) -> None:
+    from test_mixed_sizes import _model_takes_lists
+
+    if not _model_takes_lists():
+        pytest.skip('the vispe ViT does not take a list of images of mixed sizes yet')
+    work = tmp_path / 'work'
+    train('configs/vit/vit_tiny_imagefolder_mixedres.py', str(work), _options(tree, str(work)))
+    assert (work / 'epoch_1.pth').is_file()
+
+
+def test_the_mixedres_imagefolder_config_trains_square_sizes_per_batch(tree, tmp_path) -> None:
+    """FlexiViT-style on your images: one square side per batch (stacked batches, any ViT), through the Runner."""
+    work = tmp_path / 'work'
+    square = {'type': 'SquareSizes', 'min_size': 16, 'max_size': 48, 'patch_size': 8}
+    options = _options(tree, str(work), **{
+        'train_dataloader.dataset.size_policy': square,
+        'val_dataloader.dataset.size_policy': None,
+        'test_dataloader.dataset.size_policy': None,
+    })  # fmt: skip
+    cfg = train('configs/vit/vit_tiny_imagefolder_mixedres.py', str(work), options)
+    assert cfg.train_dataloader.batch_sampler.type == 'SharedSizeBatchSampler'
+    assert (work / 'epoch_1.pth').is_file()

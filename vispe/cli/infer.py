@@ -1,0 +1,96 @@
+"""vispe infer [CONFIG] CKPT FILE [FILE ...] [--topk 5] (tools/infer.py is this command): classify image files with
+a trained image classifier and print the top-k classes, with their names, one line per file.
+
+CONFIG (a .py file or a shipped config's name) is optional: without it, the config the checkpoint was trained from
+is used (mmengine saves its text in the checkpoint). Each file is prepared as the config's test images are (resized
+and centre-cropped to the test size, or to its size under a NaFlex token budget, and normalised); class names are
+the training data set's (an ImageFolder's class folders), which mmengine saves in the checkpoint. A file that cannot
+be read is one ``error: FILE: problem`` line on stderr and the others are still classified; the exit status is then
+1, after a count of the files that failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from mmengine.config import Config
+
+from vispe.engine.checkpoint import CheckpointError, load_checkpoint
+from vispe.engine.config import CfgOptionsAction, ConfigError, load_config, replacing_dicts
+from vispe.evaluation.checkpoints import load_model
+from vispe.evaluation.image_inference import image_view, predict_images
+
+
+def split_paths(paths: Sequence[str]) -> tuple[str | None, str, list[str]]:
+    """(config or None, checkpoint, image files) of the positional arguments: a first one ending in .py is the
+    config."""
+    config = paths[0] if paths and paths[0].endswith('.py') else None
+    rest = list(paths[1:] if config else paths)
+    if len(rest) < 2:
+        raise ConfigError('give a checkpoint and at least one image file: vispe infer [CONFIG] CKPT FILE [FILE ...]')
+    return config, rest[0], rest[1:]
+
+
+def config_of(config: str | None, checkpoint: str, cfg_options: dict | None) -> Config:
+    """``config`` loaded (with --cfg-options), or the one the checkpoint's meta holds."""
+    if config is not None:
+        return load_config(config, cfg_options)
+    text = (load_checkpoint(checkpoint).get('meta') or {}).get('cfg')
+    if not isinstance(text, str):
+        raise ConfigError(
+            f'{checkpoint} holds no training config (meta.cfg, which mmengine saves); give the config it was trained '
+            'with: vispe infer CONFIG CKPT FILE ...'
+        )
+    cfg = Config.fromstring(text, file_format='.py')
+    if cfg_options:
+        cfg.merge_from_dict(replacing_dicts(cfg_options))
+    return cfg
+
+
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        usage='%(prog)s [CONFIG] CKPT FILE [FILE ...] [--topk K] [--device D] [--cfg-options KEY=VALUE ...]',
+        description='Classify image files with a trained vispe image classifier',
+        epilog='CONFIG may be left out: the checkpoint holds the config it was trained from.',
+    )
+    parser.add_argument(
+        'paths', nargs='+', metavar='PATH', help='the config (optional, a .py file), the checkpoint, the image files'
+    )
+    parser.add_argument('--topk', type=int, default=5, help='how many classes to print per file')
+    parser.add_argument('--device', default='cpu')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=CfgOptionsAction,
+        default=None,
+        metavar='KEY=VALUE',
+        help='override config entries, as for vispe train',
+    )
+    args = parser.parse_args(argv)
+    try:
+        config, checkpoint, files = split_paths(args.paths)
+        load_checkpoint(checkpoint)  # a clear error for a missing or non-checkpoint file, before any work
+        cfg = config_of(config, checkpoint, args.cfg_options)
+        model, meta = load_model(cfg, checkpoint, args.device)
+        predictions = predict_images(model, files, image_view(cfg, meta), args.topk)
+    except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
+        sys.exit(f'error: {err}')
+    failed = 0
+    for pred in predictions:
+        for warning in pred['warnings']:
+            print(f'warning: {warning}', file=sys.stderr)
+        if 'error' in pred:
+            failed += 1
+            print(f'error: {pred["error"]}', file=sys.stderr)
+            continue
+        ranked = ', '.join(f'{name} {p:.1%}' for name, p in pred['top'])
+        print(f'{pred["file"]}: {pred["top"][0][0]} ({ranked})')
+    if failed:
+        sys.exit(f'{failed} of {len(predictions)} files failed')
+
+
+if __name__ == '__main__':
+    main()

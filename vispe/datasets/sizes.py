@@ -1,0 +1,267 @@
+"""Size policies: the (H, W) each image is served at in mixed-resolution training (FlexiViT, NaViT, NaFlex).
+
+A policy answers in two steps, so that a size can be drawn once per image or once per batch:
+
+* ``draw(generator)``: the random part, a hashable *draw*: the (H, W) itself for ``FixedSize`` and ``SquareSizes``,
+  the token budget for ``NativeAspect``;
+* ``size(draw, image_hw)``: the (H, W) an image (or crop) of ``image_hw`` pixels is resized or rendered to.
+
+Three policies, registered in ``vispe.registry.SIZE_POLICIES`` and built from a config dict
+(``size_policy=dict(type='SquareSizes', min_size=32, max_size=64, patch_size=8)``):
+
+``FixedSize(size)``
+    one (H, W) for every image: what a data set without a policy does.
+``SquareSizes(min_size, max_size, patch_size)``
+    FlexiViT-style (Beyer et al. 2023): a square side drawn uniformly among the multiples of the patch size in
+    [min_size, max_size]. FlexiViT draws the patch size at a fixed image size; drawing the side at a fixed patch
+    size varies the token grid the same way, and keeps the patch embedding as it is.
+``NativeAspect(patch_size, max_tokens, min_tokens=None)``
+    NaViT / NaFlex (Dehghani et al. 2023; timm's NaFlexVit): each image keeps its aspect ratio and is scaled to the
+    largest patch grid with at most the drawn budget of tokens (timm's ``get_image_size_for_seq``: both sides
+    rounded up to whole patches, then the largest scale that fits). The budget is ``max_tokens``, one of a list of
+    budgets, or uniform in [min_tokens, max_tokens].
+
+Per image or per batch: a data set with ``size_policy`` draws once per item from the global torch RNG (in a
+DataLoader worker, torch seeds it per worker from the loader's seed). Given an index ``(i, key)`` instead of ``i``,
+as ``vispe.datasets.batching.SharedSizeBatchSampler`` yields them, it draws from a generator seeded with ``key``:
+every item of a batch has the same key, hence the same draw (``draw_for``). Every size a policy returns is a
+multiple of its patch size on both sides, so a ViT with that patch size takes it as it is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import torch
+from timm.data.naflex_transforms import get_image_size_for_seq
+
+from vispe.registry import SIZE_POLICIES
+
+HW = tuple[int, int]
+#: a data set index with the key of its batch's size draw, as ``SharedSizeBatchSampler`` yields it
+SizedIndex = tuple[int, int]
+
+
+def as_pair(size: int | Sequence[int], what: str = 'size') -> HW:
+    """``size`` (int or (H, W)) as a (H, W) pair of positive ints, else ValueError naming ``what``."""
+    pair = (size, size) if isinstance(size, int) else tuple(size)
+    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair):
+        raise ValueError(f'{what} must be a positive int or an (H, W) pair of them, got {size!r}')
+    return int(pair[0]), int(pair[1])
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f'{what} must be a positive int, got {value!r}')
+    return value
+
+
+def _randint(low: int, high: int, generator: torch.Generator | None) -> int:
+    """Uniform int in [low, high], from ``generator`` (None: the global torch RNG)."""
+    return int(torch.randint(low, high + 1, (), generator=generator))
+
+
+class SizePolicy:
+    """Base class: ``draw`` then ``size`` (see the module docstring). ``keeps_aspect``: sizes follow the image's
+    aspect ratio (a random crop then keeps its own, drawn relative to the image's)."""
+
+    patch_size: int | None = None
+    keeps_aspect = False
+
+    def draw(self, generator: torch.Generator | None = None) -> Hashable:
+        raise NotImplementedError
+
+    def size(self, draw: Any, image_hw: HW) -> HW:
+        raise NotImplementedError
+
+    def sample(self, image_hw: HW, generator: torch.Generator | None = None) -> HW:
+        """One size for an image of ``image_hw`` pixels: ``size(draw(generator), image_hw)``."""
+        return self.size(self.draw(generator), image_hw)
+
+    def nominal_side(self) -> int:
+        """A typical side in pixels (for augmentations whose strength is in pixels, e.g. RandAugment's shifts)."""
+        raise NotImplementedError
+
+    def largest(self) -> Hashable:
+        """The draw of the largest sizes (the largest side or budget): a deterministic choice, for inference."""
+        raise NotImplementedError
+
+
+@SIZE_POLICIES.register_module()
+class FixedSize(SizePolicy):
+    """Every image at ``size`` (int: square, or (H, W)); with ``patch_size``, both sides must be multiples of it."""
+
+    def __init__(self, size: int | Sequence[int], patch_size: int | None = None) -> None:
+        self.hw = as_pair(size)
+        if patch_size is not None:
+            self.patch_size = _positive_int(patch_size, 'patch_size')
+            if self.hw[0] % patch_size or self.hw[1] % patch_size:
+                raise ValueError(f'FixedSize {self.hw} is not a multiple of the patch size {patch_size}')
+
+    def draw(self, generator: torch.Generator | None = None) -> HW:
+        return self.hw
+
+    def size(self, draw: HW, image_hw: HW) -> HW:
+        return draw
+
+    def nominal_side(self) -> int:
+        return min(self.hw)
+
+    def largest(self) -> HW:
+        return self.hw
+
+    def __repr__(self) -> str:
+        return f'FixedSize(size={self.hw}, patch_size={self.patch_size})'
+
+
+@SIZE_POLICIES.register_module()
+class SquareSizes(SizePolicy):
+    """FlexiViT's random square size: a side drawn uniformly among the multiples of ``patch_size`` in
+    [``min_size``, ``max_size``] (both included when they are multiples)."""
+
+    def __init__(self, min_size: int, max_size: int, patch_size: int) -> None:
+        self.patch_size = _positive_int(patch_size, 'patch_size')
+        _positive_int(min_size, 'min_size')
+        _positive_int(max_size, 'max_size')
+        self.min_size, self.max_size = min_size, max_size
+        self.sides = tuple(range(math.ceil(min_size / patch_size) * patch_size, max_size + 1, patch_size))
+        if not self.sides:
+            raise ValueError(
+                f'SquareSizes: no multiple of the patch size {patch_size} lies in [{min_size}, {max_size}]'
+            )
+
+    def draw(self, generator: torch.Generator | None = None) -> HW:
+        side = self.sides[_randint(0, len(self.sides) - 1, generator)]
+        return side, side
+
+    def size(self, draw: HW, image_hw: HW) -> HW:
+        return draw
+
+    def nominal_side(self) -> int:
+        return self.sides[len(self.sides) // 2]
+
+    def largest(self) -> HW:
+        return self.sides[-1], self.sides[-1]
+
+    def __repr__(self) -> str:
+        return f'SquareSizes(min_size={self.min_size}, max_size={self.max_size}, patch_size={self.patch_size})'
+
+
+def native_size(image_hw: HW, patch_size: int, max_tokens: int) -> HW:
+    """The (H, W) of the largest patch grid with at most ``max_tokens`` tokens and the aspect ratio of
+    ``image_hw`` (each side rounded up to whole patches, at least one): timm's ``get_image_size_for_seq``.
+
+    Only the aspect ratio of ``image_hw`` matters: it is rescaled to the budget's area first, so that timm's search
+    (scale factors in (1e-5, 100)) holds for images of any size, a 2 x 3 icon as well as a 10k-pixel scan.
+    """
+    height, width = image_hw
+    if height <= 0 or width <= 0:
+        raise ValueError(f'image size must be positive, got {image_hw}')
+    scale = math.sqrt(max_tokens * patch_size * patch_size / (height * width))
+    _, hw = get_image_size_for_seq((height * scale, width * scale), patch_size, max_tokens)  # type: ignore[arg-type]
+    return int(hw[0]), int(hw[1])
+
+
+@SIZE_POLICIES.register_module()
+class NativeAspect(SizePolicy):
+    """NaFlex: each image keeps its aspect ratio, scaled to the largest patch grid within the drawn token budget
+    (``native_size``); at 64 tokens of 16 px an image twice as wide as high is served at 80 x 160 (5 x 10 patches),
+    a square one at 128 x 128.
+
+    Args:
+        patch_size: the model's patch size in pixels.
+        max_tokens: the token budget (patches per image, prefix tokens not counted), or a list of budgets of which
+            one is drawn uniformly (NaFlex's training sequence lengths).
+        min_tokens: with an int ``max_tokens``, draw the budget uniformly in [min_tokens, max_tokens] instead.
+    """
+
+    keeps_aspect = True
+    patch_size: int
+
+    def __init__(self, patch_size: int, max_tokens: int | Sequence[int], min_tokens: int | None = None) -> None:
+        self.patch_size = _positive_int(patch_size, 'patch_size')
+        if isinstance(max_tokens, int):
+            _positive_int(max_tokens, 'max_tokens')
+            if min_tokens is None:
+                self.budgets: tuple[int, ...] = (max_tokens,)
+            else:
+                if not 1 <= _positive_int(min_tokens, 'min_tokens') <= max_tokens:
+                    raise ValueError(f'min_tokens must be in [1, max_tokens={max_tokens}], got {min_tokens}')
+                self.budgets = tuple(range(min_tokens, max_tokens + 1))
+        else:
+            if min_tokens is not None:
+                raise ValueError('min_tokens goes with an int max_tokens (a range of budgets), not a list of them')
+            self.budgets = tuple(_positive_int(t, 'each of max_tokens') for t in max_tokens)
+            if not self.budgets:
+                raise ValueError('max_tokens is an empty list: give at least one token budget')
+        self.max_tokens, self.min_tokens = max_tokens, min_tokens
+
+    def draw(self, generator: torch.Generator | None = None) -> int:
+        return self.budgets[_randint(0, len(self.budgets) - 1, generator)]
+
+    def size(self, draw: int, image_hw: HW) -> HW:
+        return native_size(image_hw, self.patch_size, draw)
+
+    def nominal_side(self) -> int:
+        return int(math.sqrt(max(self.budgets))) * self.patch_size
+
+    def largest(self) -> int:
+        return max(self.budgets)
+
+    def __repr__(self) -> str:
+        return (
+            f'NativeAspect(patch_size={self.patch_size}, max_tokens={self.max_tokens!r}, '
+            f'min_tokens={self.min_tokens!r})'
+        )
+
+
+def build_size_policy(policy: SizePolicy | dict | None) -> SizePolicy | None:
+    """A policy from a ``SIZE_POLICIES`` config dict, or the policy (or None) as it is."""
+    if policy is None or isinstance(policy, SizePolicy):
+        return policy
+    if isinstance(policy, dict):
+        # ``--cfg-options`` marks dict values ``_delete_`` (replace, not merge); onto a key the config did not have,
+        # mmengine leaves the marker in the dict
+        return SIZE_POLICIES.build({k: v for k, v in policy.items() if k != '_delete_'})
+    raise TypeError(f'size_policy must be a dict config (type=FixedSize / SquareSizes / NativeAspect), got {policy!r}')
+
+
+def split_index(index: int | SizedIndex | Sequence[int]) -> tuple[int, int | None]:
+    """(item index, key of its batch's size draw or None) of a data set index: ``i`` or ``(i, key)``."""
+    if isinstance(index, (tuple, list)):
+        if len(index) != 2:
+            raise IndexError(f'a sized index is (index, key), got {index!r}')
+        return int(index[0]), int(index[1])
+    return int(index), None  # type: ignore[arg-type]
+
+
+def draw_for(policy: SizePolicy, key: int | None) -> Hashable:
+    """``policy``'s draw for an item: from the global torch RNG (``key`` None, one draw per item), or from a generator
+    seeded with ``key`` (the same draw for every item given that key: one per batch)."""
+    generator = None if key is None else torch.Generator().manual_seed(key)
+    return policy.draw(generator)
+
+
+def item_size(policy: SizePolicy | None, image_hw: HW, key: int | None = None, default: HW | None = None) -> HW:
+    """The (H, W) an item of ``image_hw`` pixels is served at: ``policy``'s (see ``draw_for``), or ``default``
+    (else ``image_hw``) without a policy."""
+    if policy is None:
+        return default or image_hw
+    return policy.size(draw_for(policy, key), image_hw)
+
+
+__all__ = [
+    'FixedSize',
+    'NativeAspect',
+    'SizePolicy',
+    'SizedIndex',
+    'SquareSizes',
+    'as_pair',
+    'build_size_policy',
+    'draw_for',
+    'item_size',
+    'native_size',
+    'split_index',
+]

@@ -1,0 +1,123 @@
+"""Classify a user's image files with a trained image classifier, prepared as its test data set prepares images.
+
+The class names are the ones the checkpoint's training data set had: mmengine's Runner saves the data set's
+``metainfo`` in ``checkpoint['meta']['dataset_meta']`` (an ImageFolder's ``classes`` are its sorted class-folder
+names), as for point clouds (``point_inference``). A file that cannot be read is reported in its result and the
+others are still classified.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from vispe.datasets.augment import ImageTransform
+from vispe.datasets.folder import IMAGENET_MEAN, IMAGENET_STD, normalization_stats
+from vispe.datasets.images import image_size as decoded_size
+from vispe.datasets.images import load_image, small_image_message
+from vispe.datasets.samples import SampleWarning
+from vispe.datasets.sizes import build_size_policy
+from vispe.registry import DATASETS
+
+#: the data sets whose items ``image_view`` knows how to reproduce from a file
+IMAGE_DATASETS = ('ImageFolderDataset', 'Shapes2D')
+
+
+def _classes_of(data_cfg: Any, meta: dict) -> tuple[str, ...]:
+    """The class names: the checkpoint's ``dataset_meta``, else the data set's own (Shapes2D's task; an ImageFolder's
+    class folders, when they are on disk)."""
+    classes = (meta.get('dataset_meta') or {}).get('classes')
+    if classes:
+        return tuple(classes)
+    if data_cfg.type == 'Shapes2D':
+        return tuple(DATASETS.build(dict(data_cfg, num_samples=0)).classes)
+    try:
+        return tuple(DATASETS.build(dict(data_cfg)).classes)
+    except FileNotFoundError as err:
+        raise ValueError(
+            'the checkpoint holds no class names (meta.dataset_meta.classes, which mmengine saves from the training '
+            f'data set) and its data set is not on disk to read them from: {err}'
+        ) from None
+
+
+def image_view(cfg: Any, meta: dict | None = None) -> dict:
+    """What a file must become to look like the config's test images: ``transform`` (file -> (C, H, W)), ``channels``
+    and ``classes`` (``_classes_of``). A config testing on something else than images is refused, naming it."""
+    data_cfg = (cfg.get('test_dataloader') or cfg.get('val_dataloader') or {}).get('dataset')
+    if data_cfg is None or data_cfg.get('type') not in IMAGE_DATASETS:
+        kind = None if data_cfg is None else data_cfg.get('type')
+        raise ValueError(
+            f'the config tests on {kind!r}, not on images vispe can read from files ({", ".join(IMAGE_DATASETS)})'
+        )
+    image_size = data_cfg.get('image_size', 224 if data_cfg.type == 'ImageFolderDataset' else 32)
+    channels = int(data_cfg.get('channels', 3))
+    if data_cfg.type == 'Shapes2D':  # rendered scenes in [-1, 1] (normalize=True) or [0, 1]
+        normalize: bool | str = 'symmetric' if data_cfg.get('normalize', True) else False
+    else:
+        normalize = data_cfg.get('normalize', True)
+    mean, std = normalization_stats(normalize, IMAGENET_MEAN, IMAGENET_STD, channels)
+    policy = build_size_policy(data_cfg.get('size_policy'))
+    transform = ImageTransform(image_size, None, mean, std, policy, data_cfg.get('interpolation', 'bilinear'))
+    size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
+    return {
+        'transform': transform,
+        'policy': policy,
+        'size': size,
+        'channels': channels,
+        'classes': _classes_of(data_cfg, meta or {}),
+    }
+
+
+def _prepare(path: str, view: dict) -> dict:
+    """{'file', 'image' or 'error', 'warnings'}: one file read as ``view`` says, its problems caught and named."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always', SampleWarning)
+        try:
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f'{path}: no such file')
+            image = load_image(path, channels=view['channels'])
+            policy = view['policy']
+            draw = None if policy is None else policy.largest()  # deterministic: the largest side or budget
+            hw = decoded_size(image)
+            message = small_image_message(path, hw, view['size'] if policy is None else policy.size(draw, hw))
+            if message:
+                warnings.warn(message, SampleWarning, stacklevel=2)
+            result: dict[str, Any] = {'file': path, 'image': view['transform'](image, draw)}
+        except (OSError, ValueError) as err:  # missing, unreadable, truncated or unconvertible files
+            message = str(err)
+            result = {'file': path, 'error': message if path in message else f'{path}: {message}'}
+    result['warnings'] = [str(w.message) for w in caught if issubclass(w.category, SampleWarning)]
+    return result
+
+
+@torch.no_grad()
+def predict_images(
+    model: torch.nn.Module, paths: Sequence[str], view: dict, topk: int = 5, batch_size: int = 32
+) -> list[dict]:
+    """One result per file, in order: ``{'file', 'top': [(class, probability)] * topk, 'warnings'}``, or ``{'file',
+    'error', 'warnings'}`` for a file that could not be read (the others are still classified). Images of one size
+    go to the model as a (B, C, H, W) batch, images of mixed sizes (a ``NativeAspect`` test set) as a list."""
+    if topk < 1:
+        raise ValueError(f'topk must be a positive int, got {topk}')
+    device = next(model.parameters()).device
+    results = [_prepare(path, view) for path in paths]
+    good = [r for r in results if 'image' in r]
+    names = view['classes']
+    for start in range(0, len(good), batch_size):
+        chunk = good[start : start + batch_size]
+        images = [r.pop('image').to(device) for r in chunk]
+        same = len({tuple(image.shape) for image in images}) == 1
+        probs = model(torch.stack(images) if same else images, mode='tensor').float().softmax(-1)
+        if probs.shape[-1] != len(names):
+            raise ValueError(f'the model has {probs.shape[-1]} outputs but {len(names)} class names are known')
+        top = probs.topk(min(topk, probs.shape[-1]), dim=-1)
+        for result, values, index in zip(chunk, top.values.tolist(), top.indices.tolist()):
+            result['top'] = [(names[i], float(p)) for p, i in zip(values, index)]
+    return results
+
+
+__all__ = ['IMAGE_DATASETS', 'image_view', 'predict_images']
