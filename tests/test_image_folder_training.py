@@ -176,10 +176,6 @@ def test_infer_names_missing_files_and_wrong_checkpoints(trained, tree, tmp_path
 
 
 def test_the_mixedres_imagefolder_config_trains_on_lists(tree, tmp_path) -> None:
-    from test_mixed_sizes import _model_takes_lists
-
-    if not _model_takes_lists():
-        pytest.skip('the vispe ViT does not take a list of images of mixed sizes yet')
     work = tmp_path / 'work'
     train('configs/vit/vit_tiny_imagefolder_mixedres.py', str(work), _options(tree, str(work)))
     assert (work / 'epoch_1.pth').is_file()

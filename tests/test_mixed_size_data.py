@@ -14,7 +14,6 @@ from mmengine.model import BaseDataPreprocessor
 from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
 
-import vispe
 from vispe.datasets import Shapes2D
 from vispe.datasets.batching import SharedSizeBatchSampler, mixed_size_collate
 from vispe.datasets.sizes import FixedSize, NativeAspect, SquareSizes, build_size_policy, draw_for, native_size
@@ -236,20 +235,7 @@ def test_multiscale_preprocessor_refuses_mixed_size_batches_in_training() -> Non
     assert isinstance(preprocessor(batch, training=False)['inputs'], list)  # evaluation: left as it is
 
 
-def _model_takes_lists() -> bool:
-    model = vispe.create_model(
-        'vit_tiny_patch16_224', img_size=32, patch_size=4, embed_dim=32, depth=1, num_heads=2, num_classes=3
-    )
-    try:
-        model([torch.randn(3, 32, 32), torch.randn(3, 16, 48)])
-    except (TypeError, ValueError, RuntimeError, AttributeError):
-        return False
-    return True
-
-
 def test_an_image_classifier_trains_on_a_mixed_size_batch_end_to_end() -> None:
-    if not _model_takes_lists():
-        pytest.skip('the vispe ViT does not take a list of images of mixed sizes yet')
     init_default_scope('vispe')
     model = MODELS.build(
         dict(
