@@ -16,7 +16,15 @@ from mmengine.runner import Runner
 
 from vispe.datasets import Shapes2D
 from vispe.datasets.batching import SharedSizeBatchSampler, mixed_size_collate
-from vispe.datasets.sizes import FixedSize, NativeAspect, SquareSizes, build_size_policy, draw_for, native_size
+from vispe.datasets.sizes import (
+    FixedSize,
+    NativeAspect,
+    RandomAspect,
+    SquareSizes,
+    build_size_policy,
+    draw_for,
+    native_size,
+)
 from vispe.engine.config import load_config
 from vispe.registry import DATA_SAMPLERS, FUNCTIONS, MODELS, SIZE_POLICIES
 from vispe.tasks.classification import Classifier
@@ -91,6 +99,21 @@ def test_fixed_size_and_token_budgets() -> None:
         NativeAspect(patch_size=8, max_tokens=16, min_tokens=32)
     assert listed.largest() == 64 and ranged.largest() == 20 and FixedSize(8).largest() == (8, 8)
     assert SquareSizes(min_size=8, max_size=30, patch_size=8).largest() == (24, 24)
+
+
+def test_random_aspect_draws_wide_and_tall_grids_within_the_budget() -> None:
+    policy = RandomAspect(patch_size=4, max_tokens=64, max_ratio=3.0)
+    generator = torch.Generator().manual_seed(0)
+    sizes = [policy.sample((32, 32), generator) for _ in range(400)]
+    for h, w in sizes:
+        assert h % 4 == 0 and w % 4 == 0 and (h // 4) * (w // 4) <= 64
+        assert 1 / 3 - 0.2 <= w / h <= 3 + 0.7  # the drawn ratio, within the rounding to whole patches
+    ratios = [w / h for h, w in sizes]
+    assert min(ratios) < 0.5 and max(ratios) > 2  # both wide and tall images are drawn
+    assert sum((h // 4) * (w // 4) for h, w in sizes) / len(sizes) > 48  # near the budget: the largest grid fits
+    assert policy.size(policy.largest(), (1, 1)) == (32, 32)
+    with pytest.raises(ValueError, match='max_ratio is the widest aspect ratio'):
+        RandomAspect(patch_size=4, max_tokens=64, max_ratio=0.5)
 
 
 def test_policies_build_from_config_dicts() -> None:

@@ -6,7 +6,7 @@ A policy answers in two steps, so that a size can be drawn once per image or onc
   the token budget for ``NativeAspect``;
 * ``size(draw, image_hw)``: the (H, W) an image (or crop) of ``image_hw`` pixels is resized or rendered to.
 
-Three policies, registered in ``vispe.registry.SIZE_POLICIES`` and built from a config dict
+Four policies, registered in ``vispe.registry.SIZE_POLICIES`` and built from a config dict
 (``size_policy=dict(type='SquareSizes', min_size=32, max_size=64, patch_size=8)``):
 
 ``FixedSize(size)``
@@ -20,6 +20,8 @@ Three policies, registered in ``vispe.registry.SIZE_POLICIES`` and built from a 
     largest patch grid with at most the drawn budget of tokens (timm's ``get_image_size_for_seq``: both sides
     rounded up to whole patches, then the largest scale that fits). The budget is ``max_tokens``, one of a list of
     budgets, or uniform in [min_tokens, max_tokens].
+``RandomAspect(patch_size, max_tokens, min_tokens=None, max_ratio=3)``
+    the same rule at a drawn aspect ratio, for data with none of its own (Shapes2D's scenes).
 
 Per image or per batch: a data set with ``size_policy`` draws once per item from the global torch RNG (in a
 DataLoader worker, torch seeds it per worker from the loader's seed). Given an index ``(i, key)`` instead of ``i``,
@@ -217,6 +219,51 @@ class NativeAspect(SizePolicy):
         )
 
 
+@SIZE_POLICIES.register_module()
+class RandomAspect(NativeAspect):
+    """NaFlex's rule for images without an aspect ratio of their own (rendered scenes): an aspect ratio (W / H) drawn
+    log-uniformly in [1 / ``max_ratio``, ``max_ratio``] and a token budget (as ``NativeAspect``), then the largest
+    patch grid of that ratio within the budget; at 64 tokens of 4 px a draw of ratio 2 gives 20 x 40 (5 x 10
+    patches), of ratio 1 32 x 32. Shapes2D renders its scene stretched to the drawn size.
+
+    Args:
+        patch_size, max_tokens, min_tokens: as ``NativeAspect``.
+        max_ratio: the widest (and, inverted, the tallest) aspect ratio drawn, >= 1.
+    """
+
+    keeps_aspect = False
+
+    def __init__(
+        self,
+        patch_size: int,
+        max_tokens: int | Sequence[int],
+        min_tokens: int | None = None,
+        max_ratio: float = 3.0,
+    ) -> None:
+        super().__init__(patch_size, max_tokens, min_tokens)
+        if isinstance(max_ratio, bool) or not isinstance(max_ratio, (int, float)) or not max_ratio >= 1:
+            raise ValueError(f'RandomAspect: max_ratio is the widest aspect ratio W / H, >= 1; got {max_ratio!r}')
+        self.max_ratio = float(max_ratio)
+
+    def draw(self, generator: torch.Generator | None = None) -> tuple[int, float]:  # type: ignore[override]
+        budget = super().draw(generator)
+        u = float(torch.rand((), generator=generator))
+        return budget, math.exp((2 * u - 1) * math.log(self.max_ratio))
+
+    def size(self, draw: tuple[int, float], image_hw: HW) -> HW:  # type: ignore[override]
+        budget, ratio = draw
+        return native_size((1000, max(1, round(1000 * ratio))), self.patch_size, budget)
+
+    def largest(self) -> tuple[int, float]:  # type: ignore[override]
+        return max(self.budgets), 1.0
+
+    def __repr__(self) -> str:
+        return (
+            f'RandomAspect(patch_size={self.patch_size}, max_tokens={self.max_tokens!r}, '
+            f'min_tokens={self.min_tokens!r}, max_ratio={self.max_ratio})'
+        )
+
+
 def build_size_policy(policy: SizePolicy | dict | None) -> SizePolicy | None:
     """A policy from a ``SIZE_POLICIES`` config dict, or the policy (or None) as it is."""
     if policy is None or isinstance(policy, SizePolicy):
@@ -225,7 +272,10 @@ def build_size_policy(policy: SizePolicy | dict | None) -> SizePolicy | None:
         # ``--cfg-options`` marks dict values ``_delete_`` (replace, not merge); onto a key the config did not have,
         # mmengine leaves the marker in the dict
         return SIZE_POLICIES.build({k: v for k, v in policy.items() if k != '_delete_'})
-    raise TypeError(f'size_policy must be a dict config (type=FixedSize / SquareSizes / NativeAspect), got {policy!r}')
+    raise TypeError(
+        'size_policy must be a dict config (type=FixedSize / SquareSizes / NativeAspect / RandomAspect), got '
+        f'{policy!r}'
+    )
 
 
 def split_index(index: int | SizedIndex | Sequence[int]) -> tuple[int, int | None]:
@@ -255,6 +305,7 @@ def item_size(policy: SizePolicy | None, image_hw: HW, key: int | None = None, d
 __all__ = [
     'FixedSize',
     'NativeAspect',
+    'RandomAspect',
     'SizePolicy',
     'SizedIndex',
     'SquareSizes',
