@@ -50,3 +50,24 @@ def test_plot_writes_a_png_per_call(tmp_path):
     path = plot(summarize(VALUES), ['position'], ['32', '64'], str(tmp_path / 'lb.png'))
     with open(path, 'rb') as f:
         assert f.read(8) == b'\x89PNG\r\n\x1a\n'
+
+
+def test_regimes_are_runs_and_tables_of_their_own():
+    from vispe.evaluation.compare import REGIME_CONFIGS
+    from vispe.evaluation.leaderboard import regime_markdown, task_label
+
+    regimes = {r: REGIME_CONFIGS[r] for r in ('fixed', 'aspect')}
+    runs = leaderboard_runs({'position': REGIME_CONFIGS['fixed']['position']}, ['peg'], [0], 'out', regimes)
+    assert [(r.task, r.regime, r.config) for r in runs] == [
+        ('position', 'fixed', 'vit/vit_tiny_shapes2d_position.py'),
+        ('position (aspect)', 'aspect', 'vit/vit_tiny_shapes2d_mixedres_aspect_position.py'),
+    ]
+    assert runs[0].work_dir == 'out/position/peg/seed0'  # the fixed regime's runs stay where they were
+    assert runs[1].work_dir == 'out/aspect/position/peg/seed0'
+    values = dict(VALUES)
+    values[(task_label('position', 'aspect'), 'peg', 'default', '32')] = [96.0]
+    values[(task_label('position', 'aspect'), 'peg', 'default', '64')] = [70.0]
+    lines = regime_markdown(summarize(values), 'position', ['fixed', 'aspect'], ['32', '64']).splitlines()
+    assert lines[2] == '| peg | fixed | default | 98.0 ± 1.4 | 32.0 ± 2.8 |'
+    assert lines[3] == '| peg | aspect | default | 96.0 | 70.0 |'  # one seed: no spread
+    assert lines[4] == '| rope_axial | fixed | none | 99.0 ± 1.4 | 15.0 ± 7.1 |'

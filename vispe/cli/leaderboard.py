@@ -1,11 +1,14 @@
 """vispe leaderboard [--encodings ...] [--tasks position relation] [--seeds 0 1 2] [--resolutions 32 48 64 96] \
-    [--out outputs/leaderboard] [--models models]      (tools/leaderboard.py, `make leaderboard`)
+    [--regimes fixed sizes aspect] [--out outputs/leaderboard] [--models models]   (tools/leaderboard.py)
 
 The encoding leaderboard (about an hour or more on CPU; not for CI). Trains every encoding on each shapes2d task
 with one schedule and each seed (finished runs are reused), evaluates at every resolution with every strategy, and
 writes OUT/leaderboard.md, .json and .png: per encoding its plain strategy and its best one, mean +- std over seeds.
-Then exports the first seed's checkpoints to the model zoo (MODELS/<name>/ with config, slim checkpoint, metrics and
-card; MODELS/README.md with the table and plot).
+With several ``--regimes`` (how the model is trained: ``fixed`` 32 px, ``sizes`` FlexiViT-style square sides of
+16-64 px, ``aspect`` random aspect ratios within the 64 tokens of 32 px; vispe.evaluation.compare.REGIME_CONFIGS)
+each regime is trained and tabled like a task of its own, and one more table per task sets the regimes side by side.
+Then exports the first seed's fixed-regime checkpoints to the model zoo (MODELS/<name>/ with config, slim
+checkpoint, metrics and card; MODELS/README.md with the table and plot).
 """
 
 from __future__ import annotations
@@ -16,8 +19,17 @@ import os
 from collections.abc import Sequence
 
 from vispe.encodings import list_encodings
-from vispe.evaluation.compare import SHAPES2D_TASK_CONFIGS
-from vispe.evaluation.leaderboard import collect, leaderboard_runs, markdown, plot, summarize, write_model_zoo
+from vispe.evaluation.compare import REGIME_CONFIGS, SHAPES2D_TASK_CONFIGS
+from vispe.evaluation.leaderboard import (
+    collect,
+    leaderboard_runs,
+    markdown,
+    plot,
+    regime_markdown,
+    summarize,
+    task_label,
+    write_model_zoo,
+)
 
 
 def main(
@@ -33,18 +45,34 @@ def main(
     )
     parser.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
     parser.add_argument('--resolutions', nargs='+', default=['32', '48', '64', '96'], help='first = training size')
+    parser.add_argument(
+        '--regimes',
+        nargs='+',
+        default=['fixed'],
+        choices=list(REGIME_CONFIGS),
+        help='training regimes (default: fixed; the issue-18 board trains all three)',
+    )
     parser.add_argument('--out', default=default_out)
     parser.add_argument(
         '--models', default=default_models, help="model zoo folder for the first seed's runs ('' = none)"
     )
     args = parser.parse_args(argv)
-    runs = leaderboard_runs({t: SHAPES2D_TASK_CONFIGS[t] for t in args.tasks}, args.encodings, args.seeds, args.out)
+    regimes = {r: REGIME_CONFIGS[r] for r in dict.fromkeys(args.regimes)}
+    tasks = {t: SHAPES2D_TASK_CONFIGS[t] for t in args.tasks}
+    runs = leaderboard_runs(tasks, args.encodings, args.seeds, args.out, regimes)
     stats = summarize(collect(runs, args.resolutions))
+    labels = [task_label(task, regime) for regime in regimes for task in args.tasks]
     report = '\n\n'.join(
-        f'### shapes2d {task}: top-1 accuracy (%), mean ± std over seeds {args.seeds}\n\n'
-        + markdown(stats, task, args.resolutions)
-        for task in args.tasks
+        f'### shapes2d {label}: top-1 accuracy (%), mean ± std over seeds {args.seeds}\n\n'
+        + markdown(stats, label, args.resolutions)
+        for label in labels
     )
+    if len(regimes) > 1:
+        report += '\n\n' + '\n\n'.join(
+            f'### shapes2d {task} by training regime (plain strategy), mean ± std over seeds {args.seeds}\n\n'
+            + regime_markdown(stats, task, list(regimes), args.resolutions)
+            for task in args.tasks
+        )
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, 'leaderboard.md'), 'w') as f:
         f.write(report + '\n')
@@ -57,11 +85,12 @@ def main(
             f,
             indent=2,
         )
-    png = plot(stats, args.tasks, args.resolutions, os.path.join(args.out, 'leaderboard.png'))
+    png = plot(stats, labels, args.resolutions, os.path.join(args.out, 'leaderboard.png'))
     print(report)
     print(f'\nwritten: {os.path.join(args.out, "leaderboard.md")}, leaderboard.json, leaderboard.png')
     if args.models:
-        folders = write_model_zoo(runs, args.seeds[0], stats, args.resolutions, report, png, args.models)
+        fixed = [run for run in runs if run.regime == 'fixed']
+        folders = write_model_zoo(fixed, args.seeds[0], stats, args.resolutions, report, png, args.models)
         print(f'model zoo: {len(folders)} models and README.md in {args.models}')
 
 

@@ -31,6 +31,21 @@ SHAPES2D_TASK_CONFIGS = {
     'relation': 'vit/vit_tiny_shapes2d_relation.py',
 }
 
+#: per training regime of the leaderboard, one shipped config per shapes2d task: ``fixed`` (32 px, as above),
+#: ``sizes`` (FlexiViT: one square side of 16-64 px per batch) and ``aspect`` (NaFlex: each image its own aspect
+#: ratio in [1/3, 3] within the fixed size's 64 tokens, batches of mixed sizes padded)
+REGIME_CONFIGS = {
+    'fixed': SHAPES2D_TASK_CONFIGS,
+    'sizes': {
+        'position': 'vit/vit_tiny_shapes2d_mixedres_position.py',
+        'relation': 'vit/vit_tiny_shapes2d_mixedres_relation.py',
+    },
+    'aspect': {
+        'position': 'vit/vit_tiny_shapes2d_mixedres_aspect_position.py',
+        'relation': 'vit/vit_tiny_shapes2d_mixedres_aspect_relation.py',
+    },
+}
+
 #: a sweep as compare runs one: ``sweep(cfg, checkpoint, *settings, out_dir=, force=, log=)`` (evaluation.evaluate)
 Sweep = Callable[..., dict[str, Any]]
 
@@ -38,7 +53,7 @@ Sweep = Callable[..., dict[str, Any]]
 @dataclass
 class Run:
     """One training run: ``config`` (a file or a shipped config's name) with ``cfg_options``, in ``work_dir``;
-    ``encoding`` and ``seed`` label it where the options set them (the leaderboard)."""
+    ``encoding``, ``seed`` and the training ``regime`` (``REGIME_CONFIGS``) label it (the leaderboard)."""
 
     task: str
     config: str
@@ -46,6 +61,7 @@ class Run:
     cfg_options: list[str] = field(default_factory=list)
     encoding: str = ''
     seed: int | None = None
+    regime: str = 'fixed'
 
 
 def encoding_option(encoding: str) -> str:

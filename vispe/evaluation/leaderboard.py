@@ -19,22 +19,58 @@ Stats = dict[Key, report.Stat]  # mean, standard deviation, number of seeds (equ
 
 
 def leaderboard_runs(
-    task_configs: dict[str, str], encodings: Sequence[str], seeds: Sequence[int], out: str
+    task_configs: dict[str, str],
+    encodings: Sequence[str],
+    seeds: Sequence[int],
+    out: str,
+    regimes: dict[str, dict[str, str]] | None = None,
 ) -> list[Run]:
-    """One run per (task, encoding, seed), in ``out/<task>/<encoding>/seed<k>``."""
+    """One run per (task, encoding, seed), in ``out/<task>/<encoding>/seed<k>``; with ``regimes`` (regime -> task ->
+    config, ``compare.REGIME_CONFIGS``), one per regime too: the ``fixed`` regime there, any other in
+    ``out/<regime>/<task>/...`` and labelled ``task_label(task, regime)``, its task's table of its own."""
+    plan = regimes or {'fixed': task_configs}
     return [
         Run(
-            task,
-            config,
-            os.path.join(out, task, enc, f'seed{seed}'),
+            task_label(task, regime),
+            configs[task],
+            os.path.join(out, *([] if regime == 'fixed' else [regime]), task, enc, f'seed{seed}'),
             [encoding_option(enc), f'randomness.seed={seed}'],
             encoding=enc,
             seed=seed,
+            regime=regime,
         )
-        for task, config in task_configs.items()
+        for regime, configs in plan.items()
+        for task in task_configs
         for enc in encodings
         for seed in seeds
     ]
+
+
+def task_label(task: str, regime: str) -> str:
+    """The leaderboard's name of a task trained in ``regime``: the task itself for ``fixed``, 'task (regime)'."""
+    return task if regime == 'fixed' else f'{task} ({regime})'
+
+
+def regime_markdown(stats: Stats, task: str, regimes: Sequence[str], resolutions: Sequence[str]) -> str:
+    """One table per task across training regimes: each encoding's row in each regime, with its plain strategy
+    (what the regime changes when nothing is rescaled at test time), mean ± std over seeds."""
+    table = report.Pivot(('encoding', 'regime', 'strategy'), columns=list(resolutions))
+    labels = {t: r for r in regimes for t in [task_label(task, r)]}
+    encodings = sorted({enc for (t, enc, _, _) in stats if t in labels})
+    for enc in encodings:
+        for label, regime in labels.items():
+            if not any(t == label and e == enc for (t, e, _, _) in stats):
+                continue
+            strat = plain_strategy(stats, label, enc)
+            table.keys.append((enc, regime, strat))
+            table.cells.update(
+                {
+                    ((enc, regime, strat), r): stats[(label, enc, strat, r)]
+                    for r in resolutions
+                    if (label, enc, strat, r) in stats
+                }
+            )
+    return report.markdown(table, '.1f', spread=True)
 
 
 def collect(
