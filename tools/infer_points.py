@@ -15,6 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from vispe.cli.common import print_predictions  # noqa: E402
 from vispe.engine.checkpoint import CheckpointError  # noqa: E402
 from vispe.engine.config import ConfigError, common_parser_args, load_config  # noqa: E402
 from vispe.evaluation.checkpoints import build_model  # noqa: E402
@@ -41,18 +42,7 @@ def main():
         predictions = predict_files(model, args.files, view, args.topk)
     except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
         sys.exit(f'error: {err}')
-    failed = 0
-    for pred in predictions:
-        for warning in pred['warnings']:
-            print(f'warning: {warning}', file=sys.stderr)
-        if 'error' in pred:
-            failed += 1
-            print(f'error: {pred["error"]}', file=sys.stderr)
-            continue
-        ranked = ', '.join(f'{name} {p:.1%}' for name, p in pred['top'])
-        print(f'{pred["file"]}: {pred["top"][0][0]} ({ranked})')
-    if failed:
-        sys.exit(f'{failed} of {len(predictions)} files failed')
+    print_predictions(predictions)
 
 
 if __name__ == '__main__':

@@ -68,7 +68,7 @@ def mixed_tokens(model: VisionTransformerPE, images: list[torch.Tensor]) -> tupl
     if model.training and model.position_sampler is not None:
         pos = model.position_sampler(pos, layout.num_rows)
     x = model.encoding_stack.embed(x, pos)
-    prefix = [t for t in (model.cls_token, model.reg_token) if t is not None]
+    prefix: list[torch.Tensor] = [t for t in (model.cls_token, model.reg_token) if t is not None]
     if prefix:  # each slot's prefix tokens (cls, registers), the same for every image
         per_image = torch.cat(prefix, dim=1)  # (1, P, D)
         x = torch.cat([per_image.repeat(1, layout.slots_per_row, 1).expand(layout.num_rows, -1, -1), x], dim=1)

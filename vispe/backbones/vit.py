@@ -182,7 +182,7 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
             x = blk(x, pos, attn_mask=attn_mask, is_causal=is_causal)
         return self.encoding_stack.after_block(i, x, pos)
 
-    def forward_features(  # type: ignore[override]  # also a list of images -> a list of token tensors
+    def forward_features(  # a list of images gives a list of token tensors
         self, x: torch.Tensor | list[torch.Tensor], attn_mask: torch.Tensor | None = None, is_causal: bool = False
     ) -> Any:
         if isinstance(x, (list, tuple)):
@@ -202,10 +202,9 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
 
     def forward_head(self, x: torch.Tensor | list[torch.Tensor], pre_logits: bool = False) -> torch.Tensor:
         """timm's head; a list of per-image token tensors (``forward_features`` of a list) is pooled per image."""
-        x = pool_list(self, list(x)) if isinstance(x, (list, tuple)) else self.pool(x)
-        x = self.fc_norm(x)
-        x = self.head_drop(x)
-        return x if pre_logits else self.head(x)
+        pooled = pool_list(self, list(x)) if isinstance(x, (list, tuple)) else self.pool(x)
+        pooled = self.head_drop(self.fc_norm(pooled))
+        return pooled if pre_logits else self.head(pooled)
 
     def forward_intermediates(
         self,

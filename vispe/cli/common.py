@@ -16,6 +16,24 @@ from vispe.evaluation.evaluate import PLOT
 from vispe.evaluation.sweep_engine import RESULTS, failure_message
 
 
+def print_predictions(predictions: Sequence[dict[str, Any]]) -> None:
+    """Print the top-k classes of each file (``vispe infer``, tools/infer_points.py): ``file: best (name p, ...)``;
+    each file's warnings and errors go to stderr, and a failed file makes the exit status non-zero (the others are
+    still printed)."""
+    failed = 0
+    for pred in predictions:
+        for warning in pred['warnings']:
+            print(f'warning: {warning}', file=sys.stderr)
+        if 'error' in pred:
+            failed += 1
+            print(f'error: {pred["error"]}', file=sys.stderr)
+            continue
+        ranked = ', '.join(f'{name} {p:.1%}' for name, p in pred['top'])
+        print(f'{pred["file"]}: {pred["top"][0][0]} ({ranked})')
+    if failed:
+        sys.exit(f'{failed} of {len(predictions)} files failed')
+
+
 def bold_log(console: Console) -> Callable[[str], None]:
     """The demos' log: each step's line in bold."""
     return lambda line: console.print(f'[bold]{line}[/bold]')

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from mmengine.config import Config
 
+from vispe.cli.common import print_predictions
 from vispe.engine.checkpoint import CheckpointError, load_checkpoint
 from vispe.engine.config import CfgOptionsAction, ConfigError, load_config, replacing_dicts
 from vispe.evaluation.checkpoints import load_model
@@ -78,18 +79,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
         predictions = predict_images(model, files, image_view(cfg, meta), args.topk)
     except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
         sys.exit(f'error: {err}')
-    failed = 0
-    for pred in predictions:
-        for warning in pred['warnings']:
-            print(f'warning: {warning}', file=sys.stderr)
-        if 'error' in pred:
-            failed += 1
-            print(f'error: {pred["error"]}', file=sys.stderr)
-            continue
-        ranked = ', '.join(f'{name} {p:.1%}' for name, p in pred['top'])
-        print(f'{pred["file"]}: {pred["top"][0][0]} ({ranked})')
-    if failed:
-        sys.exit(f'{failed} of {len(predictions)} files failed')
+    print_predictions(predictions)
 
 
 if __name__ == '__main__':
