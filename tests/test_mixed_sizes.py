@@ -151,3 +151,37 @@ def test_bad_mixed_inputs_say_what_to_fix():
         model_for('rope_axial', mode='packed')
     with pytest.raises(ValueError, match='forward_intermediates takes a \\(B, C, H, W\\) batch'):
         model.forward_intermediates([torch.randn(3, 32, 32)])
+
+
+def test_a_mixed_resolution_config_trains_resumes_and_sweeps(tmp_path):
+    """The random-aspect config (lists of images of mixed sizes, padded) through vispe.engine.train: two epochs,
+    resumed for a third (continuing, not restarting), then swept over resolutions like any checkpoint."""
+    from vispe.engine.checkpoint import load_checkpoint
+    from vispe.engine.train import train
+    from vispe.evaluation.checkpoints import parse_resolution
+    from vispe.evaluation.evaluate import evaluate_resolution
+
+    config = 'vit/vit_tiny_shapes2d_mixedres_aspect_position.py'
+    options = {
+        'model.backbone.encoding': 'peg',
+        'model.backbone.mixed_sizes': 'pack',
+        'model.backbone.embed_dim': 32,
+        'model.backbone.depth': 2,
+        'train_dataloader.dataset.num_samples': 64,
+        'train_dataloader.batch_size': 16,
+        'val_dataloader.dataset.num_samples': 32,
+        'test_dataloader.dataset.num_samples': 32,
+        'train_cfg.max_epochs': 2,
+    }
+    work = tmp_path / 'run'
+    train(config, str(work), options)
+    assert (work / 'epoch_2.pth').is_file()
+    cfg = train(config, str(work), {**options, 'train_cfg.max_epochs': 3}, resume=True)
+    state = load_checkpoint(str(work / 'epoch_3.pth'))
+    assert state['meta']['epoch'] == 3 and state['meta']['iter'] == 12  # 4 iterations an epoch, resumed at 8
+    results = evaluate_resolution(
+        cfg, str(work / 'epoch_3.pth'), [parse_resolution('16'), parse_resolution('48')], out_dir=str(tmp_path / 'ev')
+    )
+    rows = results['results']
+    assert {str(r['resolution']) for r in rows} == {'16', '48'} and not results['failed']
+    assert all(0.0 <= r['value'] <= 100.0 for r in rows)
