@@ -80,7 +80,7 @@ def test_rotary_strategies_scale_each_image_by_its_own_grid(encoding, strategy):
         torch.testing.assert_close(model(batch), torch.cat([model(x[None]) for x in batch]), atol=2e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize('pool', ['token', 'avg'])
+@pytest.mark.parametrize('pool', ['token', 'avg', 'map', 'avgmax'])
 def test_pooling_and_prefix_tokens_per_image(pool):
     """Register tokens and average pooling: each image's own prefix tokens and patches, packed several per row."""
     model = model_for('rope_mixed', 'pack', reg_tokens=2, global_pool=pool, class_token=pool == 'token')

@@ -88,6 +88,12 @@ def mixed_features(model: VisionTransformerPE, images: list[torch.Tensor]) -> li
 def pool_list(model: VisionTransformerPE, tokens: list[torch.Tensor]) -> torch.Tensor:
     """timm's pooling (``model.pool``: cls token, average, attention pool ...) of each image's (P + n, D) tokens:
     (len(tokens), D). Images with the same token count are pooled together; none sees another's tokens."""
+    if model.attn_pool is None and not model.pool_include_prefix and model.global_pool in ('token', 'avg'):
+        # timm's two common poolings, read off each image's tokens without stacking them first
+        P = model.num_prefix_tokens
+        if model.global_pool == 'token':
+            return torch.stack([t[0] for t in tokens])
+        return torch.stack([t[P:].mean(0) for t in tokens])
     by_length: dict[int, list[int]] = {}
     for i, t in enumerate(tokens):
         by_length.setdefault(t.shape[0], []).append(i)
