@@ -76,6 +76,10 @@ def test_describe_names_model_data_and_training_size():
     )
     flat = {'model.backbone.type': 'ViT', 'model.backbone.encoding.0': 'a', 'model.backbone.encoding.1': 'b'}
     assert report.describe({'resolved_config': flat}) == 'ViT (a+b)'  # how flat_config spells a list
+    one = {'model.backbone.type': 'ViT', 'model.backbone.encoding.type': 'rope_mixed'}
+    assert report.describe({'resolved_config': one}) == 'ViT (rope_mixed)'  # one encoding as a dict
+    one['model.backbone.encoding.strategy'] = 'interpolate'
+    assert report.describe({'resolved_config': one}) == 'ViT (rope_mixed, built with interpolate)'
     assert report.describe({'train_points': 512}) == 'trained on 512 points'
     assert report.describe({}) == ''
 

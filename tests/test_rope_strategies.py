@@ -1,4 +1,4 @@
-"""Extrapolation strategies of the rotary family: none, interpolate (PI), ntk, yarn."""
+"""Resolution strategies of the rotary family above and below the training size: none, interpolate (PI), ntk, yarn."""
 
 import math
 
@@ -199,7 +199,7 @@ def test_scales_follow_the_coordinates_without_a_grid(name):
     assert enc.axis_scales(coords) == (2.0, 1.0)
     assert enc.axis_scales(coords, (8, 4)) == (2.0, 1.0)
     assert torch.equal(enc.angles(coords), enc.angles(coords, (8, 4)))
-    assert enc.axis_scales(grid_coords(2, 3)) == (1.0, 1.0)  # smaller grids: no-op
+    assert enc.axis_scales(grid_coords(2, 3)) == (0.5, 0.75)  # smaller grids: stretched onto the training range
 
 
 @pytest.mark.parametrize('name', ROTARY)
@@ -231,3 +231,65 @@ def test_strategy_selectable_on_a_model(name):
             assert (model(large) - ref_large).abs().max() > 1e-4
         set_strategy(model, 'none')  # cached tables are per strategy: back to the original
         assert torch.equal(model(large), ref_large)
+
+
+def none_angles_at(enc, coords):
+    """The encoding's angles under ``none`` at (possibly fractional) ``coords``, on the training grid's scales."""
+    strategy, enc.strategy = enc.strategy, 'none'
+    try:
+        return enc.angles(coords, enc.train_grid)
+    finally:
+        enc.strategy = strategy
+
+
+@pytest.mark.parametrize('name', ROTARY)
+@pytest.mark.parametrize('grid', [(2, 2), (3, 3), (8, 2), (2, 8), (6, 8), (3, 12)])
+def test_interpolate_matches_the_training_grid_at_the_same_normalised_position(name, grid):
+    """Above, below and at other aspect ratios: the angle of token (r, c) of an h x w grid is the training angle
+    at (r * H / h, c * W / w), the same fraction of the image; a 0.5x grid's tokens land on the training grid's
+    even positions, its first corner on the training grid's first corner."""
+    enc = rotary(name, 'interpolate')  # training grid 4 x 4
+    (h, w), (th, tw) = grid, enc.train_grid
+    coords = grid_coords(h, w)
+    assert enc.axis_scales(coords, grid) == (h / th, w / tw)  # per axis: a 2:1 target scales rows and columns apart
+    at_train = coords * torch.tensor([th / h, tw / w])
+    torch.testing.assert_close(enc.angles(coords, grid), none_angles_at(enc, at_train), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize('name', ROTARY)
+def test_interpolate_at_half_size_lands_on_the_training_grid(name):
+    enc = rotary(name, 'interpolate')
+    train = grid_angles(enc, 4, 4)
+    small = grid_angles(enc, 2, 2)  # s = 0.5 on both axes
+    torch.testing.assert_close(small, train[..., ::2, ::2, :])  # (r, c) of 2x2 == (2r, 2c) of 4x4
+    assert torch.equal(small[..., 0, 0, :], train[..., 0, 0, :])  # the first corner stays where it is
+    enc.strategy = 'none'
+    assert torch.equal(grid_angles(enc, 2, 2), train[..., :2, :2, :])  # none: the training grid's top-left corner
+
+
+@pytest.mark.parametrize('name', ROTARY)
+@pytest.mark.parametrize('strategy', ['none', 'ntk', 'yarn'])
+def test_only_interpolate_acts_below_the_training_size(name, strategy):
+    """none, ntk and yarn leave a shrunk axis as none does (s = 1: the rope module doc says why)."""
+    enc = rotary(name, strategy)
+    q, k = torch.randn(2, 4, 1 + 6, 16), torch.randn(2, 4, 1 + 6, 16)
+    pos = grid_positions(2, 3, num_prefix=1)
+    assert enc.axis_scales(pos.coords, pos.grid) == (1.0, 1.0)
+    plain = rotary(name)
+    plain.load_state_dict(enc.state_dict())
+    q2, k2 = enc.rotate(q, k, pos)
+    q_ref, k_ref = plain.rotate(q, k, pos)
+    assert torch.equal(q2, q_ref) and torch.equal(k2, k_ref)  # no logit scaling for yarn either
+
+
+@pytest.mark.parametrize('name', ROTARY)
+@pytest.mark.parametrize('strategy', ['ntk', 'yarn'])
+def test_ntk_and_yarn_scale_only_the_grown_axis_of_an_aspect_change(name, strategy):
+    """8 x 2 at the 4 x 4 training token count: rows 2x (scaled), columns 0.5x (kept as none keeps them)."""
+    enc = rotary(name, strategy)
+    coords = grid_coords(8, 2)
+    assert enc.axis_scales(coords, (8, 2)) == (2.0, 1.0)
+    tall = enc.angles(coords, (8, 2))
+    assert torch.equal(tall, enc.angles(coords, (8, 4)))  # the same scales as 8 x 4, whose columns did not change
+    expected = math.sqrt(0.1 * math.log(math.sqrt(2.0)) + 1) if strategy == 'yarn' else 1.0
+    assert enc.qk_scale(enc.axis_scales(coords, (8, 2))) == pytest.approx(expected)

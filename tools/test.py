@@ -1,7 +1,8 @@
 """Test a checkpoint with the mmengine Runner and print its metrics: python tools/test.py CONFIG CKPT [--non-strict]
 
 The checkpoint must fit the model the config builds, key for key and shape for shape; a mismatch is refused naming
-the keys. ``--non-strict`` loads what fits and lists the keys it left at their initial values.
+the keys. ``--non-strict`` loads what fits and lists the keys it left at their initial values. A test size and a
+resolution strategy: --cfg-options test_dataloader.dataset.image_size=64 model.backbone.encoding.strategy=interpolate
 (the same command as `vispe test`: vispe/cli/test.py)
 """
 

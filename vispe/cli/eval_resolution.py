@@ -1,5 +1,8 @@
-"""vispe eval-resolution CONFIG CKPT --resolutions 32 48 64 [--strategy bicubic ...] --out DIR
+"""vispe eval-resolution CONFIG CKPT [--resolutions 16 24 32 48 64 96 32x64 64x32] [--strategy none ...] --out DIR
 (tools/eval_resolution.py is this command)
+
+Without --resolutions it sweeps 0.5x, 0.75x, 1x, 1.5x, 2x and 3x the training size (rounded to the patch) and a tall
+(2:1) and a wide (1:2) size at the training token count (``checkpoints.default_resolutions`` states the rounding).
 
 Writes DIR/results.json as each (strategy, resolution) cell finishes and DIR/results.png at the end, and prints a
 table. A rerun into the same DIR reuses the finished cells (--force recomputes them); a DIR holding another
@@ -31,14 +34,16 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
         '--resolutions',
         nargs='+',
         type=parse_resolution,
-        required=True,
-        help='image sizes: 32 48 64, or HxW such as 48x64',
+        default=None,
+        help='image sizes: 32 48 64, or HxW (height x width) such as 32x64; default: 0.5x, 0.75x, 1x, 1.5x, 2x, 3x '
+        'the training size and 2:1, 1:2 at its token count',
     )
     parser.add_argument(
         '--strategy',
         nargs='+',
         default=None,
-        help="resolution strategies (default: every one the model's encodings support)",
+        help="resolution strategies (default: every one the model's encodings support; each cell switches the "
+        "model's encodings to its strategy, whatever the config's encoding strategy= says)",
     )
     args = parser.parse_args(argv)
     console = Console()

@@ -3,6 +3,9 @@ and print its metrics.
 
 The checkpoint must fit the model the config builds, key for key and shape for shape; a mismatch is refused naming
 the keys. ``--non-strict`` loads what fits and lists the keys it left at their initial values.
+
+Another test size and a resolution strategy are config entries: ``--cfg-options test_dataloader.dataset.image_size=64
+model.backbone.encoding.strategy=interpolate`` (an encoding given by name becomes ``dict(type=name, strategy=...)``).
 """
 
 from __future__ import annotations

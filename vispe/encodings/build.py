@@ -128,12 +128,17 @@ def build_encoding(spec: str | dict[str, Any], **context: Any) -> Encoding:
 
     ``context`` holds what a backbone supplies (dim, num_heads, ndim, grid_size, ...); each class takes only
     the entries its constructor names. User keys the constructor does not know raise TypeError naming the
-    closest valid argument.
+    closest valid argument. ``strategy`` (``dict(type='rope_mixed', strategy='interpolate')``) is the resolution
+    strategy the encoding starts with, for any encoding that has strategies: set after construction, so an unknown
+    one is a ValueError listing the encoding's strategies.
     """
     (cfg,) = normalize_spec(spec)
     name = cfg.pop('type')
     cls = encoding_class(name)
     params = _accepted(cls)
+    strategy = cfg.pop('strategy', None) if 'strategy' not in params else None
+    if strategy is not None and not cls.strategies:
+        raise ValueError(f'{name} has no resolution strategies; remove strategy={strategy!r} from its config')
     unknown = [k for k in cfg if k not in params]
     if unknown:
         valid = [p for p in params if p not in BACKBONE_CONTEXT]
@@ -162,4 +167,9 @@ def build_encoding(spec: str | dict[str, Any], **context: Any) -> Encoding:
         raise TypeError(f'{name} needs {missing}: pass them, e.g. build_encoding({name!r}, dim=384, num_heads=6)')
     if 'dim' in kwargs and 'num_heads' in kwargs:
         check_heads(kwargs['dim'], kwargs['num_heads'], name)
-    return cls(**kwargs)
+    if strategy is not None and strategy not in cls.strategies:  # before building: the error names the config key
+        raise ValueError(f'{name}: unknown strategy {strategy!r} in its config; choose one of {list(cls.strategies)}')
+    encoding = cls(**kwargs)
+    if strategy is not None:
+        encoding.strategy = strategy  # the class's own checks (a rotary strategy needs the training grid)
+    return encoding

@@ -1,5 +1,5 @@
 """Rotary position embeddings for vision: axial and mixed (Heo et al., "Rotary Position Embedding for
-Vision Transformer", ECCV 2024), with extrapolation strategies for grids larger than the training grid.
+Vision Transformer", ECCV 2024), with resolution strategies for grids larger or smaller than the training grid.
 
 Channel layout follows timm's naver-ai RoPE-ViT models, so their weights load unchanged: pairs are
 interleaved (channels 2j, 2j+1 form pair j) and, for images, the first half of the pairs rotates with the
@@ -8,19 +8,30 @@ column (x) and the second half with the row (y). A pair is rotated as one comple
 memory. Prefix tokens are left unrotated (e^(i 0) rows in the table, which avoids slicing q and k). Angles
 and the rotation are computed in float32 even under autocast. Hook: rotate, q and k (B, H, N_total, d) -> same.
 
-Extrapolation strategies (``strategy``; the backbone supplies the training grid as ``grid_size``). Per axis a
-the scale is s_a = max(1, extent_a / train_a), the extent being ``pos.grid`` (or, without a grid, the number
-of integer positions the coordinates span); an axis with s_a = 1 is untouched, so strategies only act on
-axes that grew. d_a = head_dim / ndim rotary dims per axis, w_k the frequency of pair k < d_a / 2.
+Resolution strategies (``strategy``; the backbone supplies the training grid as ``grid_size``). Per axis a the
+ratio is r_a = extent_a / train_a, the extent being ``pos.grid`` (or, without a grid, the number of integer
+positions the coordinates span); ``axis_scales`` turns it into the scale s_a each strategy uses, one per axis (a
+2:1 target scales rows and columns separately). An axis with s_a = 1 is untouched. d_a = head_dim / ndim rotary
+dims per axis, w_k the frequency of pair k < d_a / 2.
 
-- ``none``: integer positions simply extend (the default).
-- ``interpolate``: position interpolation (PI; Chen et al. 2023), positions / s_a, i.e. w_k / s_a.
+- ``none``: integer positions simply extend or stop short (the default); s_a = 1 at every size.
+- ``interpolate``: position interpolation (PI; Chen et al. 2023), positions / s_a, i.e. w_k / s_a, with s_a = r_a
+  above and below the training size: a grid of any size is stretched onto the training range, token p landing
+  at p * train_a / extent_a (a 4x4 grid's tokens on the even positions of an 8x8 training grid, each covering the
+  same fraction of the image). This is the only strategy that acts below the training size.
 - ``ntk``: NTK-aware scaling (bloc97 2023): theta' = theta * s_a^(d_a / (d_a - 2)), which multiplies w_k by
   s_a^(-2k / (d_a - 2)): the fastest pair is kept, the slowest divided by exactly s_a.
 - ``yarn``: YaRN (Peng et al. 2023): w'_k = (1 - g_k) w_k / s_a + g_k w_k with
   g_k = clamp((r_k - 1) / (32 - 1), 0, 1) and r_k = L_train,a w_k / (2 pi) the rotations of pair k over the
   training extent; q and k are each multiplied by sqrt(0.1 ln s + 1) after rotation (logits by 0.1 ln s + 1),
   with s the geometric mean of the axis scales (= s for a uniform zoom; our choice for aspect changes).
+
+``ntk`` and ``yarn`` take s_a = max(1, r_a): below the training size they are ``none`` on that axis (a 1:2 target
+at the training token count, 4x16 for 8x8, is scaled on its columns only). Both are defined for s >= 1 and fix
+one failure, angles beyond the range a pair turned through in training, which a smaller grid never reaches. Their
+mirror images (s < 1 in the same formulas) would be a partial interpolation that stretches the slow pairs and keeps
+the fast ones, and YaRN's temperature would drop below 1: new methods with no paper behind them, while what a
+smaller grid changes (the content spans fewer tokens) is what ``interpolate`` addresses.
 """
 
 from __future__ import annotations
@@ -141,10 +152,11 @@ class RotaryStrategies(Encoding):
     strategy = _ENCODING_STRATEGY.setter(_set_strategy)
 
     def axis_scales(self, coords: torch.Tensor, grid: Sequence[int] | None = None) -> tuple[float, ...]:
-        """s_a = max(1, extent_a / train_a) per coordinate axis, (row, col) for images; all 1 under ``none``.
+        """The strategy's scale s_a per coordinate axis, (row, col) for images (module doc): extent_a / train_a for
+        ``interpolate`` (below 1 too), max(1, extent_a / train_a) for ``ntk`` and ``yarn``, all 1 under ``none``.
 
         The extent is ``grid`` when given, else the integer positions the (..., N, ndim) coordinates span
-        (max - min + 1, over the whole batch: one scale for every sample).
+        (max - min + 1, over the whole batch: one scale for every sample). The one place a grid becomes scales.
         """
         # a grid has one entry per axis even when traced (FX: the coordinates' shape is then unknown)
         ndim = len(grid) if grid is not None else coords.shape[-1]
@@ -153,7 +165,10 @@ class RotaryStrategies(Encoding):
         if grid is None:
             flat = coords.detach().reshape(-1, ndim).float()
             grid = (flat.amax(0) - flat.amin(0) + 1).tolist()
-        return tuple(max(1.0, float(e) / t) for e, t in zip(grid, self.train_grid))
+        ratios = [float(e) / t for e, t in zip(grid, self.train_grid)]
+        if self.strategy == 'interpolate':
+            return tuple(ratios)
+        return tuple(max(1.0, r) for r in ratios)  # ntk, yarn: defined for s >= 1 (module doc)
 
     def scale_groups(self, pos: Positions) -> dict[tuple[float, ...], list[int]]:
         """A mixed batch (``pos.layout``): the per-axis scales of each image grid (``axis_scales`` of that grid),
@@ -282,7 +297,7 @@ class RoPEAxial(RotaryStrategies):
         if self.strategy == 'ntk':
             theta = ntk_theta(self.theta, scale, self.axis_dims)
             return axial_frequencies(self.head_dim, self.ndim, theta).to(self.freqs.device)
-        assert self.train_grid is not None  # a scale above 1 needs one (axis_scales)
+        assert self.train_grid is not None  # a scale other than 1 needs one (axis_scales)
         return self.freqs * yarn_factors(self.freqs, scale, self.train_grid[axis])  # yarn
 
     def angles(
@@ -376,7 +391,7 @@ class RoPEMixed(RotaryStrategies):
             elif self.strategy == 'ntk':
                 factors.append(ntk_factors(frequency_ranks(magnitudes, 2), s, axis_dims))
             else:  # yarn, with the training extent of the axis this component multiplies
-                assert self.train_grid is not None  # a scale above 1 needs one (axis_scales)
+                assert self.train_grid is not None  # a scale other than 1 needs one (axis_scales)
                 factors.append(yarn_factors(magnitudes, s, self.train_grid[1 - a]))
         return torch.stack(factors)
 

@@ -9,7 +9,7 @@ import difflib
 import inspect
 import numbers
 import os.path as osp
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import torch
@@ -87,6 +87,7 @@ def load_config(path: str, cfg_options: dict | None = None, work_dir: str | None
     the name of a shipped config (``resolve_config``)."""
     cfg = read_config_file(resolve_config(path))
     if cfg_options:
+        promote_encoding_names(cfg, cfg_options)
         cfg.merge_from_dict(replacing_dicts(cfg_options))
     check_config(cfg)
     check_values(cfg)
@@ -96,6 +97,20 @@ def load_config(path: str, cfg_options: dict | None = None, work_dir: str | None
     elif cfg.get('work_dir') is None:
         cfg.work_dir = osp.join('work_dirs', osp.splitext(osp.basename(path))[0])
     return cfg
+
+
+def promote_encoding_names(cfg: Config, options: dict) -> None:
+    """An encoding given by name becomes ``dict(type=name)`` where a dotted ``--cfg-options`` key sets one of its
+    arguments (``model.backbone.encoding.strategy=interpolate`` over ``encoding='rope_mixed'``), which mmengine
+    would refuse as a dict merged into a string."""
+    for key in options:
+        parts = key.split('.')
+        for j in (j for j, part in enumerate(parts[:-1]) if part == 'encoding'):
+            parent: Any = cfg
+            for part in parts[:j]:
+                parent = parent.get(part) if isinstance(parent, (Config, Mapping)) else None
+            if isinstance(parent, MutableMapping) and isinstance(parent.get('encoding'), str):
+                parent['encoding'] = {'type': parent['encoding']}
 
 
 def replacing_dicts(options: dict) -> dict:

@@ -4,6 +4,7 @@ resolution it was trained at, list and switch its encodings' resolution strategi
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +30,72 @@ def parse_resolution(text: str) -> Resolution:
     if len(values) not in (1, 2) or min(values) <= 0:
         raise ValueError(f'resolution {text!r} is not a positive int or HxW (e.g. 64 or 48x64)')
     return values[0] if len(values) == 1 else (values[0], values[1])
+
+
+#: the default resolution sweep, as multiples of the training size: below and above it
+DEFAULT_SCALES = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+#: the default sweep's non-square targets at the training token count, as height / width: tall 2:1, wide 1:2
+DEFAULT_ASPECTS = (2.0, 0.5)
+
+
+def _hw(res: Resolution | Sequence[int]) -> tuple[int, int]:
+    return (res, res) if isinstance(res, int) else (int(res[0]), int(res[1]))
+
+
+def _nearest(x: float) -> int:
+    """x rounded to the nearest int, halves up (not Python's round-half-even), at least 1."""
+    return max(1, math.floor(x + 0.5))
+
+
+def default_resolutions(
+    train: Resolution | Sequence[int],
+    patch: int | Sequence[int],
+    scales: Sequence[float] = DEFAULT_SCALES,
+    aspects: Sequence[float] = DEFAULT_ASPECTS,
+) -> list[Resolution]:
+    """The sweep eval_resolution runs when given no ``--resolutions``: ``scales`` x the training size, then the
+    ``aspects`` (height / width) at the training token count.
+
+    A scaled side is rounded to the nearest multiple of the patch (halves up), at least one patch: 0.5x of 32 px
+    with 4 px patches is 16 px, 0.5x of 36 px with 8 px patches 16 px (0.44x), not 18 px, which the patch grid
+    cannot take. An aspect a at N training tokens has its short side round(sqrt(N / a)) tokens for a >= 1
+    (round(sqrt(N a)) for a < 1) and its long side round(N / short), so the token count stays within half a short
+    side of N: 8x8 = 64 tokens (32 px, patch 4) give 11x6 = 66 tokens (44x24 px) and 6x11 (24x44 px). A square
+    training size gives int resolutions, a non-square one (H, W); a size that rounds onto an earlier one is listed
+    once.
+    """
+    (th, tw), (ph, pw) = _hw(train), _hw(patch)
+    out: list[Resolution] = []
+
+    def add(h: int, w: int) -> None:
+        res: Resolution = h if h == w and th == tw else (h, w)
+        if res not in out:
+            out.append(res)
+
+    for f in scales:
+        add(_nearest(f * th / ph) * ph, _nearest(f * tw / pw) * pw)
+    tokens = (th // ph) * (tw // pw)
+    for a in aspects:
+        if a >= 1:
+            w = _nearest(math.sqrt(tokens / a))
+            h = _nearest(tokens / w)
+        else:
+            h = _nearest(math.sqrt(tokens * a))
+            w = _nearest(tokens / h)
+        add(h * ph, w * pw)
+    return out
+
+
+def model_patch_size(model: torch.nn.Module) -> tuple[int, int]:
+    """The (height, width) patch size of the model's backbone (a timm ViT's ``patch_embed.patch_size``)."""
+    backbone = getattr(model, 'backbone', model)
+    size = getattr(getattr(backbone, 'patch_embed', None), 'patch_size', None)
+    if size is None:
+        raise ValueError(
+            f'{type(backbone).__name__} has no patch_embed.patch_size to round the default resolutions to; '
+            'pass the resolutions (--resolutions 16 32 48x24)'
+        )
+    return _hw(size if isinstance(size, int) else tuple(size))
 
 
 def resolution_label(res: Resolution | str | Sequence[int]) -> str:
@@ -118,12 +185,16 @@ def evaluate(model: Any, loader: Any, evaluator: Evaluator) -> dict[str, float]:
 __all__ = [
     'Resolution',
     'available_strategies',
+    'DEFAULT_ASPECTS',
+    'DEFAULT_SCALES',
     'build_model',
     'check_strategies',
+    'default_resolutions',
     'encoding_label',
     'evaluate',
     'load_model',
     'model_encodings',
+    'model_patch_size',
     'parse_resolution',
     'resolution_label',
     'set_strategy',

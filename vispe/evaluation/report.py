@@ -224,6 +224,10 @@ def describe(results: Mapping[str, Any]) -> str:
     listed = [config[k] for k in config if k.startswith('model.backbone.encoding.') and k.rsplit('.', 1)[1].isdigit()]
     if isinstance(encoding, list) or listed:  # a flat config spells a list as encoding.0, encoding.1, ...
         encoding = '+'.join(str(e) for e in (encoding if isinstance(encoding, list) else listed))
+    if encoding is None and 'model.backbone.encoding.type' in config:  # one encoding as a dict (strategy=...)
+        encoding = config['model.backbone.encoding.type']
+        strategy = config.get('model.backbone.encoding.strategy')
+        encoding = f'{encoding}, built with {strategy}' if strategy else encoding
     prefix = 'train_dataloader.dataset'
     while f'{prefix}.dataset.type' in config:
         prefix += '.dataset'

@@ -18,8 +18,10 @@ from vispe.evaluation import report
 from vispe.evaluation.checkpoints import (
     Resolution,
     check_strategies,
+    default_resolutions,
     encoding_label,
     load_model,
+    model_patch_size,
     resolution_label,
     train_resolution,
 )
@@ -30,7 +32,7 @@ from vispe.evaluation.sweep_engine import Cell, Log, run_sweep, sweep_identity
 def sweep(
     cfg,
     checkpoint: str,
-    resolutions: Sequence[Resolution],
+    resolutions: Sequence[Resolution] | None = None,
     strategies: Sequence[str] | None = None,
     device: str | None = None,
     metric_key: str = 'accuracy/top1',
@@ -41,10 +43,15 @@ def sweep(
 ) -> dict[str, Any]:
     """Evaluate ``checkpoint`` at each resolution and strategy, one cell each; returns the results dict (schema
     above). With ``out_dir``, ``out_dir/results.json`` is written as each cell finishes and a rerun reuses the
-    finished cells (``force``: recompute them; sweep_engine)."""
+    finished cells (``force``: recompute them; sweep_engine). ``resolutions`` None: ``default_resolutions`` of the
+    training size and the model's patch (0.5x, 0.75x, 1x, 1.5x, 2x, 3x, then 2:1 and 1:2 at the training token
+    count), the rows' ``resolution`` then holding the pixel sizes (an int, or [H, W] for non-square)."""
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     model, meta = load_model(cfg, checkpoint, device)
     strategies = check_strategies(model, strategies)
+    train = train_resolution(cfg, meta)
+    if resolutions is None:
+        resolutions = default_resolutions(train, model_patch_size(model))
     label, settings = encoding_label(model), SettingsEvaluator(cfg, model)
 
     def cell(strategy: str, res: Resolution) -> Cell:
@@ -59,7 +66,7 @@ def sweep(
     header = {
         'config': cfg.filename,
         'checkpoint': checkpoint,
-        'train_resolution': train_resolution(cfg, meta),
+        'train_resolution': train,
         'metric': metric_key.split('/')[0],
     }
     cells = [cell(s, r) for s in strategies for r in resolutions]
