@@ -1,4 +1,4 @@
-"""vispe leaderboard [--encodings ...] [--tasks position relation] [--seeds 0 1 2] [--resolutions 32 48 64 96] \
+"""vispe leaderboard [--encodings ...] [--tasks position relation] [--seeds 0 1 2] [--resolutions 32 16 ... 24x44] \
     [--regimes fixed sizes aspect] [--out outputs/leaderboard] [--models models]   (tools/leaderboard.py)
 
 The encoding leaderboard (about an hour or more on CPU; not for CI). Trains every encoding on each shapes2d task
@@ -44,7 +44,12 @@ def main(
         '--tasks', nargs='+', default=list(SHAPES2D_TASK_CONFIGS), choices=sorted(SHAPES2D_TASK_CONFIGS)
     )
     parser.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
-    parser.add_argument('--resolutions', nargs='+', default=['32', '48', '64', '96'], help='first = training size')
+    parser.add_argument(
+        '--resolutions',
+        nargs='+',
+        default=['32', '16', '24', '48', '64', '96', '44x24', '24x44'],
+        help='first = training size (default: 1x, then 0.5x-3x and 2:1 / 1:2 at the 64 tokens of 32 px)',
+    )
     parser.add_argument(
         '--regimes',
         nargs='+',
