@@ -66,8 +66,50 @@ def test_3d_points_embed_per_sample():
         enc.embed(torch.zeros(1, 4, 16), grid_positions(2, 2))
 
 
-def test_same_normalised_position_gives_the_same_embedding():
+def corner_similarity(enc, grid=(14, 14)):
+    """Cosine similarity of the Fourier features of the two opposite corner tokens of a grid."""
+    feats = enc.features(enc.positions(grid_positions(*grid)))
+    return torch.nn.functional.cosine_similarity(feats[0], feats[-1], dim=0).item()
+
+
+def test_default_features_vary_over_the_grid_at_init():
+    """E[cos(w . Delta)] = exp(-|Delta|^2 / (2 gamma^2)) for w ~ N(0, gamma^-2 I): corners of a 14 x 14 grid are 13
+    tokens apart per axis, so 0.18 in token-grid units (the default) and 0.991 on [0, 1] positions."""
+    torch.manual_seed(0)
+    expected = math.exp(-(13**2 + 13**2) / (2 * 10.0**2))
+    enc = vispe.build_encoding({'type': 'lff'}, dim=768)  # F = 768: the estimate's std is about 0.035
+    assert enc.normalize is None and abs(corner_similarity(enc) - expected) < 0.15
+    assert corner_similarity(enc) < 0.5  # clearly below 0.99: the encoding tells the corners apart at init
+    normalised = vispe.build_encoding({'type': 'lff', 'normalize': True}, dim=768)
+    assert corner_similarity(normalised) > 0.98  # what the [0, 1] positions gave with gamma = 10
+    rescaled = vispe.build_encoding({'type': 'lff', 'normalize': True, 'gamma': 10.0 / 14}, dim=768)
+    assert corner_similarity(rescaled) < 0.5  # the same kernel on [0, 1] needs gamma / the grid size
+
+
+def test_default_embedding_is_the_papers_formula_on_token_grid_coordinates():
+    torch.manual_seed(0)
     enc = lff()
+    pos = grid_positions(3, 4)
+    rows, cols = torch.meshgrid(torch.arange(3.0), torch.arange(4.0), indexing='ij')
+    X = torch.stack([rows.flatten(), cols.flatten()], dim=-1)  # raw (row, col), no normalisation
+    W = enc.freqs.weight  # W_r (F/2, M)
+    r = torch.cat([torch.cos(X @ W.t()), torch.sin(X @ W.t())], dim=-1) / math.sqrt(16)
+    W1, W2 = enc.mlp[0], enc.mlp[2]
+    expected = W2(torch.nn.functional.gelu(W1(r)))
+    x = torch.randn(2, 12, 16)
+    torch.testing.assert_close(enc.embed(x, pos), x + expected)
+    torch.testing.assert_close(enc.positions(pos), X)
+    # normalize=True: the same formula on (coord + 0.5) / size
+    norm = lff(normalize=True)
+    torch.testing.assert_close(norm.positions(pos), (X + 0.5) / torch.tensor([3.0, 4.0]))
+    # points stay min-max normalised unless normalize=False
+    cloud = Positions(torch.randn(20, 3) * 4.0)
+    torch.testing.assert_close(lff(ndim=3).positions(cloud), normalize_positions(cloud))
+    torch.testing.assert_close(lff(ndim=3, normalize=False).positions(cloud), cloud.coords)
+
+
+def test_same_normalised_position_gives_the_same_embedding():
+    enc = lff(normalize=True)
     small = enc.embed(torch.zeros(1, 9, 16), grid_positions(3, 3))[0].reshape(3, 3, 16)
     large = enc.embed(torch.zeros(1, 81, 16), grid_positions(9, 9))[0].reshape(9, 9, 16)
     # (r + 0.5) / h: row 0 of 3 and row 1 of 9 are both 1/6; row 1 of 3 and row 4 of 9 are both 1/2
@@ -77,13 +119,13 @@ def test_same_normalised_position_gives_the_same_embedding():
 
 
 def test_bf16_autocast_is_finite_and_close_to_fp32():
-    enc = lff(gamma=0.05)  # high frequencies: bf16 angles would be visibly wrong
+    enc = lff(gamma=0.5)  # high frequencies (std 2 per token): bf16 angles would be visibly wrong
     pos = grid_positions(14, 14)
     x = torch.randn(2, 196, 16)
     ref = enc.embed(x, pos)
     with torch.autocast('cpu', dtype=torch.bfloat16):
         out = enc.embed(x, pos)
-        feats = enc.features(normalize_positions(pos))
+        feats = enc.features(enc.positions(pos))
     assert feats.dtype == torch.float32
     assert torch.isfinite(out).all() and (out - ref).abs().max() < 0.05
     assert (out - ref).abs().max() > 0  # the MLP did run in bf16

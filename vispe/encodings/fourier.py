@@ -1,10 +1,19 @@
 """Learnable Fourier features (Li et al., "Learnable Fourier Features for Multi-Dimensional Spatial Positional
 Encoding", NeurIPS 2021).
 
-For a position p in R^M normalised to [0, 1]^M: r = (1/sqrt(F)) [cos(p W_r^T), sin(p W_r^T)] with a learned
-W_r in R^(F/2 x M), init N(0, gamma^-2), then an MLP (Linear - GELU - Linear) to the model width, added to
-the tokens. Because positions are normalised, a larger grid samples the same function more densely.
-Hook: embed, x (B, N, D) -> (B, N, D).
+For a position p in R^M: r = (1/sqrt(F)) [cos(p W_r^T), sin(p W_r^T)] with a learned W_r in R^(F/2 x M), init
+N(0, gamma^-2), then an MLP (Linear - GELU - Linear) to the model width, added to the tokens (the paper's Algorithm
+1, which feeds the positions themselves, with no normalisation step). Hook: embed, x (B, N, D) -> (B, N, D).
+
+Units. Grid tokens default to token-grid units, (row, col) as the backbone gives them: with gamma = 10 the
+frequencies have std 0.1 per token, and the features of two tokens Delta apart have expected cosine similarity
+exp(-|Delta|^2 / (2 gamma^2)) (the Gaussian kernel that random Fourier features approximate): 0.18 between opposite
+corners of a 14 x 14 grid, so the encoding tells the tokens apart at init. Positions normalised to [0, 1]
+(``normalize=True``) give exp(-1.72 / 200) = 0.991 there instead: nearly one feature vector for the whole grid
+(the same kernel on [0, 1] needs gamma = 10 / the grid's size, 0.71 for 14). In token-grid units a larger grid
+extrapolates (positions past the training grid); normalised ones interpolate (a larger grid samples the same
+function more densely). Point clouds (no grid) default to per-cloud min-max normalisation, as before: metres have
+no common scale across datasets.
 """
 
 from __future__ import annotations
@@ -48,10 +57,14 @@ class LFF(Encoding):
         ndim: position dimensions M (2 for images, 3 for points).
         num_features: F, even (None: F = D).
         hidden_dim: MLP width (32 in the paper).
-        gamma: W_r init std is 1 / gamma.
+        gamma: W_r init std is 1 / gamma, per unit of position (10: Algorithm 1's hyperparameter, here per token).
+        normalize: whether positions go through ``normalize_positions`` first. None (default): grid tokens stay in
+            token-grid units, point clouds are min-max normalised per cloud and axis. True: grids too are
+            normalised, (coord + 0.5) / size, into [0, 1] (resolution-independent; then pick gamma near 10 / the
+            training grid's size, since with gamma = 10 the features barely vary over [0, 1]). False: points too
+            stay in the data's unit.
 
-    Grid positions are normalised with the grid size, points without a grid by per-sample min-max (see
-    ``normalize_positions``). The Fourier features are computed in float32 even under autocast; the MLP follows
+    The Fourier features are computed in float32 even under autocast; the MLP follows
     autocast. Shared positions (N, M) give one (N, D) table broadcast over the batch.
 
     Weight decay: none on the Fourier matrix W_r (``freqs.weight``): it holds the learned frequencies, and decay
@@ -69,7 +82,13 @@ class LFF(Encoding):
     no_weight_decay_params = ('freqs.weight',)
 
     def __init__(
-        self, dim: int, ndim: int = 2, num_features: int | None = None, hidden_dim: int = 32, gamma: float = 10.0
+        self,
+        dim: int,
+        ndim: int = 2,
+        num_features: int | None = None,
+        hidden_dim: int = 32,
+        gamma: float = 10.0,
+        normalize: bool | None = None,
     ) -> None:
         super().__init__()
         num_features = dim if num_features is None else num_features
@@ -81,6 +100,7 @@ class LFF(Encoding):
         self.ndim = ndim
         self.num_features = num_features
         self.gamma = gamma
+        self.normalize = None if normalize is None else bool(normalize)
         self.freqs = nn.Linear(ndim, num_features // 2, bias=False)  # W_r (F/2, M)
         self.mlp = nn.Sequential(nn.Linear(num_features, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
         self._cache = GridTableCache()
@@ -89,8 +109,13 @@ class LFF(Encoding):
     def reset_parameters(self) -> None:
         nn.init.normal_(self.freqs.weight, std=1.0 / self.gamma)
 
+    def positions(self, pos: Positions) -> torch.Tensor:
+        """(N, M) or (B, N, M) float32 positions in the unit the features see (see ``normalize``)."""
+        normalize = pos.grid is None if self.normalize is None else self.normalize
+        return normalize_positions(pos) if normalize else pos.coords.float()
+
     def features(self, p: torch.Tensor) -> torch.Tensor:
-        """Normalised positions (..., N, M) -> Fourier features (..., N, F), float32."""
+        """Positions (..., N, M) (``positions``) -> Fourier features (..., N, F), float32."""
         with autocast_off(p):  # bf16 angles would lose the fine frequencies
             angles = p.float() @ self.freqs.weight.float().t()
             return torch.cat([angles.cos(), angles.sin()], dim=-1) * (1.0 / math.sqrt(self.num_features))
@@ -100,9 +125,12 @@ class LFF(Encoding):
             raise ValueError(
                 f'lff was built for {self.ndim}D positions but got {pos.ndim}D; build it with ndim={pos.ndim}'
             )
-        p = self._cache.get(pos.cache_key(), lambda: normalize_positions(pos))
+        p = self._cache.get(pos.cache_key(), lambda: self.positions(pos))
         features = self.features(p)  # float32 under autocast; cast to the MLP's dtype for a model cast to bf16
         return x + self.mlp(features.to(cast(nn.Linear, self.mlp[0]).weight.dtype)).to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return f'num_features={self.num_features}, gamma={self.gamma}, normalize={self.normalize}'
 
 
 __all__ = ['LFF', 'normalize_positions']

@@ -4,7 +4,7 @@ Transformers", ICLR 2024).
 Each token carries a group element g = (its camera's pose, its patch position in the image), represented by a
 block-diagonal matrix rho(g) acting on each head's channels: 4 x 4 blocks [[R, s t], [0, 1]] of the camera pose
 (translation scaled by a learned scalar s, init 0.01) on the first ``se3_dims`` channels, and 2 x 2 rotations of
-the patch (row, col) at several frequencies (rope_axial's layout and frequencies, theta 100) on the rest. Then
+the patch (row, col) at several frequencies on the rest (``so2``, below). Then
 
     q' = rho(g_q)^-T q,   k' = rho(g_k) k,   v' = rho(g_k) v,   out = rho(g_q)^-1 (softmax(q'^T k') v'),
 
@@ -15,9 +15,22 @@ makes T -> G T, and T_q^-1 T_k is unchanged: attention is invariant to the world
 the block as the world-to-camera matrix E = T^-1; with E the invariant pairing is rho(E_q) rho(E_k)^-1 (the
 paper's form), which is the same relative element. With ``se3_fraction=0`` and ``transform_values=False`` GTA is
 rope_axial exactly (tested).
+
+SO(2) frequencies (``so2``), n pairs per axis:
+
+- ``'rope_axial'`` (default): rope_axial's ladder theta^(-j / n), j = 0..n-1 (theta 100), on integer token
+  coordinates, angle = omega_j * p. Counts patches: a larger grid puts tokens at offsets never seen in training.
+- ``'reference'``: the authors' code (autonomousvision/gta, ``make_SO2mats`` in source/utils/gta.py, with the
+  patch-centre coordinates its datasets build): omega_j = 2 pi 2^(j - n), j = 1..n, on normalised coordinates
+  (p + 0.5) / P per axis (P = the view's patches on that axis), angle = omega_j (p + 0.5) / P. The highest
+  frequency turns once across the image; the same point of the image gets the same angles at any grid, so a
+  larger grid interpolates. (The reference interleaves the axes per frequency; vispe keeps rope_axial's order,
+  col pairs then row pairs, a fixed permutation of channels that the learned projections absorb.)
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
@@ -38,7 +51,9 @@ class GTA(Encoding):
         num_heads: heads (head dim d = dim / num_heads).
         se3_fraction: share of each head's channels in 4 x 4 camera blocks (rounded down to a multiple of 4; the
             rest, made even, rotate as RoPE; pairs that do not split evenly over the two axes stay unrotated).
-        theta: SO(2) frequency base.
+        theta: SO(2) frequency base (``so2='rope_axial'`` only).
+        so2: SO(2) frequencies and coordinates, ``'rope_axial'`` (integer coordinates, rope_axial's ladder) or
+            ``'reference'`` (the authors' code: 2 pi 2^(j - n) on (p + 0.5) / P); see the module docstring.
         translation_scale: init of the learned translation scale s.
         transform_values: also transform v and the output (GTA); False leaves them as they are (logits only).
         relative: poses relative to the first view (the logits are the same; float rounding aside).
@@ -57,6 +72,8 @@ class GTA(Encoding):
     no_weight_decay_params = ('translation_scale',)
     #: (so2_dims / 4,) SO(2) frequencies, a buffer
     freqs: torch.Tensor
+    #: the ``so2`` choices
+    so2_variants = ('rope_axial', 'reference')
 
     def __init__(
         self,
@@ -67,18 +84,25 @@ class GTA(Encoding):
         translation_scale: float = 0.01,
         transform_values: bool = True,
         relative: bool = False,
+        so2: str = 'rope_axial',
     ) -> None:
         super().__init__()
         head_dim = dim // num_heads
         if not 0.0 <= se3_fraction <= 1.0:
             raise ValueError(f'gta se3_fraction is a share of each head, in [0, 1]; got {se3_fraction}')
         check_positive('gta', theta=theta)
+        if so2 not in self.so2_variants:
+            raise ValueError(f'gta so2 is one of {self.so2_variants}, got {so2!r}')
+        self.so2 = so2
         self.head_dim = head_dim
         self.se3_dims = 4 * (int(head_dim * se3_fraction) // 4)
         so2_pairs = (head_dim - self.se3_dims) // 2
         per_axis = so2_pairs // 2
         self.so2_dims = 4 * per_axis
-        freqs = 1.0 / theta ** (torch.arange(per_axis, dtype=torch.float32) / max(per_axis, 1))
+        if so2 == 'reference':
+            freqs = 2 * math.pi * 2.0 ** (torch.arange(1, per_axis + 1, dtype=torch.float32) - per_axis)
+        else:
+            freqs = 1.0 / theta ** (torch.arange(per_axis, dtype=torch.float32) / max(per_axis, 1))
         self.register_buffer('freqs', freqs, persistent=False)
         self.translation_scale = nn.Parameter(torch.tensor(float(translation_scale)))
         self.transform_values, self.relative = bool(transform_values), bool(relative)
@@ -100,9 +124,18 @@ class GTA(Encoding):
             rho, inv = torch.cat([pad, rho], dim=1), torch.cat([pad, inv], dim=1)
         return rho, inv
 
+    def so2_coords(self, pos: Positions) -> torch.Tensor:
+        """(N, 2) or (B, N, 2) float32 (row, col) the SO(2) angles are taken of: token-grid units for
+        ``'rope_axial'``, (p + 0.5) / P for ``'reference'`` (P: ``pos.span``, else the cameras' view grid)."""
+        coords = pos.coords.float()
+        if self.so2 == 'reference':
+            span = pos.span if pos.span is not None else require_cameras(pos, 'gta').grid
+            coords = (coords + 0.5) / torch.tensor([float(s) for s in span], device=coords.device)
+        return coords
+
     def so2_table(self, pos: Positions) -> torch.Tensor:
         """(N_total, so2_dims / 2) complex rotations of the patch positions: col pairs first, then row pairs."""
-        coords = pos.coords.float()
+        coords = self.so2_coords(pos)
         angles = torch.cat([coords[..., 1, None] * self.freqs, coords[..., 0, None] * self.freqs], dim=-1)
         return rotary_table(angles, pos.num_prefix)
 
@@ -142,7 +175,7 @@ class GTA(Encoding):
     def extra_repr(self) -> str:
         return (
             f'se3_dims={self.se3_dims}, so2_dims={self.so2_dims}, transform_values={self.transform_values}, '
-            f'relative={self.relative}'
+            f'relative={self.relative}, so2={self.so2!r}'
         )
 
 
