@@ -151,3 +151,27 @@ def test_models_train_at_two_resolutions(encoding):
 def test_timm_knows_the_name():
     assert timm.is_model('vit_tiny_patch16_lff_224')
     assert timm.create_model('vit_tiny_patch16_lff_224', **TINY).encoding_names == ['lff']
+
+
+def test_a_state_of_another_position_unit_is_refused_not_loaded_silently():
+    """lff's default unit changed (token-grid units, issue 18): a checkpoint trained on [0, 1] positions would load key
+    for key and give other numbers, so loading says how to build the model instead."""
+    import vispe
+    from vispe.engine.checkpoint import CheckpointError, load_state
+
+    def model(**lff):
+        torch.manual_seed(0)
+        kwargs = dict(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2, num_classes=3)
+        return vispe.create_model('vit_tiny_patch16_224', encoding=dict(type='lff', **lff), **kwargs)
+
+    old = {k: v for k, v in model(normalize=True).state_dict().items() if not k.endswith('position_unit')}
+    with pytest.raises(CheckpointError, match=r"normalised to \[0, 1\].*dict\(type='lff', normalize=True\)"):
+        load_state(model(), old)
+    normalized = model(normalize=True)
+    load_state(normalized, old)  # the unit it was trained with: loads
+    x = torch.randn(2, 3, 32, 32)
+    reference = model(normalize=True)
+    reference.load_state_dict({**old, 'pe.lff.position_unit': reference.pe.lff.position_unit})
+    torch.testing.assert_close(normalized(x), reference(x))
+    with pytest.raises(CheckpointError, match='trained with normalize=None but is built with normalize=True'):
+        load_state(model(normalize=True), model().state_dict())

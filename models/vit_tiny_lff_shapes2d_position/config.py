@@ -20,7 +20,7 @@ model = dict(
     backbone=dict(
         depth=4,
         embed_dim=64,
-        encoding='lff',
+        encoding=dict(type='lff', normalize=True),  # trained on [0, 1] positions (lff's default before issue 18)
         img_size=32,
         mlp_ratio=2.0,
         model_name='vit_tiny_patch16_224',

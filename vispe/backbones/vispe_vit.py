@@ -108,10 +108,13 @@ def load_vispe_weights(model: VisionTransformerPE, state: dict[str, torch.Tensor
     else ``CheckpointError`` naming what differs (the model is left untouched). A head of another shape (the model
     was built with another ``num_classes``) is left at its fresh initialisation, with a warning; a head the model
     has and the file lacks is refused unless the model has none (``num_classes=0``). Returns the keys left fresh."""
-    from vispe.engine.checkpoint import CheckpointError, StateMismatch
+    from vispe.engine.checkpoint import CheckpointError, StateMismatch, upgrade_state
 
     model_state = model.state_dict()
-    state = _strip_prefix(state, set(model_state))
+    try:
+        state = upgrade_state(model, _strip_prefix(state, set(model_state)))
+    except ValueError as error:
+        raise CheckpointError(f'{path!r}: {error}') from None
     mismatch = StateMismatch(model_state, state)
     heads = set(_head_keys(model))
     file_heads = {k for k in state if k.startswith('head.')}

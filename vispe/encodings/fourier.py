@@ -28,6 +28,8 @@ from vispe.encodings.base import Encoding, GridTableCache, check_positive
 from vispe.positions import Positions, autocast_off, is_symbolic
 from vispe.registry import ENCODINGS
 
+#: ``LFF(normalize=...)`` as the buffer ``position_unit`` stores it
+UNIT_CODES: dict[bool | None, int] = {None: -1, False: 0, True: 1}
 #: floor on an axis' extent when min-max normalising points, so a flat axis (all equal) maps to 0, not NaN
 POINT_EPS = 1e-6
 
@@ -80,6 +82,8 @@ class LFF(Encoding):
 
     ndims = (2, 3)
     no_weight_decay_params = ('freqs.weight',)
+    #: persistent buffer (): the ``normalize`` this state was trained with (``UNIT_CODES``), checked on loading
+    position_unit: torch.Tensor
 
     def __init__(
         self,
@@ -102,6 +106,7 @@ class LFF(Encoding):
         self.gamma = gamma
         self.normalize = None if normalize is None else bool(normalize)
         self.freqs = nn.Linear(ndim, num_features // 2, bias=False)  # W_r (F/2, M)
+        self.register_buffer('position_unit', torch.tensor(UNIT_CODES[self.normalize]))
         self.mlp = nn.Sequential(nn.Linear(num_features, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
         self._cache = GridTableCache()
         self.reset_parameters()
@@ -109,9 +114,34 @@ class LFF(Encoding):
     def reset_parameters(self) -> None:
         nn.init.normal_(self.freqs.weight, std=1.0 / self.gamma)
 
+    def upgrade_state(self, state: dict[str, torch.Tensor], prefix: str) -> None:
+        """Before a state is loaded (``vispe.engine.checkpoint.upgrade_state``): refuse one trained with another
+        position unit, which would load key for key and give other numbers. A state without ``position_unit`` was
+        saved before grid positions defaulted to token-grid units: it normalised every position to [0, 1], which
+        is ``normalize=True`` (and, for points, the default too)."""
+        key = prefix + 'position_unit'
+        if prefix + 'freqs.weight' not in state:
+            return  # not this encoding's state (another model's file): the key comparison reports it
+        saved = state.get(key)
+        if saved is None:
+            if self.normalize is True or (self.normalize is None and self.ndim != 2):
+                state[key] = self.position_unit.detach().clone()
+                return
+            raise ValueError(
+                f'{prefix}lff was trained on positions normalised to [0, 1] (saved before lff defaulted to token-grid '
+                "units); build it with encoding=dict(type='lff', normalize=True) to load it "
+                '(--cfg-options model.backbone.encoding.normalize=True)'
+            )
+        if int(saved) != int(self.position_unit):
+            trained = next(k for k, v in UNIT_CODES.items() if v == int(saved))
+            raise ValueError(
+                f'{prefix}lff was trained with normalize={trained} but is built with normalize={self.normalize}; build '
+                f"it with encoding=dict(type='lff', normalize={trained}) to load it"
+            )
+
     def positions(self, pos: Positions) -> torch.Tensor:
         """(N, M) or (B, N, M) float32 positions in the unit the features see (see ``normalize``)."""
-        normalize = pos.grid is None if self.normalize is None else self.normalize
+        normalize = not pos.on_grid if self.normalize is None else self.normalize
         return normalize_positions(pos) if normalize else pos.coords.float()
 
     def features(self, p: torch.Tensor) -> torch.Tensor:

@@ -185,10 +185,26 @@ def load_checkpoint(
     return ckpt
 
 
+def upgrade_state(model: nn.Module, state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` as ``model`` reads it: a copy in which each submodule with an ``upgrade_state(state, prefix)``
+    method (an encoding whose saved state changed meaning between versions, e.g. lff's position unit) has filled in
+    or refused its entries, before the keys are compared. A refusal is a ValueError saying how to build the model."""
+    state = dict(state)
+    for prefix, module in model.named_modules():
+        hook = getattr(module, 'upgrade_state', None)
+        if callable(hook):
+            hook(state, f'{prefix}.' if prefix else '')
+    return state
+
+
 def load_state(model: nn.Module, state: dict[str, torch.Tensor], strict: bool = True, path: str = 'checkpoint'):
     """Load ``state`` into ``model``: all of it (``strict``: ``CheckpointError`` naming what differs, the model left
     untouched) or what fits (a warning naming the model's keys left at their initial values). Returns the
     ``StateMismatch``."""
+    try:
+        state = upgrade_state(model, state)
+    except ValueError as error:
+        raise CheckpointError(f'{path!r}: {error}') from None
     mismatch = StateMismatch(model.state_dict(), state)
     if mismatch and strict:
         raise CheckpointError(f'{path!r} does not fit this model: {mismatch.describe()}. {MISMATCH_HINT}.')

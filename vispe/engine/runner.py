@@ -49,6 +49,7 @@ from vispe.engine.checkpoint import (
     load_state,
     not_loaded_message,
     read_checkpoint,
+    upgrade_state,
 )
 from vispe.engine.config import ConfigError, differing_keys, flat_config
 from vispe.engine.workdir import WorkDirError, WorkDirLock, check_work_dir, similar_dirs, takeover_message
@@ -219,6 +220,10 @@ class VispeRunner(Runner):
         problems = []
         built = _meta_model(model)
         state = _revised(ckpt['state_dict'], [(r'^module\.', '')]) if 'state_dict' in ckpt else {}
+        try:
+            state = upgrade_state(built, state)
+        except ValueError as error:
+            problems.append(str(error))
         mismatch = StateMismatch(built.state_dict(), state)
         if mismatch:
             problems.append(f'its weights do not fit the model this config builds: {mismatch.describe()}')
