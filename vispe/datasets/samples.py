@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,21 @@ class SampleError(ValueError):
 class SampleWarning(UserWarning):
     """A sample file that is used but looks wrong (an image far smaller than the crop, a cloud with far fewer points
     than asked for). ``warnings.simplefilter('error', SampleWarning)`` makes them errors."""
+
+
+def read_sample_file(path: str, key: str, read: Callable[[], Any]) -> dict[str, Any]:
+    """One file as an inference tool reads it: ``{'file': path, key: read(), 'warnings': [...]}``, or with 'error'
+    in place of ``key`` when ``read`` raises OSError or ValueError (missing, unreadable, truncated or unconvertible
+    files; the message names the file); the ``SampleWarning`` s it raised are collected, not printed."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always', SampleWarning)
+        try:
+            result: dict[str, Any] = {'file': path, key: read()}
+        except (OSError, ValueError) as err:
+            message = str(err)
+            result = {'file': path, 'error': message if path in message else f'{path}: {message}'}
+    result['warnings'] = [str(w.message) for w in caught if issubclass(w.category, SampleWarning)]
+    return result
 
 
 #: how many files ``WarnsOnce`` names before it says that further ones go unnamed

@@ -19,7 +19,7 @@ from vispe.datasets.augment import ImageTransform
 from vispe.datasets.folder import IMAGENET_MEAN, IMAGENET_STD, normalization_stats
 from vispe.datasets.images import image_size as decoded_size
 from vispe.datasets.images import load_image, small_image_message
-from vispe.datasets.samples import SampleWarning
+from vispe.datasets.samples import SampleWarning, read_sample_file
 from vispe.datasets.sizes import build_size_policy
 from vispe.registry import DATASETS
 
@@ -74,24 +74,20 @@ def image_view(cfg: Any, meta: dict | None = None) -> dict:
 
 def _prepare(path: str, view: dict) -> dict:
     """{'file', 'image' or 'error', 'warnings'}: one file read as ``view`` says, its problems caught and named."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter('always', SampleWarning)
-        try:
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f'{path}: no such file')
-            image = load_image(path, channels=view['channels'])
-            policy = view['policy']
-            draw = None if policy is None else policy.largest()  # deterministic: the largest side or budget
-            hw = decoded_size(image)
-            message = small_image_message(path, hw, view['size'] if policy is None else policy.size(draw, hw))
-            if message:
-                warnings.warn(message, SampleWarning, stacklevel=2)
-            result: dict[str, Any] = {'file': path, 'image': view['transform'](image, draw)}
-        except (OSError, ValueError) as err:  # missing, unreadable, truncated or unconvertible files
-            message = str(err)
-            result = {'file': path, 'error': message if path in message else f'{path}: {message}'}
-    result['warnings'] = [str(w.message) for w in caught if issubclass(w.category, SampleWarning)]
-    return result
+
+    def read() -> torch.Tensor:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f'{path}: no such file')
+        image = load_image(path, channels=view['channels'])
+        policy = view['policy']
+        draw = None if policy is None else policy.largest()  # deterministic: the largest side or budget
+        hw = decoded_size(image)
+        message = small_image_message(path, hw, view['size'] if policy is None else policy.size(draw, hw))
+        if message:
+            warnings.warn(message, SampleWarning, stacklevel=2)
+        return view['transform'](image, draw)
+
+    return read_sample_file(path, 'image', read)
 
 
 @torch.no_grad()

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import torch
 
 from vispe.datasets.pointfiles import center, read_points, resample
-from vispe.datasets.samples import SampleWarning, few_points_message
+from vispe.datasets.samples import SampleWarning, few_points_message, read_sample_file
 from vispe.engine.checkpoint import load_checkpoint
 from vispe.registry import DATASETS
 
@@ -39,16 +39,9 @@ def load_cloud(path: str, num_points: int, frame: str) -> torch.Tensor:
 
 
 def _prepare(path: str, view: dict) -> dict:
-    """{'file', 'cloud' or 'error', 'warnings'}: one file read as ``view`` says, its problems caught and named."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter('always', SampleWarning)
-        try:
-            result = {'file': path, 'cloud': load_cloud(path, view['num_points'], view['frame'])}
-        except (OSError, ValueError) as err:  # missing, unreadable, truncated, NaN or unsupported files
-            message = str(err)
-            result = {'file': path, 'error': message if path in message else f'{path}: {message}'}
-    result['warnings'] = [str(w.message) for w in caught if issubclass(w.category, SampleWarning)]
-    return result
+    """{'file', 'cloud' or 'error', 'warnings'}: one file read as ``view`` says, its problems (missing, unreadable,
+    truncated, NaN or unsupported files) caught and named."""
+    return read_sample_file(path, 'cloud', lambda: load_cloud(path, view['num_points'], view['frame']))
 
 
 @torch.no_grad()
