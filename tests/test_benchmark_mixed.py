@@ -1,0 +1,59 @@
+"""The mixed-size cost benchmark (tools/benchmark.py --mixed-sizes): the batches it builds are what it says they
+are, and its report carries the ratios and targets (the timings themselves are the tool's to print, not a test's)."""
+
+import math
+
+import torch
+
+from vispe.evaluation.benchmark import BenchmarkConfig
+from vispe.evaluation.benchmark_mixed import (
+    TARGETS,
+    flexi_grids,
+    mixed_markdown,
+    native_grids,
+    packed_rows,
+    run_mixed_benchmark,
+)
+from vispe.layout import make_layout
+
+
+def test_native_grids_keep_the_token_budget_at_wide_and_tall_ratios():
+    grids = native_grids((8, 8), 200, torch.Generator().manual_seed(0))
+    assert all(h * w <= 64 for h, w in grids)
+    ratios = [w / h for h, w in grids]
+    assert min(ratios) < 0.5 and max(ratios) > 2 and all(1 / 4 <= r <= 4 for r in ratios)
+    assert sum(h * w for h, w in grids) / len(grids) > 56  # the largest grid of each ratio: near the budget
+
+
+def test_flexi_grids_add_up_and_packed_rows_fill_the_fixed_batch_slots():
+    gen = torch.Generator().manual_seed(0)
+    grids = flexi_grids((8, 8), 2 * 32 * 64, gen)
+    assert all(h == w and 1 <= h <= 8 for h, w in grids)
+    assert 2 * 32 * 64 - 64 < sum(h * w for h, w in grids) <= 2 * 32 * 64
+    kept = packed_rows(grids, 64, 32)
+    layout = make_layout(kept, 1, 'pack', 64)
+    assert layout.num_rows == 32 and layout.length == 64  # the fixed batch's 32 x 64 slots
+    assert sum(h * w for h, w in kept) > 0.95 * 32 * 64  # the fullest rows: little padding
+    assert all(g in grids for g in kept)
+
+
+def test_the_report_has_every_batch_with_its_ratio_and_target():
+    cfg = BenchmarkConfig(
+        model='vit_tiny_patch16_224',
+        img_size=(16, 16),
+        batch_size=4,
+        warmup=0,
+        repeats=1,
+        model_kwargs=dict(patch_size=4, embed_dim=32, depth=1, num_heads=2, num_classes=3),
+    )
+    report = run_mixed_benchmark(cfg, ['rope_mixed'])
+    rows = {r['batch']: r for r in report['results']}
+    assert set(rows) == {'fixed', 'padded', 'packed', 'padded (flexi)'}
+    assert rows['fixed']['ratio'] == 1.0 and rows['fixed']['slots'] == 4 * 16
+    assert rows['packed']['slots'] == rows['fixed']['slots'] and rows['packed']['images'] > 4
+    assert rows['padded (flexi)']['slots'] > rows['packed']['slots']  # what packing saves
+    for name, target in TARGETS.items():
+        assert rows[name]['target'] == target and rows[name]['meets_target'] == (rows[name]['ratio'] <= target)
+        assert math.isfinite(rows[name]['per_real_token'])
+    table = mixed_markdown(report)
+    assert table.count('\n') == 1 + len(rows) and '| rope_mixed | packed |' in table
