@@ -35,6 +35,9 @@ def check_images(owner: str, images: list | tuple) -> list[torch.Tensor]:
             f'{owner}: a list input holds one (C, H, W) tensor per image; items {bad[:3]} are {shapes} (a batch of '
             'one size is a (B, C, H, W) tensor, not a list)'
         )
+    if len({x.dtype for x in images}) > 1:
+        dtypes = sorted({str(x.dtype) for x in images})
+        raise ValueError(f'{owner}: the images of a list must share one dtype, got {dtypes}')
     return list(images)
 
 
@@ -50,9 +53,6 @@ def mixed_tokens(model: VisionTransformerPE, images: list[torch.Tensor]) -> tupl
         by_size.setdefault(tuple(x.shape), []).append(i)
     for indices in by_size.values():
         model.check_input(images[indices[0]][None])
-    if len({x.dtype for x in images}) > 1:
-        dtypes = sorted({str(x.dtype) for x in images})
-        raise ValueError(f'VisionTransformerPE: the images of a list must share one dtype, got {dtypes}')
     embedded: list[torch.Tensor | None] = [None] * len(images)
     for indices in by_size.values():
         patches = model.patch_embed(torch.stack([images[i] for i in indices]))  # (n, h, w, D)

@@ -111,10 +111,7 @@ def load_vispe_weights(model: VisionTransformerPE, state: dict[str, torch.Tensor
     from vispe.engine.checkpoint import CheckpointError, StateMismatch, upgrade_state
 
     model_state = model.state_dict()
-    try:
-        state = upgrade_state(model, _strip_prefix(state, set(model_state)))
-    except ValueError as error:
-        raise CheckpointError(f'{path!r}: {error}') from None
+    state = upgrade_state(model, _strip_prefix(state, set(model_state)), path)
     mismatch = StateMismatch(model_state, state)
     heads = set(_head_keys(model))
     file_heads = {k for k in state if k.startswith('head.')}

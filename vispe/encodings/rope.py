@@ -37,7 +37,7 @@ smaller grid changes (the content spans fewer tokens) is what ``interpolate`` ad
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -179,18 +179,32 @@ class RotaryStrategies(Encoding):
             groups.setdefault(self.axis_scales(pos.coords, grid), []).append(i)
         return groups
 
-    def image_angles(self, pos: Positions, angles: Callable[[torch.Tensor, Sequence[float]], torch.Tensor]):
-        """``angles(coords, scales)`` at the scales of the positions' grid; in a mixed batch each token's at its own
-        image's (one call per distinct scales, selected per token; padding takes the first)."""
+    def angles(
+        self, coords: torch.Tensor, grid: Sequence[int] | None = None, scales: Sequence[float] | None = None
+    ) -> torch.Tensor:
+        """(..., N, ndim) coordinates -> (..., [H,] N, d/2) float32 angles at ``scales`` (None: those of ``grid``)."""
+        raise NotImplementedError
+
+    def rotation_table(self, pos: Positions) -> torch.Tensor:
+        """The complex table of ``pos`` (prefix rows 1), (..., [H,] N_total, d/2): ``angles`` at the scales of the
+        positions' grid, or in a mixed batch at each image's own (``grid_tables`` on the images' grids,
+        ``image_angles`` for sampled positions)."""
+        if pos.layout is not None and pos.key is not None:  # a mixed batch on its own grids
+            return self.grid_tables(pos)
+        return rotary_table(self.image_angles(pos), pos.num_prefix)
+
+    def image_angles(self, pos: Positions) -> torch.Tensor:
+        """``angles`` of the positions at the scales of their grid; in a mixed batch each token's at its own image's
+        (one call per distinct scales, selected per token; padding takes the first)."""
         if pos.layout is None:
-            return angles(pos.coords, self.axis_scales(pos.coords, pos.grid))
+            return self.angles(pos.coords, scales=self.axis_scales(pos.coords, pos.grid))
         groups = self.scale_groups(pos)
         if len(groups) == 1:
-            return angles(pos.coords, next(iter(groups)))
+            return self.angles(pos.coords, scales=next(iter(groups)))
         grid_index = pos.layout.token_tables(pos.coords.device)['grid_index']  # (B, L)
         out: torch.Tensor | None = None
         for scales, ids in groups.items():
-            values = angles(pos.coords, scales)  # (B, L, d/2), or (B, H, L, d/2)
+            values = self.angles(pos.coords, scales=scales)  # (B, L, d/2), or (B, H, L, d/2)
             if out is None:
                 out = values
                 continue
@@ -201,12 +215,10 @@ class RotaryStrategies(Encoding):
         assert out is not None
         return out
 
-    def grid_tables(
-        self, pos: Positions, angles: Callable[[torch.Tensor, Sequence[float]], torch.Tensor]
-    ) -> torch.Tensor:
+    def grid_tables(self, pos: Positions) -> torch.Tensor:
         """A mixed batch on its grids' own coordinates (``pos.layout``, not sampled): the complex table
-        (B, ..., T, d/2), from ``angles(coords, scales)`` (..., n, d/2) computed once per distinct grid at that grid's
-        scales and gathered per token (padding and prefix rows: 1). Per token the same as ``rotary_table`` of the
+        (B, ..., T, d/2), from ``angles`` (..., n, d/2) computed once per distinct grid at that grid's scales and
+        gathered per token (padding and prefix rows: 1). Per token the same as ``rotary_table`` of the
         image alone, at the cost of the distinct grids rather than of every row."""
         layout = pos.layout
         assert layout is not None
@@ -214,7 +226,7 @@ class RotaryStrategies(Encoding):
         tables = []
         for grid in layout.distinct_grids:
             coords = grid_coords(*grid, device=device)
-            tables.append(rotary_table(angles(coords, self.axis_scales(coords, grid)), 0))
+            tables.append(rotary_table(self.angles(coords, scales=self.axis_scales(coords, grid)), 0))
         table = torch.cat([*tables, torch.ones_like(tables[0][..., :1, :])], dim=-2)  # (..., sum n + 1, d/2)
         index = layout.table_index(device)  # (B, L)
         per_token = table.index_select(-2, index.reshape(-1)).unflatten(-2, index.shape).movedim(-3, 0)
@@ -315,16 +327,7 @@ class RoPEAxial(RotaryStrategies):
         head axis in front of the tokens either way (shared by the heads), without a branch on the table's rank,
         which an FX trace cannot take."""
         key = pos.cache_key(self.strategy)  # the strategy may change between evaluations of one model
-
-        def angles(coords: torch.Tensor, scales: Sequence[float]) -> torch.Tensor:
-            return self.angles(coords, scales=scales)
-
-        def build() -> torch.Tensor:
-            if pos.layout is not None and pos.key is not None:  # a mixed batch on its own grids
-                return self.grid_tables(pos, angles)
-            return rotary_table(self.image_angles(pos, angles), pos.num_prefix)
-
-        table = self._cache.get(key, build)
+        table = self._cache.get(key, lambda: self.rotation_table(pos))
         return table.unsqueeze(-3)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
@@ -409,14 +412,7 @@ class RoPEMixed(RotaryStrategies):
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         scale = self.qk_scales(pos)
-
-        def angles(coords: torch.Tensor, scales: Sequence[float]) -> torch.Tensor:
-            return self.angles(coords, scales=scales)
-
-        if pos.layout is not None and pos.key is not None:  # a mixed batch on its own grids
-            table = self.grid_tables(pos, angles)  # (B, H, T, d/2)
-        else:
-            table = rotary_table(self.image_angles(pos, angles), pos.num_prefix)  # (..., H, N, d/2)
+        table = self.rotation_table(pos)  # (..., H, N, d/2); a mixed batch (B, H, T, d/2)
         return rotate_pairs(q, table, scale), rotate_pairs(k, table, scale)
 
 

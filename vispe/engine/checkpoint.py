@@ -185,15 +185,21 @@ def load_checkpoint(
     return ckpt
 
 
-def upgrade_state(model: nn.Module, state: dict[str, Any]) -> dict[str, Any]:
+def upgrade_state(model: nn.Module, state: dict[str, Any], path: str | None = None) -> dict[str, Any]:
     """``state`` as ``model`` reads it: a copy in which each submodule with an ``upgrade_state(state, prefix)``
     method (an encoding whose saved state changed meaning between versions, e.g. lff's position unit) has filled in
-    or refused its entries, before the keys are compared. A refusal is a ValueError saying how to build the model."""
+    or refused its entries, before the keys are compared. A refusal says how to build the model: a ValueError, or
+    with ``path`` (the file the state came from) a ``CheckpointError`` naming it."""
     state = dict(state)
-    for prefix, module in model.named_modules():
-        hook = getattr(module, 'upgrade_state', None)
-        if callable(hook):
-            hook(state, f'{prefix}.' if prefix else '')
+    try:
+        for prefix, module in model.named_modules():
+            hook = getattr(module, 'upgrade_state', None)
+            if callable(hook):
+                hook(state, f'{prefix}.' if prefix else '')
+    except ValueError as error:
+        if path is None:
+            raise
+        raise CheckpointError(f'{path!r}: {error}') from None
     return state
 
 
@@ -201,10 +207,7 @@ def load_state(model: nn.Module, state: dict[str, torch.Tensor], strict: bool = 
     """Load ``state`` into ``model``: all of it (``strict``: ``CheckpointError`` naming what differs, the model left
     untouched) or what fits (a warning naming the model's keys left at their initial values). Returns the
     ``StateMismatch``."""
-    try:
-        state = upgrade_state(model, state)
-    except ValueError as error:
-        raise CheckpointError(f'{path!r}: {error}') from None
+    state = upgrade_state(model, state, path)
     mismatch = StateMismatch(model.state_dict(), state)
     if mismatch and strict:
         raise CheckpointError(f'{path!r} does not fit this model: {mismatch.describe()}. {MISMATCH_HINT}.')

@@ -34,6 +34,7 @@ from vispe.backbones.vit import VisionTransformerPE, create_model
 from vispe.encodings.build import parse_encoding_spec
 from vispe.evaluation.benchmark import BenchmarkConfig
 from vispe.evaluation.benchmark_timing import Subject, interleaved_times
+from vispe.layout import make_layout
 
 #: the most a mixed batch may cost against the fixed one, per layout (issue 18's acceptance)
 TARGETS = {'padded': 1.15, 'packed': 1.05}
@@ -71,8 +72,6 @@ def flexi_grids(grid: tuple[int, int], total: int, generator: torch.Generator) -
 def packed_rows(grids: Sequence[tuple[int, int]], capacity: int, rows: int) -> list[tuple[int, int]]:
     """The grids that first-fit packing (``vispe.layout.make_layout``) puts in its ``rows`` fullest rows of
     ``capacity`` tokens, in input order."""
-    from vispe.layout import make_layout
-
     layout = make_layout(grids, 1, 'pack', capacity)
     fill = [0] * layout.num_rows
     for (h, w), row in zip(layout.grids, layout.rows):
@@ -125,8 +124,6 @@ def mixed_subjects(cfg: BenchmarkConfig, encoding: str) -> tuple[list[Subject], 
 
 def _slots(grids: Sequence[tuple[int, int]], mode: str, capacity: int) -> int:
     """Patch-token slots the layout computes over (real tokens plus padding)."""
-    from vispe.layout import make_layout
-
     layout = make_layout(grids, 1, mode, capacity if mode == 'pack' else None)
     return layout.num_rows * layout.length
 

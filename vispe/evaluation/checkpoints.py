@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -182,6 +182,31 @@ def evaluate(model: Any, loader: Any, evaluator: Evaluator) -> dict[str, float]:
     return evaluator.evaluate(len(loader.dataset))
 
 
+@torch.no_grad()
+def rank_classes(
+    results: list[dict[str, Any]],
+    key: str,
+    names: Sequence[str],
+    topk: int,
+    batch_size: int,
+    logits: Callable[[list[Any]], torch.Tensor],
+) -> list[dict[str, Any]]:
+    """The inference tools' classification: every result holding a prepared sample under ``key`` gets ``'top'``,
+    its ``topk`` (class name, probability) pairs, the samples going ``batch_size`` at a time through ``logits``
+    (list of samples -> (n, classes)); the sample is dropped from its result. ValueError when the model's outputs
+    and the class names differ in number."""
+    good = [r for r in results if key in r]
+    for start in range(0, len(good), batch_size):
+        chunk = good[start : start + batch_size]
+        probs = logits([r.pop(key) for r in chunk]).float().softmax(-1)
+        if probs.shape[-1] != len(names):
+            raise ValueError(f'the model has {probs.shape[-1]} outputs but {len(names)} class names are known')
+        top = probs.topk(min(topk, probs.shape[-1]), dim=-1)
+        for result, values, index in zip(chunk, top.values.tolist(), top.indices.tolist()):
+            result['top'] = [(names[i], float(p)) for p, i in zip(values, index)]
+    return results
+
+
 __all__ = [
     'Resolution',
     'available_strategies',
@@ -196,6 +221,7 @@ __all__ = [
     'model_encodings',
     'model_patch_size',
     'parse_resolution',
+    'rank_classes',
     'resolution_label',
     'set_strategy',
     'train_resolution',

@@ -21,6 +21,7 @@ from vispe.datasets.images import image_size as decoded_size
 from vispe.datasets.images import load_image, small_image_message
 from vispe.datasets.samples import SampleWarning, read_sample_file
 from vispe.datasets.sizes import build_size_policy
+from vispe.evaluation.checkpoints import rank_classes
 from vispe.registry import DATASETS
 
 #: the data sets whose items ``image_view`` knows how to reproduce from a file
@@ -100,20 +101,14 @@ def predict_images(
     if topk < 1:
         raise ValueError(f'topk must be a positive int, got {topk}')
     device = next(model.parameters()).device
-    results = [_prepare(path, view) for path in paths]
-    good = [r for r in results if 'image' in r]
-    names = view['classes']
-    for start in range(0, len(good), batch_size):
-        chunk = good[start : start + batch_size]
-        images = [r.pop('image').to(device) for r in chunk]
+
+    def logits(images: list[torch.Tensor]) -> torch.Tensor:
+        images = [image.to(device) for image in images]
         same = len({tuple(image.shape) for image in images}) == 1
-        probs = model(torch.stack(images) if same else images, mode='tensor').float().softmax(-1)
-        if probs.shape[-1] != len(names):
-            raise ValueError(f'the model has {probs.shape[-1]} outputs but {len(names)} class names are known')
-        top = probs.topk(min(topk, probs.shape[-1]), dim=-1)
-        for result, values, index in zip(chunk, top.values.tolist(), top.indices.tolist()):
-            result['top'] = [(names[i], float(p)) for p, i in zip(values, index)]
-    return results
+        return model(torch.stack(images) if same else images, mode='tensor')
+
+    results = [_prepare(path, view) for path in paths]
+    return rank_classes(results, 'image', view['classes'], topk, batch_size, logits)
 
 
 __all__ = ['IMAGE_DATASETS', 'image_view', 'predict_images']

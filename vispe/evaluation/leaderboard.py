@@ -55,7 +55,7 @@ def regime_markdown(stats: Stats, task: str, regimes: Sequence[str], resolutions
     """One table per task across training regimes: each encoding's row in each regime, with its plain strategy
     (what the regime changes when nothing is rescaled at test time), mean ± std over seeds."""
     table = report.Pivot(('encoding', 'regime', 'strategy'), columns=list(resolutions))
-    labels = {t: r for r in regimes for t in [task_label(task, r)]}
+    labels = {task_label(task, r): r for r in regimes}
     encodings = sorted({enc for (t, enc, _, _) in stats if t in labels})
     for enc in encodings:
         for label, regime in labels.items():

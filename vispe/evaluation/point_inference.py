@@ -11,6 +11,7 @@ import torch
 from vispe.datasets.pointfiles import center, read_points, resample
 from vispe.datasets.samples import SampleWarning, few_points_message, read_sample_file
 from vispe.engine.checkpoint import load_checkpoint
+from vispe.evaluation.checkpoints import rank_classes
 from vispe.registry import DATASETS
 
 
@@ -53,18 +54,14 @@ def predict_files(
     read (the other files are still classified)."""
     device = next(model.parameters()).device
     results = [_prepare(path, view) for path in paths]
-    good = [r for r in results if 'cloud' in r]
-    names = view['classes']
-    for start in range(0, len(good), batch_size):
-        chunk = good[start : start + batch_size]
-        clouds = torch.stack([r.pop('cloud') for r in chunk]).to(device)
-        probs = model(clouds, mode='tensor').float().softmax(-1)
-        if probs.shape[-1] != len(names):
-            raise ValueError(f'the model has {probs.shape[-1]} outputs but {len(names)} class names are known')
-        top = probs.topk(min(topk, probs.shape[-1]), dim=-1)
-        for result, values, index in zip(chunk, top.values.tolist(), top.indices.tolist()):
-            result['top'] = [(names[i], float(p)) for p, i in zip(values, index)]
-    return results
+    return rank_classes(
+        results,
+        'cloud',
+        view['classes'],
+        topk,
+        batch_size,
+        lambda clouds: model(torch.stack(clouds).to(device), mode='tensor'),
+    )
 
 
 __all__ = ['dataset_view', 'load_cloud', 'predict_files']
