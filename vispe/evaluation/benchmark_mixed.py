@@ -1,15 +1,18 @@
 """What a batch of mixed image sizes costs: one training step (forward + backward) of a fixed-size batch, of a padded
 mixed batch and of a packed one, side by side in one process, at the same token count.
 
-- ``fixed``: B images of the benchmark's size, N = h * w patch tokens each (B * N token slots).
+- ``fixed``: B images of the benchmark's size, N = h * w patch tokens and P prefix tokens (cls, registers) each:
+  B rows of T = P + N tokens.
 - ``padded``: B images at native aspect ratios (log-uniform in [1/3, 3]) under the token budget N (NaFlex: the
-  largest grid of that aspect ratio with at most N tokens), one per row, padded to the longest: at most B * N slots,
-  of which the real tokens are a few percent fewer.
+  largest grid of that aspect ratio with at most N tokens), one per row, padded to the longest: at most B * T token
+  slots, of which the real tokens are a few percent fewer.
 - ``packed``: FlexiViT-style square sizes (sides uniform from half the grid to the grid), packed first-fit by
-  decreasing size into rows of N tokens (``vispe.layout``); the images of the B fullest rows are kept, so the packed
-  batch has the fixed batch's B * N token slots. What the rows cannot hold (a 7 x 7 image leaves 15 of 64 slots no
-  square of side >= 4 fills) is padding: the report gives the real tokens beside the slots, and the cost per real
-  token.
+  decreasing size (``vispe.layout``) into the fixed batch's tensor: the images of the B fullest rows, each row at
+  most T tokens with its prefix slots (``packed_rows``). What the rows cannot hold is padding: the report gives the
+  real tokens beside the slots, and the cost per real token.
+- ``packed (full grid)``, only with prefix tokens: the same sizes up to the full grid, in rows of N patch tokens. A
+  row has one prefix slot per image of the fullest row, so a full-grid image next to rows of four small ones makes
+  every row (S - 1) * P tokens longer than the fixed batch's: this line shows what that layout costs.
 - ``padded (flexi)``: the packed batch's images, padded one per row instead: what packing saves.
 
 Targets (issue 18, CPU float32): padded <= 1.15x fixed (about the same real tokens; the ratio includes the padding),
@@ -69,15 +72,38 @@ def flexi_grids(grid: tuple[int, int], total: int, generator: torch.Generator) -
         used += s * s
 
 
-def packed_rows(grids: Sequence[tuple[int, int]], capacity: int, rows: int) -> list[tuple[int, int]]:
-    """The grids that first-fit packing (``vispe.layout.make_layout``) puts in its ``rows`` fullest rows of
-    ``capacity`` tokens, in input order."""
-    layout = make_layout(grids, 1, 'pack', capacity)
+def fullest_rows(grids: Sequence[tuple[int, int]], capacity: int, rows: int) -> list[tuple[int, int]]:
+    """The grids, in input order, that first-fit packing into rows of ``capacity`` patch tokens puts in its ``rows``
+    fullest rows."""
+    layout = make_layout(grids, 0, 'pack', capacity)
     fill = [0] * layout.num_rows
     for (h, w), row in zip(layout.grids, layout.rows):
         fill[row] += h * w
     kept = set(sorted(range(layout.num_rows), key=lambda r: -fill[r])[:rows])
     return [g for g, row in zip(layout.grids, layout.rows) if row in kept]
+
+
+def packed_rows(
+    grids: Sequence[tuple[int, int]], capacity: int, rows: int, prefix: int = 0
+) -> tuple[list[tuple[int, int]], int]:
+    """The grids, in input order, of the ``rows`` fullest rows of a first-fit packing (``vispe.layout.make_layout``)
+    whose layout is the fixed batch's tensor: ``rows`` rows of at most ``prefix + capacity`` tokens. Returns them and
+    the row budget in patch tokens (the ``pack_tokens`` that lays them out so).
+
+    A packed row has one prefix slot per image of the layout's fullest row (S * prefix tokens), so with a prefix its
+    patch tokens get at most ``capacity - (S - 1) * prefix``: the budget shrinks, and the grids larger than the
+    budget are left out, until the layout fits. (With prefix tokens, a full-grid image cannot share a layout of the
+    fixed batch's length with rows of several images; vispe.layout's module docstring says why the prefix slots
+    sit at the front of the row.)"""
+    for budget in range(capacity, 0, -1):
+        pool = [g for g in grids if g[0] * g[1] <= budget]
+        if not pool:
+            break
+        kept = fullest_rows(pool, budget, rows)
+        alone = make_layout(kept, prefix, 'pack', budget)
+        if alone.num_rows == rows and alone.total <= prefix + capacity:
+            return kept, budget
+    raise ValueError(f'no first-fit packing of these grids fills {rows} rows of {prefix} + {capacity} tokens')
 
 
 def _subject(name: str, model: VisionTransformerPE, images: Any, labels: torch.Tensor) -> Subject:
@@ -99,33 +125,40 @@ def mixed_subjects(cfg: BenchmarkConfig, encoding: str) -> tuple[list[Subject], 
     grid = (cfg.img_size[0] // patch[0], cfg.img_size[1] // patch[1])
     gen = torch.Generator().manual_seed(cfg.seed)
     B, N, C = cfg.batch_size, grid[0] * grid[1], model.patch_embed.proj.in_channels
+    P = model.num_prefix_tokens
 
     def draw(grids: Sequence[tuple[int, int]]) -> list[torch.Tensor]:
         return [torch.randn(C, h * patch[0], w * patch[1], generator=gen).to(cfg.device) for h, w in grids]
 
     native = native_grids(grid, B, gen)
-    flexi = packed_rows(flexi_grids(grid, 2 * B * N, gen), N, B)
+    flexi_all = flexi_grids(grid, 2 * B * N, gen)
+    flexi, pack_tokens = packed_rows(flexi_all, N, B, P)
     batches = {
-        'fixed': (torch.randn(B, C, *cfg.img_size, generator=gen).to(cfg.device), 'pad', [grid] * B),
-        'padded': (draw(native), 'pad', native),
-        'packed': (draw(flexi), 'pack', flexi),
+        'fixed': (torch.randn(B, C, *cfg.img_size, generator=gen).to(cfg.device), 'pad', [grid] * B, None),
+        'padded': (draw(native), 'pad', native, None),
+        'packed': (draw(flexi), 'pack', flexi, pack_tokens),
     }
-    batches['padded (flexi)'] = (batches['packed'][0], 'pad', flexi)
+    if P:
+        full = fullest_rows(flexi_all, N, B)
+        batches['packed (full grid)'] = (draw(full), 'pack', full, N)
+    batches['padded (flexi)'] = (batches['packed'][0], 'pad', flexi, None)
     subjects, info = [], {}
-    for name, (images, mode, grids) in batches.items():
+    for name, (images, mode, grids, capacity) in batches.items():
         copy_ = copy.deepcopy(model)
-        copy_.set_mixed_sizes(mode, N if mode == 'pack' else None)
+        copy_.set_mixed_sizes(mode, capacity)
         count = len(grids)
         labels = torch.randint(max(model.num_classes, 1), (count,), generator=gen).to(cfg.device)
         subjects.append(_subject(name, copy_, images, labels))
-        info[name] = dict(images=count, real_tokens=sum(h * w for h, w in grids), slots=_slots(grids, mode, N))
+        info[name] = dict(
+            images=count, real_tokens=sum(h * w for h, w in grids), slots=_slots(grids, mode, capacity, P)
+        )
     return subjects, info
 
 
-def _slots(grids: Sequence[tuple[int, int]], mode: str, capacity: int) -> int:
-    """Patch-token slots the layout computes over (real tokens plus padding)."""
-    layout = make_layout(grids, 1, mode, capacity if mode == 'pack' else None)
-    return layout.num_rows * layout.length
+def _slots(grids: Sequence[tuple[int, int]], mode: str, capacity: int | None, prefix: int) -> int:
+    """Token slots the layout computes over: rows x tokens per row (prefix slots, patch tokens and padding)."""
+    layout = make_layout(grids, prefix, mode, capacity)
+    return layout.num_rows * layout.total
 
 
 def run_mixed_benchmark(cfg: BenchmarkConfig, encodings: Sequence[str]) -> dict[str, Any]:
@@ -189,6 +222,7 @@ def mixed_markdown(report: dict[str, Any]) -> str:
 __all__ = [
     'TARGETS',
     'flexi_grids',
+    'fullest_rows',
     'mixed_markdown',
     'mixed_subjects',
     'native_grids',
