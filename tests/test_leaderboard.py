@@ -1,5 +1,7 @@
 """Aggregation behind tools/leaderboard.py (the training itself is too long for the test suite)."""
 
+import json
+
 import pytest
 
 from vispe.evaluation.leaderboard import best_strategy, leaderboard_runs, markdown, plain_strategy, summarize
@@ -71,3 +73,76 @@ def test_regimes_are_runs_and_tables_of_their_own():
     assert lines[2] == '| peg | fixed | default | 98.0 ± 1.4 | 32.0 ± 2.8 |'
     assert lines[3] == '| peg | aspect | default | 96.0 | 70.0 |'  # one seed: no spread
     assert lines[4] == '| rope_axial | fixed | none | 99.0 ± 1.4 | 15.0 ± 7.1 |'
+
+
+def _results(resolutions, strategies, value=50.0, complete=True):
+    rows = [dict(encoding='peg', strategy=s, resolution=r, value=value) for r in resolutions for s in strategies]
+    return dict(results=rows, checkpoint='/elsewhere/epoch_12.pth', complete=complete)
+
+
+def test_the_archive_keeps_each_run_and_serves_it_where_no_checkpoint_is(tmp_path, monkeypatch):
+    from vispe.evaluation import leaderboard as lb
+
+    trained = []
+
+    def train_and_evaluate(run, resolutions, log):
+        trained.append(run.work_dir)
+        return _results(resolutions, ['default'], value=70.0)
+
+    monkeypatch.setattr(lb, 'train_and_evaluate', train_and_evaluate)
+    monkeypatch.setattr(lb, 'supported_strategies', lambda run: ['default'])
+    out, archive = tmp_path / 'out', lb.Archive(str(tmp_path / 'archive'), str(tmp_path / 'out'))
+    runs = leaderboard_runs({'position': 'p.py'}, ['peg'], [0, 1], str(out))
+    first = lb.collect(runs, ['32', '64'], log=lambda _: None, archive=archive)
+    assert len(trained) == 2 and first[('position', 'peg', 'default', '64')] == [70.0, 70.0]
+    stored = tmp_path / 'archive' / 'position' / 'peg' / 'seed1'
+    assert json.loads((stored / 'results.json').read_text())['results'][0]['value'] == 70.0
+    meta = json.loads((stored / 'run.json').read_text())
+    assert meta['seed'] == 1 and meta['config'] == 'p.py' and meta['train_and_eval_seconds'] >= 0
+
+    # another machine: no checkpoints, the archive only -> nothing is trained, the same values come back
+    lines = []
+    again = lb.collect(runs, ['32', '64'], log=lines.append, archive=archive)
+    assert len(trained) == 2 and again == first and all(line.startswith('archived: ') for line in lines)
+
+    # asked for another resolution, or a result with failed cells: the run is trained again
+    lb.collect(runs[:1], ['32', '96'], log=lambda _: None, archive=archive)
+    (stored / 'results.json').write_text(json.dumps(_results(['32', '64'], ['default'], complete=False)))
+    lb.collect(runs[1:], ['32', '64'], log=lambda _: None, archive=archive)
+    assert len(trained) == 4
+
+
+def test_a_run_with_a_local_checkpoint_is_evaluated_from_it_not_from_the_archive(tmp_path, monkeypatch):
+    from vispe.evaluation import leaderboard as lb
+
+    monkeypatch.setattr(lb, 'supported_strategies', lambda run: ['default'])
+    monkeypatch.setattr(lb, 'final_checkpoint', lambda run: '/local/epoch_12.pth')
+    monkeypatch.setattr(lb, 'train_and_evaluate', lambda run, res, log: _results(res, ['default'], value=90.0))
+    archive = lb.Archive(str(tmp_path / 'archive'), str(tmp_path / 'out'))
+    runs = leaderboard_runs({'position': 'p.py'}, ['peg'], [0], str(tmp_path / 'out'))
+    archive.store(runs[0], _results(['32'], ['default'], value=10.0), 5.0)
+    values = lb.collect(runs, ['32'], log=lambda _: None, archive=archive)
+    assert values[('position', 'peg', 'default', '32')] == [90.0]
+    # its results replace the archived ones; the record of the archived training is kept (nothing trained here)
+    assert archive.load(runs[0], ['32']) is None  # a local checkpoint: the archive is not read
+    folder = tmp_path / 'archive' / 'position' / 'peg' / 'seed0'
+    assert json.loads((folder / 'results.json').read_text())['results'][0]['value'] == 90.0
+    assert json.loads((folder / 'run.json').read_text())['train_and_eval_seconds'] == 5.0
+
+
+def test_a_board_without_fixed_runs_leaves_the_model_zoo_alone(tmp_path, monkeypatch, capsys):
+    from vispe.cli import leaderboard as cli
+
+    def collect(runs, resolutions, archive=None):
+        return {(run.task, run.encoding, 'default', r): [60.0] for run in runs for r in resolutions}
+
+    def write_model_zoo(*args):
+        raise AssertionError('the zoo holds fixed-regime models; an aspect-only board must not rewrite it')
+
+    monkeypatch.setattr(cli, 'collect', collect)
+    monkeypatch.setattr(cli, 'write_model_zoo', write_model_zoo)
+    models = tmp_path / 'models'
+    argv = ['--regimes', 'aspect', '--tasks', 'position', '--encodings', 'peg', '--seeds', '0', '--out']
+    cli.main([*argv, str(tmp_path / 'out'), '--models', str(models), '--resolutions', '32', '64'])
+    assert 'left as it is' in capsys.readouterr().out and not models.exists()
+    assert '| peg | default | 60.0 | 60.0 |' in (tmp_path / 'out' / 'leaderboard.md').read_text()

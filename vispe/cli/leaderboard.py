@@ -1,5 +1,6 @@
 """vispe leaderboard [--encodings ...] [--tasks position relation] [--seeds 0 1 2] [--resolutions 32 16 ... 24x44] \
-    [--regimes fixed sizes aspect] [--out outputs/leaderboard] [--models models]   (tools/leaderboard.py)
+    [--regimes fixed sizes aspect] [--out outputs/leaderboard] [--models models] [--archive DIR]
+    (tools/leaderboard.py)
 
 The encoding leaderboard (about an hour or more on CPU; not for CI). Trains every encoding on each shapes2d task
 with one schedule and each seed (finished runs are reused), evaluates at every resolution with every strategy, and
@@ -8,7 +9,8 @@ With several ``--regimes`` (how the model is trained: ``fixed`` 32 px, ``sizes``
 16-64 px, ``aspect`` random aspect ratios within the 64 tokens of 32 px; vispe.evaluation.compare.REGIME_CONFIGS)
 each regime is trained and tabled like a task of its own, and one more table per task sets the regimes side by side.
 Then exports the first seed's fixed-regime checkpoints to the model zoo (MODELS/<name>/ with config, slim
-checkpoint, metrics and card; MODELS/README.md with the table and plot).
+checkpoint, metrics and card; MODELS/README.md with the table and plot). With ``--archive DIR`` each run's results
+are kept in DIR too (``vispe.evaluation.leaderboard.Archive``), and a run found there is read instead of trained.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Sequence
 from vispe.encodings import list_encodings
 from vispe.evaluation.compare import REGIME_CONFIGS, SHAPES2D_TASK_CONFIGS
 from vispe.evaluation.leaderboard import (
+    Archive,
     collect,
     leaderboard_runs,
     markdown,
@@ -37,6 +40,7 @@ def main(
     prog: str | None = None,
     default_out: str = os.path.join('outputs', 'leaderboard'),
     default_models: str = 'models',
+    default_archive: str = '',
 ) -> None:
     parser = argparse.ArgumentParser(prog=prog, description='Train and rank every 2D encoding on shapes2d')
     parser.add_argument('--encodings', nargs='+', default=list_encodings(ndim=2))
@@ -59,13 +63,20 @@ def main(
     )
     parser.add_argument('--out', default=default_out)
     parser.add_argument(
+        '--archive',
+        default=default_archive,
+        help="keep each run's results.json (and run.json: wall time, commit) under this folder, and read runs "
+        "found there instead of training them ('' = none; a checkout's tools/leaderboard.py: results/leaderboard)",
+    )
+    parser.add_argument(
         '--models', default=default_models, help="model zoo folder for the first seed's runs ('' = none)"
     )
     args = parser.parse_args(argv)
     regimes = {r: REGIME_CONFIGS[r] for r in dict.fromkeys(args.regimes)}
     tasks = {t: SHAPES2D_TASK_CONFIGS[t] for t in args.tasks}
     runs = leaderboard_runs(tasks, args.encodings, args.seeds, args.out, regimes)
-    stats = summarize(collect(runs, args.resolutions))
+    archive = Archive(args.archive, args.out) if args.archive else None
+    stats = summarize(collect(runs, args.resolutions, archive=archive))
     labels = [task_label(task, regime) for regime in regimes for task in args.tasks]
     report = '\n\n'.join(
         f'### shapes2d {label}: top-1 accuracy (%), mean ± std over seeds {args.seeds}\n\n'
@@ -93,8 +104,10 @@ def main(
     png = plot(stats, labels, args.resolutions, os.path.join(args.out, 'leaderboard.png'))
     print(report)
     print(f'\nwritten: {os.path.join(args.out, "leaderboard.md")}, leaderboard.json, leaderboard.png')
-    if args.models:
-        fixed = [run for run in runs if run.regime == 'fixed']
+    fixed = [run for run in runs if run.regime == 'fixed']
+    if args.models and not fixed:
+        print(f'model zoo: {args.models} left as it is (it holds fixed-regime models, and none were trained)')
+    elif args.models:
         folders = write_model_zoo(fixed, args.seeds[0], stats, args.resolutions, report, png, args.models)
         print(f'model zoo: {len(folders)} models and README.md in {args.models}')
 

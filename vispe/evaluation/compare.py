@@ -214,13 +214,20 @@ def _previous_results(
         return None
     with open(path) as f:
         results = json.load(f)
-    if not results.get('complete', True):  # an interrupted sweep, or one with failed cells: run the tool again
-        return None
+    same = os.path.abspath(results['checkpoint']) == os.path.abspath(ckpt)
+    return results if same and covers(results, resolutions, strategies) else None
+
+
+def covers(results: dict, resolutions: Sequence[str], strategies: Sequence[str] | None = None) -> bool:
+    """Whether an eval_resolution results.json is complete and holds exactly ``resolutions`` and, when given,
+    ``strategies`` (an interrupted sweep, or one with failed cells, does not)."""
+    if not results.get('complete', True):
+        return False
     done = {str(r['resolution']) for r in results['results']}
-    same = os.path.abspath(results['checkpoint']) == os.path.abspath(ckpt) and done == set(resolutions)
+    same = done == set(resolutions)
     if strategies is not None:
         same = same and {r['strategy'] for r in results['results']} == set(strategies)
-    return results if same else None
+    return same
 
 
 def _complete(path: str) -> bool:

@@ -4,12 +4,25 @@ as mean and spread over seeds."""
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import statistics
+import subprocess
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from vispe.evaluation import report
-from vispe.evaluation.compare import Run, encoding_option, train_and_evaluate
+from vispe.evaluation.compare import (
+    Run,
+    covers,
+    encoding_option,
+    final_checkpoint,
+    shown,
+    supported_strategies,
+    train_and_evaluate,
+)
 
 #: the strategy that means "no extrapolation trick" for each family; encodings without strategies report 'default'
 PLAIN = ('none', 'default', 'bicubic')
@@ -73,13 +86,87 @@ def regime_markdown(stats: Stats, task: str, regimes: Sequence[str], resolutions
     return report.markdown(table, '.1f', spread=True)
 
 
+@dataclass(frozen=True)
+class Archive:
+    """Where the leaderboard keeps each run's results.json beyond its work folder (checkpoints are too large to
+    keep): ``root/<the run's folder relative to out>/results.json``, with ``run.json`` beside it (config, options,
+    wall seconds of training and evaluation, commit, machine). A run that has no final checkpoint in ``out`` but an
+    archived result covering the asked resolutions and strategies is not trained again: its archived result is
+    used as it is (delete the file to retrain). The checkout's archive (``results/leaderboard``) holds the runs
+    behind the README's tables, so they can be rebuilt, and continued, on another machine."""
+
+    root: str
+    out: str
+
+    def folder(self, run: Run) -> str:
+        return os.path.join(self.root, os.path.relpath(run.work_dir, self.out))
+
+    def load(self, run: Run, resolutions: Sequence[str]) -> dict | None:
+        path = os.path.join(self.folder(run), 'results.json')
+        if not os.path.isfile(path) or final_checkpoint(run) is not None:  # a local checkpoint: its own results
+            return None
+        with open(path) as f:
+            results = json.load(f)
+        return results if covers(results, resolutions, supported_strategies(run)) else None
+
+    def store(self, run: Run, results: dict, seconds: float | None) -> None:
+        folder = self.folder(run)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, 'results.json'), 'w') as f:
+            json.dump(results, f, indent=2)
+        meta_path = os.path.join(folder, 'run.json')
+        if seconds is None and os.path.isfile(meta_path):  # reused here: keep the record of its training
+            return
+        meta = dict(
+            config=run.config,
+            cfg_options=run.cfg_options,
+            task=run.task,
+            encoding=run.encoding,
+            seed=run.seed,
+            regime=run.regime,
+            train_and_eval_seconds=None if seconds is None else round(seconds, 1),
+            commit=_commit(),
+            machine=f'{platform.machine()}, {os.cpu_count()} CPUs',
+        )
+        with open(meta_path, 'w') as f:
+            json.dump(meta, f, indent=2)
+
+
+def _commit() -> str | None:
+    """The checkout's commit (None outside a git checkout)."""
+    try:
+        out = subprocess.run(
+            ['git', 'rev-parse', '--short', 'HEAD'],
+            capture_output=True,
+            text=True,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
 def collect(
-    runs: Sequence[Run], resolutions: Sequence[str], log: Callable[[str], None] = print
+    runs: Sequence[Run],
+    resolutions: Sequence[str],
+    log: Callable[[str], None] = print,
+    archive: Archive | None = None,
 ) -> dict[Key, list[float]]:
-    """Train / reuse and evaluate every run; values per (task, encoding label, strategy, resolution)."""
+    """Train / reuse and evaluate every run (or read its ``archive``d result); values per (task, encoding label,
+    strategy, resolution)."""
     values: dict[Key, list[float]] = {}
     for run in runs:
-        for row in train_and_evaluate(run, resolutions, log)['results']:
+        results = archive.load(run, resolutions) if archive is not None else None
+        if archive is not None and results is not None:
+            log(f'archived: {shown(archive.folder(run))}/results.json')
+        else:
+            trained_here = final_checkpoint(run) is None
+            start = time.perf_counter()
+            results = train_and_evaluate(run, resolutions, log)
+            if archive is not None:
+                archive.store(run, results, time.perf_counter() - start if trained_here else None)
+        for row in results['results']:
             key = (run.task, row['encoding'], row['strategy'], str(row['resolution']))
             values.setdefault(key, []).append(row['value'])
     return values
@@ -177,7 +264,7 @@ def write_model_zoo(
     import json
     import shutil
 
-    from vispe.evaluation.compare import checkout_path, final_checkpoint
+    from vispe.evaluation.compare import checkout_path
     from vispe.evaluation.model_zoo import export_model, model_name, shipped_models
 
     folders, index = [], []
