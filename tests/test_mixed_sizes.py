@@ -100,6 +100,29 @@ def test_gradients_of_a_mixed_batch_match_those_of_the_images_alone():
         torch.testing.assert_close(mixed[name], p.grad, atol=1e-4, rtol=1e-3, msg=name)
 
 
+def test_one_matmul_embeds_the_patches_of_every_image_as_the_conv_does():
+    from vispe.backbones.mixed_sizes import _linear_patches, embed_patches
+
+    model = model_for('rope_axial')
+    batch = images()
+    assert _linear_patches(model.patch_embed)
+    with torch.no_grad():
+        per_image = torch.cat([model.patch_embed(x[None]).flatten(0, 2) for x in batch])  # timm's conv, alone
+        torch.testing.assert_close(embed_patches(model, batch), per_image, atol=1e-5, rtol=1e-5)
+
+
+def test_a_patch_embedding_that_pads_runs_per_image_size():
+    """dynamic_img_pad: sizes that are no multiple of the patch, each image padded by timm's PatchEmbed itself."""
+    from vispe.backbones.mixed_sizes import _linear_patches
+
+    model = model_for('rope_mixed', 'pack', dynamic_img_pad=True)
+    assert not _linear_patches(model.patch_embed)
+    batch = images([(30, 30), (18, 45), (8, 8), (18, 45)])
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch), torch.cat([model(x[None]) for x in batch]), atol=2e-5, rtol=1e-4)
+        assert [f.shape[0] for f in model.forward_features(batch)] == [1 + 64, 1 + 5 * 12, 1 + 4, 1 + 5 * 12]
+
+
 def test_a_list_of_one_size_runs_as_the_batch():
     model = model_for('rope_axial')
     batch = images([(24, 32)] * 3)

@@ -156,6 +156,17 @@ class TokenLayout:
 
         return self._cached('table_index', device, build)
 
+    def row_table_index(self, device: torch.device | None = None) -> torch.Tensor:
+        """(B, T) long: ``table_index`` over every token of the rows, the prefix tokens (which carry no position)
+        on the last row like padding: a per-token table gathered with it needs no prefix rows put in front."""
+
+        def build(dev: torch.device) -> torch.Tensor:
+            index = self.table_index(dev)
+            last = sum(h * w for h, w in self.distinct_grids)
+            return torch.nn.functional.pad(index, (self.num_prefix, 0), value=last)
+
+        return self._cached('row_table_index', device, build)
+
     def _prefix_tokens(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(n * P,) flat (row * T + column) indices of every image's prefix tokens (input order) and their images."""
         P = self.prefix_per_image
@@ -229,9 +240,10 @@ class TokenLayout:
         input order, each row-major (``place``)."""
         return self._cached('columns', device, lambda dev: self._per_cell()['column'].to(dev))
 
-    def place(self, tokens: Sequence[torch.Tensor]) -> torch.Tensor:
-        """Per image (input order) its (h*w, D) patch tokens -> the (B, L, D) patch columns, zero on padding."""
-        flat = torch.cat(list(tokens))
+    def place(self, tokens: Sequence[torch.Tensor] | torch.Tensor) -> torch.Tensor:
+        """Per image (input order) its (h*w, D) patch tokens, or all of them as one (sum of h*w, D) tensor -> the
+        (B, L, D) patch columns, zero on padding."""
+        flat = tokens if isinstance(tokens, torch.Tensor) else torch.cat(list(tokens))
         out = flat.new_zeros(self.num_rows * self.length, flat.shape[-1])
         return out.index_copy(0, self.patch_columns(flat.device), flat).reshape(self.num_rows, self.length, -1)
 

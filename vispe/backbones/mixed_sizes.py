@@ -14,6 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 import torch
+import torch.nn.functional as F
+from timm.layers import Format, PatchEmbed
+from torch import nn
 
 from vispe.layout import TokenLayout, make_layout
 from vispe.positions import Positions
@@ -45,24 +48,61 @@ def same_size(images: list[torch.Tensor]) -> bool:
     return all(x.shape == images[0].shape for x in images)
 
 
-def mixed_tokens(model: VisionTransformerPE, images: list[torch.Tensor]) -> tuple[torch.Tensor, Positions]:
-    """A list of images of several sizes -> tokens (B, T, D) in the model's layout, embed hooks applied and prefix
-    tokens in each image's slot, and their ``Positions`` (with the layout)."""
+def _linear_patches(patch_embed: nn.Module) -> bool:
+    """Whether ``patch_embed`` is timm's PatchEmbed with a plain patchify conv (kernel = stride = patch, no padding
+    or dilation, channels-last output), which one matmul over all images' unfolded patches computes."""
+    proj = getattr(patch_embed, 'proj', None)
+    return (
+        type(patch_embed) is PatchEmbed
+        and isinstance(proj, nn.Conv2d)
+        and not patch_embed.dynamic_img_pad
+        and not patch_embed.flatten
+        and patch_embed.output_fmt == Format.NHWC
+        and tuple(proj.kernel_size) == tuple(proj.stride) == tuple(patch_embed.patch_size)
+        and tuple(proj.padding) == (0, 0)
+        and tuple(proj.dilation) == (1, 1)
+        and proj.groups == 1
+    )
+
+
+def embed_patches(model: VisionTransformerPE, images: list[torch.Tensor]) -> torch.Tensor:
+    """The patch tokens of every image, images in input order, each row-major: (sum of h*w, D). timm's PatchEmbed
+    runs as one matmul over the unfolded patches of all images (the conv is that linear map, patch by patch);
+    other patch embeddings run once per image size."""
+    patch_embed = model.patch_embed
+    if _linear_patches(patch_embed):
+        ph, pw = patch_embed.patch_size
+        patches = torch.cat(
+            [
+                x.reshape(x.shape[0], x.shape[1] // ph, ph, x.shape[2] // pw, pw)
+                .permute(1, 3, 0, 2, 4)
+                .reshape(-1, x.shape[0] * ph * pw)
+                for x in images
+            ]
+        )
+        proj = patch_embed.proj
+        return patch_embed.norm(F.linear(patches, proj.weight.flatten(1), proj.bias))
     by_size: dict[tuple[int, ...], list[int]] = {}
     for i, x in enumerate(images):
         by_size.setdefault(tuple(x.shape), []).append(i)
-    for indices in by_size.values():
-        model.check_input(images[indices[0]][None])
     embedded: list[torch.Tensor | None] = [None] * len(images)
     for indices in by_size.values():
-        patches = model.patch_embed(torch.stack([images[i] for i in indices]))  # (n, h, w, D)
-        for i, p in zip(indices, patches):
-            embedded[i] = p
-    tokens = cast(list[torch.Tensor], embedded)
-    layout = make_layout(
-        [(t.shape[0], t.shape[1]) for t in tokens], model.num_prefix_tokens, model.mixed_sizes, model.pack_tokens
-    )
-    x = layout.place([t.reshape(-1, t.shape[-1]) for t in tokens])  # (B, L, D)
+        tokens = patch_embed(torch.stack([images[i] for i in indices]))  # (n, h, w, D)
+        for i, t in zip(indices, tokens):
+            embedded[i] = t.reshape(-1, t.shape[-1])
+    return torch.cat(cast(list[torch.Tensor], embedded))
+
+
+def mixed_tokens(model: VisionTransformerPE, images: list[torch.Tensor]) -> tuple[torch.Tensor, Positions]:
+    """A list of images of several sizes -> tokens (B, T, D) in the model's layout, embed hooks applied and prefix
+    tokens in each image's slot, and their ``Positions`` (with the layout)."""
+    shapes = {tuple(x.shape): x for x in images}
+    for x in shapes.values():
+        model.check_input(x[None])
+    patch = model.patch_embed.patch_size
+    grids = [(-(-x.shape[-2] // patch[0]), -(-x.shape[-1] // patch[1])) for x in images]  # dynamic_img_pad: ceil
+    layout = make_layout(grids, model.num_prefix_tokens, model.mixed_sizes, model.pack_tokens)
+    x = layout.place(embed_patches(model, images))  # (B, L, D)
     device = x.device
     pos = Positions(layout.coords(device), num_prefix=layout.num_prefix, key=layout.key, layout=layout)
     if model.training and model.position_sampler is not None:

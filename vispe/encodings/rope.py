@@ -228,9 +228,9 @@ class RotaryStrategies(Encoding):
             coords = grid_coords(*grid, device=device)
             tables.append(rotary_table(self.angles(coords, scales=self.axis_scales(coords, grid)), 0))
         table = torch.cat([*tables, torch.ones_like(tables[0][..., :1, :])], dim=-2)  # (..., sum n + 1, d/2)
-        index = layout.table_index(device)  # (B, L)
-        per_token = table.index_select(-2, index.reshape(-1)).unflatten(-2, index.shape).movedim(-3, 0)
-        return F.pad(per_token, [0, 0, layout.num_prefix, 0], value=1.0) if layout.num_prefix else per_token
+        index = layout.row_table_index(device)  # (B, T), prefix and padding on the last row (1)
+        # gathered token-major, (B, T, ..., d/2), then viewed as (B, ..., T, d/2): one copy, the table's rows whole
+        return table.movedim(-2, 0)[index].movedim(1, -2)
 
     def qk_scales(self, pos: Positions) -> float | torch.Tensor:
         """``qk_scale`` of the positions' grid; in a mixed batch of several scales, per token (prefix tokens their
