@@ -10,7 +10,6 @@ from vispe.evaluation.benchmark import BenchmarkConfig
 from vispe.evaluation.benchmark_mixed import (
     TARGETS,
     flexi_grids,
-    fullest_rows,
     mixed_markdown,
     native_grids,
     packed_rows,
@@ -27,30 +26,18 @@ def test_native_grids_keep_the_token_budget_at_wide_and_tall_ratios():
     assert sum(h * w for h, w in grids) / len(grids) > 56  # the largest grid of each ratio: near the budget
 
 
-def test_flexi_grids_add_up_and_packed_rows_fill_the_fixed_batch_tensor():
+@pytest.mark.parametrize('prefix', [0, 1, 2])
+def test_flexi_grids_add_up_and_packed_rows_fill_the_fixed_batch_tensor(prefix):
     gen = torch.Generator().manual_seed(0)
     grids = flexi_grids((8, 8), 2 * 32 * 64, gen)
     assert all(h == w and 1 <= h <= 8 for h, w in grids)
     assert 2 * 32 * 64 - 64 < sum(h * w for h, w in grids) <= 2 * 32 * 64
-    kept, budget = packed_rows(grids, 64, 32)
-    layout = make_layout(kept, 0, 'pack', budget)
-    assert budget == 64 and layout.num_rows == 32 and layout.total == 64  # the fixed batch's 32 x 64 tokens
-    assert sum(h * w for h, w in kept) > 0.95 * 32 * 64  # the fullest rows: little padding
+    kept = packed_rows(grids, 64, 32, prefix)
+    layout = make_layout(kept, prefix, 'pack', 64)
+    assert layout.num_rows == 32 and layout.total == prefix + 64  # the fixed batch's 32 x (P + 64) tokens
+    assert (8, 8) in kept and layout.slots_per_row > 1  # full-grid images and rows of several, in one layout
+    assert sum(prefix + h * w for h, w in kept) > 0.95 * 32 * (prefix + 64)  # the fullest rows: little padding
     assert all(g in grids for g in kept)
-    assert kept == fullest_rows(grids, 64, 32)
-
-
-@pytest.mark.parametrize('prefix', [1, 2])
-def test_packed_rows_with_prefix_tokens_fit_the_fixed_rows_prefix_slots_included(prefix):
-    grids = flexi_grids((8, 8), 2 * 32 * 64, torch.Generator().manual_seed(0))
-    kept, budget = packed_rows(grids, 64, 32, prefix)
-    layout = make_layout(kept, prefix, 'pack', budget)
-    assert layout.num_rows == 32 and layout.total <= prefix + 64  # the fixed batch's (32, P + 64) tokens
-    assert layout.slots_per_row > 1  # still packed: rows of several images
-    assert budget < 64 and all(h * w <= budget for h, w in kept)
-    # all sizes up to the full grid, in rows of 64 patch tokens: every row pays the fullest row's prefix slots
-    full = make_layout(fullest_rows(grids, 64, 32), prefix, 'pack', 64)
-    assert full.total == full.slots_per_row * prefix + 64 > prefix + 64
 
 
 def test_the_report_has_every_batch_with_its_ratio_and_target():
@@ -64,10 +51,9 @@ def test_the_report_has_every_batch_with_its_ratio_and_target():
     )
     report = run_mixed_benchmark(cfg, ['rope_mixed'])
     rows = {r['batch']: r for r in report['results']}
-    assert set(rows) == {'fixed', 'padded', 'packed', 'packed (full grid)', 'padded (flexi)'}
+    assert set(rows) == {'fixed', 'padded', 'packed', 'padded (flexi)'}
     assert rows['fixed']['ratio'] == 1.0 and rows['fixed']['slots'] == 4 * (1 + 16)  # cls + 4 x 4 patches per row
-    assert rows['packed']['slots'] <= rows['fixed']['slots'] and rows['packed']['images'] > 4
-    assert rows['packed (full grid)']['slots'] > rows['fixed']['slots']  # several prefix slots in every row
+    assert rows['packed']['slots'] == rows['fixed']['slots'] and rows['packed']['images'] > 4
     assert rows['padded (flexi)']['slots'] > rows['packed']['slots']  # what packing saves
     for name, target in TARGETS.items():
         assert rows[name]['target'] == target and rows[name]['meets_target'] == (rows[name]['ratio'] <= target)

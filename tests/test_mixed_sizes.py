@@ -148,18 +148,30 @@ def test_rpe2d_draws_each_image_positions_from_its_own_grid():
 
 def test_packing_fills_rows_first_fit_by_decreasing_length():
     layout = make_layout([(4, 4), (2, 2), (3, 3), (4, 2), (1, 1)], prefix_per_image=1, mode='pack', capacity=20)
-    # by decreasing size: 16 -> row 0; 9 -> row 1; 8 -> row 1 (17); 4 -> row 0 (20, full); 1 -> row 1 (18)
-    assert layout.rows == (0, 0, 1, 1, 1) and layout.num_rows == 2
-    assert layout.starts == (0, 16, 0, 9, 17)
-    assert layout.length == 20 and layout.slots_per_row == 3 and layout.num_prefix == 3
+    # each image takes its cls token and its patches, in rows of 20 + 1 tokens; by decreasing size:
+    # 17 -> row 0; 10 -> row 1; 9 -> row 1 (19); 5 -> row 2 (no room in 0 or 1); 2 -> row 0 (19)
+    assert layout.rows == (0, 2, 1, 1, 0) and layout.num_rows == 3
+    assert layout.starts == (0, 0, 0, 10, 17) and layout.slots == (0, 0, 0, 1, 1)
+    assert layout.length == 19 and layout.slots_per_row == 2 and layout.num_prefix == 0
     seg = layout.segments()
-    assert seg.shape == (2, 23)
-    assert seg[0, :3].tolist() == [0, 1, -1]  # row 0 holds two images: its third prefix slot is padding
-    assert seg[1, 3 + 18 :].tolist() == [-1, -1]  # row 1's last two columns are padding
+    assert seg.shape == (3, 19)
+    assert seg[0].tolist() == [0] * 17 + [1] * 2  # two images, each its cls token then its patches
+    assert (seg[2, 5:] == -1).all()  # row 2's tail is padding
+    patch = layout.patch_mask()
+    assert patch[0, [0, 17]].tolist() == [False, False] and patch[0, [1, 16, 18]].all()  # cls tokens are no patches
+    assert layout.patch_index(4) == (0, slice(18, 19)) and layout.prefix_index(4) == (0, slice(17, 18))
+    assert layout.table_index()[0, [0, 17]].tolist() == [sum((16, 4, 9, 8, 1))] * 2  # no position: the last row
     mask = layout.attn_mask()[:, 0]
     assert mask.any(-1).all(), 'every query attends to at least one key (no all-masked row)'
     with pytest.raises(ValueError, match='pack_tokens=10 is smaller than an image of 16'):
         make_layout([(4, 4)], 1, 'pack', capacity=10)
+
+
+def test_a_full_grid_image_with_its_cls_token_fills_a_row_of_the_fixed_length():
+    """Packed rows hold P + pack_tokens tokens whatever number of images they hold: the fixed batch's length."""
+    layout = make_layout([(8, 8), (4, 4), (4, 4), (4, 4), (3, 3)], prefix_per_image=1, mode='pack', capacity=64)
+    assert layout.length == 65 and layout.num_rows == 2 and layout.rows == (0, 1, 1, 1, 1)
+    assert layout.real_tokens() + 5 == 64 + 3 * 16 + 9 + 5  # every token but the padding: patches and cls tokens
 
 
 def test_bad_mixed_inputs_say_what_to_fix():

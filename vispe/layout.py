@@ -1,22 +1,26 @@
 """Batches of images of different sizes: how their tokens sit in a (B, T, D) tensor (``TokenLayout``).
 
-A layout places each image's prefix tokens (cls, registers) and patch tokens in one row of the batch:
+A layout gives each image one segment of a row of the batch: its P prefix tokens (cls, registers), then its h*w
+patch tokens, row-major over its grid.
 
-- ``pad``: one image per row, rows padded to the longest sequence (NaFlex); ``pack``: several images per row,
-  first-fit by decreasing length into rows of ``capacity`` patch tokens (NaViT's patch-n'-pack).
-- A row holds S image slots (S = the most images any row holds; 1 when padding). Its first S * P tokens are the
-  prefix tokens of its images, slot by slot (P per image), then the images' patch tokens one after another, then
-  padding. Prefix tokens stay in front of the row, so every encoding's ``num_prefix`` rule holds: the row's
-  ``num_prefix`` is S * P, and encodings never position or rotate those tokens.
-- ``segments`` (B, T): each token's slot in its row, -1 for padding (empty prefix slots included). Attention runs
-  where the segments of query and key are equal (``attn_mask``): a real token sees only its own image, padding
-  sees only padding, and no row is ever all masked.
+- ``pad``: one image per row, rows padded to the longest (NaFlex); ``pack``: several images per row, first-fit by
+  decreasing length into rows of ``capacity`` + P tokens (NaViT's patch-n'-pack; a row holds one image of
+  ``capacity`` patch tokens, or several smaller ones, each with its own P prefix tokens).
+- ``segments`` (B, T): each token's slot in its row (its image's place among the row's images), -1 for padding.
+  Attention runs where the segments of query and key are equal (``attn_mask``): a real token sees only its own
+  image, padding sees only padding, and no row is ever all masked.
+- Prefix tokens sit inside the rows, so a layout has no prefix in front (``num_prefix`` 0): ``patch_mask`` says
+  which tokens are patches. Per-token tables give the prefix and padding tokens the entry of no position (the last
+  row of ``table_index``, coordinates 0), and encodings with a rule for prefix tokens (iRPE's prefix bucket, ALiBi's
+  zero distance, ComRoPE's identity) read ``patch_mask``; what the embedding hooks add at a prefix token is replaced
+  by the prefix token itself (``place_prefix``).
 
-``Positions.layout`` carries it to the encodings; ``Positions.coords`` are then (B, L, 2) per-token (row, col) in
-the token's own image (0 on padding), and ``Positions.grid`` is None (there is no one grid). Encodings on a grid
-read the layout: ``grid_index`` and ``token_index`` (which image grid and which cell each token is), ``token_grid``
-(each token's (h, w), for normalised coordinates and per-image strategy scales), and ``grid_groups`` (the images
-of each distinct size with the flat indices of their patch tokens, for per-image convolutions and tables).
+``Positions.layout`` carries it to the encodings; ``Positions.coords`` are then (B, T, 2) per-token (row, col) in
+the token's own image (0 on prefix and padding), and ``Positions.grid`` is None (there is no one grid). Encodings
+on a grid read the layout: ``grid_index`` and ``token_index`` (which image grid and which cell each token is),
+``token_grid`` (each token's (h, w), for normalised coordinates and per-image strategy scales), and ``grid_groups``
+(the images of each distinct size with the flat indices of their patch tokens, for per-image convolutions and
+tables).
 """
 
 from __future__ import annotations
@@ -43,9 +47,10 @@ class GridGroup:
 class TokenLayout:
     """Where each image of a mixed batch sits (see the module docstring); build it with ``make_layout``.
 
-    Attributes (per image, in input order): ``grids`` (h, w), ``rows`` its row, ``slots`` its slot in the row,
-    ``starts`` where its patch tokens begin after the row's prefix. ``num_rows`` B, ``slots_per_row`` S,
-    ``prefix_per_image`` P, ``length`` L, the patch tokens per row (T = S * P + L tokens in all).
+    Attributes (per image, in input order): ``grids`` (h, w), ``rows`` its row, ``slots`` its place among the
+    images of its row, ``starts`` where its segment (prefix tokens, then patch tokens) begins in the row.
+    ``num_rows`` B, ``slots_per_row`` the most images a row holds, ``prefix_per_image`` P, ``length`` T, the tokens
+    per row.
     """
 
     grids: tuple[tuple[int, int], ...]
@@ -64,18 +69,18 @@ class TokenLayout:
 
     @property
     def num_prefix(self) -> int:
-        """Prefix tokens in front of each row: every slot's P."""
-        return self.slots_per_row * self.prefix_per_image
+        """Prefix tokens in front of each row: none (each image's sit in its segment; ``patch_mask``)."""
+        return 0
 
     @property
     def total(self) -> int:
         """T, tokens per row."""
-        return self.num_prefix + self.length
+        return self.length
 
     @property
     def key(self) -> Hashable:
         """Names the layout (every position table derived from it is a function of this)."""
-        return ('layout', self.grids, self.rows, self.slots, self.starts, self.prefix_per_image, self.length)
+        return ('layout', self.grids, self.rows, self.starts, self.prefix_per_image, self.length)
 
     @property
     def distinct_grids(self) -> tuple[tuple[int, int], ...]:
@@ -92,11 +97,11 @@ class TokenLayout:
             self._tensors[key] = build(key[1])
         return self._tensors[key]
 
-    # --- per-token tensors over the L patch columns of each row -------------------------------------------------
+    # --- flat (row * T + column) indices of the tokens ---------------------------------------------------------
     def _per_cell(self) -> dict[str, torch.Tensor]:
         """Every image's patch cells, images in input order, as flat (sum of h*w,) tensors: ``image``, ``cell``
-        (row-major in its grid), the grid's ``h`` and ``w``, and ``column``, its place in the (B * L) patch
-        columns. Vectorised: a mixed batch builds its layout at every step."""
+        (row-major in its grid), the grid's ``h`` and ``w``, and ``token``, its flat index in the (B * T) tokens.
+        Vectorised: a mixed batch builds its layout at every step."""
 
         def build(_: torch.device) -> dict[str, torch.Tensor]:
             h = torch.tensor([g[0] for g in self.grids])
@@ -105,35 +110,46 @@ class TokenLayout:
             image = torch.repeat_interleave(torch.arange(self.num_images), sizes)
             first = torch.cumsum(sizes, 0) - sizes  # where each image's cells begin in the flat list
             cell = torch.arange(int(sizes.sum())) - first[image]
-            base = torch.tensor(self.rows) * self.length + torch.tensor(self.starts)
-            return dict(image=image, cell=cell, h=h[image], w=w[image], column=base[image] + cell)
+            base = torch.tensor(self.rows) * self.length + torch.tensor(self.starts) + self.prefix_per_image
+            return dict(image=image, cell=cell, h=h[image], w=w[image], token=base[image] + cell)
 
         return self._cached('cells', None, build)
 
-    def _token_tables(self, device: torch.device) -> dict[str, torch.Tensor]:
-        B, L = self.num_rows, self.length
+    def _prefix_tokens(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(n * P,) flat indices of every image's prefix tokens (input order, P each) and their images."""
+        P = self.prefix_per_image
+        image = torch.arange(self.num_images).repeat_interleave(P)
+        base = torch.tensor(self.rows) * self.length + torch.tensor(self.starts)
+        return base[image] + torch.arange(P).repeat(self.num_images), image
+
+    def _patch_tokens(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(sum of h*w,) flat indices of every image's patch tokens (input order, each row-major) and their images."""
         cells = self._per_cell()
-        column, cell, h, w, image = cells['column'], cells['cell'], cells['h'], cells['w'], cells['image']
+        return cells['token'], cells['image']
+
+    # --- per-token tensors over the T tokens of each row -------------------------------------------------------
+    def _token_tables(self, device: torch.device) -> dict[str, torch.Tensor]:
+        B, T = self.num_rows, self.length
+        cells = self._per_cell()
+        token, cell, h, w, image = cells['token'], cells['cell'], cells['h'], cells['w'], cells['image']
         ids = {g: i for i, g in enumerate(self.distinct_grids)}
         grid_of_image = torch.tensor([ids[g] for g in self.grids])
-        coords = torch.zeros(B * L, 2).index_copy_(0, column, torch.stack([cell // w, cell % w], -1).float())
-        token_grid = torch.ones(B * L, 2).index_copy_(0, column, torch.stack([h, w], -1).float())
-        grid_index = torch.full((B * L,), -1, dtype=torch.long).index_copy_(0, column, grid_of_image[image])
-        token_index = torch.full((B * L,), -1, dtype=torch.long).index_copy_(0, column, cell)
-        image_of = torch.full((B * L,), -1, dtype=torch.long).index_copy_(0, column, image)
+        coords = torch.zeros(B * T, 2).index_copy_(0, token, torch.stack([cell // w, cell % w], -1).float())
+        token_grid = torch.ones(B * T, 2).index_copy_(0, token, torch.stack([h, w], -1).float())
+        grid_index = torch.full((B * T,), -1, dtype=torch.long).index_copy_(0, token, grid_of_image[image])
+        token_index = torch.full((B * T,), -1, dtype=torch.long).index_copy_(0, token, cell)
         tables = dict(
-            coords=coords.reshape(B, L, 2),
-            token_grid=token_grid.reshape(B, L, 2),
-            grid_index=grid_index.reshape(B, L),
-            token_index=token_index.reshape(B, L),
-            image=image_of.reshape(B, L),
+            coords=coords.reshape(B, T, 2),
+            token_grid=token_grid.reshape(B, T, 2),
+            grid_index=grid_index.reshape(B, T),
+            token_index=token_index.reshape(B, T),
         )
         return {k: v.to(device) for k, v in tables.items()}
 
     def token_tables(self, device: torch.device | None = None) -> dict[str, torch.Tensor]:
-        """(B, L) / (B, L, 2) tensors of the patch columns: ``coords`` (row, col) in the token's image (0 on
-        padding), ``token_grid`` its image's (h, w) (1, 1 on padding), ``grid_index`` into ``distinct_grids`` and
-        ``token_index`` (row-major cell in its grid) and ``image`` (input index); -1 on padding."""
+        """(B, T) / (B, T, 2) tensors of the tokens: ``coords`` (row, col) in the token's image (0 on prefix and
+        padding), ``token_grid`` its image's (h, w) (1, 1 on prefix and padding), ``grid_index`` into
+        ``distinct_grids`` and ``token_index`` (row-major cell in its grid); -1 on prefix and padding."""
         return self._cached('tokens', device, self._token_tables)
 
     def coords(self, device: torch.device | None = None) -> torch.Tensor:
@@ -142,10 +158,14 @@ class TokenLayout:
     def token_grid(self, device: torch.device | None = None) -> torch.Tensor:
         return self.token_tables(device)['token_grid']
 
+    def patch_mask(self, device: torch.device | None = None) -> torch.Tensor:
+        """(B, T) bool: True on the images' patch tokens, False on their prefix tokens and on padding."""
+        return self._cached('patch_mask', device, lambda dev: self.token_tables(dev)['grid_index'] >= 0)
+
     def table_index(self, device: torch.device | None = None) -> torch.Tensor:
-        """(B, L) long: for tables of the ``distinct_grids`` concatenated row-major (grid after grid) with one more
-        row at the end, each patch column's row in it: its grid's offset plus its cell; padding: the last row. A
-        table per grid size, gathered with this, gives every token its own image's entry."""
+        """(B, T) long: for tables of the ``distinct_grids`` concatenated row-major (grid after grid) with one more
+        row at the end, each token's row in it: its grid's offset plus its cell; prefix and padding tokens: the last
+        row. A table per grid size, gathered with this, gives every token its own image's entry."""
 
         def build(dev: torch.device) -> torch.Tensor:
             tokens = self.token_tables(dev)
@@ -156,39 +176,15 @@ class TokenLayout:
 
         return self._cached('table_index', device, build)
 
-    def row_table_index(self, device: torch.device | None = None) -> torch.Tensor:
-        """(B, T) long: ``table_index`` over every token of the rows, the prefix tokens (which carry no position)
-        on the last row like padding: a per-token table gathered with it needs no prefix rows put in front."""
-
-        def build(dev: torch.device) -> torch.Tensor:
-            index = self.table_index(dev)
-            last = sum(h * w for h, w in self.distinct_grids)
-            return torch.nn.functional.pad(index, (self.num_prefix, 0), value=last)
-
-        return self._cached('row_table_index', device, build)
-
-    def _prefix_tokens(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(n * P,) flat (row * T + column) indices of every image's prefix tokens (input order) and their images."""
-        P = self.prefix_per_image
-        image = torch.arange(self.num_images).repeat_interleave(P)
-        base = torch.tensor(self.rows) * self.total + torch.tensor(self.slots) * P
-        return base[image] + torch.arange(P).repeat(self.num_images), image
-
-    def _patch_tokens(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(sum of h*w,) flat (row * T + column) indices of every image's patch tokens and their images."""
-        cells = self._per_cell()
-        rows = cells['column'] // self.length
-        return cells['column'] + rows * self.num_prefix + self.num_prefix, cells['image']
-
     def segments(self, device: torch.device | None = None) -> torch.Tensor:
         """(B, T) long: each token's slot in its row (prefix tokens included), -1 for padding."""
 
         def build(dev: torch.device) -> torch.Tensor:
             slots = torch.tensor(self.slots)
-            seg = torch.full((self.num_rows * self.total,), -1, dtype=torch.long)
+            seg = torch.full((self.num_rows * self.length,), -1, dtype=torch.long)
             for index, image in (self._prefix_tokens(), self._patch_tokens()):
                 seg.index_copy_(0, index, slots[image])
-            return seg.reshape(self.num_rows, self.total).to(dev)
+            return seg.reshape(self.num_rows, self.length).to(dev)
 
         return self._cached('segments', device, build)
 
@@ -205,21 +201,21 @@ class TokenLayout:
         """(B, T) float32: each token's entry of the per-image ``values`` (prefix tokens their image's), 1 on
         padding."""
         per_image = torch.tensor([float(v) for v in values])
-        out = torch.ones(self.num_rows * self.total)
+        out = torch.ones(self.num_rows * self.length)
         for index, image in (self._prefix_tokens(), self._patch_tokens()):
             out.index_copy_(0, index, per_image[image])
-        return out.reshape(self.num_rows, self.total).to(device)
+        return out.reshape(self.num_rows, self.length).to(device)
 
     # --- per-image access ---------------------------------------------------------------------------------------
     def patch_index(self, image: int) -> tuple[int, slice]:
         """(row, columns) of image ``image``'s patch tokens in the (B, T, ...) tokens."""
-        (h, w), start = self.grids[image], self.num_prefix + self.starts[image]
+        (h, w), start = self.grids[image], self.starts[image] + self.prefix_per_image
         return self.rows[image], slice(start, start + h * w)
 
     def prefix_index(self, image: int) -> tuple[int, slice]:
         """(row, columns) of image ``image``'s prefix tokens."""
-        P = self.prefix_per_image
-        return self.rows[image], slice(self.slots[image] * P, (self.slots[image] + 1) * P)
+        start = self.starts[image]
+        return self.rows[image], slice(start, start + self.prefix_per_image)
 
     def grid_groups(self, device: torch.device | None = None) -> list[GridGroup]:
         """The images of each distinct grid, with the flat (row * T + column) indices of their patch tokens."""
@@ -235,17 +231,21 @@ class TokenLayout:
 
         return self._cached('groups', device, build)
 
-    def patch_columns(self, device: torch.device | None = None) -> torch.Tensor:
-        """(sum of h*w,) long: where the images' patch tokens go in the (B * L) patch columns of the rows, images in
-        input order, each row-major (``place``)."""
-        return self._cached('columns', device, lambda dev: self._per_cell()['column'].to(dev))
-
     def place(self, tokens: Sequence[torch.Tensor] | torch.Tensor) -> torch.Tensor:
         """Per image (input order) its (h*w, D) patch tokens, or all of them as one (sum of h*w, D) tensor -> the
-        (B, L, D) patch columns, zero on padding."""
+        (B, T, D) tokens, zero on prefix and padding tokens (``place_prefix`` fills the prefix)."""
         flat = tokens if isinstance(tokens, torch.Tensor) else torch.cat(list(tokens))
+        index = self._cached('patches', flat.device, lambda dev: self._patch_tokens()[0].to(dev))
         out = flat.new_zeros(self.num_rows * self.length, flat.shape[-1])
-        return out.index_copy(0, self.patch_columns(flat.device), flat).reshape(self.num_rows, self.length, -1)
+        return out.index_copy(0, index, flat).reshape(self.num_rows, self.length, -1)
+
+    def place_prefix(self, x: torch.Tensor, prefix: torch.Tensor) -> torch.Tensor:
+        """``x`` (B, T, D) with every image's P prefix tokens set to ``prefix`` (P, D), the same for every image
+        (whatever was there is replaced: prefix tokens carry no position)."""
+        B, T, D = x.shape
+        index = self._cached('prefix', x.device, lambda dev: self._prefix_tokens()[0].to(dev))
+        values = prefix.reshape(-1, D).to(x.dtype).repeat(self.num_images, 1)
+        return x.reshape(B * T, D).index_copy(0, index, values).reshape(B, T, D)
 
     def image_tokens(self, device: torch.device | None = None) -> torch.Tensor:
         """(sum of P + h*w,) long: the flat (row * T + column) indices of every image's tokens, prefix first, images in
@@ -263,7 +263,7 @@ class TokenLayout:
     def unpack(self, x: torch.Tensor) -> list[torch.Tensor]:
         """(B, T, ...) -> per image, in input order, its (P + h*w, ...) tokens: prefix first, then patches. One
         gather (its backward one scatter), then views."""
-        flat = x.reshape(self.num_rows * self.total, *x.shape[2:])[self.image_tokens(x.device)]
+        flat = x.reshape(self.num_rows * self.length, *x.shape[2:])[self.image_tokens(x.device)]
         return list(flat.split([self.prefix_per_image + h * w for h, w in self.grids]))
 
 
@@ -291,11 +291,13 @@ def add_per_grid(
 def make_layout(
     grids: Sequence[tuple[int, int]], prefix_per_image: int, mode: str = 'pad', capacity: int | None = None
 ) -> TokenLayout:
-    """The layout of images with token ``grids`` (h, w), in input order.
+    """The layout of images with token ``grids`` (h, w), in input order, each with ``prefix_per_image`` prefix
+    tokens.
 
-    ``mode='pad'``: one image per row, L = the longest image. ``mode='pack'``: first-fit of the images by decreasing
-    token count (ties in input order) into rows of ``capacity`` patch tokens (None: the longest image's), L = the
-    fullest row; an image longer than ``capacity`` is an error.
+    ``mode='pad'``: one image per row, T = the longest image's P + h*w. ``mode='pack'``: first-fit of the images by
+    decreasing token count (ties in input order) into rows of ``capacity`` + P tokens, each image taking its P + h*w
+    (``capacity`` None: the longest image's h*w), T = the fullest row; an image of more than ``capacity`` patch
+    tokens is an error.
     """
     if mode not in MODES:
         raise ValueError(
@@ -303,21 +305,23 @@ def make_layout(
         )
     if not grids:
         raise ValueError('a mixed batch needs at least one image')
-    sizes = [h * w for h, w in grids]
+    P = prefix_per_image
+    sizes = [P + h * w for h, w in grids]
     if mode == 'pad':
         rows, slots, starts = tuple(range(len(grids))), (0,) * len(grids), (0,) * len(grids)
-        return TokenLayout(tuple(grids), rows, slots, starts, len(grids), 1, prefix_per_image, max(sizes))
-    cap = max(sizes) if capacity is None else int(capacity)
-    if max(sizes) > cap:
+        return TokenLayout(tuple(grids), rows, slots, starts, len(grids), 1, P, max(sizes))
+    patches = max(h * w for h, w in grids)
+    cap = patches if capacity is None else int(capacity)
+    if patches > cap:
         raise ValueError(
-            f'pack_tokens={cap} is smaller than an image of {max(sizes)} patch tokens; raise pack_tokens to at '
-            f'least {max(sizes)} (or None: the longest image)'
+            f'pack_tokens={cap} is smaller than an image of {patches} patch tokens; raise pack_tokens to at '
+            f'least {patches} (or None: the longest image)'
         )
-    fill: list[int] = []  # patch tokens used per row
+    fill: list[int] = []  # tokens used per row
     count: list[int] = []  # images per row
     row_of, slot_of, start_of = [0] * len(grids), [0] * len(grids), [0] * len(grids)
     for i in sorted(range(len(grids)), key=lambda i: -sizes[i]):
-        row = next((r for r, used in enumerate(fill) if used + sizes[i] <= cap), None)
+        row = next((r for r, used in enumerate(fill) if used + sizes[i] <= cap + P), None)
         if row is None:
             row = len(fill)
             fill.append(0)
@@ -326,7 +330,7 @@ def make_layout(
         fill[row] += sizes[i]
         count[row] += 1
     return TokenLayout(
-        tuple(grids), tuple(row_of), tuple(slot_of), tuple(start_of), len(fill), max(count), prefix_per_image, max(fill)
+        tuple(grids), tuple(row_of), tuple(slot_of), tuple(start_of), len(fill), max(count), P, max(fill)
     )
 
 

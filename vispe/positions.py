@@ -231,15 +231,14 @@ class RPE2D:
         layout = pos.layout
         assert layout is not None
         device = generator.device if generator is not None else pos.coords.device
-        coords = pos.coords.detach().clone().reshape(-1, 2)  # (B * L, 2), padding keeps its 0
+        coords = pos.coords.detach().clone().reshape(-1, 2)  # (B * T, 2), prefix and padding keep their 0
         for group in layout.grid_groups(pos.coords.device):
             h, w = self.check(group.grid)
             n = len(group.images)
             rows = sorted_subsets(n, h, self.max_grid[0], generator, device)
             cols = sorted_subsets(n, w, self.max_grid[1], generator, device)
             drawn = torch.stack([rows[:, :, None].expand(-1, h, w), cols[:, None, :].expand(-1, h, w)], dim=-1)
-            row, column = group.index // layout.total, group.index % layout.total - layout.num_prefix
-            coords[(row * layout.length + column).reshape(-1)] = drawn.reshape(-1, 2).to(coords.device)
+            coords[group.index.reshape(-1)] = drawn.reshape(-1, 2).to(coords.device)
         return dataclasses.replace(pos, coords=coords.reshape(pos.coords.shape), key=None, extent=self.max_grid)
 
 

@@ -3,10 +3,11 @@
 ``VisionTransformerPE`` takes a list of (C, H_i, W_i) images wherever it takes a (B, C, H, W) batch: ``forward``
 returns (len(list), num_classes) logits, ``forward_features`` a list of (P + h_i * w_i, D) token tensors (prefix
 first), ``forward_head`` pools each. A list of images of one size runs as the stacked batch. Otherwise each image
-is patch-embedded (images of one size together), its tokens are laid out by the model's ``mixed_sizes`` ('pad': one
-image per row, padded to the longest; 'pack': several per row, up to ``pack_tokens`` patch tokens each), and the
-blocks attend within each image only (the layout's mask, combined with every encoding's logit bias). Every output
-equals that of the image alone, to float tolerance: padding and the other images never reach a real token.
+is patch-embedded (one matmul for timm's patchify conv), its prefix and patch tokens are laid out by the model's
+``mixed_sizes`` ('pad': one image per row, padded to the longest; 'pack': several per row, in rows of P +
+``pack_tokens`` tokens), and the blocks attend within each image only (the layout's mask, combined with every
+encoding's logit bias). Every output equals that of the image alone, to float tolerance: padding and the other
+images never reach a real token.
 """
 
 from __future__ import annotations
@@ -102,16 +103,15 @@ def mixed_tokens(model: VisionTransformerPE, images: list[torch.Tensor]) -> tupl
     patch = model.patch_embed.patch_size
     grids = [(-(-x.shape[-2] // patch[0]), -(-x.shape[-1] // patch[1])) for x in images]  # dynamic_img_pad: ceil
     layout = make_layout(grids, model.num_prefix_tokens, model.mixed_sizes, model.pack_tokens)
-    x = layout.place(embed_patches(model, images))  # (B, L, D)
+    x = layout.place(embed_patches(model, images))  # (B, T, D), zero on prefix and padding
     device = x.device
-    pos = Positions(layout.coords(device), num_prefix=layout.num_prefix, key=layout.key, layout=layout)
+    pos = Positions(layout.coords(device), num_prefix=0, key=layout.key, layout=layout)
     if model.training and model.position_sampler is not None:
         pos = model.position_sampler(pos, layout.num_rows)
     x = model.encoding_stack.embed(x, pos)
     prefix: list[torch.Tensor] = [t for t in (model.cls_token, model.reg_token) if t is not None]
-    if prefix:  # each slot's prefix tokens (cls, registers), the same for every image
-        per_image = torch.cat(prefix, dim=1)  # (1, P, D)
-        x = torch.cat([per_image.repeat(1, layout.slots_per_row, 1).expand(layout.num_rows, -1, -1), x], dim=1)
+    if prefix:  # each image's prefix tokens (cls, registers) at the front of its segment, replacing what embed added
+        x = layout.place_prefix(x, torch.cat(prefix, dim=1)[0])
     return model.norm_pre(model.pos_drop(x)), pos
 
 

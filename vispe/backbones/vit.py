@@ -59,8 +59,8 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
 
     Images of different sizes: every forward takes a list of (C, H_i, W_i) images too (``vispe.backbones.mixed_sizes``;
     ``forward_features`` then returns one token tensor per image). ``mixed_sizes`` says how their tokens share the
-    batch: 'pad' (one image per row, padded to the longest) or 'pack' (several per row, up to ``pack_tokens`` patch
-    tokens, None: the longest image's); the output is the same either way.
+    batch: 'pad' (one image per row, padded to the longest) or 'pack' (several per row, each with its prefix tokens,
+    in rows of P + ``pack_tokens`` tokens; None: the longest image's patches); the output is the same either way.
 
     Tracing and export, every registered 2D encoding: ``torch.fx`` (timm's forward_fx / backward_fx contracts, and a
     plain ``symbolic_trace``) gives one graph for every image size, equal to the eager model bit for bit;
@@ -116,7 +116,8 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
             isinstance(pack_tokens, bool) or not isinstance(pack_tokens, int) or pack_tokens < 1
         ):
             raise ValueError(
-                f'pack_tokens is a positive int (patch tokens per packed row) or None, got {pack_tokens!r}'
+                'pack_tokens is a positive int (patch tokens of the largest image a packed row holds) or None, got '
+                f'{pack_tokens!r}'
             )
         self.mixed_sizes, self.pack_tokens = mode, pack_tokens
 

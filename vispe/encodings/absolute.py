@@ -96,8 +96,8 @@ class ApeLearned(Encoding):
         return x + self.table(pos.grid).to(x.dtype)
 
     def layout_table(self, pos: Positions) -> torch.Tensor:
-        """A mixed batch: (B, L, D), each token's entry of the table resampled to its own image's grid (zero on
-        padding): the tables of the distinct grids one after another, gathered at offset + cell."""
+        """A mixed batch: (B, T, D), each token's entry of the table resampled to its own image's grid (zero on
+        prefix and padding): the tables of the distinct grids one after another, gathered at offset + cell."""
         layout = pos.layout
         assert layout is not None
         tables = [self.table(grid)[0] for grid in layout.distinct_grids]

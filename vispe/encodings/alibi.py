@@ -72,14 +72,17 @@ class ALiBi2D(Encoding):
         prefix = pos.num_prefix
         # prefix tokens sit at the origin and are masked out of every distance
         padded = nn.functional.pad(coords, (0, 0, prefix, 0))  # (1 or B, P + N, 2)
-        is_patch = torch.ones(padded.shape[1], device=coords.device, dtype=torch.float32)
-        is_patch = nn.functional.pad(is_patch[prefix:], (prefix, 0))
+        if pos.layout is not None:  # a mixed batch: its prefix tokens sit among the patches
+            is_patch = pos.layout.patch_mask(coords.device).float()  # (B, T)
+        else:
+            is_patch = torch.ones(1, padded.shape[1], device=coords.device, dtype=torch.float32)
+            is_patch = nn.functional.pad(is_patch[:, prefix:], (prefix, 0))
 
         def rows_of(rows: slice) -> torch.Tensor:
             # (1 or B, n, P + N); written out rather than torch.cdist, whose choice of algorithm by size would be
             # a branch on the token count, which FX and torch.export cannot follow
             dist = (padded[:, rows, None, :] - padded[:, None, :, :]).square().sum(-1).sqrt()
-            dist = dist * is_patch[rows, None] * is_patch[None, :]
+            dist = dist * is_patch[:, rows, None] * is_patch[:, None, :]
             return (-self.slopes[None, :, None, None] * dist[:, None]).to(q.dtype)
 
         return rows_of

@@ -260,7 +260,10 @@ class ComRoPE(Encoding):
             return apply_blocks(q, rot), apply_blocks(k, rot)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.rotate_normalized(q, k, self.normalized_coords(pos, q.shape[0]), pos.num_prefix)
+        x = self.normalized_coords(pos, q.shape[0])
+        if pos.layout is not None:  # a mixed batch: its prefix (and padding) tokens at x = 0, the identity
+            x = x * pos.layout.patch_mask(x.device)[..., None]
+        return self.rotate_normalized(q, k, x, pos.num_prefix)
 
 
 @ENCODINGS.register_module(name='comrope_ap')

@@ -232,6 +232,11 @@ class IRPE(Encoding):
 
         def build() -> tuple[torch.Tensor, ...]:
             ids = bucket_parts(pos.coords, self.method, self.ratio, pos.num_prefix)
+            if pos.layout is not None:  # a mixed batch: its prefix tokens sit among the patches
+                patch = pos.layout.patch_mask(pos.coords.device)
+                pair = patch[:, :, None] & patch[:, None, :]
+                prefix = float(num_buckets(self.method, self.ratio))
+                ids = tuple(torch.where(pair, t, torch.full_like(t, prefix)) for t in ids)
             if self.method != 'cross':
                 return ids
             return ids[0], ids[1] + self.num_buckets  # cols index the second half of the concatenated table

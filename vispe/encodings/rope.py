@@ -228,7 +228,7 @@ class RotaryStrategies(Encoding):
             coords = grid_coords(*grid, device=device)
             tables.append(rotary_table(self.angles(coords, scales=self.axis_scales(coords, grid)), 0))
         table = torch.cat([*tables, torch.ones_like(tables[0][..., :1, :])], dim=-2)  # (..., sum n + 1, d/2)
-        index = layout.row_table_index(device)  # (B, T), prefix and padding on the last row (1)
+        index = layout.table_index(device)  # (B, T), prefix and padding on the last row (1)
         # gathered token-major, (B, T, ..., d/2), then viewed as (B, ..., T, d/2): one copy, the table's rows whole
         return table.movedim(-2, 0)[index].movedim(1, -2)
 

@@ -7,12 +7,10 @@ mixed batch and of a packed one, side by side in one process, at the same token 
   largest grid of that aspect ratio with at most N tokens), one per row, padded to the longest: at most B * T token
   slots, of which the real tokens are a few percent fewer.
 - ``packed``: FlexiViT-style square sizes (sides uniform from half the grid to the grid), packed first-fit by
-  decreasing size (``vispe.layout``) into the fixed batch's tensor: the images of the B fullest rows, each row at
-  most T tokens with its prefix slots (``packed_rows``). What the rows cannot hold is padding: the report gives the
-  real tokens beside the slots, and the cost per real token.
-- ``packed (full grid)``, only with prefix tokens: the same sizes up to the full grid, in rows of N patch tokens. A
-  row has one prefix slot per image of the fullest row, so a full-grid image next to rows of four small ones makes
-  every row (S - 1) * P tokens longer than the fixed batch's: this line shows what that layout costs.
+  decreasing size (``vispe.layout``: each image its P prefix tokens and its patches) into rows of T tokens; the
+  images of the B fullest rows are kept, so the packed batch has the fixed batch's B x T tensor. What the rows
+  cannot hold is padding: the report gives the real tokens (patches and prefix tokens) beside the slots, and the
+  cost per real token.
 - ``padded (flexi)``: the packed batch's images, padded one per row instead: what packing saves.
 
 Targets (issue 18, CPU float32): padded <= 1.15x fixed (about the same real tokens; the ratio includes the padding),
@@ -72,38 +70,16 @@ def flexi_grids(grid: tuple[int, int], total: int, generator: torch.Generator) -
         used += s * s
 
 
-def fullest_rows(grids: Sequence[tuple[int, int]], capacity: int, rows: int) -> list[tuple[int, int]]:
-    """The grids, in input order, that first-fit packing into rows of ``capacity`` patch tokens puts in its ``rows``
-    fullest rows."""
-    layout = make_layout(grids, 0, 'pack', capacity)
+def packed_rows(grids: Sequence[tuple[int, int]], capacity: int, rows: int, prefix: int = 0) -> list[tuple[int, int]]:
+    """The grids, in input order, that first-fit packing (``vispe.layout.make_layout``, each image its ``prefix``
+    tokens and its patches, rows of ``prefix + capacity`` tokens) puts in its ``rows`` fullest rows: at most the
+    fixed batch's tensor of ``rows`` images of ``capacity`` patch tokens."""
+    layout = make_layout(grids, prefix, 'pack', capacity)
     fill = [0] * layout.num_rows
     for (h, w), row in zip(layout.grids, layout.rows):
-        fill[row] += h * w
+        fill[row] += prefix + h * w
     kept = set(sorted(range(layout.num_rows), key=lambda r: -fill[r])[:rows])
     return [g for g, row in zip(layout.grids, layout.rows) if row in kept]
-
-
-def packed_rows(
-    grids: Sequence[tuple[int, int]], capacity: int, rows: int, prefix: int = 0
-) -> tuple[list[tuple[int, int]], int]:
-    """The grids, in input order, of the ``rows`` fullest rows of a first-fit packing (``vispe.layout.make_layout``)
-    whose layout is the fixed batch's tensor: ``rows`` rows of at most ``prefix + capacity`` tokens. Returns them and
-    the row budget in patch tokens (the ``pack_tokens`` that lays them out so).
-
-    A packed row has one prefix slot per image of the layout's fullest row (S * prefix tokens), so with a prefix its
-    patch tokens get at most ``capacity - (S - 1) * prefix``: the budget shrinks, and the grids larger than the
-    budget are left out, until the layout fits. (With prefix tokens, a full-grid image cannot share a layout of the
-    fixed batch's length with rows of several images; vispe.layout's module docstring says why the prefix slots
-    sit at the front of the row.)"""
-    for budget in range(capacity, 0, -1):
-        pool = [g for g in grids if g[0] * g[1] <= budget]
-        if not pool:
-            break
-        kept = fullest_rows(pool, budget, rows)
-        alone = make_layout(kept, prefix, 'pack', budget)
-        if alone.num_rows == rows and alone.total <= prefix + capacity:
-            return kept, budget
-    raise ValueError(f'no first-fit packing of these grids fills {rows} rows of {prefix} + {capacity} tokens')
 
 
 def _subject(name: str, model: VisionTransformerPE, images: Any, labels: torch.Tensor) -> Subject:
@@ -131,17 +107,14 @@ def mixed_subjects(cfg: BenchmarkConfig, encoding: str) -> tuple[list[Subject], 
         return [torch.randn(C, h * patch[0], w * patch[1], generator=gen).to(cfg.device) for h, w in grids]
 
     native = native_grids(grid, B, gen)
-    flexi_all = flexi_grids(grid, 2 * B * N, gen)
-    flexi, pack_tokens = packed_rows(flexi_all, N, B, P)
-    batches = {
-        'fixed': (torch.randn(B, C, *cfg.img_size, generator=gen).to(cfg.device), 'pad', [grid] * B, None),
-        'padded': (draw(native), 'pad', native, None),
-        'packed': (draw(flexi), 'pack', flexi, pack_tokens),
+    flexi = packed_rows(flexi_grids(grid, 2 * B * N, gen), N, B, P)
+    fixed, padded, packed = torch.randn(B, C, *cfg.img_size, generator=gen).to(cfg.device), draw(native), draw(flexi)
+    batches = {  # images, layout, their grids, pack_tokens
+        'fixed': (fixed, 'pad', [grid] * B, None),
+        'padded': (padded, 'pad', native, None),
+        'packed': (packed, 'pack', flexi, N),
+        'padded (flexi)': (packed, 'pad', flexi, None),
     }
-    if P:
-        full = fullest_rows(flexi_all, N, B)
-        batches['packed (full grid)'] = (draw(full), 'pack', full, N)
-    batches['padded (flexi)'] = (batches['packed'][0], 'pad', flexi, None)
     subjects, info = [], {}
     for name, (images, mode, grids, capacity) in batches.items():
         copy_ = copy.deepcopy(model)
@@ -150,7 +123,7 @@ def mixed_subjects(cfg: BenchmarkConfig, encoding: str) -> tuple[list[Subject], 
         labels = torch.randint(max(model.num_classes, 1), (count,), generator=gen).to(cfg.device)
         subjects.append(_subject(name, copy_, images, labels))
         info[name] = dict(
-            images=count, real_tokens=sum(h * w for h, w in grids), slots=_slots(grids, mode, capacity, P)
+            images=count, real_tokens=sum(P + h * w for h, w in grids), slots=_slots(grids, mode, capacity, P)
         )
     return subjects, info
 
@@ -222,7 +195,6 @@ def mixed_markdown(report: dict[str, Any]) -> str:
 __all__ = [
     'TARGETS',
     'flexi_grids',
-    'fullest_rows',
     'mixed_markdown',
     'mixed_subjects',
     'native_grids',
