@@ -76,8 +76,21 @@ def test_regimes_are_runs_and_tables_of_their_own():
 
 
 def _results(resolutions, strategies, value=50.0, complete=True):
-    rows = [dict(encoding='peg', strategy=s, resolution=r, value=value) for r in resolutions for s in strategies]
+    """An eval_resolution results.json as json.load gives it back: 32 an int, 44x24 a list [44, 24]."""
+    as_json = [int(r) if 'x' not in r else [int(v) for v in r.split('x')] for r in resolutions]
+    rows = [dict(encoding='peg', strategy=s, resolution=r, value=value) for r in as_json for s in strategies]
     return dict(results=rows, checkpoint='/elsewhere/epoch_12.pth', complete=complete)
+
+
+def test_non_square_results_land_in_their_columns(monkeypatch):
+    """JSON reads a (44, 24) resolution back as [44, 24]: the tables still find it under '44x24'."""
+    from vispe.evaluation import leaderboard as lb
+
+    monkeypatch.setattr(lb, 'train_and_evaluate', lambda run, res, log: _results(res, ['default'], value=42.0))
+    runs = leaderboard_runs({'position': 'p.py'}, ['peg'], [0], 'out')
+    values = lb.collect(runs, ['32', '44x24'], log=lambda _: None)
+    assert values[('position', 'peg', 'default', '44x24')] == [42.0]
+    assert '| peg | default | 42.0 | 42.0 |' in markdown(summarize(values), 'position', ['32', '44x24'])
 
 
 def test_the_archive_keeps_each_run_and_serves_it_where_no_checkpoint_is(tmp_path, monkeypatch):
@@ -93,7 +106,7 @@ def test_the_archive_keeps_each_run_and_serves_it_where_no_checkpoint_is(tmp_pat
     monkeypatch.setattr(lb, 'supported_strategies', lambda run: ['default'])
     out, archive = tmp_path / 'out', lb.Archive(str(tmp_path / 'archive'), str(tmp_path / 'out'))
     runs = leaderboard_runs({'position': 'p.py'}, ['peg'], [0, 1], str(out))
-    first = lb.collect(runs, ['32', '64'], log=lambda _: None, archive=archive)
+    first = lb.collect(runs, ['32', '64', '44x24'], log=lambda _: None, archive=archive)
     assert len(trained) == 2 and first[('position', 'peg', 'default', '64')] == [70.0, 70.0]
     stored = tmp_path / 'archive' / 'position' / 'peg' / 'seed1'
     assert json.loads((stored / 'results.json').read_text())['results'][0]['value'] == 70.0
@@ -102,7 +115,7 @@ def test_the_archive_keeps_each_run_and_serves_it_where_no_checkpoint_is(tmp_pat
 
     # another machine: no checkpoints, the archive only -> nothing is trained, the same values come back
     lines = []
-    again = lb.collect(runs, ['32', '64'], log=lines.append, archive=archive)
+    again = lb.collect(runs, ['32', '64', '44x24'], log=lines.append, archive=archive)
     assert len(trained) == 2 and again == first and all(line.startswith('archived: ') for line in lines)
 
     # asked for another resolution, or a result with failed cells: the run is trained again

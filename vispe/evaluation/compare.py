@@ -19,7 +19,7 @@ from vispe.engine.config import load_config, parse_option_value
 from vispe.engine.config_files import configs_dir
 from vispe.engine.train import train as train_in_process
 from vispe.evaluation import report
-from vispe.evaluation.checkpoints import parse_resolution
+from vispe.evaluation.checkpoints import parse_resolution, resolution_label
 from vispe.evaluation.evaluate import evaluate_resolution
 from vispe.evaluation.report import write_json
 from vispe.evaluation.resolution import plot_results, resolution_column
@@ -223,8 +223,8 @@ def covers(results: dict, resolutions: Sequence[str], strategies: Sequence[str] 
     ``strategies`` (an interrupted sweep, or one with failed cells, does not)."""
     if not results.get('complete', True):
         return False
-    done = {str(r['resolution']) for r in results['results']}
-    same = done == set(resolutions)
+    done = {resolution_label(r['resolution']) for r in results['results']}  # JSON reads (48, 64) back as a list
+    same = done == {resolution_label(parse_resolution(r)) for r in resolutions}
     if strategies is not None:
         same = same and {r['strategy'] for r in results['results']} == set(strategies)
     return same

@@ -209,7 +209,8 @@ def train_and_generate(
         with open(path) as f:
             previous = json.load(f)
         same = previous.get('complete', True)  # not an interrupted sweep, nor one with failed cells
-        same &= {str(r['resolution']) for r in previous['results']} == set(resolutions)
+        done = {C.resolution_label(r['resolution']) for r in previous['results']}  # JSON: (48, 64) as a list
+        same &= done == {C.resolution_label(C.parse_resolution(r)) for r in resolutions}
         same &= strategies is None or {r['strategy'] for r in previous['results']} == set(strategies)
         same &= previous['settings'].get('samples_per_class') == samples_per_class
         same &= previous.get('feature_extractor') == extractor

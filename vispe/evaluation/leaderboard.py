@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from vispe.evaluation import report
+from vispe.evaluation.checkpoints import resolution_label
 from vispe.evaluation.compare import (
     Run,
     covers,
@@ -167,7 +168,7 @@ def collect(
             if archive is not None:
                 archive.store(run, results, time.perf_counter() - start if trained_here else None)
         for row in results['results']:
-            key = (run.task, row['encoding'], row['strategy'], str(row['resolution']))
+            key = (run.task, row['encoding'], row['strategy'], resolution_label(row['resolution']))
             values.setdefault(key, []).append(row['value'])
     return values
 
@@ -292,7 +293,7 @@ def write_model_zoo(
             )
         )
         best = best_strategy(stats, run.task, encoding, resolutions[0])
-        values = {str(r['resolution']): r['value'] for r in results['results'] if r['strategy'] == best}
+        values = {resolution_label(r['resolution']): r['value'] for r in results['results'] if r['strategy'] == best}
         name = model_name(run.task, encoding)
         index.append(
             f'| [{name}]({name}/README.md) | {run.task} | {encoding} | {best} | '

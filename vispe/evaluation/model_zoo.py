@@ -22,6 +22,7 @@ import torch
 
 from vispe.engine.checkpoint import load_checkpoint, state_dict_of
 from vispe.engine.run_meta import META_KEYS
+from vispe.evaluation.checkpoints import resolution_label
 from vispe.evaluation.compare import markdown_table
 
 #: provenance kept from mmengine's checkpoint meta (the config text is in config.py, the rest is training state), and
@@ -97,7 +98,7 @@ def export_model(
     with open(os.path.join(folder, 'config.py'), 'w') as f:
         f.write(f'# The config that trained {name} (seed {seed}); tools/train.py dumped it.\n')
         f.write(cfg.pretty_text)
-    resolutions = list(dict.fromkeys(str(r['resolution']) for r in results['results']))
+    resolutions = list(dict.fromkeys(resolution_label(r['resolution']) for r in results['results']))
     params = sum(v.numel() for v in slim['state_dict'].values())  # vispe keeps derived tables out of state dicts
     metrics = {
         'name': name,
