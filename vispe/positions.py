@@ -98,8 +98,10 @@ class Positions:
         extent: per axis, the integer range [0, extent) the coordinates were drawn from when it is larger than
             the grid (rpe2d's enlarged range L); None: the grid itself.
         layout: for a batch of images of different sizes, where each image's tokens sit (``vispe.layout``); then
-            ``coords`` are (B, L, 2) in each token's own image and ``grid`` is None. None: every sample shares the
-            token layout.
+            ``coords`` are (B, T, 2) for every token of each row, in the token's own image (0 on prefix and
+            padding), ``grid`` is None and ``num_prefix`` 0: each image's prefix tokens sit inside the row, at the
+            front of its segment (``layout.patch_mask`` is False there). None: every sample shares the token
+            layout.
     """
 
     coords: torch.Tensor
@@ -140,7 +142,7 @@ class Positions:
     def span_tensor(self) -> torch.Tensor:
         """``span`` as an (ndim,) float32 tensor on the coordinates' device, also when the sizes are symbolic (an FX
         graph computes it at run time through the leaf ``sizes_tensor``). In a mixed batch without an extent, each
-        token's own grid: (B, L, ndim)."""
+        token's own grid: (B, T, ndim)."""
         if self.layout is not None and self.extent is None:
             return self.layout.token_grid(self.coords.device)
         span = self.span

@@ -201,10 +201,10 @@ class RotaryStrategies(Encoding):
         groups = self.scale_groups(pos)
         if len(groups) == 1:
             return self.angles(pos.coords, scales=next(iter(groups)))
-        grid_index = pos.layout.token_tables(pos.coords.device)['grid_index']  # (B, L)
+        grid_index = pos.layout.token_tables(pos.coords.device)['grid_index']  # (B, T)
         out: torch.Tensor | None = None
         for scales, ids in groups.items():
-            values = self.angles(pos.coords, scales=scales)  # (B, L, d/2), or (B, H, L, d/2)
+            values = self.angles(pos.coords, scales=scales)  # (B, T, d/2), or (B, H, T, d/2)
             if out is None:
                 out = values
                 continue
