@@ -95,8 +95,8 @@ def embed_patches(model: VisionTransformerPE, images: list[torch.Tensor]) -> tor
 
 
 def mixed_tokens(model: VisionTransformerPE, images: list[torch.Tensor]) -> tuple[torch.Tensor, Positions]:
-    """A list of images of several sizes -> tokens (B, T, D) in the model's layout, embed hooks applied and prefix
-    tokens in each image's slot, and their ``Positions`` (with the layout)."""
+    """A list of images of several sizes -> tokens (B, T, D) in the model's layout, embed hooks applied and each
+    image's prefix tokens at the front of its segment, and their ``Positions`` (with the layout)."""
     shapes = {tuple(x.shape): x for x in images}
     for x in shapes.values():
         model.check_input(x[None])
