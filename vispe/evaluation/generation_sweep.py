@@ -197,7 +197,7 @@ def train_and_generate(
     extractor are unchanged); returns results.json."""
     import json
 
-    from vispe.evaluation.compare import run_config, shown, train
+    from vispe.evaluation.compare import covers, run_config, shown, train
 
     ckpt = train(run, log)
     out = os.path.join(run.work_dir, 'generation')
@@ -208,10 +208,7 @@ def train_and_generate(
     if os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(ckpt):
         with open(path) as f:
             previous = json.load(f)
-        same = previous.get('complete', True)  # not an interrupted sweep, nor one with failed cells
-        done = {C.resolution_label(r['resolution']) for r in previous['results']}  # JSON: (48, 64) as a list
-        same &= done == {C.resolution_label(C.parse_resolution(r)) for r in resolutions}
-        same &= strategies is None or {r['strategy'] for r in previous['results']} == set(strategies)
+        same = covers(previous, resolutions, strategies)  # complete, the same resolutions and strategies
         same &= previous['settings'].get('samples_per_class') == samples_per_class
         same &= previous.get('feature_extractor') == extractor
         if extractor and os.path.isfile(extractor):
