@@ -34,7 +34,7 @@ def test_flexi_grids_add_up_and_packed_rows_fill_the_fixed_batch_tensor(prefix):
     assert 2 * 32 * 64 - 64 < sum(h * w for h, w in grids) <= 2 * 32 * 64
     kept = packed_rows(grids, 64, 32, prefix)
     layout = make_layout(kept, prefix, 'pack', 64)
-    assert layout.num_rows == 32 and layout.total == prefix + 64  # the fixed batch's 32 x (P + 64) tokens
+    assert layout.num_rows == 32 and layout.length == prefix + 64  # the fixed batch's 32 x (P + 64) tokens
     assert (8, 8) in kept and layout.slots_per_row > 1  # full-grid images and rows of several, in one layout
     assert sum(prefix + h * w for h, w in kept) > 0.95 * 32 * (prefix + 64)  # the fullest rows: little padding
     assert all(g in grids for g in kept)

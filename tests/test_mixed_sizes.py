@@ -137,13 +137,13 @@ def test_rpe2d_draws_each_image_positions_from_its_own_grid():
     layout = pos.layout
     for i, (h, w) in enumerate(layout.grids):
         row, cols = layout.patch_index(i)
-        cols = slice(cols.start - layout.num_prefix, cols.stop - layout.num_prefix)
         drawn = pos.coords[row, cols].reshape(h, w, 2)
         rows, columns = drawn[:, 0, 0], drawn[0, :, 1]
         assert (drawn[..., 0] == rows[:, None]).all() and (drawn[..., 1] == columns[None, :]).all()
         assert (rows.diff() > 0).all() and (columns.diff() > 0).all()  # sorted, distinct
         assert rows.max() < 24 and columns.max() < 24
     assert pos.key is None and pos.extent == (24, 24)
+    assert pos.num_prefix == 0  # each image's cls token sits in its segment, marked by patch_mask
 
 
 def test_packing_fills_rows_first_fit_by_decreasing_length():
@@ -152,7 +152,7 @@ def test_packing_fills_rows_first_fit_by_decreasing_length():
     # 17 -> row 0; 10 -> row 1; 9 -> row 1 (19); 5 -> row 2 (no room in 0 or 1); 2 -> row 0 (19)
     assert layout.rows == (0, 2, 1, 1, 0) and layout.num_rows == 3
     assert layout.starts == (0, 0, 0, 10, 17) and layout.slots == (0, 0, 0, 1, 1)
-    assert layout.length == 19 and layout.slots_per_row == 2 and layout.num_prefix == 0
+    assert layout.length == 19 and layout.slots_per_row == 2
     seg = layout.segments()
     assert seg.shape == (3, 19)
     assert seg[0].tolist() == [0] * 17 + [1] * 2  # two images, each its cls token then its patches

@@ -9,11 +9,11 @@ patch tokens, row-major over its grid.
 - ``segments`` (B, T): each token's slot in its row (its image's place among the row's images), -1 for padding.
   Attention runs where the segments of query and key are equal (``attn_mask``): a real token sees only its own
   image, padding sees only padding, and no row is ever all masked.
-- Prefix tokens sit inside the rows, so a layout has no prefix in front (``num_prefix`` 0): ``patch_mask`` says
-  which tokens are patches. Per-token tables give the prefix and padding tokens the entry of no position (the last
-  row of ``table_index``, coordinates 0), and encodings with a rule for prefix tokens (iRPE's prefix bucket, ALiBi's
-  zero distance, ComRoPE's identity) read ``patch_mask``; what the embedding hooks add at a prefix token is replaced
-  by the prefix token itself (``place_prefix``).
+- Prefix tokens sit inside the rows, so a layout has no prefix in front (its ``Positions`` have ``num_prefix``
+  0): ``patch_mask`` says which tokens are patches. Per-token tables give the prefix and padding tokens the entry
+  of no position (the last row of ``table_index``, coordinates 0), and encodings with a rule for prefix tokens
+  (iRPE's prefix bucket, ALiBi's zero distance, ComRoPE's identity) read ``patch_mask``; what the embedding hooks
+  add at a prefix token is replaced by the prefix token itself (``place_prefix``).
 
 ``Positions.layout`` carries it to the encodings; ``Positions.coords`` are then (B, T, 2) per-token (row, col) in
 the token's own image (0 on prefix and padding), and ``Positions.grid`` is None (there is no one grid). Encodings
@@ -66,16 +66,6 @@ class TokenLayout:
     @property
     def num_images(self) -> int:
         return len(self.grids)
-
-    @property
-    def num_prefix(self) -> int:
-        """Prefix tokens in front of each row: none (each image's sit in its segment; ``patch_mask``)."""
-        return 0
-
-    @property
-    def total(self) -> int:
-        """T, tokens per row."""
-        return self.length
 
     @property
     def key(self) -> Hashable:

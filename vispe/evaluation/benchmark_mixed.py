@@ -131,7 +131,7 @@ def mixed_subjects(cfg: BenchmarkConfig, encoding: str) -> tuple[list[Subject], 
 def _slots(grids: Sequence[tuple[int, int]], mode: str, capacity: int | None, prefix: int) -> int:
     """Token slots the layout computes over: rows x tokens per row (prefix slots, patch tokens and padding)."""
     layout = make_layout(grids, prefix, mode, capacity)
-    return layout.num_rows * layout.total
+    return layout.num_rows * layout.length
 
 
 def run_mixed_benchmark(cfg: BenchmarkConfig, encodings: Sequence[str]) -> dict[str, Any]:
