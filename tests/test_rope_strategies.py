@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import vispe
-from vispe.encodings.rope import rotary_table, rotate_pairs
+from vispe.encodings.rope import rotary_table, rotate_by_rows, rotate_pairs
 from vispe.evaluation.checkpoints import available_strategies, set_strategy
 from vispe.positions import Positions, grid_coords, grid_positions
 
@@ -293,3 +293,33 @@ def test_ntk_and_yarn_scale_only_the_grown_axis_of_an_aspect_change(name, strate
     assert torch.equal(tall, enc.angles(coords, (8, 4)))  # the same scales as 8 x 4, whose columns did not change
     expected = math.sqrt(0.1 * math.log(math.sqrt(2.0)) + 1) if strategy == 'yarn' else 1.0
     assert enc.qk_scale(enc.axis_scales(coords, (8, 2))) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize('scale', [1.0, 1.3, 'per_token'])
+@pytest.mark.parametrize('heads_share_rows', [True, False])
+def test_rotating_by_rows_matches_the_gathered_complex_table(heads_share_rows, scale, dtype):
+    # rotate_by_rows (mixed batches) has its own backward: values and the gradients of q, k and the angle rows
+    # must be those of gathering e^(i rows) per token and rotating with rotate_pairs
+    torch.manual_seed(0)
+    B, H, T, d, R = 3, 4, 7, 8, 5
+    qkv = torch.randn(B, T, 3, H, d, dtype=dtype).permute(2, 0, 3, 1, 4)  # timm's token-major q and k
+    rows0 = torch.randn(R, d // 2) if heads_share_rows else torch.randn(R, H, d // 2)
+    index = torch.randint(R, (B, T))
+    s = torch.rand(B, 1, T, 1) + 0.5 if scale == 'per_token' else scale
+    weights = torch.randn(2, B, H, T, d)
+    results = []
+    for gathered in (False, True):
+        q, k = (qkv[i].detach().clone().requires_grad_() for i in range(2))
+        rows = rows0.clone().requires_grad_()
+        if gathered:
+            table = rotary_table(rows, 0)[index].movedim(1, -2)  # (B, [H,] T, d/2)
+            table = table.unsqueeze(1) if heads_share_rows else table
+            out = rotate_pairs(q, table, s), rotate_pairs(k, table, s)
+        else:
+            out = rotate_by_rows(q, k, rows, index, s)
+        sum((o.float() * w).sum() for o, w in zip(out, weights)).backward()
+        results.append((*out, q.grad, k.grad, rows.grad))
+    assert all(x.dtype == dtype for x in results[0][:4])
+    for new, ref in zip(*results):
+        torch.testing.assert_close(new, ref, atol=1e-5, rtol=1e-5)

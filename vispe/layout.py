@@ -221,6 +221,12 @@ class TokenLayout:
 
         return self._cached('groups', device, build)
 
+    def grouped_patch_index(self, device: torch.device | None = None) -> torch.Tensor:
+        """(sum of h*w,) long: the ``grid_groups``' token indices one group after the other (``add_per_grid``)."""
+        return self._cached(
+            'grouped', device, lambda dev: torch.cat([g.index.reshape(-1) for g in self.grid_groups(dev)])
+        )
+
     def place(self, tokens: Sequence[torch.Tensor] | torch.Tensor) -> torch.Tensor:
         """Per image (input order) its (h*w, D) patch tokens, or all of them as one (sum of h*w, D) tensor -> the
         (B, T, D) tokens, zero on prefix and padding tokens (``place_prefix`` fills the prefix)."""
@@ -270,12 +276,16 @@ def add_per_grid(
     B, T, C = x.shape
     flat = x.reshape(B * T, C)
     src = flat if source is None else source.reshape(B * T, C)
-    for group in layout.grid_groups(x.device):
+    groups = layout.grid_groups(x.device)
+    index = layout.grouped_patch_index(x.device)  # every group's tokens, group after group
+    # one gather of every image's patch tokens, one scatter of what fn adds: per group only the views and fn
+    feats = src[index].split([g.index.numel() for g in groups])
+    added = []
+    for group, feat in zip(groups, feats):
         h, w = group.grid
-        feat = src[group.index].transpose(1, 2).reshape(-1, C, h, w)  # (n, C, h, w)
-        added = fn(feat).reshape(-1, C, h * w).transpose(1, 2)
-        flat = flat.index_add(0, group.index.reshape(-1), added.reshape(-1, C).to(flat.dtype))
-    return flat.reshape(B, T, C)
+        out = fn(feat.reshape(-1, h * w, C).transpose(1, 2).reshape(-1, C, h, w))  # (n, C, h, w), channels-last view
+        added.append(out.reshape(-1, C, h * w).transpose(1, 2).reshape(-1, C))
+    return flat.index_add(0, index, torch.cat(added).to(flat.dtype)).reshape(B, T, C)
 
 
 def make_layout(

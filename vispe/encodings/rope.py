@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -85,6 +86,74 @@ def rotate_pairs(x: torch.Tensor, table: torch.Tensor, scale: float | torch.Tens
     if isinstance(scale, torch.Tensor) or scale != 1.0:
         out = out * scale
     return torch.view_as_real(out).flatten(-2).type_as(x)
+
+
+def _pairs(x: torch.Tensor) -> torch.Tensor:
+    """(..., d) real -> (..., d/2) complex64 view of its interleaved pairs (a float32 copy first if needed)."""
+    x = x.float()
+    return torch.view_as_complex((x if x.stride(-1) == 1 else x.contiguous()).unflatten(-1, (-1, 2)))
+
+
+class _RotateByRows(torch.autograd.Function):
+    """q and k (B, H, T, d) rotated per token by a row of a small angle table: the rotation of ``rotate_pairs`` with
+    the table ``e^(i rows[index])`` (B, G, T, d/2), G = 1 (shared by the heads) or H, never built for the backward.
+
+    Autograd through a gathered complex table would keep that (B, G, T, d/2) table, conjugate it once for q and once
+    for k, and scatter a complex gradient into the rows. Here the backward gathers the conjugate rows once and takes
+    the angles' gradient from the rotated gradient itself: with o = p e^(i a), dL/da = Im(g conj(o)) =
+    Im(g_p conj(p)) where g_p = g e^(-i a) is the gradient of the input pair p, so a real (B, G, T, d/2) sum is
+    scattered into the rows."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, index: torch.Tensor, scale: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = rows.float()
+        table = torch.polar(torch.ones_like(rows), rows)  # (R, G, d/2)
+        per_token = table[index].movedim(1, 2)  # (B, G, T, d/2), token-major in memory like timm's q and k
+        if scale is not None:
+            per_token = per_token * scale
+        ctx.save_for_backward(q, k, table, index, scale)
+        out = [torch.view_as_real(_pairs(x) * per_token).flatten(-2).type_as(x) for x in (q, k)]
+        return out[0], out[1]
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad_q: torch.Tensor, grad_k: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        q, k, table, index, scale = ctx.saved_tensors
+        conj = torch.conj_physical(table)[index].movedim(1, 2)  # (B, G, T, d/2)
+        if scale is not None:
+            conj = conj * scale
+        grads, d_angle = [], None
+        for x, g in ((q, grad_q), (k, grad_k)):
+            g_pair = _pairs(g) * conj  # the input pair's gradient, complex (B, H, T, d/2)
+            grads.append(torch.view_as_real(g_pair).flatten(-2).type_as(x))
+            if ctx.needs_input_grad[2]:
+                gr, xr = torch.view_as_real(g_pair), torch.view_as_real(_pairs(x))
+                term = gr[..., 1] * xr[..., 0] - gr[..., 0] * xr[..., 1]  # Im(g_p conj(p))
+                d_angle = term if d_angle is None else d_angle + term
+        d_rows = None
+        if d_angle is not None:
+            if table.shape[1] == 1 and d_angle.shape[1] != 1:  # rows shared by the heads
+                d_angle = d_angle.sum(1, keepdim=True)
+            values = d_angle.movedim(1, 2).reshape(-1, *table.shape[1:])  # (B * T, G, d/2)
+            d_rows = torch.zeros(table.shape, device=values.device).index_add_(0, index.reshape(-1), values)
+        return grads[0], grads[1], d_rows, None, None
+
+
+def rotate_by_rows(
+    q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, index: torch.Tensor, scale: float | torch.Tensor = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``rotate_pairs`` of q and k (B, H, T, d) by the table e^(i rows[index]): ``rows`` (R, [H,] d/2) angles (one
+    row per distinct position, shared by the heads or one per head), ``index`` (B, T) each token's row, ``scale``
+    as in ``rotate_pairs`` (a float, or per token (B, 1, T, 1)). The same values and gradients as gathering the
+    complex table and calling ``rotate_pairs``, for less time and memory in the backward (``_RotateByRows``)."""
+    rows3 = rows if rows.dim() == 3 else rows.unsqueeze(1)
+    if not isinstance(scale, torch.Tensor):
+        scale_t = None if scale == 1.0 else torch.tensor(float(scale), device=q.device)
+    else:
+        scale_t = scale.float()
+    return _RotateByRows.apply(q, k, rows3, index, scale_t)
 
 
 # --- extrapolation strategies: pure functions of the scale s of one axis ------------------------------------------
@@ -215,22 +284,27 @@ class RotaryStrategies(Encoding):
         assert out is not None
         return out
 
-    def grid_tables(self, pos: Positions) -> torch.Tensor:
-        """A mixed batch on its grids' own coordinates (``pos.layout``, not sampled): the complex table
-        (B, ..., T, d/2), from ``angles`` (..., n, d/2) computed once per distinct grid at that grid's scales and
-        gathered per token (padding and prefix rows: 1). Per token the same as ``rotary_table`` of the
-        image alone, at the cost of the distinct grids rather than of every row."""
+    def grid_angles(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """A mixed batch on its grids' own coordinates (``pos.layout``, not sampled): ``angles`` computed once per
+        distinct grid at that grid's scales, as rows (R, [H,] d/2) float32 (the grids' cells one after the other,
+        then a zero row: no rotation), and each token's row, (B, T) long (prefix and padding tokens: the zero row)."""
         layout = pos.layout
         assert layout is not None
         device = pos.coords.device
-        tables = []
+        per_grid = []
         for grid in layout.distinct_grids:
             coords = grid_coords(*grid, device=device)
-            tables.append(rotary_table(self.angles(coords, scales=self.axis_scales(coords, grid)), 0))
-        table = torch.cat([*tables, torch.ones_like(tables[0][..., :1, :])], dim=-2)  # (..., sum n + 1, d/2)
-        index = layout.table_index(device)  # (B, T), prefix and padding on the last row (1)
+            per_grid.append(self.angles(coords, scales=self.axis_scales(coords, grid)))  # (..., n, d/2)
+        rows = torch.cat([*per_grid, torch.zeros_like(per_grid[0][..., :1, :])], dim=-2)
+        return rows.movedim(-2, 0), layout.table_index(device)
+
+    def grid_tables(self, pos: Positions) -> torch.Tensor:
+        """The complex table (B, ..., T, d/2) of a mixed batch (``grid_angles``): per token the same as
+        ``rotary_table`` of its image alone (prefix and padding rows 1), at the cost of the distinct grids rather
+        than of every row."""
+        rows, index = self.grid_angles(pos)
         # gathered token-major, (B, T, ..., d/2), then viewed as (B, ..., T, d/2): one copy, the table's rows whole
-        return table.movedim(-2, 0)[index].movedim(1, -2)
+        return rotary_table(rows, 0)[index].movedim(1, -2)
 
     def qk_scales(self, pos: Positions) -> float | torch.Tensor:
         """``qk_scale`` of the positions' grid; in a mixed batch of several scales, per token (prefix tokens their
@@ -412,7 +486,10 @@ class RoPEMixed(RotaryStrategies):
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         scale = self.qk_scales(pos)
-        table = self.rotation_table(pos)  # (..., H, N, d/2); a mixed batch (B, H, T, d/2)
+        if pos.layout is not None and pos.key is not None:  # a mixed batch on its grids: rows per grid cell
+            rows, index = self.grid_angles(pos)  # (R, H, d/2), (B, T)
+            return rotate_by_rows(q, k, rows, index, scale)
+        table = self.rotation_table(pos)  # (..., H, N, d/2)
         return rotate_pairs(q, table, scale), rotate_pairs(k, table, scale)
 
 
@@ -424,6 +501,7 @@ __all__ = [
     'ntk_factors',
     'ntk_theta',
     'rotary_table',
+    'rotate_by_rows',
     'rotate_pairs',
     'yarn_factors',
     'yarn_logit_scale',
