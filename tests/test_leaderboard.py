@@ -159,3 +159,33 @@ def test_a_board_without_fixed_runs_leaves_the_model_zoo_alone(tmp_path, monkeyp
     cli.main([*argv, str(tmp_path / 'out'), '--models', str(models), '--resolutions', '32', '64'])
     assert 'left as it is' in capsys.readouterr().out and not models.exists()
     assert '| peg | default | 60.0 | 60.0 |' in (tmp_path / 'out' / 'leaderboard.md').read_text()
+
+
+def test_the_regime_plot_draws_each_encoding_with_a_line_per_regime(tmp_path):
+    from vispe.evaluation.leaderboard import regime_pivot, regime_plot, task_label
+
+    values = dict(VALUES)
+    values[(task_label('position', 'sizes'), 'rope_axial', 'none', '64')] = [99.0, 97.0]
+    values[(task_label('position', 'sizes'), 'rope_axial', 'interpolate', '64')] = [99.5]  # not the plain strategy
+    table = regime_pivot(summarize(values), 'position', 'rope_axial', ['fixed', 'sizes', 'aspect'], ['32', '64'])
+    assert table.keys == [('fixed',), ('sizes',)]  # no aspect run: no line
+    assert table.stat(('sizes',), '64') == (98.0, pytest.approx(1.414, abs=1e-3), 2)
+    assert table.get(('sizes',), '32') is None
+    path = regime_plot(summarize(values), 'position', ['fixed', 'sizes'], ['32', '64'], str(tmp_path / 'r.png'))
+    with open(path, 'rb') as f:
+        assert f.read(8) == b'\x89PNG\r\n\x1a\n'
+    with pytest.raises(ValueError, match='no results for relation'):
+        regime_plot(summarize(values), 'relation', ['fixed', 'sizes'], ['32'], str(tmp_path / 'x.png'))
+
+
+def test_a_board_of_several_regimes_plots_them_per_task(tmp_path, monkeypatch):
+    from vispe.cli import leaderboard as cli
+
+    def collect(runs, resolutions, archive=None):
+        return {(run.task, run.encoding, 'default', r): [60.0] for run in runs for r in resolutions}
+
+    monkeypatch.setattr(cli, 'collect', collect)
+    argv = ['--regimes', 'sizes', 'aspect', '--tasks', 'position', '--encodings', 'peg', '--seeds', '0']
+    cli.main([*argv, '--out', str(tmp_path / 'out'), '--models', '', '--resolutions', '32', '64'])
+    assert (tmp_path / 'out' / 'regimes_position.png').read_bytes()[:4] == b'\x89PNG'
+    assert not (tmp_path / 'out' / 'regimes_relation.png').exists()

@@ -17,9 +17,13 @@ OPTIONS = {'irpe': dict(type='irpe', on='qkv'), 'peg': dict(type='peg', blocks=(
 
 
 def model_for(encoding, mode='pad', **overrides):
+    """A small model of ``encoding`` (a name, with OPTIONS, or a spec dict) with its encoding's parameters off init."""
     kwargs = dict(img_size=32, patch_size=4, embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0, num_classes=5)
     model = vispe.create_model(
-        'vit_tiny_patch16_224', encoding=OPTIONS.get(encoding, encoding), mixed_sizes=mode, **{**kwargs, **overrides}
+        'vit_tiny_patch16_224',
+        encoding=OPTIONS.get(encoding, encoding) if isinstance(encoding, str) else encoding,
+        mixed_sizes=mode,
+        **{**kwargs, **overrides},
     )
     with torch.no_grad():  # zero-initialised tables (iRPE, HARoPE's generators) would hide a wrong lookup
         for name, p in model.named_parameters():
@@ -44,6 +48,17 @@ def test_an_image_in_a_mixed_batch_gives_what_it_gives_alone(encoding, mode):
     assert mixed.shape == (len(batch), 5)
     torch.testing.assert_close(mixed, alone, atol=2e-5, rtol=1e-4)
     assert [f.shape for f in features] == [(1 + (h // 4) * (w // 4), 32) for h, w in SIZES]
+
+
+@pytest.mark.parametrize('block_size', [2, 8])
+@pytest.mark.parametrize('encoding', ['comrope_ap', 'comrope_ld'])
+def test_comrope_blocks_of_every_size_rotate_each_image_by_its_own_grid(encoding, block_size):
+    # a mixed batch computes ComRoPE's rotations once per grid cell and gathers them per token (block size 4 is in
+    # the registry-wide tests above; 2 and 8 take their own branches)
+    model = model_for(dict(type=encoding, block_size=block_size), 'pack')
+    batch = images()
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch), torch.cat([model(x[None]) for x in batch]), atol=2e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize('encoding', ENCODINGS)

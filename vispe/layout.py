@@ -166,6 +166,22 @@ class TokenLayout:
 
         return self._cached('table_index', device, build)
 
+    def grid_cells(self, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cells of the ``distinct_grids``, grid after grid, each row-major (the rows of ``table_index`` but its
+        last): (n, 2) float32 (row, col) of each cell and (n, 2) float32 (h, w) of its grid. A position table
+        computed on these rows, plus one row of no position, serves every token of the batch through
+        ``table_index``."""
+
+        def build(dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+            coords, sizes = [], []
+            for h, w in self.distinct_grids:
+                cell = torch.arange(h * w, device=dev)
+                coords.append(torch.stack([cell // w, cell % w], -1).float())
+                sizes.append(torch.tensor([[float(h), float(w)]], device=dev).expand(h * w, 2))
+            return torch.cat(coords), torch.cat(sizes)
+
+        return self._cached('cells_of_grids', device, build)
+
     def segments(self, device: torch.device | None = None) -> torch.Tensor:
         """(B, T) long: each token's slot in its row (prefix tokens included), -1 for padding."""
 

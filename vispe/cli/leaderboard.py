@@ -7,7 +7,8 @@ with one schedule and each seed (finished runs are reused), evaluates at every r
 writes OUT/leaderboard.md, .json and .png: per encoding its plain strategy and its best one, mean +- std over seeds.
 With several ``--regimes`` (how the model is trained: ``fixed`` 32 px, ``sizes`` FlexiViT-style square sides of
 16-64 px, ``aspect`` random aspect ratios within the 64 tokens of 32 px; vispe.evaluation.compare.REGIME_CONFIGS)
-each regime is trained and tabled like a task of its own, and one more table per task sets the regimes side by side.
+each regime is trained and tabled like a task of its own, and one more table per task sets the regimes side by side
+(and OUT/regimes_<task>.png plots them, a panel per encoding).
 Then exports the first seed's fixed-regime checkpoints to the model zoo (MODELS/<name>/ with config, slim
 checkpoint, metrics and card; MODELS/README.md with the table and plot). With ``--archive DIR`` each run's results
 are kept in DIR too (``vispe.evaluation.leaderboard.Archive``), and a run found there is read instead of trained.
@@ -29,6 +30,7 @@ from vispe.evaluation.leaderboard import (
     markdown,
     plot,
     regime_markdown,
+    regime_plot,
     summarize,
     task_label,
     write_model_zoo,
@@ -102,8 +104,13 @@ def main(
             indent=2,
         )
     png = plot(stats, labels, args.resolutions, os.path.join(args.out, 'leaderboard.png'))
+    written = ['leaderboard.json', 'leaderboard.png']
+    if len(regimes) > 1:  # what the training regime changes, one panel per encoding
+        for task in args.tasks:
+            regime_plot(stats, task, list(regimes), args.resolutions, os.path.join(args.out, f'regimes_{task}.png'))
+            written.append(f'regimes_{task}.png')
     print(report)
-    print(f'\nwritten: {os.path.join(args.out, "leaderboard.md")}, leaderboard.json, leaderboard.png')
+    print(f'\nwritten: {os.path.join(args.out, "leaderboard.md")}, {", ".join(written)}')
     fixed = [run for run in runs if run.regime == 'fixed']
     if args.models and not fixed:
         print(f'model zoo: {args.models} left as it is (it holds fixed-regime models, and none were trained)')

@@ -40,7 +40,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from vispe.encodings.base import Encoding
-from vispe.encodings.rope import rotary_table, rotate_pairs
+from vispe.encodings.rope import rotary_table, rotate_by_rows, rotate_pairs
+from vispe.layout import TokenLayout
 from vispe.positions import Positions, autocast_off
 from vispe.registry import ENCODINGS
 
@@ -260,10 +261,35 @@ class ComRoPE(Encoding):
             return apply_blocks(q, rot), apply_blocks(k, rot)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        if pos.layout is not None and pos.key is not None and not (self.jitter and self.training):
+            return self.rotate_grid_cells(q, k, pos.layout)
         x = self.normalized_coords(pos, q.shape[0])
         if pos.layout is not None:  # a mixed batch: its prefix (and padding) tokens at x = 0, the identity
             x = x * pos.layout.patch_mask(x.device)[..., None]
         return self.rotate_normalized(q, k, x, pos.num_prefix)
+
+    def rotate_grid_cells(
+        self, q: torch.Tensor, k: torch.Tensor, layout: TokenLayout
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A mixed batch on its images' own grids: the rotations are computed once per cell of each distinct grid
+        (at ((r + 0.5) / h, (c + 0.5) / w), as ``normalized_coords``) plus one identity row, and each token takes
+        its row (``layout.table_index``; prefix and padding tokens the identity), not once per token of the batch."""
+        coords, sizes = layout.grid_cells(q.device)
+        x = torch.cat([(coords + 0.5) / sizes, coords.new_zeros(1, coords.shape[-1])])  # (R, ndim)
+        index = layout.table_index(q.device)  # (B, T)
+
+        def per_token(rows: torch.Tensor) -> torch.Tensor:  # (H, R, ...) -> (B, H, T, ...), token-major in memory
+            return rows.movedim(1, 0)[index].movedim(1, 2)
+
+        with autocast_off(q):
+            gen, t = self.skew_generators(), self.multipliers(x)  # t (R, J)
+            if self.block_size == 2:
+                return rotate_by_rows(q, k, (t * gen[:, None, :, 1, 0]).movedim(1, 0), index)  # rows (R, H, J)
+            if self.block_size == 4:
+                p, r = (per_token(unit_quaternion(v, t)) for v in so4_split(gen))  # (B, H, T, d/4, 2) each
+                return quaternion_sandwich(q, p, r), quaternion_sandwich(k, p, r)
+            rot = per_token(exp_skew(gen, t))  # (B, H, T, J, b, b)
+            return apply_blocks(q, rot), apply_blocks(k, rot)
 
 
 @ENCODINGS.register_module(name='comrope_ap')

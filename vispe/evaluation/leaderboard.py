@@ -87,6 +87,61 @@ def regime_markdown(stats: Stats, task: str, regimes: Sequence[str], resolutions
     return report.markdown(table, '.1f', spread=True)
 
 
+def regime_pivot(
+    stats: Stats, task: str, encoding: str, regimes: Sequence[str], resolutions: Sequence[str]
+) -> report.Pivot:
+    """One encoding on one task: a line per training regime (its plain strategy) over ``resolutions``."""
+    table = report.Pivot(('regime',), columns=list(resolutions))
+    for regime in regimes:
+        label = task_label(task, regime)
+        if not any(t == label and e == encoding for (t, e, _, _) in stats):
+            continue
+        strat = plain_strategy(stats, label, encoding)
+        table.keys.append((regime,))
+        table.cells.update(
+            {
+                ((regime,), r): stats[(label, encoding, strat, r)]
+                for r in resolutions
+                if (label, encoding, strat, r) in stats
+            }
+        )
+    return table
+
+
+def regime_plot(stats: Stats, task: str, regimes: Sequence[str], resolutions: Sequence[str], path: str) -> str:
+    """What the training regime changes, per encoding: one panel per encoding (its plain strategy), one line per
+    regime (same colour and marker in every panel), accuracy against test resolution in increasing pixel count (the
+    2:1 / 1:2 targets at the training token count beside the training size, which is dotted). Saved as PNG."""
+    labels = {task_label(task, r) for r in regimes}
+    encodings = sorted({enc for (t, enc, _, _) in stats if t in labels})
+    if not encodings:
+        raise ValueError(f'no results for {task} in the regimes {list(regimes)}')
+    columns = sorted(resolutions, key=report.resolution_order)
+    cols = min(4, len(encodings))
+    rows = -(-len(encodings) // cols)
+    fig, axes = report.plt().subplots(rows, cols, figsize=(3.6 * cols, 3.0 * rows), dpi=110, squeeze=False, sharey=True)
+    cmap = report.plt().cm.tab10
+    colors = {(r,): cmap(i % 10) for i, r in enumerate(regimes)}
+    for ax, encoding in zip(axes.flat, encodings):
+        table = regime_pivot(stats, task, encoding, regimes, columns)
+        report.draw_lines(ax, table, lambda key: key[0], resolutions[0], colors=colors, train_label='training size')
+        strategies = {plain_strategy(stats, task_label(task, r), encoding) for (r,) in table.keys}
+        ax.set_title(f'{encoding} ({", ".join(sorted(strategies))})', fontsize=9)
+        ax.tick_params(axis='x', labelsize=7, rotation=45)
+    for ax in list(axes.flat)[len(encodings) :]:
+        ax.axis('off')
+    for ax in axes[:, 0]:
+        ax.set_ylabel('top-1 accuracy (%)')
+    handles, names = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc='lower center', ncol=len(names), fontsize=8, bbox_to_anchor=(0.5, 0.0))
+    fig.suptitle(f'shapes2d {task}: accuracy by training regime (plain strategy; error bars: spread over seeds)')
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path)
+    report.plt().close(fig)
+    return path
+
+
 @dataclass(frozen=True)
 class Archive:
     """Where the leaderboard keeps each run's results.json beyond its work folder (checkpoints are too large to
