@@ -1,6 +1,7 @@
 """Aggregation behind tools/leaderboard.py (the training itself is too long for the test suite)."""
 
 import json
+import os
 
 import pytest
 
@@ -146,7 +147,7 @@ def test_a_run_with_a_local_checkpoint_is_evaluated_from_it_not_from_the_archive
 def test_a_board_without_fixed_runs_leaves_the_model_zoo_alone(tmp_path, monkeypatch, capsys):
     from vispe.cli import leaderboard as cli
 
-    def collect(runs, resolutions, archive=None):
+    def collect(runs, resolutions, archive=None, jobs=1):
         return {(run.task, run.encoding, 'default', r): [60.0] for run in runs for r in resolutions}
 
     def write_model_zoo(*args):
@@ -181,7 +182,7 @@ def test_the_regime_plot_draws_each_encoding_with_a_line_per_regime(tmp_path):
 def test_a_board_of_several_regimes_plots_them_per_task(tmp_path, monkeypatch):
     from vispe.cli import leaderboard as cli
 
-    def collect(runs, resolutions, archive=None):
+    def collect(runs, resolutions, archive=None, jobs=1):
         return {(run.task, run.encoding, 'default', r): [60.0] for run in runs for r in resolutions}
 
     monkeypatch.setattr(cli, 'collect', collect)
@@ -189,3 +190,43 @@ def test_a_board_of_several_regimes_plots_them_per_task(tmp_path, monkeypatch):
     cli.main([*argv, '--out', str(tmp_path / 'out'), '--models', '', '--resolutions', '32', '64'])
     assert (tmp_path / 'out' / 'regimes_position.png').read_bytes()[:4] == b'\x89PNG'
     assert not (tmp_path / 'out' / 'regimes_relation.png').exists()
+
+
+def fake_work(run, resolutions, log):
+    """A leaderboard run's work in a spawned process (module level, so it pickles): its seed as the accuracy, or a
+    failure for seed 13."""
+    import os
+
+    if run.seed == 13:
+        raise ValueError('diverged')
+    return {
+        'results': [
+            {
+                'encoding': run.encoding,
+                'strategy': 'default',
+                'resolution': int(resolutions[0]),
+                'value': float(run.seed),
+                'pid': os.getpid(),
+            }
+        ]
+    }
+
+
+def test_parallel_jobs_archive_every_finished_run_and_report_the_failures_together(tmp_path):
+    from vispe.evaluation.leaderboard import Archive, collect
+
+    archive = Archive(str(tmp_path / 'archive'), str(tmp_path / 'out'))
+    config = 'vit/vit_tiny_shapes2d_position.py'  # peg's strategies are read from it when a run is read back
+    runs = leaderboard_runs({'position': config}, ['peg'], [0, 13, 2], str(tmp_path / 'out'))
+    logs = []
+    with pytest.raises(RuntimeError, match=r'1 of 3 leaderboard runs failed') as failure:
+        collect(runs, ['32'], log=logs.append, archive=archive, jobs=2, work=fake_work)
+    assert 'seed13: ValueError: diverged' in str(failure.value)
+    assert sorted(p.parent.name for p in (tmp_path / 'archive').rglob('results.json')) == ['seed0', 'seed2']
+    pids = {json.loads(p.read_text())['results'][0]['pid'] for p in (tmp_path / 'archive').rglob('results.json')}
+    assert os.getpid() not in pids  # trained in worker processes
+    assert any(line.startswith('3 runs, 2 at a time') for line in logs)
+    # the finished runs are read back, not trained again: without the failing seed the board completes
+    values = collect([runs[0], runs[2]], ['32'], log=logs.append, archive=archive, jobs=2, work=fake_work)
+    assert values == {('position', 'peg', 'default', '32'): [0.0, 2.0]}
+    assert sum(line.startswith('archived:') for line in logs) == 2

@@ -2,7 +2,7 @@
 
 python tools/leaderboard.py [--encodings ...] [--tasks position relation] [--seeds 0 1 2] \\
     [--resolutions 32 16 ... 24x44] [--regimes fixed sizes aspect] [--out outputs/leaderboard] [--models models] \\
-    [--archive results/leaderboard]
+    [--archive results/leaderboard] [--jobs N]
 
 Trains every encoding on each shapes2d task with one schedule and each seed (finished runs are reused), evaluates
 at every resolution with every strategy, writes OUT/leaderboard.md, .json and .png, and exports the first seed's

@@ -1,5 +1,5 @@
 """vispe leaderboard [--encodings ...] [--tasks position relation] [--seeds 0 1 2] [--resolutions 32 16 ... 24x44] \
-    [--regimes fixed sizes aspect] [--out outputs/leaderboard] [--models models] [--archive DIR]
+    [--regimes fixed sizes aspect] [--out outputs/leaderboard] [--models models] [--archive DIR] [--jobs N]
     (tools/leaderboard.py)
 
 The encoding leaderboard (about an hour or more on CPU; not for CI). Trains every encoding on each shapes2d task
@@ -73,12 +73,21 @@ def main(
     parser.add_argument(
         '--models', default=default_models, help="model zoo folder for the first seed's runs ('' = none)"
     )
+    parser.add_argument(
+        '--jobs',
+        type=int,
+        default=1,
+        help='runs trained at once, each in its own process with cpu_count / JOBS threads (on a GPU they share it); '
+        'finished runs are archived as they finish',
+    )
     args = parser.parse_args(argv)
     regimes = {r: REGIME_CONFIGS[r] for r in dict.fromkeys(args.regimes)}
     tasks = {t: SHAPES2D_TASK_CONFIGS[t] for t in args.tasks}
     runs = leaderboard_runs(tasks, args.encodings, args.seeds, args.out, regimes)
     archive = Archive(args.archive, args.out) if args.archive else None
-    stats = summarize(collect(runs, args.resolutions, archive=archive))
+    if args.jobs < 1:
+        parser.error(f'--jobs must be at least 1, got {args.jobs}')
+    stats = summarize(collect(runs, args.resolutions, archive=archive, jobs=args.jobs))
     labels = [task_label(task, regime) for regime in regimes for task in args.tasks]
     report = '\n\n'.join(
         f'### shapes2d {label}: top-1 accuracy (%), mean ± std over seeds {args.seeds}\n\n'

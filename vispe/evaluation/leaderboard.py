@@ -182,10 +182,18 @@ class Archive:
             regime=run.regime,
             train_and_eval_seconds=None if seconds is None else round(seconds, 1),
             commit=_commit(),
-            machine=f'{platform.machine()}, {os.cpu_count()} CPUs',
+            machine=_machine(),
         )
         with open(meta_path, 'w') as f:
             json.dump(meta, f, indent=2)
+
+
+def _machine() -> str:
+    """What trained the run: the processor architecture and CPU count, and the GPU where one was used."""
+    import torch
+
+    text = f'{platform.machine()}, {os.cpu_count()} CPUs'
+    return text + f', {torch.cuda.get_device_name()}' if torch.cuda.is_available() else text
 
 
 def _commit() -> str | None:
@@ -208,24 +216,95 @@ def collect(
     resolutions: Sequence[str],
     log: Callable[[str], None] = print,
     archive: Archive | None = None,
+    jobs: int = 1,
+    work: Callable[..., dict] | None = None,
 ) -> dict[Key, list[float]]:
-    """Train / reuse and evaluate every run (or read its ``archive``d result); values per (task, encoding label,
-    strategy, resolution)."""
-    values: dict[Key, list[float]] = {}
-    for run in runs:
-        results = archive.load(run, resolutions) if archive is not None else None
-        if archive is not None and results is not None:
+    """Train / reuse and evaluate every run (``work``, default ``train_and_evaluate``; or read its ``archive``d
+    result); values per (task, encoding label, strategy, resolution).
+
+    ``jobs`` > 1 trains that many runs at once, each in a process of its own (spawned) with cpu_count / jobs
+    threads; on a GPU they share it. Each finished run is archived as it finishes; a run that fails does not stop
+    the others, and the failures are raised together at the end."""
+    work = train_and_evaluate if work is None else work  # looked up here: a test may replace the module's
+    done: dict[int, dict] = {}
+    pending = []
+    for i, run in enumerate(runs):
+        if archive is not None and (results := archive.load(run, resolutions)) is not None:
             log(f'archived: {shown(archive.folder(run))}/results.json')
+            done[i] = results
         else:
-            trained_here = final_checkpoint(run) is None
-            start = time.perf_counter()
-            results = train_and_evaluate(run, resolutions, log)
-            if archive is not None:
-                archive.store(run, results, time.perf_counter() - start if trained_here else None)
-        for row in results['results']:
+            pending.append(i)
+
+    def finish(i: int, results: dict, seconds: float | None) -> None:
+        if archive is not None:
+            archive.store(runs[i], results, seconds)
+        done[i] = results
+
+    if jobs <= 1 or len(pending) <= 1:
+        for i in pending:
+            finish(i, *_timed(work, runs[i], resolutions, log))
+    else:
+        failed = _run_parallel(work, runs, pending, resolutions, jobs, finish, log)
+        if failed:
+            raise RuntimeError(
+                f'{len(failed)} of {len(pending)} leaderboard runs failed (the others are finished and kept):\n'
+                + '\n'.join(f'  {runs[i].work_dir}: {type(e).__name__}: {e}' for i, e in failed)
+            )
+    values: dict[Key, list[float]] = {}
+    for i, run in enumerate(runs):
+        for row in done[i]['results']:
             key = (run.task, row['encoding'], row['strategy'], resolution_label(row['resolution']))
             values.setdefault(key, []).append(row['value'])
     return values
+
+
+def _timed(
+    work: Callable[..., dict], run: Run, resolutions: Sequence[str], log: Callable[[str], None] = print
+) -> tuple[dict, float | None]:
+    """``work(run, resolutions, log)`` and its wall seconds (None when the run was trained before: only read)."""
+    trained_here = final_checkpoint(run) is None
+    start = time.perf_counter()
+    results = work(run, resolutions, log)
+    return results, time.perf_counter() - start if trained_here else None
+
+
+def _set_threads(threads: int) -> None:
+    """A parallel leaderboard job's share of the CPU (a spawned process's initializer)."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def _run_parallel(
+    work: Callable[..., dict],
+    runs: Sequence[Run],
+    pending: Sequence[int],
+    resolutions: Sequence[str],
+    jobs: int,
+    finish: Callable[[int, dict, float | None], None],
+    log: Callable[[str], None],
+) -> list[tuple[int, BaseException]]:
+    """``pending`` runs, ``jobs`` at a time in spawned processes; ``finish`` each as it ends. Returns the failures."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    log(f'{len(pending)} runs, {jobs} at a time, {threads} thread(s) each')
+    failed: list[tuple[int, BaseException]] = []
+    context = multiprocessing.get_context('spawn')  # a fresh interpreter per job: no forked torch or mmengine state
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_set_threads, initargs=(threads,)) as pool:
+        futures = {pool.submit(_timed, work, runs[i], resolutions): i for i in pending}
+        for future in as_completed(futures):
+            i = futures[future]
+            try:
+                results, seconds = future.result()
+            except Exception as error:  # noqa: BLE001 - reported with the others at the end
+                log(f'failed: {shown(runs[i].work_dir)}: {type(error).__name__}: {error}')
+                failed.append((i, error))
+                continue
+            finish(i, results, seconds)
+            log(f'finished: {shown(runs[i].work_dir)}' + ('' if seconds is None else f' ({seconds:.0f} s)'))
+    return failed
 
 
 def summarize(values: dict[Key, list[float]]) -> Stats:
