@@ -147,7 +147,7 @@ def test_a_run_with_a_local_checkpoint_is_evaluated_from_it_not_from_the_archive
 def test_a_board_without_fixed_runs_leaves_the_model_zoo_alone(tmp_path, monkeypatch, capsys):
     from vispe.cli import leaderboard as cli
 
-    def collect(runs, resolutions, archive=None, jobs=1):
+    def collect(runs, resolutions, archive=None, jobs=1, train=True):
         return {(run.task, run.encoding, 'default', r): [60.0] for run in runs for r in resolutions}
 
     def write_model_zoo(*args):
@@ -182,7 +182,7 @@ def test_the_regime_plot_draws_each_encoding_with_a_line_per_regime(tmp_path):
 def test_a_board_of_several_regimes_plots_them_per_task(tmp_path, monkeypatch):
     from vispe.cli import leaderboard as cli
 
-    def collect(runs, resolutions, archive=None, jobs=1):
+    def collect(runs, resolutions, archive=None, jobs=1, train=True):
         return {(run.task, run.encoding, 'default', r): [60.0] for run in runs for r in resolutions}
 
     monkeypatch.setattr(cli, 'collect', collect)
@@ -230,3 +230,54 @@ def test_parallel_jobs_archive_every_finished_run_and_report_the_failures_togeth
     values = collect([runs[0], runs[2]], ['32'], log=logs.append, archive=archive, jobs=2, work=fake_work)
     assert values == {('position', 'peg', 'default', '32'): [0.0, 2.0]}
     assert sum(line.startswith('archived:') for line in logs) == 2
+
+
+def test_no_train_tables_what_the_archive_holds_and_lists_the_rest(tmp_path, monkeypatch, capsys):
+    from vispe.cli import leaderboard as cli
+    from vispe.evaluation import leaderboard as lb
+
+    def train_and_evaluate(*args):
+        raise AssertionError('--no-train must not train')
+
+    monkeypatch.setattr(lb, 'train_and_evaluate', train_and_evaluate)
+    out, archive = tmp_path / 'out', tmp_path / 'archive'
+    run = leaderboard_runs({'position': 'vit/vit_tiny_shapes2d_position.py'}, ['peg'], [0], str(out))[0]
+    lb.Archive(str(archive), str(out)).store(run, _results(['32', '64'], ['default'], value=77.0), 60.0)
+    argv = ['--tasks', 'position', 'relation', '--encodings', 'peg', 'lepe', '--seeds', '0', '--no-train']
+    cli.main(
+        [
+            *argv,
+            '--out',
+            str(out),
+            '--archive',
+            str(archive),
+            '--models',
+            str(tmp_path / 'm'),
+            '--resolutions',
+            '32',
+            '64',
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert printed.count('missing (not trained, --no-train)') == 3  # lepe position, peg and lepe relation
+    assert '| peg | default | 77.0 | 77.0 |' in printed and '| lepe |' not in printed
+    assert 'shapes2d relation' not in printed  # no run of it: no empty table
+    assert 'left as it is (--no-train' in printed and not (tmp_path / 'm').exists()
+    with pytest.raises(SystemExit, match='no run of this board'):
+        cli.main(
+            [
+                '--tasks',
+                'relation',
+                '--encodings',
+                'peg',
+                '--seeds',
+                '0',
+                '--no-train',
+                '--out',
+                str(out),
+                '--archive',
+                str(archive),
+                '--models',
+                '',
+            ]
+        )

@@ -1,5 +1,6 @@
 """vispe leaderboard [--encodings ...] [--tasks position relation] [--seeds 0 1 2] [--resolutions 32 16 ... 24x44] \
-    [--regimes fixed sizes aspect] [--out outputs/leaderboard] [--models models] [--archive DIR] [--jobs N]
+    [--regimes fixed sizes aspect] [--out outputs/leaderboard] [--models models] [--archive DIR] [--jobs N] \
+    [--no-train]
     (tools/leaderboard.py)
 
 The encoding leaderboard (about an hour or more on CPU; not for CI). Trains every encoding on each shapes2d task
@@ -74,6 +75,12 @@ def main(
         '--models', default=default_models, help="model zoo folder for the first seed's runs ('' = none)"
     )
     parser.add_argument(
+        '--no-train',
+        action='store_true',
+        help='train nothing: table the runs found in the archive or finished in OUT, list the others as missing '
+        '(no model zoo export)',
+    )
+    parser.add_argument(
         '--jobs',
         type=int,
         default=1,
@@ -87,18 +94,26 @@ def main(
     archive = Archive(args.archive, args.out) if args.archive else None
     if args.jobs < 1:
         parser.error(f'--jobs must be at least 1, got {args.jobs}')
-    stats = summarize(collect(runs, args.resolutions, archive=archive, jobs=args.jobs))
-    labels = [task_label(task, regime) for regime in regimes for task in args.tasks]
+    values = collect(runs, args.resolutions, archive=archive, jobs=args.jobs, train=not args.no_train)
+    if not values:
+        raise SystemExit('error: no run of this board is archived or finished yet; run it without --no-train')
+    stats = summarize(values)
+    # with --no-train, only what the archive holds: a task or regime without runs gets no table
+    labels = [task_label(t, r) for r in regimes for t in args.tasks if any(k[0] == task_label(t, r) for k in stats)]
+    tabled = [t for t in args.tasks if any(task_label(t, r) in labels for r in regimes)]
+    seeds = f'seeds {args.seeds}' + (
+        ' (those archived; the spread is over the seeds each cell has)' if args.no_train else ''
+    )
     report = '\n\n'.join(
-        f'### shapes2d {label}: top-1 accuracy (%), mean ± std over seeds {args.seeds}\n\n'
+        f'### shapes2d {label}: top-1 accuracy (%), mean ± std over {seeds}\n\n'
         + markdown(stats, label, args.resolutions)
         for label in labels
     )
     if len(regimes) > 1:
         report += '\n\n' + '\n\n'.join(
-            f'### shapes2d {task} by training regime (plain strategy), mean ± std over seeds {args.seeds}\n\n'
+            f'### shapes2d {task} by training regime (plain strategy), mean ± std over {seeds}\n\n'
             + regime_markdown(stats, task, list(regimes), args.resolutions)
-            for task in args.tasks
+            for task in tabled
         )
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, 'leaderboard.md'), 'w') as f:
@@ -115,13 +130,15 @@ def main(
     png = plot(stats, labels, args.resolutions, os.path.join(args.out, 'leaderboard.png'))
     written = ['leaderboard.json', 'leaderboard.png']
     if len(regimes) > 1:  # what the training regime changes, one panel per encoding
-        for task in args.tasks:
+        for task in tabled:
             regime_plot(stats, task, list(regimes), args.resolutions, os.path.join(args.out, f'regimes_{task}.png'))
             written.append(f'regimes_{task}.png')
     print(report)
     print(f'\nwritten: {os.path.join(args.out, "leaderboard.md")}, {", ".join(written)}')
     fixed = [run for run in runs if run.regime == 'fixed']
-    if args.models and not fixed:
+    if args.models and args.no_train:
+        print(f'model zoo: {args.models} left as it is (--no-train exports no checkpoints)')
+    elif args.models and not fixed:
         print(f'model zoo: {args.models} left as it is (it holds fixed-regime models, and none were trained)')
     elif args.models:
         folders = write_model_zoo(fixed, args.seeds[0], stats, args.resolutions, report, png, args.models)

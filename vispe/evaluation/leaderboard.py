@@ -218,13 +218,16 @@ def collect(
     archive: Archive | None = None,
     jobs: int = 1,
     work: Callable[..., dict] | None = None,
+    train: bool = True,
 ) -> dict[Key, list[float]]:
     """Train / reuse and evaluate every run (``work``, default ``train_and_evaluate``; or read its ``archive``d
     result); values per (task, encoding label, strategy, resolution).
 
     ``jobs`` > 1 trains that many runs at once, each in a process of its own (spawned) with cpu_count / jobs
     threads; on a GPU they share it. Each finished run is archived as it finishes; a run that fails does not stop
-    the others, and the failures are raised together at the end."""
+    the others, and the failures are raised together at the end. ``train=False`` reads what the archive (or a
+    finished work folder) holds and leaves the other runs out, logging each as missing: tables of a board that is
+    still being built."""
     work = train_and_evaluate if work is None else work  # looked up here: a test may replace the module's
     done: dict[int, dict] = {}
     pending = []
@@ -232,6 +235,8 @@ def collect(
         if archive is not None and (results := archive.load(run, resolutions)) is not None:
             log(f'archived: {shown(archive.folder(run))}/results.json')
             done[i] = results
+        elif not train and final_checkpoint(run) is None:
+            log(f'missing (not trained, --no-train): {shown(run.work_dir)}')
         else:
             pending.append(i)
 
@@ -252,7 +257,7 @@ def collect(
             )
     values: dict[Key, list[float]] = {}
     for i, run in enumerate(runs):
-        for row in done[i]['results']:
+        for row in done[i]['results'] if i in done else []:
             key = (run.task, row['encoding'], row['strategy'], resolution_label(row['resolution']))
             values.setdefault(key, []).append(row['value'])
     return values
