@@ -121,10 +121,14 @@ def regime_plot(stats: Stats, task: str, regimes: Sequence[str], resolutions: Se
     rows = -(-len(encodings) // cols)
     fig, axes = report.plt().subplots(rows, cols, figsize=(3.6 * cols, 3.0 * rows), dpi=110, squeeze=False, sharey=True)
     cmap = report.plt().cm.tab10
-    colors = {(r,): cmap(i % 10) for i, r in enumerate(regimes)}
+    colors = {(r,): cmap(i % 10) for i, r in enumerate(regimes)}  # a regime looks the same in every panel
+    markers = {(r,): report.MARKERS[i % len(report.MARKERS)] for i, r in enumerate(regimes)}
+    train = f'{resolutions[0]} px (the fixed regime trains there)'
     for ax, encoding in zip(axes.flat, encodings):
         table = regime_pivot(stats, task, encoding, regimes, columns)
-        report.draw_lines(ax, table, lambda key: key[0], resolutions[0], colors=colors, train_label='training size')
+        report.draw_lines(
+            ax, table, lambda key: key[0], resolutions[0], colors=colors, train_label=train, markers=markers
+        )
         strategies = {plain_strategy(stats, task_label(task, r), encoding) for (r,) in table.keys}
         ax.set_title(f'{encoding} ({", ".join(sorted(strategies))})', fontsize=9)
         ax.tick_params(axis='x', labelsize=7, rotation=45)
@@ -132,7 +136,8 @@ def regime_plot(stats: Stats, task: str, regimes: Sequence[str], resolutions: Se
         ax.axis('off')
     for ax in axes[:, 0]:
         ax.set_ylabel('top-1 accuracy (%)')
-    handles, names = axes.flat[0].get_legend_handles_labels()
+    legend = max(axes.flat[: len(encodings)], key=lambda ax: len(ax.get_legend_handles_labels()[1]))  # every regime
+    handles, names = legend.get_legend_handles_labels()
     fig.legend(handles, names, loc='lower center', ncol=len(names), fontsize=8, bbox_to_anchor=(0.5, 0.0))
     fig.suptitle(f'shapes2d {task}: accuracy by training regime (plain strategy; error bars: spread over seeds)')
     fig.tight_layout(rect=(0, 0.05, 1, 1))

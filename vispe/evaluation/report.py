@@ -272,18 +272,20 @@ def draw_lines(
     spread: bool = True,
     colors: Mapping[Key, Any] | None = None,
     train_label: str = 'train resolution',
+    markers: Mapping[Key, str] | None = None,
 ) -> None:
     """One line per row key over categorical x positions (the pivot's columns, in order, as tick labels): a marker
-    per line and a small horizontal offset per line so that equal lines stay visible, error bars of the spread
-    over repeats when ``spread``, a dotted line (legend: ``train_label``) at ``train_column`` when it is one of the
-    columns."""
+    per line (``markers``, or the next of MARKERS) and a small horizontal offset per line so that equal lines stay
+    visible, error bars of the spread over repeats when ``spread``, a dotted line (legend: ``train_label``) at
+    ``train_column`` when it is one of the columns."""
     xs = range(len(table.columns))
     count = len(table.keys)
     for i, key in enumerate(table.keys):
         shift = (i - (count - 1) / 2) * OFFSET
         stats = [table.stat(key, c) for c in table.columns]
         means, stds = [s.mean for s in stats], [s.std for s in stats]
-        style = dict(marker=MARKERS[i % len(MARKERS)], capsize=3, label=label(key), markersize=6, linewidth=1.4)
+        marker = markers[key] if markers is not None else MARKERS[i % len(MARKERS)]
+        style = dict(marker=marker, capsize=3, label=label(key), markersize=6, linewidth=1.4)
         if colors is not None:
             style['color'] = colors[key]
         ax.errorbar([x + shift for x in xs], means, yerr=stds if spread and any(stds) else None, **style)
