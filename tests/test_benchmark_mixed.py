@@ -58,5 +58,29 @@ def test_the_report_has_every_batch_with_its_ratio_and_target():
     for name, target in TARGETS.items():
         assert rows[name]['target'] == target and rows[name]['meets_target'] == (rows[name]['ratio'] <= target)
         assert math.isfinite(rows[name]['per_real_token'])
+        lo, hi = rows[name]['ratio_interval']
+        assert lo == hi == pytest.approx(rows[name]['ratio'])  # one round: nothing to resample
+        assert rows[name]['verdict'] == ('met' if hi <= target else 'missed')
+    assert '90% interval' in mixed_markdown(report).splitlines()[0]
     table = mixed_markdown(report)
     assert table.count('\n') == 1 + len(rows) and '| rope_mixed | packed |' in table
+
+
+def test_the_ratio_interval_follows_the_noise_and_the_verdict_needs_all_of_it():
+    from vispe.evaluation.benchmark_mixed import verdict
+    from vispe.evaluation.benchmark_timing import ratio_interval
+
+    gen = torch.Generator().manual_seed(0)
+    base = (100 + 15 * torch.randn(30, generator=gen)).tolist()
+    quiet = ratio_interval([1.02 * b for b in base], base)  # every round 2% slower: the drift cancels, pairwise
+    assert quiet == pytest.approx((1.02, 1.02))
+    noisy_times = (102 + 15 * torch.randn(30, generator=gen)).tolist()
+    lo, hi = ratio_interval(noisy_times, base)
+    ratio = sorted(noisy_times)[15] / sorted(base)[15]  # not the median of 30 exactly, but inside
+    assert lo < 1.02 < hi and hi - lo > 0.05 and lo <= ratio <= hi
+    assert ratio_interval(noisy_times, base) == (lo, hi)  # seeded: a report can be checked from its times
+    assert verdict((0.98, 1.04), 1.05) == 'met'
+    assert verdict((1.06, 1.10), 1.05) == 'missed'
+    assert verdict((1.00, 1.09), 1.05) == 'undecided'
+    with pytest.raises(ValueError, match='same number of rounds'):
+        ratio_interval([1.0, 2.0], [1.0])

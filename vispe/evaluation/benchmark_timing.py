@@ -102,6 +102,23 @@ def interleaved_times(subjects: Sequence[Steppable], warmup: int, repeats: int, 
     return times
 
 
+def ratio_interval(
+    times: Sequence[float], base: Sequence[float], level: float = 0.9, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """A bootstrap interval of median(times) / median(base) for two subjects timed in the same interleaved rounds:
+    rounds drawn with replacement, the same rounds for both (a round's drift falls on both), ``level`` of the
+    resampled ratios between the bounds. Seeded, so a report is reproducible from its times."""
+    if len(times) != len(base) or not times:
+        raise ValueError(f'ratio_interval needs the same number of rounds for both, got {len(times)} and {len(base)}')
+    a, b = torch.tensor(times, dtype=torch.float64), torch.tensor(base, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(seed)
+    rounds = torch.randint(len(a), (resamples, len(a)), generator=gen)
+    ratios = a[rounds].median(dim=1).values / b[rounds].median(dim=1).values
+    tail = (1.0 - level) / 2
+    lo, hi = torch.quantile(ratios, torch.tensor([tail, 1.0 - tail], dtype=torch.float64)).tolist()
+    return lo, hi
+
+
 # --- memory ----------------------------------------------------------------------------------------------------
 MEMORY_METHODS = {
     'cuda': 'torch.cuda.max_memory_allocated during one step, minus what was allocated before it',
