@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import vispe
-from vispe.encodings.comrope import apply_blocks
+from vispe.encodings.comrope import apply_blocks, isoclinic_frame, quaternion_matrices
 from vispe.positions import Positions, grid_positions
 
 VARIANTS = ['comrope_ap', 'comrope_ld']
@@ -80,6 +80,48 @@ def test_fast_paths_match_the_block_matrices(name, block_size):
     rot = enc.rotation(enc.normalized_coords(pos), num_prefix=3)
     torch.testing.assert_close(q2, apply_blocks(q, rot), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(k2, apply_blocks(k, rot), atol=1e-5, rtol=1e-5)
+
+
+def plane_rotations(angles):
+    """(..., 2) angles -> (..., 4, 4): channels (0, 1) and (2, 3) rotated by each angle, as a complex multiplication."""
+    cos, sin, zero = angles.cos(), angles.sin(), torch.zeros_like(angles[..., 0])
+    rows = [
+        [cos[..., 0], -sin[..., 0], zero, zero],
+        [sin[..., 0], cos[..., 0], zero, zero],
+        [zero, zero, cos[..., 1], -sin[..., 1]],
+        [zero, zero, sin[..., 1], cos[..., 1]],
+    ]
+    return torch.stack([torch.stack(r, -1) for r in rows], -2)
+
+
+@pytest.mark.parametrize(
+    'left, right',
+    [
+        (None, None),  # random
+        ([0.3, -1.2, 0.5], [0.0, 0.0, 0.0]),  # left-isoclinic only: the right part vanishes
+        ([0.0, 0.0, 0.0], [2.0, 0.1, -0.4]),  # right-isoclinic only
+        ([-1.3, 0.0, 0.0], [-0.7, 0.0, 0.0]),  # both axes exactly on -i: the turn's sign flip
+        ([0.0, 1.0, 0.0], [0.0, 0.0, -2.0]),  # axes orthogonal to i: a 90-degree turn, either sign
+        ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0]),  # S = 0: M = I, no rotation
+    ],
+)
+def test_isoclinic_frame_diagonalises_the_exponential(left, right):
+    """exp(t S) = M^T D(t omega) M for every skew 4 x 4 S (the b = 4 path), M orthogonal, against matrix_exp."""
+    basis_left, basis_right = quaternion_matrices(torch.eye(4, dtype=torch.float64)[1:])  # L_i, L_j, L_k; R_...
+    if left is None:
+        p = torch.randn(5, 4, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        gen = p - p.transpose(-1, -2)
+    else:
+        a, b = torch.tensor(left, dtype=torch.float64), torch.tensor(right, dtype=torch.float64)
+        gen = (torch.einsum('m,mxy->xy', a, basis_left) + torch.einsum('m,mxy->xy', b, basis_right))[None]
+    frame, rates = isoclinic_frame(gen)
+    eye = torch.eye(4, dtype=torch.float64)
+    torch.testing.assert_close(frame @ frame.transpose(-1, -2), eye.expand_as(frame))
+    for t in (-2.5, -0.3, 0.0, 0.7, 4.0):
+        rebuilt = frame.transpose(-1, -2) @ plane_rotations(t * rates) @ frame
+        torch.testing.assert_close(rebuilt, torch.linalg.matrix_exp(t * gen))
+    if left is not None and not any(left + right):
+        torch.testing.assert_close(frame, eye[None])
 
 
 @pytest.mark.parametrize('name', VARIANTS)
