@@ -16,8 +16,10 @@ mixed batch and of a packed one, side by side in one process, at the same token 
 Targets (issue 18, CPU float32): padded <= 1.15x fixed (about the same real tokens; the ratio includes the padding),
 packed <= 1.05x fixed (the same token slots: the cost of the packing itself, the block-diagonal mask and per-image
 work). The rounds are interleaved as in the encoding benchmark (``benchmark_timing.interleaved_times``) and every
-model has the same weights. Each ratio comes with a 90% bootstrap interval over the rounds
-(``benchmark_timing.ratio_interval``) and a verdict on it: met, missed, or undecided when the noise spans the target.
+model has the same weights. A ratio is the median over rounds of the round's time over the fixed batch's in that
+round (``benchmark_timing.paired_ratio``: the machine's drift cancels; the ratio of the medians is in the JSON too),
+with a 90% bootstrap interval over the rounds (``benchmark_timing.ratio_interval``) and a verdict on it: met, missed,
+or undecided when the noise spans the target.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import torch.nn.functional as F
 from vispe.backbones.vit import VisionTransformerPE, create_model
 from vispe.encodings.build import parse_encoding_spec
 from vispe.evaluation.benchmark import BenchmarkConfig
-from vispe.evaluation.benchmark_timing import Subject, interleaved_times, ratio_interval
+from vispe.evaluation.benchmark_timing import Subject, interleaved_times, paired_ratio, ratio_interval
 from vispe.layout import make_layout
 
 #: the most a mixed batch may cost against the fixed one, per layout (issue 18's acceptance)
@@ -143,9 +145,8 @@ def run_mixed_benchmark(cfg: BenchmarkConfig, encodings: Sequence[str]) -> dict[
         subjects, info = mixed_subjects(cfg, encoding)
         times = interleaved_times(subjects, cfg.warmup, cfg.repeats, cfg.device)
         base = statistics.median(times['fixed'])
-        per_token = base / info['fixed']['real_tokens']
         for name, ms in times.items():
-            ratio = statistics.median(ms) / base
+            ratio = paired_ratio(ms, times['fixed'])
             target = TARGETS.get(name)
             interval = ratio_interval(ms, times['fixed'])
             rows.append(
@@ -155,11 +156,12 @@ def run_mixed_benchmark(cfg: BenchmarkConfig, encodings: Sequence[str]) -> dict[
                     median_ms=statistics.median(ms),
                     min_ms=min(ms),
                     ratio=ratio,
+                    ratio_of_medians=statistics.median(ms) / base,
                     ratio_interval=list(interval),
                     target=target,
                     meets_target=None if target is None else ratio <= target,
                     verdict=None if target is None else verdict(interval, target),
-                    per_real_token=statistics.median(ms) / info[name]['real_tokens'] / per_token,
+                    per_real_token=ratio * info['fixed']['real_tokens'] / info[name]['real_tokens'],
                     times_ms=ms,
                     **info[name],
                 )
