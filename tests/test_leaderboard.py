@@ -113,6 +113,7 @@ def test_the_archive_keeps_each_run_and_serves_it_where_no_checkpoint_is(tmp_pat
     assert json.loads((stored / 'results.json').read_text())['results'][0]['value'] == 70.0
     meta = json.loads((stored / 'run.json').read_text())
     assert meta['seed'] == 1 and meta['config'] == 'p.py' and meta['train_and_eval_seconds'] >= 0
+    assert meta['cpu_seconds'] >= 0
 
     # another machine: no checkpoints, the archive only -> nothing is trained, the same values come back
     lines = []
@@ -124,6 +125,32 @@ def test_the_archive_keeps_each_run_and_serves_it_where_no_checkpoint_is(tmp_pat
     (stored / 'results.json').write_text(json.dumps(_results(['32', '64'], ['default'], complete=False)))
     lb.collect(runs[1:], ['32', '64'], log=lambda _: None, archive=archive)
     assert len(trained) == 4
+
+
+def test_a_run_records_its_wall_time_and_its_cpu_time_apart(tmp_path, monkeypatch):
+    """A run that waits (another job on its core, a paused process) takes wall time, not CPU time; one that
+    computes takes both: run.json keeps the two, so a wall time stretched by the machine can be told apart."""
+    import time
+
+    from vispe.evaluation import leaderboard as lb
+
+    monkeypatch.setattr(lb, 'final_checkpoint', lambda run: None)
+    run = leaderboard_runs({'position': 'p.py'}, ['peg'], [0], str(tmp_path / 'out'))[0]
+
+    def waits(run, resolutions, log):
+        time.sleep(0.4)
+        return {}
+
+    def computes(run, resolutions, log):
+        end = time.perf_counter() + 0.4
+        while time.perf_counter() < end:
+            pass
+        return {}
+
+    _, wall, cpu = lb._timed(waits, run, ['32'])
+    assert wall >= 0.4 and cpu < 0.1
+    _, wall, cpu = lb._timed(computes, run, ['32'])
+    assert wall >= 0.4 and cpu >= 0.3
 
 
 def test_a_run_with_a_local_checkpoint_is_evaluated_from_it_not_from_the_archive(tmp_path, monkeypatch):

@@ -151,10 +151,11 @@ def regime_plot(stats: Stats, task: str, regimes: Sequence[str], resolutions: Se
 class Archive:
     """Where the leaderboard keeps each run's results.json beyond its work folder (checkpoints are too large to
     keep): ``root/<the run's folder relative to out>/results.json``, with ``run.json`` beside it (config, options,
-    wall seconds of training and evaluation, commit, machine). A run that has no final checkpoint in ``out`` but an
-    archived result covering the asked resolutions and strategies is not trained again: its archived result is
-    used as it is (delete the file to retrain). The checkout's archive (``results/leaderboard``) holds the runs
-    behind the README's tables, so they can be rebuilt, and continued, on another machine."""
+    wall and CPU seconds of training and evaluation, commit, machine). A run that has no final checkpoint in
+    ``out`` but an archived result covering the asked resolutions and strategies is not trained again: its
+    archived result is used as it is (delete the file to retrain). The checkout's archive
+    (``results/leaderboard``) holds the runs behind the README's tables, so they can be rebuilt, and continued, on
+    another machine."""
 
     root: str
     out: str
@@ -170,7 +171,7 @@ class Archive:
             results = json.load(f)
         return results if covers(results, resolutions, supported_strategies(run)) else None
 
-    def store(self, run: Run, results: dict, seconds: float | None) -> None:
+    def store(self, run: Run, results: dict, seconds: float | None, cpu_seconds: float | None = None) -> None:
         folder = self.folder(run)
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, 'results.json'), 'w') as f:
@@ -186,6 +187,7 @@ class Archive:
             seed=run.seed,
             regime=run.regime,
             train_and_eval_seconds=None if seconds is None else round(seconds, 1),
+            cpu_seconds=None if cpu_seconds is None else round(cpu_seconds, 1),
             commit=_commit(),
             machine=_machine(),
         )
@@ -245,9 +247,9 @@ def collect(
         else:
             pending.append(i)
 
-    def finish(i: int, results: dict, seconds: float | None) -> None:
+    def finish(i: int, results: dict, seconds: float | None, cpu_seconds: float | None) -> None:
         if archive is not None:
-            archive.store(runs[i], results, seconds)
+            archive.store(runs[i], results, seconds, cpu_seconds)
         done[i] = results
 
     if jobs <= 1 or len(pending) <= 1:
@@ -270,12 +272,24 @@ def collect(
 
 def _timed(
     work: Callable[..., dict], run: Run, resolutions: Sequence[str], log: Callable[[str], None] = print
-) -> tuple[dict, float | None]:
-    """``work(run, resolutions, log)`` and its wall seconds (None when the run was trained before: only read)."""
+) -> tuple[dict, float | None, float | None]:
+    """``work(run, resolutions, log)``, its wall seconds and its CPU seconds (both None when the run was trained
+    before: only read). Wall time counts whatever else the machine did meanwhile (other jobs, a paused process); CPU
+    time is the work itself: this process's, and its data-loader workers' once they have exited."""
     trained_here = final_checkpoint(run) is None
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), _cpu_seconds()
     results = work(run, resolutions, log)
-    return results, time.perf_counter() - start if trained_here else None
+    if not trained_here:
+        return results, None, None
+    return results, time.perf_counter() - start, _cpu_seconds() - cpu_start
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of its children that have exited."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def _set_threads(threads: int) -> None:
@@ -291,7 +305,7 @@ def _run_parallel(
     pending: Sequence[int],
     resolutions: Sequence[str],
     jobs: int,
-    finish: Callable[[int, dict, float | None], None],
+    finish: Callable[[int, dict, float | None, float | None], None],
     log: Callable[[str], None],
 ) -> list[tuple[int, BaseException]]:
     """``pending`` runs, ``jobs`` at a time in spawned processes; ``finish`` each as it ends. Returns the failures."""
@@ -307,12 +321,12 @@ def _run_parallel(
         for future in as_completed(futures):
             i = futures[future]
             try:
-                results, seconds = future.result()
+                results, seconds, cpu_seconds = future.result()
             except Exception as error:  # noqa: BLE001 - reported with the others at the end
                 log(f'failed: {shown(runs[i].work_dir)}: {type(error).__name__}: {error}')
                 failed.append((i, error))
                 continue
-            finish(i, results, seconds)
+            finish(i, results, seconds, cpu_seconds)
             log(f'finished: {shown(runs[i].work_dir)}' + ('' if seconds is None else f' ({seconds:.0f} s)'))
     return failed
 
