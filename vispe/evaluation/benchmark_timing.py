@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -108,7 +109,7 @@ def paired_ratio(times: Sequence[float], base: Sequence[float]) -> float:
     round on a shared 2-core virtual machine) falls on both and cancels, where a ratio of the two medians keeps it."""
     if len(times) != len(base) or not times:
         raise ValueError(f'a paired ratio needs the same number of rounds for both, got {len(times)} and {len(base)}')
-    return float(torch.tensor(times, dtype=torch.float64).div(torch.tensor(base, dtype=torch.float64)).median())
+    return statistics.median(t / b for t, b in zip(times, base))  # the mean of the middle two for an even count
 
 
 def ratio_interval(
@@ -122,7 +123,7 @@ def ratio_interval(
     per_round = torch.tensor(times, dtype=torch.float64) / torch.tensor(base, dtype=torch.float64)
     gen = torch.Generator().manual_seed(seed)
     rounds = torch.randint(len(per_round), (resamples, len(per_round)), generator=gen)
-    ratios = per_round[rounds].median(dim=1).values
+    ratios = torch.quantile(per_round[rounds], 0.5, dim=1)  # as statistics.median: not torch's lower middle
     tail = (1.0 - level) / 2
     lo, hi = torch.quantile(ratios, torch.tensor([tail, 1.0 - tail], dtype=torch.float64)).tolist()
     return lo, hi
