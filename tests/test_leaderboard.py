@@ -141,16 +141,16 @@ def test_a_run_records_its_wall_time_and_its_cpu_time_apart(tmp_path, monkeypatc
         time.sleep(0.4)
         return {}
 
-    def computes(run, resolutions, log):
-        end = time.perf_counter() + 0.4
-        while time.perf_counter() < end:
+    def computes(run, resolutions, log):  # until it has had 0.3 s of CPU, however busy the machine is
+        end = time.process_time() + 0.3
+        while time.process_time() < end:
             pass
         return {}
 
     _, wall, cpu = lb._timed(waits, run, ['32'])
     assert wall >= 0.4 and cpu < 0.1
     _, wall, cpu = lb._timed(computes, run, ['32'])
-    assert wall >= 0.4 and cpu >= 0.3
+    assert cpu >= 0.3 and wall >= cpu - 0.01  # one thread: no more CPU than wall time
 
 
 def test_a_run_with_a_local_checkpoint_is_evaluated_from_it_not_from_the_archive(tmp_path, monkeypatch):
