@@ -107,9 +107,14 @@ def paired_ratio(times: Sequence[float], base: Sequence[float]) -> float:
     """The median over rounds of times[r] / base[r], for two subjects timed in the same interleaved rounds: each
     round's pair runs seconds apart, so a drift of the machine's speed (a step's time moves by 10-25% from round to
     round on a shared 2-core virtual machine) falls on both and cancels, where a ratio of the two medians keeps it."""
+    return statistics.median(_per_round(times, base).tolist())  # the mean of the middle two for an even count
+
+
+def _per_round(times: Sequence[float], base: Sequence[float]) -> torch.Tensor:
+    """times[r] / base[r] per round, float64; both must have the same, non-zero number of rounds."""
     if len(times) != len(base) or not times:
         raise ValueError(f'a paired ratio needs the same number of rounds for both, got {len(times)} and {len(base)}')
-    return statistics.median(t / b for t, b in zip(times, base))  # the mean of the middle two for an even count
+    return torch.tensor(times, dtype=torch.float64) / torch.tensor(base, dtype=torch.float64)
 
 
 def ratio_interval(
@@ -118,9 +123,7 @@ def ratio_interval(
     """A bootstrap interval of ``paired_ratio(times, base)``: rounds drawn with replacement, ``level`` of the
     resampled medians of the per-round ratios between the bounds. Seeded, so a report is reproducible from its
     times."""
-    if len(times) != len(base) or not times:
-        raise ValueError(f'ratio_interval needs the same number of rounds for both, got {len(times)} and {len(base)}')
-    per_round = torch.tensor(times, dtype=torch.float64) / torch.tensor(base, dtype=torch.float64)
+    per_round = _per_round(times, base)
     gen = torch.Generator().manual_seed(seed)
     rounds = torch.randint(len(per_round), (resamples, len(per_round)), generator=gen)
     ratios = torch.quantile(per_round[rounds], 0.5, dim=1)  # as statistics.median: not torch's lower middle
