@@ -2,6 +2,7 @@
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -147,10 +148,30 @@ def test_a_run_records_its_wall_time_and_its_cpu_time_apart(tmp_path, monkeypatc
             pass
         return {}
 
-    _, wall, cpu = lb._timed(waits, run, ['32'])
-    assert wall >= 0.4 and cpu < 0.1
-    _, wall, cpu = lb._timed(computes, run, ['32'])
+    _, timing = lb._timed(waits, run, ['32'])
+    assert timing['train_and_eval_seconds'] >= 0.4 and timing['cpu_seconds'] < 0.1
+    _, timing = lb._timed(computes, run, ['32'])
+    wall, cpu = timing['train_and_eval_seconds'], timing['cpu_seconds']
     assert cpu >= 0.3 and wall >= cpu - 0.01  # one thread: no more CPU than wall time
+
+
+def test_a_resumed_run_records_where_it_resumed_and_its_threads(tmp_path, monkeypatch):
+    """An interrupted run resumed from its last checkpoint times only the rest of the run: run.json says so, and
+    records the torch thread count (it changes the order of float sums, so a seed reproduces only at the same
+    count). A run started from scratch records no checkpoint."""
+    import torch
+
+    from vispe.evaluation import leaderboard as lb
+
+    monkeypatch.setattr(lb, 'final_checkpoint', lambda run: None)  # not finished: trained (here: resumed) now
+    runs = leaderboard_runs({'position': 'p.py'}, ['peg'], [0, 1], str(tmp_path / 'out'))
+    os.makedirs(runs[0].work_dir)
+    (Path(runs[0].work_dir) / 'last_checkpoint').write_text(os.path.join(runs[0].work_dir, 'epoch_24.pth'))
+    archive = lb.Archive(str(tmp_path / 'archive'), str(tmp_path / 'out'))
+    lb.collect(runs, ['32'], log=lambda _: None, archive=archive, work=lambda run, res, log: _results(res, ['default']))
+    resumed, fresh = (json.loads((Path(archive.folder(run)) / 'run.json').read_text()) for run in runs)
+    assert resumed['resumed_from'] == 'epoch_24.pth' and fresh['resumed_from'] is None
+    assert resumed['threads'] == fresh['threads'] == torch.get_num_threads()
 
 
 def test_a_run_with_a_local_checkpoint_is_evaluated_from_it_not_from_the_archive(tmp_path, monkeypatch):
@@ -161,7 +182,7 @@ def test_a_run_with_a_local_checkpoint_is_evaluated_from_it_not_from_the_archive
     monkeypatch.setattr(lb, 'train_and_evaluate', lambda run, res, log: _results(res, ['default'], value=90.0))
     archive = lb.Archive(str(tmp_path / 'archive'), str(tmp_path / 'out'))
     runs = leaderboard_runs({'position': 'p.py'}, ['peg'], [0], str(tmp_path / 'out'))
-    archive.store(runs[0], _results(['32'], ['default'], value=10.0), 5.0)
+    archive.store(runs[0], _results(['32'], ['default'], value=10.0), dict(train_and_eval_seconds=5.0))
     values = lb.collect(runs, ['32'], log=lambda _: None, archive=archive)
     assert values[('position', 'peg', 'default', '32')] == [90.0]
     # its results replace the archived ones; the record of the archived training is kept (nothing trained here)
@@ -252,6 +273,8 @@ def test_parallel_jobs_archive_every_finished_run_and_report_the_failures_togeth
     assert sorted(p.parent.name for p in (tmp_path / 'archive').rglob('results.json')) == ['seed0', 'seed2']
     pids = {json.loads(p.read_text())['results'][0]['pid'] for p in (tmp_path / 'archive').rglob('results.json')}
     assert os.getpid() not in pids  # trained in worker processes
+    threads = {json.loads(p.read_text())['threads'] for p in (tmp_path / 'archive').rglob('run.json')}
+    assert threads == {max(1, (os.cpu_count() or 1) // 2)}  # each job's share of the CPU, as recorded
     assert any(line.startswith('3 runs, 2 at a time') for line in logs)
     # the finished runs are read back, not trained again: without the failing seed the board completes
     values = collect([runs[0], runs[2]], ['32'], log=logs.append, archive=archive, jobs=2, work=fake_work)
@@ -269,7 +292,9 @@ def test_no_train_tables_what_the_archive_holds_and_lists_the_rest(tmp_path, mon
     monkeypatch.setattr(lb, 'train_and_evaluate', train_and_evaluate)
     out, archive = tmp_path / 'out', tmp_path / 'archive'
     run = leaderboard_runs({'position': 'vit/vit_tiny_shapes2d_position.py'}, ['peg'], [0], str(out))[0]
-    lb.Archive(str(archive), str(out)).store(run, _results(['32', '64'], ['default'], value=77.0), 60.0)
+    lb.Archive(str(archive), str(out)).store(
+        run, _results(['32', '64'], ['default'], value=77.0), dict(train_and_eval_seconds=60.0)
+    )
     argv = ['--tasks', 'position', 'relation', '--encodings', 'peg', 'lepe', '--seeds', '0', '--no-train']
     cli.main(
         [

@@ -106,13 +106,20 @@ def shown(path: str) -> str:
     return path if rel.startswith('..') else rel
 
 
-def final_checkpoint(run: Run) -> str | None:
-    """The final checkpoint (last epoch or iteration) of a finished run, or None."""
+def last_checkpoint(run: Run) -> str | None:
+    """The checkpoint mmengine saved last in the run's work folder (its ``last_checkpoint`` pointer), or None."""
     pointer = os.path.join(run.work_dir, 'last_checkpoint')
     if not os.path.isfile(pointer):
         return None
     with open(pointer) as f:
-        ckpt = f.read().strip()
+        return f.read().strip() or None
+
+
+def final_checkpoint(run: Run) -> str | None:
+    """The final checkpoint (last epoch or iteration) of a finished run, or None."""
+    ckpt = last_checkpoint(run)
+    if ckpt is None:
+        return None
     return ckpt if os.path.basename(ckpt) == final_checkpoint_name(run_config(run)) and os.path.isfile(ckpt) else None
 
 
@@ -131,7 +138,7 @@ def train(run: Run, log: Callable[[str], None] = print) -> str:
     if ckpt:
         log(f'reusing {shown(ckpt)}')
         return ckpt
-    resume = os.path.isfile(os.path.join(run.work_dir, 'last_checkpoint'))
+    resume = last_checkpoint(run) is not None
     options = ['--cfg-options', *run.cfg_options] if run.cfg_options else []
     log(
         ' '.join(['$ vispe train', run.config, '--work-dir', run.work_dir, *(['--resume'] if resume else []), *options])

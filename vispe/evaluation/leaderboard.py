@@ -20,6 +20,7 @@ from vispe.evaluation.compare import (
     covers,
     encoding_option,
     final_checkpoint,
+    last_checkpoint,
     shown,
     supported_strategies,
     train_and_evaluate,
@@ -171,13 +172,15 @@ class Archive:
             results = json.load(f)
         return results if covers(results, resolutions, supported_strategies(run)) else None
 
-    def store(self, run: Run, results: dict, seconds: float | None, cpu_seconds: float | None = None) -> None:
+    def store(self, run: Run, results: dict, timing: dict | None = None) -> None:
+        """Write the run's results, and its record (``run.json``) with ``timing`` (``_timed``'s; None: the run was
+        only read here, so an existing record of its training is kept)."""
         folder = self.folder(run)
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, 'results.json'), 'w') as f:
             json.dump(results, f, indent=2)
         meta_path = os.path.join(folder, 'run.json')
-        if seconds is None and os.path.isfile(meta_path):  # reused here: keep the record of its training
+        if timing is None and os.path.isfile(meta_path):  # reused here: keep the record of its training
             return
         meta = dict(
             config=run.config,
@@ -186,8 +189,11 @@ class Archive:
             encoding=run.encoding,
             seed=run.seed,
             regime=run.regime,
-            train_and_eval_seconds=None if seconds is None else round(seconds, 1),
-            cpu_seconds=None if cpu_seconds is None else round(cpu_seconds, 1),
+            **(
+                {k: round(v, 1) if isinstance(v, float) else v for k, v in timing.items()}
+                if timing
+                else dict(train_and_eval_seconds=None, cpu_seconds=None)
+            ),
             commit=_commit(),
             machine=_machine(),
         )
@@ -247,9 +253,9 @@ def collect(
         else:
             pending.append(i)
 
-    def finish(i: int, results: dict, seconds: float | None, cpu_seconds: float | None) -> None:
+    def finish(i: int, results: dict, timing: dict | None) -> None:
         if archive is not None:
-            archive.store(runs[i], results, seconds, cpu_seconds)
+            archive.store(runs[i], results, timing)
         done[i] = results
 
     if jobs <= 1 or len(pending) <= 1:
@@ -272,16 +278,27 @@ def collect(
 
 def _timed(
     work: Callable[..., dict], run: Run, resolutions: Sequence[str], log: Callable[[str], None] = print
-) -> tuple[dict, float | None, float | None]:
-    """``work(run, resolutions, log)``, its wall seconds and its CPU seconds (both None when the run was trained
-    before: only read). Wall time counts whatever else the machine did meanwhile (other jobs, a paused process); CPU
-    time is the work itself: this process's, and its data-loader workers' once they have exited."""
-    trained_here = final_checkpoint(run) is None
+) -> tuple[dict, dict | None]:
+    """``work(run, resolutions, log)`` and the record of its training (None when the run was trained before: only
+    read): wall and CPU seconds, the torch threads it ran on and, for a run resumed from an interrupted one, the
+    checkpoint it resumed from (its times then cover the rest of the run only). Wall time counts whatever else the
+    machine did meanwhile (other jobs, a paused process); CPU time is the work itself: this process's, and its
+    data-loader workers' once they have exited. The thread count is recorded because it changes the order of
+    floating-point sums, so one seed's run is reproducible to the digit only at the same count."""
+    import torch
+
+    if final_checkpoint(run) is not None:
+        return work(run, resolutions, log), None
+    resumed_from = last_checkpoint(run)  # an interrupted run's: training resumes from it
     start, cpu_start = time.perf_counter(), _cpu_seconds()
     results = work(run, resolutions, log)
-    if not trained_here:
-        return results, None, None
-    return results, time.perf_counter() - start, _cpu_seconds() - cpu_start
+    timing = dict(
+        train_and_eval_seconds=time.perf_counter() - start,
+        cpu_seconds=_cpu_seconds() - cpu_start,
+        threads=torch.get_num_threads(),
+        resumed_from=None if resumed_from is None else os.path.basename(resumed_from),
+    )
+    return results, timing
 
 
 def _cpu_seconds() -> float:
@@ -305,7 +322,7 @@ def _run_parallel(
     pending: Sequence[int],
     resolutions: Sequence[str],
     jobs: int,
-    finish: Callable[[int, dict, float | None, float | None], None],
+    finish: Callable[[int, dict, dict | None], None],
     log: Callable[[str], None],
 ) -> list[tuple[int, BaseException]]:
     """``pending`` runs, ``jobs`` at a time in spawned processes; ``finish`` each as it ends. Returns the failures."""
@@ -321,12 +338,13 @@ def _run_parallel(
         for future in as_completed(futures):
             i = futures[future]
             try:
-                results, seconds, cpu_seconds = future.result()
+                results, timing = future.result()
             except Exception as error:  # noqa: BLE001 - reported with the others at the end
                 log(f'failed: {shown(runs[i].work_dir)}: {type(error).__name__}: {error}')
                 failed.append((i, error))
                 continue
-            finish(i, results, seconds, cpu_seconds)
+            finish(i, results, timing)
+            seconds = None if timing is None else timing['train_and_eval_seconds']
             log(f'finished: {shown(runs[i].work_dir)}' + ('' if seconds is None else f' ({seconds:.0f} s)'))
     return failed
 
