@@ -56,6 +56,22 @@ def test_plot_writes_a_png_per_call(tmp_path):
         assert f.read(8) == b'\x89PNG\r\n\x1a\n'
 
 
+def test_plot_puts_the_test_sizes_in_increasing_order(tmp_path, monkeypatch):
+    """The sweep lists 1x first (tables read it so); a line drawn in that order would run 32 -> 16 -> 24 -> 48 and
+    show a dip that is not there. The plot's x axis runs by pixel count, the training size dotted where it falls."""
+    from vispe.evaluation import leaderboard as lb
+
+    figures = []
+    monkeypatch.setattr(lb.report, 'save_figure', lambda fig, path: figures.append(fig) or path)
+    values = {('position', 'peg', 'default', r): [50.0] for r in ('32', '16', '64', '44x24', '24x44')}
+    lb.plot(summarize(values), ['position'], ['32', '16', '64', '44x24', '24x44'], str(tmp_path / 'lb.png'))
+    ax = figures[0].axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ['16', '32', '24x44', '44x24', '64']
+    dotted = [line for line in ax.get_lines() if line.get_linestyle() == ':']
+    assert [line.get_xdata()[0] for line in dotted] == [1]  # 32 px, the training size
+    lb.report.plt().close(figures[0])
+
+
 def test_regimes_are_runs_and_tables_of_their_own():
     from vispe.evaluation.compare import REGIME_CONFIGS
     from vispe.evaluation.leaderboard import regime_markdown, task_label

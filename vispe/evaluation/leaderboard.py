@@ -396,14 +396,16 @@ def markdown(stats: Stats, task: str, resolutions: Sequence[str]) -> str:
 
 
 def plot(stats: Stats, tasks: Sequence[str], resolutions: Sequence[str], path: str) -> str:
-    """One row per task, columns 'plain strategy' and 'best strategy': accuracy against test resolution (categories,
-    so 32x48 and 48x32 are two ticks), one line per encoding with its spread over seeds as error bars, its own
-    marker and a small offset (equal lines stay visible). Saved as PNG."""
+    """One row per task, columns 'plain strategy' and 'best strategy': accuracy against test resolution in
+    increasing pixel count (categories, so 32x48 and 48x32 are two ticks; the training size ``resolutions[0]`` is
+    dotted), one line per encoding with its spread over seeds as error bars, its own marker and a small offset
+    (equal lines stay visible). Saved as PNG."""
     fig, axes = report.plt().subplots(len(tasks), 2, figsize=(11, 4 * len(tasks)), dpi=110, squeeze=False, sharey='row')
     for row, task in enumerate(tasks):
         for col, title in enumerate(('plain strategy', 'best strategy')):
             ax = axes[row][col]
-            table = strategy_pivot(stats, task, resolutions, best=col == 1)
+            table = strategy_pivot(stats, task, resolutions, best=col == 1)  # best: judged with 1x = resolutions[0]
+            table.columns = sorted(resolutions, key=report.resolution_order)
             cmap = report.plt().cm.tab20
             colors = {key: cmap(i % 20) for i, key in enumerate(table.keys)}  # one colour per encoding, every panel
             report.draw_lines(ax, table, lambda key: f'{key[0]} ({key[1]})', resolutions[0], colors=colors)
