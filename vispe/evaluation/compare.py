@@ -138,7 +138,7 @@ def train(run: Run, log: Callable[[str], None] = print) -> str:
     if ckpt:
         log(f'reusing {shown(ckpt)}')
         return ckpt
-    resume = last_checkpoint(run) is not None
+    resume = os.path.isfile(os.path.join(run.work_dir, 'last_checkpoint'))
     options = ['--cfg-options', *run.cfg_options] if run.cfg_options else []
     log(
         ' '.join(['$ vispe train', run.config, '--work-dir', run.work_dir, *(['--resume'] if resume else []), *options])

@@ -152,7 +152,8 @@ def regime_plot(stats: Stats, task: str, regimes: Sequence[str], resolutions: Se
 class Archive:
     """Where the leaderboard keeps each run's results.json beyond its work folder (checkpoints are too large to
     keep): ``root/<the run's folder relative to out>/results.json``, with ``run.json`` beside it (config, options,
-    wall and CPU seconds of training and evaluation, commit, machine). A run that has no final checkpoint in
+    wall and CPU seconds of training and evaluation, torch threads, the checkpoint an interrupted run resumed from,
+    commit, machine). A run that has no final checkpoint in
     ``out`` but an archived result covering the asked resolutions and strategies is not trained again: its
     archived result is used as it is (delete the file to retrain). The checkout's archive
     (``results/leaderboard``) holds the runs behind the README's tables, so they can be rebuilt, and continued, on
