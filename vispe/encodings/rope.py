@@ -129,8 +129,7 @@ class _RotateByRows(torch.autograd.Function):
             g_pair = _pairs(g) * conj  # the input pair's gradient, complex (B, H, T, d/2)
             grads.append(torch.view_as_real(g_pair).flatten(-2).type_as(x))
             if ctx.needs_input_grad[2]:
-                gr, xr = torch.view_as_real(g_pair), torch.view_as_real(_pairs(x))
-                term = gr[..., 1] * xr[..., 0] - gr[..., 0] * xr[..., 1]  # Im(g_p conj(p))
+                term = (g_pair * _pairs(x).conj()).imag  # Im(g_p conj(p)): one complex product, the conjugate lazy
                 d_angle = term if d_angle is None else d_angle + term
         d_rows = None
         if d_angle is not None:
@@ -287,15 +286,24 @@ class RotaryStrategies(Encoding):
     def grid_angles(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         """A mixed batch on its grids' own coordinates (``pos.layout``, not sampled): ``angles`` computed once per
         distinct grid at that grid's scales, as rows (R, [H,] d/2) float32 (the grids' cells one after the other,
-        then a zero row: no rotation), and each token's row, (B, T) long (prefix and padding tokens: the zero row)."""
+        then a zero row: no rotation), and each token's row, (B, T) long (prefix and padding tokens: the zero row).
+        Grids at the same scales (all of them under ``none``) share one ``angles`` call on their cells."""
         layout = pos.layout
         assert layout is not None
         device = pos.coords.device
-        per_grid = []
-        for grid in layout.distinct_grids:
-            coords = grid_coords(*grid, device=device)
-            per_grid.append(self.angles(coords, scales=self.axis_scales(coords, grid)))  # (..., n, d/2)
-        rows = torch.cat([*per_grid, torch.zeros_like(per_grid[0][..., :1, :])], dim=-2)
+        groups = self.scale_groups(pos)
+        if len(groups) == 1:
+            cells, _ = layout.grid_cells(device)  # every distinct grid's cells, grid after grid (cached)
+            angles = self.angles(cells, scales=next(iter(groups)))  # (..., n, d/2)
+        else:
+            angles = torch.cat(
+                [
+                    self.angles(grid_coords(*grid, device=device), scales=self.axis_scales(pos.coords, grid))
+                    for grid in layout.distinct_grids
+                ],
+                dim=-2,
+            )
+        rows = F.pad(angles, [0, 0, 0, 1])  # the zero row of prefix and padding tokens
         return rows.movedim(-2, 0), layout.table_index(device)
 
     def grid_tables(self, pos: Positions) -> torch.Tensor:
