@@ -349,3 +349,31 @@ def test_no_train_tables_what_the_archive_holds_and_lists_the_rest(tmp_path, mon
                 '',
             ]
         )
+
+
+def test_a_run_records_the_commit_of_the_code_its_process_loaded(tmp_path, monkeypatch):
+    """A --jobs worker keeps the code it imported for its first run: every run it trains records that commit, not
+    the checkout's when the run ends (HEAD moves on while a queue trains), and says when vispe/ or configs/ had
+    uncommitted changes. A run only read from its checkpoint keeps the checkout's commit as before."""
+    from vispe.evaluation import leaderboard as lb
+
+    heads = iter(['1111111', '2222222', '3333333'])
+    changed = {'status': ''}
+
+    def git(*args):
+        return next(heads) if args[0] == 'rev-parse' else changed['status']
+
+    monkeypatch.setattr(lb, '_git', git)
+    monkeypatch.setattr(lb, 'final_checkpoint', lambda run: None)
+    lb._loaded_commit.cache_clear()
+    runs = leaderboard_runs({'position': 'p.py'}, ['peg'], [0, 1], str(tmp_path / 'out'))
+    archive = lb.Archive(str(tmp_path / 'archive'), str(tmp_path / 'out'))
+    lb.collect(runs, ['32'], log=lambda _: None, archive=archive, work=lambda run, res, log: _results(res, ['default']))
+    records = [json.loads((Path(archive.folder(run)) / 'run.json').read_text()) for run in runs]
+    assert [r['commit'] for r in records] == ['1111111', '1111111']
+    lb._loaded_commit.cache_clear()  # a new process, its tree edited since its commit
+    changed['status'] = ' M vispe/encodings/rope.py'
+    assert lb._loaded_commit() == '2222222+changes'
+    lb._loaded_commit.cache_clear()
+    archive.store(runs[0], _results(['32'], ['default']), None)  # only read: the record of its training is kept
+    assert json.loads((Path(archive.folder(runs[0])) / 'run.json').read_text())['commit'] == '1111111'

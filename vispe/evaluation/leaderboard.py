@@ -4,6 +4,7 @@ as mean and spread over seeds."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -153,7 +154,7 @@ class Archive:
     """Where the leaderboard keeps each run's results.json beyond its work folder (checkpoints are too large to
     keep): ``root/<the run's folder relative to out>/results.json``, with ``run.json`` beside it (config, options,
     wall and CPU seconds of training and evaluation, torch threads, the checkpoint an interrupted run resumed from,
-    commit, machine). A run that has no final checkpoint in
+    the commit of the code that trained it (``_loaded_commit``), machine). A run that has no final checkpoint in
     ``out`` but an archived result covering the asked resolutions and strategies is not trained again: its
     archived result is used as it is (delete the file to retrain). The checkout's archive
     (``results/leaderboard``) holds the runs behind the README's tables, so they can be rebuilt, and continued, on
@@ -195,9 +196,10 @@ class Archive:
                 if timing
                 else dict(train_and_eval_seconds=None, cpu_seconds=None)
             ),
-            commit=_commit(),
-            machine=_machine(),
         )
+        if 'commit' not in meta:  # a trained run's is that of the code it ran (``_timed``)
+            meta['commit'] = _commit()
+        meta['machine'] = _machine()
         with open(meta_path, 'w') as f:
             json.dump(meta, f, indent=2)
 
@@ -210,19 +212,31 @@ def _machine() -> str:
     return text + f', {torch.cuda.get_device_name()}' if torch.cuda.is_available() else text
 
 
-def _commit() -> str | None:
-    """The checkout's commit (None outside a git checkout)."""
+def _git(*args: str) -> str | None:
+    """``git args`` in this checkout: its stripped output, None outside a git checkout or when git fails."""
     try:
         out = subprocess.run(
-            ['git', 'rev-parse', '--short', 'HEAD'],
-            capture_output=True,
-            text=True,
-            cwd=os.path.dirname(os.path.abspath(__file__)),
-            timeout=10,
+            ['git', *args], capture_output=True, text=True, cwd=os.path.dirname(os.path.abspath(__file__)), timeout=10
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _commit() -> str | None:
+    """The checkout's commit (None outside a git checkout)."""
+    return _git('rev-parse', '--short', 'HEAD') or None
+
+
+@functools.cache
+def _loaded_commit() -> str | None:
+    """The commit of the code this process runs, read when it first trains a run and kept: a ``--jobs`` worker
+    imports vispe for its first run and keeps that code for its later ones, whatever the checkout does meanwhile.
+    '+changes' when vispe/ or configs/ then differed from that commit."""
+    commit = _commit()
+    if commit and _git('status', '--porcelain', '--untracked-files=no', '--', ':(top)vispe', ':(top)configs'):
+        commit += '+changes'
+    return commit
 
 
 def collect(
@@ -285,12 +299,14 @@ def _timed(
     checkpoint it resumed from (its times then cover the rest of the run only). Wall time counts whatever else the
     machine did meanwhile (other jobs, a paused process); CPU time is the work itself: this process's, and its
     data-loader workers' once they have exited. The thread count is recorded because it changes the order of
-    floating-point sums, so one seed's run is reproducible to the digit only at the same count."""
+    floating-point sums, so one seed's run is reproducible to the digit only at the same count; the commit is that
+    of the code this process loaded (``_loaded_commit``), not the checkout's when the run ends."""
     import torch
 
     if final_checkpoint(run) is not None:
         return work(run, resolutions, log), None
     resumed_from = last_checkpoint(run)  # an interrupted run's: training resumes from it
+    commit = _loaded_commit()
     start, cpu_start = time.perf_counter(), _cpu_seconds()
     results = work(run, resolutions, log)
     timing = dict(
@@ -298,6 +314,7 @@ def _timed(
         cpu_seconds=_cpu_seconds() - cpu_start,
         threads=torch.get_num_threads(),
         resumed_from=None if resumed_from is None else os.path.basename(resumed_from),
+        commit=commit,
     )
     return results, timing
 
