@@ -190,6 +190,39 @@ def test_a_resumed_run_records_where_it_resumed_and_its_threads(tmp_path, monkey
     assert resumed['threads'] == fresh['threads'] == torch.get_num_threads()
 
 
+def test_a_run_records_its_mean_training_loss_per_epoch_the_resumed_session_replacing_the_interrupted(
+    tmp_path, monkeypatch
+):
+    """run.json keeps each epoch's mean logged loss (mmengine's vis_data/scalars.json), so a plateau can be read
+    from the archive; an epoch that an interrupted session had begun and the resumed one trained again counts
+    once, with the resumed session's losses. Lines without a loss (validation metrics) are not losses."""
+    from vispe.evaluation import leaderboard as lb
+
+    monkeypatch.setattr(lb, 'final_checkpoint', lambda run: None)
+    run = leaderboard_runs({'position': 'p.py'}, ['peg'], [0], str(tmp_path / 'out'))[0]
+
+    def session(stamp, rows):
+        folder = Path(run.work_dir) / stamp / 'vis_data'
+        folder.mkdir(parents=True)
+        (folder / 'scalars.json').write_text(''.join(json.dumps(row) + '\n' for row in rows))
+
+    session(
+        '20261203_100000',
+        [
+            dict(loss=1.4, epoch=1, step=20),
+            dict(loss=1.2, epoch=1, step=40),
+            dict(accuracy=30.0, step=40),
+            dict(loss=1.0, epoch=2, step=60),
+            dict(loss=9.0, epoch=3, step=80),  # epoch 3 interrupted
+        ],
+    )
+    session('20261203_110000', [dict(loss=0.5, epoch=3, step=80), dict(loss=0.3, epoch=3, step=100)])
+    archive = lb.Archive(str(tmp_path / 'archive'), str(tmp_path / 'out'))
+    lb.collect([run], ['32'], log=lambda _: None, archive=archive, work=lambda r, res, log: _results(res, ['default']))
+    record = json.loads((Path(archive.folder(run)) / 'run.json').read_text())
+    assert record['train_loss'] == {'1': 1.3, '2': 1.0, '3': 0.4}
+
+
 def test_a_run_with_a_local_checkpoint_is_evaluated_from_it_not_from_the_archive(tmp_path, monkeypatch):
     from vispe.evaluation import leaderboard as lb
 

@@ -5,6 +5,7 @@ as mean and spread over seeds."""
 from __future__ import annotations
 
 import functools
+import glob
 import json
 import os
 import platform
@@ -154,11 +155,11 @@ class Archive:
     """Where the leaderboard keeps each run's results.json beyond its work folder (checkpoints are too large to
     keep): ``root/<the run's folder relative to out>/results.json``, with ``run.json`` beside it (config, options,
     wall and CPU seconds of training and evaluation, torch threads, the checkpoint an interrupted run resumed from,
-    the commit of the code that trained it (``_loaded_commit``), machine). A run that has no final checkpoint in
-    ``out`` but an archived result covering the asked resolutions and strategies is not trained again: its
-    archived result is used as it is (delete the file to retrain). The checkout's archive
-    (``results/leaderboard``) holds the runs behind the README's tables, so they can be rebuilt, and continued, on
-    another machine."""
+    the commit of the code that trained it (``_loaded_commit``), the mean training loss of each epoch
+    (``epoch_losses``), machine). A run that has no final checkpoint in ``out`` but an archived result covering the
+    asked resolutions and strategies is not trained again: its archived result is used as it is (delete the file to
+    retrain). The checkout's archive (``results/leaderboard``) holds the runs behind the README's tables, so they
+    can be rebuilt, and continued, on another machine."""
 
     root: str
     out: str
@@ -315,8 +316,26 @@ def _timed(
         threads=torch.get_num_threads(),
         resumed_from=None if resumed_from is None else os.path.basename(resumed_from),
         commit=commit,
+        train_loss=epoch_losses(run.work_dir),
     )
     return results, timing
+
+
+def epoch_losses(work_dir: str) -> dict[str, float]:
+    """The mean logged training loss of each epoch of the run in ``work_dir`` (keys: epoch numbers as text, as in
+    JSON), from mmengine's ``<timestamp>/vis_data/scalars.json`` of each session of the run, oldest first: a
+    resumed session's epochs replace those the interrupted one had logged. Whether and when a run left a plateau
+    (``relation``'s loss sits at ln 4 until the model uses positions) can so be read from the archive."""
+    by_epoch: dict[int, list[float]] = {}
+    for path in sorted(glob.glob(os.path.join(glob.escape(work_dir), '*', 'vis_data', 'scalars.json'))):
+        session: dict[int, list[float]] = {}
+        with open(path) as f:
+            for line in f:
+                row = json.loads(line) if line.strip() else {}
+                if 'loss' in row and 'epoch' in row:
+                    session.setdefault(int(row['epoch']), []).append(float(row['loss']))
+        by_epoch.update(session)
+    return {str(epoch): round(statistics.fmean(by_epoch[epoch]), 4) for epoch in sorted(by_epoch)}
 
 
 def _cpu_seconds() -> float:
