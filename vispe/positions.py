@@ -102,6 +102,10 @@ class Positions:
             padding), ``grid`` is None and ``num_prefix`` 0: each image's prefix tokens sit inside the row, at the
             front of its segment (``layout.patch_mask`` is False there). None: every sample shares the token
             layout.
+        draws: random values of this forward pass that every layer's encoding must share, by name (rope_dinov3's
+            coordinate augmentation: one draw per forward pass, as in DINOv3, not one per layer). The positions are
+            made anew for each forward pass, and so is this dict; ``dataclasses.replace`` (a position sampler)
+            keeps it.
     """
 
     coords: torch.Tensor
@@ -111,6 +115,7 @@ class Positions:
     key: Hashable | None = None
     extent: tuple[int, ...] | None = None
     layout: TokenLayout | None = None
+    draws: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
     def on_grid(self) -> bool:

@@ -6,6 +6,7 @@ from vispe.encodings import (  # noqa: F401  (fill the registry)
     camera,
     comrope,
     conditional,
+    dinov3,
     fourier,
     gta,
     harope,

@@ -1,0 +1,226 @@
+"""DINOv3's rotary position embedding (Simeoni et al., "DINOv3", 2025; timm's ``RotaryEmbeddingDinoV3`` ports it):
+axial RoPE on coordinates normalised per image, with a training-time augmentation of those coordinates.
+
+Coordinates. Token p of an axis of L tokens sits at c = 2 (p + 1/2) / L - 1, inside (-1, 1) whatever L: a larger
+image samples the same range more densely, so the encoding interpolates by construction. ``normalize`` chooses L:
+``'separate'`` (DINOv3's default) each axis by its own length, so a 2:1 image spans (-1, 1) on both axes; ``'min'`` /
+``'max'`` both axes by the shorter / longer one, which keeps the aspect ratio (the other axis spans more / less).
+Sampled positions with an enlarged range (rpe2d's ``extent``) are normalised by that range.
+
+Frequencies. Pair j of an axis (j < d/4, d the head dim) turns by 2 pi c / P_j, with P_j = base^(4j / d) (base 100),
+or, given ``min_period`` and ``max_period``, P_j spaced geometrically from the one to the other. The first d/4 pairs
+rotate with the row, the last d/4 with the column (DINOv3's order). vispe's pairs are interleaved channels (2j, 2j+1)
+where DINOv3 pairs channel j with j + d/2 (rotate-half); timm's DINOv3 weights load through a fixed permutation of
+q's and k's channels (``vispe.backbones.timm_names``), which leaves every q . k as it is.
+
+Augmentation (training only): c -> (c + s) f_a r, with s ~ U(-shift, shift) per axis, f_a = exp(U(-ln jitter,
+ln jitter)) per axis and r = exp(U(-ln rescale, ln rescale)) shared by the axes, each off when None. One draw per
+forward pass, shared by every layer (``Positions.draws``; DINOv3 computes its table once per forward pass), drawn in
+DINOv3's order from torch's global generator. Defaults: DINOv3's pretraining (its configs, and Hugging Face's
+``DINOv3ViTConfig``): rescale 2, so the box [-1, 1] becomes [-r, r] with r in [1/2, 2]; shift and jitter off.
+What each may change: patch-patch logits depend on coordinate differences only, so a shift changes none of them (it
+moves the patches against the unrotated prefix tokens); jitter and rescale scale the differences. At evaluation
+nothing is drawn: the augmentation settings cannot change an evaluated output.
+
+Resolution strategies:
+
+- ``none`` (default): DINOv3's own, every grid normalised by its own size, so it spans (-1, 1) at any size: position
+  interpolation by construction, below the training size as above it.
+- ``extend``: normalised by the training grid (``grid_size``) instead: neighbouring tokens keep the training spacing
+  and a larger grid reaches beyond (-1, 1), as plain RoPE's integer positions do.
+
+``interpolate`` would be ``none`` itself; ``ntk`` and ``yarn`` rescale frequencies so that angles stay in the range
+training saw, which normalised coordinates never leave: none of the three is offered.
+
+Hook: rotate, q and k (B, H, N_total, d) -> same; prefix tokens (and a mixed batch's padding) pass unrotated. No
+parameters. Angles and the rotation run in float32 even under autocast.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Optional
+
+import torch
+
+from vispe.encodings.base import Encoding, GridTableCache, check_positive
+from vispe.encodings.rope import axial_frequencies, rotary_table, rotate_pairs, train_grid_from
+from vispe.positions import Positions, sizes_tensor
+from vispe.registry import ENCODINGS
+
+NORMALIZE = ('separate', 'min', 'max')
+
+#: the property ``Encoding.strategy`` itself, to give it this class's setter
+_ENCODING_STRATEGY: property = vars(Encoding)['strategy']
+
+
+@torch.fx.wrap
+def coordinate_augmentation(
+    shift: Optional[float], jitter: Optional[float], rescale: Optional[float], device: torch.device
+) -> torch.Tensor:
+    """One draw of DINOv3's coordinate augmentation, (2, 2) float32: row 0 the shift of (row, col), row 1 their
+    factors (jitter times rescale). Drawn in DINOv3's order (shift, jitter, rescale) from the global generator. An FX
+    leaf: a traced training graph draws anew at each call instead of keeping the draw it was traced with."""
+    shifts = torch.zeros(2, device=device)
+    factors = torch.ones(2, device=device)
+    if shift is not None:
+        shifts = torch.empty(2, device=device).uniform_(-shift, shift)
+    if jitter is not None:
+        bound = math.log(jitter)
+        factors = factors * torch.empty(2, device=device).uniform_(-bound, bound).exp()
+    if rescale is not None:
+        bound = math.log(rescale)
+        factors = factors * torch.empty(1, device=device).uniform_(-bound, bound).exp()
+    return torch.stack([shifts, factors])
+
+
+def dinov3_periods(
+    head_dim: int, base: float | None = 100.0, min_period: float | None = None, max_period: float | None = None
+) -> torch.Tensor:
+    """(d/4,) float32 periods P_j: base^(4j / d), or geometric from ``min_period`` to ``max_period`` when both are
+    given (they then take precedence, as in DINOv3)."""
+    per_axis = head_dim // 4
+    if min_period is not None and max_period is not None:
+        return min_period * (max_period / min_period) ** torch.linspace(0, 1, per_axis, dtype=torch.float32)
+    if base is None:
+        raise ValueError('rope_dinov3 needs base, or both min_period and max_period')
+    return 1.0 / axial_frequencies(head_dim, 2, base)  # base^(4j / d)
+
+
+@ENCODINGS.register_module(name='rope_dinov3')
+class RoPEDinoV3(Encoding):
+    """DINOv3's RoPE (module doc): axial rotation of per-image normalised coordinates, augmented in training.
+
+    Args:
+        dim, num_heads: the attention's width and heads (head dim divisible by 4).
+        base: the period ladder's base (100); ``min_period`` and ``max_period`` replace it when both are given.
+        normalize: 'separate', 'min' or 'max' (module doc).
+        shift, jitter, rescale: the training augmentation's bounds (module doc); None turns one off.
+        grid_size: the training grid (the backbone passes it), needed by ``extend``.
+
+    Weight decay: nothing to declare, it has no parameters.
+
+    Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
+
+    Tracing: trace (FX, torch.export) in eval mode for inference; a graph traced in training mode calls the
+    augmentation's leaf ``coordinate_augmentation`` at every step.
+    """
+
+    strategies = ('none', 'extend')
+    periods: torch.Tensor  # buffer (d/4,)
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        ndim: int = 2,
+        base: float | None = 100.0,
+        min_period: float | None = None,
+        max_period: float | None = None,
+        normalize: str = 'separate',
+        shift: float | None = None,
+        jitter: float | None = None,
+        rescale: float | None = 2.0,
+        grid_size: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__()
+        if ndim != 2:
+            raise ValueError(f'rope_dinov3 encodes 2D image grids, got ndim={ndim}')
+        if normalize not in NORMALIZE:
+            raise ValueError(f'rope_dinov3: normalize must be one of {list(NORMALIZE)}, got {normalize!r}')
+        if (min_period is None) != (max_period is None):
+            raise ValueError('rope_dinov3: give both min_period and max_period (a geometric ladder), or neither')
+        check_positive('rope_dinov3', base=base, min_period=min_period, max_period=max_period)
+        if shift is not None and not (math.isfinite(shift) and shift >= 0):
+            raise ValueError(f'rope_dinov3: shift is a bound >= 0 on the normalised coordinates, got {shift}')
+        for name, factor in (('jitter', jitter), ('rescale', rescale)):
+            if factor is not None and not (math.isfinite(factor) and factor >= 1):
+                raise ValueError(f'rope_dinov3: {name} is a factor >= 1 (log-uniform in [1/{name}, {name}]), got {factor}')
+        self.head_dim = dim // num_heads
+        self.base, self.min_period, self.max_period = base, min_period, max_period
+        self.normalize = normalize
+        self.shift, self.jitter, self.rescale = shift, jitter, rescale
+        self.train_grid = train_grid_from(grid_size, 2)
+        axial_frequencies(self.head_dim, 2, 1.0)  # validates the head dim (divisible by 4)
+        periods = dinov3_periods(self.head_dim, base, min_period, max_period)
+        self.register_buffer('periods', periods, persistent=False)
+        self._cache = GridTableCache()
+
+    def _set_strategy(self, value: str) -> None:
+        if value == 'extend' and self.train_grid is None:
+            raise ValueError(
+                "rope_dinov3: strategy 'extend' normalises by the training grid, and none is known; build it with "
+                "grid_size=(h, w) (vispe's backbones pass it) or keep strategy 'none'"
+            )
+        _ENCODING_STRATEGY.__set__(self, value)
+
+    strategy = _ENCODING_STRATEGY.setter(_set_strategy)
+
+    @property
+    def augmented(self) -> bool:
+        """Whether training draws an augmentation (any of shift, jitter, rescale set)."""
+        return self.shift is not None or self.jitter is not None or self.rescale is not None
+
+    def extra_repr(self) -> str:
+        return (
+            f'head_dim={self.head_dim}, normalize={self.normalize!r}, shift={self.shift}, jitter={self.jitter}, '
+            f'rescale={self.rescale}, strategy={self.strategy!r}'
+        )
+
+    def normalisers(self, pos: Positions) -> torch.Tensor:
+        """L per axis, (2,) float32, or per token (B, T, 2) in a mixed batch: the grid (its range for sampled
+        positions; the training grid under ``extend``), then its min or max for ``normalize`` 'min' / 'max'."""
+        if self.strategy == 'extend':
+            assert self.train_grid is not None  # the setter refuses 'extend' without one
+            span = sizes_tensor(list(self.train_grid), pos.coords.device)
+        else:
+            span = pos.span_tensor()
+        if self.normalize == 'min':
+            span = span.amin(-1, keepdim=True).expand(span.shape)
+        elif self.normalize == 'max':
+            span = span.amax(-1, keepdim=True).expand(span.shape)
+        return span.clamp(min=1.0)  # a mixed batch's padding has no grid; its angles are zeroed below
+
+    def coordinates(self, pos: Positions, draw: torch.Tensor | None = None) -> torch.Tensor:
+        """The normalised (row, col) coordinates (..., N, 2) float32, augmented by ``draw`` (2, 2) when given."""
+        coords = 2.0 * (pos.coords.float() + 0.5) / self.normalisers(pos) - 1.0
+        if draw is not None:
+            coords = (coords + draw[0]) * draw[1]
+        return coords
+
+    def angles(self, coords: torch.Tensor) -> torch.Tensor:
+        """Normalised (..., N, 2) coordinates -> (..., N, d/2) angles, the row's d/4 pairs first."""
+        omega = 2.0 * math.pi / self.periods
+        return torch.cat([coords[..., 0, None] * omega, coords[..., 1, None] * omega], dim=-1)
+
+    def table(self, pos: Positions, draw: torch.Tensor | None = None) -> torch.Tensor:
+        """The complex table (num_prefix + N, d/2), or (B, num_prefix + N, d/2) for per-sample positions; a mixed
+        batch's prefix and padding rows are 1 (no rotation)."""
+        angles = self.angles(self.coordinates(pos, draw))
+        if pos.layout is not None:
+            angles = angles * pos.layout.patch_mask(pos.coords.device)[..., None]
+        return rotary_table(angles, pos.num_prefix)
+
+    def draw(self, pos: Positions) -> torch.Tensor | None:
+        """This forward pass's augmentation (2, 2), drawn by the first layer and read by the others; None at
+        evaluation or with the augmentation off."""
+        if not (self.training and self.augmented):
+            return None
+        name = f'rope_dinov3 {self.shift} {self.jitter} {self.rescale}'
+        drawn = pos.draws.get(name)
+        if drawn is None:
+            drawn = pos.draws[name] = coordinate_augmentation(self.shift, self.jitter, self.rescale, pos.coords.device)
+        return drawn
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        drawn = self.draw(pos)
+        if drawn is None:
+            table = self._cache.get(pos.cache_key(self.strategy), lambda: self.table(pos))
+        else:
+            table = self.table(pos, drawn)
+        table = table.unsqueeze(-3)  # a head axis in front of the tokens, shared by the heads
+        return rotate_pairs(q, table), rotate_pairs(k, table)
+
+
+__all__ = ['NORMALIZE', 'RoPEDinoV3', 'coordinate_augmentation', 'dinov3_periods']
