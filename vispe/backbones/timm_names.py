@@ -160,12 +160,144 @@ def convert_eva_rope_state_dict(state_dict: dict[str, torch.Tensor]) -> dict[str
     return out
 
 
+# --- timm's DINOv3 models (timm's Eva class with RotaryEmbeddingDinoV3) -> VisionTransformerPE ---------------------
+def is_eva_dinov3(model_name: str) -> bool:
+    """Whether ``model_name`` is one of timm's DINOv3 names (``vit_*_patch16_dinov3*``, timm's Eva class)."""
+    name = model_name.split('.')[0]
+    return name.startswith('vit_') and '_dinov3' in name and timm.is_model(name) and not _is_vispe(name)
+
+
+def rotate_half_order(head_dim: int) -> torch.Tensor:
+    """The channel order that turns rotate-half pairs (j, j + d/2) into vispe's interleaved pairs (2j, 2j + 1)."""
+    half = torch.arange(head_dim // 2)
+    return torch.stack([half, half + head_dim // 2], dim=-1).flatten()
+
+
+def eva_dinov3_arguments(eva: nn.Module) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The VisionTransformerPE arguments and the ``rope_dinov3`` options that rebuild timm's DINOv3 ``eva`` (its
+    modules read, not its name), or a TypeError naming the part that vispe's blocks cannot carry."""
+    from timm.layers import Mlp, SwiGLU
+    from timm.layers.pos_embed_sincos import RotaryEmbeddingDinoV3
+    from timm.models.eva import EvaBlock
+
+    name = type(eva).__name__
+
+    def refuse(part: str) -> None:
+        raise TypeError(
+            f'{name} with {part} has no counterpart in VisionTransformerPE; vispe converts timm\'s DINOv3 models as '
+            'timm builds them (pre-norm blocks, fused qkv, no qk norm), and this argument changes that'
+        )
+
+    rope = getattr(eva, 'rope', None)
+    if not isinstance(rope, RotaryEmbeddingDinoV3):
+        refuse(f'rotary embedding {type(rope).__name__} (rope_type other than dinov3)')
+    assert isinstance(rope, RotaryEmbeddingDinoV3)
+    if rope.grid_offset != 0 or rope.grid_indexing != 'ij':
+        refuse(f'rope_grid_offset={rope.grid_offset}, rope_grid_indexing={rope.grid_indexing!r}')
+    if getattr(eva, 'pos_embed', None) is not None:
+        refuse('an absolute position table (use_abs_pos_emb=True)')
+    if getattr(eva, 'attn_pool', None) is not None:
+        refuse("attention pooling (global_pool='map')")
+    if getattr(eva, 'patch_drop', None) is not None and not isinstance(eva.patch_drop, nn.Identity):
+        refuse('patch dropout (patch_drop_rate > 0)')
+    blocks = list(eva.blocks)
+    block = blocks[0]
+    if any(type(b) is not EvaBlock for b in blocks):
+        refuse('post-norm blocks (use_post_norm=True)')
+    attn, mlp = block.attn, block.mlp
+    dim, heads = eva.embed_dim, attn.num_heads
+    if attn.qkv is None or attn.qkv.weight.shape[0] != 3 * dim:
+        refuse('separate or grouped q, k, v projections (qkv_fused=False, num_kv_heads, attn_head_dim)')
+    if not isinstance(attn.q_norm, nn.Identity) or not isinstance(attn.norm, nn.Identity):
+        refuse('a norm inside attention (qk_norm, scale_attn_inner)')
+    if getattr(attn, 'gate', None) is not None:
+        refuse("gated attention (attn_type='gated')")
+    if type(mlp) not in (Mlp, SwiGLU) or not isinstance(getattr(mlp, 'norm', nn.Identity()), nn.Identity):
+        refuse(f'MLP {type(mlp).__name__} (or scale_mlp=True)')
+    if (block.gamma_1 is None) != (block.gamma_2 is None):
+        refuse('layer scale on attention only (attn_only_layer_scale=True)')
+    hidden = (mlp.fc1_g if isinstance(mlp, SwiGLU) else mlp.fc1).out_features
+    norm = block.norm1
+    vit = dict(
+        img_size=tuple(eva.patch_embed.img_size),
+        patch_size=tuple(eva.patch_embed.patch_size),
+        in_chans=eva.patch_embed.proj.in_channels,
+        num_classes=eva.num_classes,
+        global_pool=eva.global_pool,
+        embed_dim=dim,
+        depth=len(blocks),
+        num_heads=heads,
+        mlp_ratio=hidden / dim,
+        qkv_bias=attn.q_bias is not None,
+        init_values=1.0 if block.gamma_1 is not None else None,  # the values are loaded
+        class_token=eva.cls_token is not None,
+        reg_tokens=0 if eva.reg_token is None else eva.reg_token.shape[1],
+        no_embed_class=True,
+        pre_norm=not isinstance(eva.norm_pre, nn.Identity),
+        final_norm=not isinstance(eva.norm, nn.Identity),
+        fc_norm=not isinstance(eva.fc_norm, nn.Identity),
+        dynamic_img_size=True,
+        norm_layer=functools.partial(type(norm), eps=norm.eps),
+        act_layer=type(mlp.act),
+        mlp_layer=type(mlp),
+    )
+    encoding = dict(
+        type='rope_dinov3',
+        base=rope.temperature,
+        min_period=rope.min_period,
+        max_period=rope.max_period,
+        normalize=rope.normalize_coords,
+        shift=rope.shift_coords,
+        jitter=rope.jitter_coords,
+        rescale=rope.rescale_coords,
+    )
+    return vit, {k: v for k, v in encoding.items() if v is not None or k in ('rescale',)}
+
+
+def convert_eva_dinov3_state_dict(
+    state_dict: dict[str, torch.Tensor], num_heads: int, rotate_half: bool = True
+) -> dict[str, torch.Tensor]:
+    """Map a DINOv3 Eva state dict (timm's ``vit_*_dinov3*``) onto VisionTransformerPE's keys: layer scale
+    ``gamma_1`` / ``gamma_2`` -> ``ls1.gamma`` / ``ls2.gamma``; ``q_bias`` and ``v_bias`` -> ``qkv.bias`` with
+    Eva's k bias, 0 (a k bias adds the same term to every logit of a query, so it could not change the attention
+    anyway); with ``rotate_half``, q's and k's channels of each head put in vispe's pair order (``rotate_half_order``,
+    the same permutation for q and k, so every q . k is unchanged)."""
+    out: dict[str, torch.Tensor] = {}
+    for key, value in state_dict.items():
+        if key.endswith(('.attn.q_bias', '.attn.v_bias')):
+            continue
+        key = key.replace('.gamma_1', '.ls1.gamma').replace('.gamma_2', '.ls2.gamma')
+        if key.endswith('.attn.qkv.weight'):
+            prefix = key[: -len('weight')]
+            weight = value
+            q_bias = state_dict.get(prefix.replace('qkv.', 'q_bias'))
+            v_bias = state_dict.get(prefix.replace('qkv.', 'v_bias'))
+            bias = None if q_bias is None else torch.cat([q_bias, torch.zeros_like(q_bias), v_bias])
+            if rotate_half:
+                dim = weight.shape[0] // 3
+                order = rotate_half_order(dim // num_heads)
+                per_head = (torch.arange(num_heads)[:, None] * (dim // num_heads) + order).flatten()
+                rows = torch.cat([per_head, per_head + dim, torch.arange(2 * dim, 3 * dim)])
+                weight = weight[rows]
+                bias = None if bias is None else bias[rows]
+            out[prefix + 'weight'] = weight
+            if bias is not None:
+                out[prefix + 'bias'] = bias
+            continue
+        out[key] = value
+    return out
+
+
 __all__ = [
     'Architecture',
     'architecture',
     'check_model_kwargs',
     'check_vit_kwargs',
+    'convert_eva_dinov3_state_dict',
     'convert_eva_rope_state_dict',
+    'eva_dinov3_arguments',
     'eva_rope_base',
+    'is_eva_dinov3',
+    'rotate_half_order',
     'timm_table_encoding',
 ]

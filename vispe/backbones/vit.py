@@ -35,8 +35,11 @@ from vispe.backbones.mixed_sizes import check_images, mixed_features, pool_list,
 from vispe.backbones.timm_names import (
     check_model_kwargs,
     check_vit_kwargs,
+    convert_eva_dinov3_state_dict,
     convert_eva_rope_state_dict,
+    eva_dinov3_arguments,
     eva_rope_base,
+    is_eva_dinov3,
     timm_table_encoding,
 )
 from vispe.encodings.base import Encoding
@@ -382,6 +385,32 @@ def from_eva_rope(model_name: str, pretrained: bool = False, **kwargs: Any) -> V
     return vit
 
 
+# --- timm's DINOv3 models (timm's Eva class with RotaryEmbeddingDinoV3; vispe.backbones.timm_names) -------------
+#: VisionTransformer arguments a DINOv3 name passes on to the vispe model as given (the rest is read off timm's model)
+_DINOV3_PASSED = ('drop_rate', 'pos_drop_rate', 'proj_drop_rate', 'attn_drop_rate', 'drop_path_rate', 'dynamic_img_pad')
+
+
+def from_eva_dinov3(model_name: str, pretrained: bool = False, **kwargs: Any) -> VisionTransformerPE:
+    """Build timm's DINOv3 ``model_name`` (pretrained if asked; its Eva arguments, ``rope_*`` included, as timm
+    takes them) and return the vispe equivalent: the same blocks, register tokens, layer scale, qkv bias and MLP, its
+    rotary embedding as ``rope_dinov3`` with timm's settings, and its weights loaded strictly."""
+    return _from_eva_dinov3(model_name, pretrained, **kwargs)[0]
+
+
+def _from_eva_dinov3(model_name: str, pretrained: bool, **kwargs: Any) -> tuple[VisionTransformerPE, dict[str, Any]]:
+    """``from_eva_dinov3``, and the ``rope_dinov3`` spec it built."""
+    if not is_eva_dinov3(model_name):
+        raise ValueError(f"{model_name} is not one of timm's DINOv3 names (vit_*_dinov3*)")
+    eva = timm.create_model(model_name, pretrained=pretrained, **kwargs)
+    vit_args, rope = eva_dinov3_arguments(eva)
+    vit_args.update({k: v for k, v in kwargs.items() if k in _DINOV3_PASSED})
+    vit = VisionTransformerPE(encoding=rope, **vit_args)
+    vit.to(next(eva.parameters()).device)
+    state = convert_eva_dinov3_state_dict(eva.state_dict(), vit_args['num_heads'], rotate_half=eva.rope.rotate_half)
+    vit.load_state_dict(state, strict=True)
+    return vit, rope
+
+
 def create_model(
     model_name: str,
     encoding: EncodingSpec = 'default',
@@ -430,8 +459,12 @@ def create_model(
         kwargs['encoding'] = encoding
     eva = eva_rope_base(model_name)
     model: nn.Module
+    dinov3 = is_eva_dinov3(model_name)
+    dinov3_spec: dict[str, Any] = {}
     if eva is not None:
         model = from_eva_rope(model_name, pretrained=pretrained, **kwargs)
+    elif dinov3:
+        model, dinov3_spec = _from_eva_dinov3(model_name, pretrained, **kwargs)
     else:
         model = timm.create_model(model_name, pretrained=pretrained, **kwargs)
     if not native:
@@ -445,6 +478,9 @@ def create_model(
     if not native:
         base = eva[0] if eva else model_name.split('.')[0]
         spec = eva[1] if eva and encoding == 'default' else encoding
+        if dinov3 and encoding == 'default':
+            spec = dinov3_spec
+
         vispe_vit.adopt_converted(model, base, spec, source_cfg, pretrained, kwargs)
     if sampler is not None:
         model.position_sampler = build_position_sampler(sampler, grid=model.patch_embed.grid_size)

@@ -5,7 +5,8 @@ Coordinates. Token p of an axis of L tokens sits at c = 2 (p + 1/2) / L - 1, ins
 image samples the same range more densely, so the encoding interpolates by construction. ``normalize`` chooses L:
 ``'separate'`` (DINOv3's default) each axis by its own length, so a 2:1 image spans (-1, 1) on both axes; ``'min'`` /
 ``'max'`` both axes by the shorter / longer one, which keeps the aspect ratio (the other axis spans more / less).
-Sampled positions with an enlarged range (rpe2d's ``extent``) are normalised by that range.
+Sampled positions with an enlarged range (rpe2d's ``extent``) are normalised by that range, tokens off one grid (a
+multi-view batch) by the range their coordinates span (each view's grid).
 
 Frequencies. Pair j of an axis (j < d/4, d the head dim) turns by 2 pi c / P_j, with P_j = base^(4j / d) (base 100),
 or, given ``min_period`` and ``max_period``, P_j spaced geometrically from the one to the other. The first d/4 pairs
@@ -105,6 +106,11 @@ class RoPEDinoV3(Encoding):
 
     Tracing: trace (FX, torch.export) in eval mode for inference; a graph traced in training mode calls the
     augmentation's leaf ``coordinate_augmentation`` at every step.
+
+    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
+    script: its hook takes ``Positions`` (see VisionTransformerPE), ``train_grid`` is a tuple (no TorchScript
+    type), its tables come from a ``GridTableCache`` (a Python dict with tuple keys, filled by a lambda), and the
+    per-forward draw is shared through ``Positions.draws``, a dict of any values.
     """
 
     strategies = ('none', 'extend')
@@ -169,13 +175,17 @@ class RoPEDinoV3(Encoding):
         )
 
     def normalisers(self, pos: Positions) -> torch.Tensor:
-        """L per axis, (2,) float32, or per token (B, T, 2) in a mixed batch: the grid (its range for sampled
-        positions; the training grid under ``extend``), then its min or max for ``normalize`` 'min' / 'max'."""
+        """L per axis, (2,) float32, or per token (B, T, 2) in a mixed batch: the grid (the range drawn from for
+        sampled positions, the range the coordinates span for tokens off one grid, the training grid under
+        ``extend``), then its min or max for ``normalize`` 'min' / 'max'."""
         if self.strategy == 'extend':
             assert self.train_grid is not None  # the setter refuses 'extend' without one
             span = sizes_tensor(list(self.train_grid), pos.coords.device)
-        else:
+        elif pos.span is not None or pos.layout is not None:
             span = pos.span_tensor()
+        else:  # tokens off one grid (a multi-view batch: each view's grid): the range the coordinates span
+            flat = pos.coords.detach().float().reshape(-1, 2)
+            span = flat.amax(0) - flat.amin(0) + 1.0
         if self.normalize == 'min':
             span = span.amin(-1, keepdim=True).expand(span.shape)
         elif self.normalize == 'max':
