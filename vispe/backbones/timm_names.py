@@ -184,8 +184,9 @@ def eva_dinov3_arguments(eva: nn.Module) -> tuple[dict[str, Any], dict[str, Any]
 
     def refuse(part: str) -> None:
         raise TypeError(
-            f'{name} with {part} has no counterpart in VisionTransformerPE; vispe converts timm\'s DINOv3 models as '
-            'timm builds them (pre-norm blocks, fused qkv, no qk norm), and this argument changes that'
+            f'{name} with {part}: VisionTransformerPE has no counterpart, so vispe cannot carry it over; vispe '
+            "converts timm's DINOv3 models as timm builds them (pre-norm blocks, fused qkv, no qk norm, no absolute "
+            'table); build it without that argument'
         )
 
     rope = getattr(eva, 'rope', None)
@@ -212,8 +213,10 @@ def eva_dinov3_arguments(eva: nn.Module) -> tuple[dict[str, Any], dict[str, Any]
         refuse('a norm inside attention (qk_norm, scale_attn_inner)')
     if getattr(attn, 'gate', None) is not None:
         refuse("gated attention (attn_type='gated')")
-    if type(mlp) not in (Mlp, SwiGLU) or not isinstance(getattr(mlp, 'norm', nn.Identity()), nn.Identity):
-        refuse(f'MLP {type(mlp).__name__} (or scale_mlp=True)')
+    if type(mlp) not in (Mlp, SwiGLU):
+        refuse(f'MLP {type(mlp).__name__}')
+    if not isinstance(getattr(mlp, 'norm', nn.Identity()), nn.Identity):
+        refuse('a norm inside the MLP (scale_mlp=True)')
     if (block.gamma_1 is None) != (block.gamma_2 is None):
         refuse('layer scale on attention only (attn_only_layer_scale=True)')
     hidden = (mlp.fc1_g if isinstance(mlp, SwiGLU) else mlp.fc1).out_features

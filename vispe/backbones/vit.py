@@ -408,6 +408,7 @@ def _from_eva_dinov3(model_name: str, pretrained: bool, **kwargs: Any) -> tuple[
     vit.to(next(eva.parameters()).device)
     state = convert_eva_dinov3_state_dict(eva.state_dict(), vit_args['num_heads'], rotate_half=eva.rope.rotate_half)
     vit.load_state_dict(state, strict=True)
+    vit.pretrained_cfg = dict(eva.pretrained_cfg)  # the preprocessing of the weights it holds (create_model)
     return vit, rope
 
 

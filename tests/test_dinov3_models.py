@@ -1,0 +1,110 @@
+"""timm's DINOv3 models (timm's Eva class) built by ``vispe.create_model``: timm's weights key for key (one conversion,
+strict), the same outputs as timm's model in float32 and float64 at two image sizes, local weights through timm's
+``pretrained_cfg_overlay``, the augmentation drawn as timm draws it, and a clear refusal of what cannot be carried."""
+
+from __future__ import annotations
+
+import pytest
+import timm
+import torch
+
+import vispe
+from vispe.backbones.timm_names import convert_eva_dinov3_state_dict
+from vispe.encodings.dinov3 import RoPEDinoV3
+
+SIZES = [(64, 64), (48, 80)]  # the second not square, neither the model's img_size
+
+
+def random_eva(name: str, **kwargs) -> torch.nn.Module:
+    """timm's model at random init, with its zero-initialised q / v biases and small layer scales made random (a
+    mapping that dropped or swapped them would then show)."""
+    torch.manual_seed(0)
+    eva = timm.create_model(name, **kwargs).eval()
+    with torch.no_grad():
+        for key, p in eva.named_parameters():
+            if key.endswith(('q_bias', 'v_bias', 'gamma_1', 'gamma_2')):
+                p.normal_(0.0, 0.5)
+    return eva
+
+
+@pytest.mark.parametrize(
+    'name',
+    [
+        'vit_small_patch16_dinov3',
+        'vit_small_patch16_dinov3_qkvb',  # q and v biases
+        'vit_small_plus_patch16_dinov3',  # SwiGLU MLP
+        'vit_base_patch16_dinov3',
+    ],
+)
+def test_timms_dinov3_weights_load_key_for_key_with_the_same_outputs(name):
+    eva = random_eva(name, num_classes=7)
+    model = vispe.create_model(name, num_classes=7).eval()
+    state = convert_eva_dinov3_state_dict(eva.state_dict(), model.blocks[0].attn.num_heads)
+    model.load_state_dict(state, strict=True)  # every key of the conversion is one of the model's, and back
+    assert set(model.state_dict()) == set(state)
+    assert model.num_prefix_tokens == eva.num_prefix_tokens == 5  # cls and the 4 register (storage) tokens
+    assert {type(e).__name__ for e in model.modules() if isinstance(e, RoPEDinoV3)} == {'RoPEDinoV3'}
+    # float64: vispe rotates q and k in float32 whatever the model's dtype (vispe.encodings.rope), timm in float64:
+    # differences of about 1e-7 remain there, the float32 rounding of q and k
+    for dtype, tolerance in [(torch.float32, 2e-4), (torch.float64, 1e-6)]:
+        eva.to(dtype)
+        model.to(dtype)
+        for size in SIZES:
+            x = torch.randn(2, 3, *size, dtype=dtype)
+            with torch.no_grad():
+                torch.testing.assert_close(model(x), eva(x), atol=tolerance, rtol=tolerance)
+                torch.testing.assert_close(
+                    model.forward_features(x), eva.forward_features(x), atol=tolerance * 10, rtol=tolerance
+                )
+
+
+def test_local_weights_load_through_pretrained_cfg_overlay_and_carry_timms_preprocessing(tmp_path):
+    name = 'vit_small_patch16_dinov3_qkvb'
+    eva = random_eva(name)
+    path = tmp_path / 'dinov3_small.pth'
+    torch.save(eva.state_dict(), path)
+    model = vispe.create_model(name, pretrained=True, pretrained_cfg_overlay=dict(file=str(path))).eval()
+    x = torch.randn(2, 3, *SIZES[1])
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), eva(x), atol=2e-4, rtol=2e-4)
+    cfg = model.pretrained_cfg
+    assert cfg['architecture'] == name and not cfg.get('hf_hub_id') and not cfg.get('url')
+    assert (cfg['mean'], cfg['std']) == (eva.pretrained_cfg['mean'], eva.pretrained_cfg['std'])
+
+
+def test_the_augmentation_is_timms_own_in_training():
+    """timm's rope_*_coords arguments become rope_dinov3's; from the same seed, training mode draws the same."""
+    name, options = 'vit_small_patch16_dinov3', dict(rope_shift_coords=0.1, rope_jitter_coords=1.2, rope_rescale_coords=2)
+    eva = random_eva(name, **options).train()
+    model = vispe.create_model(name, **options).train()
+    model.load_state_dict(convert_eva_dinov3_state_dict(eva.state_dict(), 6))
+    encodings = [e for e in model.modules() if isinstance(e, RoPEDinoV3)]
+    assert {(e.shift, e.jitter, e.rescale) for e in encodings} == {(0.1, 1.2, 2.0)}
+    x = torch.randn(2, 3, *SIZES[1])
+    torch.manual_seed(5)
+    expected = eva.forward_features(x)
+    torch.manual_seed(5)
+    torch.testing.assert_close(model.forward_features(x), expected, atol=2e-5, rtol=1e-5)
+    torch.manual_seed(6)
+    assert (model.forward_features(x) - expected).abs().max() > 1e-3  # another draw, other outputs
+
+
+def test_timms_dinov3_without_augmentation_stays_without():
+    model = vispe.create_model('vit_small_patch16_dinov3')
+    encodings = [e for e in model.modules() if isinstance(e, RoPEDinoV3)]
+    assert len(encodings) == 12 and not any(e.augmented for e in encodings)
+
+
+@pytest.mark.parametrize(
+    ('kwargs', 'part'),
+    [
+        (dict(qk_norm=True), r'a norm inside attention \(qk_norm'),
+        (dict(use_post_norm=True), r'post-norm blocks \(use_post_norm=True\)'),
+        (dict(use_abs_pos_emb=True), r'an absolute position table \(use_abs_pos_emb=True\)'),
+        (dict(scale_mlp=True), r'a norm inside the MLP \(scale_mlp=True\)'),
+        (dict(rope_grid_offset=0.5), r'rope_grid_offset=0.5'),
+    ],
+)
+def test_what_cannot_be_carried_over_is_refused_by_name(kwargs, part):
+    with pytest.raises(TypeError, match=part + '.*VisionTransformerPE has no counterpart.*build it without'):
+        vispe.create_model('vit_small_patch16_dinov3', **kwargs)
