@@ -51,7 +51,9 @@ def encodings_declaring(capability: str) -> list[str]:
 
 
 def normalize_spec(spec: EncodingSpec) -> list[dict[str, Any]]:
-    """'rope_mixed', dict(type=...), or a list of those -> a list of config dicts (copies)."""
+    """'rope_mixed', dict(type=...), or a list of those -> a list of config dicts (copies). A string may be a
+    one-line spec (``parse_encoding_spec``: 'rope_dinov3:rescale=none', 'rope_mixed+peg'), so a command line can set
+    an encoding's options: ``--cfg-options model.backbone.encoding=rope_dinov3:rescale=none``."""
     if spec is None or spec == 'none':
         return []
     if isinstance(spec, Encoding):
@@ -61,6 +63,7 @@ def normalize_spec(spec: EncodingSpec) -> list[dict[str, Any]]:
         )
     if isinstance(spec, (str, dict)):
         spec = [spec]
+    spec = [part for item in spec for part in (parse_encoding_spec(item) if _one_line(item) else [item])]
     cfgs = []
     for item in spec:
         if isinstance(item, str):
@@ -75,6 +78,11 @@ def normalize_spec(spec: EncodingSpec) -> list[dict[str, Any]]:
     if dupes:
         raise ValueError(f'encoding(s) {dupes} listed twice; give each encoding once')
     return cfgs
+
+
+def _one_line(item: Any) -> bool:
+    """Whether ``item`` is a one-line spec with options or several encodings ('name:key=value', 'a+b')."""
+    return isinstance(item, str) and (':' in item or '+' in item)
 
 
 def _parse_value(text: str) -> Any:
