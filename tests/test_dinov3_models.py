@@ -9,6 +9,7 @@ import timm
 import torch
 
 import vispe
+from conftest import ROOT
 from vispe.backbones.timm_names import convert_eva_dinov3_state_dict
 from vispe.encodings.dinov3 import RoPEDinoV3
 
@@ -108,3 +109,77 @@ def test_timms_dinov3_without_augmentation_stays_without():
 def test_what_cannot_be_carried_over_is_refused_by_name(kwargs, part):
     with pytest.raises(TypeError, match=part + '.*VisionTransformerPE has no counterpart.*build it without'):
         vispe.create_model('vit_small_patch16_dinov3', **kwargs)
+
+
+def test_apply_encoding_swaps_the_encoding_and_keeps_every_weight():
+    model = vispe.create_model('vit_small_patch16_dinov3', depth=2, num_classes=3).eval()
+    with torch.no_grad():  # layer scale 1 rather than its 1e-5 init, so the blocks (and the positions) count
+        for name, p in model.named_parameters():
+            if name.endswith('.gamma'):
+                p.fill_(1.0)
+    swapped = vispe.apply_encoding(model, 'rope_mixed', copy_model=True).eval()
+    before, after = model.state_dict(), swapped.state_dict()
+    assert set(after) - set(before) == {f'blocks.{i}.attn.pe.rope_mixed.freqs' for i in range(2)}
+    assert all(torch.equal(before[k], after[k]) for k in before)  # tokens, layer scale, qkv (its pair order) kept
+    assert swapped.encoding_names == ['rope_mixed'] and model.encoding_names == ['rope_dinov3']
+    x = torch.randn(1, 3, *SIZES[1])
+    with torch.no_grad():
+        difference = swapped.forward_features(x) - model.forward_features(x)
+        assert difference[:, 5:].abs().max() > 1e-2  # the positions now come from rope_mixed
+
+
+def test_a_saved_dinov3_model_comes_back_through_local_dir(tmp_path):
+    model = vispe.create_model('vit_small_patch16_dinov3', depth=2, rope_rescale_coords=1.5).eval()
+    timm.models.save_for_hf(model, str(tmp_path))
+    back = vispe.create_model(f'local-dir:{tmp_path}', pretrained=True).eval()
+    assert [e.rescale for e in back.modules() if isinstance(e, RoPEDinoV3)] == [1.5, 1.5]
+    x = torch.randn(1, 3, *SIZES[0])
+    with torch.no_grad():
+        torch.testing.assert_close(back(x), model(x), atol=0, rtol=0)
+
+
+TINY = dict(img_size=32, patch_size=4, embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0, num_classes=27)
+
+
+@pytest.fixture(scope='module')
+def fine_tuned(tmp_path_factory):
+    """configs/vit/dinov3_tiny_shapes2d_position.py from local DINOv3-format weights (timm's Eva at random init, the
+    config's architecture), two Runner iterations."""
+    from conftest import train_in_process  # noqa: PLC0415
+
+    tmp = tmp_path_factory.mktemp('dinov3')
+    eva = random_eva('vit_small_patch16_dinov3', global_pool='token', **TINY)
+    torch.save(eva.state_dict(), tmp / 'weights.pth')
+    config = tmp / 'fine_tune.py'
+    config.write_text(f"""
+_base_ = ['{ROOT}/configs/vit/dinov3_tiny_shapes2d_position.py']
+model = dict(backbone=dict(pretrained=True, pretrained_cfg_overlay=dict(file='{tmp / 'weights.pth'}')))
+train_dataloader = dict(batch_size=8, dataset=dict(num_samples=16))
+val_dataloader = dict(batch_size=16, dataset=dict(num_samples=32))
+test_dataloader = val_dataloader
+param_scheduler = [dict(type='ConstantLR', factor=1.0, by_epoch=True, begin=0, end=1)]
+train_cfg = dict(max_epochs=1, val_interval=1)
+""")
+    path, checkpoint, init, runner = train_in_process(str(config), str(tmp / 'work'))
+    return path, checkpoint, init, convert_eva_dinov3_state_dict(eva.state_dict(), 4)
+
+
+def test_fine_tuning_from_a_config_starts_from_the_weights_file(fine_tuned):
+    from vispe.engine.checkpoint import load_checkpoint
+
+    _, checkpoint, init, weights = fine_tuned
+    assert set(init) == {f'backbone.{k}' for k in weights}
+    assert all(torch.equal(init[f'backbone.{k}'], v) for k, v in weights.items())
+    trained = load_checkpoint(checkpoint)['state_dict']
+    assert not torch.equal(trained['backbone.blocks.0.attn.qkv.weight'], init['backbone.blocks.0.attn.qkv.weight'])
+
+
+def test_eval_resolution_sweeps_both_strategies_and_they_agree_at_the_training_grid(fine_tuned):
+    from vispe.engine.config import load_config
+    from vispe.evaluation import resolution as R
+
+    config, checkpoint, _, _ = fine_tuned
+    results = R.sweep(load_config(config), checkpoint, [32, 64], None, 'cpu', show_progress=False)
+    cells = {(r['strategy'], r['resolution']): r['value'] for r in results['results']}
+    assert set(cells) == {(s, r) for s in ('none', 'extend') for r in (32, 64)}
+    assert cells[('none', 32)] == cells[('extend', 32)]

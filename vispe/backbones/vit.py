@@ -9,6 +9,7 @@ image size: any H x W divisible by the patch size, non-square included.
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any, cast
 
 import timm
@@ -452,6 +453,12 @@ def create_model(
                 kwargs['encoding'] = encoding
             return vispe_vit.from_local_dir(cfg, architecture, model_args, pretrained, checkpoint_path, **kwargs)
     features_only, feature_kwargs = vispe_vit.split_feature_args(model_name, kwargs)
+    overlay = kwargs.get('pretrained_cfg_overlay') or {}
+    if pretrained and isinstance(overlay, dict) and overlay.get('file') and not os.path.isfile(overlay['file']):
+        raise FileNotFoundError(
+            f"pretrained_cfg_overlay=dict(file={overlay['file']!r}): no such file (relative paths start at "
+            f'{os.getcwd()}); put the weights file there or give its path'
+        )
     sampler = kwargs.pop('position_sampler', None)
     mixed = kwargs.pop('mixed_sizes', 'pad'), kwargs.pop('pack_tokens', None)
     check_vit_kwargs(kwargs, defaults=False)
