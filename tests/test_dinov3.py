@@ -171,11 +171,12 @@ def test_extend_needs_the_training_grid():
 
 
 def test_a_config_sets_its_options_in_one_line():
-    """``--cfg-options model.backbone.encoding=rope_dinov3:rescale=none`` (the leaderboard's run without augmentation)."""
+    """``--cfg-options model.backbone.encoding=rope_dinov3:rescale=none``: the leaderboard's run without
+    augmentation."""
     model = vispe.create_model(
         'vit_tiny_patch16_224', encoding='rope_dinov3:rescale=none', img_size=32, patch_size=8, depth=2
     )
     encodings = [e for e in model.modules() if isinstance(e, RoPEDinoV3)]
     assert len(encodings) == 2 and all(e.rescale is None and not e.augmented for e in encodings)
-    with pytest.raises(TypeError, match="rescal.*rescale"):
+    with pytest.raises(TypeError, match='rescal.*rescale'):
         vispe.create_model('vit_tiny_patch16_224', encoding='rope_dinov3:rescal=none', img_size=32, patch_size=8)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import timm
 import torch
+from conftest import ROOT
 
 import vispe
-from conftest import ROOT
 from vispe.backbones.timm_names import convert_eva_dinov3_state_dict
 from vispe.encodings.dinov3 import RoPEDinoV3
 
@@ -75,7 +75,8 @@ def test_local_weights_load_through_pretrained_cfg_overlay_and_carry_timms_prepr
 
 def test_the_augmentation_is_timms_own_in_training():
     """timm's rope_*_coords arguments become rope_dinov3's; from the same seed, training mode draws the same."""
-    name, options = 'vit_small_patch16_dinov3', dict(rope_shift_coords=0.1, rope_jitter_coords=1.2, rope_rescale_coords=2)
+    name = 'vit_small_patch16_dinov3'
+    options = dict(rope_shift_coords=0.1, rope_jitter_coords=1.2, rope_rescale_coords=2)
     eva = random_eva(name, **options).train()
     model = vispe.create_model(name, **options).train()
     model.load_state_dict(convert_eva_dinov3_state_dict(eva.state_dict(), 6))

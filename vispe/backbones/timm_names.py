@@ -173,7 +173,7 @@ def rotate_half_order(head_dim: int) -> torch.Tensor:
     return torch.stack([half, half + head_dim // 2], dim=-1).flatten()
 
 
-def eva_dinov3_arguments(eva: nn.Module) -> tuple[dict[str, Any], dict[str, Any]]:
+def eva_dinov3_arguments(eva: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The VisionTransformerPE arguments and the ``rope_dinov3`` options that rebuild timm's DINOv3 ``eva`` (its
     modules read, not its name), or a TypeError naming the part that vispe's blocks cannot carry."""
     from timm.layers import Mlp, SwiGLU
@@ -240,7 +240,7 @@ def eva_dinov3_arguments(eva: nn.Module) -> tuple[dict[str, Any], dict[str, Any]
         final_norm=not isinstance(eva.norm, nn.Identity),
         fc_norm=not isinstance(eva.fc_norm, nn.Identity),
         dynamic_img_size=True,
-        norm_layer=functools.partial(type(norm), eps=norm.eps),
+        norm_layer=functools.partial(norm.__class__, eps=norm.eps),
         act_layer=type(mlp.act),
         mlp_layer=type(mlp),
     )
@@ -275,7 +275,9 @@ def convert_eva_dinov3_state_dict(
             weight = value
             q_bias = state_dict.get(prefix.replace('qkv.', 'q_bias'))
             v_bias = state_dict.get(prefix.replace('qkv.', 'v_bias'))
-            bias = None if q_bias is None else torch.cat([q_bias, torch.zeros_like(q_bias), v_bias])
+            bias = None
+            if q_bias is not None and v_bias is not None:
+                bias = torch.cat([q_bias, torch.zeros_like(q_bias), v_bias])
             if rotate_half:
                 dim = weight.shape[0] // 3
                 order = rotate_half_order(dim // num_heads)

@@ -402,7 +402,7 @@ def _from_eva_dinov3(model_name: str, pretrained: bool, **kwargs: Any) -> tuple[
     """``from_eva_dinov3``, and the ``rope_dinov3`` spec it built."""
     if not is_eva_dinov3(model_name):
         raise ValueError(f"{model_name} is not one of timm's DINOv3 names (vit_*_dinov3*)")
-    eva = timm.create_model(model_name, pretrained=pretrained, **kwargs)
+    eva: Any = timm.create_model(model_name, pretrained=pretrained, **kwargs)  # timm's Eva
     vit_args, rope = eva_dinov3_arguments(eva)
     vit_args.update({k: v for k, v in kwargs.items() if k in _DINOV3_PASSED})
     vit = VisionTransformerPE(encoding=rope, **vit_args)
@@ -456,7 +456,7 @@ def create_model(
     overlay = kwargs.get('pretrained_cfg_overlay') or {}
     if pretrained and isinstance(overlay, dict) and overlay.get('file') and not os.path.isfile(overlay['file']):
         raise FileNotFoundError(
-            f"pretrained_cfg_overlay=dict(file={overlay['file']!r}): no such file (relative paths start at "
+            f'pretrained_cfg_overlay=dict(file={overlay["file"]!r}): no such file (relative paths start at '
             f'{os.getcwd()}); put the weights file there or give its path'
         )
     sampler = kwargs.pop('position_sampler', None)

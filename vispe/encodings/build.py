@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import inspect
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from vispe.encodings.base import Encoding, check_heads
 from vispe.registry import ENCODINGS, closest
@@ -80,7 +80,7 @@ def normalize_spec(spec: EncodingSpec) -> list[dict[str, Any]]:
     return cfgs
 
 
-def _one_line(item: Any) -> bool:
+def _one_line(item: Any) -> TypeGuard[str]:
     """Whether ``item`` is a one-line spec with options or several encodings ('name:key=value', 'a+b')."""
     return isinstance(item, str) and (':' in item or '+' in item)
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Optional
 
 import torch
 
@@ -58,7 +57,7 @@ _ENCODING_STRATEGY: property = vars(Encoding)['strategy']
 
 @torch.fx.wrap
 def coordinate_augmentation(
-    shift: Optional[float], jitter: Optional[float], rescale: Optional[float], device: torch.device
+    shift: float | None, jitter: float | None, rescale: float | None, device: torch.device
 ) -> torch.Tensor:
     """One draw of DINOv3's coordinate augmentation, (2, 2) float32: row 0 the shift of (row, col), row 1 their
     factors (jitter times rescale). Drawn in DINOv3's order (shift, jitter, rescale) from the global generator. An FX
@@ -142,7 +141,9 @@ class RoPEDinoV3(Encoding):
             raise ValueError(f'rope_dinov3: shift is a bound >= 0 on the normalised coordinates, got {shift}')
         for name, factor in (('jitter', jitter), ('rescale', rescale)):
             if factor is not None and not (math.isfinite(factor) and factor >= 1):
-                raise ValueError(f'rope_dinov3: {name} is a factor >= 1 (log-uniform in [1/{name}, {name}]), got {factor}')
+                raise ValueError(
+                    f'rope_dinov3: {name} is a factor >= 1 (log-uniform in [1/{name}, {name}]), got {factor}'
+                )
         self.head_dim = dim // num_heads
         self.base, self.min_period, self.max_period = base, min_period, max_period
         self.normalize = normalize
