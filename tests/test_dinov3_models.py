@@ -184,3 +184,17 @@ def test_eval_resolution_sweeps_both_strategies_and_they_agree_at_the_training_g
     cells = {(r['strategy'], r['resolution']): r['value'] for r in results['results']}
     assert set(cells) == {(s, r) for s in ('none', 'extend') for r in (32, 64)}
     assert cells[('none', 32)] == cells[('extend', 32)]
+
+
+def test_every_dinov3_name_of_timm_converts_including_those_too_large_for_a_test():
+    """Read off timm's model built on the meta device (no memory): the arguments of every DINOv3 size resolve."""
+    from vispe.backbones.timm_names import eva_dinov3_arguments, is_eva_dinov3
+
+    names = [n for n in timm.list_models('*dinov3*') if is_eva_dinov3(n)]
+    assert {'vit_7b_patch16_dinov3', 'vit_huge_plus_patch16_dinov3_qkvb', 'vit_large_patch16_dinov3'} <= set(names)
+    for name in names:
+        eva = timm.create_model(name, device='meta')
+        vit, rope = eva_dinov3_arguments(eva)
+        assert (vit['embed_dim'], vit['depth'], vit['reg_tokens']) == (eva.embed_dim, len(eva.blocks), 4), name
+        assert (vit['mlp_layer'].__name__ == 'SwiGLU') == ('plus' in name or '7b' in name), name
+        assert vit['qkv_bias'] == name.endswith('_qkvb') and rope['type'] == 'rope_dinov3', name
