@@ -37,7 +37,7 @@ from vispe.positions import RPE2D, Cameras, Positions, grid_coords, grid_positio
 IMAGE = vispe.list_encodings(ndim=2)
 POINT = vispe.list_encodings(ndim=3)
 CAMERA = sorted(set(vispe.list_encodings(ndim=2, cameras=True)) - set(IMAGE))
-GRID_ROTARY = ['rope_axial', 'rope_mixed', 'harope']
+GRID_ROTARY = ['rope_axial', 'rope_mixed', 'harope', 'rope_dinov3']
 COMROPE = ['comrope_ap', 'comrope_ld']
 #: every encoding with a rotate hook, and the test below that checks its relative property
 RELATIVE_TESTED = {*GRID_ROTARY, *COMROPE, 'rope3d', 'gta'}
@@ -406,9 +406,10 @@ def image_positions(data, h: int, w: int, num_prefix: int, batch: int) -> Positi
 
 
 def shifted(pos: Positions, t: tuple) -> Positions:
-    """The same tokens moved by t: same grid (and extent), no cache key (the coords are not the grid's)."""
+    """The same tokens moved by t: same grid (and extent), no cache key (the coords are not the grid's), and the same
+    forward pass's random draws (rope_dinov3's augmentation in training)."""
     coords = pos.coords + torch.tensor(t, dtype=pos.coords.dtype)
-    return Positions(coords, grid=pos.grid, num_prefix=pos.num_prefix, extent=pos.extent)
+    return Positions(coords, grid=pos.grid, num_prefix=pos.num_prefix, extent=pos.extent, draws=pos.draws)
 
 
 def randomize(enc: torch.nn.Module, std: float) -> None:
@@ -422,9 +423,10 @@ def randomize(enc: torch.nn.Module, std: float) -> None:
 @fuzz(50)
 @given(data=st.data())
 def test_grid_rotary_patch_logits_depend_only_on_offsets(name: str, data) -> None:
-    """rope_axial, rope_mixed, harope: shifting every token by t leaves the patch-patch logits as they are, for any
-    resolution strategy (its scales come from the grid, which a shift keeps), on a grid or rpe2d-sampled positions.
-    rope_axial / rope_mixed leave prefix tokens untouched and keep norms (strategy none / interpolate / ntk)."""
+    """rope_axial, rope_mixed, harope, rope_dinov3: shifting every token by t leaves the patch-patch logits as they
+    are, for any resolution strategy (its scales come from the grid, which a shift keeps), on a grid or rpe2d-sampled
+    positions (rope_dinov3 in training mode: its augmentation drawn once for both). All but harope leave prefix
+    tokens untouched and keep norms (strategy none / interpolate / ntk)."""
     h, w = data.draw(grids, label='grid')
     batch, heads = data.draw(st.integers(1, 2), label='batch'), data.draw(st.integers(1, 3), label='heads')
     head_dim = data.draw(st.sampled_from([4, 8, 16, 32]), label='head dim')
@@ -434,7 +436,7 @@ def test_grid_rotary_patch_logits_depend_only_on_offsets(name: str, data) -> Non
     t = data.draw(shifts(2), label='shift')
     torch.manual_seed(data.draw(seeds, label='seed'))
     enc = vispe.build_encoding(name, dim=heads * head_dim, num_heads=heads, grid_size=train)
-    if name != 'rope_axial':
+    if name not in ('rope_axial', 'rope_dinov3'):  # rope_dinov3 has no parameters either
         randomize(enc, 0.5 if name == 'rope_mixed' else 0.3)
     strategy = set_strategy(enc, data)
     pos = image_positions(data, h, w, num_prefix, batch)
@@ -448,7 +450,7 @@ def test_grid_rotary_patch_logits_depend_only_on_offsets(name: str, data) -> Non
     assert_logits_match(name, patch_logits(q3, k3, num_prefix), want, q2, k2, dtype, f'patch logits ({strategy})')
     assert_moves(name, q3[..., num_prefix:, :], q2[..., num_prefix:, :], 'the rotated q')
     # yarn multiplies q and k by one scale after the rotation, prefix tokens included; the others by 1
-    yarn = enc.qk_scale(enc.axis_scales(pos.coords, pos.grid))
+    yarn = 1.0 if name == 'rope_dinov3' else enc.qk_scale(enc.axis_scales(pos.coords, pos.grid))
     assert yarn == 1.0 or strategy == 'yarn', f'{name}: {strategy} scales q and k by {yarn}'
     if name == 'harope':  # M and M^-T cancel between prefix tokens, which RoPE leaves unrotated
         torch.testing.assert_close(
