@@ -82,7 +82,9 @@ def rotary_encodings(names):
 
 def test_rotary_is_derived_from_the_rotate_hook():
     rotary = rotary_encodings(vispe.list_encodings())
-    assert {'rope_axial', 'rope_mixed', 'comrope_ap', 'comrope_ld', 'harope', 'gta', 'rope3d'} == set(rotary)
+    assert {'rope_axial', 'rope_mixed', 'rope_dinov3', 'comrope_ap', 'comrope_ld', 'harope', 'gta', 'rope3d'} == set(
+        rotary
+    )
 
 
 @pytest.mark.parametrize(
