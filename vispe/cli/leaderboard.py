@@ -37,6 +37,10 @@ from vispe.evaluation.leaderboard import (
     write_model_zoo,
 )
 
+#: option variants the board trains beside the registered encodings: rope_dinov3 without its training-time
+#: coordinate augmentation (on by default), to show what the augmentation does
+VARIANTS = ('rope_dinov3:rescale=none',)
+
 
 def main(
     argv: Sequence[str] | None = None,
@@ -46,7 +50,13 @@ def main(
     default_archive: str = '',
 ) -> None:
     parser = argparse.ArgumentParser(prog=prog, description='Train and rank every 2D encoding on shapes2d')
-    parser.add_argument('--encodings', nargs='+', default=list_encodings(ndim=2))
+    parser.add_argument(
+        '--encodings',
+        nargs='+',
+        default=list_encodings(ndim=2) + list(VARIANTS),
+        help="names, or one-line specs with options ('rope_dinov3:rescale=none'; 'a+b' combines); default: every 2D "
+        'encoding and ' + ', '.join(VARIANTS),
+    )
     parser.add_argument(
         '--tasks', nargs='+', default=list(SHAPES2D_TASK_CONFIGS), choices=sorted(SHAPES2D_TASK_CONFIGS)
     )
