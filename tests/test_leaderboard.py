@@ -410,3 +410,22 @@ def test_a_run_records_the_commit_of_the_code_its_process_loaded(tmp_path, monke
     lb._loaded_commit.cache_clear()
     archive.store(runs[0], _results(['32'], ['default']), None)  # only read: the record of its training is kept
     assert json.loads((Path(archive.folder(runs[0])) / 'run.json').read_text())['commit'] == '1111111'
+
+
+def test_an_option_variant_is_a_run_of_its_own_in_a_folder_every_file_system_takes():
+    """'rope_dinov3:rescale=none': its cfg-option builds rope_dinov3 without augmentation; its folder has no ':'."""
+    from mmengine.registry import init_default_scope
+
+    from vispe.encodings.dinov3 import RoPEDinoV3
+    from vispe.evaluation.compare import run_config
+    from vispe.evaluation.model_zoo import model_name
+    from vispe.registry import MODELS
+
+    (run,) = leaderboard_runs({'position': 'configs/vit/vit_tiny_shapes2d_position.py'}, ['rope_dinov3:rescale=none'],
+                              [0], 'out')  # fmt: skip
+    assert run.work_dir == os.path.join('out', 'position', 'rope_dinov3@rescale=none', 'seed0')
+    assert run.encoding == 'rope_dinov3:rescale=none'  # the table's row
+    assert model_name('position', run.encoding) == 'vit_tiny_rope_dinov3-rescale-none_shapes2d_position'
+    init_default_scope('vispe')
+    encodings = [m for m in MODELS.build(run_config(run).model).modules() if isinstance(m, RoPEDinoV3)]
+    assert encodings and all(e.rescale is None for e in encodings)

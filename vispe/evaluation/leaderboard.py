@@ -50,7 +50,7 @@ def leaderboard_runs(
         Run(
             task_label(task, regime),
             configs[task],
-            os.path.join(out, *([] if regime == 'fixed' else [regime]), task, enc, f'seed{seed}'),
+            os.path.join(out, *([] if regime == 'fixed' else [regime]), task, run_folder(enc), f'seed{seed}'),
             [encoding_option(enc), f'randomness.seed={seed}'],
             encoding=enc,
             seed=seed,
@@ -61,6 +61,13 @@ def leaderboard_runs(
         for enc in encodings
         for seed in seeds
     ]
+
+
+def run_folder(encoding: str) -> str:
+    """The folder name of an encoding's runs: the name itself, a one-line spec's ':' as '@'
+    ('rope_dinov3:rescale=none' -> 'rope_dinov3@rescale=none'), which every file system takes (the archive is
+    committed)."""
+    return encoding.replace(':', '@')
 
 
 def task_label(task: str, regime: str) -> str:

@@ -31,8 +31,11 @@ KEPT_META = ('epoch', 'iter', 'seed', 'experiment_name', 'mmengine_version', 'da
 
 
 def model_name(task: str, encoding: str) -> str:
-    """'rope_mixed+peg' on 'position' -> 'vit_tiny_rope_mixed-peg_shapes2d_position' (the configs/vit/ naming)."""
-    return f'vit_tiny_{encoding.replace("+", "-")}_shapes2d_{task}'
+    """'rope_mixed+peg' on 'position' -> 'vit_tiny_rope_mixed-peg_shapes2d_position' (the configs/vit/ naming); a
+    one-line spec's options join with '-': 'rope_dinov3:rescale=none' -> 'vit_tiny_rope_dinov3-rescale-none_...'."""
+    for sep in '+:=,':
+        encoding = encoding.replace(sep, '-')
+    return f'vit_tiny_{encoding}_shapes2d_{task}'
 
 
 def sha256(path: str) -> str:
