@@ -429,3 +429,20 @@ def test_an_option_variant_is_a_run_of_its_own_in_a_folder_every_file_system_tak
     init_default_scope('vispe')
     encodings = [m for m in MODELS.build(run_config(run).model).modules() if isinstance(m, RoPEDinoV3)]
     assert encodings and all(e.rescale is None for e in encodings)
+
+
+def test_an_option_variant_gets_rows_of_its_own(monkeypatch):
+    """Both runs' results name the encoding alone ('peg' here, as eval_resolution labels a model); the board keeps
+    them apart by the runs' own labels."""
+    from vispe.evaluation import leaderboard as lb
+
+    values = {'peg': 40.0, 'peg:option=1': 60.0}
+    monkeypatch.setattr(
+        lb, 'train_and_evaluate', lambda run, res, log: _results(res, ['default'], values[run.encoding])
+    )
+    runs = leaderboard_runs({'position': 'p.py'}, list(values), [0], 'out')
+    stats = lb.summarize(lb.collect(runs, ['32']))
+    assert {k: v[0] for k, v in stats.items()} == {
+        ('position', 'peg', 'default', '32'): 40.0,
+        ('position', 'peg:option=1', 'default', '32'): 60.0,
+    }

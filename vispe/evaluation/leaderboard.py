@@ -257,7 +257,7 @@ def collect(
     train: bool = True,
 ) -> dict[Key, list[float]]:
     """Train / reuse and evaluate every run (``work``, default ``train_and_evaluate``; or read its ``archive``d
-    result); values per (task, encoding label, strategy, resolution).
+    result); values per (task, the run's encoding label, strategy, resolution).
 
     ``jobs`` > 1 trains that many runs at once, each in a process of its own (spawned) with cpu_count / jobs
     threads; on a GPU they share it. Each finished run is archived as it finishes; a run that fails does not stop
@@ -294,7 +294,9 @@ def collect(
     values: dict[Key, list[float]] = {}
     for i, run in enumerate(runs):
         for row in done[i]['results'] if i in done else []:
-            key = (run.task, row['encoding'], row['strategy'], resolution_label(row['resolution']))
+            # the run's own label, which names an option variant ('rope_dinov3:rescale=none') where the results
+            # name only the encoding
+            key = (run.task, run.encoding, row['strategy'], resolution_label(row['resolution']))
             values.setdefault(key, []).append(row['value'])
     return values
 
