@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import timm
 import torch
@@ -182,7 +182,7 @@ def eva_dinov3_arguments(eva: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
     name = type(eva).__name__
 
-    def refuse(part: str) -> None:
+    def refuse(part: str) -> NoReturn:
         raise TypeError(
             f'{name} with {part}: VisionTransformerPE has no counterpart, so vispe cannot carry it over; vispe '
             "converts timm's DINOv3 models as timm builds them (pre-norm blocks, fused qkv, no qk norm, no absolute "
@@ -192,7 +192,6 @@ def eva_dinov3_arguments(eva: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     rope = getattr(eva, 'rope', None)
     if not isinstance(rope, RotaryEmbeddingDinoV3):
         refuse(f'rotary embedding {type(rope).__name__} (rope_type other than dinov3)')
-    assert isinstance(rope, RotaryEmbeddingDinoV3)
     if rope.grid_offset != 0 or rope.grid_indexing != 'ij':
         refuse(f'rope_grid_offset={rope.grid_offset}, rope_grid_indexing={rope.grid_indexing!r}')
     if getattr(eva, 'pos_embed', None) is not None:

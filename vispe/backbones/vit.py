@@ -488,7 +488,6 @@ def create_model(
         spec = eva[1] if eva and encoding == 'default' else encoding
         if dinov3 and encoding == 'default':
             spec = dinov3_spec
-
         vispe_vit.adopt_converted(model, base, spec, source_cfg, pretrained, kwargs)
     if sampler is not None:
         model.position_sampler = build_position_sampler(sampler, grid=model.patch_embed.grid_size)
