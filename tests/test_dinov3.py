@@ -10,17 +10,12 @@ from timm.layers.pos_embed_sincos import RotaryEmbeddingDinoV3, _apply_coord_aug
 
 import vispe
 import vispe.encodings.dinov3 as dinov3
+from vispe.backbones.timm_names import rotate_half_order
 from vispe.encodings.dinov3 import RoPEDinoV3
 from vispe.positions import Positions, grid_positions
 
 DIM, HEADS = 128, 2
 HEAD_DIM = DIM // HEADS
-
-
-def rotate_half_to_pairs(head_dim: int) -> torch.Tensor:
-    """The channel order that turns DINOv3's rotate-half pairs (j, j + d/2) into vispe's interleaved (2j, 2j + 1)."""
-    half = torch.arange(head_dim // 2)
-    return torch.stack([half, half + head_dim // 2], dim=-1).flatten()
 
 
 @pytest.mark.parametrize('shape', [(4, 6), (7, 3), (14, 14)])
@@ -42,7 +37,7 @@ def test_rotation_equals_timms_dinov3_rope(shape, options):
     x = torch.randn(2, HEADS, 3 + shape[0] * shape[1], HEAD_DIM)
     expected = x.clone()
     expected[:, :, 3:] = apply_rot_embed_cat(x[:, :, 3:], reference.get_embed(), half=True)
-    order = rotate_half_to_pairs(HEAD_DIM)
+    order = rotate_half_order(HEAD_DIM)
     enc = RoPEDinoV3(DIM, HEADS, **options).eval()
     q, k = enc.rotate(x[..., order], x[..., order].clone(), grid_positions(*shape, num_prefix=3))
     torch.testing.assert_close(q, expected[..., order], atol=1e-5, rtol=1e-5)

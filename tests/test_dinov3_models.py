@@ -73,6 +73,22 @@ def test_local_weights_load_through_pretrained_cfg_overlay_and_carry_timms_prepr
     assert (cfg['mean'], cfg['std']) == (eva.pretrained_cfg['mean'], eva.pretrained_cfg['std'])
 
 
+def test_a_missing_weights_file_is_named_and_a_saved_folder_still_loads(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"file='checkpoints/absent\.pth'\): no such file or folder"):
+        vispe.create_model(
+            'vit_small_patch16_dinov3', pretrained=True, pretrained_cfg_overlay=dict(file='checkpoints/absent.pth')
+        )
+    model = vispe.create_model('vit_tiny_patch16_rope_axial_224', img_size=32, patch_size=8, depth=1).eval()
+    timm.models.save_for_hf(model, str(tmp_path))  # a folder: vispe's names read its model.safetensors
+    back = vispe.create_model(
+        'vit_tiny_patch16_rope_axial_224', img_size=32, patch_size=8, depth=1, pretrained=True,
+        pretrained_cfg_overlay=dict(file=str(tmp_path)),
+    ).eval()  # fmt: skip
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(back(x), model(x), atol=0, rtol=0)
+
+
 def test_the_augmentation_is_timms_own_in_training():
     """timm's rope_*_coords arguments become rope_dinov3's; from the same seed, training mode draws the same."""
     name = 'vit_small_patch16_dinov3'

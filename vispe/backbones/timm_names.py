@@ -253,7 +253,7 @@ def eva_dinov3_arguments(eva: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         jitter=rope.jitter_coords,
         rescale=rope.rescale_coords,
     )
-    return vit, {k: v for k, v in encoding.items() if v is not None or k in ('rescale',)}
+    return vit, {k: v for k, v in encoding.items() if v is not None or k == 'rescale'}  # rescale None: off
 
 
 def convert_eva_dinov3_state_dict(

@@ -88,8 +88,14 @@ def _strip_prefix(state: dict[str, torch.Tensor], model_keys: set) -> dict[str, 
 
 def weights_file(cfg: dict[str, Any]) -> str:
     """The weights named by a pretrained config's ``file``: the file itself, or in a folder (timm's
-    ``save_for_hf`` / ``local-dir:``) its model.safetensors or pytorch_model.bin."""
+    ``save_for_hf`` / ``local-dir:``) its model.safetensors or pytorch_model.bin; a path that does not exist is a
+    FileNotFoundError naming it."""
     path = cfg['file']
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f'pretrained_cfg_overlay=dict(file={path!r}): no such file or folder (relative paths start at '
+            f'{os.getcwd()}); put the weights there or give their path'
+        )
     if os.path.isdir(path):
         for name in ('model.safetensors', 'pytorch_model.bin', 'open_clip_pytorch_model.bin'):
             if os.path.isfile(os.path.join(path, name)):

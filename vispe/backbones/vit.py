@@ -9,7 +9,6 @@ image size: any H x W divisible by the patch size, non-square included.
 from __future__ import annotations
 
 import copy
-import os
 from typing import Any, cast
 
 import timm
@@ -454,11 +453,8 @@ def create_model(
             return vispe_vit.from_local_dir(cfg, architecture, model_args, pretrained, checkpoint_path, **kwargs)
     features_only, feature_kwargs = vispe_vit.split_feature_args(model_name, kwargs)
     overlay = kwargs.get('pretrained_cfg_overlay') or {}
-    if pretrained and isinstance(overlay, dict) and overlay.get('file') and not os.path.isfile(overlay['file']):
-        raise FileNotFoundError(
-            f'pretrained_cfg_overlay=dict(file={overlay["file"]!r}): no such file (relative paths start at '
-            f'{os.getcwd()}); put the weights file there or give its path'
-        )
+    if pretrained and isinstance(overlay, dict) and overlay.get('file'):
+        vispe_vit.weights_file(overlay)  # a missing file, named before timm's loader gets there (timm names too)
     sampler = kwargs.pop('position_sampler', None)
     mixed = kwargs.pop('mixed_sizes', 'pad'), kwargs.pop('pack_tokens', None)
     check_vit_kwargs(kwargs, defaults=False)
