@@ -313,7 +313,7 @@ def test_rotating_by_rows_matches_the_gathered_complex_table(heads_share_rows, s
         q, k = (qkv[i].detach().clone().requires_grad_() for i in range(2))
         rows = rows0.clone().requires_grad_()
         if gathered:
-            table = rotary_table(rows, 0)[index].movedim(1, -2)  # (B, [H,] T, d/2)
+            table = rotary_table(rows, 0)[index].movedim(1, -3)  # (B, [H,] T, d/2, 2)
             table = table.unsqueeze(1) if heads_share_rows else table
             out = rotate_pairs(q, table, s), rotate_pairs(k, table, s)
         else:

@@ -228,8 +228,13 @@ class GridTableCache:
 
     Kept outside the module's state dict so they never land in checkpoints. A table built under
     ``torch.inference_mode`` is an inference tensor, which autograd refuses to save: it is kept apart from the
-    others (the mode is part of the key, outside torch.compile), so an evaluation in inference mode does not break
-    training at its grid.
+    others (the mode is part of the key), so an evaluation in inference mode does not break training at its grid.
+
+    Under ``torch.compile`` the cache is neither read nor written: the table is built inside the graph. A lookup
+    would make dynamo guard on the dict's contents, and the first call's insertion would then fail that guard and
+    recompile the model (once per table, and again whenever an eager call fills the cache). Built in the graph, the
+    tables of all layers are the same ops on the same inputs, which AOTAutograd's common-subexpression pass merges:
+    the compiled model computes each table once per forward pass.
     """
 
     def __init__(self, max_entries: int = 8) -> None:
@@ -238,10 +243,9 @@ class GridTableCache:
 
     def get(self, key: Hashable | None, build: Callable[[], _Table]) -> _Table:
         """The table of ``key``: cached, or made by ``build`` (a tensor, or a tuple of them as iRPE's buckets)."""
-        if key is None:
+        if key is None or torch.compiler.is_compiling():
             return build()
-        if not torch.compiler.is_compiling():  # dynamo would break the graph on the mode query
-            key = (key, torch.is_inference_mode_enabled())
+        key = (key, torch.is_inference_mode_enabled())
         table = self._tables.get(key)
         if table is None:
             if len(self._tables) >= self.max_entries:

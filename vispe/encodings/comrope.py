@@ -44,7 +44,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from vispe.encodings.base import Encoding
-from vispe.encodings.rope import rotary_table, rotate_by_rows, rotate_pairs
+from vispe.encodings.rope import rotate_by_rows
+from vispe.kernels.rotary import rotary_table, rotate_qk
 from vispe.layout import TokenLayout
 from vispe.positions import Positions, autocast_off
 from vispe.registry import ENCODINGS
@@ -307,12 +308,11 @@ class ComRoPE(Encoding):
         with autocast_off(q):
             gen, t = self.skew_generators(), self.multipliers(x, num_prefix)
             if self.block_size == 2:  # e^(i t_j omega_j), omega = S[1, 0]: (..., H, N, d/2)
-                table = rotary_table(t[..., None, :, :] * gen[:, None, :, 1, 0], 0)
-                return rotate_pairs(q, table), rotate_pairs(k, table)
+                return rotate_qk(q, k, rotary_table(t[..., None, :, :] * gen[:, None, :, 1, 0]))
             if self.block_size == 4:  # M^T D(t omega) M: two plane rotations per block in M's frame
                 frame, rates = isoclinic_frame(gen)
-                table = rotary_table((t[..., None, :, :, None] * rates[:, None]).flatten(-2), 0)  # (..., H, N, d/2)
-                return rotate_in_frame(q, k, frame, lambda qy, ky: (rotate_pairs(qy, table), rotate_pairs(ky, table)))
+                table = rotary_table((t[..., None, :, :, None] * rates[:, None]).flatten(-2))  # (..., H, N, d/2, 2)
+                return rotate_in_frame(q, k, frame, lambda qy, ky: rotate_qk(qy, ky, table))
             rot = exp_skew(gen, t)
             return apply_blocks(q, rot), apply_blocks(k, rot)
 

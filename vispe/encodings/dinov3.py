@@ -45,7 +45,8 @@ from collections.abc import Sequence
 import torch
 
 from vispe.encodings.base import Encoding, GridTableCache, check_positive
-from vispe.encodings.rope import axial_frequencies, rotary_table, rotate_pairs, train_grid_from
+from vispe.encodings.rope import axial_frequencies, train_grid_from
+from vispe.kernels.rotary import rotary_table, rotate_qk
 from vispe.positions import Positions, sizes_tensor
 from vispe.registry import ENCODINGS
 
@@ -206,8 +207,8 @@ class RoPEDinoV3(Encoding):
         return torch.cat([coords[..., 0, None] * omega, coords[..., 1, None] * omega], dim=-1)
 
     def table(self, pos: Positions, draw: torch.Tensor | None = None) -> torch.Tensor:
-        """The complex table (num_prefix + N, d/2), or (B, num_prefix + N, d/2) for per-sample positions; a mixed
-        batch's prefix and padding rows are 1 (no rotation)."""
+        """The (cos, sin) table (num_prefix + N, d/2, 2), or (B, num_prefix + N, d/2, 2) for per-sample positions; a
+        mixed batch's prefix and padding rows are (1, 0) (no rotation)."""
         angles = self.angles(self.coordinates(pos, draw))
         if pos.layout is not None:
             angles = angles * pos.layout.patch_mask(pos.coords.device)[..., None]
@@ -230,8 +231,7 @@ class RoPEDinoV3(Encoding):
             table = self._cache.get(pos.cache_key(self.strategy), lambda: self.table(pos))
         else:
             table = self.table(pos, drawn)
-        table = table.unsqueeze(-3)  # a head axis in front of the tokens, shared by the heads
-        return rotate_pairs(q, table), rotate_pairs(k, table)
+        return rotate_qk(q, k, table.unsqueeze(-4))  # a head axis in front of the tokens, shared by the heads
 
 
 __all__ = ['NORMALIZE', 'RoPEDinoV3', 'coordinate_augmentation', 'dinov3_periods']

@@ -37,7 +37,7 @@ from torch import nn
 
 from vispe.encodings.base import Encoding, check_positive
 from vispe.encodings.camera import camera_poses, require_cameras
-from vispe.encodings.rope import rotary_table, rotate_pairs
+from vispe.kernels.rotary import rotary_table, rotate_pairs
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
@@ -134,15 +134,17 @@ class GTA(Encoding):
         return coords
 
     def so2_table(self, pos: Positions) -> torch.Tensor:
-        """(N_total, so2_dims / 2) complex rotations of the patch positions: col pairs first, then row pairs."""
+        """(N_total, so2_dims / 2, 2) (cos, sin) rotations of the patch positions: col pairs first, then row pairs."""
         coords = self.so2_coords(pos)
         angles = torch.cat([coords[..., 1, None] * self.freqs, coords[..., 0, None] * self.freqs], dim=-1)
         return rotary_table(angles, pos.num_prefix)
 
     # --- applying it ----------------------------------------------------------------------------------------------
-    def _transform(self, x: torch.Tensor, blocks: torch.Tensor, transpose: bool, table: torch.Tensor) -> torch.Tensor:
+    def _transform(
+        self, x: torch.Tensor, blocks: torch.Tensor, transpose: bool, table: torch.Tensor, inverse: bool = False
+    ) -> torch.Tensor:
         """x (B, H, N, d): SE(3) channels by ``blocks`` (B, N, 4, 4) (transposed when asked), SO(2) channels by
-        ``table``; other channels unchanged."""
+        ``table`` (by its inverse with ``inverse``); other channels unchanged."""
         B, H, N, _ = x.shape
         xf = x.float()
         se3, so2, rest = xf.split([self.se3_dims, self.so2_dims, self.head_dim - self.se3_dims - self.so2_dims], -1)
@@ -151,7 +153,7 @@ class GTA(Encoding):
             equation = 'bnji,bhnkj->bhnki' if transpose else 'bnij,bhnkj->bhnki'
             parts.append(torch.einsum(equation, blocks, se3.reshape(B, H, N, -1, 4)).reshape(B, H, N, -1))
         if self.so2_dims:
-            parts.append(rotate_pairs(so2, table))
+            parts.append(rotate_pairs(so2, table, inverse=inverse))
         parts.append(rest)
         return torch.cat(parts, dim=-1).type_as(x)
 
@@ -170,7 +172,7 @@ class GTA(Encoding):
         if not self.transform_values:
             return out
         _, inv = self.pose_blocks(pos)
-        return self._transform(out, inv, False, self.so2_table(pos).conj())
+        return self._transform(out, inv, False, self.so2_table(pos), inverse=True)
 
     def extra_repr(self) -> str:
         return (

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from vispe.encodings.base import Encoding, check_positive
-from vispe.encodings.rope import rotary_table, rotate_pairs
+from vispe.kernels.rotary import rotary_table, rotate_qk
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
@@ -173,7 +173,7 @@ class RoPE3D(Encoding):
         return (coords * freqs).sum(dim=-2)
 
     def table(self, pos: Positions) -> torch.Tensor:
-        """The complex rotation table (..., H or 1, num_prefix + N, d/2)."""
+        """The (cos, sin) rotation table (..., H or 1, num_prefix + N, d/2, 2)."""
         # float32 from the start (the angles are float32 anyway): CPU autocast cannot promote a float16 cat
         coords, num_prefix = pos.coords.float(), pos.num_prefix
         if self.prefix == 'centroid' and num_prefix:
@@ -183,8 +183,7 @@ class RoPE3D(Encoding):
         return rotary_table(self.angles(coords), num_prefix)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        table = self.table(pos)
-        return rotate_pairs(q, table), rotate_pairs(k, table)
+        return rotate_qk(q, k, self.table(pos))
 
     def extra_repr(self) -> str:
         return (

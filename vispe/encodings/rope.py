@@ -3,10 +3,14 @@ Vision Transformer", ECCV 2024), with resolution strategies for grids larger or 
 
 Channel layout follows timm's naver-ai RoPE-ViT models, so their weights load unchanged: pairs are
 interleaved (channels 2j, 2j+1 form pair j) and, for images, the first half of the pairs rotates with the
-column (x) and the second half with the row (y). A pair is rotated as one complex multiplication,
-(x_2j + i x_2j+1) * e^(i angle), which is the same maths as timm's cos/sin form at about half the time and
-memory. Prefix tokens are left unrotated (e^(i 0) rows in the table, which avoids slicing q and k). Angles
-and the rotation are computed in float32 even under autocast. Hook: rotate, q and k (B, H, N_total, d) -> same.
+column (x) and the second half with the row (y). The rotation is ``vispe.kernels.rotary``: a real (cos, sin) table,
+the fused Triton kernel on CUDA (q and k in one pass), one complex multiplication per tensor in CPU eager mode, and
+real-valued ops that Inductor fuses under ``torch.compile`` (no complex dtype in a compiled graph). Prefix tokens are
+left unrotated ((1, 0) rows in the table, which avoids slicing q and k). Angles and the rotation are computed in
+float32 even under autocast. Hook: rotate, q and k (B, H, N_total, d) -> same.
+
+Cost: CPU, 1.01x ape_learned (ViT-S/16 224, batch 8, float32; README). GPU: one read and write of q and k by the
+kernel plus a (N, d/2) table per grid (cached); not yet measured on a GPU with the kernel (1.28x before it).
 
 Resolution strategies (``strategy``; the backbone supplies the training grid as ``grid_size``). Per axis a the
 ratio is r_a = extent_a / train_a, the extent being ``pos.grid`` (or, without a grid, the number of integer
@@ -38,7 +42,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -46,6 +49,7 @@ from timm.layers.pos_embed_sincos import init_random_2d_freqs
 from torch import nn
 
 from vispe.encodings.base import Encoding, GridTableCache, check_positive
+from vispe.kernels.rotary import rotary_table, rotate_pairs, rotate_qk, rotate_rows
 from vispe.positions import Positions, grid_coords
 from vispe.registry import ENCODINGS
 
@@ -65,94 +69,15 @@ def axial_frequencies(head_dim: int, ndim: int, theta: float) -> torch.Tensor:
     return 1.0 / theta ** (torch.arange(per_axis, dtype=torch.float32) / per_axis)
 
 
-def rotary_table(angles: torch.Tensor, num_prefix: int) -> torch.Tensor:
-    """Complex table e^(i angle) (..., num_prefix + N, d/2) from angles (..., N, d/2), complex64.
-
-    Prefix rows are 1: those tokens pass through unrotated.
-    """
-    angles = angles.float()  # a model cast to float64 gives float64 angles; the table stays complex64
-    table = torch.polar(torch.ones_like(angles), angles)
-    return F.pad(table, [0, 0, num_prefix, 0], value=1.0) if num_prefix else table
-
-
-def rotate_pairs(x: torch.Tensor, table: torch.Tensor, scale: float | torch.Tensor = 1.0) -> torch.Tensor:
-    """Rotate interleaved channel pairs of x (B, H, N, d) by a complex table broadcastable to (B, H, N, d/2).
-
-    ``scale`` multiplies the result (YaRN's logit scaling), in float32 before casting back: a float, or per token
-    a real tensor broadcastable to (B, H, N, 1) (a mixed batch, each image at its own scale).
-    """
-    pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))  # unflatten: no shape unpacking for FX
-    out = pairs * table
-    if isinstance(scale, torch.Tensor) or scale != 1.0:
-        out = out * scale
-    return torch.view_as_real(out).flatten(-2).type_as(x)
-
-
-def _pairs(x: torch.Tensor) -> torch.Tensor:
-    """(..., d) real -> (..., d/2) complex64 view of its interleaved pairs (a float32 copy first if needed)."""
-    x = x.float()
-    return torch.view_as_complex((x if x.stride(-1) == 1 else x.contiguous()).unflatten(-1, (-1, 2)))
-
-
-class _RotateByRows(torch.autograd.Function):
-    """q and k (B, H, T, d) rotated per token by a row of a small angle table: the rotation of ``rotate_pairs`` with
-    the table ``e^(i rows[index])`` (B, G, T, d/2), G = 1 (shared by the heads) or H, never built for the backward.
-
-    Autograd through a gathered complex table would keep that (B, G, T, d/2) table, conjugate it once for q and once
-    for k, and scatter a complex gradient into the rows. Here the backward gathers the conjugate rows once and takes
-    the angles' gradient from the rotated gradient itself: with o = p e^(i a), dL/da = Im(g conj(o)) =
-    Im(g_p conj(p)) where g_p = g e^(-i a) is the gradient of the input pair p, so a real (B, G, T, d/2) sum is
-    scattered into the rows."""
-
-    @staticmethod
-    def forward(
-        ctx: Any, q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, index: torch.Tensor, scale: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        rows = rows.float()
-        table = torch.polar(torch.ones_like(rows), rows)  # (R, G, d/2)
-        per_token = table[index].movedim(1, 2)  # (B, G, T, d/2), token-major in memory like timm's q and k
-        if scale is not None:
-            per_token = per_token * scale
-        ctx.save_for_backward(q, k, table, index, scale)
-        out = [torch.view_as_real(_pairs(x) * per_token).flatten(-2).type_as(x) for x in (q, k)]
-        return out[0], out[1]
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad_q: torch.Tensor, grad_k: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        q, k, table, index, scale = ctx.saved_tensors
-        conj = torch.conj_physical(table)[index].movedim(1, 2)  # (B, G, T, d/2)
-        if scale is not None:
-            conj = conj * scale
-        grads, d_angle = [], None
-        for x, g in ((q, grad_q), (k, grad_k)):
-            g_pair = _pairs(g) * conj  # the input pair's gradient, complex (B, H, T, d/2)
-            grads.append(torch.view_as_real(g_pair).flatten(-2).type_as(x))
-            if ctx.needs_input_grad[2]:
-                term = (g_pair * _pairs(x).conj()).imag  # Im(g_p conj(p)): one complex product, the conjugate lazy
-                d_angle = term if d_angle is None else d_angle + term
-        d_rows = None
-        if d_angle is not None:
-            if table.shape[1] == 1 and d_angle.shape[1] != 1:  # rows shared by the heads
-                d_angle = d_angle.sum(1, keepdim=True)
-            values = d_angle.movedim(1, 2).reshape(-1, *table.shape[1:])  # (B * T, G, d/2)
-            d_rows = torch.zeros(table.shape, device=values.device).index_add_(0, index.reshape(-1), values)
-        return grads[0], grads[1], d_rows, None, None
-
-
 def rotate_by_rows(
     q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, index: torch.Tensor, scale: float | torch.Tensor = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``rotate_pairs`` of q and k (B, H, T, d) by the table e^(i rows[index]): ``rows`` (R, [H,] d/2) angles (one
+    """q and k (B, H, T, d) rotated per token by a row of a small angle table: ``rows`` (R, [H,] d/2) angles (one
     row per distinct position, shared by the heads or one per head), ``index`` (B, T) each token's row, ``scale``
-    as in ``rotate_pairs`` (a float, or per token (B, 1, T, 1)). The same values and gradients as gathering the
-    complex table and calling ``rotate_pairs``, for less time and memory in the backward (``_RotateByRows``)."""
+    as in ``rotate_qk`` (a float, or per token (B, 1, T, 1)). The same values and gradients as rotating by the
+    gathered table, without building it (``vispe.kernels.rotary.rotate_rows``)."""
     rows3 = rows if rows.dim() == 3 else rows.unsqueeze(1)
-    if not isinstance(scale, torch.Tensor):
-        scale_t = None if scale == 1.0 else torch.tensor(float(scale), device=q.device)
-    else:
-        scale_t = scale.float()
-    return _RotateByRows.apply(q, k, rows3, index, scale_t)
+    return rotate_rows(q, k, rotary_table(rows3), index, scale)
 
 
 # --- extrapolation strategies: pure functions of the scale s of one axis ------------------------------------------
@@ -254,9 +179,9 @@ class RotaryStrategies(Encoding):
         raise NotImplementedError
 
     def rotation_table(self, pos: Positions) -> torch.Tensor:
-        """The complex table of ``pos`` (prefix rows 1), (..., [H,] N_total, d/2): ``angles`` at the scales of the
-        positions' grid, or in a mixed batch at each image's own (``grid_tables`` on the images' grids,
-        ``image_angles`` for sampled positions)."""
+        """The (cos, sin) table of ``pos`` (prefix rows (1, 0)), (..., [H,] N_total, d/2, 2): ``angles`` at the
+        scales of the positions' grid, or in a mixed batch at each image's own (``grid_tables`` on the images'
+        grids, ``image_angles`` for sampled positions)."""
         if pos.layout is not None and pos.key is not None:  # a mixed batch on its own grids
             return self.grid_tables(pos)
         return rotary_table(self.image_angles(pos), pos.num_prefix)
@@ -307,12 +232,12 @@ class RotaryStrategies(Encoding):
         return rows.movedim(-2, 0), layout.table_index(device)
 
     def grid_tables(self, pos: Positions) -> torch.Tensor:
-        """The complex table (B, ..., T, d/2) of a mixed batch (``grid_angles``): per token the same as
+        """The (cos, sin) table (B, ..., T, d/2, 2) of a mixed batch (``grid_angles``): per token the same as
         ``rotary_table`` of its image alone (prefix and padding rows 1), at the cost of the distinct grids rather
         than of every row."""
         rows, index = self.grid_angles(pos)
-        # gathered token-major, (B, T, ..., d/2), then viewed as (B, ..., T, d/2): one copy, the table's rows whole
-        return rotary_table(rows, 0)[index].movedim(1, -2)
+        # gathered token-major, (B, T, ..., d/2, 2), then viewed as (B, ..., T, d/2, 2): one copy, the rows whole
+        return rotary_table(rows, 0)[index].movedim(1, -3)
 
     def qk_scales(self, pos: Positions) -> float | torch.Tensor:
         """``qk_scale`` of the positions' grid; in a mixed batch of several scales, per token (prefix tokens their
@@ -347,7 +272,7 @@ def train_grid_from(grid_size: Sequence[int] | None, ndim: int) -> tuple[int, ..
 class RoPEAxial(RotaryStrategies):
     """Axial 2D RoPE: pair k of axis a rotates by coord_a * w_k, w_k = 1/theta^(4k/d) (theta = 100).
 
-    No parameters; the complex tables are cached per grid, prefix count, device and strategy. ``grid_size`` is
+    No parameters; the (cos, sin) tables are cached per grid, prefix count, device and strategy. ``grid_size`` is
     the training grid (supplied by the backbone), needed by every strategy but ``none``.
 
     Weight decay: nothing to declare, it has no parameters.
@@ -401,21 +326,29 @@ class RoPEAxial(RotaryStrategies):
         ``grid``, the token grid; without it the coordinates' extent). The last axis comes first (x before y for
         (row, col))."""
         freqs = self.axis_frequencies(self.axis_scales(coords, grid) if scales is None else scales)
-        per_axis = [coords[..., a, None].float() * freqs[a] for a in reversed(range(self.ndim))]
+        # the buffers follow the module; a table asked for on another device (positions there) gets them moved
+        per_axis = [coords[..., a, None].float() * freqs[a].to(coords.device) for a in reversed(range(self.ndim))]
         return torch.cat(per_axis, dim=-1)
 
     def table(self, pos: Positions) -> torch.Tensor:
-        """The complex table (1, num_prefix + N, d/2), or (B, 1, num_prefix + N, d/2) for per-sample positions: a
-        head axis in front of the tokens either way (shared by the heads), without a branch on the table's rank,
-        which an FX trace cannot take."""
+        """The (cos, sin) table (1, num_prefix + N, d/2, 2), or (B, 1, num_prefix + N, d/2, 2) for per-sample
+        positions: a head axis in front of the tokens either way (shared by the heads), without a branch on the
+        table's rank, which an FX trace cannot take."""
         key = pos.cache_key(self.strategy)  # the strategy may change between evaluations of one model
         table = self._cache.get(key, lambda: self.rotation_table(pos))
-        return table.unsqueeze(-3)
+        return table.unsqueeze(-4)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         scale = self.qk_scales(pos)
-        table = self.table(pos)
-        return rotate_pairs(q, table, scale), rotate_pairs(k, table, scale)
+        if pos.layout is not None and pos.key is not None:  # a mixed batch on its grids: rows per grid cell
+            rows, index = self._cache.get(pos.cache_key(self.strategy, 'rows'), lambda: self.grid_rows(pos))
+            return rotate_rows(q, k, rows, index, scale)
+        return rotate_qk(q, k, self.table(pos), scale)
+
+    def grid_rows(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """A mixed batch's (cos, sin) rows (R, 1, d/2, 2) per distinct grid cell and each token's row (B, T)."""
+        rows, index = self.grid_angles(pos)
+        return rotary_table(rows.unsqueeze(1)), index
 
 
 @ENCODINGS.register_module(name='rope_mixed')
@@ -497,8 +430,8 @@ class RoPEMixed(RotaryStrategies):
         if pos.layout is not None and pos.key is not None:  # a mixed batch on its grids: rows per grid cell
             rows, index = self.grid_angles(pos)  # (R, H, d/2), (B, T)
             return rotate_by_rows(q, k, rows, index, scale)
-        table = self.rotation_table(pos)  # (..., H, N, d/2)
-        return rotate_pairs(q, table, scale), rotate_pairs(k, table, scale)
+        table = self.rotation_table(pos)  # (..., H, N, d/2, 2)
+        return rotate_qk(q, k, table, scale)
 
 
 __all__ = [
@@ -511,6 +444,7 @@ __all__ = [
     'rotary_table',
     'rotate_by_rows',
     'rotate_pairs',
+    'rotate_qk',
     'yarn_factors',
     'yarn_logit_scale',
 ]

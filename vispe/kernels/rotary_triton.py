@@ -1,0 +1,149 @@
+"""The Triton rotary kernel behind ``vispe.kernels.rotary`` (imported only where Triton is installed).
+
+One program rotates ``BLOCK_R`` (batch, head, token) rows of q and, in the same pass, of k: it loads each row's
+interleaved channels in the input dtype, splits them into the pairs (x_2j, x_2j+1), reads the row's (cos, sin) from
+the float32 table (a dense table with broadcast strides, or a row of a small table chosen by a per-token index),
+rotates in float32 registers and stores the input dtype. ``INVERSE`` rotates by -angle: the backward of the forward.
+
+No ``from __future__ import annotations`` here: Triton reads the ``tl.constexpr`` annotations as objects.
+"""
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+#: input dtypes the kernel takes (anything else goes to the PyTorch paths)
+KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _rotary_kernel(
+    x1_ptr,
+    o1_ptr,
+    x2_ptr,
+    o2_ptr,
+    t_ptr,
+    i_ptr,
+    s_ptr,
+    rows,
+    heads,
+    tokens,
+    pairs,
+    sx1_b,
+    sx1_h,
+    sx1_n,
+    sx2_b,
+    sx2_h,
+    sx2_n,
+    so_b,
+    so_h,
+    so_n,
+    st_b,
+    st_h,
+    st_n,
+    si_b,
+    si_n,
+    ss_b,
+    ss_n,
+    scale,
+    TWO: tl.constexpr,
+    HAS_INDEX: tl.constexpr,
+    HAS_SCALE: tl.constexpr,
+    INVERSE: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+):
+    row = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    row_ok = row < rows
+    row = row.to(tl.int64)
+    n = row % tokens
+    h = (row // tokens) % heads
+    b = row // (tokens * heads)
+    j = tl.arange(0, BLOCK_P)
+    mask = row_ok[:, None] & (j < pairs)[None, :]
+    if HAS_INDEX:  # the row of the small table this token takes
+        r = tl.load(i_ptr + b * si_b + n * si_n, mask=row_ok, other=0).to(tl.int64)
+        t_row = r * st_n + h * st_h
+    else:
+        t_row = b * st_b + h * st_h + n * st_n
+    t_off = t_row[:, None] + 2 * j[None, :]
+    cos = tl.load(t_ptr + t_off, mask=mask, other=1.0) * scale
+    sin = tl.load(t_ptr + t_off + 1, mask=mask, other=0.0) * scale
+    if HAS_SCALE:  # per token (YaRN in a mixed batch of several scales)
+        token_scale = tl.load(s_ptr + b * ss_b + n * ss_n, mask=row_ok, other=1.0)[:, None]
+        cos, sin = cos * token_scale, sin * token_scale
+    if INVERSE:
+        sin = -sin
+    pair = 2 * j[None, :]
+    out = (b * so_b + h * so_h + n * so_n)[:, None] + pair
+    x = (b * sx1_b + h * sx1_h + n * sx1_n)[:, None] + pair
+    a0 = tl.load(x1_ptr + x, mask=mask, other=0.0).to(tl.float32)
+    a1 = tl.load(x1_ptr + x + 1, mask=mask, other=0.0).to(tl.float32)
+    tl.store(o1_ptr + out, (a0 * cos - a1 * sin).to(o1_ptr.dtype.element_ty), mask=mask)
+    tl.store(o1_ptr + out + 1, (a0 * sin + a1 * cos).to(o1_ptr.dtype.element_ty), mask=mask)
+    if TWO:
+        x = (b * sx2_b + h * sx2_h + n * sx2_n)[:, None] + pair
+        a0 = tl.load(x2_ptr + x, mask=mask, other=0.0).to(tl.float32)
+        a1 = tl.load(x2_ptr + x + 1, mask=mask, other=0.0).to(tl.float32)
+        tl.store(o2_ptr + out, (a0 * cos - a1 * sin).to(o2_ptr.dtype.element_ty), mask=mask)
+        tl.store(o2_ptr + out + 1, (a0 * sin + a1 * cos).to(o2_ptr.dtype.element_ty), mask=mask)
+
+
+@functools.cache
+def kernel(interpret: bool):
+    """The jitted kernel, or on CPU tensors the same source under Triton's interpreter (what ``TRITON_INTERPRET=1``
+    gives, chosen per call here so that one process can test both)."""
+    if interpret:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        return InterpretedFunction(_rotary_kernel)
+    return triton.jit(_rotary_kernel)
+
+
+def launch(
+    xs: list[torch.Tensor],
+    table: torch.Tensor,
+    index: torch.Tensor | None,
+    scale: float | torch.Tensor,
+    inverse: bool,
+) -> list[torch.Tensor]:
+    """Rotate one or two (B, H, N, d) tensors (any strides) by ``table``: dense, broadcastable to (B, H, N, d/2, 2),
+    or with ``index`` (B, N) rows (R, G, d/2, 2), G in {1, H}; times ``scale``, a float or per token (B, 1, N, 1)
+    float32. Outputs are token-major (B, N, H, d) memory seen as (B, H, N, d), like timm's q and k."""
+    xs = [x if x.stride(-1) == 1 else x.contiguous() for x in xs]
+    B, H, N, d = xs[0].shape
+    P = d // 2
+    if table.stride(-1) != 1 or table.stride(-2) != 2:
+        table = table.contiguous()
+    outs = [torch.empty(B, N, H, d, dtype=x.dtype, device=x.device).transpose(1, 2) for x in xs]
+    if index is None:
+        table = table[(None,) * (5 - table.dim())].expand(B, H, N, P, 2)
+        st_b, st_h, st_n = table.stride()[:3]
+        idx, si_b, si_n = table, 0, 0  # idx: any pointer, never read
+    else:
+        st_b, st_h, st_n = 0, (table.stride(1) if table.shape[1] > 1 else 0), table.stride(0)
+        idx = index.expand(B, N)
+        si_b, si_n = idx.stride()
+    if isinstance(scale, torch.Tensor):
+        per_token = scale.float().expand(B, 1, N, 1)
+        ss_b, ss_n, scale = per_token.stride(0), per_token.stride(2), 1.0
+    else:
+        per_token, ss_b, ss_n = table, 0, 0  # never read
+    x2, o2 = (xs[1], outs[1]) if len(xs) == 2 else (xs[0], outs[0])
+    rows = B * H * N
+    block_p = triton.next_power_of_2(max(P, 1))
+    block_r = max(1, min(64, 2048 // block_p))
+    grid = (triton.cdiv(rows, block_r),)
+    kernel(not xs[0].is_cuda)[grid](
+        xs[0], outs[0], x2, o2, table, idx, per_token,
+        rows, H, N, P,
+        *xs[0].stride()[:3], *x2.stride()[:3], *outs[0].stride()[:3],
+        st_b, st_h, st_n, si_b, si_n, ss_b, ss_n, float(scale),
+        TWO=len(xs) == 2, HAS_INDEX=index is not None, HAS_SCALE=per_token is not table, INVERSE=inverse,
+        BLOCK_R=block_r, BLOCK_P=block_p,
+    )  # fmt: skip
+    return outs
+
+
+__all__ = ['KERNEL_DTYPES', 'kernel', 'launch']
