@@ -189,3 +189,22 @@ def test_runs_in_a_vit_at_two_resolutions(name):
         assert out.shape == (2, 5) and torch.isfinite(out).all()
         out.sum().backward()
     assert model.blocks[0].attn.pe[name].P.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize('transpose', [False, True])
+def test_one_gemm_transform_equals_the_per_head_products(transpose: bool) -> None:
+    """transform_heads' CUDA form (one GEMM with the heads' matrices on a C x C diagonal) gives the per-head bmm's
+    values, on timm's token-major q and on a contiguous one, and keeps the token-major layout."""
+    from vispe.encodings.comrope import transform_heads
+
+    torch.manual_seed(0)
+    B, N, H, d = 2, 5, 3, 8
+    dense = torch.randn(H, d, d)
+    token_major = torch.randn(B, N, 3, H, d).permute(2, 0, 3, 1, 4)[0]
+    for x in (token_major, token_major.contiguous()):
+        per_head = transform_heads(x, dense, transpose, one_gemm=False)
+        one = transform_heads(x, dense, transpose, one_gemm=True)
+        torch.testing.assert_close(one, per_head, atol=1e-5, rtol=1e-5)
+        expected = torch.einsum('hij,bhnj->bhni', dense.mT if transpose else dense, x)
+        torch.testing.assert_close(one, expected, atol=1e-5, rtol=1e-5)
+        assert one.transpose(1, 2).is_contiguous()

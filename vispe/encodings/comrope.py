@@ -16,8 +16,15 @@ it M^T D(t omega) M (``isoclinic_frame``): a fixed orthogonal frame M per head a
 rates omega, so only the angles t omega depend on the token. The frames are one (d x d) block-diagonal matmul per
 head before and after RoPE's complex multiplication; in a mixed batch the angles go by rows (``rotate_by_rows``,
 its hand-written backward) where per-token quaternion products would cost 1.5x the fixed batch's rotation.
-b = 8: ``expm`` on (H, N, J, 8, 8) and a batched matmul, about 8x slower than b = 4. Float32, autocast off;
-prefix tokens get t = 0 (the identity, bit for bit).
+b = 8: ``expm`` on (H, N, J, 8, 8) and a batched matmul, about 8x slower than b = 4. Angles, frames and rotations
+are float32 with autocast off; b = 4 applies its frames in q's dtype (``transform_heads``: frames rounded once, the
+same for every token, so q . k stays relative) and rotates with the fused rotary kernel. Prefix tokens get t = 0 (the
+identity, bit for bit).
+
+Cost: what depends on positions and parameters (t, the frames, the angle table) once per forward pass and layer,
+shared by the batch (per sample only with ``jitter``). b = 4 on CPU: 1.13x ape_learned (ViT-S/16 224, batch 8,
+float32; README). On GPU: two frame GEMMs and two rotation passes over q and k plus two elementwise passes (the
+x + M^T (rotate(y) - y) form); not yet measured on a GPU in this form (3.65x before: float32 frames with casts).
 
 Positions: ((r + 0.5) / h, (c + 0.5) / w) from ``pos.span`` (the grid, or rpe2d's enlarged range); without a
 grid, min-max per sample and axis to [0, 1]. ``jitter=True``: in training, U(-0.5, 0.5) coordinate units (half a
@@ -107,22 +114,33 @@ def isoclinic_frame(gen: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def block_diagonal(blocks: torch.Tensor) -> torch.Tensor:
-    """(H, J, 4, 4) blocks -> (H, 4J, 4J): per head the block-diagonal matrix with block j at (j, j)."""
-    H, J = blocks.shape[:2]
-    dense = torch.einsum('hjab,jk->hjakb', blocks, torch.eye(J, device=blocks.device, dtype=blocks.dtype))
-    return dense.reshape(H, 4 * J, 4 * J)
+    """(..., J, b, b) blocks -> (..., Jb, Jb): the block-diagonal matrix with block j at (j, j)."""
+    J, b = blocks.shape[-3], blocks.shape[-1]
+    eye = torch.eye(J, device=blocks.device, dtype=blocks.dtype)
+    dense = torch.einsum('...jab,jk->...jakb', blocks, eye)
+    return dense.reshape(*blocks.shape[:-3], J * b, J * b)
 
 
-def transform_heads(x: torch.Tensor, dense: torch.Tensor, transpose: bool = False) -> torch.Tensor:
-    """x (B, H, N, d) times dense[h]^T per head (``block_diagonal`` of the frames: each 4-channel block multiplied
-    by its frame), or times dense[h] with ``transpose``: one (B*N, d) x (d, d) matmul per head. That is d/4 times the
-    multiply-adds of the blocks, but one BLAS call: on CPU it takes half the time of a 4 x 4 einsum per block and a
-    quarter of 16 elementwise products (0.8, 1.5 and 3.0 ms at B=32, N=65, H=3, d=64). Token-major x (timm's q, k)
-    is read as a view; the result is token-major too."""
+def transform_heads(
+    x: torch.Tensor, dense: torch.Tensor, transpose: bool = False, one_gemm: bool | None = None
+) -> torch.Tensor:
+    """x (B, H, N, d) times dense[h]^T per head (dense (H, d, d) float32: ComRoPE's block-diagonal frames, HARoPE's
+    M), or times dense[h] with ``transpose``, in x's dtype (bf16 under autocast: the matrices depend only on
+    parameters and are rounded once; every token gets the same matrix, so q . k stays relative). Token-major x (timm's
+    q, k) is read as a view; the result is token-major too.
+
+    ``one_gemm`` (default: on CUDA): one (B*N, C) x (C, C) GEMM on the token-major rows with the heads' matrices on
+    the diagonal of a C x C matrix: no copy in or out, H times the multiply-adds, which tensor cores absorb (ViT-B/16
+    at 448 px, batch 16: 15 GFLOP, tens of microseconds on an H100-class GPU; not yet measured there). Otherwise one
+    (B*N, d) x (d, d) matmul per head (bmm): on CPU half the time of a 4 x 4 einsum per block and a quarter of 16
+    elementwise products (0.8, 1.5 and 3.0 ms at B=32, N=65, H=3, d=64), and no wasted multiply-adds."""
     B, H, N, d = x.shape
+    w = (dense if transpose else dense.transpose(-1, -2)).to(x.dtype)  # rows @ w[h]
+    if x.is_cuda if one_gemm is None else one_gemm:
+        out = x.transpose(1, 2).flatten(2) @ block_diagonal(w)  # (B, N, C)
+        return out.unflatten(-1, (H, d)).transpose(1, 2)
     rows = x.transpose(1, 2).reshape(B * N, H, d).transpose(0, 1)  # (H, B*N, d)
-    out = torch.bmm(rows, dense if transpose else dense.transpose(-1, -2))
-    return out.transpose(0, 1).reshape(B, N, H, d).transpose(1, 2)
+    return torch.bmm(rows, w).transpose(0, 1).reshape(B, N, H, d).transpose(1, 2)
 
 
 def rotate_in_frame(
@@ -131,16 +149,13 @@ def rotate_in_frame(
     frame: torch.Tensor,
     rotate: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """M^T rotate(M q), M^T rotate(M k) for frames M (H, d/4, 4, 4) (``isoclinic_frame``), float32 inside, returned
-    as x + M^T (rotate(y) - y) in x's dtype: a token at angle 0 (prefix, padding) keeps x bit for bit, where
-    M^T M x would round it. ``rotate`` turns both in M's frame (a table, or rows)."""
-    dense = block_diagonal(frame)  # once for the four products
-    qy, ky = transform_heads(q.float(), dense), transform_heads(k.float(), dense)
+    """M^T rotate(M q), M^T rotate(M k) for frames M (H, d/4, 4, 4) (``isoclinic_frame``), in q's dtype, returned as
+    x + M^T (rotate(y) - y): a token at angle 0 (prefix, padding) keeps x bit for bit (its rotation returns y
+    itself), where M^T M x would round it. ``rotate`` turns both in M's frame (a table, or rows)."""
+    dense = block_diagonal(frame)  # (H, d, d), once for the four products
+    qy, ky = transform_heads(q, dense), transform_heads(k, dense)
     qr, kr = rotate(qy, ky)
-    return (
-        (q.float() + transform_heads(qr - qy, dense, True)).type_as(q),
-        (k.float() + transform_heads(kr - ky, dense, True)).type_as(k),
-    )
+    return q + transform_heads(qr - qy, dense, True), k + transform_heads(kr - ky, dense, True)
 
 
 #: Taylor degree of ``expm`` on matrices scaled to 1-norm <= 1/2: truncation error <= 0.5^9 / 9! ~ 5e-9
