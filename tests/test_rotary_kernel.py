@@ -46,7 +46,7 @@ def run(backend: str, q, k, angles, index, scale, inverse: bool = False):
     """Output, and gradients of q, k and the angles, of one rotation through ``backend``."""
     q, k = (x.detach().clone().requires_grad_() for x in (q, k))
     angles = angles.detach().clone().requires_grad_()
-    weights = torch.randn(2, B, H, N, D, generator=torch.Generator().manual_seed(1))
+    weights = torch.randn(2, B, H, N, D, generator=torch.Generator().manual_seed(1)).to(q.device)
     with use_rotary_backend(backend):
         table = rotary_table(angles)
         if index is not None:
@@ -146,3 +146,19 @@ def test_grid_tables_are_cached_per_device_of_the_positions() -> None:
     assert out.device.type == 'meta' and out.shape == q.shape
     devices = sorted(str(t.device) for t in rope._cache._tables.values())
     assert devices == ['cpu', 'meta']
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device (tools/gpu_check.sh runs these)')
+@pytest.mark.parametrize('table_kind', TABLES)
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16, torch.float16])
+def test_cuda_kernel_matches_the_reference(dtype: torch.dtype, table_kind: str) -> None:
+    """The compiled Triton kernel on the GPU (the backend CUDA tensors take by default) against the reference."""
+    q, k, angles, index = inputs(dtype, 'token_major', table_kind)
+    q, k, angles = (t.cuda() for t in (q, k, angles))
+    index = index.cuda() if index is not None else None
+    assert rotary_backend(q) == 'triton'
+    for scale in (1.0, 1.3, torch.rand(B, 1, N, 1, device='cuda') + 0.5):
+        ref = run('torch', q, k, angles, index, scale)
+        got = run('triton', q, k, angles, index, scale)
+        assert_same(got, ref, dtype)

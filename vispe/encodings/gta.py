@@ -26,6 +26,12 @@ SO(2) frequencies (``so2``), n pairs per axis:
   frequency turns once across the image; the same point of the image gets the same angles at any grid, so a
   larger grid interpolates. (The reference interleaves the axes per frequency; vispe keeps rope_axial's order,
   col pairs then row pairs, a fixed permutation of channels that the learned projections absorb.)
+
+Cost: the pose blocks and the SO(2) table once per forward pass and layer ((B, N, 4, 4) and (N, d/2, 2): per token,
+not per head); the SE(3) channels by a float32 einsum per tensor (q, k, and v and the output with
+``transform_values``), the SO(2) channels by the fused rotary kernel (``vispe.kernels.rotary``; its inverse for the
+output). Float32 throughout: about four extra passes over q, k, v and the output on CPU and GPU alike (camera models
+are small; not yet measured on a GPU).
 """
 
 from __future__ import annotations

@@ -101,6 +101,10 @@ class RoPE3D(Encoding):
     frequency products in float32, without a matmul, so neither autocast nor TF32 lowers their precision.
     Positions change with every cloud, so nothing is cached. Hook: rotate, q and k (B, H, N_total, d) -> same.
 
+    Cost: the (B, H or 1, N, d/2) angle table once per forward pass and layer, then the fused rotary kernel
+    (``vispe.kernels.rotary``: one pass over q and k on CUDA, one complex product per tensor on CPU); no complex
+    dtype under torch.compile. Not yet measured on a GPU.
+
     Weight decay: none on the learned ``freqs`` of 'mixed' mode, as rope_mixed's (the RoPE-ViT reference): decay
     would pull every frequency toward 0, i.e. toward no rotation. In 'axial' mode ``freqs`` is a buffer.
 
