@@ -24,6 +24,7 @@ import torch
 import vispe
 import vispe.datasets
 import vispe.evaluation.benchmark_mixed
+import vispe.evaluation.gpu_check_summary
 import vispe.evaluation.throughput
 
 model = vispe.create_model('vit_tiny_patch16_224', encoding='rope_mixed', img_size=32, depth=1)
