@@ -160,3 +160,15 @@ def test_the_script_runs_the_venvs_python_else_python3(tmp_path: Path, venv: boo
     python, *rest = proc.stdout.split()
     assert Path(python).resolve() == (tmp_path / ('.venv/bin/python' if venv else 'bin/python3')).resolve()
     assert rest == ['HF_HUB_OFFLINE=1', 'tools/gpu_check.py', '--device', 'cpu']
+
+
+def test_without_pytest_the_tests_step_fails_in_one_line_and_the_rest_go_on(monkeypatch, tmp_path: Path) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, 'find_spec', lambda name, *a: None if name == 'pytest' else real(name, *a))
+    plan = replace(toy_plan(), estimates=dict.fromkeys(STEPS[1:7], 1e6), compile_s=1e6)
+    results = run_gpu_check(plan, tmp_path, 30.0, Clock(30.0, time.monotonic()))
+    assert results[0].status == 'failed' and results[0].note.startswith('RuntimeError: pytest is not installed')
+    assert [r.status for r in results[1:]] == ['skipped'] * 8  # the budget's verdicts, not the failure's
+    assert 'GPU-marked tests: failed RuntimeError: pytest is not installed' in summary_markdown(plan, results, 30, 1)

@@ -101,9 +101,9 @@ def noise_note(report: dict[str, Any], tolerance: float = 1.2) -> str | None:
 
 
 def summary_markdown(reports: Sequence[dict[str, Any]]) -> str:
-    """One markdown table of several reports of the same rows (e.g. tools/gpu_check.sh's 224 / 448 px, eager /
-    compiled): per encoding its ratio in each report, the SDPA kernel of the first, peak MB of each and the target
-    where the first report is in the targets' setting."""
+    """One markdown table of several reports of the same rows (``tools/benchmark.py --summarize``: e.g. 224 / 448
+    px, eager / compiled): per encoding its ratio in each report, the SDPA kernel of the first, peak MB of each and
+    the target where the first report is in the targets' setting."""
 
     def label(report: dict[str, Any]) -> str:
         h, w = report['img_size']
