@@ -9,10 +9,9 @@ import os
 
 import pytest
 import torch
-from conftest import ROOT, changed_keys
+from conftest import ROOT, changed_keys, tiny_point_config
 from test_camera_tools import tiny_camera_config
 from test_compile import model_and_inputs
-from test_point_tools import tiny_point_config
 from test_tools import tiny_config
 from torch.overrides import TorchFunctionMode
 

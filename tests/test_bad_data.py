@@ -9,9 +9,9 @@ import logging
 import warnings
 
 import numpy as np
-import open3d as o3d
 import pytest
 import torch
+from conftest import needs_open3d
 from PIL import Image
 
 from vispe.datasets import CIFAR10Dataset, ImageFolderDataset, ModelNet40
@@ -80,6 +80,7 @@ def test_skips_in_data_loader_workers_reach_the_main_process(tmp_path) -> None:
 
 
 def write_ply(path, points: np.ndarray, ascii: bool = False) -> None:
+    o3d = needs_open3d()
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points.astype(np.float64)))
     assert o3d.io.write_point_cloud(str(path), cloud, write_ascii=ascii)
 
@@ -87,6 +88,7 @@ def write_ply(path, points: np.ndarray, ascii: bool = False) -> None:
 @pytest.mark.parametrize('ascii', [False, True], ids=['binary', 'ascii'])
 def test_truncated_ply_names_the_file(tmp_path, ascii) -> None:
     """open3d itself returns the full point count for a cut file (zeros for what is missing); vispe refuses it."""
+    o3d = needs_open3d()
     points = np.random.default_rng(0).random((200, 3))
     write_ply(tmp_path / 'whole.ply', points, ascii)
     data = (tmp_path / 'whole.ply').read_bytes()

@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from conftest import changed_keys, train_in_process
+from conftest import changed_keys, needs_open3d, train_in_process
 from test_tools import run_tool
 
 from vispe.engine.checkpoint import read_checkpoint
@@ -17,7 +17,9 @@ BASE = os.path.join(ROOT, 'configs/camera/multiview_tiny_{}_scenes.py')
 
 
 def tiny_camera_config(tmp_path, encoding='gta') -> str:
-    """The demo config shrunk: 1 block of width 32, 24 scenes of 2 views of 16 px, batch 8 (3 iterations)."""
+    """The demo config shrunk: 1 block of width 32, 24 scenes of 2 views of 16 px, batch 8 (3 iterations). Where
+    open3d is missing, the test that asks for it (MultiViewScenes renders with open3d) is skipped."""
+    needs_open3d()
     path = tmp_path / f'tiny_{encoding}.py'
     path.write_text(f"""
 _base_ = ['{BASE.format(encoding)}']

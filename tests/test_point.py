@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-import open3d as o3d
 import pytest
 import torch
+from conftest import needs_open3d
 
 from vispe.backbones.point import (
     MiniPointNet,
@@ -36,6 +36,7 @@ def test_fps_picks_distinct_points_that_cover_better_than_random() -> None:
 
 def test_fps_matches_open3d() -> None:
     """Same start (point 0), same greedy rule: the same points as open3d's farthest_point_down_sample."""
+    o3d = needs_open3d()
     rng = np.random.default_rng(0)
     clouds = rng.random((3, 500, 3))
     idx = farthest_point_sample(torch.from_numpy(clouds), 32)

@@ -6,14 +6,16 @@ import os
 import warnings
 
 import numpy as np
-import open3d as o3d
 import pytest
 import torch
+from conftest import needs_open3d
 
 from vispe.datasets import ModelNet40
 from vispe.datasets.modelnet import read_text_cloud
 from vispe.datasets.pointfiles import center, read_points, resample, unit_sphere
 from vispe.datasets.samples import SampleWarning
+
+o3d = needs_open3d()
 
 
 def write_text_layout(root, classes=('chair', 'lamp'), per_class=3, points=300) -> None:

@@ -4,37 +4,16 @@ and classifying .ply / .off files."""
 from __future__ import annotations
 
 import json
-import os
 
-import open3d as o3d
 import pytest
 import torch
-from conftest import changed_keys, train_in_process
+from conftest import changed_keys, needs_open3d, tiny_point_config, train_in_process
 from test_tools import run_tool
 
 from vispe.engine.checkpoint import read_checkpoint
 from vispe.evaluation import point_sweep
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BASE = os.path.join(ROOT, 'configs/point/point_tiny_{}_primitives3d.py')
-
-
-def tiny_point_config(tmp_path, encoding='rope3d') -> str:
-    """The demo config shrunk: 2 blocks of width 32, 24 clouds of 128 points, batch 8 (3 iterations)."""
-    path = tmp_path / f'tiny_{encoding}.py'
-    path.write_text(f"""
-_base_ = ['{BASE.format(encoding)}']
-train_points = 128
-model = dict(backbone=dict(depth=2, embed_dim=48, num_heads=2, num_groups=16, group_size=8, group_hidden=16))
-train_dataloader = dict(batch_size=8, dataset=dict(num_samples=24, num_points=train_points))
-val_dataloader = dict(batch_size=20, dataset=dict(num_samples=20, num_points=train_points))
-test_dataloader = val_dataloader
-param_scheduler = [dict(type='ConstantLR', factor=1.0, by_epoch=True, begin=0, end=1)]
-train_cfg = dict(max_epochs=1, val_interval=1)
-default_hooks = dict(logger=dict(interval=1))
-point_eval = dict(points=[train_points, 2 * train_points], scales=[1.0, 2.0])
-""")
-    return str(path)
+o3d = needs_open3d()
 
 
 @pytest.fixture(scope='module')

@@ -61,7 +61,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         nargs='+',
         default=None,
         help="encoding names ('a+b' combines two; 'name:key=value,key=value' sets arguments, e.g. "
-        "'irpe:mode=bias' or 'irpe:on=qkv+ape_learned'); default: every image (2D) one. The baseline is added",
+        "'irpe:mode=bias' or 'irpe:on=qkv+ape_learned'); default: every image (2D) one. The baseline is added. "
+        "'timm:<name>' / 'vispe:<name>': a whole model by timm name, timm's own or vispe's (model level); "
+        "'sdpa_bias': SDPA with a learned (1, H, N, N) bias (attention level)",
     )
     p.add_argument(
         '--baseline',

@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import open3d as o3d
 import torch
 from torch.utils.data import Dataset
 
 from vispe.datasets.scene2d import ImageSize, as_hw
 from vispe.datasets.shapes2d import SPLITS
 from vispe.geometry import intrinsics, look_at
+from vispe.optional import require_open3d
 from vispe.registry import DATASETS
 
-Mesh = o3d.geometry.TriangleMesh
+if TYPE_CHECKING:  # open3d is imported where a scene is built: vispe imports without it (vispe.optional)
+    import open3d as o3d
+
+    Mesh = o3d.geometry.TriangleMesh
 Colour = tuple[float, float, float]
 
 KINDS = ('sphere', 'box', 'cylinder', 'cone')
@@ -52,14 +56,18 @@ def make_mesh(kind: str, size: float, angle: float = 0.0) -> Mesh:
     """A primitive of ``kind`` and ``size`` (sphere radius, half box side, cylinder and cone base radius; cylinders
     and cones are 2 size high, along z), turned by ``angle`` radians about z, with its axis-aligned bounding box
     centred on the origin."""
+    require_open3d('make_mesh')
+    import open3d as o3d
+
+    shapes = o3d.geometry.TriangleMesh
     if kind == 'sphere':
-        mesh = Mesh.create_sphere(size, resolution=16)
+        mesh = shapes.create_sphere(size, resolution=16)
     elif kind == 'box':
-        mesh = Mesh.create_box(2 * size, 2 * size, 2 * size)
+        mesh = shapes.create_box(2 * size, 2 * size, 2 * size)
     elif kind == 'cylinder':
-        mesh = Mesh.create_cylinder(size, 2 * size, resolution=20)
+        mesh = shapes.create_cylinder(size, 2 * size, resolution=20)
     elif kind == 'cone':
-        mesh = Mesh.create_cone(size, 2 * size, resolution=20)
+        mesh = shapes.create_cone(size, 2 * size, resolution=20)
     else:
         raise ValueError(f'unknown object kind {kind!r}; valid kinds: {list(KINDS)}')
     if angle:
@@ -70,6 +78,8 @@ def make_mesh(kind: str, size: float, angle: float = 0.0) -> Mesh:
 
 def _o3d_tensor(array: np.ndarray) -> o3d.core.Tensor:
     """An open3d tensor holding a copy of ``array``, in its dtype, on the CPU."""
+    import open3d as o3d
+
     return o3d.core.Tensor(array)  # type: ignore[call-overload]  # open3d's stubs drop the dtype / device defaults
 
 
@@ -99,6 +109,8 @@ def _cast(
 
     Returns rgb (V, 3, H, W) float32, depth (V, H, W) float32 (0 on a miss) and geometry ids (V, H, W) int64
     (-1 on a miss)."""
+    import open3d as o3d
+
     rays = np.stack(
         [
             o3d.t.geometry.RaycastingScene.create_rays_pinhole(
@@ -126,6 +138,9 @@ def _cast(
 
 def build_scene(meshes: Sequence[Mesh]) -> o3d.t.geometry.RaycastingScene:
     """A ``RaycastingScene`` of legacy meshes; mesh ``g`` gets geometry id ``g``."""
+    require_open3d('rendering MultiViewScenes')
+    import open3d as o3d
+
     scene = o3d.t.geometry.RaycastingScene()
     for g, mesh in enumerate(meshes):
         gid = scene.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(mesh))
@@ -227,6 +242,7 @@ class MultiViewScenes(Dataset):
         look_jitter: float = 0.15,
         size_range: tuple[float, float] = (0.2, 0.45),
     ) -> None:
+        require_open3d('MultiViewScenes')  # now, not in the first item a dataloader worker draws
         if split not in SPLITS:
             raise ValueError(f'unknown split {split!r}; valid splits: {list(SPLITS)}')
         if int(num_samples) != num_samples or num_samples < 0 or int(seed) != seed or seed < 0:

@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 
 import numpy as np
-import open3d as o3d
 
 from vispe.datasets.samples import SKIP_HINT, SampleError, check_ply, finite_points
+from vispe.optional import require_open3d
 
 POINT_CLOUD_SUFFIXES = ('.ply', '.pcd', '.xyz', '.xyzn', '.xyzrgb', '.pts')
 MESH_SUFFIXES = ('.off', '.obj', '.stl', '.gltf', '.glb', '.ply')
@@ -33,6 +33,9 @@ def read_points(path: str, mesh_samples: int = MESH_SAMPLES, seed: int = 0) -> n
             f'{path}: unsupported file type {suffix!r}; point clouds: {", ".join(POINT_CLOUD_SUFFIXES)}; '
             f'meshes: {", ".join(MESH_SUFFIXES)}'
         )
+    require_open3d(f'reading {path}')
+    import open3d as o3d
+
     if suffix == '.ply':
         check_ply(path)  # open3d fills a truncated file's missing points with zeros and only prints a warning
     if suffix in POINT_CLOUD_SUFFIXES:
@@ -63,6 +66,9 @@ def resample(points: np.ndarray, num: int, method: str = 'fps', seed: int = 0) -
         return points[:num].astype(np.float32)
     if method == 'random':
         return points[np.sort(rng.choice(n, size=num, replace=False))].astype(np.float32)
+    require_open3d("resample(method='fps')")
+    import open3d as o3d
+
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points.astype(np.float64)))
     return np.asarray(cloud.farthest_point_down_sample(num).points, dtype=np.float32)
 

@@ -12,29 +12,35 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import open3d as o3d
 import torch
 from torch.utils.data import Dataset
 
 from vispe.datasets.shapes2d import SPLITS
+from vispe.optional import require_open3d
 from vispe.registry import DATASETS
 
-Mesh = o3d.geometry.TriangleMesh
+if TYPE_CHECKING:  # open3d is imported where a cloud is generated: vispe imports without it (vispe.optional)
+    import open3d as o3d
 
-#: class name -> mesh factory, sized to fit about the unit cube
-PRIMITIVES: dict[str, Callable[[], Mesh]] = {
-    'box': lambda: Mesh.create_box(1.0, 0.6, 0.4),
-    'sphere': lambda: Mesh.create_sphere(0.5, resolution=20),
-    'cylinder': lambda: Mesh.create_cylinder(0.3, 1.0, resolution=24),
-    'cone': lambda: Mesh.create_cone(0.45, 1.0, resolution=24),
-    'torus': lambda: Mesh.create_torus(0.4, 0.12, radial_resolution=30, tubular_resolution=16),
-    'tetrahedron': lambda: Mesh.create_tetrahedron(0.6),
-    'octahedron': lambda: Mesh.create_octahedron(0.5),
-    'icosahedron': lambda: Mesh.create_icosahedron(0.31),
-    'mobius': lambda: Mesh.create_mobius(length_split=60, width_split=6, twists=1, radius=0.4, flatness=1, width=0.3),
-    'arrow': lambda: Mesh.create_arrow(0.08, 0.16, 0.7, 0.3),
+    Mesh = o3d.geometry.TriangleMesh
+
+#: class name -> mesh factory (given open3d's TriangleMesh class), sized to fit about the unit cube
+PRIMITIVES: dict[str, Callable[[type[Mesh]], Mesh]] = {
+    'box': lambda mesh: mesh.create_box(1.0, 0.6, 0.4),
+    'sphere': lambda mesh: mesh.create_sphere(0.5, resolution=20),
+    'cylinder': lambda mesh: mesh.create_cylinder(0.3, 1.0, resolution=24),
+    'cone': lambda mesh: mesh.create_cone(0.45, 1.0, resolution=24),
+    'torus': lambda mesh: mesh.create_torus(0.4, 0.12, radial_resolution=30, tubular_resolution=16),
+    'tetrahedron': lambda mesh: mesh.create_tetrahedron(0.6),
+    'octahedron': lambda mesh: mesh.create_octahedron(0.5),
+    'icosahedron': lambda mesh: mesh.create_icosahedron(0.31),
+    'mobius': lambda mesh: mesh.create_mobius(
+        length_split=60, width_split=6, twists=1, radius=0.4, flatness=1, width=0.3
+    ),
+    'arrow': lambda mesh: mesh.create_arrow(0.08, 0.16, 0.7, 0.3),
 }
 
 
@@ -76,6 +82,7 @@ class Primitives3D(Dataset):
         jitter: float = 0.005,
         cache_dir: str | None = None,
     ) -> None:
+        require_open3d('Primitives3D')  # now, not in the first item a dataloader worker draws
         if split not in SPLITS:
             raise ValueError(f'unknown split {split!r}; valid splits: {list(SPLITS)}')
         if sampling not in ('uniform', 'poisson'):
@@ -130,9 +137,11 @@ class Primitives3D(Dataset):
 
     def generate(self, index: int) -> np.ndarray:
         """The (N, 3) float32 cloud of item ``index`` at scale 1."""
+        import open3d as o3d
+
         label = index % self.num_classes
         rng = np.random.default_rng([self.seed, SPLITS[self.split], index])
-        mesh = PRIMITIVES[self.classes[label]]()
+        mesh = PRIMITIVES[self.classes[label]](o3d.geometry.TriangleMesh)
         mesh.translate(-mesh.get_axis_aligned_bounding_box().get_center())
         o3d.utility.random.seed(int(rng.integers(2**31)))  # open3d's sampler draws from its own global stream
         if self.sampling == 'uniform':

@@ -13,6 +13,8 @@ mixed batch and of a packed one, side by side in one process, at the same token 
   cost per real token.
 - ``padded (flexi)``: the packed batch's images, padded one per row instead: what packing saves.
 
+With ``cfg.amp`` every forward runs under bf16 autocast (``benchmark_subjects.training_step``).
+
 Targets (issue 18, CPU float32): padded <= 1.15x fixed (about the same real tokens; the ratio includes the padding),
 packed <= 1.05x fixed (the same token slots: the cost of the packing itself, the block-diagonal mask and per-image
 work). The rounds are interleaved as in the encoding benchmark (``benchmark_timing.interleaved_times``) and every
@@ -37,6 +39,7 @@ import torch.nn.functional as F
 from vispe.backbones.vit import VisionTransformerPE, create_model
 from vispe.encodings.build import parse_encoding_spec
 from vispe.evaluation.benchmark import BenchmarkConfig
+from vispe.evaluation.benchmark_subjects import training_step
 from vispe.evaluation.benchmark_timing import Subject, interleaved_times, paired_ratio, ratio_interval
 from vispe.layout import make_layout
 
@@ -85,11 +88,13 @@ def packed_rows(grids: Sequence[tuple[int, int]], capacity: int, rows: int, pref
     return [g for g, row in zip(layout.grids, layout.rows) if row in kept]
 
 
-def _subject(name: str, model: VisionTransformerPE, images: Any, labels: torch.Tensor) -> Subject:
-    def forward_backward() -> None:
-        F.cross_entropy(model(images).float(), labels).backward()
+def _subject(cfg: BenchmarkConfig, name: str, model: VisionTransformerPE, images: Any, labels: torch.Tensor) -> Subject:
+    """One training step of ``model`` on ``images``: the forward under bf16 autocast when ``cfg.amp``."""
 
-    return Subject(name, model, forward_backward, lambda: model.zero_grad(set_to_none=True))
+    def loss() -> torch.Tensor:
+        return F.cross_entropy(model(images).float(), labels)
+
+    return Subject(name, model, training_step(loss, cfg), lambda: model.zero_grad(set_to_none=True))
 
 
 def mixed_subjects(cfg: BenchmarkConfig, encoding: str) -> tuple[list[Subject], dict[str, dict[str, Any]]]:
@@ -124,7 +129,7 @@ def mixed_subjects(cfg: BenchmarkConfig, encoding: str) -> tuple[list[Subject], 
         copy_.set_mixed_sizes(mode, capacity)
         count = len(grids)
         labels = torch.randint(max(model.num_classes, 1), (count,), generator=gen).to(cfg.device)
-        subjects.append(_subject(name, copy_, images, labels))
+        subjects.append(_subject(cfg, name, copy_, images, labels))
         info[name] = dict(
             images=count, real_tokens=sum(P + h * w for h, w in grids), slots=_slots(grids, mode, capacity, P)
         )
@@ -171,6 +176,7 @@ def run_mixed_benchmark(cfg: BenchmarkConfig, encodings: Sequence[str]) -> dict[
         img_size=list(cfg.img_size),
         batch_size=cfg.batch_size,
         device=cfg.device,
+        amp=cfg.amp,
         threads=torch.get_num_threads(),
         repeats=cfg.repeats,
         warmup=cfg.warmup,

@@ -8,7 +8,8 @@
   as its hook on the tokens followed by that plain layer (``EncodedAttention``).
 
 A row is an encoding spec of ``vispe.encodings.build.parse_encoding_spec``: 'a+b' combines, 'name:key=value' sets
-arguments.
+arguments; or one of ``benchmark_rows``'s: a whole model by name ('timm:<name>', 'vispe:<name>', model level) or
+``sdpa_bias`` (attention level: SDPA with a learned bias).
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ from vispe.attention import Attention
 from vispe.backbones.dit import DiT, dit
 from vispe.backbones.vit import VisionTransformerPE, create_model
 from vispe.encodings import Encoding, EncodingStack, encoding_class, list_encodings, parse_encoding_spec
+from vispe.evaluation.benchmark_rows import (
+    SDPA_BIAS,
+    LearnedBiasAttention,
+    build_model_row,
+    check_model_row,
+    is_model_row,
+)
 from vispe.evaluation.benchmark_timing import Subject, compile_subjects
 from vispe.positions import Positions, grid_positions
 
@@ -60,7 +68,11 @@ def resolve_encodings(encodings: Sequence[str] | None, baseline: str, level: str
     """
     names = list(dict.fromkeys([baseline, *(list_encodings(ndim=2) if encodings is None else encodings)]))
     for name in names:
-        if not (level == 'attention' and name == SDPA):
+        if is_model_row(name):
+            check_model_row(name, level)
+        elif name == SDPA_BIAS and level != 'attention':
+            raise ValueError(f'row {SDPA_BIAS!r} is an attention core: it runs at --level attention, not {level}')
+        elif not (level == 'attention' and name in (SDPA, SDPA_BIAS)):
             _classes(name)
     return names
 
@@ -68,9 +80,13 @@ def resolve_encodings(encodings: Sequence[str] | None, baseline: str, level: str
 def encoding_kind(name: str) -> str:
     """For a row spec: 'bias' (a logit bias or a value term over the attention weights: N^2 tables), 'rotary'
     (rotates q and k), 'value' (a term computed from V alone), 'embed' (changes the tokens); 'none' for the
-    plain-attention row."""
+    plain-attention row, 'bias' for ``sdpa_bias``, 'model' for a whole model named by a 'timm:' or 'vispe:' row."""
     if name == SDPA:
         return 'none'
+    if name == SDPA_BIAS:
+        return 'bias'
+    if is_model_row(name):
+        return 'model'
     hooks: set[str] = set()
     for cls in _classes(name):
         hooks |= cls.hooks()
@@ -151,18 +167,20 @@ def _dit_subject(cfg: BenchmarkConfig, name: str) -> Subject:
 
 
 def _model_subject(cfg: BenchmarkConfig, name: str) -> Subject:
-    if is_dit(cfg.model):
+    if is_dit(cfg.model) and not is_model_row(name):
         return _dit_subject(cfg, name)
-    model = _build_vit(cfg, name)
+    # a vispe ViT, or the timm model a 'timm:' row names (timm's ViT or Eva: patch_embed and num_classes alike)
+    model: Any = build_model_row(name, cfg).to(cfg.device).train() if is_model_row(name) else _build_vit(cfg, name)
     gen = torch.Generator().manual_seed(cfg.seed)
-    images = torch.randn(cfg.batch_size, _patch_embed(model).proj.in_channels, *cfg.img_size, generator=gen)
+    classes = int(model.num_classes)
+    images = torch.randn(cfg.batch_size, model.patch_embed.proj.in_channels, *cfg.img_size, generator=gen)
     images = images.to(cfg.device)
-    labels = torch.randint(max(model.num_classes, 1), (cfg.batch_size,), generator=gen).to(cfg.device)
+    labels = torch.randint(max(classes, 1), (cfg.batch_size,), generator=gen).to(cfg.device)
 
     def loss() -> torch.Tensor:
         out = model(images).float()
         # a headless model (num_classes=0) has no logits to classify: any scalar of its output will do
-        return F.cross_entropy(out, labels) if model.num_classes else out.square().mean()
+        return F.cross_entropy(out, labels) if classes else out.square().mean()
 
     return _model_step(cfg, name, model, loss)
 
@@ -185,15 +203,17 @@ class EncodedAttention(nn.Module):
 
 
 def _attention_subject(cfg: BenchmarkConfig, name: str) -> Subject:
-    model = _build(cfg, None if name == SDPA else name)
+    model = _build(cfg, None if name in (SDPA, SDPA_BIAS) else name)
     num_prefix = getattr(model, 'num_prefix_tokens', 0)  # a DiT has none
     attn, model_level = model.blocks[0].attn, model.pe
     if not isinstance(attn, Attention) or not isinstance(model_level, nn.ModuleDict):  # what vispe backbones hold
         raise TypeError(f'{cfg.model}: expected a vispe Attention as blocks[0].attn and a ModuleDict as pe')
-    layer = EncodedAttention(attn, model_level, num_prefix)
     (ph, pw), (h, w) = _patch_embed(model).patch_size, cfg.img_size
     pos = grid_positions(h // ph, w // pw, num_prefix, torch.device(cfg.device))
     n_tokens = num_prefix + pos.num_tokens
+    layer: nn.Module = EncodedAttention(attn, model_level, num_prefix)
+    if name == SDPA_BIAS:
+        layer = LearnedBiasAttention(attn, n_tokens).to(cfg.device)
     gen = torch.Generator().manual_seed(cfg.seed)
     # requires_grad: inside a model the layer's input needs a gradient too, so backward computes it
     x = torch.randn(cfg.batch_size, n_tokens, model.embed_dim, generator=gen).to(cfg.device).requires_grad_()
@@ -230,6 +250,7 @@ __all__ = [
     'DEFAULT_BASELINE',
     'LEVELS',
     'SDPA',
+    'SDPA_BIAS',
     'EncodedAttention',
     'baseline_of',
     'build_subjects',

@@ -1,0 +1,368 @@
+"""The prepared GPU check (``tools/gpu_check.sh``): every step in one process, under a time budget, into one summary.
+
+Steps, cheap and most telling first (``STEPS``): the GPU-marked tests (``pytest -m gpu``, in a subprocess whose
+failure stops nothing); the model-level benchmark of every image encoding at the two settings, eager (ViT-S/16
+224 px batch 64, with timm's own models beside vispe's, and ViT-B/16 448 px batch 16); the attention cores against
+SDPA and against SDPA with a learned bias; mixed-size batches against a fixed one; the Runner against a plain loop;
+then the compiled benchmarks, which take most of the time (a ViT's compilation is tens of seconds). Compiled rows
+are built and compiled one at a time, most important first (``compile_order``: ape_learned, then each target's
+encoding with the timm pair it belongs to); a row whose compilation would overrun the budget, judged by the rows
+compiled before it, is skipped, and the summary names it. Any step that would overrun is skipped the same way.
+
+Everything is bf16 autocast, forward + backward, as ``tools/benchmark.py --amp [--compile]`` measures it
+(``vispe.evaluation.benchmark``); every report is also written as that tool's JSON. Nothing is downloaded (models
+are randomly initialised) and open3d is not needed. ``plan_for('cpu')`` runs the same steps at toy sizes: the
+check of the script, not of its figures.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from vispe.evaluation.benchmark import BenchmarkConfig, measure
+from vispe.evaluation.benchmark_report import write_report
+from vispe.evaluation.benchmark_rows import SDPA_BIAS
+from vispe.evaluation.benchmark_subjects import SDPA, build_subjects
+from vispe.evaluation.benchmark_timing import COMPILE_WARMUP, Subject, compile_limits, synchronize
+
+#: the encodings with a GPU target, most important first: compiled rows follow this order after ape_learned
+TARGET_ORDER = ('rope_axial', 'rope_mixed', 'rope_dinov3', 'harope', 'comrope_ap', 'comrope_ld')
+#: (timm's own model, vispe's row of the same architecture, the encoding it goes with); ape_learned is what
+#: ``vispe.create_model('vit_small_patch16_224')`` builds (benchmark_rows)
+TIMM_PAIRS = (
+    ('timm:vit_small_patch16_224', 'ape_learned', 'ape_learned'),
+    ('timm:vit_small_patch16_rope_mixed_224', 'vispe:vit_small_patch16_rope_mixed_224', 'rope_mixed'),
+    ('timm:vit_small_patch16_dinov3', 'vispe:vit_small_patch16_dinov3', 'rope_dinov3'),
+)
+BASELINE = 'ape_learned'
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One benchmark setting: a model at an image size and batch, with its warm-up and timed rounds."""
+
+    label: str
+    model: str
+    img_size: int
+    batch_size: int
+    warmup: int
+    repeats: int
+    model_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def config(self, device: str, **changes: Any) -> BenchmarkConfig:
+        """The benchmark's config of this setting: bf16 autocast, forward + backward."""
+        cfg = BenchmarkConfig(
+            model=self.model,
+            img_size=(self.img_size, self.img_size),
+            batch_size=self.batch_size,
+            warmup=self.warmup,
+            repeats=self.repeats,
+            device=device,
+            amp=True,
+            model_kwargs=dict(self.model_kwargs),
+        )
+        return replace(cfg, **changes)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the check runs on one device, and the seconds each step is expected to take (to skip what would not
+    fit; ``compile_s``: one model's compilation before any was measured, ``row_s``: timing and profiling one
+    compiled row)."""
+
+    device: str
+    small: Setting
+    large: Setting
+    encodings: tuple[str, ...]
+    mixed_encodings: tuple[str, ...]
+    pairs: tuple[tuple[str, str, str], ...] = TIMM_PAIRS
+    throughput_config: str = 'configs/vit/vit_tiny_rope_mixed_shapes2d_position.py'
+    throughput_iters: int = 30
+    throughput_rounds: int = 3
+    tests: tuple[str, ...] = ('tests',)
+    tests_cap_s: float = 150.0
+    compile_backend: str = 'inductor'
+    compile_s: float = 50.0
+    row_s: float = 3.0
+    estimates: dict[str, float] = field(default_factory=dict)
+
+
+def plan_for(device: str, encodings: Sequence[str] | None = None, compile_backend: str = 'inductor') -> Plan:
+    """The GPU plan (``device='cuda'``), or the same steps at toy sizes on the CPU. ``encodings``: the rows
+    (default: every image encoding)."""
+    from vispe.encodings import list_encodings
+
+    rows = tuple(encodings or list_encodings(ndim=2))
+    if device == 'cuda':
+        small = Setting('ViT-S/16 224 px b64', 'vit_small_patch16_224', 224, 64, warmup=3, repeats=10)
+        large = Setting('ViT-B/16 448 px b16', 'vit_base_patch16_224', 448, 16, warmup=2, repeats=6)
+        estimates = {'eager_small': 45.0, 'eager_large': 40.0, 'attention_small': 20.0, 'mixed': 25.0}
+        estimates |= {
+            'throughput': 30.0,
+            'attention_large': 20.0,
+        }  # H200 guesses: a step expected to overrun is skipped
+        mixed = ('ape_learned', 'rope_axial', 'rope_mixed')
+        return Plan(device, small, large, rows, mixed, compile_backend=compile_backend, estimates=estimates)
+    toy = dict(depth=1)
+    small = Setting('toy ViT-S 32 px b2', 'vit_small_patch16_224', 32, 2, warmup=1, repeats=2, model_kwargs=toy)
+    large = Setting('toy ViT-B 48 px b1', 'vit_base_patch16_224', 48, 1, warmup=1, repeats=2, model_kwargs=toy)
+    return Plan(
+        device,
+        small,
+        large,
+        rows,
+        ('ape_learned', 'rope_mixed'),
+        throughput_iters=3,
+        tests_cap_s=300.0,
+        compile_backend=compile_backend,
+        compile_s=20.0,
+        row_s=1.0,
+    )
+
+
+def compile_order(plan: Plan, setting: Setting) -> list[str]:
+    """The compiled rows of ``setting``, most important first: the baseline, the target encodings in
+    ``TARGET_ORDER`` each followed by its timm pair (small setting only), then the other encodings."""
+    pairs = plan.pairs if setting == plan.small else ()
+    encodings = [e for e in plan.encodings if e != BASELINE]
+    ordered = [BASELINE] + [e for e in TARGET_ORDER if e in encodings] + [e for e in encodings if e not in TARGET_ORDER]
+    rows: list[str] = []
+    for encoding in ordered:
+        rows.append(encoding)
+        rows += [row for timm_row, vispe_row, anchor in pairs if anchor == encoding for row in (timm_row, vispe_row)]
+    rows += [row for timm_row, vispe_row, _ in pairs for row in (timm_row, vispe_row)]  # pairs of absent anchors
+    return list(dict.fromkeys(rows))
+
+
+# --- running under a budget ------------------------------------------------------------------------------------
+@dataclass
+class StepResult:
+    """What became of one step: 'done', 'skipped' (with why) or 'failed' (with the error's last line)."""
+
+    key: str
+    title: str
+    status: str
+    seconds: float = 0.0
+    report: dict[str, Any] | None = None
+    note: str = ''
+
+
+@dataclass
+class Clock:
+    """The budget: seconds since ``start`` (time.monotonic) against ``budget_s``."""
+
+    budget_s: float
+    start: float = field(default_factory=time.monotonic)
+
+    def left(self) -> float:
+        return self.budget_s - (time.monotonic() - self.start)
+
+    def used(self) -> float:
+        return time.monotonic() - self.start
+
+
+def log(clock: Clock, text: str) -> None:
+    print(f'[gpu_check {clock.used():.0f}s] {text}', flush=True)
+
+
+def free_memory(device: str) -> None:
+    """Release what a finished step held, so the next one starts from the same empty device."""
+    gc.collect()
+    if device == 'cuda':
+        torch.cuda.empty_cache()
+
+
+def run_tests(plan: Plan, out: Path, clock: Clock) -> dict[str, Any]:
+    """``pytest -m gpu`` in a subprocess (its output in OUT/tests.txt), stopped after ``tests_cap_s``."""
+    if importlib.util.find_spec('pytest') is None:  # a GPU machine's own python may lack it; the benchmarks go on
+        raise RuntimeError(f'pytest is not installed for {sys.executable}: the GPU-marked tests did not run')
+    cap = max(1.0, min(plan.tests_cap_s, clock.left()))
+    argv = [sys.executable, '-m', 'pytest', '-q', '-m', 'gpu', '-p', 'no:cacheprovider', *plan.tests]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=cap)
+        text, code = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as err:
+        text = (err.stdout or b'').decode() if isinstance(err.stdout, bytes) else (err.stdout or '')
+        text, code = text + f'\nstopped after {cap:.0f} s (the tests cap)\n', -1
+    (out / 'tests.txt').write_text(text)
+    lines = [line for line in text.splitlines() if line.strip()]
+    return {'exit': code, 'summary': lines[-1].strip('= ') if lines else '(no output)', 'argv': argv[1:]}
+
+
+def benchmark(cfg: BenchmarkConfig) -> dict[str, Any]:
+    """Build every row of ``cfg``, measure them, free them."""
+    subjects = build_subjects(cfg)
+    try:
+        return measure(cfg, subjects)
+    finally:
+        del subjects
+        free_memory(cfg.device)
+
+
+def compiled_benchmark(plan: Plan, setting: Setting, clock: Clock) -> tuple[dict[str, Any] | None, str]:
+    """The compiled rows of ``setting`` (``compile_order``) that fit the budget, each built, compiled and warmed up
+    on its own, then measured together. Returns the report (None when fewer than the baseline and one more row
+    fit) and a note naming the rows left out, or that failed to compile."""
+    rows = compile_order(plan, setting)
+    cfg = setting.config(plan.device, encodings=rows, compile=True)
+    kept: list[Subject] = []
+    compile_times: list[float] = []
+    failed: dict[str, str] = {}
+    try:
+        with compile_limits(len(rows)):
+            for row in rows:
+                guess = sum(compile_times) / len(compile_times) if compile_times else plan.compile_s
+                if guess + plan.row_s * (len(kept) + 1) > clock.left():
+                    break
+                start = time.monotonic()
+                try:
+                    kept.append(compiled_subject(cfg, row, plan.compile_backend))
+                except Exception as err:  # one row that does not compile leaves the others their figures
+                    failed[row] = error_line(err)
+                compile_times.append(time.monotonic() - start)
+            note = compiled_note([r for r in rows if r not in failed and r not in {s.name for s in kept}], failed)
+            if len(kept) < 2 or kept[0].name != BASELINE:
+                return None, note or 'only the baseline compiled'
+            report = measure(replace(cfg, encodings=[s.name for s in kept]), kept)
+    finally:
+        kept.clear()
+        torch._dynamo.reset()  # the next compiled step starts from nothing, as its own process would
+        free_memory(plan.device)
+    report['compile_backend'] = plan.compile_backend
+    report['compile_s'] = compile_times
+    return report, note
+
+
+def compiled_note(left_out: Sequence[str], failed: dict[str, str]) -> str:
+    """What the summary says of a compiled step's missing rows."""
+    parts = [f'rows left out for lack of time: {", ".join(left_out)}'] if left_out else []
+    parts += [f'{row} failed to compile ({line})' for row, line in failed.items()]
+    return '; '.join(parts)
+
+
+def error_line(err: BaseException) -> str:
+    """'TypeName: first line of the message', for a summary."""
+    return f'{type(err).__name__}: {err}'.splitlines()[0]
+
+
+def compiled_subject(cfg: BenchmarkConfig, row: str, backend: str) -> Subject:
+    """One row built, compiled with ``backend`` and warmed up (compilation happens then, outside timed rounds)."""
+    (subject,) = build_subjects(replace(cfg, encodings=[row], baseline=row, compile=False))
+    subject.module.compile(backend=backend)
+    for _ in range(COMPILE_WARMUP):
+        subject.step()
+    synchronize(cfg.device)
+    return subject
+
+
+def throughput(plan: Plan, out: Path) -> dict[str, Any]:
+    from vispe.evaluation.throughput import runner_vs_loop
+
+    return runner_vs_loop(
+        plan.throughput_config,
+        iters=plan.throughput_iters,
+        warmup=3,
+        rounds=plan.throughput_rounds,
+        amp=True,
+        device=plan.device,
+        work_dir=str(out / 'throughput_work'),
+    )
+
+
+Step = tuple[str, str, Callable[[], Any]]
+
+
+def steps(plan: Plan, out: Path, clock: Clock) -> list[Step]:
+    """(key, title, run) per step, in the order they run (module docstring). ``run`` returns a report, or a
+    compiled step's (report or None, note)."""
+    from vispe.evaluation.benchmark_mixed import run_mixed_benchmark
+
+    s, b, device = plan.small, plan.large, plan.device
+    pair_rows = [row for timm_row, vispe_row, _ in plan.pairs for row in (timm_row, vispe_row)]
+
+    def attention(setting: Setting) -> dict[str, Any]:
+        rows = [*plan.encodings, SDPA_BIAS]
+        return benchmark(setting.config(device, encodings=rows, baseline=SDPA, level='attention'))
+
+    return [
+        ('tests', 'GPU-marked tests (pytest -m gpu)', lambda: run_tests(plan, out, clock)),
+        (
+            'eager_small',
+            f'eager, {s.label}',
+            lambda: benchmark(s.config(device, encodings=[*plan.encodings, *pair_rows])),
+        ),
+        ('eager_large', f'eager, {b.label}', lambda: benchmark(b.config(device, encodings=plan.encodings))),
+        ('attention_small', f'attention cores, {s.label}', lambda: attention(s)),
+        (
+            'mixed',
+            f'mixed-size batches, {s.label}',
+            lambda: run_mixed_benchmark(s.config(device), plan.mixed_encodings),
+        ),
+        ('throughput', 'Runner against a plain loop', lambda: throughput(plan, out)),
+        ('attention_large', f'attention cores, {b.label}', lambda: attention(b)),
+        ('compiled_small', f'compiled, {s.label}', lambda: compiled_benchmark(plan, s, clock)),
+        ('compiled_large', f'compiled, {b.label}', lambda: compiled_benchmark(plan, b, clock)),
+    ]
+
+
+def run_gpu_check(plan: Plan, out: str | Path, budget_s: float, clock: Clock | None = None) -> list[StepResult]:
+    """Run the plan's steps under ``budget_s`` seconds, writing each report as OUT/<step>.json; the results in
+    order. A step expected to overrun is skipped (the compiled ones trim their rows themselves); one that raises
+    is recorded as failed, and the next one runs."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    clock = clock or Clock(budget_s)
+    results: list[StepResult] = []
+    todo = steps(plan, out, clock)
+    for i, (key, title, run) in enumerate(todo, 1):
+        estimate = plan.estimates.get(key, 0.0)
+        if estimate > clock.left():
+            note = f'needs about {estimate:.0f} s, {max(clock.left(), 0):.0f} s were left'
+            results.append(StepResult(key, title, 'skipped', note=note))
+            continue
+        log(clock, f'{i}/{len(todo)} {title}')
+        results.append(_run_step(key, title, run, out))
+        log(clock, f'{key}: {results[-1].status} in {results[-1].seconds:.0f} s {results[-1].note}'.rstrip())
+    log(clock, f'done in {clock.used():.0f} s (budget {budget_s:.0f} s); reports in {out}')
+    return results
+
+
+def _run_step(key: str, title: str, run: Callable[[], Any], out: Path) -> StepResult:
+    start = time.monotonic()
+    try:
+        value = run()
+    except Exception as err:  # one step's failure is reported, and the others still run
+        traceback.print_exc()
+        return StepResult(key, title, 'failed', time.monotonic() - start, note=error_line(err))
+    seconds = time.monotonic() - start
+    report, note = value if isinstance(value, tuple) else (value, '')
+    if report is None:
+        return StepResult(key, title, 'skipped', seconds, note=note or 'nothing fitted the budget')
+    write_report(report, out / f'{key}.json')
+    return StepResult(key, title, 'done', seconds, report, note)
+
+
+__all__ = [
+    'BASELINE',
+    'TARGET_ORDER',
+    'TIMM_PAIRS',
+    'Clock',
+    'Plan',
+    'Setting',
+    'StepResult',
+    'compile_order',
+    'compiled_benchmark',
+    'plan_for',
+    'run_gpu_check',
+]
