@@ -11,9 +11,10 @@ Backends, chosen per call (``rotary_backend``):
 
 - ``triton``: CUDA tensors in eager mode. One kernel rotates q and k in one pass (``vispe.kernels.rotary_triton``):
   it loads the input dtype, computes in float32 registers and stores the input dtype, token-major like timm's q and
-  k; its backward is the same kernel at -a, and the table's gradient (learned frequencies) is one complex product
-  summed onto the table. Cost on GPU: one read and one write of q and k, plus the table rows (not measured on a GPU
-  yet; on CPU it runs through Triton's interpreter, for the tests only).
+  k; its backward is the same kernel at -a, and when the table needs a gradient (learned frequencies) that pass also
+  reads q and k and writes each token's (d cos, d sin), which one sum puts onto the table (or its rows). Cost on GPU:
+  one read and one write of q and k forward, one more read of q and k and a float32 (B, H, N, d/2, 2) write backward
+  for a learned table (not measured on a GPU yet; on CPU it runs through Triton's interpreter, for the tests only).
 - ``complex``: CPU eager. The pairs viewed as complex64 and multiplied by the table viewed as complex64: one
   elementwise kernel per tensor, about 3x faster on CPU than the real-valued form below (4.2 against 15.2 ms, q and
   k of ViT-S/16 at batch 8, forward + backward, one thread).
@@ -164,6 +165,11 @@ def _table_grad(
         d = d * scale
     if inverse:
         d = d * torch.tensor([1.0, -1.0], device=d.device)
+    return _sum_onto(d, table, index)
+
+
+def _sum_onto(d: torch.Tensor, table: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
+    """Per-token table gradients (B, H, T, d/2, 2) summed onto the table's shape, or onto its rows by ``index``."""
     if index is None:
         return d.sum_to_size(table.shape)
     if table.shape[1] == 1 and d.shape[1] != 1:  # rows shared by the heads
@@ -198,6 +204,10 @@ class _Rotate(torch.autograd.Function):
     def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
         table, index, saved_scale, *xs = ctx.saved_tensors
         scale = saved_scale if ctx.scale is None else ctx.scale
+        if ctx.backend == 'triton' and ctx.needs_input_grad[0]:  # the table's gradient in the kernel's pass
+            filled = [g if g is not None else torch.zeros_like(x) for g, x in zip(grads, xs)]
+            turned_all, per_token = _triton_launch().launch(filled, table, index, scale, not ctx.inverse, xs)
+            return (_sum_onto(per_token, table, index), None, None, None, None, *turned_all)
         d_table = _table_grad(xs, grads, table, index, scale, ctx.inverse) if ctx.needs_input_grad[0] else None
         present = [g for g in grads if g is not None]
         turned = iter(_apply(ctx.backend, present, table, index, scale, not ctx.inverse))
@@ -220,7 +230,7 @@ def _apply(
         triton = _triton_launch()
         if triton is None:
             raise RuntimeError("rotary backend 'triton' needs the triton package; install it or use 'torch'")
-        return tuple(triton.launch(xs, table, index, scale, inverse))
+        return tuple(triton.launch(xs, table, index, scale, inverse)[0])
     if index is not None:
         per_row = scale if not isinstance(scale, torch.Tensor) else 1.0
         turn = _complex(table, per_row, inverse)[index].movedim(1, 2)  # (B, G, T, d/2)

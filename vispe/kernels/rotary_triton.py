@@ -26,6 +26,9 @@ def _rotary_kernel(
     t_ptr,
     i_ptr,
     s_ptr,
+    y1_ptr,
+    y2_ptr,
+    dt_ptr,
     rows,
     heads,
     tokens,
@@ -46,11 +49,19 @@ def _rotary_kernel(
     si_n,
     ss_b,
     ss_n,
+    sy1_b,
+    sy1_h,
+    sy1_n,
+    sy2_b,
+    sy2_h,
+    sy2_n,
     scale,
+    dt_sin_sign,
     TWO: tl.constexpr,
     HAS_INDEX: tl.constexpr,
     HAS_SCALE: tl.constexpr,
     INVERSE: tl.constexpr,
+    TABLE_GRAD: tl.constexpr,
     BLOCK_R: tl.constexpr,
     BLOCK_P: tl.constexpr,
 ):
@@ -68,11 +79,11 @@ def _rotary_kernel(
     else:
         t_row = b * st_b + h * st_h + n * st_n
     t_off = t_row[:, None] + 2 * j[None, :]
-    cos = tl.load(t_ptr + t_off, mask=mask, other=1.0) * scale
-    sin = tl.load(t_ptr + t_off + 1, mask=mask, other=0.0) * scale
+    factor = tl.full([BLOCK_R, 1], 1.0, tl.float32) * scale
     if HAS_SCALE:  # per token (YaRN in a mixed batch of several scales)
-        token_scale = tl.load(s_ptr + b * ss_b + n * ss_n, mask=row_ok, other=1.0)[:, None]
-        cos, sin = cos * token_scale, sin * token_scale
+        factor = factor * tl.load(s_ptr + b * ss_b + n * ss_n, mask=row_ok, other=1.0)[:, None]
+    cos = tl.load(t_ptr + t_off, mask=mask, other=1.0) * factor
+    sin = tl.load(t_ptr + t_off + 1, mask=mask, other=0.0) * factor
     if INVERSE:
         sin = -sin
     pair = 2 * j[None, :]
@@ -82,12 +93,28 @@ def _rotary_kernel(
     a1 = tl.load(x1_ptr + x + 1, mask=mask, other=0.0).to(tl.float32)
     tl.store(o1_ptr + out, (a0 * cos - a1 * sin).to(o1_ptr.dtype.element_ty), mask=mask)
     tl.store(o1_ptr + out + 1, (a0 * sin + a1 * cos).to(o1_ptr.dtype.element_ty), mask=mask)
+    if TABLE_GRAD:  # backward: x is the output's gradient g, y the forward's input p; d(cos), d(sin) of this token
+        y = (b * sy1_b + h * sy1_h + n * sy1_n)[:, None] + pair
+        p0 = tl.load(y1_ptr + y, mask=mask, other=0.0).to(tl.float32)
+        p1 = tl.load(y1_ptr + y + 1, mask=mask, other=0.0).to(tl.float32)
+        d_cos = a0 * p0 + a1 * p1
+        d_sin = a1 * p0 - a0 * p1
     if TWO:
         x = (b * sx2_b + h * sx2_h + n * sx2_n)[:, None] + pair
         a0 = tl.load(x2_ptr + x, mask=mask, other=0.0).to(tl.float32)
         a1 = tl.load(x2_ptr + x + 1, mask=mask, other=0.0).to(tl.float32)
         tl.store(o2_ptr + out, (a0 * cos - a1 * sin).to(o2_ptr.dtype.element_ty), mask=mask)
         tl.store(o2_ptr + out + 1, (a0 * sin + a1 * cos).to(o2_ptr.dtype.element_ty), mask=mask)
+        if TABLE_GRAD:
+            y = (b * sy2_b + h * sy2_h + n * sy2_n)[:, None] + pair
+            p0 = tl.load(y2_ptr + y, mask=mask, other=0.0).to(tl.float32)
+            p1 = tl.load(y2_ptr + y + 1, mask=mask, other=0.0).to(tl.float32)
+            d_cos += a0 * p0 + a1 * p1
+            d_sin += a1 * p0 - a0 * p1
+    if TABLE_GRAD:  # one float32 (B, H, N, d/2, 2) entry per token, summed onto the table by the caller
+        dt = row[:, None] * (2 * pairs) + 2 * j[None, :]
+        tl.store(dt_ptr + dt, d_cos * factor, mask=mask)
+        tl.store(dt_ptr + dt + 1, d_sin * factor * dt_sin_sign, mask=mask)
 
 
 @functools.cache
@@ -107,11 +134,17 @@ def launch(
     index: torch.Tensor | None,
     scale: float | torch.Tensor,
     inverse: bool,
-) -> list[torch.Tensor]:
+    inputs: list[torch.Tensor] | None = None,
+) -> tuple[list[torch.Tensor], torch.Tensor | None]:
     """Rotate one or two (B, H, N, d) tensors (any strides) by ``table``: dense, broadcastable to (B, H, N, d/2, 2),
     or with ``index`` (B, N) rows (R, G, d/2, 2), G in {1, H}; times ``scale``, a float or per token (B, 1, N, 1)
-    float32. Outputs are token-major (B, N, H, d) memory seen as (B, H, N, d), like timm's q and k."""
+    float32. Outputs are token-major (B, N, H, d) memory seen as (B, H, N, d), like timm's q and k.
+
+    In a backward (``xs`` the outputs' gradients g, ``inverse`` the opposite of the forward's), ``inputs`` (the
+    forward's inputs p) asks for the table's gradient per token in the same pass: (B, H, N, d/2, 2) float32, the
+    (d cos, d sin) of g conj(p) times the scale, summed over q and k; else None."""
     xs = [x if x.stride(-1) == 1 else x.contiguous() for x in xs]
+    ys = [y if y.stride(-1) == 1 else y.contiguous() for y in inputs] if inputs is not None else list(xs)
     B, H, N, d = xs[0].shape
     P = d // 2
     if table.stride(-1) != 1 or table.stride(-2) != 2:
@@ -131,19 +164,22 @@ def launch(
     else:
         per_token, ss_b, ss_n = table, 0, 0  # never read
     x2, o2 = (xs[1], outs[1]) if len(xs) == 2 else (xs[0], outs[0])
+    y2 = ys[1] if len(ys) == 2 else ys[0]
+    dt = torch.empty(B, H, N, P, 2, dtype=torch.float32, device=xs[0].device) if inputs is not None else table
     rows = B * H * N
     block_p = triton.next_power_of_2(max(P, 1))
     block_r = max(1, min(64, 2048 // block_p))
     grid = (triton.cdiv(rows, block_r),)
     kernel(not xs[0].is_cuda)[grid](
-        xs[0], outs[0], x2, o2, table, idx, per_token,
+        xs[0], outs[0], x2, o2, table, idx, per_token, ys[0], y2, dt,
         rows, H, N, P,
         *xs[0].stride()[:3], *x2.stride()[:3], *outs[0].stride()[:3],
-        st_b, st_h, st_n, si_b, si_n, ss_b, ss_n, float(scale),
+        st_b, st_h, st_n, si_b, si_n, ss_b, ss_n, *ys[0].stride()[:3], *y2.stride()[:3],
+        float(scale), 1.0 if inverse else -1.0,
         TWO=len(xs) == 2, HAS_INDEX=index is not None, HAS_SCALE=per_token is not table, INVERSE=inverse,
-        BLOCK_R=block_r, BLOCK_P=block_p,
+        TABLE_GRAD=inputs is not None, BLOCK_R=block_r, BLOCK_P=block_p,
     )  # fmt: skip
-    return outs
+    return outs, (dt if inputs is not None else None)
 
 
 __all__ = ['KERNEL_DTYPES', 'kernel', 'launch']
