@@ -125,6 +125,9 @@ def test_the_augmentation_is_drawn_once_per_forward_pass_and_never_at_evaluation
         return draw(*args)
 
     monkeypatch.setattr(dinov3, 'coordinate_augmentation', counted)
+    tables = []
+    table = RoPEDinoV3.table
+    monkeypatch.setattr(RoPEDinoV3, 'table', lambda self, *args: tables.append(1) or table(self, *args))
     model = vispe.create_model(
         'vit_tiny_patch16_224', encoding='rope_dinov3', img_size=32, patch_size=8, depth=3, num_classes=5
     )
@@ -133,6 +136,7 @@ def test_the_augmentation_is_drawn_once_per_forward_pass_and_never_at_evaluation
     model(x)
     model(x)
     assert len(calls) == 2  # one per forward pass, read by all three layers
+    assert len(tables) == 2  # and the augmented table too
     model.eval()
     with torch.no_grad():
         evaluated = model(x)

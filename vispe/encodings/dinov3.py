@@ -233,8 +233,14 @@ class RoPEDinoV3(Encoding):
         drawn = self.draw(pos)
         if drawn is None:
             table = self._cache.get(pos.cache_key(self.strategy), lambda: self.table(pos))
-        else:
-            table = self.table(pos, drawn)
+        else:  # one table per forward pass, shared by the layers like the draw it comes from
+            name = (
+                f'rope_dinov3 table {self.head_dim} {self.base} {self.min_period} {self.max_period} {self.normalize} '
+                f'{self.strategy} {self.shift} {self.jitter} {self.rescale}'
+            )
+            table = pos.draws.get(name)
+            if table is None:
+                table = pos.draws[name] = self.table(pos, drawn)
         return rotate_qk(q, k, table.unsqueeze(-4))  # a head axis in front of the tokens, shared by the heads
 
 
