@@ -232,9 +232,9 @@ class GridTableCache:
 
     Under ``torch.compile`` the cache is neither read nor written: the table is built inside the graph. A lookup
     would make dynamo guard on the dict's contents, and the first call's insertion would then fail that guard and
-    recompile the model (once per table, and again whenever an eager call fills the cache). Built in the graph, the
-    tables of all layers are the same ops on the same inputs, which AOTAutograd's common-subexpression pass merges:
-    the compiled model computes each table once per forward pass.
+    recompile the model (once per table, and again whenever an eager call fills the cache). Built in the graph, a
+    table is a few pointwise ops on positions per layer (rope_axial: cos and sin of an (N, d/2) product; iRPE: the
+    (N, N) bucket ids), which Inductor fuses into the kernels that read it instead of materialising it.
     """
 
     def __init__(self, max_entries: int = 8) -> None:
