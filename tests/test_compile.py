@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch._dynamo as dynamo
 from conftest import TINY_VIT
+from torch._dynamo.utils import counters
 
 import vispe
 from vispe import geometry as G
@@ -81,12 +82,14 @@ def test_every_encoding_compiles_as_one_graph_that_matches_eager(name: str) -> N
     model, inputs = model_and_inputs(name)
     model.train()
     dynamo.reset()
+    counters.clear()
     check = GraphCheck()
     compiled = torch.compile(model, backend=check)
     for seed in (0, 1):
         eager = train_step(model, inputs, seed)
         assert_same_step(eager, train_step(compiled, inputs, seed), tol=1e-4)
     assert check.graphs == 1, f'{name}: {check.graphs} graphs (graph breaks or recompilations)'
+    assert not counters['graph_break'], f'{name}: dynamo counted graph breaks: {dict(counters["graph_break"])}'
     assert not check.complex_nodes, f'{name}: complex values in the compiled graph: {check.complex_nodes[:3]}'
 
 
@@ -98,12 +101,14 @@ def test_inductor_cpu_compiles_once_and_matches_eager(name: str) -> None:
     model, inputs = model_and_inputs(name)
     model.train()
     dynamo.reset()
+    counters.clear()
     check = GraphCheck('inductor')
     compiled = torch.compile(model, backend=check)
     for seed in (0, 1):
         eager = train_step(model, inputs, seed)
         assert_same_step(eager, train_step(compiled, inputs, seed), tol=1e-3)
     assert check.graphs == 1, f'{name}: {check.graphs} graphs (graph breaks or recompilations)'
+    assert not counters['graph_break'] and counters['stats']['unique_graphs'] == 1, dict(counters['stats'])
 
 
 def test_train_tool_compiles_the_backbone_and_keeps_checkpoint_keys(tmp_path) -> None:
