@@ -111,6 +111,27 @@ def test_inductor_cpu_compiles_once_and_matches_eager(name: str) -> None:
     assert not counters['graph_break'] and counters['stats']['unique_graphs'] == 1, dict(counters['stats'])
 
 
+@pytest.mark.parametrize('name', ['rope_axial', 'irpe', 'comrope_ap'])
+def test_blocks_compiled_one_by_one_share_one_graph(name: str) -> None:
+    """Regional compilation (``compile_module(model, 'blocks')``, what tools/gpu_check.sh times): the three blocks
+    share one graph (nothing in a block guards on which block it is), and the steps equal an eager copy's."""
+    import copy
+
+    from vispe.evaluation.benchmark_timing import compile_module
+
+    model = vispe.create_model('vit_tiny_patch16_224', encoding=name, **{**TINY_VIT, 'depth': 3}).train()
+    eager_model = copy.deepcopy(model)
+    dynamo.reset()
+    check = GraphCheck()
+    compile_module(model, 'blocks', backend=check)
+    inputs = (torch.randn(2, 3, 32, 32),)
+    for seed in (0, 1):
+        assert_same_step(train_step(eager_model, inputs, seed), train_step(model, inputs, seed), tol=1e-4)
+    assert check.graphs == 1, f'{name}: {check.graphs} graphs for three blocks (a recompilation per block?)'
+    with pytest.raises(ValueError, match="compile scope must be one of \\('model', 'blocks'\\)"):
+        compile_module(model, 'layers')
+
+
 def test_train_tool_compiles_the_backbone_and_keeps_checkpoint_keys(tmp_path) -> None:
     """tools/train.py --compile: two compiled iterations on CPU; the checkpoint loads into a plain model."""
     from test_tools import run_tool, tiny_config

@@ -63,6 +63,7 @@ def test_every_step_runs_at_toy_sizes_and_writes_its_report(toy_run) -> None:
         assert json.loads((out / f'{key}.json').read_text())
     compiled = json.loads((out / 'compiled_small.json').read_text())
     assert compiled['compile'] is True and compiled['amp'] is True and compiled['compile_backend'] == 'aot_eager'
+    assert compiled['compile_scope'] == 'blocks'  # each block compiled: one graph every block reuses
     assert [r['encoding'] for r in compiled['results']] == compile_order(toy_plan(), toy_plan().small)
     assert 'skipped' in (out / 'tests.txt').read_text()  # no CUDA here: the GPU tests skip, and say so
 

@@ -46,6 +46,7 @@ from vispe.evaluation.benchmark_report import (
     write_report,
 )
 from vispe.evaluation.benchmark_subjects import LEVELS, baseline_of, build_subjects, resolve_encodings
+from vispe.evaluation.benchmark_timing import COMPILE_SCOPES
 from vispe.evaluation.throughput import runner_vs_loop
 
 
@@ -77,6 +78,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
     p.add_argument('--amp', action='store_true', help='forward under bf16 autocast (backward outside it)')
     p.add_argument('--compile', action='store_true', help='nn.Module.compile each row before its warm-up')
+    p.add_argument(
+        '--compile-scope',
+        choices=COMPILE_SCOPES,
+        default='model',
+        help="with --compile: the whole model, or each transformer block ('blocks': one compilation reused by every "
+        'block, a fraction of the compile time)',
+    )
     p.add_argument(
         '--scaling',
         type=int,
@@ -192,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         amp=args.amp,
         compile=args.compile,
+        compile_scope=args.compile_scope,
         model_kwargs=dict(args.model_kwargs),
     )
     if args.mixed_sizes:

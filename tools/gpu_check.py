@@ -46,6 +46,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help='encoding rows (default: $ENCODINGS, else every image encoding)',
     )
     p.add_argument('--compile-backend', default='inductor', help="torch.compile backend ('aot_eager': quick, toy)")
+    p.add_argument(
+        '--compile-scope',
+        choices=('blocks', 'model'),
+        default='blocks',
+        help='compiled rows: each transformer block (one compilation reused by every block; default) or the model',
+    )
     p.add_argument('--tests', nargs='+', default=['tests'], help='where pytest looks for the GPU-marked tests')
     args = p.parse_args(argv)
     if args.budget is None:
@@ -65,7 +71,9 @@ def main(argv: list[str] | None = None, start: float = START) -> int:
     from vispe.evaluation.gpu_check import Clock, plan_for, run_gpu_check
     from vispe.evaluation.gpu_check_summary import summary_markdown
 
-    plan = replace(plan_for(args.device, args.encodings, args.compile_backend), tests=tuple(args.tests))
+    plan = replace(
+        plan_for(args.device, args.encodings, args.compile_backend, args.compile_scope), tests=tuple(args.tests)
+    )
     clock = Clock(args.budget, start)
     results = run_gpu_check(plan, args.out, args.budget, clock)
     text = summary_markdown(plan, results, args.budget, clock.used())

@@ -238,9 +238,10 @@ class RoPEDinoV3(Encoding):
                 f'rope_dinov3 table {self.head_dim} {self.base} {self.min_period} {self.max_period} {self.normalize} '
                 f'{self.strategy} {self.shift} {self.jitter} {self.rescale}'
             )
-            table = pos.draws.get(name)
-            if table is None:
-                table = pos.draws[name] = self.table(pos, drawn)
+            shared = pos.draws.get(name)
+            if shared is None:
+                shared = pos.draws[name] = self.table(pos, drawn)
+            table = shared
         return rotate_qk(q, k, table.unsqueeze(-4))  # a head axis in front of the tokens, shared by the heads
 
 

@@ -60,6 +60,7 @@ class BenchmarkConfig:
     model_kwargs: dict[str, Any] = field(default_factory=dict)
     amp: bool = False  # the forward under torch.autocast(dtype=torch.bfloat16); backward outside it, as torch advises
     compile: bool = False  # nn.Module.compile each subject before its warm-up (compilation is not timed)
+    compile_scope: str = 'model'  # 'blocks': each transformer block compiled, not the whole model (compile_module)
 
 
 def normalize_img_size(size: int | Sequence[int]) -> tuple[int, int]:
@@ -134,6 +135,7 @@ def _measure(cfg: BenchmarkConfig, subjects: Sequence[Subject]) -> dict[str, Any
         'seed': cfg.seed,
         'amp': cfg.amp,
         'compile': cfg.compile,
+        'compile_scope': cfg.compile_scope,
         'baseline': baseline_of(cfg),
         'model_kwargs': cfg.model_kwargs,
         'cpu_count': os.cpu_count(),

@@ -242,7 +242,7 @@ def build_subjects(cfg: BenchmarkConfig) -> list[Subject]:
         names += [] if SDPA in names else [SDPA]
         subjects = [_attention_subject(cfg, name) for name in names]
     if cfg.compile:
-        compile_subjects(subjects)
+        compile_subjects(subjects, cfg.compile_scope)
     return subjects
 
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -49,10 +49,30 @@ class Steppable(Protocol):
 COMPILE_WARMUP = 3
 
 
-def compile_subjects(subjects: Sequence[Subject]) -> None:
-    """``nn.Module.compile`` every subject in place (compilation happens at its first step; see ``compile_limits``)."""
+#: what ``--compile`` compiles: the whole model, or each of its transformer blocks (regional compilation)
+COMPILE_SCOPES = ('model', 'blocks')
+
+
+def compile_module(module: nn.Module, scope: str = 'model', backend: str | Callable[..., Any] = 'inductor') -> None:
+    """``nn.Module.compile`` in place: the module, or with ``scope='blocks'`` each of its ``blocks`` (a ViT's, a
+    DiT's, timm's Eva: the region that repeats). A model's blocks are the same code on parameters of the same shapes,
+    so dynamo compiles the first and every other block reuses that graph (vispe's encodings recompile nothing from
+    block to block, tests/test_compile.py): a fraction of a whole model's compilation time, with patch embedding and
+    head left eager. A module without ``blocks`` (an attention-level row) is compiled whole."""
+    if scope not in COMPILE_SCOPES:
+        raise ValueError(f'compile scope must be one of {COMPILE_SCOPES}, got {scope!r}')
+    blocks = getattr(module, 'blocks', None)
+    if scope == 'blocks' and isinstance(blocks, (nn.Sequential, nn.ModuleList)) and len(blocks):
+        for block in blocks:
+            block.compile(backend=backend)
+    else:
+        module.compile(backend=backend)
+
+
+def compile_subjects(subjects: Sequence[Subject], scope: str = 'model') -> None:
+    """``compile_module`` every subject in place (compilation happens at its first step; see ``compile_limits``)."""
     for subject in subjects:
-        subject.module.compile()
+        compile_module(subject.module, scope)
 
 
 def compile_limits(num_subjects: int) -> AbstractContextManager[None]:
@@ -204,7 +224,9 @@ __all__ = [
     'SDPA_KERNELS',
     'Steppable',
     'Subject',
+    'COMPILE_SCOPES',
     'compile_limits',
+    'compile_module',
     'compile_subjects',
     'interleaved_times',
     'paired_ratio',

@@ -201,6 +201,10 @@ def tests_line(result: StepResult | None) -> str:
     return f'GPU-marked tests: {state}, {result.report["summary"]} (OUT/tests.txt)'
 
 
+#: how the summary names a compile scope (``vispe.evaluation.benchmark_timing.compile_module``)
+SCOPES = {'blocks': 'each transformer block compiled (one graph reused by all)', 'model': 'the whole model compiled'}
+
+
 def summary_markdown(plan: Plan, results: Sequence[StepResult], budget_s: float, used_s: float) -> str:
     """The whole summary.md."""
     summary = Summary(plan, results)
@@ -211,7 +215,8 @@ def summary_markdown(plan: Plan, results: Sequence[StepResult], budget_s: float,
         f'# GPU check: {device_name(plan.device)}',
         '',
         f'- torch {torch.__version__}, timm {timm.__version__}, {now}',
-        f'- time: {used_s:.0f} s of a {budget_s:.0f} s budget{compile_line}; compile backend {plan.compile_backend}',
+        f'- time: {used_s:.0f} s of a {budget_s:.0f} s budget{compile_line}',
+        f'- compiled rows: backend {plan.compile_backend}, {SCOPES[plan.compile_scope]}',
         f'- {tests_line(summary.results.get("tests"))}',
         '- every figure: bf16 autocast, forward + backward, median over interleaved rounds, random init',
         '',
