@@ -162,3 +162,27 @@ def test_cuda_kernel_matches_the_reference(dtype: torch.dtype, table_kind: str) 
         ref = run('torch', q, k, angles, index, scale)
         got = run('triton', q, k, angles, index, scale)
         assert_same(got, ref, dtype)
+
+
+def test_a_kernel_that_fails_its_check_warns_once_and_the_complex_path_takes_over(monkeypatch) -> None:
+    """The check passes for the real kernel (through the interpreter here); a Triton that cannot build it (simulated)
+    gives one warning naming the error, and the device then takes the complex path instead of failing."""
+
+    class Broken:
+        KERNEL_DTYPES = (torch.float32,)
+
+        @staticmethod
+        def launch(*args, **kwargs):
+            raise RuntimeError('PTX .version 9.9 does not support .target sm_90')
+
+    rotary.kernel_works.cache_clear()
+    try:
+        if rotary._triton_launch() is not None:
+            assert rotary.kernel_works(torch.device('cpu')) is True
+            rotary.kernel_works.cache_clear()
+        monkeypatch.setattr(rotary, '_triton_launch', lambda: Broken)
+        with pytest.warns(RuntimeWarning, match='does not work on cpu .RuntimeError: PTX .version 9.9.*complex'):
+            assert rotary.kernel_works(torch.device('cpu')) is False
+        assert rotary.kernel_works(torch.device('cpu')) is False  # cached: no second warning, no second try
+    finally:
+        rotary.kernel_works.cache_clear()

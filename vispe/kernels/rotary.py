@@ -15,6 +15,8 @@ Backends, chosen per call (``rotary_backend``):
   reads q and k and writes each token's (d cos, d sin), which one sum puts onto the table (or its rows). Cost on GPU:
   one read and one write of q and k forward, one more read of q and k and a float32 (B, H, N, d/2, 2) write backward
   for a learned table (not measured on a GPU yet; on CPU it runs through Triton's interpreter, for the tests only).
+  On first use per device the kernel is checked once against the reference (``kernel_works``); a kernel that does
+  not build or does not agree gives one warning, and that device takes the complex path.
 - ``complex``: CPU eager. The pairs viewed as complex64 and multiplied by the table viewed as complex64: one
   elementwise kernel per tensor, about 3x faster on CPU than the real-valued form below (4.2 against 15.2 ms, q and
   k of ViT-S/16 at batch 8, forward + backward, one thread).
@@ -29,7 +31,9 @@ and the complex path to the reference, forward and backward, for every dtype and
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -81,9 +85,35 @@ def rotary_backend(x: torch.Tensor) -> str:
         return _forced
     if x.is_cuda:
         triton = _triton_launch()
-        if triton is not None and x.dtype in triton.KERNEL_DTYPES:
+        if triton is not None and x.dtype in triton.KERNEL_DTYPES and kernel_works(x.device):
             return 'triton'
     return 'complex'
+
+
+@functools.cache
+def kernel_works(device: torch.device) -> bool:
+    """Whether the Triton kernel compiles and rotates correctly on ``device``: checked once per device against the
+    reference on a small input. If not (a Triton or driver this kernel was not built for), one warning names the
+    error and CUDA tensors take the complex path, which is correct everywhere but slower."""
+    try:
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(2, 3, 5, 8, generator=gen).to(device)
+        table = rotary_table(torch.randn(5, 4, generator=gen)).to(device)
+        got = _apply('triton', [x, x], table, None, 1.0, False)
+        ref = _rotate_torch([x, x], table, 1.0, False)
+        works = all(torch.allclose(g, r, atol=1e-5, rtol=1e-5) for g, r in zip(got, ref))
+        why = 'its result differs from the reference'
+    except Exception as err:  # a compilation or launch failure: report it, keep the model running
+        works, why = False, f'{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ""}'
+    if not works:
+        warnings.warn(
+            f"vispe's Triton rotary kernel does not work on {device} ({why}); rotary encodings use the complex "
+            'PyTorch path there instead (correct, slower). Set VISPE_ROTARY_BACKEND=complex to skip the kernel and '
+            'this check, or report the error with your torch and triton versions.',
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return works
 
 
 def rotary_table(angles: torch.Tensor, num_prefix: int = 0) -> torch.Tensor:
@@ -289,6 +319,7 @@ def rotate_rows(
 
 __all__ = [
     'ROTARY_BACKENDS',
+    'kernel_works',
     'rotary_backend',
     'rotary_table',
     'rotate_pairs',
