@@ -115,10 +115,9 @@ def isoclinic_frame(gen: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def block_diagonal(blocks: torch.Tensor) -> torch.Tensor:
     """(..., J, b, b) blocks -> (..., Jb, Jb): the block-diagonal matrix with block j at (j, j)."""
-    J, b = blocks.shape[-3], blocks.shape[-1]
-    eye = torch.eye(J, device=blocks.device, dtype=blocks.dtype)
-    dense = torch.einsum('...jab,jk->...jakb', blocks, eye)
-    return dense.reshape(*blocks.shape[:-3], J * b, J * b)
+    eye = torch.eye(blocks.shape[-3], device=blocks.device, dtype=blocks.dtype)
+    dense = torch.einsum('...jab,jk->...jakb', blocks, eye)  # (..., J, b, J, b)
+    return dense.flatten(-4, -3).flatten(-2, -1)  # flatten: no shape unpacking for FX
 
 
 def transform_heads(
@@ -136,7 +135,9 @@ def transform_heads(
     elementwise products (0.8, 1.5 and 3.0 ms at B=32, N=65, H=3, d=64), and no wasted multiply-adds."""
     B, H, N, d = x.shape
     w = (dense if transpose else dense.transpose(-1, -2)).to(x.dtype)  # rows @ w[h]
-    if x.is_cuda if one_gemm is None else one_gemm:
+    if one_gemm is None:  # an FX trace (device unknown, a Proxy) records the per-head form
+        one_gemm = not isinstance(x, torch.fx.Proxy) and x.is_cuda
+    if one_gemm:
         out = x.transpose(1, 2).flatten(2) @ block_diagonal(w)  # (B, N, C)
         return out.unflatten(-1, (H, d)).transpose(1, 2)
     rows = x.transpose(1, 2).reshape(B * N, H, d).transpose(0, 1)  # (H, B*N, d)
