@@ -69,3 +69,26 @@ def test_a_grid_symmetry_of_the_tokens_leaves_the_cls_output_unchanged(symmetry)
         assert torch.allclose(out_moved[:, 0], out[:, 0], atol=1e-5) == invariant, name
         if invariant:  # every token's output moves with it
             torch.testing.assert_close(out_moved, out[:, order], rtol=1e-5, atol=1e-5)
+
+
+def test_the_bias_is_made_once_per_forward_pass_and_shared_by_the_layers(monkeypatch) -> None:
+    """Nothing of alibi2d is learned: three layers read one bias per forward pass (one more for a second pass),
+    and the model's output is what a bias made by each layer gives."""
+    from vispe.encodings.alibi import ALiBi2D
+
+    model = vispe.create_model(
+        'vit_tiny_patch16_224', encoding='alibi2d', img_size=32, patch_size=8, depth=3, num_classes=5
+    ).eval()
+    x = torch.randn(2, 3, 32, 32)
+    rows, made = ALiBi2D.logit_bias_rows, []
+    with monkeypatch.context() as patch:  # the reference: every layer makes its own bias
+        patch.setattr(
+            ALiBi2D, 'logit_bias', lambda self, q, k, pos: made.append(1) or rows(self, q, k, pos)(slice(None))
+        )
+        per_layer = model(x)
+    assert len(made) == 3
+    made.clear()
+    monkeypatch.setattr(ALiBi2D, 'logit_bias_rows', lambda self, *args: made.append(1) or rows(self, *args))
+    torch.testing.assert_close(model(x), per_layer, atol=0, rtol=0)
+    model(x)
+    assert len(made) == 2

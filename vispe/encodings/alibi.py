@@ -47,7 +47,10 @@ class ALiBi2D(Encoding):
 
     Nothing is learned (the slopes are a non-persistent buffer), so the state dict holds nothing of it; at a larger
     grid the distances simply grow, which is ALiBi's own way to extrapolate. Weight decay: nothing to decay.
-    Attention path: a float ``attn_mask`` for SDPA; query chunks compute their own rows only. TorchScript:
+    Attention path: a float ``attn_mask`` for SDPA; query chunks compute their own rows only. Cost: the whole bias
+    once per forward pass (shared by the layers), (N, N) distances and an (H, N, N) product; SDPA then takes it
+    into the memory-efficient kernel on CUDA, the math one on CPU only when a bias needs a gradient (never here).
+    TorchScript:
     ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not script, as its
     hook takes ``Positions``.
     """
@@ -63,7 +66,14 @@ class ALiBi2D(Encoding):
         self.register_buffer('slopes', slopes, persistent=False)
 
     def logit_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> torch.Tensor:
-        return self.logit_bias_rows(q, k, pos)(slice(None))
+        """The whole (1 or B, H, N, N) bias, made once per forward pass and shared by every layer with the same
+        slopes (``Positions.draws``): nothing in it is learned, so the layers' biases are one tensor, computed and
+        kept for the backward once."""
+        name = f'alibi2d bias {self.num_heads} {self.scale} {q.dtype}'
+        bias = pos.draws.get(name)
+        if bias is None:
+            bias = pos.draws[name] = self.logit_bias_rows(q, k, pos)(slice(None))
+        return bias
 
     def logit_bias_rows(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> Callable[[slice], torch.Tensor]:
         """rows -> the bias of the query rows ``rows`` of the sequence (prefix tokens first): (1 or B, H, n, N)."""
