@@ -1,7 +1,9 @@
 """The one attention module every vispe backbone uses, with the encoding hooks at fixed points.
 
 qkv -> q/k norm -> rotate (and transform_v) -> SDPA(attn_mask = sum of logit biases) -> transform_out
--> + value terms -> proj. Parameter names match timm's ``Attention`` so timm weights load unchanged.
+-> + value terms -> proj. Logit biases with a score term may instead be added inside FlexAttention, never
+materialised, where ``attention_kernel`` and its rule say so (``vispe.flex``). Parameter names match timm's
+``Attention`` so timm weights load unchanged.
 Softmax weights are never materialised here unless an encoding's value term needs them (iRPE on V).
 
 Query chunking: a logit bias is a (B or 1, H, N, N) tensor, and iRPE at 8x its training grid would ask for tens
@@ -29,6 +31,7 @@ from torch.utils.checkpoint import checkpoint
 
 from vispe.encodings.base import Encoding, check_heads
 from vispe.encodings.stack import EncodingStack
+from vispe.flex import check_kernel, choose_kernel, flex_attend, why_not_flex
 from vispe.positions import Positions
 
 #: default byte budget of the (B, H, N, N) logit bias above which attention runs in query chunks; set
@@ -57,6 +60,9 @@ class Attention(nn.Module):
     #: byte budget of this module's (B, H, N, N) logit bias above which it runs in query chunks (module docstring);
     #: None: the module default ``BIAS_BUDGET_BYTES``
     bias_budget: float | None = None
+    #: which kernel a call with logit-bias encodings takes: 'auto', 'sdpa' or 'flex' (``vispe.flex``); set it with
+    #: ``set_attention_kernel`` (or the ViT's ``attention_kernel`` argument)
+    attention_kernel: str = 'auto'
 
     def __init__(
         self,
@@ -152,6 +158,10 @@ class Attention(nn.Module):
         v = stack.transform_v(v, pos)
         # encodings that sum over the attention weights themselves (iRPE on V) get them materialised, only here
         biased, weighted = bool(stack.with_hook('logit_bias')), bool(stack.weighted())
+        if biased and self.flex_call(q, stack, weighted, attn_mask is not None or is_causal):
+            out = flex_attend(q, k, v, stack.score_terms(q, k, pos))  # the bias added inside the kernel
+            out = stack.value_terms(stack.transform_out(out, pos), v, pos, [])
+            return self.proj_drop(self.proj(self.norm(out.transpose(1, 2).reshape(B, N, C))))
         chunk = (biased or weighted) and may_chunk(N)
         rows = self.query_rows(q, k) if chunk else N
         if chunk and rows < N:
@@ -165,6 +175,14 @@ class Attention(nn.Module):
         out = stack.value_terms(out, v, pos, terms)
         out = self.norm(out.transpose(1, 2).reshape(B, N, C))
         return self.proj_drop(self.proj(out))
+
+    def flex_call(self, q: torch.Tensor, stack: EncodingStack, weighted: bool, masked: bool) -> bool:
+        """Whether this call adds its biases inside FlexAttention (``vispe.flex.choose_kernel``) instead of SDPA."""
+        if self.attention_kernel == 'sdpa':
+            return False
+        dropout = self.attn_drop.p if self.training else 0.0
+        why_not = why_not_flex(stack.with_hook('logit_bias'), weighted, masked, dropout, q)
+        return choose_kernel(self.attention_kernel, q, why_not) == 'flex'
 
     def attend(
         self,
@@ -239,6 +257,16 @@ def set_bias_budget(model: nn.Module, budget: float | None) -> int:
     layers = [m for m in model.modules() if isinstance(m, Attention)]
     for layer in layers:
         layer.bias_budget = budget
+    return len(layers)
+
+
+def set_attention_kernel(model: nn.Module, kernel: str) -> int:
+    """Set ``attention_kernel`` ('auto', 'sdpa' or 'flex'; ``vispe.flex``) on every vispe ``Attention`` in ``model``;
+    returns how many modules it set."""
+    check_kernel(kernel)
+    layers = [m for m in model.modules() if isinstance(m, Attention)]
+    for layer in layers:
+        layer.attention_kernel = kernel
     return len(layers)
 
 

@@ -31,6 +31,7 @@ CREATE_MODEL_ARGUMENTS = frozenset(
         'checkpoint_path',
         'features_only',
         'position_sampler',
+        'attention_kernel',
         'out_indices',
         'feature_cls',
         'output_fmt',

@@ -21,7 +21,7 @@ from timm.models.vision_transformer import Block
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from vispe.attention import Attention
+from vispe.attention import Attention, set_attention_kernel
 from vispe.backbones.common import (
     EncodingHost,
     PEBlock,
@@ -44,6 +44,7 @@ from vispe.backbones.timm_names import (
 )
 from vispe.encodings.base import Encoding
 from vispe.encodings.build import EncodingSpec, normalize_spec
+from vispe.flex import check_kernel
 from vispe.layout import MODES
 from vispe.positions import Positions, PositionSampler, build_position_sampler, grid_positions, is_symbolic
 from vispe.registry import MODELS
@@ -64,6 +65,10 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
     ``forward_features`` then returns one token tensor per image). ``mixed_sizes`` says how their tokens share the
     batch: 'pad' (one image per row, padded to the longest) or 'pack' (several per row, each with its prefix tokens,
     in rows of P + ``pack_tokens`` tokens; None: the longest image's patches); the output is the same either way.
+
+    ``attention_kernel`` ('auto', 'sdpa' or 'flex'): where the blocks add a logit-bias encoding's term (iRPE, 2D
+    ALiBi): materialised as SDPA's mask, or inside FlexAttention; 'auto' picks by device and token count
+    (``vispe.flex``). A config sets it with ``model.backbone.attention_kernel``.
 
     Tracing and export, every registered 2D encoding: ``torch.fx`` (timm's forward_fx / backward_fx contracts, and a
     plain ``symbolic_trace``) gives one graph for every image size, equal to the eager model bit for bit;
@@ -104,12 +109,15 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
         position_sampler: None | dict[str, Any] | PositionSampler = None,
         mixed_sizes: str = 'pad',
         pack_tokens: int | None = None,
+        attention_kernel: str = 'auto',
         **kwargs: Any,
     ) -> None:
         check_vit_kwargs(kwargs, defaults=True)
+        check_kernel(attention_kernel)
         super().__init__(**kwargs)
         apply_encoding(self, encoding, position_sampler=position_sampler)
         self.set_mixed_sizes(mixed_sizes, pack_tokens)
+        set_attention_kernel(self, attention_kernel)
 
     def set_mixed_sizes(self, mode: str = 'pad', pack_tokens: int | None = None) -> None:
         """How lists of images of several sizes share a batch (class docstring); a ValueError for a bad value."""
@@ -457,6 +465,7 @@ def create_model(
         vispe_vit.weights_file(overlay)  # a missing file, named before timm's loader gets there (timm names too)
     sampler = kwargs.pop('position_sampler', None)
     mixed = kwargs.pop('mixed_sizes', 'pad'), kwargs.pop('pack_tokens', None)
+    kernel = check_kernel(kwargs.pop('attention_kernel', 'auto'))
     check_vit_kwargs(kwargs, defaults=False)
     check_model_kwargs(model_name, kwargs, VisionTransformerPE if native else None)
     if native and encoding != 'default':
@@ -488,6 +497,7 @@ def create_model(
     if sampler is not None:
         model.position_sampler = build_position_sampler(sampler, grid=model.patch_embed.grid_size)
     model.set_mixed_sizes(*mixed)
+    set_attention_kernel(model, kernel)
     if checkpoint_path is not None:
         vispe_vit.load_checkpoint_into(model, checkpoint_path)
     if features_only:

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from vispe.encodings.base import Encoding, check_positive
+from vispe.flex import ScoreTerm
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
@@ -56,6 +57,7 @@ class ALiBi2D(Encoding):
     """
 
     slopes: torch.Tensor  # buffer (H,)
+    has_score_term = True
 
     def __init__(self, num_heads: int, scale: float = 1.0) -> None:
         super().__init__()
@@ -75,18 +77,37 @@ class ALiBi2D(Encoding):
             bias = pos.draws[name] = self.logit_bias_rows(q, k, pos)(slice(None))
         return bias
 
-    def logit_bias_rows(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> Callable[[slice], torch.Tensor]:
-        """rows -> the bias of the query rows ``rows`` of the sequence (prefix tokens first): (1 or B, H, n, N)."""
+    def geometry(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every token's (row, col), (1 or B, T, 2) float32 (prefix tokens at the origin), and whether it is a patch,
+        (1 or B, T) float32 (0 for prefix and padding tokens, which are masked out of every distance)."""
         coords = pos.coords.float()
         coords = coords.reshape(-1, coords.shape[-2], coords.shape[-1])  # (1 or B, N, 2), with no branch on the rank
         prefix = pos.num_prefix
-        # prefix tokens sit at the origin and are masked out of every distance
         padded = nn.functional.pad(coords, (0, 0, prefix, 0))  # (1 or B, P + N, 2)
         if pos.layout is not None:  # a mixed batch: its prefix tokens sit among the patches
             is_patch = pos.layout.patch_mask(coords.device).float()  # (B, T)
         else:
             is_patch = torch.ones(1, padded.shape[1], device=coords.device, dtype=torch.float32)
             is_patch = nn.functional.pad(is_patch[:, prefix:], (prefix, 0))
+        return padded, is_patch
+
+    def score_term(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> ScoreTerm:
+        """The bias inside FlexAttention: each score's distance from the two tokens' coordinates, no N x N tensor."""
+        padded, is_patch = self.geometry(pos)
+        per_sample = padded.shape[0] != 1  # a Python bool from the shape: the term indexes the sample or sample 0
+        slopes = self.slopes
+
+        def term(b, h, q_idx, kv_idx):
+            s = b if per_sample else 0
+            rows, cols = padded[s, q_idx, 0] - padded[s, kv_idx, 0], padded[s, q_idx, 1] - padded[s, kv_idx, 1]
+            dist = (rows * rows + cols * cols).sqrt() * is_patch[s if is_patch.shape[0] != 1 else 0, q_idx]
+            return -slopes[h] * dist * is_patch[s if is_patch.shape[0] != 1 else 0, kv_idx]
+
+        return term
+
+    def logit_bias_rows(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> Callable[[slice], torch.Tensor]:
+        """rows -> the bias of the query rows ``rows`` of the sequence (prefix tokens first): (1 or B, H, n, N)."""
+        padded, is_patch = self.geometry(pos)
 
         def rows_of(rows: slice) -> torch.Tensor:
             # (1 or B, n, P + N); written out rather than torch.cdist, whose choice of algorithm by size would be

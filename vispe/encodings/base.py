@@ -21,6 +21,10 @@ the term beside them, so before ``transform_out``); otherwise ``attn`` is None. 
 its byte budget (``vispe.attention``), the attention runs a slice of queries at a time: it asks ``logit_bias``
 encodings for ``logit_bias_rows(q, k, pos)``, a function of the query rows (the default slices the full bias), and
 passes value terms the weights of those rows with ``rows=``.
+A ``logit_bias`` encoding with ``has_score_term`` also gives its bias as ``score_term(q, k, pos)``: a function of
+FlexAttention's (b, h, q_idx, kv_idx) that reads small tables, which the attention adds inside FlexAttention instead
+of materialising the (B, H, N, N) bias, where its kernel rule says so (``vispe.flex``).
+
 Encodings implementing an attention hook are instantiated once per attention layer (their parameters are
 per-layer, under ``blocks.i.attn.pe``); the others once per model (under ``pe``).
 """
@@ -35,6 +39,7 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import nn
 
+from vispe.flex import ScoreTerm
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
@@ -108,6 +113,9 @@ class Encoding(nn.Module):
     #: (``adopt_pos_embed``) and reads it back from one (``pos_embed_table``); ``create_model``'s default encoding for
     #: a timm ViT with a table is the registered encoding that declares it
     learned_pos_embed: ClassVar[bool] = False
+    #: a ``logit_bias`` encoding that also gives its bias as a FlexAttention score term (``score_term``), so that the
+    #: attention can add it inside the kernel instead of materialising (B, H, N, N) (``vispe.flex``)
+    has_score_term: ClassVar[bool] = False
     #: the hooks the class overrides, found once when the class is created (``__init_subclass__``)
     _hooks: ClassVar[frozenset[str]] = frozenset()
 
@@ -182,6 +190,12 @@ class Encoding(nn.Module):
         encodings with a large bias override it to compute the rows alone."""
         bias = self.logit_bias(q, k, pos)
         return lambda rows: bias if bias.shape[-2] == 1 else bias[..., rows, :]
+
+    def score_term(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> ScoreTerm:
+        """With ``has_score_term``: ``logit_bias`` as a function of FlexAttention's (b, h, q_idx, kv_idx) indices,
+        reading small tables captured here (per-bucket lookups, coordinates) instead of an N x N tensor; it must
+        equal ``logit_bias(q, k, pos)[b, h, q_idx, kv_idx]`` (broadcast over b and h where the bias is)."""
+        raise NotImplementedError
 
     def value_term(
         self, v: torch.Tensor, pos: Positions, attn: torch.Tensor | None = None, rows: slice = slice(None)

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from vispe.encodings.base import Encoding, GridTableCache, check_heads
+from vispe.flex import ScoreTerm
 from vispe.positions import Positions, grid_coords, is_symbolic
 from vispe.registry import ENCODINGS
 
@@ -179,6 +180,8 @@ class IRPE(Encoding):
     per forward. On V the weights are then materialised a slice of rows at a time, so 'qkv' is bounded too.
     """
 
+    has_score_term = True
+
     def __init__(
         self,
         dim: int,
@@ -274,6 +277,39 @@ class IRPE(Encoding):
             out = out + table[..., idx]
         out = out.unsqueeze(-3) if self.shared_heads else out.movedim(0, -3)
         return out if out.dim() == 4 else out.unsqueeze(0)
+
+    def score_term(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> ScoreTerm:
+        """``logit_bias`` inside FlexAttention: the bucket of (q_idx, kv_idx) read from the (N, N) ids, and the
+        per-bucket values (bias mode: the table; contextual: scale * q . W_k and scale * k . W_q for every bucket,
+        (B, H, N, buckets), the lookups the SDPA path gathers from) read at it: no (B, H, N, N) tensor."""
+        ids = self.buckets(pos, q.shape[-2])
+        per_sample = ids[0].dim() == 3  # sampled positions: ids (B, N, N)
+
+        def bucket(idx: torch.Tensor, b, i, j) -> torch.Tensor:
+            return idx[b, i, j] if per_sample else idx[i, j]
+
+        if self.mode == 'bias':
+            table, shared = self.table('k'), self.shared_heads
+
+            def bias_term(b, h, q_idx, kv_idx):
+                parts = [table[bucket(idx, b, q_idx, kv_idx)] if shared else table[h, bucket(idx, b, q_idx, kv_idx)]
+                         for idx in ids]  # fmt: skip
+                return sum(parts[1:], parts[0])
+
+            return bias_term
+        on_q = self.lookup(q, 'k') if 'k' in self.on else None  # (B, H, N, buckets): q_i . W_k[bucket]
+        on_k = self.lookup(k, 'q') if 'q' in self.on else None  # k_j . W_q[bucket(j, i)]
+
+        def contextual_term(b, h, q_idx, kv_idx):
+            parts = []
+            for idx in ids:
+                if on_q is not None:
+                    parts.append(on_q[b, h, q_idx, bucket(idx, b, q_idx, kv_idx)])
+                if on_k is not None:
+                    parts.append(on_k[b, h, kv_idx, bucket(idx, b, kv_idx, q_idx)])
+            return sum(parts[1:], parts[0])
+
+        return contextual_term
 
     def logit_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> torch.Tensor:
         """Logit terms for the K side (on q) and the Q side (on k, transposed): (B or 1, H or 1, N, N)."""

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from vispe.encodings.base import HOOK_TABLE, Encoding
+from vispe.flex import ScoreTerm
 from vispe.positions import Positions
 
 
@@ -83,6 +84,10 @@ class EncodingStack:
     ) -> list[Callable[[slice], torch.Tensor]]:
         """For query chunking: each ``logit_bias`` encoding's function of the query rows (``logit_bias_rows``)."""
         return [enc.logit_bias_rows(q, k, pos) for enc in self.with_hook('logit_bias')]
+
+    def score_terms(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> list[ScoreTerm]:
+        """Each ``logit_bias`` encoding's FlexAttention score term (``Encoding.score_term``), in order."""
+        return [enc.score_term(q, k, pos) for enc in self.with_hook('logit_bias')]
 
     def weighted(self) -> list[Encoding]:
         """The value-term encodings that need the softmax weights (``needs_attn_weights`` of the instance)."""

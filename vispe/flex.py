@@ -1,0 +1,110 @@
+"""FlexAttention for the encodings that add a term to the attention scores (iRPE, 2D ALiBi): the term is computed
+inside the kernel from small tables (``Encoding.score_term``), so the (B, H, N, N) bias is never materialised.
+
+Which kernel an attention call takes (``choose_kernel``), by the module's ``attention_kernel`` setting
+(``vispe.attention.set_attention_kernel``; the ViT's ``attention_kernel`` argument, so a config sets it with
+``model.backbone.attention_kernel``):
+
+- ``'sdpa'``: fused SDPA with the summed biases as its float mask (vispe's path before FlexAttention).
+- ``'flex'``: FlexAttention whenever the call allows it, else one ValueError saying why.
+- ``'auto'`` (default): FlexAttention on CUDA from ``FLEX_MIN_TOKENS`` tokens, SDPA otherwise. The rule comes from
+  the one GPU measurement so far (one H200, torch 2.11, bf16, forward + backward, iRPE's attention core): at 197
+  tokens FlexAttention took 1.86 ms against SDPA's 1.66, at 4097 tokens 14.0 ms at 1.57 GB against 17.5 ms at
+  2.68 GB. Where between them it starts to win is not measured yet (tools/gpu_check.sh); 1024 is a guess.
+  On CPU SDPA stays: FlexAttention has no CPU backward (torch 2.14).
+
+FlexAttention serves a call only when every logit-bias encoding of the layer has a score term, none needs the
+softmax weights (iRPE on V), there is no caller mask or causal flag (mixed-size batches keep SDPA's dense mask
+for now), and no attention dropout runs. In eager mode it runs ``torch.compile``'d (FlexAttention's own advice:
+uncompiled it is a slow reference); inside a compiled model dynamo takes it as it is.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.fx
+from torch import nn
+
+#: the settings of ``Attention.attention_kernel``
+ATTENTION_KERNELS = ('auto', 'sdpa', 'flex')
+#: 'auto' takes FlexAttention on CUDA from this many tokens (module docstring: a guess between two measurements)
+FLEX_MIN_TOKENS = 1024
+
+#: an encoding's score term: (b, h, q_idx, kv_idx) index tensors -> the term added to the score (FlexAttention's
+#: score_mod arguments without the score)
+ScoreTerm = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def check_kernel(kernel: str) -> str:
+    if kernel not in ATTENTION_KERNELS:
+        raise ValueError(f'attention_kernel must be one of {list(ATTENTION_KERNELS)}, got {kernel!r}')
+    return kernel
+
+
+def why_not_flex(
+    encodings: Sequence[nn.Module], weighted: bool, masked: bool, dropout: float, q: torch.Tensor
+) -> str | None:
+    """Why FlexAttention cannot serve this call (None: it can). ``encodings``: the layer's logit-bias encodings."""
+    if isinstance(q, torch.fx.Proxy):
+        return 'an FX trace records the SDPA path'
+    missing = [type(enc).__name__ for enc in encodings if not getattr(enc, 'has_score_term', False)]
+    if missing:
+        return f'{", ".join(missing)} has no score term for FlexAttention'
+    if weighted:
+        return 'an encoding needs the softmax weights (iRPE on V)'
+    if masked:
+        return 'the call has a mask or is causal (mixed-size batches, attn_mask, is_causal)'
+    if dropout:
+        return 'attention dropout is on (FlexAttention has none)'
+    if not q.is_cuda and torch.is_grad_enabled() and q.requires_grad:
+        return 'FlexAttention has no backward on CPU'
+    return None
+
+
+def choose_kernel(setting: str, q: torch.Tensor, why_not: str | None) -> str:
+    """'flex' or 'sdpa' for one call of a layer whose logit-bias encodings ask for a score term (module doc)."""
+    if setting == 'sdpa':
+        return 'sdpa'
+    if setting == 'flex':
+        if why_not is not None:
+            raise ValueError(f"attention_kernel 'flex' cannot run this call: {why_not}; use 'auto' or 'sdpa'")
+        return 'flex'
+    return 'flex' if why_not is None and q.is_cuda and q.shape[-2] >= FLEX_MIN_TOKENS else 'sdpa'
+
+
+@functools.cache
+def _compiled_flex() -> Callable[..., torch.Tensor]:
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, terms: Sequence[ScoreTerm]) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d) + sum of the terms) v for (B, H, N, d) q, k, v: (B, H, N, d)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        for term in terms:
+            score = score + term(b, h, q_idx, kv_idx)
+        return score
+
+    attend: Callable[..., torch.Tensor] = flex_attention
+    if q.is_cuda and not torch.compiler.is_compiling():
+        attend = _compiled_flex()
+    out = attend(q, k, v, score_mod=score_mod)
+    assert isinstance(out, torch.Tensor)  # without return_lse FlexAttention returns the output alone
+    return out
+
+
+__all__ = [
+    'ATTENTION_KERNELS',
+    'FLEX_MIN_TOKENS',
+    'ScoreTerm',
+    'check_kernel',
+    'choose_kernel',
+    'flex_attend',
+    'why_not_flex',
+]
