@@ -78,6 +78,8 @@ def test_the_rule_and_its_overrides() -> None:
     cpu = SimpleNamespace(is_cuda=False, shape=(2, 4, 4 * FLEX_MIN_TOKENS, 8))
     assert [choose_kernel('auto', t, None) for t in (cuda, short, cpu)] == ['flex', 'sdpa', 'sdpa']
     assert choose_kernel('auto', cuda, 'attention dropout is on') == 'sdpa'
+    assert choose_kernel('auto', short, None, mixed=True) == 'flex'  # a mixed batch: its BlockMask at any size
+    assert choose_kernel('auto', cpu, None, mixed=True) == 'sdpa'
     assert choose_kernel('sdpa', cuda, None) == 'sdpa' and choose_kernel('flex', cpu, None) == 'flex'
     with pytest.raises(ValueError, match="'flex' cannot run this call: an encoding needs the softmax weights"):
         choose_kernel('flex', cuda, 'an encoding needs the softmax weights (iRPE on V)')
@@ -85,6 +87,25 @@ def test_the_rule_and_its_overrides() -> None:
     assert {blk.attn.attention_kernel for blk in model.blocks} == {'sdpa'}
     with pytest.raises(ValueError, match=r"attention_kernel must be one of \['auto', 'sdpa', 'flex'\], got 'fast'"):
         vispe.create_model('vit_tiny_patch16_224', encoding='irpe', attention_kernel='fast', **TINY_VIT)
+
+
+@pytest.mark.parametrize('mode', ['pad', 'pack'])
+@pytest.mark.parametrize('name', ['ape_learned', 'rope_mixed', 'irpe', 'alibi2d', 'lepe'])
+def test_a_mixed_batch_on_a_block_mask_equals_its_dense_mask(name: str, mode: str) -> None:
+    """Images of three sizes in one batch: FlexAttention with the layout's BlockMask (plus the biases' score terms)
+    gives every image the tokens SDPA with the dense (B, 1, T, T) mask gives it."""
+    model = vispe.create_model('vit_tiny_patch16_224', encoding=name, mixed_sizes=mode, **TINY_VIT).eval()
+    images = [torch.randn(3, 32, 32), torch.randn(3, 16, 24), torch.randn(3, 24, 16), torch.randn(3, 8, 8)]
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if 'tables' in n:
+                p.normal_()
+        set_attention_kernel(model, 'sdpa')
+        expected = model.forward_features(images)
+        set_attention_kernel(model, 'flex')
+        got = model.forward_features(images)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, atol=2e-5, rtol=2e-5)
 
 
 @pytest.mark.parametrize(

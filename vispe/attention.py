@@ -158,13 +158,17 @@ class Attention(nn.Module):
         v = stack.transform_v(v, pos)
         # encodings that sum over the attention weights themselves (iRPE on V) get them materialised, only here
         biased, weighted = bool(stack.with_hook('logit_bias')), bool(stack.weighted())
-        if biased and self.flex_call(q, stack, weighted, attn_mask is not None or is_causal):
-            out = flex_attend(q, k, v, stack.score_terms(q, k, pos))  # the bias added inside the kernel
-            out = stack.value_terms(stack.transform_out(out, pos), v, pos, [])
-            return self.proj_drop(self.proj(self.norm(out.transpose(1, 2).reshape(B, N, C))))
+        layout = pos.layout  # a mixed-size batch: attn_mask is its layout's, one segment per image
+        masked = (attn_mask is not None and layout is None) or is_causal  # a caller's own mask
         chunk = (biased or weighted) and may_chunk(N)
         rows = self.query_rows(q, k) if chunk else N
-        if chunk and rows < N:
+        terms: list[torch.Tensor] = []  # the value terms computed beside the softmax weights (iRPE on V)
+        if (biased or layout is not None) and self.flex_call(q, stack, weighted, layout is not None, masked):
+            # the biases added inside the kernel, the images kept apart by a block-sparse mask (blocks skipped)
+            score_terms = stack.score_terms(q, k, pos) if biased else []
+            block_mask = layout.block_mask(q.device) if layout is not None else None
+            out = flex_attend(q, k, v, score_terms, block_mask)
+        elif chunk and rows < N:
             out, terms = self.chunked(q, k, v, pos, stack, weighted, attn_mask, is_causal, rows)
         else:
             if biased:
@@ -176,13 +180,14 @@ class Attention(nn.Module):
         out = self.norm(out.transpose(1, 2).reshape(B, N, C))
         return self.proj_drop(self.proj(out))
 
-    def flex_call(self, q: torch.Tensor, stack: EncodingStack, weighted: bool, masked: bool) -> bool:
-        """Whether this call adds its biases inside FlexAttention (``vispe.flex.choose_kernel``) instead of SDPA."""
+    def flex_call(self, q: torch.Tensor, stack: EncodingStack, weighted: bool, mixed: bool, masked: bool) -> bool:
+        """Whether this call runs FlexAttention (its biases inside the kernel, a mixed batch's images apart by a
+        BlockMask) instead of SDPA (``vispe.flex.choose_kernel``)."""
         if self.attention_kernel == 'sdpa':
             return False
         dropout = self.attn_drop.p if self.training else 0.0
         why_not = why_not_flex(stack.with_hook('logit_bias'), weighted, masked, dropout, q)
-        return choose_kernel(self.attention_kernel, q, why_not) == 'flex'
+        return choose_kernel(self.attention_kernel, q, why_not, mixed) == 'flex'
 
     def attend(
         self,

@@ -13,16 +13,22 @@ Which kernel an attention call takes (``choose_kernel``), by the module's ``atte
   2.68 GB. Where between them it starts to win is not measured yet (tools/gpu_check.sh); 1024 is a guess.
   On CPU SDPA stays: FlexAttention has no CPU backward (torch 2.14).
 
+Mixed-size batches (``vispe.layout``): 'auto' takes FlexAttention on CUDA at any token count, with the layout's
+``BlockMask`` (``TokenLayout.block_mask``: query and key in the same image's segment) instead of SDPA's dense
+(B, 1, T, T) mask, which pushes SDPA off its fastest kernel and computes every masked block; FlexAttention skips the
+blocks that hold no pair of one image (the mask is built once per batch and shared by the layers).
+
 FlexAttention serves a call only when every logit-bias encoding of the layer has a score term, none needs the
-softmax weights (iRPE on V), there is no caller mask or causal flag (mixed-size batches keep SDPA's dense mask
-for now), and no attention dropout runs. In eager mode it runs ``torch.compile``'d (FlexAttention's own advice:
-uncompiled it is a slow reference); inside a compiled model dynamo takes it as it is.
+softmax weights (iRPE on V), there is no mask of the caller's own or causal flag, and no attention dropout runs.
+In eager mode it runs ``torch.compile``'d (FlexAttention's own advice: uncompiled it is a slow reference); inside a
+compiled model dynamo takes it as it is.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch.fx
@@ -56,7 +62,7 @@ def why_not_flex(
     if weighted:
         return 'an encoding needs the softmax weights (iRPE on V)'
     if masked:
-        return 'the call has a mask or is causal (mixed-size batches, attn_mask, is_causal)'
+        return "the call has the caller's own attn_mask or is causal"
     if dropout:
         return 'attention dropout is on (FlexAttention has none)'
     if not q.is_cuda and torch.is_grad_enabled() and q.requires_grad:
@@ -64,15 +70,16 @@ def why_not_flex(
     return None
 
 
-def choose_kernel(setting: str, q: torch.Tensor, why_not: str | None) -> str:
-    """'flex' or 'sdpa' for one call of a layer whose logit-bias encodings ask for a score term (module doc)."""
+def choose_kernel(setting: str, q: torch.Tensor, why_not: str | None, mixed: bool = False) -> str:
+    """'flex' or 'sdpa' for one call of a layer with logit-bias encodings, or of a mixed-size batch (module doc)."""
     if setting == 'sdpa':
         return 'sdpa'
     if setting == 'flex':
         if why_not is not None:
             raise ValueError(f"attention_kernel 'flex' cannot run this call: {why_not}; use 'auto' or 'sdpa'")
         return 'flex'
-    return 'flex' if why_not is None and q.is_cuda and q.shape[-2] >= FLEX_MIN_TOKENS else 'sdpa'
+    wins = mixed or q.shape[-2] >= FLEX_MIN_TOKENS
+    return 'flex' if why_not is None and q.is_cuda and wins else 'sdpa'
 
 
 @functools.cache
@@ -82,8 +89,11 @@ def _compiled_flex() -> Callable[..., torch.Tensor]:
     return torch.compile(flex_attention, dynamic=False)
 
 
-def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, terms: Sequence[ScoreTerm]) -> torch.Tensor:
-    """softmax(q k^T / sqrt(d) + sum of the terms) v for (B, H, N, d) q, k, v: (B, H, N, d)."""
+def flex_attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, terms: Sequence[ScoreTerm], block_mask: Any = None
+) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d) + sum of the terms) v for (B, H, N, d) q, k, v: (B, H, N, d); ``block_mask`` (a
+    FlexAttention ``BlockMask``, a mixed batch's images) keeps each query to its own segment's keys."""
     from torch.nn.attention.flex_attention import flex_attention
 
     def score_mod(score, b, h, q_idx, kv_idx):
@@ -94,7 +104,7 @@ def flex_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, terms: Sequen
     attend: Callable[..., torch.Tensor] = flex_attention
     if q.is_cuda and not torch.compiler.is_compiling():
         attend = _compiled_flex()
-    out = attend(q, k, v, score_mod=score_mod)
+    out = attend(q, k, v, score_mod=score_mod if terms else None, block_mask=block_mask)
     assert isinstance(out, torch.Tensor)  # without return_lse FlexAttention returns the output alone
     return out
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -202,6 +203,23 @@ class TokenLayout:
             return (seg[:, :, None] == seg[:, None, :]).unsqueeze(1)
 
         return self._cached('mask', device, build)
+
+    def block_mask(self, device: torch.device | None = None) -> Any:
+        """``attn_mask`` as FlexAttention's ``BlockMask`` (``vispe.flex``): a query attends to the keys of its own
+        segment (padding to padding), and blocks with no such pair are never computed. Built once per layout and
+        device, shared by every layer."""
+
+        def build(dev: torch.device) -> Any:
+            from torch.nn.attention.flex_attention import create_block_mask
+
+            seg = self.segments(dev)
+
+            def same_segment(b, h, q_idx, kv_idx):
+                return seg[b, q_idx] == seg[b, kv_idx]
+
+            return create_block_mask(same_segment, self.num_rows, None, self.length, self.length, device=str(dev))
+
+        return self._cached('block_mask', device, build)
 
     def segment_values(self, values: Sequence[float], device: torch.device | None = None) -> torch.Tensor:
         """(B, T) float32: each token's entry of the per-image ``values`` (prefix tokens their image's), 1 on
