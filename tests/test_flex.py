@@ -151,3 +151,19 @@ def test_flex_equals_sdpa_forward_and_backward_on_cuda(name: str, options: dict)
     torch.testing.assert_close(results[1][0], results[0][0], atol=1e-4, rtol=1e-4)
     for got, expected in zip(results[1][1], results[0][1]):
         torch.testing.assert_close(got, expected, atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize('name', ['irpe', 'alibi2d'])
+def test_a_compiled_model_on_flex_is_one_graph_equal_to_eager(name: str) -> None:
+    """Inside torch.compile dynamo takes FlexAttention with the score terms as one graph (no break, no complex)."""
+    from test_compile import GraphCheck
+
+    model = vispe.create_model('vit_tiny_patch16_224', encoding=name, attention_kernel='flex', **TINY_VIT).eval()
+    x = torch.randn(2, 3, 32, 32)
+    torch._dynamo.reset()
+    check = GraphCheck()
+    with torch.no_grad():
+        expected = model(x)
+        for _ in range(2):
+            torch.testing.assert_close(torch.compile(model, backend=check)(x), expected, atol=1e-5, rtol=1e-5)
+    assert check.graphs == 1

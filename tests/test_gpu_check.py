@@ -22,9 +22,14 @@ from vispe.evaluation.gpu_check_summary import summary_markdown
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = [
     'tests', 'eager_small', 'eager_large', 'attention_small', 'mixed', 'throughput', 'attention_large',
-    'compiled_small', 'compiled_large',
+    'attention_huge', 'attention_huge_flex', 'compiled_small', 'compiled_large',
 ]  # fmt: skip
-SECTIONS = ['## Targets', '## Model level', '## vispe against timm', '## Attention cores', '## Mixed-size', '## Steps']
+SECTIONS = [
+    '## Targets', '## Model level', '## vispe against timm', '## Attention cores', '## FlexAttention', '## Mixed-size',
+    '## Steps',
+]  # fmt: skip
+#: what the toy run on a CPU cannot do: FlexAttention has no CPU backward
+CPU_SKIPS = {'attention_huge_flex'}
 
 
 def toy_plan():
@@ -58,8 +63,10 @@ def toy_run(tmp_path_factory):
 
 def test_every_step_runs_at_toy_sizes_and_writes_its_report(toy_run) -> None:
     _, out, results, _ = toy_run
-    assert [(r.key, r.status) for r in results] == [(key, 'done') for key in STEPS], [r.note for r in results]
-    for key in STEPS:
+    expected = [(key, 'skipped' if key in CPU_SKIPS else 'done') for key in STEPS]
+    assert [(r.key, r.status) for r in results] == expected, [r.note for r in results]
+    assert results[STEPS.index('attention_huge_flex')].note == 'FlexAttention has no backward on CPU'
+    for key in (k for k in STEPS if k not in CPU_SKIPS):
         assert json.loads((out / f'{key}.json').read_text())
     compiled = json.loads((out / 'compiled_small.json').read_text())
     assert compiled['compile'] is True and compiled['amp'] is True and compiled['compile_backend'] == 'aot_eager'
@@ -88,6 +95,9 @@ def test_the_summary_has_every_section_and_row(toy_run) -> None:
     assert list(attention) == ['sdpa', 'sdpa_bias', 'rope_axial']
     assert attention['sdpa'][1] == '1.000' and attention['sdpa_bias'][2] == '1.000'  # each floor against itself
     assert list(rows_of(summary, '## Steps')) == STEPS
+    flex = rows_of(summary, '## FlexAttention')
+    assert list(flex) == [*plan.flex_rows, 'sdpa_bias'] and flex['alibi2d'][1] == '-'  # no Flex figure on CPU
+    assert float(flex['alibi2d'][0]) > 0 and flex['sdpa_bias'][0] == '1.000'
 
 
 def test_compiled_rows_go_baseline_targets_then_the_rest_with_each_timm_pair_after_its_encoding() -> None:
@@ -122,7 +132,7 @@ def test_what_would_overrun_the_budget_is_left_out_and_named() -> None:
 
 
 def test_steps_expected_to_overrun_the_budget_are_skipped_with_the_reason(tmp_path: Path) -> None:
-    plan = replace(toy_plan(), estimates=dict.fromkeys(STEPS[:7], 1e6), compile_s=1e6)
+    plan = replace(toy_plan(), estimates=dict.fromkeys(STEPS[:9], 1e6), compile_s=1e6)
     results = run_gpu_check(plan, tmp_path, 30.0, Clock(30.0, time.monotonic()))
     assert [r.key for r in results] == STEPS and {r.status for r in results} == {'skipped'}
     assert results[0].note.startswith('needs about 1000000 s') and 'lack of time' in results[-1].note
@@ -168,8 +178,29 @@ def test_without_pytest_the_tests_step_fails_in_one_line_and_the_rest_go_on(monk
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, 'find_spec', lambda name, *a: None if name == 'pytest' else real(name, *a))
-    plan = replace(toy_plan(), estimates=dict.fromkeys(STEPS[1:7], 1e6), compile_s=1e6)
+    plan = replace(toy_plan(), estimates=dict.fromkeys(STEPS[1:9], 1e6), compile_s=1e6)
     results = run_gpu_check(plan, tmp_path, 30.0, Clock(30.0, time.monotonic()))
     assert results[0].status == 'failed' and results[0].note.startswith('RuntimeError: pytest is not installed')
-    assert [r.status for r in results[1:]] == ['skipped'] * 8  # the budget's verdicts, not the failure's
+    assert [r.status for r in results[1:]] == ['skipped'] * 10  # the budget's verdicts, not the failure's
     assert 'GPU-marked tests: failed RuntimeError: pytest is not installed' in summary_markdown(plan, results, 30, 1)
+
+
+def test_irpe_on_flex_is_judged_against_the_learned_bias_floor_in_time_and_memory() -> None:
+    """The issue-37 target rows: irpe's FlexAttention core over the sdpa_bias floor, time (<= 1.3) and peak memory
+    (<= 1.0), judged on a GPU plan from the two attention reports of the huge setting."""
+    from vispe.evaluation.gpu_check_summary import Summary
+
+    def report(rows: dict[str, tuple[float, float]]) -> dict:
+        return {'results': [{'encoding': n, 'median_ms': ms, 'peak_mb': mb} for n, (ms, mb) in rows.items()]}
+
+    plan = plan_for('cuda', ['irpe'])
+    results = [
+        StepResult('attention_huge', 'sdpa', 'done', 1.0, report({'irpe': (17.5, 2680.0), 'sdpa_bias': (7.8, 1600.0)})),
+        StepResult('attention_huge_flex', 'flex', 'done', 1.0, report({'irpe': (14.0, 1570.0)})),
+    ]
+    rows = {row[0]: row[1:] for row in Summary(plan, results).flex_targets()}
+    time_row, memory_row = (rows[f'irpe on FlexAttention / sdpa_bias, {what}, attention core ViT-B/16 1024 px b2']
+                            for what in ('time', 'peak memory'))  # fmt: skip
+    assert time_row == ['1.795', '<= 1.30', 'NOT met'] and memory_row == ['0.981', '<= 1.00', 'met']
+    section = rows_of('\n'.join(Summary(plan, results).flex()), '## FlexAttention')
+    assert section['irpe'] == ['2.244', '1.795', '0.800', '2680', '1570'] and section['sdpa_bias'][0] == '1.000'

@@ -79,6 +79,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--amp', action='store_true', help='forward under bf16 autocast (backward outside it)')
     p.add_argument('--compile', action='store_true', help='nn.Module.compile each row before its warm-up')
     p.add_argument(
+        '--attention-kernel',
+        choices=('auto', 'sdpa', 'flex'),
+        default='auto',
+        help="where bias encodings (irpe, alibi2d) and mixed batches attend: SDPA with a materialised mask, "
+        "FlexAttention, or 'auto' (vispe.flex's rule)",
+    )
+    p.add_argument(
         '--compile-scope',
         choices=COMPILE_SCOPES,
         default='model',
@@ -201,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         amp=args.amp,
         compile=args.compile,
         compile_scope=args.compile_scope,
+        attention_kernel=args.attention_kernel,
         model_kwargs=dict(args.model_kwargs),
     )
     if args.mixed_sizes:

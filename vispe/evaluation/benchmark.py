@@ -61,6 +61,7 @@ class BenchmarkConfig:
     amp: bool = False  # the forward under torch.autocast(dtype=torch.bfloat16); backward outside it, as torch advises
     compile: bool = False  # nn.Module.compile each subject before its warm-up (compilation is not timed)
     compile_scope: str = 'model'  # 'blocks': each transformer block compiled, not the whole model (compile_module)
+    attention_kernel: str = 'auto'  # where bias encodings and mixed batches attend: 'auto', 'sdpa', 'flex' (vispe.flex)
 
 
 def normalize_img_size(size: int | Sequence[int]) -> tuple[int, int]:
@@ -136,6 +137,7 @@ def _measure(cfg: BenchmarkConfig, subjects: Sequence[Subject]) -> dict[str, Any
         'amp': cfg.amp,
         'compile': cfg.compile,
         'compile_scope': cfg.compile_scope,
+        'attention_kernel': cfg.attention_kernel,
         'baseline': baseline_of(cfg),
         'model_kwargs': cfg.model_kwargs,
         'cpu_count': os.cpu_count(),

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vispe.attention import Attention
+from vispe.attention import Attention, set_attention_kernel
 from vispe.backbones.dit import DiT, dit
 from vispe.backbones.vit import VisionTransformerPE, create_model
 from vispe.encodings import Encoding, EncodingStack, encoding_class, list_encodings, parse_encoding_spec
@@ -241,6 +241,9 @@ def build_subjects(cfg: BenchmarkConfig) -> list[Subject]:
     else:
         names += [] if SDPA in names else [SDPA]
         subjects = [_attention_subject(cfg, name) for name in names]
+    if cfg.attention_kernel != 'auto':
+        for subject in subjects:
+            set_attention_kernel(subject.module, cfg.attention_kernel)
     if cfg.compile:
         compile_subjects(subjects, cfg.compile_scope)
     return subjects

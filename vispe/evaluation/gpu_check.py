@@ -35,133 +35,15 @@ from vispe.evaluation.benchmark_report import write_report
 from vispe.evaluation.benchmark_rows import SDPA_BIAS
 from vispe.evaluation.benchmark_subjects import SDPA, build_subjects
 from vispe.evaluation.benchmark_timing import COMPILE_WARMUP, Subject, compile_limits, compile_module, synchronize
-
-#: the encodings with a GPU target, most important first: compiled rows follow this order after ape_learned
-TARGET_ORDER = ('rope_axial', 'rope_mixed', 'rope_dinov3', 'harope', 'comrope_ap', 'comrope_ld')
-#: (timm's own model, vispe's row of the same architecture, the encoding it goes with); ape_learned is what
-#: ``vispe.create_model('vit_small_patch16_224')`` builds (benchmark_rows)
-TIMM_PAIRS = (
-    ('timm:vit_small_patch16_224', 'ape_learned', 'ape_learned'),
-    ('timm:vit_small_patch16_rope_mixed_224', 'vispe:vit_small_patch16_rope_mixed_224', 'rope_mixed'),
-    ('timm:vit_small_patch16_dinov3', 'vispe:vit_small_patch16_dinov3', 'rope_dinov3'),
+from vispe.evaluation.gpu_check_plan import (
+    BASELINE,
+    TARGET_ORDER,
+    TIMM_PAIRS,
+    Plan,
+    Setting,
+    compile_order,
+    plan_for,
 )
-BASELINE = 'ape_learned'
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One benchmark setting: a model at an image size and batch, with its warm-up and timed rounds."""
-
-    label: str
-    model: str
-    img_size: int
-    batch_size: int
-    warmup: int
-    repeats: int
-    model_kwargs: dict[str, Any] = field(default_factory=dict)
-
-    def config(self, device: str, **changes: Any) -> BenchmarkConfig:
-        """The benchmark's config of this setting: bf16 autocast, forward + backward."""
-        cfg = BenchmarkConfig(
-            model=self.model,
-            img_size=(self.img_size, self.img_size),
-            batch_size=self.batch_size,
-            warmup=self.warmup,
-            repeats=self.repeats,
-            device=device,
-            amp=True,
-            model_kwargs=dict(self.model_kwargs),
-        )
-        return replace(cfg, **changes)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What the check runs on one device, and the seconds each step is expected to take (to skip what would not
-    fit; ``compile_s``: one model's compilation before any was measured, ``row_s``: timing and profiling one
-    compiled row)."""
-
-    device: str
-    small: Setting
-    large: Setting
-    encodings: tuple[str, ...]
-    mixed_encodings: tuple[str, ...]
-    pairs: tuple[tuple[str, str, str], ...] = TIMM_PAIRS
-    throughput_config: str = 'configs/vit/vit_tiny_rope_mixed_shapes2d_position.py'
-    throughput_iters: int = 30
-    throughput_rounds: int = 3
-    tests: tuple[str, ...] = ('tests',)
-    tests_cap_s: float = 150.0
-    compile_backend: str = 'inductor'
-    compile_scope: str = 'blocks'
-    compile_s: float = 20.0
-    row_s: float = 3.0
-    estimates: dict[str, float] = field(default_factory=dict)
-
-
-def plan_for(
-    device: str,
-    encodings: Sequence[str] | None = None,
-    compile_backend: str = 'inductor',
-    compile_scope: str = 'blocks',
-) -> Plan:
-    """The GPU plan (``device='cuda'``), or the same steps at toy sizes on the CPU. ``encodings``: the rows
-    (default: every image encoding). ``compile_scope``: 'blocks' (default) compiles each transformer block, one
-    compilation that every block reuses, so that the compiled rows of both settings fit the budget; 'model' the whole
-    model, as ``nn.Module.compile`` would (tens of seconds a row)."""
-    from vispe.encodings import list_encodings
-
-    rows = tuple(encodings or list_encodings(ndim=2))
-    if device == 'cuda':
-        small = Setting('ViT-S/16 224 px b64', 'vit_small_patch16_224', 224, 64, warmup=3, repeats=10)
-        large = Setting('ViT-B/16 448 px b16', 'vit_base_patch16_224', 448, 16, warmup=2, repeats=6)
-        estimates = {'eager_small': 45.0, 'eager_large': 40.0, 'attention_small': 20.0, 'mixed': 25.0}
-        estimates |= {
-            'throughput': 30.0,
-            'attention_large': 20.0,
-        }  # H200 guesses: a step expected to overrun is skipped
-        mixed = ('ape_learned', 'rope_axial', 'rope_mixed')
-        return Plan(
-            device,
-            small,
-            large,
-            rows,
-            mixed,
-            compile_backend=compile_backend,
-            compile_scope=compile_scope,
-            compile_s=20.0 if compile_scope == 'blocks' else 50.0,
-            estimates=estimates,
-        )
-    toy = dict(depth=1)
-    small = Setting('toy ViT-S 32 px b2', 'vit_small_patch16_224', 32, 2, warmup=1, repeats=2, model_kwargs=toy)
-    large = Setting('toy ViT-B 48 px b1', 'vit_base_patch16_224', 48, 1, warmup=1, repeats=2, model_kwargs=toy)
-    return Plan(
-        device,
-        small,
-        large,
-        rows,
-        ('ape_learned', 'rope_mixed'),
-        throughput_iters=3,
-        tests_cap_s=300.0,
-        compile_backend=compile_backend,
-        compile_scope=compile_scope,
-        compile_s=20.0,
-        row_s=1.0,
-    )
-
-
-def compile_order(plan: Plan, setting: Setting) -> list[str]:
-    """The compiled rows of ``setting``, most important first: the baseline, the target encodings in
-    ``TARGET_ORDER`` each followed by its timm pair (small setting only), then the other encodings."""
-    pairs = plan.pairs if setting == plan.small else ()
-    encodings = [e for e in plan.encodings if e != BASELINE]
-    ordered = [BASELINE] + [e for e in TARGET_ORDER if e in encodings] + [e for e in encodings if e not in TARGET_ORDER]
-    rows: list[str] = []
-    for encoding in ordered:
-        rows.append(encoding)
-        rows += [row for timm_row, vispe_row, anchor in pairs if anchor == encoding for row in (timm_row, vispe_row)]
-    rows += [row for timm_row, vispe_row, _ in pairs for row in (timm_row, vispe_row)]  # pairs of absent anchors
-    return list(dict.fromkeys(rows))
 
 
 # --- running under a budget ------------------------------------------------------------------------------------
@@ -316,6 +198,17 @@ def steps(plan: Plan, out: Path, clock: Clock) -> list[Step]:
         rows = [*plan.encodings, SDPA_BIAS]
         return benchmark(setting.config(device, encodings=rows, baseline=SDPA, level='attention'))
 
+    def huge(kernel: str) -> dict[str, Any] | tuple[None, str]:
+        if plan.huge is None:
+            return None, 'no setting for it in this plan'
+        if kernel == 'flex' and device != 'cuda':
+            return None, 'FlexAttention has no backward on CPU'
+        rows = [*plan.flex_rows, SDPA_BIAS] if kernel == 'sdpa' else list(plan.flex_rows)
+        cfg = plan.huge.config(device, encodings=rows, baseline=SDPA, level='attention', attention_kernel=kernel)
+        return benchmark(cfg)
+
+    h = plan.huge.label if plan.huge is not None else '-'
+
     return [
         ('tests', 'GPU-marked tests (pytest -m gpu)', lambda: run_tests(plan, out, clock)),
         (
@@ -332,6 +225,8 @@ def steps(plan: Plan, out: Path, clock: Clock) -> list[Step]:
         ),
         ('throughput', 'Runner against a plain loop', lambda: throughput(plan, out)),
         ('attention_large', f'attention cores, {b.label}', lambda: attention(b)),
+        ('attention_huge', f'attention cores, {h}, SDPA', lambda: huge('sdpa')),
+        ('attention_huge_flex', f'attention cores, {h}, FlexAttention', lambda: huge('flex')),
         ('compiled_small', f'compiled, {s.label}', lambda: compiled_benchmark(plan, s, clock)),
         ('compiled_large', f'compiled, {b.label}', lambda: compiled_benchmark(plan, b, clock)),
     ]

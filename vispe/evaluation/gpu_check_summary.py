@@ -27,6 +27,9 @@ from vispe.evaluation.gpu_check import BASELINE, Plan, StepResult
 
 #: compiled vispe against compiled timm, same architecture and setting (issue 36): no slower
 VS_TIMM_TARGET = 1.0
+#: iRPE's attention core on FlexAttention at 1024 px (N = 4097) against the learned-bias SDPA floor (issue 37): time
+#: within 1.3x, peak memory no more than the floor's
+FLEX_TARGET, FLEX_MEMORY_TARGET = 1.3, 1.0
 
 
 def medians(report: dict[str, Any] | None) -> dict[str, float]:
@@ -96,8 +99,27 @@ class Summary:
             value = self.ratio('compiled_small', vispe_row, timm_row)
             cells = [f'{vispe_row} / {timm_row}, compiled', ratio_text(value), f'<= {VS_TIMM_TARGET:.2f}']
             rows.append([*cells, verdict(value, VS_TIMM_TARGET, judged, self.why_missing('compiled_small', vispe_row))])
-        rows += self.mixed_targets() + self.throughput_target()
+        rows += self.mixed_targets() + self.throughput_target() + self.flex_targets()
         return ['## Targets', '', *table(['figure', 'ratio', 'target', 'verdict'], rows)]
+
+    def flex_targets(self) -> list[list[str]]:
+        """iRPE's FlexAttention core at the huge setting against the SDPA floor: time and peak memory."""
+        if 'irpe' not in self.plan.flex_rows:
+            return []
+        floor = {r['encoding']: r for r in (self.report('attention_huge') or {'results': []})['results']}
+        flex = {r['encoding']: r for r in (self.report('attention_huge_flex') or {'results': []})['results']}
+        judged = self.plan.device == 'cuda'
+        missing = self.why_missing('attention_huge_flex' if 'irpe' not in flex else 'attention_huge', 'irpe')
+        rows = []
+        for what, field, target in (('time', 'median_ms', FLEX_TARGET), ('peak memory', 'peak_mb', FLEX_MEMORY_TARGET)):
+            value = flex['irpe'][field] / floor[SDPA_BIAS][field] if 'irpe' in flex and SDPA_BIAS in floor else None
+            cells = [f'irpe on FlexAttention / {SDPA_BIAS}, {what}, attention core {self.huge_label}']
+            rows.append([*cells, ratio_text(value), f'<= {target:.2f}', verdict(value, target, judged, missing)])
+        return rows
+
+    @property
+    def huge_label(self) -> str:
+        return self.plan.huge.label if self.plan.huge is not None else '-'
 
     def mixed_targets(self) -> list[list[str]]:
         report = self.report('mixed')
@@ -170,6 +192,31 @@ class Summary:
         )
         return ['## Attention cores', '', intro, '', *table(head, rows)]
 
+    def flex(self) -> list[str]:
+        """Each bias encoding's attention core at the huge setting on SDPA and on FlexAttention, against the floor."""
+        sdpa = {r['encoding']: r for r in (self.report('attention_huge') or {'results': []})['results']}
+        flex = {r['encoding']: r for r in (self.report('attention_huge_flex') or {'results': []})['results']}
+        floor = sdpa.get(SDPA_BIAS)
+        head = ['row', 'SDPA / floor', 'FlexAttention / floor', 'FlexAttention / SDPA', 'peak MB SDPA', 'peak MB Flex']
+        rows = []
+        for name in self.plan.flex_rows:
+            s, f = sdpa.get(name), flex.get(name)
+            cells = [
+                ratio_text(s['median_ms'] / floor['median_ms']) if s and floor else '-',
+                ratio_text(f['median_ms'] / floor['median_ms']) if f and floor else '-',
+                ratio_text(f['median_ms'] / s['median_ms']) if f and s else '-',
+                f'{s["peak_mb"]:.0f}' if s else '-',
+                f'{f["peak_mb"]:.0f}' if f else '-',
+            ]
+            rows.append([name, *cells])
+        if floor:
+            rows.append([SDPA_BIAS, '1.000', '-', '-', f'{floor["peak_mb"]:.0f}', '-'])
+        intro = (
+            f'One attention layer, {self.huge_label}: the bias materialised for SDPA against the same term added '
+            f'inside FlexAttention (vispe.flex), both against the learned-bias SDPA floor ({SDPA_BIAS}).'
+        )
+        return [f'## FlexAttention, {self.huge_label}', '', intro, '', *table(head, rows)]
+
     def mixed(self) -> list[str]:
         report = self.report('mixed')
         if report is None:
@@ -221,7 +268,7 @@ def summary_markdown(plan: Plan, results: Sequence[StepResult], budget_s: float,
         '- every figure: bf16 autocast, forward + backward, median over interleaved rounds, random init',
         '',
     ]
-    sections = [summary.targets(), summary.model_level(), summary.vs_timm(), summary.attention()]
+    sections = [summary.targets(), summary.model_level(), summary.vs_timm(), summary.attention(), summary.flex()]
     sections += [summary.mixed(), summary.steps()]
     body = [line for section in sections if section for line in [*section, '']]
     return '\n'.join(header + body)
