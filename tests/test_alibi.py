@@ -92,3 +92,17 @@ def test_the_bias_is_made_once_per_forward_pass_and_shared_by_the_layers(monkeyp
     torch.testing.assert_close(model(x), per_layer, atol=0, rtol=0)
     model(x)
     assert len(made) == 2
+
+
+def test_positions_replaced_with_new_coordinates_do_not_read_the_old_bias() -> None:
+    """``dataclasses.replace`` keeps a forward pass's random draws but starts its derived tables anew: the bias of
+    coordinates twice as far apart is twice the first one, not the first one read back."""
+    import dataclasses
+
+    enc = vispe.build_encoding('alibi2d', dim=64, num_heads=4)
+    pos = grid_positions(3, 4, num_prefix=1)
+    q = torch.randn(1, 4, 13, 16)
+    first = enc.logit_bias(q, q, pos)
+    moved = dataclasses.replace(pos, coords=pos.coords * 2)
+    assert moved.draws is pos.draws and not moved.tables
+    torch.testing.assert_close(enc.logit_bias(q, q, moved), 2 * first)

@@ -106,6 +106,9 @@ class Positions:
             coordinate augmentation: one draw per forward pass, as in DINOv3, not one per layer). The positions are
             made anew for each forward pass, and so is this dict; ``dataclasses.replace`` (a position sampler)
             keeps it.
+        tables: what the layers' encodings derive from these positions alone and share within the forward pass,
+            by name (2D ALiBi's bias, rope_dinov3's augmented table). Not an argument: ``dataclasses.replace`` (new
+            coordinates) starts an empty dict, so nothing derived from other coordinates is ever read.
     """
 
     coords: torch.Tensor
@@ -116,6 +119,7 @@ class Positions:
     extent: tuple[int, ...] | None = None
     layout: TokenLayout | None = None
     draws: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    tables: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def on_grid(self) -> bool:

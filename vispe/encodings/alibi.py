@@ -69,12 +69,12 @@ class ALiBi2D(Encoding):
 
     def logit_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> torch.Tensor:
         """The whole (1 or B, H, N, N) bias, made once per forward pass and shared by every layer with the same
-        slopes (``Positions.draws``): nothing in it is learned, so the layers' biases are one tensor, computed and
+        slopes (``Positions.tables``): nothing in it is learned, so the layers' biases are one tensor, computed and
         kept for the backward once."""
         name = f'alibi2d bias {self.num_heads} {self.scale} {q.dtype}'
-        bias = pos.draws.get(name)
+        bias = pos.tables.get(name)
         if bias is None:
-            bias = pos.draws[name] = self.logit_bias_rows(q, k, pos)(slice(None))
+            bias = pos.tables[name] = self.logit_bias_rows(q, k, pos)(slice(None))
         return bias
 
     def geometry(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:

@@ -233,14 +233,14 @@ class RoPEDinoV3(Encoding):
         drawn = self.draw(pos)
         if drawn is None:
             table = self._cache.get(pos.cache_key(self.strategy), lambda: self.table(pos))
-        else:  # one table per forward pass, shared by the layers like the draw it comes from
+        else:  # one table per forward pass, shared by the layers like the draw it comes from (Positions.tables)
             name = (
                 f'rope_dinov3 table {self.head_dim} {self.base} {self.min_period} {self.max_period} {self.normalize} '
                 f'{self.strategy} {self.shift} {self.jitter} {self.rescale}'
             )
-            shared = pos.draws.get(name)
+            shared = pos.tables.get(name)
             if shared is None:
-                shared = pos.draws[name] = self.table(pos, drawn)
+                shared = pos.tables[name] = self.table(pos, drawn)
             table = shared
         return rotate_qk(q, k, table.unsqueeze(-4))  # a head axis in front of the tokens, shared by the heads
 
