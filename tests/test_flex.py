@@ -90,10 +90,11 @@ def test_the_rule_and_its_overrides() -> None:
 
 
 @pytest.mark.parametrize('mode', ['pad', 'pack'])
-@pytest.mark.parametrize('name', ['ape_learned', 'rope_mixed', 'irpe', 'alibi2d', 'lepe'])
+@pytest.mark.parametrize('name', vispe.list_encodings(ndim=2))
 def test_a_mixed_batch_on_a_block_mask_equals_its_dense_mask(name: str, mode: str) -> None:
-    """Images of three sizes in one batch: FlexAttention with the layout's BlockMask (plus the biases' score terms)
-    gives every image the tokens SDPA with the dense (B, 1, T, T) mask gives it."""
+    """Images of three sizes in one batch, every image encoding: FlexAttention with the layout's BlockMask (plus the
+    biases' score terms) gives every image the tokens SDPA with the dense (B, 1, T, T) mask gives it, and with it
+    the mixed-batch property tests' guarantee (each image as if alone, tests/test_mixed_sizes.py)."""
     model = vispe.create_model('vit_tiny_patch16_224', encoding=name, mixed_sizes=mode, **TINY_VIT).eval()
     images = [torch.randn(3, 32, 32), torch.randn(3, 16, 24), torch.randn(3, 24, 16), torch.randn(3, 8, 8)]
     with torch.no_grad():

@@ -22,14 +22,15 @@ from vispe.evaluation.gpu_check_summary import summary_markdown
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = [
     'tests', 'eager_small', 'eager_large', 'attention_small', 'mixed', 'throughput', 'attention_large',
-    'attention_huge', 'attention_huge_flex', 'compiled_small', 'compiled_large',
+    'attention_huge', 'attention_huge_flex', 'compiled_small', 'compiled_large', 'attention_small_flex',
+    'attention_large_flex',
 ]  # fmt: skip
 SECTIONS = [
     '## Targets', '## Model level', '## vispe against timm', '## Attention cores', '## FlexAttention', '## Mixed-size',
     '## Steps',
 ]  # fmt: skip
 #: what the toy run on a CPU cannot do: FlexAttention has no CPU backward
-CPU_SKIPS = {'attention_huge_flex'}
+CPU_SKIPS = {'attention_huge_flex', 'attention_small_flex', 'attention_large_flex'}
 
 
 def toy_plan():
@@ -96,8 +97,10 @@ def test_the_summary_has_every_section_and_row(toy_run) -> None:
     assert attention['sdpa'][1] == '1.000' and attention['sdpa_bias'][2] == '1.000'  # each floor against itself
     assert list(rows_of(summary, '## Steps')) == STEPS
     flex = rows_of(summary, '## FlexAttention')
-    assert list(flex) == [*plan.flex_rows, 'sdpa_bias'] and flex['alibi2d'][1] == '-'  # no Flex figure on CPU
-    assert float(flex['alibi2d'][0]) > 0 and flex['sdpa_bias'][0] == '1.000'
+    assert list(flex) == [f'alibi2d, {s.label}' for s in (plan.small, plan.large, plan.huge)]
+    huge = flex[f'alibi2d, {plan.huge.label}']
+    assert float(huge[0]) > 0 and huge[1:3] == ['-', '-'] and float(huge[5]) > 0  # no FlexAttention figure on CPU
+    assert flex[f'alibi2d, {plan.small.label}'][0] == '-'  # the toy plan's encodings hold no bias row there
 
 
 def test_compiled_rows_go_baseline_targets_then_the_rest_with_each_timm_pair_after_its_encoding() -> None:
@@ -135,7 +138,8 @@ def test_steps_expected_to_overrun_the_budget_are_skipped_with_the_reason(tmp_pa
     plan = replace(toy_plan(), estimates=dict.fromkeys(STEPS[:9], 1e6), compile_s=1e6)
     results = run_gpu_check(plan, tmp_path, 30.0, Clock(30.0, time.monotonic()))
     assert [r.key for r in results] == STEPS and {r.status for r in results} == {'skipped'}
-    assert results[0].note.startswith('needs about 1000000 s') and 'lack of time' in results[-1].note
+    assert results[0].note.startswith('needs about 1000000 s')
+    assert 'lack of time' in results[STEPS.index('compiled_large')].note
 
 
 def load_tool():
@@ -181,7 +185,7 @@ def test_without_pytest_the_tests_step_fails_in_one_line_and_the_rest_go_on(monk
     plan = replace(toy_plan(), estimates=dict.fromkeys(STEPS[1:9], 1e6), compile_s=1e6)
     results = run_gpu_check(plan, tmp_path, 30.0, Clock(30.0, time.monotonic()))
     assert results[0].status == 'failed' and results[0].note.startswith('RuntimeError: pytest is not installed')
-    assert [r.status for r in results[1:]] == ['skipped'] * 10  # the budget's verdicts, not the failure's
+    assert [r.status for r in results[1:]] == ['skipped'] * 12  # the budget's verdicts, not the failure's
     assert 'GPU-marked tests: failed RuntimeError: pytest is not installed' in summary_markdown(plan, results, 30, 1)
 
 
@@ -203,4 +207,4 @@ def test_irpe_on_flex_is_judged_against_the_learned_bias_floor_in_time_and_memor
                             for what in ('time', 'peak memory'))  # fmt: skip
     assert time_row == ['1.795', '<= 1.30', 'NOT met'] and memory_row == ['0.981', '<= 1.00', 'met']
     section = rows_of('\n'.join(Summary(plan, results).flex()), '## FlexAttention')
-    assert section['irpe'] == ['2.244', '1.795', '0.800', '2680', '1570'] and section['sdpa_bias'][0] == '1.000'
+    assert section['irpe, ViT-B/16 1024 px b2'] == ['2.244', '1.795', '0.800', '2680', '1570', '1600']

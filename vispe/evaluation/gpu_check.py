@@ -198,13 +198,14 @@ def steps(plan: Plan, out: Path, clock: Clock) -> list[Step]:
         rows = [*plan.encodings, SDPA_BIAS]
         return benchmark(setting.config(device, encodings=rows, baseline=SDPA, level='attention'))
 
-    def huge(kernel: str) -> dict[str, Any] | tuple[None, str]:
-        if plan.huge is None:
+    def cores(setting: Setting | None, kernel: str) -> dict[str, Any] | tuple[None, str]:
+        """The bias encodings' attention cores on one kernel (with the learned-bias floor on SDPA)."""
+        if setting is None:
             return None, 'no setting for it in this plan'
         if kernel == 'flex' and device != 'cuda':
             return None, 'FlexAttention has no backward on CPU'
         rows = [*plan.flex_rows, SDPA_BIAS] if kernel == 'sdpa' else list(plan.flex_rows)
-        cfg = plan.huge.config(device, encodings=rows, baseline=SDPA, level='attention', attention_kernel=kernel)
+        cfg = setting.config(device, encodings=rows, baseline=SDPA, level='attention', attention_kernel=kernel)
         return benchmark(cfg)
 
     h = plan.huge.label if plan.huge is not None else '-'
@@ -225,10 +226,13 @@ def steps(plan: Plan, out: Path, clock: Clock) -> list[Step]:
         ),
         ('throughput', 'Runner against a plain loop', lambda: throughput(plan, out)),
         ('attention_large', f'attention cores, {b.label}', lambda: attention(b)),
-        ('attention_huge', f'attention cores, {h}, SDPA', lambda: huge('sdpa')),
-        ('attention_huge_flex', f'attention cores, {h}, FlexAttention', lambda: huge('flex')),
+        ('attention_huge', f'attention cores, {h}, SDPA', lambda: cores(plan.huge, 'sdpa')),
+        ('attention_huge_flex', f'attention cores, {h}, FlexAttention', lambda: cores(plan.huge, 'flex')),
         ('compiled_small', f'compiled, {s.label}', lambda: compiled_benchmark(plan, s, clock)),
         ('compiled_large', f'compiled, {b.label}', lambda: compiled_benchmark(plan, b, clock)),
+        # where FlexAttention starts to win below 4097 tokens: last, as what the budget leaves allows
+        ('attention_small_flex', f'attention cores, {s.label}, FlexAttention', lambda: cores(s, 'flex')),
+        ('attention_large_flex', f'attention cores, {b.label}, FlexAttention', lambda: cores(b, 'flex')),
     ]
 
 

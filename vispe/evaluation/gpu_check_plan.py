@@ -98,6 +98,8 @@ def plan_for(
             'attention_large': 20.0,
             'attention_huge': 20.0,
             'attention_huge_flex': 60.0,  # FlexAttention compiles a kernel per score term
+            'attention_small_flex': 60.0,
+            'attention_large_flex': 60.0,
         }  # H200 guesses: a step expected to overrun is skipped
         mixed = ('ape_learned', 'rope_axial', 'rope_mixed', 'irpe', 'alibi2d')
         huge = Setting('ViT-B/16 1024 px b2', 'vit_base_patch16_224', 1024, 2, warmup=2, repeats=6)
