@@ -46,8 +46,10 @@ ROTARY_BACKENDS = ('triton', 'complex', 'torch')
 _forced: str | None = os.environ.get('VISPE_ROTARY_BACKEND') or None
 
 
+@functools.cache
 def _triton_launch() -> Any:
-    """``rotary_triton.launch``, or None where Triton is not installed."""
+    """The module ``vispe.kernels.rotary_triton`` (its ``launch`` and ``KERNEL_DTYPES``), or None where Triton is not
+    installed (looked up once: a failing import is not retried at every call)."""
     try:
         from vispe.kernels import rotary_triton
     except ImportError:
