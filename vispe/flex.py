@@ -84,9 +84,11 @@ def choose_kernel(setting: str, q: torch.Tensor, why_not: str | None, mixed: boo
 
 @functools.cache
 def _compiled_flex() -> Callable[..., torch.Tensor]:
+    """FlexAttention compiled once for eager callers; dynamo's automatic dynamic shapes (the default) turn a second
+    sequence length into a symbolic one, so mixed-size batches of varying length do not recompile at every step."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    return torch.compile(flex_attention, dynamic=False)
+    return torch.compile(flex_attention)
 
 
 def flex_attend(
