@@ -82,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         '--attention-kernel',
         choices=('auto', 'sdpa', 'flex'),
         default='auto',
-        help="where bias encodings (irpe, alibi2d) and mixed batches attend: SDPA with a materialised mask, "
+        help='where bias encodings (irpe, alibi2d) and mixed batches attend: SDPA with a materialised mask, '
         "FlexAttention, or 'auto' (vispe.flex's rule)",
     )
     p.add_argument(
