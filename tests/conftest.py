@@ -69,3 +69,13 @@ default_hooks = dict(logger=dict(interval=1))
 point_eval = dict(points=[train_points, 2 * train_points], scales=[1.0, 2.0])
 """)
     return str(path)
+
+
+@pytest.fixture(scope='module')
+def one_thread():
+    """One intra-op thread for a module's timings (``pytestmark = pytest.mark.usefixtures('one_thread')``): on a small
+    machine shared with other jobs, two threads can wait ~100x longer."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)

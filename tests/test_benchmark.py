@@ -44,13 +44,7 @@ RESULT_KEYS = {'encoding', 'median_ms', 'min_ms', 'ratio', 'peak_mb', 'sdpa'}
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True, scope='module')
-def one_thread():
-    """One intra-op thread: on a small machine shared with other jobs, two threads can wait ~100x longer."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures('one_thread')
 
 
 @pytest.fixture(scope='module')

@@ -17,12 +17,7 @@ from vispe.evaluation.benchmark_subjects import SDPA, build_subjects, encoding_k
 TINY = dict(model='vit_tiny_patch16_224', img_size=(32, 32), batch_size=2, warmup=1, repeats=2)
 
 
-@pytest.fixture(autouse=True, scope='module')
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures('one_thread')
 
 
 def test_model_rows_build_timms_own_model_and_vispes_at_the_benchmarks_size() -> None:
