@@ -94,14 +94,15 @@ class ALiBi2D(Encoding):
     def score_term(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> ScoreTerm:
         """The bias inside FlexAttention: each score's distance from the two tokens' coordinates, no N x N tensor."""
         padded, is_patch = self.geometry(pos)
-        per_sample = padded.shape[0] != 1  # a Python bool from the shape: the term indexes the sample or sample 0
+        # Python bools from the shapes: the term indexes the sample, or sample 0 of a table shared by the batch
+        coords_per_sample, patch_per_sample = padded.shape[0] != 1, is_patch.shape[0] != 1
         slopes = self.slopes
 
         def term(b, h, q_idx, kv_idx):
-            s = b if per_sample else 0
+            s, p = (b if coords_per_sample else 0), (b if patch_per_sample else 0)
             rows, cols = padded[s, q_idx, 0] - padded[s, kv_idx, 0], padded[s, q_idx, 1] - padded[s, kv_idx, 1]
-            dist = (rows * rows + cols * cols).sqrt() * is_patch[s if is_patch.shape[0] != 1 else 0, q_idx]
-            return -slopes[h] * dist * is_patch[s if is_patch.shape[0] != 1 else 0, kv_idx]
+            dist = (rows * rows + cols * cols).sqrt() * is_patch[p, q_idx] * is_patch[p, kv_idx]
+            return -slopes[h] * dist
 
         return term
 

@@ -180,10 +180,8 @@ class RotaryStrategies(Encoding):
 
     def rotation_table(self, pos: Positions) -> torch.Tensor:
         """The (cos, sin) table of ``pos`` (prefix rows (1, 0)), (..., [H,] N_total, d/2, 2): ``angles`` at the
-        scales of the positions' grid, or in a mixed batch at each image's own (``grid_tables`` on the images'
-        grids, ``image_angles`` for sampled positions)."""
-        if pos.layout is not None and pos.key is not None:  # a mixed batch on its own grids
-            return self.grid_tables(pos)
+        scales of the positions' grid, or in a mixed batch at each image's own (``image_angles``). A mixed batch on
+        its own grids rotates by rows instead (``grid_angles``), never through this table."""
         return rotary_table(self.image_angles(pos), pos.num_prefix)
 
     def image_angles(self, pos: Positions) -> torch.Tensor:
@@ -230,14 +228,6 @@ class RotaryStrategies(Encoding):
             )
         rows = F.pad(angles, [0, 0, 0, 1])  # the zero row of prefix and padding tokens
         return rows.movedim(-2, 0), layout.table_index(device)
-
-    def grid_tables(self, pos: Positions) -> torch.Tensor:
-        """The (cos, sin) table (B, ..., T, d/2, 2) of a mixed batch (``grid_angles``): per token the same as
-        ``rotary_table`` of its image alone (prefix and padding rows 1), at the cost of the distinct grids rather
-        than of every row."""
-        rows, index = self.grid_angles(pos)
-        # gathered token-major, (B, T, ..., d/2, 2), then viewed as (B, ..., T, d/2, 2): one copy, the rows whole
-        return rotary_table(rows, 0)[index].movedim(1, -3)
 
     def qk_scales(self, pos: Positions) -> float | torch.Tensor:
         """``qk_scale`` of the positions' grid; in a mixed batch of several scales, per token (prefix tokens their

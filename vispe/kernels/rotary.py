@@ -166,10 +166,8 @@ def _complex(table: torch.Tensor, scale: float | torch.Tensor, inverse: bool) ->
     return out * scale if isinstance(scale, torch.Tensor) or scale != 1.0 else out
 
 
-def _rotate_complex(
-    xs: Sequence[torch.Tensor], table: torch.Tensor, scale: float | torch.Tensor, inverse: bool
-) -> tuple[torch.Tensor, ...]:
-    turn = _complex(table, scale, inverse)
+def _turn(xs: Sequence[torch.Tensor], turn: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Each x's complex pairs times ``turn`` (complex64, broadcastable to them), back in x's dtype."""
     return tuple(torch.view_as_real(_pairs(x) * turn).flatten(-2).type_as(x) for x in xs)
 
 
@@ -263,13 +261,11 @@ def _apply(
         if triton is None:
             raise RuntimeError("rotary backend 'triton' needs the triton package; install it or use 'torch'")
         return tuple(triton.launch(xs, table, index, scale, inverse)[0])
-    if index is not None:
-        per_row = scale if not isinstance(scale, torch.Tensor) else 1.0
-        turn = _complex(table, per_row, inverse)[index].movedim(1, 2)  # (B, G, T, d/2)
-        if isinstance(scale, torch.Tensor):
-            turn = turn * scale  # per token (B, 1, T, 1)
-        return tuple(torch.view_as_real(_pairs(x) * turn).flatten(-2).type_as(x) for x in xs)
-    return _rotate_complex(xs, table, scale, inverse)
+    if index is None:
+        return _turn(xs, _complex(table, scale, inverse))
+    per_row = scale if not isinstance(scale, torch.Tensor) else 1.0
+    turn = _complex(table, per_row, inverse)[index].movedim(1, 2)  # (B, G, T, d/2)
+    return _turn(xs, turn * scale if isinstance(scale, torch.Tensor) else turn)  # per token (B, 1, T, 1)
 
 
 def _rotate(
@@ -287,7 +283,7 @@ def _rotate(
     if backend == 'torch':
         out = _rotate_torch(xs, table, scale, inverse)
     elif backend == 'complex' and index is None:  # complex autograd keeps nothing bigger than the table
-        out = _rotate_complex(xs, table, scale, inverse)
+        out = _turn(xs, _complex(table, scale, inverse))
     else:
         out = _Rotate.apply(table, index, scale, inverse, backend, *xs)
     return tuple(out)
