@@ -119,7 +119,9 @@ class EncodingStack:
                 taken += 1
             else:
                 term = enc.value_term(v, pos)
-            out = out + term
+            # term first: an elementwise op lays its output out like its first operand, so a token-major term
+            # (LePE's) makes out token-major and the attention's (B, H, N, d) -> (B, N, C) reshape a view
+            out = term + out
         return out
 
 

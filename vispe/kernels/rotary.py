@@ -32,50 +32,29 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
-import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 import torch.fx
 import torch.nn.functional as F
 
+from vispe.kernels.select import ForcedBackend, probe_kernel, triton_module
+
 #: the backends of ``rotary_backend``; ``VISPE_ROTARY_BACKEND`` or ``use_rotary_backend`` force one in eager mode
 ROTARY_BACKENDS = ('triton', 'complex', 'torch')
-_forced: str | None = os.environ.get('VISPE_ROTARY_BACKEND') or None
+_FORCED = ForcedBackend('rotary', ROTARY_BACKENDS, 'VISPE_ROTARY_BACKEND')
 
 
-@functools.cache
 def _triton_launch() -> Any:
-    """The module ``vispe.kernels.rotary_triton`` (its ``launch`` and ``KERNEL_DTYPES``), or None where Triton is not
-    installed (looked up once: a failing import is not retried at every call)."""
-    try:
-        from vispe.kernels import rotary_triton
-    except ImportError:
-        return None
-    return rotary_triton
+    """The module ``vispe.kernels.rotary_triton`` (its ``launch`` and ``KERNEL_DTYPES``), or None without Triton."""
+    return triton_module('rotary_triton')
 
 
-def _check_backend(name: str | None) -> None:
-    if name is not None and name not in ROTARY_BACKENDS:
-        raise ValueError(f'rotary backend must be one of {ROTARY_BACKENDS} (or None: chosen per call), got {name!r}')
-
-
-_check_backend(_forced)
-
-
-@contextlib.contextmanager
-def use_rotary_backend(name: str | None) -> Iterator[None]:
+def use_rotary_backend(name: str | None) -> contextlib.AbstractContextManager[None]:
     """Force a backend for eager calls inside the block (None: choose per call). Compiled and traced graphs always
     take ``torch``. ``triton`` on CPU tensors runs Triton's interpreter (tests)."""
-    global _forced
-    _check_backend(name)
-    previous, _forced = _forced, name
-    try:
-        yield
-    finally:
-        _forced = previous
+    return _FORCED.use(name)
 
 
 def rotary_backend(x: torch.Tensor) -> str:
@@ -83,8 +62,8 @@ def rotary_backend(x: torch.Tensor) -> str:
     ``triton`` for CUDA tensors in a dtype the kernel takes (Triton installed), ``complex`` otherwise."""
     if isinstance(x, torch.fx.Proxy) or torch.compiler.is_compiling():
         return 'torch'
-    if _forced is not None:
-        return _forced
+    if _FORCED.name is not None:
+        return _FORCED.name
     if x.is_cuda:
         triton = _triton_launch()
         if triton is not None and x.dtype in triton.KERNEL_DTYPES and kernel_works(x.device):
@@ -97,25 +76,17 @@ def kernel_works(device: torch.device) -> bool:
     """Whether the Triton kernel compiles and rotates correctly on ``device``: checked once per device against the
     reference on a small input. If not (a Triton or driver this kernel was not built for), one warning names the
     error and CUDA tensors take the complex path, which is correct everywhere but slower."""
-    try:
+
+    def check() -> bool:
         gen = torch.Generator().manual_seed(0)
         x = torch.randn(2, 3, 5, 8, generator=gen).to(device)
         table = rotary_table(torch.randn(5, 4, generator=gen)).to(device)
         got = _apply('triton', [x, x], table, None, 1.0, False)
         ref = _rotate_torch([x, x], table, 1.0, False)
-        works = all(torch.allclose(g, r, atol=1e-5, rtol=1e-5) for g, r in zip(got, ref))
-        why = 'its result differs from the reference'
-    except Exception as err:  # a compilation or launch failure: report it, keep the model running
-        works, why = False, f'{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ""}'
-    if not works:
-        warnings.warn(
-            f"vispe's Triton rotary kernel does not work on {device} ({why}); rotary encodings use the complex "
-            'PyTorch path there instead (correct, slower). Set VISPE_ROTARY_BACKEND=complex to skip the kernel and '
-            'this check, or report the error with your torch and triton versions.',
-            RuntimeWarning,
-            stacklevel=3,
-        )
-    return works
+        return all(torch.allclose(g, r, atol=1e-5, rtol=1e-5) for g, r in zip(got, ref))
+
+    fallback = 'rotary encodings use the complex PyTorch path'
+    return probe_kernel('rotary', device, check, fallback, 'VISPE_ROTARY_BACKEND=complex')
 
 
 def rotary_table(angles: torch.Tensor, num_prefix: int = 0) -> torch.Tensor:

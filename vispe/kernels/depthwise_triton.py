@@ -1,0 +1,155 @@
+"""The Triton kernels behind ``vispe.kernels.depthwise`` (imported only where Triton is installed).
+
+A depthwise K x K convolution (stride 1, zero padding K // 2) over the patch tokens of a token-major (B, T, C) tensor,
+read as an (h, w) grid after ``prefix`` tokens. One program takes ``BLOCK_T`` patch tokens of one image and
+``BLOCK_C`` channels: for each of the K * K offsets it loads the neighbours' channels (zero outside the grid) in the
+input dtype and accumulates ``weight * x`` in float32 registers, then stores the input dtype. The same kernel with the
+weights flipped is the gradient of the input; ``_weight_grad_kernel`` writes each program's float32 partial sums
+of ``g * x(shifted)`` per offset and channel, which one (deterministic) sum reduces.
+
+No ``from __future__ import annotations`` here: Triton reads the ``tl.constexpr`` annotations as objects.
+"""
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+#: input dtypes the kernel takes (anything else goes to the PyTorch path)
+KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+BLOCK_T, BLOCK_C = 64, 64
+
+
+def _conv_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    o_ptr,
+    prefix,
+    height,
+    width,
+    channels,
+    sx_b,
+    sx_t,
+    so_b,
+    so_t,
+    K: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)  # patch token, row-major on the grid
+    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    b = tl.program_id(2).to(tl.int64)
+    t_ok = t < height * width
+    c_ok = c < channels
+    y = t // width
+    x = t % width
+    acc = tl.full([BLOCK_T, BLOCK_C], 0.0, tl.float32)
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + c, mask=c_ok, other=0.0).to(tl.float32)[None, :]
+    for i in tl.static_range(K * K):
+        yy = y + (i // K - K // 2)
+        xx = x + (i % K - K // 2)
+        ok = t_ok & (yy >= 0) & (yy < height) & (xx >= 0) & (xx < width)
+        src = tl.where(ok, prefix + yy * width + xx, 0).to(tl.int64)
+        v = tl.load(x_ptr + b * sx_b + src[:, None] * sx_t + c[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)
+        w = tl.load(w_ptr + c * (K * K) + i, mask=c_ok, other=0.0)
+        acc += v.to(tl.float32) * w.to(tl.float32)[None, :]
+    dst = (prefix + t).to(tl.int64)
+    mask = t_ok[:, None] & c_ok[None, :]
+    tl.store(o_ptr + b * so_b + dst[:, None] * so_t + c[None, :], acc.to(o_ptr.dtype.element_ty), mask=mask)
+
+
+def _weight_grad_kernel(
+    x_ptr,
+    g_ptr,
+    p_ptr,
+    prefix,
+    height,
+    width,
+    channels,
+    sx_b,
+    sx_t,
+    sg_b,
+    sg_t,
+    K: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    b = tl.program_id(2).to(tl.int64)
+    t_ok = t < height * width
+    c_ok = c < channels
+    y = t // width
+    x = t % width
+    dst = (prefix + t).to(tl.int64)
+    g = tl.load(g_ptr + b * sg_b + dst[:, None] * sg_t + c[None, :], mask=t_ok[:, None] & c_ok[None, :], other=0.0)
+    g = g.to(tl.float32)
+    part = (b * tl.num_programs(0) + tl.program_id(0)) * (K * K * channels)  # this program's (K * K, C) partials
+    for i in tl.static_range(K * K):
+        yy = y + (i // K - K // 2)
+        xx = x + (i % K - K // 2)
+        ok = t_ok & (yy >= 0) & (yy < height) & (xx >= 0) & (xx < width)
+        src = tl.where(ok, prefix + yy * width + xx, 0).to(tl.int64)
+        v = tl.load(x_ptr + b * sx_b + src[:, None] * sx_t + c[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)
+        # tl.sum spelled as the reduce it is: Triton's interpreter, run per call here, only patches the builtin
+        total = tl.reduce(g * v.to(tl.float32), 0, tl.standard._sum_combine)
+        tl.store(p_ptr + part + i * channels + c, total, mask=c_ok)
+
+
+@functools.cache
+def kernels(interpret: bool) -> tuple:
+    """The jitted (conv, weight-grad) kernels, or on CPU tensors the same source under Triton's interpreter (what
+    ``TRITON_INTERPRET=1`` gives, chosen per call here so that one process can test both)."""
+    if interpret:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        return InterpretedFunction(_conv_kernel), InterpretedFunction(_weight_grad_kernel)
+    return triton.jit(_conv_kernel), triton.jit(_weight_grad_kernel)
+
+
+def _grid(B: int, h: int, w: int, C: int) -> tuple[int, int, int]:
+    return triton.cdiv(h * w, BLOCK_T), triton.cdiv(C, BLOCK_C), B
+
+
+def conv(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, grid: tuple[int, int], prefix: int
+) -> torch.Tensor:
+    """``x`` (B, T, C), any batch and token strides, channels contiguous; ``weight`` (C, 1, K, K); ``bias`` (C,) or
+    None -> (B, T, C) contiguous in x's dtype: the conv on the patch tokens, zero on the ``prefix`` tokens."""
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    B, T, C = x.shape
+    h, w = grid
+    out = torch.empty(B, T, C, dtype=x.dtype, device=x.device)
+    if prefix:
+        out[:, :prefix].zero_()
+    K = weight.shape[-1]
+    kernels(not x.is_cuda)[0][_grid(B, h, w, C)](
+        x, weight.contiguous(), bias if bias is not None else weight, out,
+        prefix, h, w, C, x.stride(0), x.stride(1), out.stride(0), out.stride(1),
+        K=K, HAS_BIAS=bias is not None, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C,
+    )  # fmt: skip
+    return out
+
+
+def weight_grad(x: torch.Tensor, g: torch.Tensor, K: int, grid: tuple[int, int], prefix: int) -> torch.Tensor:
+    """The float32 (C, 1, K, K) gradient of the conv's weight from its input ``x`` and output gradient ``g`` (both
+    (B, T, C), channels contiguous)."""
+    x = x if x.stride(-1) == 1 else x.contiguous()
+    g = g if g.stride(-1) == 1 else g.contiguous()
+    B, T, C = x.shape
+    h, w = grid
+    launch = _grid(B, h, w, C)
+    partials = torch.empty(B * launch[0], K * K, C, dtype=torch.float32, device=x.device)
+    kernels(not x.is_cuda)[1][launch](
+        x, g, partials, prefix, h, w, C, x.stride(0), x.stride(1), g.stride(0), g.stride(1),
+        K=K, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C,
+    )  # fmt: skip
+    return partials.sum(0).t().reshape(C, 1, K, K)
+
+
+__all__ = ['KERNEL_DTYPES', 'conv', 'kernels', 'weight_grad']

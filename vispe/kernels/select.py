@@ -1,0 +1,75 @@
+"""How a fused kernel family picks its backend per call: the backend forced for eager calls (an environment variable
+or a context manager, for tests and for users who want to rule a kernel out), the family's Triton module imported
+once where Triton is installed, and a once-per-device check of the Triton kernel against its PyTorch reference, so
+that a kernel which does not build or does not agree on some GPU costs speed there, never a wrong number."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+
+class ForcedBackend:
+    """The backend of a kernel family forced for eager calls: ``env`` at import, else None (chosen per call);
+    ``use(name)`` forces one inside a block."""
+
+    def __init__(self, family: str, backends: tuple[str, ...], env: str) -> None:
+        self.family, self.backends, self.env = family, backends, env
+        self.name: str | None = os.environ.get(env) or None
+        self.check(self.name)
+
+    def check(self, name: str | None) -> None:
+        if name is not None and name not in self.backends:
+            raise ValueError(
+                f'{self.family} backend must be one of {self.backends} (or None: chosen per call), got {name!r}'
+                + (f'; check {self.env}' if name == os.environ.get(self.env) else '')
+            )
+
+    @contextlib.contextmanager
+    def use(self, name: str | None) -> Iterator[None]:
+        self.check(name)
+        previous, self.name = self.name, name
+        try:
+            yield
+        finally:
+            self.name = previous
+
+
+@functools.cache
+def triton_module(name: str) -> Any:
+    """``vispe.kernels.<name>`` (a module that imports Triton), or None where Triton is not installed. Looked up once:
+    a failing import is not retried at every call."""
+    try:
+        return importlib.import_module(f'vispe.kernels.{name}')
+    except ImportError:
+        return None
+
+
+def probe_kernel(what: str, device: torch.device, check: Callable[[], bool], fallback: str, env: str) -> bool:
+    """Run ``check`` (the Triton kernel against its reference on a small input on ``device``); True when it agrees.
+    A kernel that raises or disagrees gives one RuntimeWarning naming the error and ``fallback``, and False.
+    Callers cache the answer per device."""
+    try:
+        works = check()
+        why = 'its result differs from the reference'
+    except Exception as err:  # a compilation or launch failure: report it, keep the model running
+        works, why = False, f'{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ""}'
+    if not works:
+        warnings.warn(
+            f"vispe's Triton {what} kernel does not work on {device} ({why}); {fallback} there instead (correct, "
+            f'slower). Set {env} to skip the kernel and this check, or report the error with your torch and triton '
+            'versions.',
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    return works
+
+
+__all__ = ['ForcedBackend', 'probe_kernel', 'triton_module']
