@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import TINY_VIT
+from torch._dynamo.utils import counters
 
 import vispe
 from vispe.attention import set_attention_kernel
@@ -168,3 +169,38 @@ def test_a_compiled_model_on_flex_is_one_graph_equal_to_eager(name: str) -> None
         for _ in range(2):
             torch.testing.assert_close(torch.compile(model, backend=check)(x), expected, atol=1e-5, rtol=1e-5)
     assert check.graphs == 1
+
+
+@pytest.mark.parametrize(
+    ('name', 'mode', 'kernel'),
+    [(name, 'pad', 'flex') for name in vispe.list_encodings(ndim=2)]
+    + [('irpe', 'pack', 'flex'), ('rope_axial', 'pack', 'flex'), ('irpe', 'pad', 'sdpa'), ('lepe', 'pack', 'sdpa')],
+)
+def test_a_mixed_batch_through_compiled_blocks_is_one_graph(name: str, mode: str, kernel: str) -> None:
+    """Blocks compiled one by one (the benchmarks' default scope) on a mixed batch: every block reuses the first
+    block's graph (the layout's tensors and BlockMask are built before the blocks, ``TokenLayout.prepare``), with no
+    graph break and no complex value, and every image gets what the eager model gives it."""
+    from test_compile import GraphCheck
+
+    from vispe.evaluation.benchmark_timing import compile_module
+
+    model = vispe.create_model('vit_tiny_patch16_224', encoding=name, mixed_sizes=mode, **TINY_VIT).eval()
+    set_attention_kernel(model, kernel)
+    batches = [
+        [torch.randn(3, 32, 32), torch.randn(3, 16, 24), torch.randn(3, 8, 8)],
+        [torch.randn(3, 24, 16), torch.randn(3, 32, 16)],
+    ]
+    with torch.no_grad():
+        expected = [model.forward_features(images) for images in batches]
+    torch._dynamo.reset()
+    counters.clear()
+    check = GraphCheck()
+    compile_module(model, 'blocks', backend=check)
+    graphs = []
+    with torch.no_grad():
+        for images, tokens in zip(batches, expected):
+            for got, want in zip(model.forward_features(images), tokens):
+                torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5)
+            graphs.append(check.graphs)
+    assert graphs[0] == 1, f'{graphs[0]} graphs for the first batch: a block recompiled'
+    assert not counters['graph_break'] and not check.complex_nodes

@@ -275,6 +275,14 @@ def set_attention_kernel(model: nn.Module, kernel: str) -> int:
     return len(layers)
 
 
+def may_use_flex(model: nn.Module, x: torch.Tensor) -> bool:
+    """Whether some vispe ``Attention`` of ``model`` may take FlexAttention for a mixed batch on ``x``'s device: one
+    set to 'flex', or to 'auto' on CUDA (``vispe.flex.choose_kernel``). The backbone then builds the BlockMask
+    before the blocks (``TokenLayout.prepare``)."""
+    kernels = {m.attention_kernel for m in model.modules() if isinstance(m, Attention)}
+    return 'flex' in kernels or ('auto' in kernels and x.is_cuda)
+
+
 @torch.fx.wrap
 def full_mask(
     biases: list[torch.Tensor], attn_mask: torch.Tensor | None, is_causal: bool, q: torch.Tensor, k: torch.Tensor

@@ -221,6 +221,20 @@ class TokenLayout:
 
         return self._cached('block_mask', device, build)
 
+    def prepare(self, device: torch.device | None = None, block_mask: bool = False) -> None:
+        """Build, before the blocks run, the tensors their layers read (token tables, patch mask, segments, SDPA's
+        mask, the grid groups; FlexAttention's BlockMask when ``block_mask``). Eagerly it only moves the work to
+        one place; inside a model whose blocks are compiled one by one it is what keeps them on one graph: a cache
+        filled by the first compiled block would change what the next one sees (its guards), and recompile it."""
+        self.token_tables(device)
+        self.patch_mask(device)
+        self.table_index(device)
+        self.grid_cells(device)
+        self.attn_mask(device)
+        self.grouped_patch_index(device)
+        if block_mask:
+            self.block_mask(device)
+
     def segment_values(self, values: Sequence[float], device: torch.device | None = None) -> torch.Tensor:
         """(B, T) float32: each token's entry of the per-image ``values`` (prefix tokens their image's), 1 on
         padding."""

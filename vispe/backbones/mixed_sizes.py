@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from timm.layers import Format, PatchEmbed
 from torch import nn
 
+from vispe.attention import may_use_flex
 from vispe.layout import TokenLayout, make_layout
 from vispe.positions import Positions
 
@@ -119,6 +120,7 @@ def mixed_features(model: VisionTransformerPE, images: list[torch.Tensor]) -> li
     """``forward_features`` of a list of images of several sizes: per image its (P + h*w, D) final tokens."""
     x, pos = mixed_tokens(model, images)
     layout = cast(TokenLayout, pos.layout)
+    layout.prepare(x.device, block_mask=may_use_flex(model, x))
     mask = layout.attn_mask(x.device)
     for i in range(len(model.blocks)):
         x = model.run_block(i, x, pos, mask)
