@@ -296,6 +296,11 @@ def test_targets_apply_only_in_their_setting() -> None:
     assert target_of({**cpu, 'device': 'cpu', 'amp': True}, 'irpe') is None  # the CPU targets are float32
     assert target_of({**cpu, 'device': 'cpu', 'amp': False, 'batch_size': 1}, 'irpe') is None
     gpu = {**cpu, 'device': 'cuda', 'amp': True, 'batch_size': 64}
-    assert target_of(gpu, 'irpe') == 1.4 and target_of(gpu, 'harope') == 1.15 and target_of(gpu, 'sdpa') is None
+    assert (
+        target_of(gpu, 'irpe') == 1.15
+        and target_of(gpu, 'lepe') == 1.10
+        and target_of(gpu, 'harope') == 1.15
+        and target_of(gpu, 'sdpa') is None
+    )
     assert target_of(gpu, 'rope_dinov3') == 1.05 and target_of(gpu, 'timm:vit_small_patch16_224') is None
     assert target_text(1.04, 1.05) == '<= 1.05 met' and target_text(1.06, 1.05) == '<= 1.05 NOT met'

@@ -11,7 +11,17 @@ from typing import Any
 from vispe.evaluation.benchmark import BenchmarkConfig
 
 #: the encodings with a GPU target, most important first: compiled rows follow this order after ape_learned
-TARGET_ORDER = ('rope_axial', 'rope_mixed', 'rope_dinov3', 'harope', 'comrope_ap', 'comrope_ld')
+TARGET_ORDER = (
+    'rope_axial',
+    'rope_mixed',
+    'rope_dinov3',
+    'harope',
+    'comrope_ap',
+    'comrope_ld',
+    'irpe',
+    'alibi2d',
+    'lepe',
+)
 #: (timm's own model, vispe's row of the same architecture, the encoding it goes with); ape_learned is what
 #: ``vispe.create_model('vit_small_patch16_224')`` builds (benchmark_rows)
 TIMM_PAIRS = (
