@@ -54,15 +54,7 @@ def use_depthwise_backend(name: str | None):
 def depthwise_backend(x: torch.Tensor) -> str:
     """``torch`` when compiling, exporting or FX-tracing; else a forced one; else ``triton`` for CUDA tensors in a
     dtype the kernel takes (Triton installed, the kernel checked on that device), ``torch`` otherwise."""
-    if isinstance(x, torch.fx.Proxy) or torch.compiler.is_compiling():
-        return 'torch'
-    if _FORCED.name is not None:
-        return _FORCED.name
-    if x.is_cuda:
-        triton = _triton_launch()
-        if triton is not None and x.dtype in triton.KERNEL_DTYPES and kernel_works(x.device):
-            return 'triton'
-    return 'torch'
+    return _FORCED.choose(x, _triton_launch, kernel_works, 'torch')
 
 
 @functools.cache

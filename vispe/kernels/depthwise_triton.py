@@ -4,8 +4,8 @@ A depthwise K x K convolution (stride 1, zero padding K // 2) over the patch tok
 read as an (h, w) grid after ``prefix`` tokens. One program takes ``BLOCK_T`` patch tokens of one image and
 ``BLOCK_C`` channels: for each of the K * K offsets it loads the neighbours' channels (zero outside the grid) in the
 input dtype and accumulates ``weight * x`` in float32 registers, then stores the input dtype. The same kernel with the
-weights flipped is the gradient of the input; ``_weight_grad_kernel`` writes each program's float32 partial sums
-of ``g * x(shifted)`` per offset and channel, which one (deterministic) sum reduces.
+weights flipped is the gradient of the input; with ``WEIGHT_GRAD`` it writes each program's float32 partial sums
+of ``g * x(shifted)`` per tap and channel instead, which one (deterministic) sum reduces to the filter's gradient.
 
 No ``from __future__ import annotations`` here: Triton reads the ``tl.constexpr`` annotations as objects.
 """
@@ -21,11 +21,16 @@ KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 BLOCK_T, BLOCK_C = 64, 64
 
 
-def _conv_kernel(
+# For each of the K * K taps, the neighbours' channels of BLOCK_T patch tokens x BLOCK_C channels (zero outside the
+# grid). Conv: o = bias + sum over taps of w * x(shifted). WEIGHT_GRAD: for the output gradient g (strides so_*),
+# this program's partial sum of g * x(shifted) per tap and channel, into p.
+def _taps_kernel(
     x_ptr,
     w_ptr,
     b_ptr,
     o_ptr,
+    g_ptr,
+    p_ptr,
     prefix,
     height,
     width,
@@ -36,6 +41,7 @@ def _conv_kernel(
     so_t,
     K: tl.constexpr,
     HAS_BIAS: tl.constexpr,
+    WEIGHT_GRAD: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_C: tl.constexpr,
 ):
@@ -46,69 +52,41 @@ def _conv_kernel(
     c_ok = c < channels
     y = t // width
     x = t % width
-    acc = tl.full([BLOCK_T, BLOCK_C], 0.0, tl.float32)
-    if HAS_BIAS:
-        acc += tl.load(b_ptr + c, mask=c_ok, other=0.0).to(tl.float32)[None, :]
-    for i in tl.static_range(K * K):
-        yy = y + (i // K - K // 2)
-        xx = x + (i % K - K // 2)
-        ok = t_ok & (yy >= 0) & (yy < height) & (xx >= 0) & (xx < width)
-        src = tl.where(ok, prefix + yy * width + xx, 0).to(tl.int64)
-        v = tl.load(x_ptr + b * sx_b + src[:, None] * sx_t + c[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)
-        w = tl.load(w_ptr + c * (K * K) + i, mask=c_ok, other=0.0)
-        acc += v.to(tl.float32) * w.to(tl.float32)[None, :]
-    dst = (prefix + t).to(tl.int64)
+    here = (b * so_b + (prefix + t).to(tl.int64) * so_t)[:, None] + c[None, :]
     mask = t_ok[:, None] & c_ok[None, :]
-    tl.store(o_ptr + b * so_b + dst[:, None] * so_t + c[None, :], acc.to(o_ptr.dtype.element_ty), mask=mask)
-
-
-def _weight_grad_kernel(
-    x_ptr,
-    g_ptr,
-    p_ptr,
-    prefix,
-    height,
-    width,
-    channels,
-    sx_b,
-    sx_t,
-    sg_b,
-    sg_t,
-    K: tl.constexpr,
-    BLOCK_T: tl.constexpr,
-    BLOCK_C: tl.constexpr,
-):
-    t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    b = tl.program_id(2).to(tl.int64)
-    t_ok = t < height * width
-    c_ok = c < channels
-    y = t // width
-    x = t % width
-    dst = (prefix + t).to(tl.int64)
-    g = tl.load(g_ptr + b * sg_b + dst[:, None] * sg_t + c[None, :], mask=t_ok[:, None] & c_ok[None, :], other=0.0)
-    g = g.to(tl.float32)
-    part = (b * tl.num_programs(0) + tl.program_id(0)) * (K * K * channels)  # this program's (K * K, C) partials
+    if WEIGHT_GRAD:
+        g = tl.load(g_ptr + here, mask=mask, other=0.0).to(tl.float32)
+        part = (b * tl.num_programs(0) + tl.program_id(0)) * (K * K * channels)  # this program's (K * K, C) sums
+    else:
+        acc = tl.full([BLOCK_T, BLOCK_C], 0.0, tl.float32)
+        if HAS_BIAS:
+            acc += tl.load(b_ptr + c, mask=c_ok, other=0.0).to(tl.float32)[None, :]
     for i in tl.static_range(K * K):
         yy = y + (i // K - K // 2)
         xx = x + (i % K - K // 2)
         ok = t_ok & (yy >= 0) & (yy < height) & (xx >= 0) & (xx < width)
         src = tl.where(ok, prefix + yy * width + xx, 0).to(tl.int64)
         v = tl.load(x_ptr + b * sx_b + src[:, None] * sx_t + c[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)
-        # tl.sum spelled as the reduce it is: Triton's interpreter, run per call here, only patches the builtin
-        total = tl.reduce(g * v.to(tl.float32), 0, tl.standard._sum_combine)
-        tl.store(p_ptr + part + i * channels + c, total, mask=c_ok)
+        if WEIGHT_GRAD:
+            # tl.sum spelled as the reduce it is: Triton's interpreter, run per call here, only patches the builtin
+            total = tl.reduce(g * v.to(tl.float32), 0, tl.standard._sum_combine)
+            tl.store(p_ptr + part + i * channels + c, total, mask=c_ok)
+        else:
+            w = tl.load(w_ptr + c * (K * K) + i, mask=c_ok, other=0.0)
+            acc += v.to(tl.float32) * w.to(tl.float32)[None, :]
+    if not WEIGHT_GRAD:
+        tl.store(o_ptr + here, acc.to(o_ptr.dtype.element_ty), mask=mask)
 
 
 @functools.cache
-def kernels(interpret: bool) -> tuple:
-    """The jitted (conv, weight-grad) kernels, or on CPU tensors the same source under Triton's interpreter (what
-    ``TRITON_INTERPRET=1`` gives, chosen per call here so that one process can test both)."""
+def kernel(interpret: bool):
+    """The jitted kernel, or on CPU tensors the same source under Triton's interpreter (what ``TRITON_INTERPRET=1``
+    gives, chosen per call here so that one process can test both)."""
     if interpret:
         from triton.runtime.interpreter import InterpretedFunction
 
-        return InterpretedFunction(_conv_kernel), InterpretedFunction(_weight_grad_kernel)
-    return triton.jit(_conv_kernel), triton.jit(_weight_grad_kernel)
+        return InterpretedFunction(_taps_kernel)
+    return triton.jit(_taps_kernel)
 
 
 def _grid(B: int, h: int, w: int, C: int) -> tuple[int, int, int]:
@@ -128,10 +106,10 @@ def conv(
     if prefix:
         out[:, :prefix].zero_()
     K = weight.shape[-1]
-    kernels(not x.is_cuda)[0][_grid(B, h, w, C)](
-        x, weight.contiguous(), bias if bias is not None else weight, out,
+    kernel(not x.is_cuda)[_grid(B, h, w, C)](
+        x, weight.contiguous(), bias if bias is not None else weight, out, out, out,
         prefix, h, w, C, x.stride(0), x.stride(1), out.stride(0), out.stride(1),
-        K=K, HAS_BIAS=bias is not None, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C,
+        K=K, HAS_BIAS=bias is not None, WEIGHT_GRAD=False, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C,
     )  # fmt: skip
     return out
 
@@ -145,11 +123,12 @@ def weight_grad(x: torch.Tensor, g: torch.Tensor, K: int, grid: tuple[int, int],
     h, w = grid
     launch = _grid(B, h, w, C)
     partials = torch.empty(B * launch[0], K * K, C, dtype=torch.float32, device=x.device)
-    kernels(not x.is_cuda)[1][launch](
-        x, g, partials, prefix, h, w, C, x.stride(0), x.stride(1), g.stride(0), g.stride(1),
-        K=K, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C,
+    kernel(not x.is_cuda)[launch](
+        x, partials, partials, partials, g, partials,
+        prefix, h, w, C, x.stride(0), x.stride(1), g.stride(0), g.stride(1),
+        K=K, HAS_BIAS=False, WEIGHT_GRAD=True, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C,
     )  # fmt: skip
     return partials.sum(0).t().reshape(C, 1, K, K)
 
 
-__all__ = ['KERNEL_DTYPES', 'conv', 'kernels', 'weight_grad']
+__all__ = ['KERNEL_DTYPES', 'conv', 'kernel', 'weight_grad']

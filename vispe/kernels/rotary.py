@@ -60,15 +60,7 @@ def use_rotary_backend(name: str | None) -> contextlib.AbstractContextManager[No
 def rotary_backend(x: torch.Tensor) -> str:
     """The backend a call on ``x`` takes: ``torch`` when compiling, exporting or FX-tracing; else a forced one; else
     ``triton`` for CUDA tensors in a dtype the kernel takes (Triton installed), ``complex`` otherwise."""
-    if isinstance(x, torch.fx.Proxy) or torch.compiler.is_compiling():
-        return 'torch'
-    if _FORCED.name is not None:
-        return _FORCED.name
-    if x.is_cuda:
-        triton = _triton_launch()
-        if triton is not None and x.dtype in triton.KERNEL_DTYPES and kernel_works(x.device):
-            return 'triton'
-    return 'complex'
+    return _FORCED.choose(x, _triton_launch, kernel_works, 'complex')
 
 
 @functools.cache

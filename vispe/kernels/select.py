@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+import torch.fx
 
 
 class ForcedBackend:
@@ -31,6 +32,22 @@ class ForcedBackend:
                 f'{self.family} backend must be one of {self.backends} (or None: chosen per call), got {name!r}'
                 + (f'; check {self.env}' if name == os.environ.get(self.env) else '')
             )
+
+    def choose(
+        self, x: torch.Tensor, launch: Callable[[], Any], works: Callable[[torch.device], bool], fallback: str
+    ) -> str:
+        """The backend of one eager or traced call on ``x``: ``torch`` (the plain reference) when compiling,
+        exporting or FX-tracing; else the forced one; else ``triton`` for a CUDA tensor in a dtype the Triton module
+        ``launch()`` takes (None: Triton missing) whose kernel ``works`` on that device; else ``fallback``."""
+        if isinstance(x, torch.fx.Proxy) or torch.compiler.is_compiling():
+            return 'torch'
+        if self.name is not None:
+            return self.name
+        if x.is_cuda:
+            module = launch()
+            if module is not None and x.dtype in module.KERNEL_DTYPES and works(x.device):
+                return 'triton'
+        return fallback
 
     @contextlib.contextmanager
     def use(self, name: str | None) -> Iterator[None]:
