@@ -102,7 +102,7 @@ def plan_for(
     if device == 'cuda':
         small = Setting('ViT-S/16 224 px b64', 'vit_small_patch16_224', 224, 64, warmup=3, repeats=10)
         large = Setting('ViT-B/16 448 px b16', 'vit_base_patch16_224', 448, 16, warmup=2, repeats=6)
-        estimates = {'eager_small': 45.0, 'eager_large': 40.0, 'attention_small': 20.0, 'mixed': 25.0}
+        estimates = {'eager_small': 45.0, 'eager_large': 40.0, 'attention_small': 20.0, 'mixed': 30.0}
         estimates |= {
             'throughput': 30.0,
             'attention_large': 20.0,
@@ -111,7 +111,7 @@ def plan_for(
             'attention_small_flex': 60.0,
             'attention_large_flex': 60.0,
         }  # H200 guesses: a step expected to overrun is skipped
-        mixed = ('ape_learned', 'rope_axial', 'rope_mixed', 'irpe', 'alibi2d')
+        mixed = ('ape_learned', 'rope_axial', 'rope_mixed', 'irpe', 'alibi2d', 'lepe')
         huge = Setting('ViT-B/16 1024 px b2', 'vit_base_patch16_224', 1024, 2, warmup=2, repeats=6)
         return Plan(
             device,
