@@ -74,3 +74,37 @@ def test_a_scheduler_set_for_a_longer_run_is_refused(tmp_path) -> None:
         step_through(runner)
     fits = step_through(shortened(config, tmp_path / 'fits', epochs=3, **{'param_scheduler.1.end': 3}))
     assert fits[-1] < 0.05 * max(fits)
+
+
+def test_a_run_shorter_than_its_schedule_trains_and_says_what_changed(tmp_path, monkeypatch) -> None:
+    """Before: ``train_cfg.max_epochs=1`` stopped with mmengine's 'end should be larger than begin, begin=94, end=94'
+    (the cosine after the one-epoch warm-up had no room). Now the run trains its warm-up and the log says the cosine
+    was left out; a warm-up longer than the run is clipped to it, on the same ramp, and said so."""
+    config = 'configs/vit/vit_tiny_ape_learned_shapes2d_position.py'
+    peak = load_config(os.path.join(ROOT, config)).optim_wrapper.optimizer.lr
+    runner = shortened(config, tmp_path, epochs=1)
+    said: list[str] = []
+    monkeypatch.setattr(runner.logger, 'warning', said.append)
+    lrs = step_through(runner)
+    assert len(lrs) == 5 and lrs[:4] == pytest.approx([peak * (0.01 + 0.99 * t / 3) for t in range(4)])  # mmengine's
+    assert said == [
+        'param_scheduler[1] (CosineAnnealingLR) begins at epoch 1, where this 1-epoch run has ended: left out (the '
+        'run ends before it starts)'
+    ]
+    runner = shortened(config, tmp_path / 'longer', epochs=1, **{'param_scheduler.0.end': 2})
+    said.clear()
+    monkeypatch.setattr(runner.logger, 'warning', said.append)
+    lrs = step_through(runner)
+    assert lrs[:4] == pytest.approx([peak * (0.01 + 0.99 * t / 7) for t in range(4)])  # the 2-epoch ramp, cut at 1
+    assert 'param_scheduler[0] (LinearLR) is a warm-up to epoch 2, longer than this 1-epoch run: clipped' in said[0]
+    assert 'reaches 0.434 of the base rate' in said[0]
+
+
+def test_a_one_epoch_training_run_finishes(tmp_path) -> None:
+    """The issue's case end to end: the tool's Runner trains one epoch of the default schedule."""
+    config = 'configs/vit/vit_tiny_ape_learned_shapes2d_position.py'
+    model = {'model.backbone.depth': 1, 'model.backbone.embed_dim': 32, 'model.backbone.num_heads': 2}
+    runner = shortened(config, tmp_path, epochs=1, **model)
+    runner.train()
+    lrs = list(runner.message_hub.get_scalar('train/lr').data[0])
+    assert len(lrs) == 4 and lrs == sorted(lrs) and lrs[0] < 0.05 * lrs[-1]  # the warm-up's rising rate

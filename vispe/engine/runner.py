@@ -16,7 +16,9 @@
   it first); test and val runs write theirs into their timestamped log folder, never over the training run's.
 * Schedules that fit the run. A parameter scheduler that ends after the run's last epoch or iteration (its
   ``end`` set for a longer run) is refused; schedulers without ``end`` follow the run's length (mmengine fills
-  it in), which is how vispe's schedule configs are written.
+  it in), which is how vispe's schedule configs are written. A run shorter than its warm-up still trains: the
+  warm-up is clipped to the run (same ramp, cut where the run ends) and a scheduler that would begin after the run's
+  end is left out, each said in one log line.
 """
 
 from __future__ import annotations
@@ -315,12 +317,56 @@ class VispeRunner(Runner):
         self.cfg.dump(osp.join(self.work_dir if training else self.log_dir, name))
 
     def build_param_scheduler(self, scheduler):
+        if isinstance(self._train_loop, BaseLoop):
+            scheduler = self._fit_schedules(scheduler)
         built = super().build_param_scheduler(scheduler)
         if isinstance(self._train_loop, BaseLoop):
             schedulers = built if isinstance(built, list) else [s for group in built.values() for s in group]
             for index, one in enumerate(schedulers):
                 self._check_schedule_fits(index, one)
         return built
+
+    def _fit_schedules(self, schedulers: Any) -> Any:
+        """The scheduler configs of a run shorter than they were written for (``--cfg-options
+        train_cfg.max_epochs=1``): a scheduler that would begin at or after the run's end is left out (a cosine after
+        a warm-up that takes the whole run), and a warm-up (LinearLR rising, ConstantLR) that would end after it is
+        clipped to the run: the same ramp, stopped where the run ends. Each change is logged in one line. Per
+        optimizer for a dict of lists."""
+        if isinstance(schedulers, dict) and 'type' not in schedulers:  # one list per optimizer
+            return {name: self._fit_schedules(group) for name, group in schedulers.items()}
+        if not isinstance(schedulers, (list, tuple)):
+            return schedulers if schedulers is None else self._fit_schedules([schedulers])
+        fitted = []
+        for index, config in enumerate(schedulers):
+            fitted += self._fit_schedule(index, config)
+        return fitted
+
+    def _fit_schedule(self, index: int, config: Any) -> list[Any]:
+        if not isinstance(config, dict):
+            return [config]
+        by_epoch = config.get('by_epoch', True)
+        length, unit = (self.max_epochs, 'epoch') if by_epoch else (self.max_iters, 'iteration')
+        name = f'param_scheduler[{index}] ({config.get("type")})'
+        begin, end = config.get('begin', 0), config.get('end', INF)
+        if not length or begin < length and (end == INF or end <= length):
+            return [config]
+        if begin >= length:
+            self.logger.warning(
+                f'{name} begins at {unit} {begin}, where this {length}-{unit} run has ended: left out (the run ends '
+                'before it starts)'
+            )
+            return []
+        epoch_length = max(1, self.max_iters // max(1, self.max_epochs)) if self.max_epochs else 1
+        steps = epoch_length if by_epoch and config.get('convert_to_iter_based') else 1  # steps of the ramp a unit
+        clipped = _clipped_warmup(config, length, steps)
+        if clipped is None:
+            return [config]  # a decay set for a longer run: refused by _check_schedule_fits, naming the fix
+        self.logger.warning(
+            f'{name} is a warm-up to {unit} {end}, longer than this {length}-{unit} run: clipped to the run (the same '
+            f'ramp, stopped at {unit} {length}: the learning rate reaches {clipped.get("end_factor", 1.0):.3g} of '
+            'the base rate, not the base rate)'
+        )
+        return [clipped]
 
     def _check_schedule_fits(self, index: int, scheduler) -> None:
         """ConfigError when ``scheduler`` ends after the run's last epoch or iteration."""
@@ -349,6 +395,22 @@ class VispeRunner(Runner):
         """Free the work dir's lock (``train()`` does when it ends, however it ends)."""
         if self._lock is not None:
             self._lock.release()
+
+
+def _clipped_warmup(config: dict, length: int, steps: int) -> dict | None:
+    """A warm-up scheduler config ending at ``length`` instead of its later ``end``, on the same ramp: LinearLR
+    rising from ``start_factor`` to ``end_factor`` over its ``steps``-per-unit steps (mmengine reaches the end factor
+    at the last step before ``end``; the clipped one ends at the factor the ramp has at the run's last step), or
+    ConstantLR (its factor until the end). None for anything else."""
+    begin, end = config.get('begin', 0), config['end']
+    kind = config.get('type')
+    if kind == 'ConstantLR':
+        return dict(config, end=length)
+    start, stop = config.get('start_factor', 1.0 / 3), config.get('end_factor', 1.0)
+    if kind != 'LinearLR' or start >= stop:
+        return None
+    reached = start + (stop - start) * ((length - begin) * steps - 1) / ((end - begin) * steps - 1)
+    return dict(config, end=length, end_factor=reached)
 
 
 def _has_training_state(ckpt: dict) -> bool:
