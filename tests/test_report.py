@@ -202,3 +202,19 @@ def test_compare_results_refuses_other_kinds_and_other_files(tmp_path, capsys):
     assert 'not a readable results.json' in refusal(capsys, str(tmp_path / 'broken.json'), '--out', str(tmp_path))
     assert 'labels for 2 results' in refusal(capsys, a, old, '--labels', 'x', '--out', str(tmp_path / 'out'))
     assert not (tmp_path / 'out').exists()
+
+
+def test_compare_results_names_incomplete_and_refuses_empty_sweeps(tmp_path, capsys):
+    """Before: a sweep whose results.json was empty or incomplete was left out of the table (or shown as if whole),
+    exit 0. Now an incomplete one is labelled so in its rows and an empty one is refused by name."""
+    a = results_file(tmp_path / 'a', 'rope', {32: 90.0, 48: 80.0})
+    cut = results_file(tmp_path / 'cut', 'rope', {32: 91.0}, complete=False)
+    bad = results_file(tmp_path / 'bad', 'rope', {32: 89.0}, complete=False, failed=[row('rope', 48, 0.0)])
+    compare_results().main([a, cut, bad, '--out', str(tmp_path / 'cmp')])
+    table = (tmp_path / 'cmp' / 'comparison.md').read_text()
+    assert '| cut (incomplete: interrupted) | rope | none | 91.0 | nan |' in table
+    assert '| bad (incomplete: 1 failed cell) | rope | none | 89.0 | nan |' in table
+    assert '| a | rope | none | 90.0 | 80.0 |' in table
+    empty = results_file(tmp_path / 'empty', 'rope', {}, complete=False)
+    said = refusal(capsys, a, empty, '--out', str(tmp_path / 'out'))
+    assert 'empty holds no results (an interrupted or failed sweep)' in said and not (tmp_path / 'out').exists()

@@ -5,7 +5,8 @@ python tools/compare_results.py A/eval/results.json B/eval/results.json [--label
 Each run is labelled by its folder (as many trailing folder names as keep the labels apart) or by --labels. Writes
 DIR/comparison.md (printed too), DIR/comparison.json (the merged pivot and its sources) and DIR/comparison.png.
 Results of different sweep kinds (resolution, points, cameras, generation), or a file that is not a sweep's
-results.json, are refused: one table compares like with like.
+results.json, are refused: one table compares like with like. A sweep that did not finish (interrupted, or with
+failed cells) is labelled '(incomplete: ...)' in every row; one that holds no results is refused by name.
 """
 
 import argparse

@@ -67,13 +67,15 @@ def merge(
     documents: Sequence[Mapping[str, Any]], labels: Sequence[str], metric: str | None = None
 ) -> tuple[str, Pivot, str]:
     """(kind, one pivot of every document's rows with its label as the first key field ``run``, the metric) for
-    results.json documents of one kind; NotComparable names the files of different kinds (``labels`` name them).
+    results.json documents of one kind; NotComparable names the files of different kinds (``labels`` name them) and
+    those without results; an unfinished sweep's rows are labelled so (``checked_labels``).
     A generation sweep holds several metrics: ``metric`` chooses one (default: the first)."""
     kinds = [sweep_kind(d, label) for d, label in zip(documents, labels)]
     if len(set(kinds)) > 1:
         listed = ', '.join(f'{label} is a {kind} sweep' for label, kind in zip(labels, kinds))
         raise NotComparable(f'results of different kinds cannot be one table ({listed}): compare one kind at a time')
     kind, spec = kinds[0], KINDS[kinds[0]]
+    labels = checked_labels(documents, labels)
     rows = [dict(r, run=label) for d, label in zip(documents, labels) for r in d['results']]
     if kind == 'generation':
         metrics = list(dict.fromkeys(r['metric'] for r in rows))
@@ -85,6 +87,26 @@ def merge(
     else:
         metric = metric or str(documents[0].get('metric', 'value'))
     return kind, pivot(rows, ('run', *spec.fields), spec.column, order=spec.order), metric
+
+
+def checked_labels(documents: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> list[str]:
+    """The runs' labels, each run that did not finish its sweep marked '(incomplete: ...)' so that the table says
+    which rows stand for a part of a sweep; NotComparable naming the runs that hold no results at all (they would
+    leave the table without a word)."""
+    empty = [label for d, label in zip(documents, labels) if isinstance(d, Mapping) and d.get('results') == []]
+    if empty:
+        raise NotComparable(
+            f'{", ".join(empty)} holds no results (an interrupted or failed sweep): finish it by running its eval '
+            'tool again (it resumes), or leave the file out'
+        )
+    marked = []
+    for d, label in zip(documents, labels):
+        if isinstance(d, Mapping) and not d.get('complete', True):
+            failed = len(d.get('failed') or [])
+            why = f'{failed} failed cell{"s" * (failed != 1)}' if failed else 'interrupted'
+            label = f'{label} (incomplete: {why})'
+        marked.append(label)
+    return marked
 
 
 def run_labels(paths: Sequence[str]) -> list[str]:
@@ -106,4 +128,4 @@ def merged_title(documents: Sequence[Mapping[str, Any]], labels: Sequence[str]) 
     return '\n'.join(f'{label}: {text or "?"}' for label, text in zip(labels, said))
 
 
-__all__ = ['KINDS', 'Kind', 'NotComparable', 'merge', 'merged_title', 'run_labels', 'sweep_kind']
+__all__ = ['KINDS', 'Kind', 'NotComparable', 'checked_labels', 'merge', 'merged_title', 'run_labels', 'sweep_kind']
