@@ -3,6 +3,7 @@ synthetic results."""
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -11,6 +12,7 @@ import pytest
 from vispe.evaluation import report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT_PATH = pathlib.Path(ROOT)
 
 
 def row(enc, res, value, strategy='none', **extra):
@@ -218,3 +220,29 @@ def test_compare_results_names_incomplete_and_refuses_empty_sweeps(tmp_path, cap
     empty = results_file(tmp_path / 'empty', 'rope', {}, complete=False)
     said = refusal(capsys, a, empty, '--out', str(tmp_path / 'out'))
     assert 'empty holds no results (an interrupted or failed sweep)' in said and not (tmp_path / 'out').exists()
+
+
+def test_tables_printed_to_a_file_or_pipe_are_whole():
+    """Before: a tool's table printed to a file or pipe came out at rich's assumed 80 columns, its cells cut
+    ('rope_mi…', 'interp…'). Now every tool takes ``report.console``, which is as wide as the table needs there."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    from vispe.evaluation.resolution import results_table
+
+    sizes = [16, 24, 32, 48, 64, 96, 128, '32x64', '64x32', '48x96', '96x48', '128x256']
+    rows = [row(enc, s, 50.0 + i, strategy=st) for enc in ('rope_mixed', 'comrope_ld') for st in ('interpolate', 'yarn')
+            for i, s in enumerate(sizes)]  # fmt: skip
+    cut = io.StringIO()
+    Console(file=cut).print(results_table(rows, title='accuracy'))
+    assert '…' in cut.getvalue()  # what the tools printed before
+    whole = io.StringIO()
+    report.console(file=whole).print(results_table(rows, title='accuracy'))
+    text = whole.getvalue()
+    assert '…' not in text and 'rope_mixed' in text and 'interpolate' in text and '128x256' in text
+    # every tool builds its console this way: no other rich Console in the package or the tools
+    sources = [p for folder in ('vispe', 'tools') for p in (ROOT_PATH / folder).rglob('*.py')]
+    built = [str(p) for p in sources if re.search(r'\bConsole\(', p.read_text()) and p.name != 'report.py']
+    assert built == []

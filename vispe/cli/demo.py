@@ -11,10 +11,9 @@ import os
 import time
 from collections.abc import Sequence
 
-from rich.console import Console
-
 from vispe.cli.common import bold_log, demo_parser
 from vispe.evaluation.compare import Run, compare
+from vispe.evaluation.report import console as report_console
 from vispe.evaluation.resolution import results_table
 
 ENCODINGS = ['ape_learned', 'rope_axial', 'rope_mixed']
@@ -26,7 +25,7 @@ def main(
 ) -> None:
     parser = demo_parser(prog, __doc__, default_out)
     out = parser.parse_args(argv).out
-    console = Console()
+    console = report_console()
     start = time.time()
     runs = [Run('position', f'vit/vit_tiny_{enc}_shapes2d_position.py', os.path.join(out, enc)) for enc in ENCODINGS]
     summary = compare(runs, RESOLUTIONS, out, log=bold_log(console))

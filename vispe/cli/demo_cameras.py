@@ -12,12 +12,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from rich.console import Console
-
 from vispe.cli.common import demo_parser, sweep_demo
 from vispe.engine.config import load_config
 from vispe.evaluation.camera_sweep import markdown_table, plot_results
 from vispe.evaluation.evaluate import evaluate_cameras
+from vispe.evaluation.report import console as report_console
 
 #: label -> shipped config
 CONFIGS = {
@@ -55,7 +54,7 @@ def main(
         return text, text
 
     runs = ('multiview', CONFIGS, args.encodings)
-    sweep_demo(Console(width=160), runs, args.out, evaluate_cameras, plot_results, summary)
+    sweep_demo(report_console(), runs, args.out, evaluate_cameras, plot_results, summary)
 
 
 if __name__ == '__main__':

@@ -16,12 +16,11 @@ import os
 import time
 from collections.abc import Sequence
 
-from rich.console import Console
-
 from vispe.cli.common import bold_log, demo_parser
 from vispe.engine.config import load_config
 from vispe.evaluation.compare import Run, markdown_table, train
 from vispe.evaluation.generation_sweep import METRICS, train_and_generate
+from vispe.evaluation.report import console as report_console
 
 RESOLUTIONS = ['32', '48', '64']  # 1x, 1.5x, 2x
 #: label -> (config, strategies to sample with; None = the encoding's only one)
@@ -89,7 +88,7 @@ def main(
     parser.add_argument('--zoo-root', default=zoo_root, help='the folder holding models/ (the feature extractor)')
     args = parser.parse_args(argv)
     out = args.out
-    console = Console()
+    console = report_console()
     log = bold_log(console)
     start = time.time()
     classifier = classifier_checkpoint(args.zoo_root, out, log)

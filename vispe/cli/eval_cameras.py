@@ -13,13 +13,12 @@ import argparse
 import os
 from collections.abc import Sequence
 
-from rich.console import Console
-
 from vispe.cli.common import finish_sweep
 from vispe.engine.config import common_parser_args, sweep_parser_args
 from vispe.evaluation import camera_sweep as C
 from vispe.evaluation import sweep_engine as E
 from vispe.evaluation.evaluate import evaluate_cameras
+from vispe.evaluation.report import console as report_console
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
@@ -31,7 +30,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     E.force_parser_args(parser)
     parser.add_argument('--settings', nargs='+', default=None, help="names from the config's camera_eval.settings")
     args = parser.parse_args(argv)
-    console = Console(width=160)
+    console = report_console()
     results = E.sweep_for_tool(args, evaluate_cameras, args.settings, log=console.print)
     title = f'{os.path.basename(args.checkpoint)}: 3D error / within {results["threshold"]:g} (%)'
     finish_sweep(console, C.results_table(results['results'], title=title, failed=results['failed']), results, args.out)

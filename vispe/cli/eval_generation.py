@@ -16,14 +16,13 @@ import os
 import sys
 from collections.abc import Sequence
 
-from rich.console import Console
-
 from vispe.engine.checkpoint import CheckpointError
 from vispe.engine.config import ConfigError, common_parser_args, load_config
 from vispe.evaluation import resolution as R
 from vispe.evaluation import sweep_engine as E
 from vispe.evaluation.checkpoints import parse_resolution
 from vispe.evaluation.generation_sweep import METRICS, feature_extractor, metric_rows, sweep_generation
+from vispe.evaluation.report import console as report_console
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
@@ -41,7 +40,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     parser.add_argument('--device', default=None, help='cpu or cuda (default: cuda when available)')
     E.force_parser_args(parser)
     args = parser.parse_args(argv)
-    console = Console()
+    console = report_console()
     try:
         cfg = load_config(args.config, args.cfg_options)
         classifier = None

@@ -15,14 +15,13 @@ import argparse
 import os
 from collections.abc import Sequence
 
-from rich.console import Console
-
 from vispe.cli.common import finish_sweep
 from vispe.engine.config import common_parser_args, sweep_parser_args
 from vispe.evaluation import resolution as R
 from vispe.evaluation import sweep_engine as E
 from vispe.evaluation.checkpoints import parse_resolution
 from vispe.evaluation.evaluate import evaluate_resolution
+from vispe.evaluation.report import console as report_console
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
@@ -46,7 +45,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
         "model's encodings to its strategy, whatever the config's encoding strategy= says)",
     )
     args = parser.parse_args(argv)
-    console = Console()
+    console = report_console()
     results = E.sweep_for_tool(args, evaluate_resolution, args.resolutions, args.strategy, log=console.print)
     title = f'{results["metric"]} (%) of {os.path.basename(args.checkpoint)}, trained at {results["train_resolution"]}'
     finish_sweep(console, R.results_table(results['results'], title=title, failed=results['failed']), results, args.out)

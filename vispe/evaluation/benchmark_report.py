@@ -4,15 +4,12 @@ scaling across sizes, the Runner-vs-loop throughput), a markdown summary of seve
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vispe.evaluation.benchmark_subjects import encoding_kind
-
-if TYPE_CHECKING:
-    from rich.console import Console
+from vispe.evaluation.report import console as report_console
 
 #: The issues' speed targets: forward + backward of vit_small_patch16_224 at 224 px, ratio to ape_learned's median
 #: (GPU: batch 64, bf16; CPU: batch 8, float32). Benchmarks report them, met or not; no test times anything.
@@ -68,13 +65,6 @@ def write_report(report: dict[str, Any], path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2) + '\n')
     return path
-
-
-def console() -> Console:
-    """rich's console, wide enough for the tables when the output is a file or a pipe (rich assumes 80 columns)."""
-    from rich.console import Console
-
-    return Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def config_line(report: dict[str, Any]) -> str:
@@ -146,7 +136,7 @@ def print_report(report: dict[str, Any]) -> None:
             target_text(r['ratio'], target_of(report, r['encoding'])),
         )
     print(config_line(report))
-    console().print(table)
+    report_console().print(table)
     note = noise_note(report)
     if note:
         print(note)
@@ -178,7 +168,7 @@ def print_scaling(report: dict[str, Any]) -> None:
             f'{r["growth_vs_baseline"]:.3f}',
             f'{r["peak_mb"][-1]:.1f}',
         )
-    console().print(table)
+    report_console().print(table)
     for kind in sorted({r['kind'] for r in report['scaling']}):
         print(f'{kind}: expected growth {GROWTH_EXPECTED[kind]}')
 
@@ -205,7 +195,7 @@ def print_throughput(report: dict[str, Any]) -> None:
         s = report['loops'][name]['images_per_s']
         table.add_row(label, f'{s["median"]:.1f}', f'{s["min"]:.1f}', f'{s["max"]:.1f}')
     print(throughput_config_line(report))
-    console().print(table)
+    report_console().print(table)
     verdict = 'met' if report['met'] else 'NOT met'
     print(
         f'ratio plain / runner = {report["ratio"]:.3f} (target <= {report["target"]:.2f}: {verdict}; '
@@ -218,7 +208,6 @@ __all__ = [
     'TARGETS',
     'TARGET_SETTING',
     'config_line',
-    'console',
     'noise_note',
     'print_report',
     'print_scaling',

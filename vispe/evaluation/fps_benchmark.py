@@ -26,6 +26,7 @@ import torch
 from vispe.backbones.point import farthest_point_sample, gather_points
 from vispe.datasets.primitives3d import Primitives3D
 from vispe.evaluation.benchmark_timing import interleaved_times
+from vispe.evaluation.report import console as report_console
 
 #: (batch, points, picks) settings of the default run
 DEFAULT_SETTINGS: tuple[tuple[int, int, int], ...] = ((1, 1024, 64), (32, 1024, 64), (32, 4096, 256), (8, 8192, 512))
@@ -106,7 +107,6 @@ def run(
 
 
 def print_rows(rows: Sequence[dict[str, Any]]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(
@@ -128,7 +128,7 @@ def print_rows(rows: Sequence[dict[str, Any]]) -> None:
             f'{r["spread"]:.4f}',
             fmt(r['same_picks_as_open3d'], '.0%'),
         )
-    Console().print(table)
+    report_console().print(table)
 
 
 __all__ = ['DEFAULT_SETTINGS', 'clouds', 'coverage', 'open3d_fps', 'print_rows', 'run']

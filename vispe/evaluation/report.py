@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -136,6 +137,20 @@ def cell_text(cell: Cell | None, fmt: str, spread: bool = False, missing: str = 
     if spread and cell.n > 1:
         return f'{format(cell.mean, fmt)} ± {format(cell.std, fmt)}'
     return format(cell.mean, fmt)
+
+
+#: the console width when the output is a file or a pipe: wide enough that rich never cuts a table's cells
+#: ('rope_mi…'); rich pads no line, so text stays as long as it is
+PIPE_WIDTH = 10_000
+
+
+def console(file: Any = None):
+    """rich's Console for a tool's report: the terminal's width on a terminal; elsewhere (a file, a pipe, a CI log)
+    ``PIPE_WIDTH``, where rich would assume 80 columns and shorten the cells of every table wider than that."""
+    from rich.console import Console
+
+    out = file if file is not None else sys.stdout
+    return Console(file=file) if out.isatty() else Console(file=file, width=PIPE_WIDTH)
 
 
 def rich_table(table: Pivot, index_names: Sequence[str], title: str, fmt: str):
@@ -330,6 +345,8 @@ def plot_lines(
 
 
 __all__ = [
+    'PIPE_WIDTH',
+    'console',
     'FAILED',
     'MISSING',
     'Pivot',
