@@ -17,6 +17,7 @@ from mmengine.config import Config, DictAction
 from mmengine.runner import Runner
 
 from vispe.engine.config_files import ConfigError, read_config_file, resolve_config
+from vispe.engine.config_overrides import read_with_options
 from vispe.registry import MODELS, check_arguments
 
 # Top-level keys Runner.from_cfg reads, plus the ones vispe's tools read.
@@ -85,7 +86,9 @@ def drop_disabled_hooks(cfg: Config) -> None:
 def load_config(path: str, cfg_options: dict | None = None, work_dir: str | None = None) -> Config:
     """Config.fromfile + --cfg-options + checks; work_dir defaults to work_dirs/<config name>. ``path`` is a file or
     the name of a shipped config (``resolve_config``)."""
-    cfg = read_config_file(resolve_config(path))
+    resolved = resolve_config(path)
+    # an option on a variable the config's code reads is applied where the variable is defined (config_overrides)
+    cfg = read_with_options(resolved, cfg_options)[0] if cfg_options else read_config_file(resolved)
     if cfg_options:
         promote_encoding_names(cfg, cfg_options)
         cfg.merge_from_dict(replacing_dicts(cfg_options))

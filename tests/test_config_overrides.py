@@ -1,0 +1,48 @@
+"""``--cfg-options`` on a config's top-level variables reach everything derived from them (issue 38, class 2).
+Before: ``data_root=/other/tree`` trained on the config's own tree and ``train_resolution=32`` trained at 64 while the
+dumped config said 32; mmengine merged the option into the top-level key alone."""
+
+from __future__ import annotations
+
+import os
+
+from conftest import ROOT
+
+from vispe.engine.config import load_config
+
+IMAGEFOLDER = os.path.join(ROOT, 'configs/vit/vit_tiny_imagefolder.py')
+SHAPES = os.path.join(ROOT, 'configs/vit/vit_tiny_ape_learned_shapes2d_position.py')
+
+
+def loaders(cfg):
+    return [cfg[name].dataset for name in ('train_dataloader', 'val_dataloader', 'test_dataloader')]
+
+
+def test_a_data_root_and_a_resolution_reach_the_loaders_and_the_model(tmp_path) -> None:
+    before = {p: open(p, 'rb').read() for p in (IMAGEFOLDER,)}
+    cfg = load_config(IMAGEFOLDER, {'data_root': '/other/tree', 'train_resolution': 48}, str(tmp_path))
+    assert [d.data_root for d in loaders(cfg)] == ['/other/tree'] * 3
+    assert [d.image_size for d in loaders(cfg)] == [48] * 3 and cfg.model.backbone.img_size == 48
+    assert cfg.data_root == '/other/tree' and cfg.train_resolution == 48
+    assert "data_root='/other/tree'" in cfg.pretty_text.replace('"', "'")  # what the run dumps says the same
+    assert cfg.filename == IMAGEFOLDER and {p: open(p, 'rb').read() for p in before} == before  # files untouched
+
+
+def test_variables_of_base_files_and_helper_dicts_are_applied_where_defined(tmp_path) -> None:
+    """train_resolution and shapes2d live in _base_/datasets/shapes2d_position.py, max_epochs in the schedule's
+    base, two inheritance steps below the config given."""
+    cfg = load_config(SHAPES, {'train_resolution': 48, 'max_epochs': 3}, str(tmp_path))
+    assert [d.image_size for d in loaders(cfg)] == [48] * 3
+    assert cfg.train_cfg.max_epochs == 3 and cfg.train_cfg.val_interval == 3
+    cfg = load_config(SHAPES, {'shapes2d.image_size': 40}, str(tmp_path))
+    assert [d.image_size for d in loaders(cfg)] == [40] * 3 and cfg.train_dataloader.dataset.num_samples == 6000
+    cfg = load_config(SHAPES, {'train_cfg.max_epochs': 2}, str(tmp_path))  # a section: mmengine's merge, as before
+    assert cfg.train_cfg.max_epochs == 2 and cfg.train_cfg.val_interval == 30
+
+
+def test_a_variable_after_non_ascii_text_on_its_line(tmp_path) -> None:
+    """Python reports columns in UTF-8 bytes: the rewrite must cut the line there, not at a character index."""
+    config = tmp_path / 'c.py'
+    config.write_text("note = 'café'; size = 8\nmodel = dict(type='X', size=size)\n", encoding='utf-8')
+    cfg = load_config(str(config), {'size': 9}, str(tmp_path))
+    assert cfg.model.size == 9 and cfg.note == 'café'
