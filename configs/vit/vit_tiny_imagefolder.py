@@ -4,9 +4,8 @@
 # before the first step, naming the count):
 #   ln -s /path/to/flowers data/my_images
 #   python tools/train.py configs/vit/vit_tiny_imagefolder.py --cfg-options model.backbone.num_classes=5
-# Elsewhere: edit data_root below, or override each loader's (a --cfg-options data_root=... comes too late to reach
-# the loaders built from it): train_dataloader.dataset.data_root=D val_dataloader.dataset.data_root=D
-# test_dataloader.dataset.data_root=D.
+# Elsewhere: edit data_root below, or --cfg-options data_root=D (a top-level variable given that way is applied where
+# it is defined, so every loader built from it follows).
 _base_ = [
     '../_base_/models/vit_tiny_shapes2d.py',
     '../_base_/schedules/adamw_short.py',
