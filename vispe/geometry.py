@@ -9,12 +9,15 @@ Convention (OpenCV), used everywhere in vispe:
   Its inverse is world-to-camera (the extrinsic matrix).
 
 Points, rays and frusta are computed with kornia's ``unproject_points``, ``project_points``, ``transform_points``,
-``inverse_transformation`` and ``relative_transformation``; this file only arranges them.
+``inverse_transformation`` and ``relative_transformation``; this file only arranges them. Cameras are checked once,
+where they enter an encoding (``check_cameras``, called by ``vispe.positions.Cameras``): these helpers assume valid
+ones.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.fx
 import torch.nn.functional as F
 from kornia.geometry.camera import project_points, unproject_points
 from kornia.geometry.linalg import inverse_transformation, relative_transformation, transform_points
@@ -115,8 +118,111 @@ def intrinsics(focal: Tensor | float, h: int, w: int) -> Tensor:
     return K
 
 
+#: how far a camera may be from exact (``check_cameras``): max |R^T R - I|, |det R - 1| and the bottom rows'
+#: deviation from (0, 0, 0, 1) / (0, 0, 1). R is unit-scale, so absolute here is relative; float16 / bfloat16 inputs
+#: get 4 eps of their dtype when that is larger.
+CAMERA_TOL = 1e-3
+
+_K_PROBLEMS = (
+    'has NaN/Inf entries',
+    'is singular (fx = K[0, 0] is 0)',
+    'is singular (fy = K[1, 1] is 0)',
+    'has last row other than (0, 0, 1)',
+)
+_POSE_PROBLEMS = (
+    'has NaN/Inf entries',
+    'is not rigid (R^T R is not I: a scaled, sheared or zero rotation)',
+    'is not rigid (det R is not +1: a reflection)',
+    'has last row other than (0, 0, 0, 1)',
+)
+
+
+def check_cameras(K: Tensor, cam_to_world: Tensor, tol: float = CAMERA_TOL) -> None:
+    """Refuse degenerate cameras with a one-line ValueError naming the first bad view and what to fix.
+
+    K (..., 3, 3) must be a finite pinhole matrix that can be inverted the way kornia's ``unproject_points`` does:
+    non-zero fx = K[0, 0] and fy = K[1, 1] and last row (0, 0, 1) (skew and K[1, 0] are not read by vispe, so not
+    checked). cam_to_world (..., 4, 4) must be finite and rigid: R = [:3, :3] with R^T R = I and det R = +1, last
+    row (0, 0, 0, 1), all within ``tol`` (``CAMERA_TOL``). Leading dims (B, V) are named as (batch b, view v), one
+    leading dim as (view v).
+
+    Cost: a few pointwise ops per view (float32, autocast or not), then one host sync (``bool``) for the whole batch.
+    Skipped while traced (torch.compile, torch.export, FX, TorchScript tracing): data-dependent errors would break
+    the graph, so a compiled model checks nothing; call this before the compiled model to keep the check.
+    """
+    if _traced(K, cam_to_world):
+        return
+    if K.shape[-2:] != (3, 3) or cam_to_world.shape[-2:] != (4, 4):
+        raise ValueError(
+            f'cameras: K must be (..., 3, 3) and cam_to_world (..., 4, 4), got {tuple(K.shape)} and '
+            f'{tuple(cam_to_world.shape)}'
+        )
+    half = [t.dtype for t in (K, cam_to_world) if t.dtype in (torch.float16, torch.bfloat16)]
+    tol = max([tol] + [4 * torch.finfo(dtype).eps for dtype in half])
+    K, pose = _work(K.detach()), _work(cam_to_world.detach())
+    k_faults, pose_faults = _intrinsics_faults(K, tol), _pose_faults(pose, tol)  # (..., n) bool: which check fails
+    if not bool(k_faults.any() | pose_faults.any()):  # the one sync
+        return
+    if k_faults.any():
+        _raise(
+            k_faults, 'K', _K_PROBLEMS, 'pass intrinsics in pixels with non-zero finite fx, fy and last row (0, 0, 1)'
+        )
+    _raise(
+        pose_faults,
+        'cam_to_world',
+        _POSE_PROBLEMS,
+        f'pass a rigid camera-to-world pose: rotation R with R^T R = I '
+        f'and det R = +1, last row (0, 0, 0, 1), within {tol:g}',
+    )
+
+
+def _traced(*tensors: Tensor) -> bool:
+    if torch.compiler.is_compiling() or torch.jit.is_tracing() or torch.jit.is_scripting():
+        return True
+    return any(isinstance(t, torch.fx.Proxy) or t.device.type == 'meta' for t in tensors)
+
+
+def _work(x: Tensor) -> Tensor:
+    """float64 stays; anything else is checked in float32."""
+    return x if x.dtype == torch.float64 else x.float()
+
+
+def _intrinsics_faults(K: Tensor, tol: float) -> Tensor:
+    """(..., 4) bool per view, in ``_K_PROBLEMS``' order."""
+    last = K.new_tensor([0.0, 0.0, 1.0])
+    finite = torch.isfinite(K).all(dim=(-2, -1))
+    near = (K[..., 2, :] - last).abs() <= tol  # (NaN fails)
+    return torch.stack([~finite, K[..., 0, 0] == 0, K[..., 1, 1] == 0, ~near.all(dim=-1)], dim=-1)
+
+
+def _pose_faults(pose: Tensor, tol: float) -> Tensor:
+    """(..., 4) bool per view, in ``_POSE_PROBLEMS``' order."""
+    R = pose[..., :3, :3]
+    eye, last = torch.eye(3, dtype=pose.dtype, device=pose.device), pose.new_tensor([0.0, 0.0, 0.0, 1.0])
+    finite = torch.isfinite(pose).all(dim=(-2, -1))
+    gram = (R[..., :, :, None] * R[..., :, None, :]).sum(dim=-3)  # R^T R, pointwise: no bf16 matmul under autocast
+    orthonormal = ((gram - eye).abs() <= tol).all(dim=(-2, -1))
+    det = (torch.linalg.cross(R[..., 0], R[..., 1], dim=-1) * R[..., 2]).sum(dim=-1)  # columns' triple product
+    near = ((pose[..., 3, :] - last).abs() <= tol).all(dim=-1)
+    return torch.stack([~finite, ~orthonormal, ~((det - 1).abs() <= tol), ~near], dim=-1)
+
+
+def _raise(faults: Tensor, what: str, problems: tuple[str, ...], fix: str) -> None:
+    """The ValueError for the first view with a fault (faults (..., n) bool)."""
+    bad = faults.any(dim=-1)
+    first = [int(i) for i in bad.nonzero()[0]]
+    names = ('batch', 'view')[-len(first) :] if 0 < len(first) <= 2 else ('index',) * len(first)
+    where = f' ({", ".join(f"{n} {i}" for n, i in zip(names, first))})' if first else ''
+    problem = problems[int(faults[tuple(first)].nonzero()[0, 0])]
+    more = int(bad.sum()) - 1
+    others = f' (and {more} more view{"s" if more > 1 else ""})' if more else ''
+    raise ValueError(f'camera{where}: {what} {problem}{others}; {fix}')
+
+
 __all__ = [
+    'CAMERA_TOL',
     'camera_points',
+    'check_cameras',
     'frustum_points',
     'intrinsics',
     'linear_increasing_depths',

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from vispe.geometry import check_cameras
 from vispe.layout import TokenLayout
 from vispe.registry import POSITION_SAMPLERS
 
@@ -61,6 +62,10 @@ class Cameras:
         view: (N,) long, the view of each non-prefix token (tokens are view-major: view 0's grid first).
         image_size: (H, W) of every view in pixels. patch_size: pixels per token side; token (i, j) of a view
             covers pixels [i p, (i + 1) p) x [j p, (j + 1) p).
+
+    Every camera encoding reads its cameras from here, so this is where they are checked, once per forward pass:
+    a singular or non-finite K, or a pose that is not rigid (``vispe.geometry.check_cameras``, tolerance
+    ``CAMERA_TOL``), is a ValueError naming the view, not NaN tokens. Skipped while traced (torch.compile).
     """
 
     K: torch.Tensor
@@ -68,6 +73,9 @@ class Cameras:
     view: torch.Tensor
     image_size: tuple[int, int]
     patch_size: int
+
+    def __post_init__(self) -> None:
+        check_cameras(self.K, self.cam_to_world)
 
     @property
     def num_views(self) -> int:

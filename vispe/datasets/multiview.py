@@ -22,7 +22,7 @@ from torch.utils.data import Dataset
 
 from vispe.datasets.scene2d import ImageSize, as_hw
 from vispe.datasets.shapes2d import SPLITS
-from vispe.geometry import intrinsics, look_at
+from vispe.geometry import check_cameras, intrinsics, look_at
 from vispe.optional import require_open3d
 from vispe.registry import DATASETS
 
@@ -176,6 +176,7 @@ def render(
             f'K must be (3, 3) or (V, 3, 3) and cam_to_world the matching (4, 4) or (V, 4, 4), got '
             f'{K.shape} and {cam_to_world.shape}'
         )
+    check_cameras(torch.from_numpy(K), torch.from_numpy(cam_to_world))  # the check every camera encoding's input gets
     meshes = [mesh for mesh, _ in meshes_with_colours]
     colours = np.array([colour for _, colour in meshes_with_colours], dtype=np.float64).reshape(-1, 3)
     out = _cast(build_scene(meshes), colours, K.reshape(-1, 3, 3), cam_to_world.reshape(-1, 4, 4), height, width)
