@@ -51,8 +51,8 @@ def sample_figure(cells, out: str, path: str) -> str:
     """Sample strips from the sweeps' grids: a row per (run, strategy), a column per resolution."""
     import matplotlib.pyplot as plt
     import numpy as np
-    from PIL import Image
 
+    from vispe.datasets.images import open_image
     from vispe.evaluation.report import save_figure
 
     fig, axes = plt.subplots(
@@ -60,7 +60,7 @@ def sample_figure(cells, out: str, path: str) -> str:
     )
     for i, (label, strategy) in enumerate(cells):
         for j, res in enumerate(RESOLUTIONS):
-            grid = Image.open(os.path.join(out, label, 'generation', f'samples_{strategy}_{res}.png')).convert('RGB')
+            grid = open_image(os.path.join(out, label, 'generation', f'samples_{strategy}_{res}.png')).convert('RGB')
             step = int(res) + 1  # one image plus the grid's 1 px padding
             rows = [np.asarray(grid)[r * step : (r + 1) * step + 1, : 4 * step + 1] for r in SHOWN_ROWS]
             strip = np.concatenate(rows)  # 4 x 4 samples
@@ -73,7 +73,7 @@ def sample_figure(cells, out: str, path: str) -> str:
             if i == 0:
                 ax.set_title(f'{res} px', fontsize=8)
     save_figure(fig, path)
-    Image.open(path).convert('RGB').quantize(colors=64).save(path, optimize=True)  # a palette PNG, about 4x smaller
+    open_image(path).convert('RGB').quantize(colors=64).save(path, optimize=True)  # a palette PNG, about 4x smaller
     return path
 
 

@@ -157,9 +157,11 @@ class ImageFolderDataset(_DictDataset):
             One draw per item, or one per batch with ``SharedSizeBatchSampler`` (indices ``(i, key)``).
         interpolation: the resize's, as timm names it ('bilinear', 'bicubic'; 'random' in training).
 
-    Every Pillow mode is decoded to correctly scaled pixels (``vispe.datasets.images``: 16-bit images keep their
-    precision, alpha is composited over black). An image with a side of one pixel or under 1/8 of the crop's is
-    used, with a ``SampleWarning`` naming it once. An empty class folder is an error naming its path.
+    Every image is turned upright by its EXIF orientation and every Pillow mode is decoded to correctly scaled
+    pixels (``vispe.datasets.images.load_image``, whose docstring tabulates the modes: 16-bit images keep their
+    precision, alpha is composited over black, a 32-bit integer image of ambiguous range is refused). An image
+    with a side of one pixel or under 1/8 of the crop's is used, with a ``SampleWarning`` naming it once. An empty
+    class folder is an error naming its path.
     """
 
     base: tv_datasets.ImageFolder

@@ -1,21 +1,51 @@
-"""Image files to correctly scaled pixels, whatever mode Pillow reads them in, or an error naming the file.
+"""Image files to correctly scaled, upright pixels, whatever mode Pillow reads them in, or an error naming the file.
+
+``load_image`` is the one way vispe reads an image file (training and evaluation data sets, ``vispe infer`` /
+``tools/infer.py``; ``open_image`` below it is the one place a file is opened). It
+
+1. opens the file with a size limit (a decompression bomb is refused naming the limit and how to raise it) and
+   decodes it in full now (a truncated file fails here, naming it);
+2. turns it upright by its EXIF orientation (tag 274, as cameras and phones write it: a portrait phone photo is
+   stored landscape with orientation 6 or 8), with ``PIL.ImageOps.exif_transpose``; the tag is then removed, so the
+   image is never turned twice. Files without EXIF, or with orientation 1, are unchanged;
+3. converts its mode with ``decode_image``.
 
 ``Image.convert('RGB')`` alone is wrong for several modes: it clips 16-bit grey (I;16, I;16B, I) and float (F)
 images at 255, so a 16-bit PNG becomes almost all white, and it shows whatever colour hides under transparent
-pixels. ``decode_image`` instead gives
+pixels. ``decode_image`` instead maps each Pillow mode as follows (a PIL image is 0..255, a float32
+``tv_tensors.Image`` is 0..1; both go through torchvision's ``ToImage`` / ``ToDtype(scale=True)`` to the same
+[0, 1] floats; ``channels=1`` gives grey, ITU-R 601 luma, instead of RGB):
 
-* 8-bit sources ('1', L, P, RGB, RGBX, CMYK, YCbCr, LAB, HSV; Pillow also reads 16-bit RGB(A) PNGs as 8-bit RGB(A),
-  their top byte): a PIL image in RGB (or L for one channel), as before;
-* 16-bit grey (I;16, I;16L, I;16B, I;16N, and I, Pillow's historic mode for 16-bit PNGs, whose values must lie in
-  0..65535): a float32 ``tv_tensors.Image`` in [0, 1], value / 65535, so none of the 16 bits is lost;
-* 32-bit float (F): a float32 image, taken as is when every value is finite and in [0, 1], else refused (there is
-  no agreed scale for other floats: Pillow's own convention is 0..255, depth maps use metres);
-* alpha (LA, La, PA, RGBA, RGBa, P or L / RGB with a transparent colour): composited over black, i.e. each colour
-  multiplied by its opacity, so a transparent pixel is black whatever colour the file stores under it.
+=================================  ===================================================================================
+mode                               what vispe does
+=================================  ===================================================================================
+1                                  0 / 1 bits -> 0 / 255, as RGB
+L                                  0..255 grey, as RGB (three equal channels)
+P (palette)                        its palette's colours, as RGB
+RGB, RGBX                          0..255 as is (X, padding, dropped); Pillow also reads 16-bit RGB(A) PNGs as
+                                   8-bit RGB(A), their top byte
+CMYK                               Pillow's conversion to RGB (ink subtracted from white; no ICC profile applied)
+YCbCr, LAB, HSV                    Pillow's colour conversion to RGB
+LA, La, PA, RGBA, RGBa,            alpha composited over black: each colour multiplied by its opacity, so a transparent
+P / L / RGB with a transparent     pixel is black whatever colour the file stores under it; alpha itself is then
+colour (``transparency``)          dropped
+I;16, I;16L, I;16B, I;16N          16-bit unsigned grey: value / 65535, float32, so none of the 16 bits is lost
+I whose file says 16 bits          the same, value / 65535 (Pillow reads 16-bit PGM / PPM as I, scaled to 0..65535, and
+(PGM / PPM, PNG, 16-bit            16-bit signed TIFFs as I); a value outside 0..65535 is refused
+unsigned TIFF)
+I otherwise (32-bit integer,       the file does not say the range, so the values decide, and what they cannot decide is
+e.g. a 32-bit TIFF or an image     refused: values outside 0..65535 are refused; values in 0..255 (max 1..255) are
+from ``Image.fromarray(int32)``)   refused as ambiguous (8-bit data, or a dark 16-bit image? one would be 257x too
+                                   dark or too bright) with the fix: save it as 8-bit (mode L / RGB) or 16-bit
+                                   (I;16) PNG or TIFF; a maximum of 256..65535 rules 8-bit data out and is taken as
+                                   16-bit, value / 65535 (10- or 12-bit data in a 32-bit file would be read darker:
+                                   save it scaled to 16 bits); an all-zero image is 0
+F (32-bit float)                   taken as is when every value is finite and in [0, 1], else refused (there is no
+                                   agreed scale for other floats: Pillow's own convention is 0..255, depth maps use
+                                   metres)
+=================================  ===================================================================================
 
-Both outputs go through torchvision's ``ToImage`` / ``ToDtype(scale=True)`` to the same [0, 1] floats. What cannot
-be converted is refused with ``SampleError`` naming the file. ``load_image`` opens a file with a size limit
-(a decompression bomb is refused naming the limit and how to raise it).
+What cannot be converted is refused with ``SampleError`` naming the file.
 """
 
 from __future__ import annotations
@@ -26,7 +56,7 @@ from typing import TypeAlias
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
 from torchvision import tv_tensors
 
 from vispe.datasets.samples import SKIP_HINT, SampleError
@@ -36,6 +66,8 @@ Decoded: TypeAlias = Image.Image | tv_tensors.Image
 CHANNELS = (1, 3)
 #: modes holding 16-bit unsigned integers
 UINT16_MODES = ('I;16', 'I;16L', 'I;16B', 'I;16N')
+#: the largest value of 8-bit data: a mode-I image with no larger value could be 8-bit or dark 16-bit
+UINT8_MAX = 255
 #: modes with an alpha band (La, RGBa: premultiplied)
 ALPHA_MODES = ('LA', 'La', 'PA', 'RGBA', 'RGBa')
 #: an image is warned about when a side is under 1/SMALL_IMAGE_FACTOR of the crop's (resized up more than that)
@@ -63,16 +95,37 @@ def _grey_tensor(values: np.ndarray, channels: int) -> tv_tensors.Image:
     return tv_tensors.Image(grey.expand(channels, -1, -1).contiguous())
 
 
+def _declared_16_bit(image: Image.Image) -> bool:
+    """Whether the file a mode-I image was read from says its samples are 16-bit: PGM / PPM (Pillow scales any
+    maxval over 255 to 0..65535), PNG (16-bit grey, mode I in older Pillows) and TIFF with 16 bits per sample."""
+    if image.format in ('PPM', 'PNG'):
+        return True
+    tags = getattr(image, 'tag_v2', None)
+    bits = tags.get(258) if tags is not None else None  # BitsPerSample
+    return bits is not None and tuple(bits if isinstance(bits, tuple) else (bits,)) == (16,)
+
+
 def _high_depth(image: Image.Image, path: str, channels: int) -> tv_tensors.Image:
-    """16-bit and 32-bit grey modes as floats in [0, 1]."""
+    """16-bit and 32-bit grey modes as floats in [0, 1] (rules: the module docstring)."""
     values = np.asarray(image)
     if image.mode in UINT16_MODES:
         return _grey_tensor(values.astype(np.float32) / 65535.0, channels)
     low, high = (values.min(), values.max()) if values.size else (0, 0)
     if image.mode == 'I':
+        declared = _declared_16_bit(image)
+        kind = '16-bit integer image' if declared else '32-bit integer image'
+        fix = 'save it as 8-bit (mode L or RGB) or 16-bit (mode I;16) PNG or TIFF'
         if low < 0 or high > 65535:
-            problem = f'32-bit integer image with values {low}..{high}, outside the 16-bit range 0..65535 vispe reads'
-            raise _fail(path, problem + ' mode I in; save it as 8- or 16-bit')
+            raise _fail(
+                path,
+                f'{kind} with values {low}..{high}, outside the 16-bit range 0..65535 vispe reads in mode I; {fix}',
+            )
+        if not declared and 0 < high <= UINT8_MAX:
+            problem = (
+                f'{kind} with values {low}..{high} (mode I): 8-bit data (0..255) or a dark 16-bit image (0..65535)? '
+                f'the file does not say, and the two differ 257x; {fix}'
+            )
+            raise _fail(path, problem)
         return _grey_tensor(values.astype(np.float32) / 65535.0, channels)
     finite = np.isfinite(values)
     if not finite.all():
@@ -111,28 +164,45 @@ def _pillow_size_check_off() -> Iterator[None]:
         Image.MAX_IMAGE_PIXELS = saved
 
 
-def load_image(path: str, channels: int = 3, max_pixels: int | None = None) -> Decoded:
-    """``decode_image`` of the file at ``path``, decoded in full now (PIL decodes lazily, so a truncated file would
-    fail later, far from its name). SampleError naming the file when it is corrupt, truncated, not an image, of a
-    mode that cannot be converted, or larger than ``max_pixels`` (None: ``PIL.Image.MAX_IMAGE_PIXELS`` as it is now,
-    itself None for no limit): a file whose header claims a huge size is a decompression bomb."""
+def open_image(path: str, max_pixels: int | None = None) -> Image.Image:
+    """The image file at ``path`` as Pillow reads it, decoded in full now (PIL decodes lazily, so a truncated file
+    would fail later, far from its name) and turned upright by its EXIF orientation. The one place vispe opens an
+    image file: ``load_image`` (pixels for a model) is built on it; use this directly only for vispe's own 8-bit
+    figures. SampleError naming the file when it is corrupt, truncated, not an image, or larger than ``max_pixels``
+    (None: ``PIL.Image.MAX_IMAGE_PIXELS`` as it is now, itself None for no limit): a file whose header claims a huge
+    size is a decompression bomb."""
     limit = Image.MAX_IMAGE_PIXELS if max_pixels is None else max_pixels
     try:
-        with _pillow_size_check_off(), Image.open(path) as image:
-            width, height = image.size
-            if limit is not None and width * height > limit:
-                raise _fail(
-                    path,
-                    f'{width}x{height} = {width * height} pixels, over the limit of {limit} pixels (a possible '
-                    'decompression bomb); if the file is genuine, build the data set with max_image_pixels=N '
-                    '(or set PIL.Image.MAX_IMAGE_PIXELS = N, None for no limit)',
-                )
-            image.load()
-            return decode_image(image, path, channels)
+        with _pillow_size_check_off():
+            image = Image.open(path)
+            try:
+                width, height = image.size
+                if limit is not None and width * height > limit:
+                    raise _fail(
+                        path,
+                        f'{width}x{height} = {width * height} pixels, over the limit of {limit} pixels (a possible '
+                        'decompression bomb); if the file is genuine, build the data set with max_image_pixels=N '
+                        '(or set PIL.Image.MAX_IMAGE_PIXELS = N, None for no limit)',
+                    )
+                image.load()
+                # in place: the same object keeps what the file says (format, TIFF tags) for decode_image
+                ImageOps.exif_transpose(image, in_place=True)
+            except BaseException:
+                image.close()
+                raise
+        return image
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:  # PIL's ways of saying so
         if isinstance(err, SampleError):
             raise
         raise _fail(path, f'unreadable image ({err})') from None
+
+
+def load_image(path: str, channels: int = 3, max_pixels: int | None = None) -> Decoded:
+    """The file at ``path`` as correctly scaled, upright pixels: ``decode_image`` of ``open_image`` (the module
+    docstring says what each mode becomes). SampleError naming the file when ``open_image`` refuses it or its mode
+    cannot be converted."""
+    with open_image(path, max_pixels) as image:
+        return decode_image(image, path, channels)
 
 
 def image_size(image: Decoded) -> tuple[int, int]:
@@ -156,4 +226,4 @@ def small_image_message(path: str, size: tuple[int, int], crop: tuple[int, int])
     )
 
 
-__all__ = ['SMALL_IMAGE_FACTOR', 'decode_image', 'image_size', 'load_image', 'small_image_message']
+__all__ = ['SMALL_IMAGE_FACTOR', 'decode_image', 'image_size', 'load_image', 'open_image', 'small_image_message']
