@@ -345,8 +345,10 @@ def load_checkpoint_into(model: VisionTransformerPE, path: str) -> None:
     """The one reader of weight files (``checkpoint_path=``, ``pretrained_cfg_overlay=dict(file=...)``,
     ``local-dir:``): a state dict, a safetensors file or a ``tools/train.py`` checkpoint (``torch.load(weights_only=
     True)`` with vispe's allow-list), loaded strictly (``load_vispe_weights``); a mismatch with a training checkpoint
-    also names the backbone arguments its config had."""
+    also names the backbone arguments its config had. A training checkpoint's record of what it trained on sets the
+    encodings' training grid (``run_meta.align_training_grid``; a warning says so where ``img_size`` differs)."""
     from vispe.engine.checkpoint import CheckpointError, load_checkpoint, state_dict_of
+    from vispe.engine.run_meta import align_training_grid
 
     if path.endswith('.safetensors'):
         from safetensors.torch import load_file
@@ -362,6 +364,9 @@ def load_checkpoint_into(model: VisionTransformerPE, path: str) -> None:
             raise
         args = ', '.join(f'{k}={v!r}' for k, v in trained.items())
         raise CheckpointError(f'{error}. Its training config built the backbone with: {args}') from None
+    meta = ckpt.get('meta') or {}
+    for note in align_training_grid(model, {}, meta):  # strategies scale from what the checkpoint trained on
+        warnings.warn(f'{path}: {note}', UserWarning, stacklevel=3)
 
 
 def trained_backbone(ckpt: dict[str, Any], path: str) -> dict[str, Any] | None:

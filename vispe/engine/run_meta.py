@@ -57,9 +57,38 @@ def dataset_value(dataset: Any, name: str) -> Any | None:
     return None
 
 
+def size_policy_text(dataset: Any) -> str | None:
+    """How a data set (object or config, through its wrappers) draws several training sizes: its ``size_policy``
+    as text ('SquareSizes(min_size=16, max_size=64, patch_size=4)'); None for one size (no policy, or FixedSize)."""
+    for inner in dataset_chain(dataset):
+        policy = _get(inner, 'size_policy')
+        if policy is None:
+            continue
+        if isinstance(policy, dict):
+            kind = policy.get('type')
+            kind = kind if isinstance(kind, str) else getattr(kind, '__name__', str(kind))
+            args = ', '.join(f'{k}={v!r}' for k, v in policy.items() if k != 'type')
+            text = f'{kind}({args})'
+        else:
+            kind, text = type(policy).__name__, repr(policy)
+        return None if kind == 'FixedSize' else text
+    return None
+
+
+def trained_sizes(cfg, meta: dict | None) -> str | None:
+    """The size policy a checkpoint's run trained on (``size_policy_text``): its meta's ``train_sizes``
+    (RunMetaHook), else for a checkpoint that predates it the config's training data set; None for one size."""
+    if meta and (meta.get('train_sizes') or meta.get('train_resolution') is not None):
+        return meta.get('train_sizes')
+    return size_policy_text((cfg.get('train_dataloader') or {}).get('dataset'))
+
+
 def trained_on(cfg, meta: dict | None, key: str) -> Any | None:
     """``key`` ('train_resolution' or 'train_points') of a checkpoint: its meta (RunMetaHook), else the config's
-    training data set, else the config's top-level ``key``; None when none has it."""
+    training data set, else the config's top-level ``key``; None when none has it, and for 'train_resolution' when
+    the run trained on several sizes (``trained_sizes``: its nominal size is no training size)."""
+    if key == 'train_resolution' and trained_sizes(cfg, meta):
+        return None
     for value in (
         (meta or {}).get(key),
         dataset_value((cfg.get('train_dataloader') or {}).get('dataset'), META_KEYS[key]),
@@ -73,16 +102,20 @@ def trained_on(cfg, meta: dict | None, key: str) -> Any | None:
 @HOOKS.register_module()
 class RunMetaHook(Hook):
     """Writes what the model is trained on into every checkpoint's meta: ``train_resolution`` (the training data
-    set's image size, or its crop size) for images, ``train_points`` (its point count) for point clouds."""
+    set's image size, or its crop size) for images, or ``train_sizes`` (its size policy) for a run on several sizes;
+    ``train_points`` (its point count) for point clouds."""
 
     priority = 'VERY_LOW'
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         dataset = self._train_dataset(runner)
         meta = checkpoint.setdefault('meta', {})
+        sizes = size_policy_text(dataset)
+        if sizes:  # several sizes: the policy, and no one training resolution (the nominal one would mislead)
+            meta['train_sizes'] = sizes
         for key, name in META_KEYS.items():
             value = dataset_value(dataset, name)
-            if value is not None:
+            if value is not None and not (sizes and key == 'train_resolution'):
                 meta[key] = value
 
     @staticmethod
@@ -95,4 +128,61 @@ class RunMetaHook(Hook):
         return (runner.cfg.get('train_dataloader') or {}).get('dataset')
 
 
-__all__ = ['META_KEYS', 'RunMetaHook', 'dataset_chain', 'dataset_value', 'trained_on']
+def align_training_grid(model: Any, cfg: Any, meta: dict | None) -> list[str]:
+    """Make the training grid of ``model``'s encodings (what the ``interpolate`` / ``ntk`` / ``yarn`` / ``extend``
+    strategies scale from) the one the checkpoint's run trained on, whatever size the model was built for
+    (``model.backbone.img_size=64`` on a checkpoint trained at 32: its encodings follow 32, the size every title
+    reports), and clear it for a run on several sizes, whose strategies then refuse. Returns one line per encoding it
+    changed, for the caller to say; [] when the checkpoint records nothing (older ones) or everything agrees."""
+    from vispe.encodings.base import Encoding
+
+    backbone = getattr(model, 'backbone', model)
+    patch = getattr(getattr(backbone, 'patch_embed', None), 'patch_size', None)
+    sizes, resolution = trained_sizes(cfg, meta), trained_on(cfg, meta, 'train_resolution')
+    if patch is None or (sizes is None and resolution is None):
+        return []
+    ph, pw = (patch, patch) if isinstance(patch, int) else tuple(patch)
+    grid = None
+    if resolution is not None:  # else several sizes: no grid
+        h, w = (resolution, resolution) if isinstance(resolution, int) else resolution
+        grid = (-(-h // ph), -(-w // pw))
+    trained = f'trained on sizes {sizes}' if sizes else f'trained at {_size_text(resolution)} px'
+    changed: dict[tuple[str, str], list[str]] = {}  # (encoding type, grid as built) -> where
+    for name, module in model.named_modules():
+        if not isinstance(module, Encoding) or not hasattr(module, 'train_grid'):
+            continue
+        enc: Any = module  # an encoding with strategies keeps its training grid as a plain attribute
+        if enc.train_grid == grid:
+            continue
+        built = 'no training grid' if enc.train_grid is None else 'the grid {}x{}'.format(*enc.train_grid)
+        enc.train_grid = grid
+        try:
+            enc.strategy = enc.strategy  # the setter checks the strategy against the grid (none: 'none' only)
+        except ValueError:
+            raise ValueError(
+                f'{name or type(enc).__name__}: strategy {enc.strategy!r} scales positions from one training size, '
+                f"and the checkpoint was {trained}: evaluate it with strategy 'none'"
+            ) from None
+        changed.setdefault((type(enc).__name__, built), []).append(name)
+    follows = 'no single training grid' if grid is None else '{}x{} tokens'.format(*grid)
+    return [
+        f'{kind} ({len(names)} module{"s" * (len(names) > 1)}, e.g. {names[0] or "the model"}): the training grid of '
+        f'its strategies follows the checkpoint ({trained}: {follows}), not the model as built ({built})'
+        for (kind, built), names in changed.items()
+    ]
+
+
+def _size_text(size: Any) -> str:
+    return str(size) if isinstance(size, int) else f'{size[0]}x{size[1]}'
+
+
+__all__ = [
+    'META_KEYS',
+    'RunMetaHook',
+    'align_training_grid',
+    'dataset_chain',
+    'dataset_value',
+    'size_policy_text',
+    'trained_on',
+    'trained_sizes',
+]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ from mmengine.registry import init_default_scope
 
 from vispe.encodings.base import Encoding
 from vispe.engine.checkpoint import load_checkpoint
-from vispe.engine.run_meta import META_KEYS, trained_on
+from vispe.engine.run_meta import META_KEYS, align_training_grid, trained_on, trained_sizes
 from vispe.registry import MODELS
 
 Resolution = int | tuple[int, int]
@@ -121,13 +122,27 @@ def train_resolution(cfg: Any, meta: dict | None = None) -> Resolution:
     return training_setting(cfg, meta, 'train_resolution', 'resolution')
 
 
+def training_record(cfg: Any, meta: dict | None) -> dict[str, Any]:
+    """What a results.json says the model trained on: ``{'train_resolution': size}``, or for a run on several sizes
+    ``{'train_resolution': None, 'train_sizes': policy}`` (``run_meta.trained_sizes``)."""
+    sizes = trained_sizes(cfg, meta)
+    if sizes:
+        return {'train_resolution': None, 'train_sizes': sizes}
+    return {'train_resolution': train_resolution(cfg, meta)}
+
+
 def load_model(cfg: Any, checkpoint: str, device: str) -> tuple[torch.nn.Module, dict]:
     """(the config's model with the checkpoint's weights, on ``device``, in eval mode; the checkpoint's meta). The
-    checkpoint must fit the model key for key, unless the config says ``load_strict = False`` (``--non-strict``)."""
+    checkpoint must fit the model key for key, unless the config says ``load_strict = False`` (``--non-strict``).
+    Its encodings' training grid follows what the checkpoint records (``run_meta.align_training_grid``, said in a
+    warning where it differs from the config's model)."""
     init_default_scope(cfg.get('default_scope', 'vispe'))
     model = MODELS.build(copy.deepcopy(cfg.model))
     ckpt = load_checkpoint(checkpoint, model, strict=cfg.get('load_strict', True))
-    return model.to(device).eval(), dict(ckpt.get('meta') or {})
+    meta = dict(ckpt.get('meta') or {})
+    for note in align_training_grid(model, cfg, meta):  # the strategies scale from what the run trained on
+        warnings.warn(note, UserWarning, stacklevel=2)
+    return model.to(device).eval(), meta
 
 
 def build_model(cfg: Any, checkpoint: str, device: str) -> torch.nn.Module:
@@ -147,21 +162,42 @@ def encoding_label(model: torch.nn.Module) -> str:
     return '+'.join(names) if names else 'none'
 
 
+def _accepts(enc: Encoding, strategy: str) -> bool:
+    """Whether ``enc`` takes ``strategy`` as it is built (a rotary encoding without a training grid, e.g. after a
+    run on several sizes, takes 'none' only); its own strategy is left as it was."""
+    current = enc.strategy
+    try:
+        enc.strategy = strategy
+    except ValueError:
+        return False
+    finally:
+        enc.strategy = current
+    return True
+
+
 def available_strategies(model: torch.nn.Module) -> list[str]:
-    """Resolution strategies the model's encodings support, defaults first; ['default'] when none do."""
+    """Resolution strategies the model's encodings support and accept (``_accepts``), defaults first; ['default']
+    when none do."""
     seen: list[str] = []
     for enc in model_encodings(model):
         for s in type(enc).strategies:
-            if s not in seen:
+            if s not in seen and _accepts(enc, s):
                 seen.append(s)
     return seen or ['default']
 
 
 def check_strategies(model: torch.nn.Module, strategies: Sequence[str] | None) -> list[str]:
-    """``strategies``, or every one the model supports; ValueError naming the supported ones for others."""
+    """``strategies``, or every one the model supports; ValueError naming the supported ones for others (and, for a
+    strategy the encodings refuse without a training grid, why)."""
     supported = available_strategies(model)
     strategies = list(strategies or supported)
     unknown = [s for s in strategies if s not in supported]
+    gridless = [s for s in unknown if any(s in type(enc).strategies for enc in model_encodings(model))]
+    if gridless:
+        raise ValueError(
+            f'strategies {gridless} scale positions from one training size, and this model has none (the checkpoint '
+            f'was trained on several sizes): choose from {supported}'
+        )
     if unknown:
         raise ValueError(f"strategies {unknown} are not supported by this model's encodings; choose from {supported}")
     return strategies
@@ -225,5 +261,6 @@ __all__ = [
     'resolution_label',
     'set_strategy',
     'train_resolution',
+    'training_record',
     'training_setting',
 ]

@@ -247,11 +247,15 @@ def supported_strategies(run: Run) -> list[str]:
     """The resolution strategies eval_resolution will sweep for this run's model (built, not trained)."""
     from mmengine.registry import init_default_scope
 
+    from vispe.engine.run_meta import align_training_grid
     from vispe.evaluation.checkpoints import available_strategies
     from vispe.registry import MODELS
 
     init_default_scope('vispe')
-    return available_strategies(MODELS.build(run_config(run).model))
+    cfg = run_config(run)
+    model = MODELS.build(cfg.model)
+    align_training_grid(model, cfg, None)  # a run on several sizes: no strategy that scales from one size
+    return available_strategies(model)
 
 
 def compare(runs: Sequence[Run], resolutions: Sequence[str], out_dir: str, log: Callable[[str], None] = print) -> dict:

@@ -142,7 +142,7 @@ def sweep_generation(
     header = {
         'config': cfg.filename,
         'checkpoint': checkpoint,
-        'train_resolution': C.train_resolution(cfg, meta),
+        **C.training_record(cfg, meta),
         'metric': 'generation',
         'settings': run_settings,
         'feature_extractor': extractor,

@@ -254,7 +254,9 @@ def describe(results: Mapping[str, Any]) -> str:
     if data:
         parts.append(f'on {data}')
     trained = []
-    if results.get('train_resolution') is not None:
+    if results.get('train_sizes'):
+        trained.append(f'trained on sizes {results["train_sizes"]}')
+    elif results.get('train_resolution') is not None:
         trained.append(f'trained at {resolution_text(results["train_resolution"])} px')
     if results.get('train_points') is not None:
         trained.append(f'trained on {results["train_points"]} points')

@@ -23,7 +23,7 @@ from vispe.evaluation.checkpoints import (
     load_model,
     model_patch_size,
     resolution_label,
-    train_resolution,
+    training_record,
 )
 from vispe.evaluation.settings_sweep import SettingsEvaluator
 from vispe.evaluation.sweep_engine import Cell, Log, run_sweep, sweep_identity
@@ -49,8 +49,14 @@ def sweep(
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     model, meta = load_model(cfg, checkpoint, device)
     strategies = check_strategies(model, strategies)
-    train = train_resolution(cfg, meta)
+    record = training_record(cfg, meta)  # a run on several sizes has no one training resolution
+    train = record['train_resolution']
     if resolutions is None:
+        if train is None:
+            raise ValueError(
+                f'the checkpoint was trained on sizes {record["train_sizes"]}, not at one resolution to scale the '
+                'default test resolutions from: pass --resolutions'
+            )
         resolutions = default_resolutions(train, model_patch_size(model))
     label, settings = encoding_label(model), SettingsEvaluator(cfg, model)
 
@@ -66,7 +72,7 @@ def sweep(
     header = {
         'config': cfg.filename,
         'checkpoint': checkpoint,
-        'train_resolution': train,
+        **record,
         'metric': metric_key.split('/')[0],
     }
     cells = [cell(s, r) for s in strategies for r in resolutions]

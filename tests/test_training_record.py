@@ -1,0 +1,79 @@
+"""What a checkpoint records of its training decides the evaluation's maths and titles (issue 38, class 1).
+
+Before: ``--cfg-options model.backbone.img_size=64`` on a model trained at 32 px made ``interpolate`` scale from 64
+(12.9% at 48 px instead of 92.9%) under a title saying "trained at 32"; ``vispe.create_model(img_size=64,
+checkpoint_path=...)`` loaded a rotary model silently; a run on mixed sizes recorded its nominal 32 px, and
+``interpolate`` / ``yarn`` scaled from it."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import train_in_process
+from test_tools import tiny_config
+
+import vispe
+from vispe.engine.checkpoint import load_checkpoint
+from vispe.engine.config import load_config
+from vispe.evaluation import report
+from vispe.evaluation import resolution as R
+from vispe.evaluation.checkpoints import model_encodings
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory):
+    """Two Runner iterations of a tiny rope_mixed ViT at 32 px (patch 4: an 8x8 training grid)."""
+    tmp = tmp_path_factory.mktemp('train')
+    return train_in_process(tiny_config(tmp, encoding='rope_mixed'), str(tmp / 'work'))
+
+
+@pytest.fixture(scope='module')
+def trained_on_sizes(tmp_path_factory):
+    """The same on mixed sizes: each batch at one side drawn from 16..48 px."""
+    tmp = tmp_path_factory.mktemp('sizes')
+    config = tiny_config(tmp, encoding='rope_mixed')
+    with open(config, 'a') as f:
+        f.write(
+            "train_dataloader.update(batch_sampler=dict(type='SharedSizeBatchSampler'),"
+            " collate_fn=dict(type='vispe.mixed_size_collate'),"
+            " dataset=dict(num_samples=16, size_policy=dict(type='SquareSizes', min_size=16, max_size=48,"
+            ' patch_size=4)))\n'
+        )
+    return train_in_process(config, str(tmp / 'work'))
+
+
+def sweep(config, ckpt, tmp_path, strategies, resolutions=(48,), **options):
+    return R.sweep(load_config(config, options or None), ckpt, list(resolutions), strategies, 'cpu',
+                   show_progress=False, out_dir=str(tmp_path))  # fmt: skip
+
+
+def test_a_model_built_at_another_size_follows_the_checkpoints_training_grid(trained, tmp_path):
+    config, ckpt, _, _ = trained
+    expected = sweep(config, ckpt, tmp_path / 'as_trained', ['interpolate'])
+    with pytest.warns(UserWarning, match=r'follows the checkpoint \(trained at 32 px: 8x8 tokens\), not the model as '
+                      r'built \(the grid 16x16\)'):  # fmt: skip
+        got = sweep(config, ckpt, tmp_path / 'built_at_64', ['interpolate'], **{'model.backbone.img_size': 64})
+    assert got['train_resolution'] == 32 and 'trained at 32 px' in report.describe(got)
+    assert [r['value'] for r in got['results']] == [r['value'] for r in expected['results']]  # the same maths
+
+
+def test_create_model_at_another_size_follows_the_checkpoint_and_says_so(trained):
+    config, ckpt, _, _ = trained
+    args = dict(load_config(config).model.backbone, img_size=64)  # vispe.create_model(**cfg.model.backbone, ...)
+    with pytest.warns(UserWarning, match='follows the checkpoint .trained at 32 px: 8x8 tokens.'):
+        model = vispe.create_model(**args, checkpoint_path=ckpt)
+    assert {enc.train_grid for enc in model_encodings(model) if hasattr(enc, 'train_grid')} == {(8, 8)}
+
+
+def test_a_run_on_several_sizes_records_them_and_refuses_a_strategy_needing_one(trained_on_sizes, tmp_path):
+    config, ckpt, _, _ = trained_on_sizes
+    meta = load_checkpoint(ckpt)['meta']
+    assert meta['train_sizes'] == 'SquareSizes(min_size=16, max_size=48, patch_size=4)'
+    assert 'train_resolution' not in meta  # not the nominal 32 px
+    with pytest.raises(ValueError, match=r"strategies \['interpolate'\] scale positions from one training size"):
+        sweep(config, ckpt, tmp_path / 'a', ['interpolate'])
+    with pytest.raises(ValueError, match=r'trained on sizes SquareSizes.*: pass --resolutions'):
+        R.sweep(load_config(config), ckpt, None, ['none'], 'cpu', show_progress=False)
+    done = sweep(config, ckpt, tmp_path / 'b', None, resolutions=(32, 48))
+    assert {r['strategy'] for r in done['results']} == {'none'}  # the default: what the run can be evaluated with
+    assert done['train_resolution'] is None
+    assert 'trained on sizes SquareSizes(min_size=16, max_size=48, patch_size=4)' in report.describe(done)
