@@ -193,3 +193,54 @@ def test_the_mixedres_imagefolder_config_trains_square_sizes_per_batch(tree, tmp
     cfg = train('configs/vit/vit_tiny_imagefolder_mixedres.py', str(work), options)
     assert cfg.train_dataloader.batch_sampler.type == 'SharedSizeBatchSampler'
     assert (work / 'epoch_1.pth').is_file()
+
+
+def square_tree(root):
+    """val/{a,b}/0.png: a 40x40 black image with a white 20x20 square in its centre."""
+    pixels = torch.zeros(40, 40, 3, dtype=torch.uint8)
+    pixels[10:30, 10:30] = 255
+    for name in ('a', 'b'):
+        (root / 'val' / name).mkdir(parents=True)
+        Image.fromarray(pixels.numpy()).save(root / 'val' / name / '0.png')
+    return root
+
+
+def white_box(image: torch.Tensor) -> tuple[int, int]:
+    """(height, width) of the bright region of a (3, H, W) image normalised with ImageNet's mean / std."""
+    bright = image.mean(0) > 1.0
+    rows, cols = bright.any(1).nonzero(), bright.any(0).nonzero()
+    return int(rows.max() - rows.min() + 1), int(cols.max() - cols.min() + 1)
+
+
+def test_an_evaluation_at_another_aspect_keeps_the_images_aspect_unless_told(tmp_path) -> None:
+    """Before: an (H, W) evaluation size stretched every image to it (a square became a 1:2 box at 32x64). Now the
+    default scales to cover and cuts the centre out; 'pad' fits and pads; 'stretch' is there when asked for."""
+    root = square_tree(tmp_path)
+    boxes = {}
+    for resize in ('crop', 'pad', 'stretch'):
+        data = ImageFolderDataset(root, split='val', image_size=(32, 64), normalize=True, resize=resize)
+        image = data[0]['inputs']
+        assert image.shape == (3, 32, 64)
+        boxes[resize] = white_box(image)
+    assert boxes == {'crop': (32, 32), 'pad': (16, 16), 'stretch': (16, 32)}
+    with pytest.raises(ValueError, match=r"resize must be one of \['crop', 'pad', 'stretch'\], got 'squash'"):
+        ImageFolderDataset(root, split='val', image_size=(32, 64), resize='squash')
+
+
+def test_the_resolution_sweep_records_how_it_resized(trained, tree, tmp_path) -> None:
+    from vispe.engine.config import load_config
+    from vispe.evaluation import report
+    from vispe.evaluation import resolution as R
+
+    cfg = load_config('configs/vit/vit_tiny_imagefolder.py', _options(tree, str(tmp_path)))
+    crop = R.sweep(cfg, trained, [(32, 64)], None, 'cpu', show_progress=False, out_dir=str(tmp_path / 'crop'))
+    assert crop['resize'] == 'crop' and 'other aspect ratios by centre crop' in report.describe(crop)
+    stretch = R.sweep(cfg, trained, [(32, 64)], None, 'cpu', show_progress=False, out_dir=str(tmp_path / 'stretch'),
+                      resize='stretch')  # fmt: skip
+    assert stretch['resize'] == 'stretch' and 'by stretching' in report.describe(stretch)
+    with pytest.raises(ValueError, match='holds the results of'):  # another resize is another sweep's numbers
+        R.sweep(cfg, trained, [(32, 64)], None, 'cpu', show_progress=False, out_dir=str(tmp_path / 'crop'),
+                resize='pad')  # fmt: skip
+    shapes = load_config('configs/vit/vit_tiny_rope_mixed_shapes2d_position.py')
+    with pytest.raises(ValueError, match=r'--resize pad: the test set \(Shapes2D\) renders each size itself'):
+        R.resize_setting(shapes, 'pad')

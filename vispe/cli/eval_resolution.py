@@ -12,16 +12,19 @@ checkpoint's or config's results is refused. A cell out of memory is retried at 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from collections.abc import Sequence
 
 from vispe.cli.common import finish_sweep
+from vispe.datasets.augment import RESIZE_MODES
 from vispe.engine.config import common_parser_args, sweep_parser_args
 from vispe.evaluation import resolution as R
 from vispe.evaluation import sweep_engine as E
 from vispe.evaluation.checkpoints import parse_resolution
 from vispe.evaluation.evaluate import evaluate_resolution
 from vispe.evaluation.report import console as report_console
+from vispe.evaluation.report import describe
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
@@ -44,10 +47,19 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
         help="resolution strategies (default: every one the model's encodings support; each cell switches the "
         "model's encodings to its strategy, whatever the config's encoding strategy= says)",
     )
+    parser.add_argument(
+        '--resize',
+        choices=list(RESIZE_MODES),
+        default=None,
+        help='test sets of image files: how an image meets a size of another aspect ratio: crop (default: scaled to '
+        'cover it, the centre cut out), pad (scaled to fit, padded with the mean colour) or stretch (each side '
+        'scaled on its own); recorded in results.json and the table title',
+    )
     args = parser.parse_args(argv)
     console = report_console()
-    results = E.sweep_for_tool(args, evaluate_resolution, args.resolutions, args.strategy, log=console.print)
-    title = f'{results["metric"]} (%) of {os.path.basename(args.checkpoint)}, trained at {results["train_resolution"]}'
+    sweep = functools.partial(evaluate_resolution, resize=args.resize)
+    results = E.sweep_for_tool(args, sweep, args.resolutions, args.strategy, log=console.print)
+    title = f'{results["metric"]} (%) of {os.path.basename(args.checkpoint)}: {describe(results)}'
     finish_sweep(console, R.results_table(results['results'], title=title, failed=results['failed']), results, args.out)
 
 

@@ -3,8 +3,10 @@
 Training augmentation is timm's (``timm.data.create_transform(is_training=True)``): random resized crop (``scale``,
 ``ratio``), flips, RandAugment / AutoAugment / AugMix (``auto_augment='rand-m9-mstd0.5'``), colour jitter, random
 erasing (``re_prob``), each set from the config (``augment=dict(...)``, keys as ``create_transform``'s). Evaluation
-is timm's eval transform with ``crop_pct=1``: the short side resized to the crop, a centre crop (an (H, W) size is
-resized to as it is), bilinear, the mean / std of the data set.
+is timm's eval transform with ``crop_pct=1``: the image scaled to cover the size, keeping its aspect ratio, and the
+centre cut out, for square and (H, W) sizes alike (``resize='crop'``; ``'pad'`` fits it inside and pads with the mean
+colour, ``'stretch'`` scales each side on its own, as vispe did for (H, W) sizes before), bilinear, the mean / std
+of the data set.
 
 vispe's defaults differ from timm's (and from what vispe did before, torchvision's crop at scale 0.08-1 plus a
 flip) in two places, so that small images survive them: the crop keeps at least half of the image
@@ -35,6 +37,32 @@ from torchvision.transforms import functional as TF
 
 from vispe.datasets.sizes import HW, SizePolicy
 from vispe.registry import closest
+
+#: how an evaluation brings an image to a size of another aspect ratio (the file-backed data sets' ``resize``), as
+#: timm's eval ``crop_mode``: 'crop' scales the image to cover the size and cuts the centre out (the default: no
+#: distortion, the borders lost), 'pad' scales it to fit inside and pads with the mean colour (nothing lost, nothing
+#: distorted), 'stretch' scales each side to the size (the aspect ratio lost: what timm calls 'squash')
+RESIZE_MODES = {'crop': 'center', 'pad': 'border', 'stretch': 'squash'}
+
+
+def check_resize(resize: str) -> str:
+    if resize not in RESIZE_MODES:
+        raise ValueError(f'resize must be one of {list(RESIZE_MODES)}, got {resize!r}')
+    return resize
+
+
+def resize_steps(size: int | Sequence[int], resize: str, mean: Sequence[float], interpolation: str = 'bilinear'):
+    """The eval resize to ``size`` under ``resize`` (``RESIZE_MODES``) as transforms of PIL images or tensors, for
+    pipelines outside timm's ``create_transform`` (CIFAR-10's)."""
+    from timm.data.transforms import CenterCropOrPad, ResizeKeepRatio
+
+    hw = [size, size] if isinstance(size, int) else [int(size[0]), int(size[1])]
+    if check_resize(resize) == 'stretch':
+        return [transforms.Resize(hw, interpolation=str_to_interp_mode(interpolation), antialias=True)]
+    fill = (round(255 * mean[0]), round(255 * mean[1 % len(mean)]), round(255 * mean[2 % len(mean)]))
+    longest = 1.0 if resize == 'pad' else 0.0
+    return [ResizeKeepRatio(hw, longest=longest, interpolation=interpolation), CenterCropOrPad(hw, fill=fill)]
+
 
 #: vispe's training defaults for ``create_transform`` (see the module docstring for why they differ from timm's)
 AUGMENT_DEFAULTS: dict[str, Any] = dict(
@@ -114,7 +142,9 @@ class ImageTransform:
         std: Sequence[float],
         size_policy: SizePolicy | None = None,
         interpolation: str = 'bilinear',
+        resize: str = 'crop',
     ) -> None:
+        self.resize = check_resize(resize)
         self.image_size = image_size if isinstance(image_size, int) else (int(image_size[0]), int(image_size[1]))
         self.augment, self.size_policy, self.interpolation = augment, size_policy, interpolation
         # evaluation is deterministic: a random choice of interpolation is for training only
@@ -150,8 +180,8 @@ class ImageTransform:
         return [*self.primary.transforms, *self.secondary.transforms, *self.final.transforms]
 
     def _eval_at(self, size: int | HW) -> transforms.Compose:
-        # timm's eval transform: short side to the crop and a centre crop; an (H, W) size squashed to as it is
-        mode = 'center' if isinstance(size, int) or size[0] == size[1] else 'squash'
+        # timm's eval transform, its crop mode from ``resize`` (RESIZE_MODES: centre crop by default)
+        mode = RESIZE_MODES[self.resize]
         size = size if isinstance(size, int) or size[0] != size[1] else size[0]
         return create_transform(
             size, is_training=False, crop_pct=1.0, crop_mode=mode, interpolation=self.eval_interpolation,

@@ -15,7 +15,7 @@ from torch.utils.data import Dataset
 from torchvision import datasets as tv_datasets
 from torchvision.transforms import v2
 
-from vispe.datasets.augment import ImageTransform, augment_settings
+from vispe.datasets.augment import ImageTransform, augment_settings, check_resize, resize_steps
 from vispe.datasets.images import image_size as decoded_size
 from vispe.datasets.images import load_image, small_image_message
 from vispe.datasets.samples import SkipsBadSamples, WarnsOnce
@@ -156,6 +156,9 @@ class ImageFolderDataset(_DictDataset):
             budget (the random crop's ratio range is then relative to it), ``SquareSizes`` a random square side.
             One draw per item, or one per batch with ``SharedSizeBatchSampler`` (indices ``(i, key)``).
         interpolation: the resize's, as timm names it ('bilinear', 'bicubic'; 'random' in training).
+        resize: how the evaluation brings an image to ``image_size`` when their aspect ratios differ
+            (``vispe.datasets.augment.RESIZE_MODES``): 'crop' (default: scale to cover, centre crop), 'pad' (scale to
+            fit, pad with the mean colour) or 'stretch' (each side scaled on its own).
 
     Every image is turned upright by its EXIF orientation and every Pillow mode is decoded to correctly scaled
     pixels (``vispe.datasets.images.load_image``, whose docstring tabulates the modes: 16-bit images keep their
@@ -178,6 +181,7 @@ class ImageFolderDataset(_DictDataset):
         max_image_pixels: int | None = None,
         size_policy: SizePolicy | dict | None = None,
         interpolation: str = 'bilinear',
+        resize: str = 'crop',
     ) -> None:
         if channels not in (1, 3):
             raise ValueError(f'channels must be 1 (grey) or 3 (RGB), got {channels!r}')
@@ -188,7 +192,7 @@ class ImageFolderDataset(_DictDataset):
         self.size_policy = build_size_policy(size_policy)
         settings = augment_settings(split == 'train' if augment is None else augment)
         mean, std = normalization_stats(normalize, IMAGENET_MEAN, IMAGENET_STD, channels)
-        self.transform = ImageTransform(image_size, settings, mean, std, self.size_policy, interpolation)
+        self.transform = ImageTransform(image_size, settings, mean, std, self.size_policy, interpolation, resize)
         self.loader = functools.partial(load_image, channels=channels, max_pixels=max_image_pixels)
         self.crop = as_pair(image_size, 'image_size')
         base = _image_folder(root, self.loader)
@@ -215,6 +219,8 @@ class CIFAR10Dataset(_DictDataset):
         image_size: images are resized when this differs from 32.
         normalize: True: CIFAR-10 mean / std; 'symmetric': values in [-1, 1] (for diffusion); False: [0, 1].
         augment: 4-pixel padded random crop + flip; default: ``split == 'train'``.
+        resize: how a 32x32 image becomes an ``image_size`` of another aspect ratio (``ImageFolderDataset``'s):
+            'crop' (default), 'pad' or 'stretch'.
     """
 
     def __init__(
@@ -224,9 +230,11 @@ class CIFAR10Dataset(_DictDataset):
         image_size: ImageSize = 32,
         normalize: Normalize = True,
         augment: bool | None = None,
+        resize: str = 'crop',
     ) -> None:
         if split not in SPLIT_NAMES:
             raise ValueError(f'unknown split {split!r}; valid splits: {list(SPLIT_NAMES)}')
+        check_resize(resize)
         self.data_root, self.split, self.image_size = Path(data_root), split, image_size
         batches = self.data_root / CIFAR10_FOLDER
         how = (
@@ -238,8 +246,8 @@ class CIFAR10Dataset(_DictDataset):
             raise _missing(batches, how)
         augment = split == 'train' if augment is None else augment
         steps = [v2.RandomCrop(32, padding=4), v2.RandomHorizontalFlip()] if augment else []
-        if image_size not in (32, (32, 32)):
-            steps.append(v2.Resize(image_size, antialias=True))
+        if image_size not in (32, (32, 32), [32, 32]):
+            steps += resize_steps(image_size, resize, CIFAR10_MEAN)
         transform = v2.Compose(steps + _to_tensor(normalize, CIFAR10_MEAN, CIFAR10_STD))
         try:
             base = tv_datasets.CIFAR10(str(self.data_root), train=split == 'train', transform=transform, download=False)

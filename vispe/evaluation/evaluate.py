@@ -25,7 +25,8 @@ Results = dict[str, Any]
 
 
 def sweep_and_plot(name: str, sweep: Callable[..., Results], plot: Callable[[Results, str], Any]):
-    """``name``: ``sweep(cfg, checkpoint, *settings, out_dir=...)`` then ``plot(results, out_dir/results.png)``."""
+    """``name``: ``sweep(cfg, checkpoint, *settings, out_dir=..., **options)`` then ``plot(results,
+    out_dir/results.png)``."""
 
     def evaluate(
         cfg,
@@ -35,8 +36,11 @@ def sweep_and_plot(name: str, sweep: Callable[..., Results], plot: Callable[[Res
         show_progress: bool = False,
         force: bool = False,
         log: Log = print,
+        **options: Any,
     ) -> Results:
-        results = sweep(cfg, checkpoint, *settings, show_progress=show_progress, out_dir=out_dir, force=force, log=log)
+        results = sweep(
+            cfg, checkpoint, *settings, show_progress=show_progress, out_dir=out_dir, force=force, log=log, **options
+        )
         plot(results, os.path.join(out_dir, PLOT))
         return results
 

@@ -224,6 +224,10 @@ def _flat_get(config: Mapping[str, Any], prefix: str, name: str) -> Any:
     return config.get(f'{prefix}.{name}')
 
 
+#: a results.json ``resize`` in words, for titles
+RESIZE_WORDS = {'crop': 'centre crop', 'pad': 'padding', 'stretch': 'stretching'}
+
+
 def describe(results: Mapping[str, Any]) -> str:
     """'vit_tiny_patch16_224 (rope_mixed; depth 4, dim 64) on Shapes2D, trained at 32 px, 6000 training samples'
     of a results.json: the model (backbone type or timm name, its encoding and size) and data set type of its
@@ -258,6 +262,8 @@ def describe(results: Mapping[str, Any]) -> str:
         trained.append(f'trained on sizes {results["train_sizes"]}')
     elif results.get('train_resolution') is not None:
         trained.append(f'trained at {resolution_text(results["train_resolution"])} px')
+    if results.get('resize'):  # how image files met sizes of other aspect ratios (resolution sweeps)
+        trained.append(f'other aspect ratios by {RESIZE_WORDS.get(results["resize"], results["resize"])}')
     if results.get('train_points') is not None:
         trained.append(f'trained on {results["train_points"]} points')
     samples = next((_flat_get(config, prefix, k) for k in ('num_samples', 'length') if _flat_get(config, prefix, k)), 0)

@@ -9,11 +9,13 @@ which adds ``failed``, ``complete`` and the identity fields it documents)::
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
 
+from vispe.datasets.augment import check_resize
 from vispe.evaluation import report
 from vispe.evaluation.checkpoints import (
     Resolution,
@@ -27,6 +29,7 @@ from vispe.evaluation.checkpoints import (
 )
 from vispe.evaluation.settings_sweep import SettingsEvaluator
 from vispe.evaluation.sweep_engine import Cell, Log, run_sweep, sweep_identity
+from vispe.registry import DATASETS
 
 
 def sweep(
@@ -40,10 +43,14 @@ def sweep(
     out_dir: str | None = None,
     force: bool = False,
     log: Log = print,
+    resize: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``checkpoint`` at each resolution and strategy, one cell each; returns the results dict (schema
-    above). With ``out_dir``, ``out_dir/results.json`` is written as each cell finishes and a rerun reuses the
-    finished cells (``force``: recompute them; sweep_engine). ``resolutions`` None: ``default_resolutions`` of the
+    above). ``resize``: how a test set of image files brings an image to a size of another aspect ratio ('crop',
+    the default: cover and cut the centre out; 'pad'; 'stretch'; ``vispe.datasets.augment.RESIZE_MODES``), recorded
+    in the results; a procedural test set draws each size itself and takes none. With ``out_dir``,
+    ``out_dir/results.json`` is written as each cell finishes and a rerun reuses the finished cells (``force``:
+    recompute them; sweep_engine). ``resolutions`` None: ``default_resolutions`` of the
     training size and the model's patch (0.5x, 0.75x, 1x, 1.5x, 2x, 3x, then 2:1 and 1:2 at the training token
     count), the rows' ``resolution`` then holding the pixel sizes (an int, or [H, W] for non-square)."""
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
@@ -59,12 +66,13 @@ def sweep(
             )
         resolutions = default_resolutions(train, model_patch_size(model))
     label, settings = encoding_label(model), SettingsEvaluator(cfg, model)
+    resizing = resize_setting(cfg, resize)
 
     def cell(strategy: str, res: Resolution) -> Cell:
         key = {'encoding': label, 'strategy': strategy, 'resolution': res}
 
         def run(batch_size: int) -> list[dict[str, Any]]:
-            metrics = settings.metrics({'image_size': res}, batch_size, strategy)
+            metrics = settings.metrics({'image_size': res, **resizing}, batch_size, strategy)
             return [dict(key, value=metrics[metric_key])]
 
         return Cell(f'{strategy} @ {resolution_label(res)}', key, run, settings.batch_size)
@@ -73,11 +81,28 @@ def sweep(
         'config': cfg.filename,
         'checkpoint': checkpoint,
         **record,
+        **resizing,
         'metric': metric_key.split('/')[0],
     }
     cells = [cell(s, r) for s in strategies for r in resolutions]
-    identity = sweep_identity('resolution', cfg, checkpoint, metric_key=metric_key)
+    identity = sweep_identity('resolution', cfg, checkpoint, metric_key=metric_key, **resizing)
     return run_sweep(cells, header, identity, out_dir, force, show_progress, log)
+
+
+def resize_setting(cfg, resize: str | None) -> dict[str, str]:
+    """``{'resize': mode}`` for a test set that resizes image files (its class takes ``resize``; default 'crop'),
+    {} for one that draws each size itself (Shapes2D); a ValueError when ``resize`` is asked of the latter."""
+    dataset = cfg.test_dataloader.dataset
+    kind = dataset.get('type')
+    cls = DATASETS.get(kind) if isinstance(kind, str) else kind
+    if cls is None or 'resize' not in inspect.signature(cls).parameters:
+        if resize is not None:
+            raise ValueError(
+                f'--resize {resize}: the test set ({getattr(cls, "__name__", kind)}) renders each size itself, with '
+                'no image to resize; leave --resize out'
+            )
+        return {}
+    return {'resize': check_resize(resize or dataset.get('resize', 'crop'))}
 
 
 def resolution_column(row: report.Row) -> str:
