@@ -36,6 +36,7 @@ from vispe.evaluation.benchmark import (
     measure,
     measure_scaling,
     normalize_img_size,
+    settings_id,
 )
 from vispe.evaluation.benchmark_mixed import mixed_markdown, run_mixed_benchmark
 from vispe.evaluation.benchmark_report import (
@@ -47,6 +48,7 @@ from vispe.evaluation.benchmark_report import (
 )
 from vispe.evaluation.benchmark_subjects import LEVELS, baseline_of, build_subjects, resolve_encodings
 from vispe.evaluation.benchmark_timing import COMPILE_SCOPES
+from vispe.evaluation.outputs import OutputConflict, check_target, run_id
 from vispe.evaluation.throughput import runner_vs_loop
 
 
@@ -134,7 +136,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help='print one markdown table of these reports (same rows: e.g. 224 and 448 px, eager and compiled)',
     )
-    p.add_argument('--out', default=None, help='JSON path (default outputs/benchmark/<model>_<size>_<level>.json)')
+    p.add_argument(
+        '--out',
+        default=None,
+        help='JSON path (default outputs/benchmark/<model>_<size>_<level>_<settings hash>.json; a rerun of the same '
+        'settings replaces its own report, any other existing file is refused without --force)',
+    )
+    p.add_argument(
+        '--force',
+        action='store_true',
+        help="replace --out even when it holds another run's report or a JSON file vispe did not write (a file that "
+        'is not JSON is never written over)',
+    )
     args = p.parse_args(argv)
     if len(args.img_size) not in (1, 2):
         p.error(f'--img-size takes one int or two (H W), got {len(args.img_size)}')
@@ -143,8 +156,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def claim(path: str | Path, run: str, force: bool) -> bool:
+    """Whether the report may go to ``path`` (vispe.evaluation.outputs' rule); says why not on stderr. Checked
+    before anything is timed, and again when the report is written."""
+    try:
+        check_target(path, 'benchmark', run, force, form='json')
+    except OutputConflict as err:
+        print(f'benchmark.py: error: {err}', file=sys.stderr)
+        return False
+    return True
+
+
+def write(report: dict, path: str | Path, run: str, force: bool) -> int:
+    try:
+        written = write_report(report, path, run, force=force)
+    except OutputConflict as err:  # a file that appeared while the benchmark ran
+        print(f'benchmark.py: error: {err}', file=sys.stderr)
+        return 2
+    print(f'wrote {written}')
+    return 0
+
+
 def throughput(args: argparse.Namespace) -> int:
     """--throughput: Runner against a plain loop on one config."""
+    keys = ('throughput', 'iters', 'warmup', 'rounds', 'cfg_options', 'amp', 'compile', 'device', 'threads')
+    run = run_id({k: getattr(args, k) for k in keys})
+    name = Path(args.throughput).stem
+    path = args.out or Path('outputs') / 'benchmark' / f'throughput_{name}_{args.device}_{run}.json'
+    if not claim(path, run, args.force):
+        return 2
     try:
         report = runner_vs_loop(
             args.throughput,
@@ -160,25 +200,24 @@ def throughput(args: argparse.Namespace) -> int:
         print(f'benchmark.py: error: {err}', file=sys.stderr)
         return 2
     print_throughput(report)
-    name = Path(args.throughput).stem
-    path = write_report(report, args.out or Path('outputs') / 'benchmark' / f'throughput_{name}_{args.device}.json')
-    print(f'wrote {path}')
-    return 0
+    return write(report, path, run, args.force)
 
 
-def mixed_sizes(cfg: BenchmarkConfig, out: str | None) -> int:
+def mixed_sizes(cfg: BenchmarkConfig, args: argparse.Namespace) -> int:
     """--mixed-sizes: fixed vs padded vs packed batches per encoding."""
     encodings = cfg.encodings or ['ape_learned', 'rope_mixed']
+    run = settings_id(cfg, mode='mixed_sizes', threads=args.threads)
+    h, w = cfg.img_size
+    path = args.out or Path('outputs') / 'benchmark' / f'mixed_sizes_{cfg.model.replace("/", "-")}_{h}x{w}_{run}.json'
+    if not claim(path, run, args.force):
+        return 2
     try:
         report = run_mixed_benchmark(cfg, encodings)
     except (ValueError, TypeError) as err:
         print(f'benchmark.py: error: {err}', file=sys.stderr)
         return 2
     print(mixed_markdown(report))
-    h, w = cfg.img_size
-    path = write_report(report, out or Path('outputs') / 'benchmark' / f'mixed_sizes_{cfg.model}_{h}x{w}.json')
-    print(f'wrote {path}')
-    return 0
+    return write(report, path, run, args.force)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         model_kwargs=dict(args.model_kwargs),
     )
     if args.mixed_sizes:
-        return mixed_sizes(cfg, args.out)
+        return mixed_sizes(cfg, args)
     sizes = None if args.scaling is None else (args.scaling or list(SCALING_SIZES))
     try:  # bad names, sizes or arguments: vispe's message says what to fix, before anything is timed
         if sizes is None:
@@ -225,17 +264,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f'benchmark.py: error: {err}', file=sys.stderr)
         return 2
     if sizes is None:
+        run = settings_id(cfg, threads=args.threads)
+        default = default_out_path(cfg.model, cfg.img_size, cfg.level, run)
+    else:
+        run = settings_id(cfg, mode='scaling', sizes=sizes, threads=args.threads)
+        default = default_out_path(cfg.model, (sizes[0], sizes[0]), cfg.level, run)
+        default = default.with_name(default.name.replace(f'_{sizes[0]}_', '_scaling_', 1))
+    path = args.out or default
+    if not claim(path, run, args.force):
+        return 2
+    if sizes is None:
         report = measure(cfg, subjects)
         print_report(report)
-        default = default_out_path(cfg.model, cfg.img_size, cfg.level)
     else:
         report = measure_scaling(cfg, sizes)
         print_scaling(report)
-        default = default_out_path(cfg.model, (sizes[0], sizes[0]), cfg.level)
-        default = default.with_name(default.name.replace(f'_{sizes[0]}_', '_scaling_'))
-    path = write_report(report, args.out or default)
-    print(f'wrote {path}')
-    return 0
+    return write(report, path, run, args.force)
 
 
 if __name__ == '__main__':

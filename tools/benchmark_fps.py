@@ -7,7 +7,6 @@ vispe/evaluation/fps_benchmark.py.
 """
 
 import argparse
-import json
 import os
 import sys
 
@@ -16,6 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from vispe.evaluation import fps_benchmark as F  # noqa: E402
+from vispe.evaluation.outputs import OutputConflict, check_target, run_id, write_json  # noqa: E402
 
 
 def setting(text: str):
@@ -28,22 +28,32 @@ def setting(text: str):
     return batch, points, picks
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--settings', nargs='+', type=setting, default=list(F.DEFAULT_SETTINGS))
     parser.add_argument('--device', choices=('cpu', 'cuda'), default='cpu', help="vispe's device (open3d: CPU)")
     parser.add_argument('--repeats', type=int, default=7)
     parser.add_argument('--threads', type=int, default=None, help='torch.set_num_threads (default: leave as is)')
-    parser.add_argument('--out', default='outputs/benchmark/fps.json')
-    args = parser.parse_args()
+    parser.add_argument(
+        '--out',
+        default=None,
+        help='JSON path (default outputs/benchmark/fps_<settings hash>.json; a rerun of the same settings replaces '
+        'its own report, any other existing file is refused without --force)',
+    )
+    parser.add_argument('--force', action='store_true', help="replace --out even when it is not this run's report")
+    args = parser.parse_args(argv)
+    run = run_id({k: getattr(args, k) for k in ('settings', 'device', 'repeats', 'threads')})
+    out = args.out or f'outputs/benchmark/fps_{run}.json'
+    try:
+        check_target(out, 'fps', run, args.force, form='json')  # before anything is timed
+    except OutputConflict as err:
+        parser.exit(2, f'benchmark_fps: error: {err}\n')
     if args.threads:
         torch.set_num_threads(args.threads)
     rows = F.run(args.settings, args.device, repeats=args.repeats)
     F.print_rows(rows)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, 'w') as f:
-        json.dump({'threads': torch.get_num_threads(), 'rows': rows}, f, indent=2)
-    print(f'wrote {args.out}')
+    write_json(out, {'threads': torch.get_num_threads(), 'rows': rows}, 'fps', run, args.force)
+    print(f'wrote {out}')
 
 
 if __name__ == '__main__':

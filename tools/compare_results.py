@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from vispe.evaluation import merge_results, report  # noqa: E402
+from vispe.evaluation import merge_results, outputs, report  # noqa: E402
 
 
 def load(path: str):
@@ -34,6 +34,12 @@ def main(argv=None) -> str:
     parser.add_argument('--out', required=True, help='folder for comparison.md / .json / .png')
     parser.add_argument('--labels', nargs='+', help='one label per results file (default: its folder name)')
     parser.add_argument('--metric', help="a generation sweep's metric (default: its first)")
+    parser.add_argument(
+        '--force',
+        action='store_true',
+        help='replace comparison files in OUT that another comparison wrote or vispe did not write (a file of '
+        'another format is never written over)',
+    )
     args = parser.parse_args(argv)
     if args.labels and len(args.labels) != len(args.results):
         parser.error(f'--labels gives {len(args.labels)} labels for {len(args.results)} results files')
@@ -44,13 +50,27 @@ def main(argv=None) -> str:
     except merge_results.NotComparable as err:
         parser.exit(2, f'compare_results: {err}\n')
     text = report.markdown(table, '.1f')
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, 'comparison.md'), 'w') as f:
-        f.write(text + '\n')
     sources = dict(zip(labels, map(os.path.abspath, args.results)))
-    with open(os.path.join(args.out, 'comparison.json'), 'w') as f:
-        json.dump({'sweep': kind, 'metric': metric, 'sources': sources, **table.to_json()}, f, indent=2)
-    png = report.plot_lines(
+    run = outputs.run_id({'sources': sources, 'metric': metric})  # a comparison of the same files is this one
+    targets = {name: os.path.join(args.out, f'comparison.{name}') for name in ('md', 'json', 'png')}
+    try:
+        with outputs.forcing(args.force):
+            outputs.check_target(targets['json'], 'comparison', run)  # every file checked before any is written
+            outputs.check_target(targets['md'], 'comparison')
+            outputs.check_target(targets['png'], 'figure')
+            outputs.write_text(targets['md'], text + '\n', 'comparison')
+            doc = {'sweep': kind, 'metric': metric, 'sources': sources, **table.to_json()}
+            outputs.write_json(targets['json'], doc, 'comparison', run)
+            png = plot(args, table, documents, labels, kind, metric)
+    except outputs.OutputConflict as err:
+        parser.exit(2, f'compare_results: error: {err}\n')
+    print(text)
+    print(f'table: {targets["md"]}\nplot: {png}')
+    return png
+
+
+def plot(args, table, documents, labels, kind, metric) -> str:
+    return report.plot_lines(
         table,
         os.path.join(args.out, 'comparison.png'),
         title=merge_results.merged_title(documents, labels),
@@ -58,9 +78,6 @@ def main(argv=None) -> str:
         ylabel=metric,
         label=lambda key: ' '.join(str(k) for k in key if k != 'default'),
     )
-    print(text)
-    print(f'table: {os.path.join(args.out, "comparison.md")}\nplot: {png}')
-    return png
 
 
 if __name__ == '__main__':

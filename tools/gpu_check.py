@@ -31,7 +31,17 @@ DEFAULT_BUDGET = {'cuda': 360.0, 'cpu': 1800.0}
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--device', choices=('cuda', 'cpu'), default='cuda')
-    p.add_argument('--out', default=os.environ.get('OUT', 'outputs/gpu_check'))
+    p.add_argument(
+        '--out',
+        default=os.environ.get('OUT', 'outputs/gpu_check'),
+        help="the check's folder: an earlier check's reports there are replaced, any other file in the way is refused",
+    )
+    p.add_argument(
+        '--force',
+        action='store_true',
+        help='replace report-named files in OUT that vispe did not write (a file of another format is never written '
+        'over)',
+    )
     p.add_argument(
         '--budget',
         type=float,
@@ -68,16 +78,22 @@ def main(argv: list[str] | None = None, start: float = START) -> int:
         return 2
     from dataclasses import replace
 
-    from vispe.evaluation.gpu_check import Clock, plan_for, run_gpu_check
+    from vispe.evaluation.gpu_check import KIND, Clock, plan_for, run_gpu_check
     from vispe.evaluation.gpu_check_summary import summary_markdown
+    from vispe.evaluation.outputs import OutputConflict, forcing, write_text
 
     plan = replace(
         plan_for(args.device, args.encodings, args.compile_backend, args.compile_scope), tests=tuple(args.tests)
     )
     clock = Clock(args.budget, start)
-    results = run_gpu_check(plan, args.out, args.budget, clock)
-    text = summary_markdown(plan, results, args.budget, clock.used())
-    (Path(args.out) / 'summary.md').write_text(text)
+    try:
+        with forcing(args.force):
+            results = run_gpu_check(plan, args.out, args.budget, clock)
+            text = summary_markdown(plan, results, args.budget, clock.used())
+            write_text(Path(args.out) / 'summary.md', text, KIND)
+    except OutputConflict as err:
+        print(f'gpu_check: error: {err}', file=sys.stderr)
+        return 2
     print(text)
     tests = next((r for r in results if r.key == 'tests'), None)
     if tests and tests.report and tests.report['exit'] != 0:

@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 from rich.console import Console
 
-from vispe.evaluation.compare import sweep_runs, write_summary
+from vispe.evaluation.compare import check_summary, sweep_runs, write_summary
 from vispe.evaluation.evaluate import PLOT
 from vispe.evaluation.sweep_engine import RESULTS, failure_message
 
@@ -59,6 +59,7 @@ def sweep_demo(
     to run), each trained and swept into ``out/<label>``; ``summary(rows)`` = (the text of out/summary.md, what the
     terminal shows)."""
     start = time.time()
+    check_summary(out)  # a file in the way of the summary stops the demo before it trains anything
     task, configs, labels = runs
     rows = sweep_runs(task, configs, labels, out, sweep, bold_log(console))
     text, shown = summary(rows)
@@ -72,4 +73,9 @@ def demo_parser(prog: str | None, doc: str | None, default_out: str) -> argparse
     """A demo's parser: its module doc as the description, and --out (where its runs and summary go)."""
     parser = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--out', default=default_out, help='where the runs and the summary go')
+    parser.add_argument(
+        '--force',
+        action='store_true',
+        help='replace summary files in OUT that vispe did not write (a file of another format is never written over)',
+    )
     return parser

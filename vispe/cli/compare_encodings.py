@@ -20,6 +20,7 @@ from vispe.evaluation.compare import (
     markdown_table,
     schedule_options,
 )
+from vispe.evaluation.outputs import check_target, forcing
 
 
 def main(
@@ -32,7 +33,16 @@ def main(
     parser.add_argument('--resolutions', nargs='+', default=['32', '48', '64'])
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--out', default=default_out)
+    parser.add_argument(
+        '--force',
+        action='store_true',
+        help='replace summary files in OUT that vispe did not write (never other formats)',
+    )
     args = parser.parse_args(argv)
+    with forcing(args.force):  # OUT/summary.json and the plots are checked before anything is trained
+        check_target(os.path.join(args.out, 'summary.json'), 'summary')
+        for task in args.tasks:
+            check_target(os.path.join(args.out, f'summary_{task}.png'), 'figure')
     runs = [
         Run(
             task,
@@ -43,7 +53,8 @@ def main(
         for task in args.tasks
         for enc in args.encodings
     ]
-    summary = compare(runs, args.resolutions, args.out)
+    with forcing(args.force):
+        summary = compare(runs, args.resolutions, args.out)
     for task, entry in summary['tasks'].items():
         print(f'\n### shapes2d {task}: top-1 accuracy (%), trained at {entry["train_resolution"]}\n')
         print(markdown_table(entry['results'], args.resolutions))

@@ -16,6 +16,7 @@ from vispe.cli.common import demo_parser, sweep_demo
 from vispe.engine.config import load_config
 from vispe.evaluation.camera_sweep import markdown_table, plot_results
 from vispe.evaluation.evaluate import evaluate_cameras
+from vispe.evaluation.outputs import forcing
 from vispe.evaluation.report import console as report_console
 
 #: label -> shipped config
@@ -54,7 +55,8 @@ def main(
         return text, text
 
     runs = ('multiview', CONFIGS, args.encodings)
-    sweep_demo(report_console(), runs, args.out, evaluate_cameras, plot_results, summary)
+    with forcing(args.force):
+        sweep_demo(report_console(), runs, args.out, evaluate_cameras, plot_results, summary)
 
 
 if __name__ == '__main__':

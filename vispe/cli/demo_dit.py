@@ -11,7 +11,6 @@ reused and unfinished ones resume.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from vispe.cli.common import bold_log, demo_parser
 from vispe.engine.config import load_config
 from vispe.evaluation.compare import Run, markdown_table, train
 from vispe.evaluation.generation_sweep import METRICS, train_and_generate
+from vispe.evaluation.outputs import MARKER, check_target, forcing, write_json, write_text
 from vispe.evaluation.report import console as report_console
 
 RESOLUTIONS = ['32', '48', '64']  # 1x, 1.5x, 2x
@@ -73,7 +73,12 @@ def sample_figure(cells, out: str, path: str) -> str:
             if i == 0:
                 ax.set_title(f'{res} px', fontsize=8)
     save_figure(fig, path)
-    open_image(path).convert('RGB').quantize(colors=64).save(path, optimize=True)  # a palette PNG, about 4x smaller
+    from PIL.PngImagePlugin import PngInfo
+
+    info = PngInfo()
+    info.add_text('Software', MARKER)  # still vispe's figure (vispe.evaluation.outputs)
+    small = open_image(path).convert('RGB').quantize(colors=64)  # a palette PNG, about 4x smaller
+    small.save(path, optimize=True, pnginfo=info)
     return path
 
 
@@ -91,6 +96,18 @@ def main(
     console = report_console()
     log = bold_log(console)
     start = time.time()
+    with forcing(args.force):
+        check_targets(out)  # before anything is trained
+        run_demo(args, out, console, log, start)
+
+
+def check_targets(out: str) -> None:
+    """OutputConflict unless the demo may write its summary files into ``out`` (vispe.evaluation.outputs)."""
+    for name, kind in (('summary.md', 'summary'), ('summary.json', 'summary'), ('samples.png', 'figure')):
+        check_target(os.path.join(out, name), kind)
+
+
+def run_demo(args, out: str, console, log, start: float) -> None:
     classifier = classifier_checkpoint(args.zoo_root, out, log)
     rows = []
     for label, (config, strategies) in RUNS.items():
@@ -105,11 +122,9 @@ def main(
         table = markdown_table([r for r in rows if r['metric'] == metric], RESOLUTIONS, fmt)
         report += [f'### {metric}', '', table, '']
     text = '\n'.join(report)
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, 'summary.md'), 'w') as f:
-        f.write(text)
-    with open(os.path.join(out, 'summary.json'), 'w') as f:
-        json.dump({'resolutions': RESOLUTIONS, 'results': rows}, f, indent=2)
+    check_targets(out)
+    write_text(os.path.join(out, 'summary.md'), text, 'summary')
+    write_json(os.path.join(out, 'summary.json'), {'resolutions': RESOLUTIONS, 'results': rows}, 'summary')
     console.print(text)
     cells = [(label, s) for label, (_, strategies) in RUNS.items() for s in strategies or ['default']]
     figure = sample_figure(cells, out, os.path.join(out, 'samples.png'))

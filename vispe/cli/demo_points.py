@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from vispe.cli.common import demo_parser, sweep_demo
 from vispe.evaluation.evaluate import evaluate_points
+from vispe.evaluation.outputs import forcing
 from vispe.evaluation.point_sweep import markdown_table, plot_results
 from vispe.evaluation.report import console as report_console
 
@@ -43,7 +44,8 @@ def main(
         return f'Top-1 accuracy (%) on {CLOUDS}; trained on 512 points at scale 1.\n\n{table}\n', table
 
     runs = ('primitives3d', CONFIGS, args.encodings)
-    sweep_demo(report_console(), runs, args.out, evaluate_points, plot_results, summary)
+    with forcing(args.force):
+        sweep_demo(report_console(), runs, args.out, evaluate_points, plot_results, summary)
 
 
 if __name__ == '__main__':

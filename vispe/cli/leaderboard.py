@@ -18,7 +18,6 @@ are kept in DIR too (``vispe.evaluation.leaderboard.Archive``), and a run found 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from collections.abc import Sequence
 
@@ -36,6 +35,7 @@ from vispe.evaluation.leaderboard import (
     task_label,
     write_model_zoo,
 )
+from vispe.evaluation.outputs import check_target, forcing, write_json, write_text
 
 #: option variants the board trains beside the registered encodings: rope_dinov3 without its training-time
 #: coordinate augmentation (on by default), to show what the augmentation does
@@ -76,6 +76,12 @@ def main(
     )
     parser.add_argument('--out', default=default_out)
     parser.add_argument(
+        '--force',
+        action='store_true',
+        help='replace leaderboard files in OUT that vispe did not write (a file of another format is never written '
+        'over)',
+    )
+    parser.add_argument(
         '--archive',
         default=default_archive,
         help="keep each run's results.json (and run.json: wall time, commit) under this folder, and read runs "
@@ -98,6 +104,14 @@ def main(
         'finished runs are archived as they finish',
     )
     args = parser.parse_args(argv)
+    with forcing(args.force):
+        board(parser, args)
+
+
+def board(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    for name, kind in (('leaderboard.md', 'leaderboard'), ('leaderboard.json', 'leaderboard')):
+        check_target(os.path.join(args.out, name), kind)  # before anything is trained
+    check_target(os.path.join(args.out, 'leaderboard.png'), 'figure')
     regimes = {r: REGIME_CONFIGS[r] for r in dict.fromkeys(args.regimes)}
     tasks = {t: SHAPES2D_TASK_CONFIGS[t] for t in args.tasks}
     runs = leaderboard_runs(tasks, args.encodings, args.seeds, args.out, regimes)
@@ -125,18 +139,15 @@ def main(
             + regime_markdown(stats, task, list(regimes), args.resolutions)
             for task in tabled
         )
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, 'leaderboard.md'), 'w') as f:
-        f.write(report + '\n')
-    with open(os.path.join(args.out, 'leaderboard.json'), 'w') as f:
-        json.dump(
-            [
-                dict(zip(('task', 'encoding', 'strategy', 'resolution'), k), mean=m, std=s, seeds=n)
-                for k, (m, s, n) in stats.items()
-            ],
-            f,
-            indent=2,
-        )
+    write_text(os.path.join(args.out, 'leaderboard.md'), report + '\n', 'leaderboard')
+    write_json(
+        os.path.join(args.out, 'leaderboard.json'),
+        [
+            dict(zip(('task', 'encoding', 'strategy', 'resolution'), k), mean=m, std=s, seeds=n)
+            for k, (m, s, n) in stats.items()
+        ],
+        'leaderboard',
+    )
     png = plot(stats, labels, args.resolutions, os.path.join(args.out, 'leaderboard.png'))
     written = ['leaderboard.json', 'leaderboard.png']
     if len(regimes) > 1:  # what the training regime changes, one panel per encoding

@@ -14,6 +14,8 @@
   parameter groups and the parameter schedulers match; a refusal names what differs between the checkpoint's
   config and this one. The config is written to the work dir only after the checkpoint has loaded (mmengine writes
   it first); test and val runs write theirs into their timestamped log folder, never over the training run's.
+  The training run's copy (``<work_dir>/<config basename>``) starts with ``CONFIG_DUMP_MARK``; a file of that name
+  that lacks the mark and is not this very config (a user's own file) is refused before anything is written.
 * Schedules that fit the run. A parameter scheduler that ends after the run's last epoch or iteration (its
   ``end`` set for a longer run) is refused; schedulers without ``end`` follow the run's length (mmengine fills
   it in), which is how vispe's schedule configs are written. A run shorter than its warm-up still trains: the
@@ -45,6 +47,7 @@ from torch import nn
 from vispe.engine.checkpoint import (
     CheckpointError,
     StateMismatch,
+    atomic_write,
     checkpoint_candidates,
     find_resume_checkpoint,
     latest_checkpoint,
@@ -117,6 +120,37 @@ def _is_main_process(launcher: str) -> bool:
     return variable is None or int(os.environ.get(variable, '0')) == 0
 
 
+#: the first line of the config a training run writes into its work dir: what tells vispe's copy from a user's file
+CONFIG_DUMP_MARK = (
+    '# vispe: the config of the training run in this work dir (VispeRunner); a later run here replaces it'
+)
+
+
+def config_dump_conflict(work_dir: str, cfg: Any) -> str | None:
+    """Why the training run must not write its config to ``<work_dir>/<config basename>`` (None when it may): a
+    file of that name exists that no vispe run dumped (no ``CONFIG_DUMP_MARK``) and that is not this config's text
+    (an older vispe's dump of it)."""
+    filename = getattr(cfg, 'filename', None)
+    if not filename:
+        return None
+    name = osp.basename(filename)
+    path = osp.join(work_dir, name)
+    if not osp.lexists(path):
+        return None
+    try:
+        with open(path, encoding='utf-8') as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        text = None
+    if text is not None and (text.startswith(CONFIG_DUMP_MARK) or text == cfg.pretty_text):
+        return None
+    return (
+        f'work dir {work_dir!r} holds {name}, which this training run would replace with its config (mmengine '
+        f'names the copy after the config) and which no vispe run wrote; nothing was written: move {name} away, or '
+        'train into another --work-dir'
+    )
+
+
 @RUNNERS.register_module()
 class VispeRunner(Runner):
     """mmengine's ``Runner`` with strict loading, a locked and protected work dir, checked resumes and schedules
@@ -136,6 +170,9 @@ class VispeRunner(Runner):
         self._lock: WorkDirLock | None = None
         check_work_dir(work_dir)
         if arguments.get('train_cfg') is not None:  # a training run: the work dir is its own
+            conflict = config_dump_conflict(work_dir, cfg)
+            if conflict:
+                raise WorkDirError(conflict)
             resume, load_from = self._plan_start(
                 work_dir,
                 bool(arguments.get('resume', False)),
@@ -314,7 +351,13 @@ class VispeRunner(Runner):
         """The config, as this run uses it, in the work dir (training) or in the run's log folder (test and val
         runs, so that they never overwrite the config of the training run that made the checkpoints)."""
         name = osp.basename(self.cfg.filename) if self.cfg.filename else f'{self.timestamp}.py'
-        self.cfg.dump(osp.join(self.work_dir if training else self.log_dir, name))
+        if not training:
+            self.cfg.dump(osp.join(self.log_dir, name))
+            return
+        conflict = config_dump_conflict(self.work_dir, self.cfg)  # a file that appeared since the run started
+        if conflict:
+            raise WorkDirError(conflict)
+        atomic_write(osp.join(self.work_dir, name), f'{CONFIG_DUMP_MARK}\n{self.cfg.pretty_text}')
 
     def build_param_scheduler(self, scheduler):
         if isinstance(self._train_loop, BaseLoop):
@@ -461,4 +504,11 @@ def interrupted_message(config: str, cfg: Any, args: Any) -> str:
     return f'interrupted before the first checkpoint was saved; nothing to resume in {work_dir} yet'
 
 
-__all__ = ['VispeRunner', 'build_runner', 'config_differences', 'interrupted_message']
+__all__ = [
+    'CONFIG_DUMP_MARK',
+    'VispeRunner',
+    'build_runner',
+    'config_dump_conflict',
+    'config_differences',
+    'interrupted_message',
+]

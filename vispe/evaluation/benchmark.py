@@ -23,7 +23,7 @@ import gc
 import os
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,12 +74,23 @@ def normalize_img_size(size: int | Sequence[int]) -> tuple[int, int]:
     return (size[0], size[0]) if len(size) == 1 else (size[0], size[1])
 
 
-def default_out_path(model: str, img_size: tuple[int, int], level: str) -> Path:
-    """outputs/benchmark/<model>_<size>_<level>.json, size '224' when square else '224x320'; a '/' in the model
-    name ('DiT-S/2') becomes '-', so the report stays in outputs/benchmark/."""
+def default_out_path(model: str, img_size: tuple[int, int], level: str, run: str | None = None) -> Path:
+    """outputs/benchmark/<model>_<size>_<level>_<run>.json, size '224' when square else '224x320'; ``run`` is the
+    short hash of the run's settings (``settings_id``), so runs of other encodings, batches or devices never share a
+    file (without it the name ends at the level). A '/' in the model name ('DiT-S/2') becomes '-', so the report
+    stays in outputs/benchmark/."""
     h, w = img_size
     name = model.replace('/', '-')
-    return Path('outputs') / 'benchmark' / f'{name}_{h if h == w else f"{h}x{w}"}_{level}.json'
+    tail = f'_{run}' if run else ''
+    return Path('outputs') / 'benchmark' / f'{name}_{h if h == w else f"{h}x{w}"}_{level}{tail}.json'
+
+
+def settings_id(cfg: BenchmarkConfig, **extra: Any) -> str:
+    """A short hash of everything that makes a benchmark run's numbers (``cfg`` and ``extra``: the mode, the sizes
+    of a scaling run, the threads): the run identity its report carries and its default file name ends with."""
+    from vispe.evaluation.outputs import run_id
+
+    return run_id({**asdict(cfg), **extra})
 
 
 def summarize(
@@ -199,6 +210,7 @@ __all__ = [
     'SCALING_SIZES',
     'BenchmarkConfig',
     'default_out_path',
+    'settings_id',
     'measure',
     'measure_scaling',
     'normalize_img_size',

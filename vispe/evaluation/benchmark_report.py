@@ -3,12 +3,12 @@ scaling across sizes, the Runner-vs-loop throughput), a markdown summary of seve
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from vispe.evaluation.benchmark_subjects import encoding_kind
+from vispe.evaluation.outputs import write_json
 from vispe.evaluation.report import console as report_console
 
 #: The issues' speed targets: forward + backward of vit_small_patch16_224 at 224 px, ratio to ape_learned's median
@@ -59,12 +59,13 @@ def target_text(ratio: float, target: float | None) -> str:
 
 
 # --- files and text ----------------------------------------------------------------------------------------------
-def write_report(report: dict[str, Any], path: str | Path) -> Path:
-    """Write the report as JSON (parent folders created) and return the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + '\n')
-    return path
+def write_report(
+    report: dict[str, Any], path: str | Path, run: str | None = None, kind: str = 'benchmark', force: bool | None = None
+) -> Path:
+    """Write the report as JSON (parent folders created, atomically) and return the path. The file is stamped with
+    ``kind`` and the run's settings hash ``run``; an existing file that is not this run's report of this kind is
+    refused unless ``force`` (``vispe.evaluation.outputs``: never over a non-JSON file)."""
+    return Path(write_json(path, report, kind, run, force))
 
 
 def config_line(report: dict[str, Any]) -> str:

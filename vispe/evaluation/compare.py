@@ -18,7 +18,7 @@ from typing import Any
 from vispe.engine.config import load_config, parse_option_value
 from vispe.engine.config_files import configs_dir
 from vispe.engine.train import train as train_in_process
-from vispe.evaluation import report
+from vispe.evaluation import outputs, report
 from vispe.evaluation.checkpoints import parse_resolution, resolution_label
 from vispe.evaluation.evaluate import evaluate_resolution
 from vispe.evaluation.report import write_json
@@ -201,14 +201,19 @@ def sweep_runs(
     return rows
 
 
+def check_summary(out_dir: str) -> None:
+    """OutputConflict unless ``write_summary`` may write its three files into ``out_dir`` (a demo checks first,
+    before it trains anything)."""
+    for name, kind in (('summary.md', 'summary'), ('summary.json', 'summary'), ('summary.png', 'figure')):
+        outputs.check_target(os.path.join(out_dir, name), kind)
+
+
 def write_summary(out_dir: str, text: str, rows: Sequence[dict], plot: Callable[[Sequence[dict], str], str]) -> str:
     """``out_dir/summary.md`` (``text``), ``summary.json`` (the rows) and ``summary.png`` (``plot(rows, path)``);
     returns the plot's path."""
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, 'summary.md'), 'w') as f:
-        f.write(text)
-    with open(os.path.join(out_dir, 'summary.json'), 'w') as f:
-        json.dump({'results': list(rows)}, f, indent=2)
+    check_summary(out_dir)
+    outputs.write_text(os.path.join(out_dir, 'summary.md'), text, 'summary')
+    outputs.write_json(os.path.join(out_dir, 'summary.json'), {'results': list(rows)}, 'summary')
     return plot(rows, os.path.join(out_dir, 'summary.png'))
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vispe.evaluation import camera_sweep as C
+from vispe.evaluation import outputs
 from vispe.evaluation import point_sweep as P
 from vispe.evaluation import resolution as R
 from vispe.evaluation.report import describe
@@ -38,10 +39,13 @@ def sweep_and_plot(name: str, sweep: Callable[..., Results], plot: Callable[[Res
         log: Log = print,
         **options: Any,
     ) -> Results:
-        results = sweep(
-            cfg, checkpoint, *settings, show_progress=show_progress, out_dir=out_dir, force=force, log=log, **options
-        )
-        plot(results, os.path.join(out_dir, PLOT))
+        with outputs.forcing(force):
+            outputs.check_target(os.path.join(out_dir, PLOT), 'figure')  # before any cell runs
+            results = sweep(
+                cfg, checkpoint, *settings, show_progress=show_progress, out_dir=out_dir, force=force, log=log,
+                **options,
+            )  # fmt: skip
+            plot(results, os.path.join(out_dir, PLOT))
         return results
 
     evaluate.__name__ = evaluate.__qualname__ = name

@@ -44,6 +44,7 @@ from vispe.evaluation.gpu_check_plan import (
     compile_order,
     plan_for,
 )
+from vispe.evaluation.outputs import check_target, write_text
 
 
 # --- running under a budget ------------------------------------------------------------------------------------
@@ -96,7 +97,7 @@ def run_tests(plan: Plan, out: Path, clock: Clock) -> dict[str, Any]:
     except subprocess.TimeoutExpired as err:
         text = (err.stdout or b'').decode() if isinstance(err.stdout, bytes) else (err.stdout or '')
         text, code = text + f'\nstopped after {cap:.0f} s (the tests cap)\n', -1
-    (out / 'tests.txt').write_text(text)
+    write_text(out / 'tests.txt', text, KIND)
     lines = [line for line in text.splitlines() if line.strip()]
     return {'exit': code, 'summary': lines[-1].strip('= ') if lines else '(no output)', 'argv': argv[1:]}
 
@@ -236,15 +237,28 @@ def steps(plan: Plan, out: Path, clock: Clock) -> list[Step]:
     ]
 
 
+#: the gpu check owns its OUT folder: any earlier gpu check's reports there are replaced (vispe.evaluation.outputs)
+KIND = 'gpu_check'
+
+
+def check_outputs(out: Path, keys: Sequence[str]) -> None:
+    """OutputConflict, before anything runs, when OUT holds a file the check would write over and did not write
+    (summary.md, tests.txt, <step>.json); the tool's --force lets it replace those (never a file of another format).
+    """
+    for name in ['summary.md', 'tests.txt', *(f'{key}.json' for key in keys)]:
+        check_target(out / name, KIND)
+
+
 def run_gpu_check(plan: Plan, out: str | Path, budget_s: float, clock: Clock | None = None) -> list[StepResult]:
     """Run the plan's steps under ``budget_s`` seconds, writing each report as OUT/<step>.json; the results in
     order. A step expected to overrun is skipped (the compiled ones trim their rows themselves); one that raises
     is recorded as failed, and the next one runs."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     clock = clock or Clock(budget_s)
     results: list[StepResult] = []
     todo = steps(plan, out, clock)
+    check_outputs(out, [key for key, _, _ in todo])
+    out.mkdir(parents=True, exist_ok=True)
     for i, (key, title, run) in enumerate(todo, 1):
         estimate = plan.estimates.get(key, 0.0)
         if estimate > clock.left():
@@ -269,7 +283,7 @@ def _run_step(key: str, title: str, run: Callable[[], Any], out: Path) -> StepRe
     report, note = value if isinstance(value, tuple) else (value, '')
     if report is None:
         return StepResult(key, title, 'skipped', seconds, note=note or 'nothing fitted the budget')
-    write_report(report, out / f'{key}.json')
+    write_report(report, out / f'{key}.json', kind=KIND)
     return StepResult(key, title, 'done', seconds, report, note)
 
 

@@ -27,6 +27,7 @@ from vispe.evaluation.compare import (
     supported_strategies,
     train_and_evaluate,
 )
+from vispe.evaluation.outputs import save_figure, write_json, write_text
 
 #: the strategy that means "no extrapolation trick" for each family; encodings without strategies report 'default'
 PLAIN = ('none', 'default', 'bicubic')
@@ -151,10 +152,10 @@ def regime_plot(stats: Stats, task: str, regimes: Sequence[str], resolutions: Se
     fig.legend(handles, names, loc='lower center', ncol=len(names), fontsize=8, bbox_to_anchor=(0.5, 0.0))
     fig.suptitle(f'shapes2d {task}: accuracy by training regime (plain strategy; error bars: spread over seeds)')
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path)
-    report.plt().close(fig)
-    return path
+    try:
+        return save_figure(fig, path)
+    finally:
+        report.plt().close(fig)
 
 
 @dataclass(frozen=True)
@@ -187,8 +188,7 @@ class Archive:
         only read here, so an existing record of its training is kept)."""
         folder = self.folder(run)
         os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, 'results.json'), 'w') as f:
-            json.dump(results, f, indent=2)
+        write_json(os.path.join(folder, 'results.json'), results, None)  # the archive's own copy: format check only
         meta_path = os.path.join(folder, 'run.json')
         if timing is None and os.path.isfile(meta_path):  # reused here: keep the record of its training
             return
@@ -208,8 +208,7 @@ class Archive:
         if 'commit' not in meta:  # a trained run's is that of the code it ran (``_timed``)
             meta['commit'] = _commit()
         meta['machine'] = _machine()
-        with open(meta_path, 'w') as f:
-            json.dump(meta, f, indent=2)
+        write_json(meta_path, meta, None)
 
 
 def _machine() -> str:
@@ -551,6 +550,5 @@ def write_model_zoo(
     ]
     if others:
         page += ['', '## Other models', '', '| model | task | encoding | role |', '|---|---|---|---|', *others]
-    with open(os.path.join(out_root, 'README.md'), 'w') as f:
-        f.write('\n'.join(page) + '\n')
+    write_text(os.path.join(out_root, 'README.md'), '\n'.join(page) + '\n', None)  # the zoo's index
     return folders

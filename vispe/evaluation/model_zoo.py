@@ -24,6 +24,7 @@ from vispe.engine.checkpoint import load_checkpoint, state_dict_of
 from vispe.engine.run_meta import META_KEYS
 from vispe.evaluation.checkpoints import resolution_label
 from vispe.evaluation.compare import markdown_table
+from vispe.evaluation.outputs import write_json, write_text
 
 #: provenance kept from mmengine's checkpoint meta (the config text is in config.py, the rest is training state), and
 #: what the model was trained on (RunMetaHook's train_resolution / train_points, which the sweeps read)
@@ -98,9 +99,8 @@ def export_model(
     ckpt_path = os.path.join(folder, f'{name}.pth')
     slim = slim_checkpoint(checkpoint, ckpt_path)
     cfg = dumped_config(work_dir)
-    with open(os.path.join(folder, 'config.py'), 'w') as f:
-        f.write(f'# The config that trained {name} (seed {seed}); tools/train.py dumped it.\n')
-        f.write(cfg.pretty_text)
+    header = f'# The config that trained {name} (seed {seed}); tools/train.py dumped it.\n'
+    write_text(os.path.join(folder, 'config.py'), header + cfg.pretty_text, None)  # the zoo's own folder
     resolutions = list(dict.fromkeys(resolution_label(r['resolution']) for r in results['results']))
     params = sum(v.numel() for v in slim['state_dict'].values())  # vispe keeps derived tables out of state dicts
     metrics = {
@@ -118,8 +118,7 @@ def export_model(
     }
     if role:
         metrics['role'] = role
-    with open(os.path.join(folder, 'metrics.json'), 'w') as f:
-        json.dump(metrics, f, indent=2)
+    write_json(os.path.join(folder, 'metrics.json'), metrics, None)
     rel = os.path.join(os.path.basename(os.path.normpath(out_root)), name)  # as run from the repo root
     val_size = cfg.get('val_dataloader', {}).get('dataset', {}).get('num_samples')
     val_set = f'the {val_size:,} validation images' if val_size else 'the validation set'
@@ -154,8 +153,7 @@ def export_model(
         f'`{name}.pth`: weights and training provenance only (no optimizer state), sha256 `{metrics["sha256"]}`; '
         'it loads with `torch.load(weights_only=True)`.',
     ]
-    with open(os.path.join(folder, 'README.md'), 'w') as f:
-        f.write('\n'.join(card) + '\n')
+    write_text(os.path.join(folder, 'README.md'), '\n'.join(card) + '\n', None)
     return folder
 
 

@@ -15,13 +15,13 @@ training size the numbers are of when the results say so (``describe``).
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+from vispe.evaluation import outputs
 
 Row = Mapping[str, Any]
 Key = tuple[Any, ...]
@@ -190,12 +190,10 @@ def markdown(
     return '\n'.join(lines)
 
 
-def write_json(results: Mapping[str, Any], path: str) -> str:
-    """Write ``results`` as indented JSON at ``path`` (creating its folder); returns the path."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, 'w') as f:
-        json.dump(results, f, indent=2)
-    return path
+def write_json(results: Mapping[str, Any], path: str, kind: str = 'summary', run: str | None = None) -> str:
+    """Write ``results`` as indented JSON at ``path`` (creating its folder, atomically), stamped as a ``kind``
+    report; an existing file that is not one is refused (``vispe.evaluation.outputs``). Returns the path."""
+    return outputs.write_json(path, results, kind, run)
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -320,12 +318,13 @@ def draw_lines(
 
 
 def save_figure(fig, path: str) -> str:
-    """Tight layout, write ``path`` (creating its folder), close the figure; returns the path."""
+    """Tight layout, write ``path`` (creating its folder; ``vispe.evaluation.outputs`` checks it first), close the
+    figure; returns the path."""
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path)
-    plt().close(fig)
-    return path
+    try:
+        return outputs.save_figure(fig, path)
+    finally:
+        plt().close(fig)
 
 
 def plot_lines(

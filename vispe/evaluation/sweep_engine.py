@@ -30,8 +30,9 @@ from typing import Any
 
 import torch
 
-from vispe.engine.checkpoint import CheckpointError, atomic_write, remove_partial_files
+from vispe.engine.checkpoint import CheckpointError, remove_partial_files
 from vispe.engine.config import ConfigError, differing_keys, flat_config, load_config
+from vispe.evaluation.outputs import OutputConflict, check_target, write_json
 
 Row = dict[str, Any]
 Log = Callable[[str], None]
@@ -144,6 +145,11 @@ class ResultsStore:
         if out_dir and os.path.isdir(out_dir):
             remove_partial_files(out_dir)  # a temporary results.json that an interrupted write left behind
         self.header, self.identity = dict(header), dict(identity)
+        if force and self.path is not None:
+            try:
+                check_target(self.path, None)  # --force replaces another run's results, never a file of another kind
+            except OutputConflict as err:
+                raise SweepConflict(str(err)) from None
         self.previous: list[Row] = [] if force or self.path is None else self._load(self.path)
 
     def _load(self, path: str) -> list[Row]:
@@ -151,6 +157,10 @@ class ResultsStore:
         sweep, or cannot be checked."""
         if not os.path.isfile(path):
             return []
+        try:
+            check_target(path, None)  # a file that is not JSON is never written over, --force or not
+        except OutputConflict as err:
+            raise SweepConflict(str(err)) from None
         try:
             with open(path) as f:
                 old = json.load(f)
@@ -190,8 +200,7 @@ class ResultsStore:
 
     def save(self, doc: Row) -> None:
         if self.path is not None:
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            atomic_write(self.path, json.dumps(doc, indent=2, default=repr) + '\n')
+            write_json(self.path, doc, None, default=repr)  # checked when the store opened (identity and format)
 
 
 # ------------------------------------------------------------------------------------------------------------------
