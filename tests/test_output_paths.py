@@ -98,22 +98,23 @@ def test_compare_results_refuses_a_foreign_file_and_force_replaces_it(tmp_path, 
 
 def test_user_file_named_like_the_config_dump_is_left_intact(tmp_path) -> None:
     """Before: training into a work dir holding the user's tiny.py replaced it with mmengine's config dump."""
-    config = tiny_config(tmp_path)  # tmp_path/tiny.py: the run's dump is <work_dir>/tiny.py
+    # dump.py, not tiny.py: a Runner of another test's tiny.py in the same second would share mmengine's message hub
+    config = tiny_config(tmp_path, name='dump.py')  # the run's dump is <work_dir>/dump.py
     work = tmp_path / 'work'
     work.mkdir()
-    mine = work / 'tiny.py'
+    mine = work / 'dump.py'
     mine.write_text('# my notes, not a config dump\nlr = 1\n')
-    with pytest.raises(WorkDirError, match=r'holds tiny\.py.*move tiny\.py away'):
+    with pytest.raises(WorkDirError, match=r'holds dump\.py.*move dump\.py away'):
         runner(config, work)
     assert mine.read_text() == '# my notes, not a config dump\nlr = 1\n'
     assert not any(p.suffix == '.pth' for p in work.iterdir())
 
 
 def test_a_runs_own_config_dump_is_replaced_by_the_next_run(tmp_path) -> None:
-    config = tiny_config(tmp_path)
+    config = tiny_config(tmp_path, name='dump.py')
     work = tmp_path / 'work'
     runner(config, work).train()
-    dumped = (work / 'tiny.py').read_text()
+    dumped = (work / 'dump.py').read_text()
     assert dumped.startswith(CONFIG_DUMP_MARK)
     runner(config, work, overwrite_work_dir=True)  # vispe's own copy is no obstacle
 
