@@ -17,6 +17,7 @@ from mmengine.config import Config, DictAction
 from mmengine.runner import Runner
 
 from vispe.engine.config_files import ConfigError, read_config_file, resolve_config
+from vispe.engine.config_keys import check_section_keys
 from vispe.engine.config_overrides import read_with_options
 from vispe.registry import MODELS, check_arguments
 
@@ -31,9 +32,10 @@ VISPE_KEYS = frozenset(
 
 
 def check_config(cfg: Config) -> None:
-    """Reject top-level keys that look like typos of keys the Runner reads (mmengine would ignore them).
+    """Reject top-level keys that look like typos of keys the Runner reads (mmengine would ignore them), misspelled
+    model arguments, and keys the Runner's sections (train_cfg, optim_wrapper, data loaders, hooks ...) do not take.
 
-    Other unknown keys are allowed: configs often hold helper variables (``shapes2d = dict(...)``).
+    Other unknown top-level keys are allowed: configs often hold helper variables (``shapes2d = dict(...)``).
     """
     known = sorted(RUNNER_KEYS | VISPE_KEYS)
     for key in cfg.keys():
@@ -48,6 +50,7 @@ def check_config(cfg: Config) -> None:
     if 'model' not in cfg:
         raise ConfigError("config has no 'model'; inherit one from configs/_base_/models/ or define model=dict(...)")
     check_model_arguments(cfg.model)
+    check_section_keys(cfg)
 
 
 def check_model_arguments(node, path: str = 'model') -> None:
