@@ -73,3 +73,29 @@ def test_train_reports_a_misspelled_section_key_in_one_line(tmp_path, capsys) ->
     assert message.startswith('error: train_cfg.max_epoch') and "did you mean 'max_epochs'" in message
     one_line(message)
     assert not (tmp_path / 'w').exists()
+
+
+# --- 3. every swept resolution is checked before the first is evaluated -----------------------------------------------
+def test_eval_resolution_checks_every_resolution_before_evaluating_any(tmp_path, monkeypatch) -> None:
+    """Before: 32 was evaluated, then the sweep stopped at 30 with the forward pass's error, and 48 never ran."""
+    from test_resumable_sweeps import save_model
+    from test_tools import tiny_config
+
+    from vispe.cli.eval_resolution import main
+    from vispe.evaluation.settings_sweep import SettingsEvaluator
+
+    evaluated = []
+    monkeypatch.setattr(SettingsEvaluator, 'metrics', lambda self, *a, **k: evaluated.append(a) or {})
+    config = tiny_config(tmp_path)
+    ckpt = save_model(load_config(config), tmp_path / 'model.pth')
+    out = tmp_path / 'eval'
+    with pytest.raises(SystemExit) as exit_:
+        main([config, ckpt, '--resolutions', '32', '30', '48', '21x22', '--out', str(out), '--no-progress'])
+    message = one_line(str(exit_.value.code))
+    assert message.startswith('error: --resolutions 30, 21x22: not divisible by the model')
+    assert (
+        'patch 4x4' in message
+        and 'nearest: 32, 20x24' in message
+        and evaluated == []
+        and not (out / 'results.json').exists()
+    )

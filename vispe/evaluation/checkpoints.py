@@ -99,6 +99,27 @@ def model_patch_size(model: torch.nn.Module) -> tuple[int, int]:
     return _hw(size if isinstance(size, int) else tuple(size))
 
 
+def check_resolutions(model: torch.nn.Module, resolutions: Sequence[Resolution]) -> None:
+    """ValueError naming every one of ``resolutions`` the model's patch does not divide, before a sweep evaluates
+    any (a sweep would otherwise stop at the first such cell, after the cells before it). Nothing for a model with
+    no patch size to check against."""
+    backbone = getattr(model, 'backbone', model)
+    if getattr(getattr(backbone, 'patch_embed', None), 'patch_size', None) is None:
+        return
+    ph, pw = model_patch_size(model)
+    bad = [_hw(r) for r in resolutions if _hw(r)[0] % ph or _hw(r)[1] % pw]
+    if bad:
+        given = ', '.join(resolution_label(h if h == w else (h, w)) for h, w in bad)
+        near = ', '.join(
+            resolution_label(a if a == b else (a, b))
+            for a, b in ((max(ph, round(h / ph) * ph), max(pw, round(w / pw) * pw)) for h, w in bad)
+        )
+        raise ValueError(
+            f"--resolutions {given}: not divisible by the model's patch {ph}x{pw}; use multiples of the patch "
+            f'(nearest: {near}); nothing was evaluated'
+        )
+
+
 def resolution_label(res: Resolution | str | Sequence[int]) -> str:
     """64 -> '64', (48, 64) or [48, 64] (as JSON reads it back) -> '48x64'; a label stays as it is."""
     return str(res) if isinstance(res, (int, str)) else f'{res[0]}x{res[1]}'
@@ -249,6 +270,7 @@ __all__ = [
     'DEFAULT_ASPECTS',
     'DEFAULT_SCALES',
     'build_model',
+    'check_resolutions',
     'check_strategies',
     'default_resolutions',
     'encoding_label',

@@ -107,6 +107,7 @@ def sweep_generation(
     if not hasattr(model, 'sample'):
         raise ValueError(f'{type(model).__name__} cannot sample; eval_generation needs a DiffusionModel config')
     strategies = C.check_strategies(model, strategies)
+    C.check_resolutions(model, resolutions)
     num_classes: int = model.num_classes  # type: ignore[assignment]  # a DiffusionModel's
     opts = dict(cfg.get('generation_eval') or {})
     settings = {k: opts[k] for k in ('steps', 'sampler', 'cfg_scale') if k in opts}

@@ -19,6 +19,7 @@ from vispe.datasets.augment import check_resize
 from vispe.evaluation import report
 from vispe.evaluation.checkpoints import (
     Resolution,
+    check_resolutions,
     check_strategies,
     default_resolutions,
     encoding_label,
@@ -65,6 +66,7 @@ def sweep(
                 'default test resolutions from: pass --resolutions'
             )
         resolutions = default_resolutions(train, model_patch_size(model))
+    check_resolutions(model, resolutions)
     label, settings = encoding_label(model), SettingsEvaluator(cfg, model)
     resizing = resize_setting(cfg, resize)
 
