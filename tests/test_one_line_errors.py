@@ -99,3 +99,40 @@ def test_eval_resolution_checks_every_resolution_before_evaluating_any(tmp_path,
         and evaluated == []
         and not (out / 'results.json').exists()
     )
+
+
+# --- 4. images the model cannot take: the shape, which image, and the fix ---------------------------------------------
+@pytest.fixture(scope='module')
+def vit():
+    from conftest import TINY_VIT
+
+    import vispe
+
+    return vispe.create_model('vit_tiny_patch16_224', encoding='rope_axial', **TINY_VIT).eval()
+
+
+@pytest.mark.parametrize(
+    'images, needles',
+    [
+        (
+            [(3, 32, 32), (1, 32, 48)],
+            ['image 1 of the list has shape (1, 32, 48): 1 channel(s)', 'x.expand(3, -1, -1)'],
+        ),
+        ([(3, 32, 32), (4, 32, 32)], ['image 1 of the list has shape (4, 32, 32)', 'drop the alpha channel']),
+        ([(32, 32, 3)], ['image 0 of the list has shape (32, 32, 3)', 'channels-last', 'x.permute(2, 0, 1)']),
+        ((2, 1, 32, 32), ['the input has shape (2, 1, 32, 32): 1 channel(s), but the model takes 3', 'x.expand(-1, 3']),
+        ((1, 5, 32, 32), ['5 channel(s), but the model takes 3', 'in_chans=5']),
+        ((32,), ['the input has shape (32,), not a batch of images (B, C, H, W)', 'a 1-D tensor is not an image']),
+        ((3, 32, 32), ['the input has shape (3, 32, 32)', 'x[None]']),
+    ],
+)
+def test_images_the_model_cannot_take_are_one_line_naming_the_image(vit, images, needles) -> None:
+    """Before: torch's "Sizes of tensors must match", "expected input[2, 1, 32, 32] to have 3 channels" from the conv
+    or an IndexError ("tuple index out of range") for a 1-D tensor."""
+    import torch
+
+    x = [torch.randn(s) for s in images] if isinstance(images, list) else torch.randn(images)
+    with pytest.raises(ValueError) as err, torch.no_grad():
+        vit(x)
+    message = one_line(str(err.value))
+    assert message.startswith('VisionTransformerPE: ') and all(n in message for n in needles), message

@@ -126,6 +126,44 @@ def check_one_rotation(names: Sequence[str], backbone: str) -> None:
         )
 
 
+def check_channels(owner: str, what: str, shape: Sequence[int], in_chans: int, one: bool = False) -> None:
+    """ValueError naming ``what`` (the input, image 2 of a list), its ``shape`` and the fix when its channel dimension
+    (dim 0 of one (C, H, W) image when ``one``, else dim 1 of a (B, C, H, W) batch) is not the model's ``in_chans``,
+    where the patch embedding's conv would fail with a bare shape error."""
+    c = shape[0] if one else shape[1]
+    if c == in_chans:
+        return
+    if shape[-1] == in_chans:
+        fix = 'it looks channels-last (H, W, C): permute it to channels-first (' + (
+            'x.permute(2, 0, 1))' if one else 'x.permute(0, 3, 1, 2))'
+        )
+    elif c == 1 and in_chans == 3:
+        fix = (
+            'repeat the gray channel ('
+            + ('x.expand(3, -1, -1)' if one else 'x.expand(-1, 3, -1, -1)')
+            + (") or load it as RGB (PIL: img.convert('RGB'))")
+        )
+    elif c == 4 and in_chans == 3:
+        fix = 'drop the alpha channel (' + ('x[:3]' if one else 'x[:, :3]') + ") or load it as RGB (img.convert('RGB'))"
+    else:
+        fix = f'give it {in_chans} channels, or build the model with in_chans={c}'
+    raise ValueError(f'{owner}: {what} has shape {tuple(shape)}: {c} channel(s), but the model takes {in_chans}; {fix}')
+
+
+def check_image_dims(owner: str, shape: Sequence[int]) -> None:
+    """ValueError naming the shape and the fix unless an input is a (B, C, H, W) batch."""
+    if len(shape) == 4:
+        return
+    hints = {
+        1: 'a 1-D tensor is not an image (a flattened one reshapes to (1, C, H, W))',
+        2: 'one single-channel image (H, W) is x[None, None]',
+        3: 'one image (C, H, W) is x[None]; images of several sizes go as a list of (C, H, W) tensors',
+        5: 'views (B, V, C, H, W) go into the batch (x.flatten(0, 1)), or to MultiViewTransformer with cameras',
+    }
+    hint = hints.get(len(shape), 'give a (B, C, H, W) batch')
+    raise ValueError(f'{owner}: the input has shape {tuple(shape)}, not a batch of images (B, C, H, W); {hint}')
+
+
 def check_input_dtype(owner: str, x: torch.Tensor, weight: torch.Tensor) -> None:
     """ValueError naming ``owner``, the input's dtype, the model's and the fix when ``x`` does not match the
     ``weight`` of the backbone's first layer, where the conv or linear would fail with a bare dtype error. Under
@@ -362,6 +400,8 @@ __all__ = [
     'backbone_encodings',
     'build_backbone_encodings',
     'check_backbone_encoding',
+    'check_channels',
+    'check_image_dims',
     'check_img_size',
     'check_input_dtype',
     'check_one_rotation',

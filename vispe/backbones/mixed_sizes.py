@@ -20,6 +20,7 @@ from timm.layers import Format, PatchEmbed
 from torch import nn
 
 from vispe.attention import may_use_flex
+from vispe.backbones.common import check_channels
 from vispe.layout import TokenLayout, make_layout
 from vispe.positions import Positions
 
@@ -27,8 +28,9 @@ if TYPE_CHECKING:
     from vispe.backbones.vit import VisionTransformerPE
 
 
-def check_images(owner: str, images: list | tuple) -> list[torch.Tensor]:
-    """The images of a mixed batch as a list of (C, H, W) tensors of one dtype; a ValueError saying what is wrong."""
+def check_images(owner: str, images: list | tuple, in_chans: int | None = None) -> list[torch.Tensor]:
+    """The images of a mixed batch as a list of (C, H, W) tensors of one dtype, each of ``in_chans`` channels (when
+    given; else all of one count); a ValueError naming the first image that is not and the fix."""
     if not images:
         raise ValueError(f'{owner}: got an empty list of images')
     bad = [i for i, x in enumerate(images) if not isinstance(x, torch.Tensor) or x.dim() != 3]
@@ -40,6 +42,8 @@ def check_images(owner: str, images: list | tuple) -> list[torch.Tensor]:
             f'{owner}: a list input holds one (C, H, W) tensor per image; items {bad[:3]} are {shapes} (a batch of '
             'one size is a (B, C, H, W) tensor, not a list)'
         )
+    for i, x in enumerate(images):
+        check_channels(owner, f'image {i} of the list', x.shape, in_chans or images[0].shape[0], one=True)
     if len({x.dtype for x in images}) > 1:
         dtypes = sorted({str(x.dtype) for x in images})
         raise ValueError(f'{owner}: the images of a list must share one dtype, got {dtypes}')

@@ -26,6 +26,8 @@ from vispe.backbones.common import (
     EncodingHost,
     PEBlock,
     build_backbone_encodings,
+    check_channels,
+    check_image_dims,
     check_img_size,
     check_input_dtype,
     check_patch_multiple,
@@ -158,8 +160,18 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
             patch = cast(tuple[int, int], tuple(self.patch_embed.patch_size))
             check_patch_multiple('VisionTransformerPE', (height, width), patch, alternative)
 
+    def input_channels(self) -> int | None:
+        """The channels an input image has: those of the patch embedding's conv (None for another embedding)."""
+        proj = getattr(self.patch_embed, 'proj', None)
+        return proj.in_channels if isinstance(proj, nn.Conv2d) else None
+
     def check_input(self, x: torch.Tensor) -> None:
-        """The input checks of an eager forward (dtype, whole patches); a traced one has symbolic sizes."""
+        """The input checks of an eager forward (a (B, C, H, W) batch of the model's channels, dtype, whole
+        patches); a traced one has symbolic sizes."""
+        check_image_dims('VisionTransformerPE', x.shape)
+        in_chans = self.input_channels()
+        if in_chans is not None and not is_symbolic(x.shape[1]):
+            check_channels('VisionTransformerPE', 'the input', x.shape, in_chans)
         if not is_symbolic(x):
             check_input_dtype('VisionTransformerPE', x, self.patch_embed.proj.weight)
         if not is_symbolic(x.shape[-2], x.shape[-1]):
@@ -198,7 +210,7 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
         self, x: torch.Tensor | list[torch.Tensor], attn_mask: torch.Tensor | None = None, is_causal: bool = False
     ) -> Any:
         if isinstance(x, (list, tuple)):
-            images = check_images('VisionTransformerPE', x)
+            images = check_images('VisionTransformerPE', x, self.input_channels())
             if attn_mask is not None or is_causal:
                 raise ValueError(
                     'VisionTransformerPE: a list of images attends within each image (its own mask); attn_mask and '
