@@ -136,3 +136,42 @@ def test_images_the_model_cannot_take_are_one_line_naming_the_image(vit, images,
         vit(x)
     message = one_line(str(err.value))
     assert message.startswith('VisionTransformerPE: ') and all(n in message for n in needles), message
+
+
+# --- 5. a directory where a file belongs is named a directory, with what in it was probably meant -------------------
+def test_a_work_dir_given_as_the_checkpoint_names_its_latest_checkpoint(tmp_path) -> None:
+    """Before: "checkpoint 'work_dirs/x' does not exist", of a folder that plainly exists."""
+    from test_tools import tiny_config
+
+    from vispe.cli.eval_resolution import main
+
+    work = tmp_path / 'work'
+    work.mkdir()
+    for n in (1, 2):
+        (work / f'epoch_{n}.pth').write_bytes(b'')
+    with pytest.raises(SystemExit) as exit_:
+        main([tiny_config(tmp_path), str(work), '--out', str(tmp_path / 'eval'), '--no-progress'])
+    message = one_line(str(exit_.value.code))
+    assert f"error: checkpoint '{work}' is a directory, not a file" in message
+    assert f"its latest checkpoint is '{work / 'epoch_2.pth'}'" in message
+
+
+def test_a_directory_given_as_an_image_or_config_is_named_a_directory(tmp_path, capsys) -> None:
+    from test_resumable_sweeps import save_model
+    from test_tools import tiny_config
+
+    from vispe.cli.infer import main
+
+    config = tiny_config(tmp_path)
+    ckpt = save_model(load_config(config), tmp_path / 'model.pth')
+    photos = tmp_path / 'photos'
+    photos.mkdir()
+    (photos / 'cat.png').write_bytes(b'')
+    with pytest.raises(SystemExit):
+        main([config, ckpt, str(photos)])
+    err = capsys.readouterr().err
+    assert (
+        f"error: image '{photos}' is a directory, not a file; pass the images in it, e.g. '{photos / 'cat.png'}'" in err
+    )
+    with pytest.raises(FileNotFoundError, match="config file 'configs/vit' is a directory, not a file; pass the"):
+        load_config('configs/vit')

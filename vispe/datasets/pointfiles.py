@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from vispe.datasets.samples import SKIP_HINT, SampleError, check_ply, finite_points
+from vispe.files import check_file, files_inside
 from vispe.optional import require_open3d
 
 POINT_CLOUD_SUFFIXES = ('.ply', '.pcd', '.xyz', '.xyzn', '.xyzrgb', '.pts')
@@ -25,8 +26,12 @@ MESH_SAMPLES = 8192
 def read_points(path: str, mesh_samples: int = MESH_SAMPLES, seed: int = 0) -> np.ndarray:
     """(N, 3) float32 points of a point-cloud file, or ``mesh_samples`` points sampled uniformly (area-weighted,
     seeded) from a mesh file's surface. Raises FileNotFoundError / ValueError naming the file and what to do."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f'no such point-cloud file: {path}')
+    check_file(
+        path,
+        'point-cloud file',
+        f'no such point-cloud file: {path}',
+        lambda d: files_inside(d, POINT_CLOUD_SUFFIXES + MESH_SUFFIXES, 'point clouds'),
+    )
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in POINT_CLOUD_SUFFIXES + MESH_SUFFIXES:
         raise ValueError(

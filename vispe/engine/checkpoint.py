@@ -30,6 +30,8 @@ import torch
 from mmengine.logging.history_buffer import HistoryBuffer
 from torch import nn
 
+from vispe.files import check_file, files_inside
+
 _numpy_core = np._core if hasattr(np, '_core') else np.core  # numpy 2 renamed np.core
 
 
@@ -79,8 +81,7 @@ class CheckpointError(ValueError):
 def read_checkpoint(path: str, map_location: Any = 'cpu') -> dict[str, Any]:
     """torch.load a file with weights_only=True and the mmengine allow-list; clear errors for bad files. The reader
     behind ``load_checkpoint``, which is what code outside this module calls."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f'checkpoint {path!r} does not exist')
+    check_file(path, 'checkpoint', inside=checkpoints_inside)
     # process-wide, not torch's safe_globals() context: leaving that context removes the entries for everyone
     allow_mmengine_checkpoints()
     try:
@@ -340,6 +341,15 @@ def is_complete_checkpoint(path: str) -> bool:
             return bool(archive.namelist())
     except (OSError, zipfile.BadZipFile):
         return False
+
+
+def checkpoints_inside(directory: str) -> str:
+    """The hint for a directory given where a checkpoint belongs: its latest checkpoint (a work dir's), else the
+    .pth files in it."""
+    found = checkpoint_candidates(directory)
+    if found:
+        return f'; its latest checkpoint is {found[0]!r}' + (f' (of {len(found)})' if len(found) > 1 else '')
+    return files_inside(directory, ('.pth', '.pt', '.ckpt', '.safetensors', '.bin'), 'checkpoints')
 
 
 _STEP = re.compile(r'(?:epoch|iter)_(\d+)\.pth$')

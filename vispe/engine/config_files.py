@@ -12,6 +12,8 @@ import traceback
 
 from mmengine.config import Config
 
+from vispe.files import check_file, files_inside
+
 
 class ConfigError(ValueError):
     """A config that would run, but not as its author meant."""
@@ -97,6 +99,8 @@ def resolve_config(path: str) -> str:
         shipped = osp.join(configs_dir(), name)
         if osp.isfile(shipped):
             return shipped
+    if osp.isdir(path):
+        check_file(path, 'config file', inside=lambda d: files_inside(d, ('.py',), 'configs'))
     close = difflib.get_close_matches(name, shipped_configs(), n=3, cutoff=0.6)
     hint = f'did you mean {", ".join(close)}?' if close else 'shipped configs: `vispe configs` lists them'
     raise FileNotFoundError(

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from vispe.engine.checkpoint import checkpoints_inside
 from vispe.engine.config import load_config
 from vispe.evaluation import checkpoints as C
 from vispe.evaluation.generation import ShapesFeatures, generation_metrics
@@ -36,6 +37,7 @@ from vispe.evaluation.sweep_engine import (
     run_sweep,
     sweep_identity,
 )
+from vispe.files import check_file
 from vispe.registry import DATASETS
 
 #: metrics in the order tables list them; lower is better for the last four
@@ -45,12 +47,14 @@ PERCENT = ('count_accuracy', 'color_accuracy', 'shape_accuracy', 'attribute_accu
 
 def load_classifier(config: str, checkpoint: str, device: str) -> ShapesFeatures:
     """The FD / KID feature extractor: a vispe classifier from its config and checkpoint."""
-    if not os.path.isfile(checkpoint):
-        raise FileNotFoundError(
-            f'feature-extractor checkpoint {checkpoint!r} not found: train it with '
-            f'`python tools/train.py {config}` (about 5 minutes on CPU) and pass its last checkpoint with '
-            '--classifier-checkpoint, or use --no-fd to skip FD and KID'
-        )
+    check_file(
+        checkpoint,
+        'feature-extractor checkpoint',
+        f'feature-extractor checkpoint {checkpoint!r} not found: train it with '
+        f'`python tools/train.py {config}` (about 5 minutes on CPU) and pass its last checkpoint with '
+        '--classifier-checkpoint, or use --no-fd to skip FD and KID',
+        checkpoints_inside,
+    )
     cfg = load_config(config)
     return ShapesFeatures(C.build_model(cfg, checkpoint, device))
 

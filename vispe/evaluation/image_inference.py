@@ -8,7 +8,6 @@ others are still classified.
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -22,7 +21,11 @@ from vispe.datasets.images import load_image, small_image_message
 from vispe.datasets.samples import SampleWarning, read_sample_file
 from vispe.datasets.sizes import build_size_policy
 from vispe.evaluation.checkpoints import rank_classes
+from vispe.files import check_file, files_inside
 from vispe.registry import DATASETS
+
+#: what a directory given as an image is searched for, to name the images in it
+IMAGE_SUFFIXES = ('.png', '.jpg', '.jpeg', '.bmp', '.gif', '.tif', '.tiff', '.webp', '.ppm', '.pgm')
 
 #: the data sets whose items ``image_view`` knows how to reproduce from a file
 IMAGE_DATASETS = ('ImageFolderDataset', 'Shapes2D')
@@ -77,8 +80,7 @@ def _prepare(path: str, view: dict) -> dict:
     """{'file', 'image' or 'error', 'warnings'}: one file read as ``view`` says, its problems caught and named."""
 
     def read() -> torch.Tensor:
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f'{path}: no such file')
+        check_file(path, 'image', f'{path}: no such file', lambda d: files_inside(d, IMAGE_SUFFIXES, 'images'))
         image = load_image(path, channels=view['channels'])
         policy = view['policy']
         draw = None if policy is None else policy.largest()  # deterministic: the largest side or budget
