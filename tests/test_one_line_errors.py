@@ -175,3 +175,41 @@ def test_a_directory_given_as_an_image_or_config_is_named_a_directory(tmp_path, 
     )
     with pytest.raises(FileNotFoundError, match="config file 'configs/vit' is a directory, not a file; pass the"):
         load_config('configs/vit')
+
+
+# --- 6. infer_points: each file classified or refused on its own line ------------------------------------------------
+def test_infer_points_reports_degenerate_and_malformed_clouds_file_by_file(tmp_path, monkeypatch, capsys) -> None:
+    """Before: one cloud of a repeated point stopped every file's classification ("stack expects each tensor to be
+    equal size"), and an .xyz file of two columns or of words was read as a single point (or none)."""
+    import importlib.util
+    import sys
+
+    from conftest import needs_open3d, tiny_point_config
+    from test_resumable_sweeps import save_model
+
+    needs_open3d()
+    config = tiny_point_config(tmp_path)
+    ckpt = save_model(load_config(config), tmp_path / 'model.pth')
+    rng = __import__('numpy').random.default_rng(0)
+    lines = '\n'.join(' '.join(f'{v:.4f}' for v in row) for row in rng.normal(size=(300, 3)))
+    (tmp_path / 'good.xyz').write_text(lines + '\n')
+    (tmp_path / 'same.xyz').write_text('0.1 0.2 0.3\n' * 400)  # one point repeated: FPS finds one distinct point
+    (tmp_path / 'two.xyz').write_text('0.1 0.2\n0.3 0.4\n')
+    (tmp_path / 'words.xyz').write_text('0.1 0.2 0.3\nx y z\n')
+    files = [str(tmp_path / n) for n in ('good.xyz', 'same.xyz', 'two.xyz', 'words.xyz')]
+    spec = importlib.util.spec_from_file_location('infer_points_tool', os.path.join(ROOT, 'tools', 'infer_points.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    monkeypatch.setattr(sys, 'argv', ['infer_points.py', config, ckpt, *files])
+    with pytest.raises(SystemExit) as exit_:
+        tool.main()
+    assert exit_.value.code == '2 of 4 files failed'
+    out, err = capsys.readouterr()
+    assert [line.split(': ', 1)[0] for line in out.strip().splitlines()] == files[:2]
+    errors = [line for line in err.splitlines() if line.startswith('error: ')]
+    assert len(errors) == 2 and 'Traceback' not in err, err
+    assert (
+        errors[0].startswith(f'error: {files[2]}, line 1: a .xyz line holds at least 3 numbers')
+        and '2 columns' in errors[0]
+    )
+    assert errors[1].startswith(f'error: {files[3]}, line 2: ') and 'not a number' in errors[1]

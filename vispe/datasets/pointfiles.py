@@ -21,6 +21,41 @@ POINT_CLOUD_SUFFIXES = ('.ply', '.pcd', '.xyz', '.xyzn', '.xyzrgb', '.pts')
 MESH_SUFFIXES = ('.off', '.obj', '.stl', '.gltf', '.glb', '.ply')
 #: points sampled from a mesh's surface before ``resample`` picks the final count
 MESH_SAMPLES = 8192
+#: the text point-cloud formats open3d reads, with the numbers each line holds (x y z first; .pts may add
+#: intensity and colour, and open3d takes the first three numbers of an .xyz line)
+TEXT_COLUMNS = {'.xyz': (3, None), '.xyzn': (6, 6), '.xyzrgb': (6, 6), '.pts': (3, 7)}
+
+
+def check_text_points(path: str, suffix: str) -> None:
+    """SampleError naming the file and line of a text point cloud whose lines are not all rows of numbers, of the
+    count its format holds and the same count throughout (.pts: a first line of one integer is the point count)."""
+    low, high = TEXT_COLUMNS[suffix]
+    if high is None:
+        want = f'at least {low} numbers'
+    else:
+        want = f'{low} numbers' if low == high else f'{low} to {high} numbers'
+    columns = None
+    with open(path, errors='replace') as f:
+        for number, line in enumerate(f, 1):
+            fields = line.split()
+            if not fields or fields[0].startswith('#'):
+                continue
+            if suffix == '.pts' and number == 1 and len(fields) == 1 and fields[0].isdigit():
+                continue
+            try:
+                [float(x) for x in fields]
+                numeric = True
+            except ValueError:
+                numeric = False
+            bad = not numeric or len(fields) < low or (high is not None and len(fields) > high)
+            if bad or (columns is not None and len(fields) != columns):
+                got = f'{len(fields)} columns' if numeric else 'text that is not a number'
+                want_here = f'{want} (x y z first)' if bad else f'{columns} numbers like the lines before it'
+                raise SampleError(
+                    f'{path}, line {number}: a {suffix} line holds {want_here}, got {got}: {line.strip()[:60]!r}; '
+                    f'{SKIP_HINT}'
+                )
+            columns = len(fields)
 
 
 def read_points(path: str, mesh_samples: int = MESH_SAMPLES, seed: int = 0) -> np.ndarray:
@@ -41,6 +76,8 @@ def read_points(path: str, mesh_samples: int = MESH_SAMPLES, seed: int = 0) -> n
     require_open3d(f'reading {path}')
     import open3d as o3d
 
+    if suffix in TEXT_COLUMNS:
+        check_text_points(path, suffix)  # open3d reads what it can of each line: a malformed file is one point, or none
     if suffix == '.ply':
         check_ply(path)  # open3d fills a truncated file's missing points with zeros and only prints a warning
     if suffix in POINT_CLOUD_SUFFIXES:
@@ -75,7 +112,10 @@ def resample(points: np.ndarray, num: int, method: str = 'fps', seed: int = 0) -
     import open3d as o3d
 
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points.astype(np.float64)))
-    return np.asarray(cloud.farthest_point_down_sample(num).points, dtype=np.float32)
+    picked = np.asarray(cloud.farthest_point_down_sample(num).points, dtype=np.float32)
+    if len(picked) < num:  # a cloud of few distinct points (one point repeated): FPS stops early; repeat them
+        picked = np.concatenate([picked, picked[rng.integers(len(picked), size=num - len(picked))]])
+    return picked
 
 
 def unit_sphere(points: np.ndarray) -> np.ndarray:
@@ -96,4 +136,13 @@ def center(points: np.ndarray, frame: str | None) -> np.ndarray:
     raise ValueError(f"frame must be 'none', 'bbox' or 'unit_sphere', got {frame!r}")
 
 
-__all__ = ['MESH_SUFFIXES', 'POINT_CLOUD_SUFFIXES', 'center', 'read_points', 'resample', 'unit_sphere']
+__all__ = [
+    'MESH_SUFFIXES',
+    'POINT_CLOUD_SUFFIXES',
+    'TEXT_COLUMNS',
+    'center',
+    'check_text_points',
+    'read_points',
+    'resample',
+    'unit_sphere',
+]

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import torch
 
 from vispe.datasets.pointfiles import center, read_points, resample
-from vispe.datasets.samples import SampleWarning, few_points_message, read_sample_file
+from vispe.datasets.samples import SKIP_HINT, SampleWarning, few_points_message, read_sample_file
 from vispe.engine.checkpoint import load_checkpoint
 from vispe.evaluation.checkpoints import rank_classes
 from vispe.registry import DATASETS
@@ -54,6 +54,11 @@ def predict_files(
     read (the other files are still classified)."""
     device = next(model.parameters()).device
     results = [_prepare(path, view) for path in paths]
+    want = (view['num_points'], 3)
+    for result in results:  # one odd cloud must not stop the batch it is stacked into: it is this file's error
+        if 'cloud' in result and tuple(result['cloud'].shape) != want:
+            shape = tuple(result.pop('cloud').shape)
+            result['error'] = f'{result["file"]}: read as {shape} points, not {want}; {SKIP_HINT}'
     return rank_classes(
         results,
         'cloud',
