@@ -213,3 +213,23 @@ def test_infer_points_reports_degenerate_and_malformed_clouds_file_by_file(tmp_p
         and '2 columns' in errors[0]
     )
     assert errors[1].startswith(f'error: {files[3]}, line 2: ') and 'not a number' in errors[1]
+
+
+# --- 2. benchmark: an unknown model or a --model-kwargs item without '=' -------------------------------------------
+@pytest.mark.parametrize(
+    'argv, needle',
+    [
+        (['--model', 'vit_tiny_patch16_22'], "did you mean 'vit_tiny_patch16_224'"),
+        (
+            ['--model', 'vit_tiny_patch16_224', '--model-kwargs', 'depth'],
+            "--model-kwargs takes KEY=VALUE pairs, got 'depth'",
+        ),
+    ],
+)
+def test_benchmark_bad_model_is_one_line_exit_2(argv, needle, capsys) -> None:
+    """Before: timm's "RuntimeError: Unknown model" traceback; DictAction's ValueError traceback."""
+    from test_benchmark import load_tool
+
+    assert load_tool().main([*argv, '--encodings', 'rope_axial']) == 2
+    err = capsys.readouterr().err
+    assert one_line(err).startswith('benchmark.py: error: ') and needle in err, err

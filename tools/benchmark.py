@@ -112,8 +112,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         '--model-kwargs',
         nargs='+',
-        action=DictAction,
-        default={},
+        default=[],
         metavar='KEY=VALUE',
         help='timm model arguments, e.g. patch_size=8 depth=4 embed_dim=192',
     )
@@ -177,6 +176,28 @@ def write(report: dict, path: str | Path, run: str, force: bool) -> int:
     return 0
 
 
+def model_problem(args: argparse.Namespace) -> str | None:
+    """The one-line error for a model name neither timm nor vispe knows (with the closest names) or a --model-kwargs
+    item without '='; None when both are fine. ``args.model_kwargs`` becomes a dict."""
+    import difflib
+
+    import timm
+
+    from vispe.backbones import vispe_vit
+
+    bad = [kv for kv in args.model_kwargs if '=' not in kv]
+    if bad:
+        return f'--model-kwargs takes KEY=VALUE pairs, got {bad[0]!r} (e.g. --model-kwargs patch_size=8 depth=4)'
+    pairs = (kv.split('=', 1) for kv in args.model_kwargs)
+    args.model_kwargs = {key: DictAction._parse_iterable(value) for key, value in pairs}
+    name = args.model.split('.')[0]
+    if args.model.startswith(('hf-hub:', 'local-dir:')) or timm.is_model(name) or name in vispe_vit.default_cfgs:
+        return None
+    close = difflib.get_close_matches(name, sorted({*timm.list_models(), *vispe_vit.default_cfgs}), n=3, cutoff=0.6)
+    hint = f'did you mean {", ".join(map(repr, close))}?' if close else "timm.list_models('vit_*') lists them"
+    return f'--model {args.model!r}: no such timm or vispe model; {hint}'
+
+
 def throughput(args: argparse.Namespace) -> int:
     """--throughput: Runner against a plain loop on one config."""
     keys = ('throughput', 'iters', 'warmup', 'rounds', 'cfg_options', 'amp', 'compile', 'device', 'threads')
@@ -233,6 +254,10 @@ def main(argv: list[str] | None = None) -> int:
             reports.extend(report.get('reports', [report]))
         print(summary_markdown(reports), end='')
         return 0
+    problem = model_problem(args)
+    if problem:
+        print(f'benchmark.py: error: {problem}', file=sys.stderr)
+        return 2
     cfg = BenchmarkConfig(
         model=args.model,
         img_size=normalize_img_size(args.img_size),
