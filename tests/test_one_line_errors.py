@@ -233,3 +233,19 @@ def test_benchmark_bad_model_is_one_line_exit_2(argv, needle, capsys) -> None:
     assert load_tool().main([*argv, '--encodings', 'rope_axial']) == 2
     err = capsys.readouterr().err
     assert one_line(err).startswith('benchmark.py: error: ') and needle in err, err
+
+
+# --- 7. the one-line error before the environment dump ---------------------------------------------------------------
+def test_a_data_error_is_said_before_any_environment_dump(tmp_path, capfd) -> None:
+    """Before: mmengine logged ~140 lines of environment and config while building the Runner, then the data set
+    failed and the one-line error came last. Now the dump waits until the data sets are built."""
+    from vispe.cli.train import main
+
+    config = os.path.join(ROOT, 'configs/vit/vit_tiny_imagefolder.py')
+    missing = str(tmp_path / 'no_such_tree')
+    with pytest.raises(SystemExit) as exit_:
+        main([config, '--work-dir', str(tmp_path / 'w'), '--cfg-options', f'data_root={missing}'])
+    message = str(exit_.value.code)
+    assert message.startswith('error: ') and 'no_such_tree' in message
+    printed = capfd.readouterr()
+    assert 'System environment' not in printed.out + printed.err and 'Config:' not in printed.out + printed.err

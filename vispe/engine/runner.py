@@ -359,6 +359,33 @@ class VispeRunner(Runner):
             raise WorkDirError(conflict)
         atomic_write(osp.join(self.work_dir, name), f'{CONFIG_DUMP_MARK}\n{self.cfg.pretty_text}')
 
+    # --- the environment dump after the data sets -----------------------------------------------------------------
+    def _log_env(self, env_cfg: dict) -> None:
+        """mmengine logs ~140 lines of environment and config while the Runner is built, before any data set is;
+        a data set that cannot be built (a missing data_root, an empty class folder) then printed its one-line error
+        after all of them. vispe logs them once the first loop has built its data (``_log_env_now``)."""
+        self._env_cfg: dict | None = env_cfg
+
+    def _log_env_now(self) -> None:
+        env_cfg, self._env_cfg = getattr(self, '_env_cfg', None), None
+        if env_cfg is not None:
+            super()._log_env(env_cfg)
+
+    def build_train_loop(self, loop):
+        built = super().build_train_loop(loop)  # builds the training data set: its errors come first
+        self._log_env_now()
+        return built
+
+    def build_val_loop(self, loop):
+        built = super().build_val_loop(loop)
+        self._log_env_now()
+        return built
+
+    def build_test_loop(self, loop):
+        built = super().build_test_loop(loop)
+        self._log_env_now()
+        return built
+
     def build_param_scheduler(self, scheduler):
         if isinstance(self._train_loop, BaseLoop):
             scheduler = self._fit_schedules(scheduler)
