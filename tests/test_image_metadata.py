@@ -15,6 +15,7 @@ import pytest
 import torch
 from conftest import ROOT
 from PIL import Image
+from test_image_folder_training import _options
 
 from vispe.datasets import ImageFolderDataset
 from vispe.datasets.samples import SampleError
@@ -192,22 +193,8 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp('photos')
     tree_of(root, {f'{c}/{o}.jpg': lambda path, o=o: save_photo(path, o) for c in ('a', 'b') for o in (1, 6, 8, 3)})
     work = tmp_path_factory.mktemp('work')
-    options = {
-        'model.backbone.num_classes': 2,
-        'model.backbone.depth': 1,
-        'model.backbone.embed_dim': 32,
-        'model.backbone.num_heads': 2,
-        'train_cfg.max_epochs': 1,
-        'param_scheduler': [dict(type='ConstantLR', factor=1.0, by_epoch=True, begin=0, end=1)],
-    }
-    for split in ('train', 'val', 'test'):
-        options.update({
-            f'{split}_dataloader.dataset.data_root': str(root),
-            f'{split}_dataloader.dataset.image_size': 32,
-            f'{split}_dataloader.batch_size': 4,
-            f'{split}_dataloader.num_workers': 0,
-            f'{split}_dataloader.persistent_workers': False,
-        })  # fmt: skip
+    sizes = {f'{split}_dataloader.dataset.image_size': 32 for split in ('train', 'val', 'test')}
+    options = _options(root, str(work), **sizes)  # test_image_folder_training's tiny run on this tree
     train('configs/vit/vit_tiny_imagefolder.py', str(work), options)
     return str(work / 'epoch_1.pth')
 
