@@ -249,3 +249,24 @@ def test_a_data_error_is_said_before_any_environment_dump(tmp_path, capfd) -> No
     assert message.startswith('error: ') and 'no_such_tree' in message
     printed = capfd.readouterr()
     assert 'System environment' not in printed.out + printed.err and 'Config:' not in printed.out + printed.err
+
+
+def test_dit_and_the_multiview_transformer_name_images_they_cannot_take() -> None:
+    """The same class of input for the other image backbones: one line naming the shape and the fix."""
+    import torch
+
+    from vispe.backbones import MultiViewTransformer
+    from vispe.backbones.dit import DiT
+
+    dit = DiT(img_size=16, patch_size=4, embed_dim=32, depth=1, num_heads=2, num_classes=3)
+    t, y = torch.zeros(2), torch.zeros(2, dtype=torch.long)
+    with pytest.raises(ValueError, match=r'DiT: the input has shape \(2, 3, 16\), not a batch of images'):
+        dit(torch.randn(2, 3, 16), t, y)
+    with pytest.raises(ValueError, match=r'DiT: the input has shape \(2, 1, 16, 16\): 1 channel\(s\), but the model '
+                       r'takes 3; repeat the gray channel'):  # fmt: skip
+        dit(torch.randn(2, 1, 16, 16), t, y)
+    views = MultiViewTransformer(encoding='plucker', img_size=16, patch_size=4, embed_dim=32, depth=1, num_heads=2)
+    K, poses = torch.eye(3).expand(1, 2, 3, 3), torch.eye(4).expand(1, 2, 4, 4)
+    with pytest.raises(ValueError, match=r'MultiViewTransformer: images \(1, 2, 1, 16, 16\) have 1 channel\(s\) per '
+                       r'view, but the model takes 3'):  # fmt: skip
+        views(torch.randn(1, 2, 1, 16, 16), K, poses)

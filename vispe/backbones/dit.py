@@ -30,6 +30,8 @@ from vispe.attention import Attention
 from vispe.backbones.common import (
     EncodingHost,
     build_backbone_encodings,
+    check_channels,
+    check_image_dims,
     check_img_size,
     check_input_dtype,
     check_patch_multiple,
@@ -281,6 +283,8 @@ class DiT(EncodingHost, nn.Module):
 
     def tokens(self, x: torch.Tensor) -> tuple[torch.Tensor, Positions]:
         """Images (B, C, H, W) -> tokens (B, h*w, D) with embed hooks applied, and their positions."""
+        check_image_dims('DiT', x.shape)
+        check_channels('DiT', 'the input', x.shape, self.x_embedder.proj.weight.shape[1])
         check_input_dtype('DiT', x, self.x_embedder.proj.weight)
         self._check_size(*x.shape[-2:])
         x = self.x_embedder(x)  # (B, h, w, D)

@@ -110,6 +110,13 @@ class MultiViewTransformer(EncodingHost, nn.Module):
     def check_inputs(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> None:
         if images.dim() != 5:
             raise ValueError(f'images must be (B, V, C, H, W), got shape {tuple(images.shape)}')
+        in_chans = self.patch_embed.proj.weight.shape[1]
+        if images.shape[2] != in_chans:
+            raise ValueError(
+                f'MultiViewTransformer: images {tuple(images.shape)} have {images.shape[2]} channel(s) per view, but '
+                f'the model takes {in_chans}; give (B, V, {in_chans}, H, W) views or build it with in_chans='
+                f'{images.shape[2]}'
+            )
         check_input_dtype('MultiViewTransformer', images, self.patch_embed.proj.weight)
         B, V, _, H, W = images.shape
         if K.shape != (B, V, 3, 3) or cam_to_world.shape != (B, V, 4, 4):
