@@ -23,7 +23,7 @@ from vispe.encodings.build import (
     normalize_spec,
 )
 from vispe.encodings.stack import EncodingStack
-from vispe.positions import Positions
+from vispe.positions import Positions, is_symbolic
 
 
 def backbone_encodings(ndim: int = 2, cameras: bool = False, hooks: frozenset[str] | None = None) -> list[str]:
@@ -129,9 +129,12 @@ def check_one_rotation(names: Sequence[str], backbone: str) -> None:
 def check_channels(owner: str, what: str, shape: Sequence[int], in_chans: int, one: bool = False) -> None:
     """ValueError naming ``what`` (the input, image 2 of a list), its ``shape`` and the fix when its channel dimension
     (dim 0 of one (C, H, W) image when ``one``, else dim 1 of a (B, C, H, W) batch) is not the model's ``in_chans``,
-    where the patch embedding's conv would fail with a bare shape error."""
+    where the patch embedding's conv would fail with a bare shape error. A traced shape (FX, export) is not
+    checked: its sizes are symbolic."""
+    if is_symbolic(shape):
+        return
     c = shape[0] if one else shape[1]
-    if c == in_chans:
+    if is_symbolic(c) or c == in_chans:
         return
     if shape[-1] == in_chans:
         fix = 'it looks channels-last (H, W, C): permute it to channels-first (' + (
@@ -151,8 +154,9 @@ def check_channels(owner: str, what: str, shape: Sequence[int], in_chans: int, o
 
 
 def check_image_dims(owner: str, shape: Sequence[int]) -> None:
-    """ValueError naming the shape and the fix unless an input is a (B, C, H, W) batch."""
-    if len(shape) == 4:
+    """ValueError naming the shape and the fix unless an input is a (B, C, H, W) batch (an FX-traced shape, a Proxy,
+    is not checked)."""
+    if is_symbolic(shape) or len(shape) == 4:
         return
     hints = {
         1: 'a 1-D tensor is not an image (a flattened one reshapes to (1, C, H, W))',
