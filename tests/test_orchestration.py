@@ -162,3 +162,46 @@ def test_installed_wheel_trains_and_evaluates_a_shipped_config_outside_the_check
         (s, r) for s in ('bicubic', 'bilinear', 'nearest') for r in (32, 48)
     }
     assert all(r['encoding'] == 'ape_learned' and 0 <= r['value'] <= 100 for r in results['results'])
+
+
+def test_every_tool_is_a_vispe_command_and_its_script_a_shim(capsys):
+    """Before: benchmark, compare_results, benchmark_fps and infer_points lived in tools/ only, so an installed vispe
+    could not run them. Now every user tool is a ``vispe`` subcommand and tools/X.py imports its main (the GPU
+    check and timm's model tests stay checkout tools: they run pytest on the checkout's files)."""
+    import glob
+    import re
+
+    from vispe.cli import COMMANDS, main
+
+    modules = {module for module, _ in COMMANDS.values() if module}
+    for script in glob.glob(os.path.join(ROOT, 'tools', '*.py')):
+        name = os.path.basename(script)
+        if name in ('gpu_check.py', 'timm_model_tests.py'):
+            continue
+        found = re.search(r'^from vispe\.cli\.(\w+) import main', open(script).read(), re.M)
+        assert found and found.group(1) in modules, f'{name} is not a shim of a vispe command'
+    for command in ('benchmark', 'compare-results', 'benchmark-fps', 'infer-points'):
+        with pytest.raises(SystemExit) as exit_info:
+            main([command, '--help'])
+        assert exit_info.value.code == 0 and f'usage: vispe {command}' in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:  # a command's exit status comes through
+        main(['benchmark', '--model', 'vit_tiny_patch16_22'])
+    assert exit_info.value.code == 2 and 'no such timm or vispe model' in capsys.readouterr().err
+
+
+def test_the_resume_hint_names_the_command_the_user_ran(monkeypatch, tmp_path):
+    """Before: the Ctrl-C line said 'python tools/train.py ... --resume' even to a user of the installed command."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from vispe.cli.train import invoked_as
+    from vispe.engine.runner import interrupted_message
+
+    assert invoked_as('vispe train') == 'vispe train'
+    monkeypatch.setattr(sys, 'argv', ['tools/train.py', 'c.py'])
+    assert invoked_as(None) == 'python tools/train.py'
+    torch.save({'meta': {'epoch': 1}, 'state_dict': {}}, tmp_path / 'epoch_1.pth')
+    cfg, args = SimpleNamespace(work_dir=str(tmp_path)), SimpleNamespace(cfg_options=None)
+    said = interrupted_message('c.py', cfg, args, 'vispe train')
+    assert said.endswith(f'continue with: vispe train c.py --work-dir {tmp_path} --resume')

@@ -1,60 +1,13 @@
-"""Farthest-point sampling, vispe's batched torch version against open3d's, for time and coverage:
-
-python tools/benchmark_fps.py [--settings 32x1024x64 8x8192x512] [--device cuda] [--threads 2] [--out F.json]
-
-Settings are BATCHxPOINTSxPICKS. Prints a table and writes JSON (default outputs/benchmark/fps.json). Method:
-vispe/evaluation/fps_benchmark.py.
+"""vispe's farthest-point sampling against open3d's, timed side by side: see `vispe benchmark-fps -h`.
+(the same command as `vispe benchmark-fps`: vispe/cli/benchmark_fps.py)
 """
 
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import torch  # noqa: E402
-
-from vispe.evaluation import fps_benchmark as F  # noqa: E402
-from vispe.evaluation.outputs import OutputConflict, check_target, run_id, write_json  # noqa: E402
-
-
-def setting(text: str):
-    try:
-        batch, points, picks = (int(v) for v in text.lower().split('x'))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f'{text!r} is not BATCHxPOINTSxPICKS, e.g. 32x1024x64') from None
-    if min(batch, points, picks) < 1 or picks > points:
-        raise argparse.ArgumentTypeError(f'{text!r}: need positive numbers and picks <= points')
-    return batch, points, picks
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--settings', nargs='+', type=setting, default=list(F.DEFAULT_SETTINGS))
-    parser.add_argument('--device', choices=('cpu', 'cuda'), default='cpu', help="vispe's device (open3d: CPU)")
-    parser.add_argument('--repeats', type=int, default=7)
-    parser.add_argument('--threads', type=int, default=None, help='torch.set_num_threads (default: leave as is)')
-    parser.add_argument(
-        '--out',
-        default=None,
-        help='JSON path (default outputs/benchmark/fps_<settings hash>.json; a rerun of the same settings replaces '
-        'its own report, any other existing file is refused without --force)',
-    )
-    parser.add_argument('--force', action='store_true', help="replace --out even when it is not this run's report")
-    args = parser.parse_args(argv)
-    run = run_id({k: getattr(args, k) for k in ('settings', 'device', 'repeats', 'threads')})
-    out = args.out or f'outputs/benchmark/fps_{run}.json'
-    try:
-        check_target(out, 'fps', run, args.force, form='json')  # before anything is timed
-    except OutputConflict as err:
-        parser.exit(2, f'benchmark_fps: error: {err}\n')
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    rows = F.run(args.settings, args.device, repeats=args.repeats)
-    F.print_rows(rows)
-    write_json(out, {'threads': torch.get_num_threads(), 'rows': rows}, 'fps', run, args.force)
-    print(f'wrote {out}')
-
+from vispe.cli.benchmark_fps import main  # noqa: E402
 
 if __name__ == '__main__':
     main()

@@ -1,84 +1,13 @@
-"""Merge several runs' sweep results into one table and one figure:
-
-python tools/compare_results.py A/eval/results.json B/eval/results.json [--labels a b] --out DIR [--metric fd]
-
-Each run is labelled by its folder (as many trailing folder names as keep the labels apart) or by --labels. Writes
-DIR/comparison.md (printed too), DIR/comparison.json (the merged pivot and its sources) and DIR/comparison.png.
-Results of different sweep kinds (resolution, points, cameras, generation), or a file that is not a sweep's
-results.json, are refused: one table compares like with like. A sweep that did not finish (interrupted, or with
-failed cells) is labelled '(incomplete: ...)' in every row; one that holds no results is refused by name.
+"""Merge several runs' sweep results into one table and one figure: see `vispe compare-results -h`.
+(the same command as `vispe compare-results`: vispe/cli/compare_results.py)
 """
 
-import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from vispe.evaluation import merge_results, outputs, report  # noqa: E402
-
-
-def load(path: str):
-    """The JSON of ``path``; NotComparable (not a traceback) for a file that is missing or not JSON."""
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as err:
-        raise merge_results.NotComparable(f'{path} is not a readable results.json: {err}') from None
-
-
-def main(argv=None) -> str:
-    parser = argparse.ArgumentParser(description="Merge several runs' results.json into one table and one figure")
-    parser.add_argument('results', nargs='+', help='results.json files of sweeps of one kind')
-    parser.add_argument('--out', required=True, help='folder for comparison.md / .json / .png')
-    parser.add_argument('--labels', nargs='+', help='one label per results file (default: its folder name)')
-    parser.add_argument('--metric', help="a generation sweep's metric (default: its first)")
-    parser.add_argument(
-        '--force',
-        action='store_true',
-        help='replace comparison files in OUT that another comparison wrote or vispe did not write (a file of '
-        'another format is never written over)',
-    )
-    args = parser.parse_args(argv)
-    if args.labels and len(args.labels) != len(args.results):
-        parser.error(f'--labels gives {len(args.labels)} labels for {len(args.results)} results files')
-    labels = args.labels or merge_results.run_labels(args.results)
-    try:
-        documents = [load(p) for p in args.results]
-        kind, table, metric = merge_results.merge(documents, labels, args.metric)
-    except merge_results.NotComparable as err:
-        parser.exit(2, f'compare_results: {err}\n')
-    text = report.markdown(table, '.1f')
-    sources = dict(zip(labels, map(os.path.abspath, args.results)))
-    run = outputs.run_id({'sources': sources, 'metric': metric})  # a comparison of the same files is this one
-    targets = {name: os.path.join(args.out, f'comparison.{name}') for name in ('md', 'json', 'png')}
-    try:
-        with outputs.forcing(args.force):
-            outputs.check_target(targets['json'], 'comparison', run)  # every file checked before any is written
-            outputs.check_target(targets['md'], 'comparison')
-            outputs.check_target(targets['png'], 'figure')
-            outputs.write_text(targets['md'], text + '\n', 'comparison')
-            doc = {'sweep': kind, 'metric': metric, 'sources': sources, **table.to_json()}
-            outputs.write_json(targets['json'], doc, 'comparison', run)
-            png = plot(args, table, documents, labels, kind, metric)
-    except outputs.OutputConflict as err:
-        parser.exit(2, f'compare_results: error: {err}\n')
-    print(text)
-    print(f'table: {targets["md"]}\nplot: {png}')
-    return png
-
-
-def plot(args, table, documents, labels, kind, metric) -> str:
-    return report.plot_lines(
-        table,
-        os.path.join(args.out, 'comparison.png'),
-        title=merge_results.merged_title(documents, labels),
-        xlabel=merge_results.KINDS[kind].xlabel,
-        ylabel=metric,
-        label=lambda key: ' '.join(str(k) for k in key if k != 'default'),
-    )
-
+from vispe.cli.compare_results import main  # noqa: E402
 
 if __name__ == '__main__':
     main()

@@ -1,49 +1,13 @@
-"""Classify your own point clouds (.ply, .pcd, .xyz, .pts) or meshes (.off, .obj, .stl) with a trained point model:
-
-python tools/infer_points.py CONFIG CKPT FILE [FILE ...] [--topk 3] [--frame bbox]
-
-Each file is farthest-point sampled to the config's test point count and put in its data set's frame (primitives3d:
-centred on its bounding box, in the data's unit; ModelNet40: centred and scaled into the unit sphere) before the
-model sees it. Prints the top-k classes with their probabilities, one line per file. A file that cannot be read is
-one `error: FILE: problem` line on stderr and the others are still classified; the exit status is then 1, after a
-count of the files that failed. A cloud with under half of the point count is classified, with a warning.
+"""Classify your own point clouds or meshes with a trained point model: see `vispe infer-points -h`.
+(the same command as `vispe infer-points`: vispe/cli/infer_points.py)
 """
 
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from vispe.cli.common import print_predictions  # noqa: E402
-from vispe.engine.checkpoint import CheckpointError  # noqa: E402
-from vispe.engine.config import ConfigError, common_parser_args, load_config  # noqa: E402
-from vispe.evaluation.checkpoints import build_model  # noqa: E402
-from vispe.evaluation.point_inference import dataset_view, predict_files  # noqa: E402
-
-
-def main():
-    parser = argparse.ArgumentParser(description='Classify point-cloud files with a trained vispe point model')
-    common_parser_args(parser)
-    parser.add_argument('checkpoint')
-    parser.add_argument('files', nargs='+', help='point clouds or meshes open3d reads')
-    parser.add_argument('--topk', type=int, default=3)
-    parser.add_argument(
-        '--frame', choices=['none', 'bbox', 'unit_sphere'], default=None, help="override the data set's frame"
-    )
-    parser.add_argument('--device', default='cpu')
-    args = parser.parse_args()
-    try:
-        cfg = load_config(args.config, args.cfg_options)
-        model = build_model(cfg, args.checkpoint, args.device)
-        view = dataset_view(cfg, args.checkpoint)
-        if args.frame:
-            view['frame'] = args.frame
-        predictions = predict_files(model, args.files, view, args.topk)
-    except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
-        sys.exit(f'error: {err}')
-    print_predictions(predictions)
-
+from vispe.cli.infer_points import main  # noqa: E402
 
 if __name__ == '__main__':
     main()

@@ -31,6 +31,10 @@ COMMANDS = {
     'demo-points': ('demo_points', 'the point-cloud demo (tools/demo_points.py)'),
     'demo-cameras': ('demo_cameras', 'the camera-encoding demo (tools/demo_cameras.py)'),
     'demo-dit': ('demo_dit', 'the DiT demo (tools/demo_dit.py)'),
+    'infer-points': ('infer_points', 'classify point clouds or meshes with a trained point model'),
+    'compare-results': ('compare_results', "merge several runs' sweep results into one table and figure"),
+    'benchmark': ('benchmark', 'time a training step per encoding; mixed sizes, scaling, Runner throughput'),
+    'benchmark-fps': ('benchmark_fps', "time vispe's farthest-point sampling against open3d's"),
     'configs': ('', 'list the shipped configs (names any command takes as CONFIG)'),
 }
 
@@ -58,7 +62,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         print('\n'.join(c for c in shipped_configs() if not c.startswith('_base_/')))
         return
     module = importlib.import_module(f'vispe.cli.{COMMANDS[name][0]}')
-    module.main(rest, prog=f'vispe {name}')
+    code = module.main(rest, prog=f'vispe {name}')
+    if isinstance(code, int) and not isinstance(code, bool) and code:  # a command that returns its exit status
+        sys.exit(code)
 
 
 __all__ = ['COMMANDS', 'main']

@@ -46,6 +46,15 @@ def parse_args(argv: Sequence[str] | None = None, prog: str | None = None) -> ar
     return args
 
 
+def invoked_as(prog: str | None) -> str:
+    """The command the user ran, for messages that say what to run next: the ``vispe`` command passes its own
+    ('vispe train'); a script run directly is named as run ('python tools/train.py')."""
+    if prog:
+        return prog
+    script = sys.argv[0] if sys.argv and sys.argv[0] else ''
+    return f'python {script}' if script.endswith('.py') else 'vispe train'
+
+
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     args = parse_args(argv, prog)
     cfg = None
@@ -56,7 +65,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
         run_training(cfg, args.compile)
     except KeyboardInterrupt:  # Ctrl-C: one line saying where the run can be continued from (rank 0 says it)
         if os.environ.get('RANK', '0') == '0':
-            print(interrupted_message(args.config, cfg, args), file=sys.stderr)
+            print(interrupted_message(args.config, cfg, args, invoked_as(prog)), file=sys.stderr)
         sys.exit(130)
     except (ConfigError, CheckpointError, WorkDirError, DiskFullError, NonFiniteLossError, FileNotFoundError) as err:
         sys.exit(f'error: {err}')

@@ -519,11 +519,12 @@ def build_runner(cfg) -> Runner:
     return VispeRunner.from_cfg(cfg)
 
 
-def interrupted_message(config: str, cfg: Any, args: Any) -> str:
-    """The one line tools/train.py ends with on Ctrl-C: where the last complete checkpoint is and how to go on."""
+def interrupted_message(config: str, cfg: Any, args: Any, command: str = 'vispe train') -> str:
+    """The one line training ends with on Ctrl-C: where the last complete checkpoint is and how to go on, as the
+    ``command`` the user ran ('vispe train', 'python tools/train.py')."""
     work_dir = cfg.work_dir if cfg is not None else None
     last = latest_checkpoint(work_dir) if work_dir and osp.isdir(work_dir) else None
-    again = f'python tools/train.py {config} --work-dir {work_dir} --resume'
+    again = f'{command} {config} --work-dir {work_dir} --resume'
     extra = ' '.join(f'{k}={v}' for k, v in (getattr(args, 'cfg_options', None) or {}).items())
     again += f' --cfg-options {extra}' if extra else ''
     if last:

@@ -51,7 +51,7 @@ def load_classifier(config: str, checkpoint: str, device: str) -> ShapesFeatures
         checkpoint,
         'feature-extractor checkpoint',
         f'feature-extractor checkpoint {checkpoint!r} not found: train it with '
-        f'`python tools/train.py {config}` (about 5 minutes on CPU) and pass its last checkpoint with '
+        f'`vispe train {config}` (about 5 minutes on CPU) and pass its last checkpoint with '
         '--classifier-checkpoint, or use --no-fd to skip FD and KID',
         checkpoints_inside,
     )
