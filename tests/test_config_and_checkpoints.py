@@ -7,7 +7,7 @@ import torch
 
 from vispe.engine.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
 from vispe.engine.config import ConfigError, load_config
-from vispe.evaluation.model_zoo import sha256
+from vispe.files import sha256
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, 'configs/vit/vit_tiny_rope_mixed_shapes2d_position.py')

@@ -26,7 +26,7 @@ from vispe.engine.checkpoint import (
     read_checkpoint,
     remove_partial_files,
 )
-from vispe.evaluation.model_zoo import sha256
+from vispe.files import sha256
 
 EPOCHS = 4  # of 2 iterations (16 images, batch 8): a checkpoint after each epoch, the last two kept
 

@@ -12,7 +12,8 @@ from vispe.engine.config import load_config
 from vispe.evaluation import resolution as R
 from vispe.evaluation.compare import Run
 from vispe.evaluation.leaderboard import summarize, write_model_zoo
-from vispe.evaluation.model_zoo import sha256, shipped_models
+from vispe.evaluation.model_zoo import shipped_models
+from vispe.files import sha256
 from vispe.registry import MODELS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,9 +1,10 @@
-"""The one check that a path the user gave names a file: a directory is reported as a directory (with what it
-holds that was probably meant), not as a file that "does not exist"."""
+"""Files the user gave: the one check that a path names a file (a directory is reported as a directory, with what it
+holds that was probably meant, not as a file that "does not exist"), and a file's content hash."""
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 from collections.abc import Callable
 
@@ -30,4 +31,14 @@ def files_inside(directory: str, suffixes: tuple[str, ...], kind: str, first: in
     return f'; pass the {kind} in it, e.g. {", ".join(map(repr, found[:first]))}{more}'
 
 
-__all__ = ['check_file', 'files_inside']
+def sha256(path: str) -> str:
+    """The sha256 of a file's content, read in 1 MiB blocks (the model zoo's checksum, a sweep's checkpoint
+    identity)."""
+    digest = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(1 << 20), b''):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+__all__ = ['check_file', 'files_inside', 'sha256']

@@ -17,7 +17,6 @@ from mmengine.model import is_model_wrapper
 from vispe.engine.config import ConfigError
 from vispe.engine.run_meta import dataset_chain
 from vispe.registry import HOOKS
-from vispe.tasks.classification import Classifier
 
 SPLITS = ('train', 'val', 'test')
 
@@ -39,13 +38,12 @@ def dataset_classes(dataset: Any) -> tuple[int | None, tuple[str, ...] | None]:
 
 
 def model_outputs(model: Any) -> int | None:
-    """The number of logits a vispe classifier (ImageClassifier, PointClassifier) gives, from its backbone's
-    ``num_classes`` (timm's and vispe's backbones have it; 0 means no head); None for other models."""
+    """The number of logits a classifier gives, by its own ``class_count()`` (vispe's ImageClassifier and
+    PointClassifier: their backbone's ``num_classes``); None for models that do not say. Asked of the model, so
+    that the engine does not import the tasks above it."""
     model = model.module if is_model_wrapper(model) else model
-    if not isinstance(model, Classifier):
-        return None
-    count = getattr(model.backbone, 'num_classes', None)
-    return int(count) if count is not None else None
+    count = getattr(model, 'class_count', None)
+    return count() if callable(count) else None
 
 
 def _first_difference(a: Sequence[str], b: Sequence[str]) -> str:

@@ -14,18 +14,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import timm
 import torch
 from torch import nn
 
 from vispe.attention import Attention
+from vispe.evaluation.benchmark_config import BenchmarkConfig
 from vispe.positions import Positions
 from vispe.registry import closest
-
-if TYPE_CHECKING:
-    from vispe.evaluation.benchmark import BenchmarkConfig
 
 #: the attention-level row with a learned bias and no encoding
 SDPA_BIAS = 'sdpa_bias'

@@ -15,7 +15,7 @@ arguments; or one of ``benchmark_rows``'s: a whole model by name ('timm:<name>',
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +25,7 @@ from vispe.attention import Attention, set_attention_kernel
 from vispe.backbones.dit import DiT, dit
 from vispe.backbones.vit import VisionTransformerPE, create_model
 from vispe.encodings import Encoding, EncodingStack, encoding_class, list_encodings, parse_encoding_spec
+from vispe.evaluation.benchmark_config import BenchmarkConfig
 from vispe.evaluation.benchmark_rows import (
     SDPA_BIAS,
     LearnedBiasAttention,
@@ -34,9 +35,6 @@ from vispe.evaluation.benchmark_rows import (
 )
 from vispe.evaluation.benchmark_timing import Subject, compile_subjects
 from vispe.positions import Positions, grid_positions
-
-if TYPE_CHECKING:  # the config's module builds on this one
-    from vispe.evaluation.benchmark import BenchmarkConfig
 
 LEVELS = ('model', 'attention')
 #: name of the attention-level row without any encoding

@@ -13,7 +13,6 @@ Each ``models/<name>/`` holds
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
 from typing import Any
@@ -25,6 +24,7 @@ from vispe.engine.run_meta import META_KEYS
 from vispe.evaluation.checkpoints import resolution_label
 from vispe.evaluation.compare import markdown_table
 from vispe.evaluation.outputs import write_json, write_text
+from vispe.files import sha256
 
 #: provenance kept from mmengine's checkpoint meta (the config text is in config.py, the rest is training state), and
 #: what the model was trained on (RunMetaHook's train_resolution / train_points, which the sweeps read)
@@ -37,14 +37,6 @@ def model_name(task: str, encoding: str) -> str:
     for sep in '+:=,':
         encoding = encoding.replace(sep, '-')
     return f'vit_tiny_{encoding}_shapes2d_{task}'
-
-
-def sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for block in iter(lambda: f.read(1 << 20), b''):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def slim_checkpoint(src: str, dst: str) -> dict[str, Any]:

@@ -33,6 +33,7 @@ import torch
 from vispe.engine.checkpoint import CheckpointError, remove_partial_files
 from vispe.engine.config import ConfigError, differing_keys, flat_config, load_config
 from vispe.evaluation.outputs import OutputConflict, check_target, write_json
+from vispe.files import sha256
 
 Row = dict[str, Any]
 Log = Callable[[str], None]
@@ -77,9 +78,7 @@ def resolved_config(cfg) -> Row:
 
 
 def file_sha256(path: str) -> str:
-    """The sha256 of a file's content (the model zoo's checksum)."""
-    from vispe.evaluation.model_zoo import sha256  # imported late: the zoo imports the sweeps
-
+    """The sha256 of a file's content (``vispe.files.sha256``, the model zoo's checksum)."""
     return sha256(path)
 
 

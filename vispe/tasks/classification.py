@@ -50,6 +50,12 @@ class Classifier(BaseModel):
     def build_backbone(self, cfg: dict[str, Any]) -> nn.Module:
         raise NotImplementedError
 
+    def class_count(self) -> int | None:
+        """The number of logits it gives: its backbone's ``num_classes`` (timm's and vispe's backbones have it; 0
+        means no head), None when the backbone does not say. What ``ClassCountHook`` holds the data set to."""
+        count = getattr(self.backbone, 'num_classes', None)
+        return int(count) if count is not None else None
+
     def _run_forward(self, data: Any, mode: str) -> Any:
         """mmengine's forward of a batch, after refusing keys this classifier does not know (by name, with the
         closest known one) instead of Python's bare "unexpected keyword argument"."""
