@@ -6,8 +6,9 @@ import pytest
 import torch
 
 import vispe
-from vispe.encodings.rope import rotary_table, rotate_by_rows, rotate_pairs
+from vispe.encodings.rotary import rotate_by_rows
 from vispe.evaluation.checkpoints import available_strategies, set_strategy
+from vispe.kernels.rotary import rotary_table, rotate_pairs
 from vispe.positions import Positions, grid_coords, grid_positions
 
 ROTARY = ['rope_axial', 'rope_mixed']

@@ -51,7 +51,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from vispe.encodings.base import Encoding
-from vispe.encodings.rope import rotate_by_rows
+from vispe.encodings.rotary import rotate_by_rows
 from vispe.kernels.rotary import rotary_table, rotate_qk
 from vispe.layout import TokenLayout
 from vispe.positions import Positions, autocast_off

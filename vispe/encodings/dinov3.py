@@ -49,7 +49,7 @@ from collections.abc import Sequence
 import torch
 
 from vispe.encodings.base import Encoding, GridTableCache, check_positive
-from vispe.encodings.rope import axial_frequencies, train_grid_from
+from vispe.encodings.rotary import axial_frequencies, train_grid_from
 from vispe.kernels.rotary import rotary_table, rotate_qk
 from vispe.positions import Positions, sizes_tensor
 from vispe.registry import ENCODINGS

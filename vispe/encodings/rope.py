@@ -12,250 +12,32 @@ float32 even under autocast. Hook: rotate, q and k (B, H, N_total, d) -> same.
 Cost: CPU, 1.01x ape_learned (ViT-S/16 224, batch 8, float32; README). GPU: one read and write of q and k by the
 kernel plus a (N, d/2) table per grid (cached); not yet measured on a GPU with the kernel (1.28x before it).
 
-Resolution strategies (``strategy``; the backbone supplies the training grid as ``grid_size``). Per axis a the
-ratio is r_a = extent_a / train_a, the extent being ``pos.grid`` (or, without a grid, the number of integer
-positions the coordinates span); ``axis_scales`` turns it into the scale s_a each strategy uses, one per axis (a
-2:1 target scales rows and columns separately). An axis with s_a = 1 is untouched. d_a = head_dim / ndim rotary
-dims per axis, w_k the frequency of pair k < d_a / 2.
-
-- ``none``: integer positions simply extend or stop short (the default); s_a = 1 at every size.
-- ``interpolate``: position interpolation (PI; Chen et al. 2023), positions / s_a, i.e. w_k / s_a, with s_a = r_a
-  above and below the training size: a grid of any size is stretched onto the training range, token p landing
-  at p * train_a / extent_a (a 4x4 grid's tokens on the even positions of an 8x8 training grid, each covering the
-  same fraction of the image). This is the only strategy that acts below the training size.
-- ``ntk``: NTK-aware scaling (bloc97 2023): theta' = theta * s_a^(d_a / (d_a - 2)), which multiplies w_k by
-  s_a^(-2k / (d_a - 2)): the fastest pair is kept, the slowest divided by exactly s_a.
-- ``yarn``: YaRN (Peng et al. 2023): w'_k = (1 - g_k) w_k / s_a + g_k w_k with
-  g_k = clamp((r_k - 1) / (32 - 1), 0, 1) and r_k = L_train,a w_k / (2 pi) the rotations of pair k over the
-  training extent; q and k are each multiplied by sqrt(0.1 ln s + 1) after rotation (logits by 0.1 ln s + 1),
-  with s the geometric mean of the axis scales (= s for a uniform zoom; our choice for aspect changes).
-
-``ntk`` and ``yarn`` take s_a = max(1, r_a): below the training size they are ``none`` on that axis (a 1:2 target
-at the training token count, 4x16 for 8x8, is scaled on its columns only). Both are defined for s >= 1 and fix
-one failure, angles beyond the range a pair turned through in training, which a smaller grid never reaches. Their
-mirror images (s < 1 in the same formulas) would be a partial interpolation that stretches the slow pairs and keeps
-the fast ones, and YaRN's temperature would drop below 1: new methods with no paper behind them, while what a
-smaller grid changes (the content spans fewer tokens) is what ``interpolate`` addresses.
+Resolution strategies (``strategy``): ``vispe.encodings.rotary``, which holds the rotary maths these encodings
+share with dinov3, comrope, harope and gta.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from timm.layers.pos_embed_sincos import init_random_2d_freqs
 from torch import nn
 
-from vispe.encodings.base import Encoding, GridTableCache, check_positive
-from vispe.kernels.rotary import rotary_table, rotate_pairs, rotate_qk, rotate_rows
-from vispe.positions import Positions, grid_coords
+from vispe.encodings.base import GridTableCache, check_positive
+from vispe.encodings.rotary import (
+    RotaryStrategies,
+    axial_frequencies,
+    frequency_ranks,
+    ntk_factors,
+    ntk_theta,
+    rotate_by_rows,
+    train_grid_from,
+    yarn_factors,
+)
+from vispe.kernels.rotary import rotary_table, rotate_qk, rotate_rows
+from vispe.positions import Positions
 from vispe.registry import ENCODINGS
-
-#: YaRN's ramp, in rotations over the training extent: pairs above BETA_FAST extrapolate, below BETA_SLOW interpolate
-YARN_BETA_FAST = 32.0
-YARN_BETA_SLOW = 1.0
-
-
-def axial_frequencies(head_dim: int, ndim: int, theta: float) -> torch.Tensor:
-    """w_k = 1 / theta^(k / (d / (2 ndim))), k < d / (2 ndim): for 2D, 1 / theta^(4k/d)."""
-    if head_dim % (2 * ndim):
-        raise ValueError(
-            f'rotary encodings need a head dim (embed_dim / num_heads) divisible by {2 * ndim} for {ndim}D positions '
-            f'(a pair of channels per frequency and axis), got {head_dim}; change embed_dim or num_heads'
-        )
-    per_axis = head_dim // (2 * ndim)
-    return 1.0 / theta ** (torch.arange(per_axis, dtype=torch.float32) / per_axis)
-
-
-def rotate_by_rows(
-    q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, index: torch.Tensor, scale: float | torch.Tensor = 1.0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """q and k (B, H, T, d) rotated per token by a row of a small angle table: ``rows`` (R, [H,] d/2) angles (one
-    row per distinct position, shared by the heads or one per head), ``index`` (B, T) each token's row, ``scale``
-    as in ``rotate_qk`` (a float, or per token (B, 1, T, 1)). The same values and gradients as rotating by the
-    gathered table, without building it (``vispe.kernels.rotary.rotate_rows``)."""
-    rows3 = rows if rows.dim() == 3 else rows.unsqueeze(1)
-    return rotate_rows(q, k, rotary_table(rows3), index, scale)
-
-
-# --- extrapolation strategies: pure functions of the scale s of one axis ------------------------------------------
-def ntk_theta(theta: float, scale: float, axis_dims: int) -> float:
-    """NTK-aware base: theta' = theta * s^(d_a / (d_a - 2)), d_a = rotary dims per axis."""
-    if axis_dims <= 2:  # one pair per axis: its frequency is theta^0 = 1 whatever the base
-        return theta
-    return theta * scale ** (axis_dims / (axis_dims - 2))
-
-
-def ntk_factors(ranks: torch.Tensor, scale: float, axis_dims: int) -> torch.Tensor:
-    """Multipliers s^(-2k / (d_a - 2)) for pairs of frequency rank k (0 = fastest): what ``ntk_theta`` does to
-    w_k = 1 / theta^(2k / d_a), for frequencies that have no theta (learned ones)."""
-    if axis_dims <= 2:
-        return torch.ones_like(ranks, dtype=torch.float32)
-    return scale ** (-2.0 * ranks.float() / (axis_dims - 2))
-
-
-def yarn_factors(freqs: torch.Tensor, scale: float, train_len: float) -> torch.Tensor:
-    """YaRN multipliers (1 - g_k) / s + g_k for angular frequencies ``freqs`` (any shape; their magnitude counts).
-
-    r_k = L_train |w_k| / (2 pi) rotations over the training extent; g_k = clamp((r_k - beta_slow) /
-    (beta_fast - beta_slow), 0, 1): pairs turning >= 32 times keep their frequency, <= 1 time are divided by s.
-    """
-    rotations = train_len * freqs.detach().abs().float() / (2 * math.pi)
-    gamma = ((rotations - YARN_BETA_SLOW) / (YARN_BETA_FAST - YARN_BETA_SLOW)).clamp(0.0, 1.0)
-    return (1.0 - gamma) / scale + gamma
-
-
-def yarn_logit_scale(scale: float) -> float:
-    """YaRN's attention temperature: logits are multiplied by 0.1 ln s + 1."""
-    return 0.1 * math.log(scale) + 1.0
-
-
-def frequency_ranks(magnitudes: torch.Tensor, groups: int) -> torch.Tensor:
-    """Rank (0 = largest) of each of the (..., P) magnitudes within its block of P / groups consecutive pairs."""
-    blocks = magnitudes.reshape(*magnitudes.shape[:-1], groups, -1)
-    ranks = blocks.argsort(dim=-1, descending=True).argsort(dim=-1)
-    return ranks.reshape(magnitudes.shape)
-
-
-#: the property ``Encoding.strategy`` itself (mypy reads ``Encoding.strategy`` as the getter, which has no setter)
-_ENCODING_STRATEGY: property = vars(Encoding)['strategy']
-
-
-class RotaryStrategies(Encoding):
-    """The strategy machinery shared by the rotary encodings: training grid, per-axis scales, logit scale.
-
-    Subclasses set ``self.train_grid`` with ``train_grid_from``; without one only ``none`` may be chosen.
-    """
-
-    strategies = ('none', 'interpolate', 'ntk', 'yarn')
-    train_grid: tuple[int, ...] | None = None
-
-    def _set_strategy(self, value: str) -> None:
-        if value != 'none' and value in self.strategies and self.train_grid is None:
-            raise ValueError(
-                f'{type(self).__name__}: strategy {value!r} scales positions by the training grid, and none is known; '
-                "build it with grid_size=(h, w) (vispe's backbones pass it) or keep strategy 'none'"
-            )
-        _ENCODING_STRATEGY.__set__(self, value)  # the base setter: checks the name, stores it
-
-    #: the base's property with this setter; its getter is the base's own (a getter calling super() breaks
-    #: torch.compile's graph)
-    strategy = _ENCODING_STRATEGY.setter(_set_strategy)
-
-    def axis_scales(self, coords: torch.Tensor, grid: Sequence[int] | None = None) -> tuple[float, ...]:
-        """The strategy's scale s_a per coordinate axis, (row, col) for images (module doc): extent_a / train_a for
-        ``interpolate`` (below 1 too), max(1, extent_a / train_a) for ``ntk`` and ``yarn``, all 1 under ``none``.
-
-        The extent is ``grid`` when given, else the integer positions the (..., N, ndim) coordinates span
-        (max - min + 1, over the whole batch: one scale for every sample). The one place a grid becomes scales.
-        """
-        # a grid has one entry per axis even when traced (FX: the coordinates' shape is then unknown)
-        ndim = len(grid) if grid is not None else coords.shape[-1]
-        if self.strategy == 'none' or self.train_grid is None:
-            return (1.0,) * ndim
-        if grid is None:
-            flat = coords.detach().reshape(-1, ndim).float()
-            grid = (flat.amax(0) - flat.amin(0) + 1).tolist()
-        ratios = [float(e) / t for e, t in zip(grid, self.train_grid)]
-        if self.strategy == 'interpolate':
-            return tuple(ratios)
-        return tuple(max(1.0, r) for r in ratios)  # ntk, yarn: defined for s >= 1 (module doc)
-
-    def scale_groups(self, pos: Positions) -> dict[tuple[float, ...], list[int]]:
-        """A mixed batch (``pos.layout``): the per-axis scales of each image grid (``axis_scales`` of that grid),
-        and which of ``layout.distinct_grids`` have them."""
-        assert pos.layout is not None
-        groups: dict[tuple[float, ...], list[int]] = {}
-        for i, grid in enumerate(pos.layout.distinct_grids):
-            groups.setdefault(self.axis_scales(pos.coords, grid), []).append(i)
-        return groups
-
-    def angles(
-        self, coords: torch.Tensor, grid: Sequence[int] | None = None, scales: Sequence[float] | None = None
-    ) -> torch.Tensor:
-        """(..., N, ndim) coordinates -> (..., [H,] N, d/2) float32 angles at ``scales`` (None: those of ``grid``)."""
-        raise NotImplementedError
-
-    def rotation_table(self, pos: Positions) -> torch.Tensor:
-        """The (cos, sin) table of ``pos`` (prefix rows (1, 0)), (..., [H,] N_total, d/2, 2): ``angles`` at the
-        scales of the positions' grid, or in a mixed batch at each image's own (``image_angles``). A mixed batch on
-        its own grids rotates by rows instead (``grid_angles``), never through this table."""
-        return rotary_table(self.image_angles(pos), pos.num_prefix)
-
-    def image_angles(self, pos: Positions) -> torch.Tensor:
-        """``angles`` of the positions at the scales of their grid; in a mixed batch each token's at its own image's
-        (one call per distinct scales, selected per token; padding takes the first)."""
-        if pos.layout is None:
-            return self.angles(pos.coords, scales=self.axis_scales(pos.coords, pos.grid))
-        groups = self.scale_groups(pos)
-        if len(groups) == 1:
-            return self.angles(pos.coords, scales=next(iter(groups)))
-        grid_index = pos.layout.token_tables(pos.coords.device)['grid_index']  # (B, T)
-        out: torch.Tensor | None = None
-        for scales, ids in groups.items():
-            values = self.angles(pos.coords, scales=scales)  # (B, T, d/2), or (B, H, T, d/2)
-            if out is None:
-                out = values
-                continue
-            mask = torch.isin(grid_index, torch.tensor(ids, device=grid_index.device))[..., None]
-            while mask.dim() < values.dim():
-                mask = mask.unsqueeze(1)
-            out = torch.where(mask, values, out)
-        assert out is not None
-        return out
-
-    def grid_angles(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        """A mixed batch on its grids' own coordinates (``pos.layout``, not sampled): ``angles`` computed once per
-        distinct grid at that grid's scales, as rows (R, [H,] d/2) float32 (the grids' cells one after the other,
-        then a zero row: no rotation), and each token's row, (B, T) long (prefix and padding tokens: the zero row).
-        Grids at the same scales (all of them under ``none``) share one ``angles`` call on their cells."""
-        layout = pos.layout
-        assert layout is not None
-        device = pos.coords.device
-        groups = self.scale_groups(pos)
-        if len(groups) == 1:
-            cells, _ = layout.grid_cells(device)  # every distinct grid's cells, grid after grid (cached)
-            angles = self.angles(cells, scales=next(iter(groups)))  # (..., n, d/2)
-        else:
-            angles = torch.cat(
-                [
-                    self.angles(grid_coords(*grid, device=device), scales=self.axis_scales(pos.coords, grid))
-                    for grid in layout.distinct_grids
-                ],
-                dim=-2,
-            )
-        rows = F.pad(angles, [0, 0, 0, 1])  # the zero row of prefix and padding tokens
-        return rows.movedim(-2, 0), layout.table_index(device)
-
-    def qk_scales(self, pos: Positions) -> float | torch.Tensor:
-        """``qk_scale`` of the positions' grid; in a mixed batch of several scales, per token (prefix tokens their
-        image's): (B, 1, T, 1)."""
-        if pos.layout is None:
-            return self.qk_scale(self.axis_scales(pos.coords, pos.grid))
-        layout = pos.layout
-        per_grid = {grid: self.qk_scale(self.axis_scales(pos.coords, grid)) for grid in layout.distinct_grids}
-        if len(set(per_grid.values())) == 1:
-            return next(iter(per_grid.values()))
-        return layout.segment_values([per_grid[g] for g in layout.grids], pos.coords.device)[:, None, :, None]
-
-    def qk_scale(self, scales: Sequence[float]) -> float:
-        """What q and k are each multiplied by after rotation: sqrt(0.1 ln s + 1) for ``yarn``, else 1."""
-        if self.strategy != 'yarn' or all(s == 1.0 for s in scales):
-            return 1.0
-        geometric_mean = math.exp(sum(math.log(s) for s in scales) / len(scales))
-        return math.sqrt(yarn_logit_scale(geometric_mean))
-
-
-def train_grid_from(grid_size: Sequence[int] | None, ndim: int) -> tuple[int, ...] | None:
-    """The training grid as a tuple of ndim ints (None stays None)."""
-    if grid_size is None:
-        return None
-    grid = tuple(int(g) for g in grid_size)
-    if len(grid) != ndim or min(grid) < 1:
-        raise ValueError(f'grid_size must be {ndim} positive ints (one per position axis), got {tuple(grid_size)}')
-    return grid
 
 
 @ENCODINGS.register_module(name='rope_axial')
@@ -429,17 +211,4 @@ class RoPEMixed(RotaryStrategies):
         return rotate_qk(q, k, table, scale)
 
 
-__all__ = [
-    'RoPEAxial',
-    'RoPEMixed',
-    'RotaryStrategies',
-    'axial_frequencies',
-    'ntk_factors',
-    'ntk_theta',
-    'rotary_table',
-    'rotate_by_rows',
-    'rotate_pairs',
-    'rotate_qk',
-    'yarn_factors',
-    'yarn_logit_scale',
-]
+__all__ = ['RoPEAxial', 'RoPEMixed']
