@@ -105,14 +105,19 @@ class ApeLearned(Encoding):
         return stacked[layout.table_index(pos.coords.device)]
 
 
+def check_sincos_width(dim: int) -> None:
+    """Sin-cos features take the width in four quarters (sin, cos of rows, columns)."""
+    if dim % 4:
+        raise ValueError(f'ape_sincos needs a model width divisible by 4 (sin, cos of rows, columns), got {dim}')
+
+
 def sincos_embed(coords: torch.Tensor, dim: int, temperature: float = 10000.0) -> torch.Tensor:
     """Fixed sin-cos features of (..., N, 2) (row, col) coordinates -> (..., N, dim), in float32.
 
     The first half of the channels encodes the column, the second the row (MAE and DiT order), each as
     [sin(p * w_i), cos(p * w_i)] with w_i = 1 / temperature^(i / (dim/4)), i < dim/4.
     """
-    if dim % 4:
-        raise ValueError(f'ape_sincos needs a model width divisible by 4, got {dim}')
+    check_sincos_width(dim)
     omega = 1.0 / temperature ** (torch.arange(dim // 4, device=coords.device, dtype=torch.float32) / (dim / 4))
     parts = []
     for axis in (1, 0):  # column, then row
@@ -139,8 +144,7 @@ class ApeSincos(Encoding):
 
     def __init__(self, dim: int, temperature: float = 10000.0) -> None:
         super().__init__()
-        if dim % 4:
-            raise ValueError(f'ape_sincos needs a model width divisible by 4 (sin, cos of rows, columns), got {dim}')
+        check_sincos_width(dim)
         check_positive('ape_sincos', temperature=temperature)
         self.dim = dim
         self.temperature = temperature
