@@ -16,6 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
+from vispe.kernels.select import jitted
+
 #: input dtypes the kernel takes (anything else goes to the PyTorch path)
 KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 BLOCK_T, BLOCK_C = 64, 64
@@ -80,13 +82,8 @@ def _taps_kernel(
 
 @functools.cache
 def kernel(interpret: bool):
-    """The jitted kernel, or on CPU tensors the same source under Triton's interpreter (what ``TRITON_INTERPRET=1``
-    gives, chosen per call here so that one process can test both)."""
-    if interpret:
-        from triton.runtime.interpreter import InterpretedFunction
-
-        return InterpretedFunction(_taps_kernel)
-    return triton.jit(_taps_kernel)
+    """The kernel for CUDA tensors, or Triton's interpreter for CPU ones (``vispe.kernels.select.jitted``)."""
+    return jitted(_taps_kernel, interpret)
 
 
 def _grid(B: int, h: int, w: int, C: int) -> tuple[int, int, int]:

@@ -14,6 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
+from vispe.kernels.select import jitted
+
 #: input dtypes the kernel takes (anything else goes to the PyTorch paths)
 KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -119,13 +121,8 @@ def _rotary_kernel(
 
 @functools.cache
 def kernel(interpret: bool):
-    """The jitted kernel, or on CPU tensors the same source under Triton's interpreter (what ``TRITON_INTERPRET=1``
-    gives, chosen per call here so that one process can test both)."""
-    if interpret:
-        from triton.runtime.interpreter import InterpretedFunction
-
-        return InterpretedFunction(_rotary_kernel)
-    return triton.jit(_rotary_kernel)
+    """The kernel for CUDA tensors, or Triton's interpreter for CPU ones (``vispe.kernels.select.jitted``)."""
+    return jitted(_rotary_kernel, interpret)
 
 
 def launch(

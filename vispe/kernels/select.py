@@ -69,6 +69,19 @@ def triton_module(name: str) -> Any:
         return None
 
 
+def jitted(fn: Callable[..., Any], interpret: bool) -> Any:
+    """``fn`` (a Triton kernel's source function) compiled by ``triton.jit``, or for CPU tensors run by Triton's
+    interpreter (what ``TRITON_INTERPRET=1`` gives, chosen per call so that one process can test both). Callers cache
+    it per ``interpret``; Triton is imported here, not at this module's import."""
+    if interpret:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        return InterpretedFunction(fn)
+    import triton
+
+    return triton.jit(fn)
+
+
 def probe_kernel(what: str, device: torch.device, check: Callable[[], bool], fallback: str, env: str) -> bool:
     """Run ``check`` (the Triton kernel against its reference on a small input on ``device``); True when it agrees.
     A kernel that raises or disagrees gives one RuntimeWarning naming the error and ``fallback``, and False.
@@ -89,4 +102,4 @@ def probe_kernel(what: str, device: torch.device, check: Callable[[], bool], fal
     return works
 
 
-__all__ = ['ForcedBackend', 'probe_kernel', 'triton_module']
+__all__ = ['ForcedBackend', 'jitted', 'probe_kernel', 'triton_module']
