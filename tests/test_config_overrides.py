@@ -46,3 +46,14 @@ def test_a_variable_after_non_ascii_text_on_its_line(tmp_path) -> None:
     config.write_text("note = 'café'; size = 8\nmodel = dict(type='X', size=size)\n", encoding='utf-8')
     cfg = load_config(str(config), {'size': 9}, str(tmp_path))
     assert cfg.model.size == 9 and cfg.note == 'café'
+
+
+def test_a_nested_option_the_defining_file_does_not_hold_yet(tmp_path) -> None:
+    """A dotted option through a helper dict whose file lacks the intermediate dict creates it (no KeyError while the
+    config's code runs), and what is derived from the helper follows."""
+    (tmp_path / 'base.py').write_text('loader = dict(batch_size=2)\nderived = dict(inner=loader)\n')
+    config = tmp_path / 'c.py'
+    config.write_text("_base_ = ['base.py']\nmodel = dict(type='X')\n")
+    cfg = load_config(str(config), {'loader.sampler.shuffle': False}, str(tmp_path))
+    assert cfg.loader.sampler.shuffle is False and cfg.derived.inner.sampler.shuffle is False
+    assert cfg.derived.inner.batch_size == 2

@@ -56,9 +56,16 @@ def _span(node: ast.expr | ast.stmt) -> tuple[int, int, int, int]:
     return node.lineno, node.col_offset, node.end_lineno, node.end_col_offset
 
 
-def _subscripts(path: str) -> str:
-    """'a.0.b' -> "['a'][0]['b']" (mmengine's dotted option syntax: an integer part indexes a list)."""
-    return ''.join(f'[{int(p)}]' if p.isdigit() else f'[{p!r}]' for p in path.split('.'))
+def _setting(root: str, path: str, value: Any) -> str:
+    """The statement that sets ``root``'s entry at the dotted ``path`` to ``value``: 'a.0.b' sets
+    root.setdefault('a', {})[0]['b'] (mmengine's option syntax: an integer part indexes a list), creating the dicts
+    on the way that this file does not hold (another file of the config may; mmengine merges them)."""
+    parts = path.split('.')
+    code = root
+    for part in parts[:-1]:
+        code += f'[{int(part)}]' if part.isdigit() else f'.setdefault({part!r}, {{}})'
+    last = parts[-1]
+    return f'{code}[{int(last) if last.isdigit() else repr(last)}] = {value!r}\n'
 
 
 class _Rewriter:
@@ -98,7 +105,7 @@ class _Rewriter:
                 edits += [(*_span(node.value), repr(value)) for node in assigned[root]]
             else:
                 after = _span(assigned[root][-1])[2] + 1  # a new line after the variable's last assignment
-                edits.append((after, 0, after, 0, f'{root}{_subscripts(rest)} = {value!r}\n'))
+                edits.append((after, 0, after, 0, _setting(root, rest, value)))
             self.applied.add(key)
         if not edits and moved == [self._absolute(path, b) for b in bases]:
             return path
