@@ -92,7 +92,8 @@ def test_eval_generation_says_how_to_get_the_feature_extractor(trained, tmp_path
     proc = run_tool(
         'tools/eval_generation.py', config, ckpt, *args, '--classifier-checkpoint', 'missing.pth', check=False
     )
-    assert proc.returncode != 0 and 'tools/train.py' in proc.stderr and '--no-fd' in proc.stderr
+    assert proc.returncode != 0 and 'vispe train' in proc.stderr and 'tools/train.py' in proc.stderr
+    assert '--no-fd' in proc.stderr
 
 
 def test_eval_generation_refuses_a_classifier_config(trained, tmp_path):

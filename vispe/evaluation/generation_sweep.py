@@ -51,8 +51,8 @@ def load_classifier(config: str, checkpoint: str, device: str) -> ShapesFeatures
         checkpoint,
         'feature-extractor checkpoint',
         f'feature-extractor checkpoint {checkpoint!r} not found: train it with '
-        f'`vispe train {config}` (about 5 minutes on CPU) and pass its last checkpoint with '
-        '--classifier-checkpoint, or use --no-fd to skip FD and KID',
+        f'`vispe train {config}` (`python tools/train.py` in a checkout; about 5 minutes on CPU) and pass its last '
+        'checkpoint with --classifier-checkpoint, or use --no-fd to skip FD and KID',
         checkpoints_inside,
     )
     cfg = load_config(config)
