@@ -2,7 +2,7 @@
 
 vispe benchmark-fps [--settings 32x1024x64 8x8192x512] [--device cuda] [--threads 2] [--out F.json]
 
-Settings are BATCHxPOINTSxPICKS. Prints a table and writes JSON (default outputs/benchmark/fps.json). Method:
+Settings are BATCHxPOINTSxPICKS. Prints a table and writes JSON (default outputs/benchmark/fps_<hash>.json). Method:
 vispe/evaluation/fps_benchmark.py.
 (tools/benchmark_fps.py in a checkout is this command)
 """
