@@ -170,7 +170,7 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
         patches); a traced one has symbolic sizes."""
         check_image_dims('VisionTransformerPE', x.shape)
         in_chans = self.input_channels()
-        if in_chans is not None and not is_symbolic(x.shape[1]):
+        if in_chans is not None:  # (check_channels leaves a traced shape alone)
             check_channels('VisionTransformerPE', 'the input', x.shape, in_chans)
         if not is_symbolic(x):
             check_input_dtype('VisionTransformerPE', x, self.patch_embed.proj.weight)

@@ -146,7 +146,7 @@ def align_training_grid(model: Any, cfg: Any, meta: dict | None) -> list[str]:
     if resolution is not None:  # else several sizes: no grid
         h, w = (resolution, resolution) if isinstance(resolution, int) else resolution
         grid = (-(-h // ph), -(-w // pw))
-    trained = f'trained on sizes {sizes}' if sizes else f'trained at {_size_text(resolution)} px'
+    trained = f'trained on sizes {sizes}' if sizes else f'trained at {resolution_label(resolution)} px'
     changed: dict[tuple[str, str], list[str]] = {}  # (encoding type, grid as built) -> where
     for name, module in model.named_modules():
         if not isinstance(module, Encoding) or not hasattr(module, 'train_grid'):
@@ -172,8 +172,9 @@ def align_training_grid(model: Any, cfg: Any, meta: dict | None) -> list[str]:
     ]
 
 
-def _size_text(size: Any) -> str:
-    return str(size) if isinstance(size, int) else f'{size[0]}x{size[1]}'
+def resolution_label(res: Any) -> str:
+    """64 -> '64', (48, 64) or [48, 64] (as JSON reads it back) -> '48x64'; a label stays as it is."""
+    return str(res) if isinstance(res, (int, str)) else f'{res[0]}x{res[1]}'
 
 
 __all__ = [
@@ -182,6 +183,7 @@ __all__ = [
     'align_training_grid',
     'dataset_chain',
     'dataset_value',
+    'resolution_label',
     'size_policy_text',
     'trained_on',
     'trained_sizes',

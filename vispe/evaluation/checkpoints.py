@@ -15,7 +15,7 @@ from mmengine.registry import init_default_scope
 
 from vispe.encodings.base import Encoding
 from vispe.engine.checkpoint import load_checkpoint
-from vispe.engine.run_meta import META_KEYS, align_training_grid, trained_on, trained_sizes
+from vispe.engine.run_meta import META_KEYS, align_training_grid, resolution_label, trained_on, trained_sizes
 from vispe.registry import MODELS
 
 Resolution = int | tuple[int, int]
@@ -118,11 +118,6 @@ def check_resolutions(model: torch.nn.Module, resolutions: Sequence[Resolution])
             f"--resolutions {given}: not divisible by the model's patch {ph}x{pw}; use multiples of the patch "
             f'(nearest: {near}); nothing was evaluated'
         )
-
-
-def resolution_label(res: Resolution | str | Sequence[int]) -> str:
-    """64 -> '64', (48, 64) or [48, 64] (as JSON reads it back) -> '48x64'; a label stays as it is."""
-    return str(res) if isinstance(res, (int, str)) else f'{res[0]}x{res[1]}'
 
 
 def training_setting(cfg: Any, meta: dict | None, key: str, what: str) -> Any:
