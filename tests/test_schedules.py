@@ -104,7 +104,9 @@ def test_a_one_epoch_training_run_finishes(tmp_path) -> None:
     """The issue's case end to end: the tool's Runner trains one epoch of the default schedule."""
     config = 'configs/vit/vit_tiny_ape_learned_shapes2d_position.py'
     model = {'model.backbone.depth': 1, 'model.backbone.embed_dim': 32, 'model.backbone.num_heads': 2}
-    runner = shortened(config, tmp_path, epochs=1, **model)
+    # its own experiment name: mmengine keys the message hub by it (config name + second), and the 3-epoch run above
+    # of the same config in the same second would share its learning-rate history
+    runner = shortened(config, tmp_path, epochs=1, experiment_name='one_epoch_run', **model)
     runner.train()
     lrs = list(runner.message_hub.get_scalar('train/lr').data[0])
     assert len(lrs) == 4 and lrs == sorted(lrs) and lrs[0] < 0.05 * lrs[-1]  # the warm-up's rising rate
