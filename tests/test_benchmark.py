@@ -1,4 +1,4 @@
-"""Tests for vispe.evaluation.benchmark (with its subjects, timing and report modules) and tools/benchmark.py, on a
+"""Tests for vispe.bench.measure (with its subjects, timing and report modules) and tools/benchmark.py, on a
 2-block vit_tiny at 32x32 (4x4 tokens)."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 import torch
 
 import vispe
+from vispe.bench.measure import BenchmarkConfig, default_out_path, measure, measure_scaling, run_benchmark
+from vispe.bench.subjects import SDPA, build_subjects, encoding_kind, resolve_encodings
+from vispe.bench.targets import write_report
+from vispe.bench.timing import NO_SDPA, Subject, interleaved_times, peak_memory_mb
 from vispe.encodings import parse_encoding_spec
-from vispe.evaluation.benchmark import BenchmarkConfig, default_out_path, measure, measure_scaling, run_benchmark
-from vispe.evaluation.benchmark_report import write_report
-from vispe.evaluation.benchmark_subjects import SDPA, build_subjects, encoding_kind, resolve_encodings
-from vispe.evaluation.benchmark_timing import NO_SDPA, Subject, interleaved_times, peak_memory_mb
 
 TINY = dict(
     model='vit_tiny_patch16_224',
@@ -292,7 +292,7 @@ def test_cli_throughput(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
 
 
 def test_targets_apply_only_in_their_setting() -> None:
-    from vispe.evaluation.benchmark_report import target_of, target_text
+    from vispe.bench.targets import target_of, target_text
 
     cpu = {'model': 'vit_small_patch16_224', 'img_size': [224, 224], 'level': 'model', 'batch_size': 8}
     assert target_of({**cpu, 'device': 'cpu', 'amp': False}, 'irpe') == 1.35

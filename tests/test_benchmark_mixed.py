@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from vispe.evaluation.benchmark import BenchmarkConfig
-from vispe.evaluation.benchmark_mixed import (
+from vispe.bench.measure import BenchmarkConfig
+from vispe.bench.mixed import (
     GPU_TARGETS,
     TARGETS,
     flexi_grids,
@@ -69,8 +69,8 @@ def test_the_report_has_every_batch_with_its_ratio_and_target():
 
 
 def test_the_ratio_interval_follows_the_noise_and_the_verdict_needs_all_of_it():
-    from vispe.evaluation.benchmark_mixed import verdict
-    from vispe.evaluation.benchmark_timing import paired_ratio, ratio_interval
+    from vispe.bench.mixed import verdict
+    from vispe.bench.timing import paired_ratio, ratio_interval
 
     gen = torch.Generator().manual_seed(0)
     base = (100 + 15 * torch.randn(30, generator=gen)).tolist()
@@ -91,7 +91,7 @@ def test_the_paired_ratio_cancels_the_machines_drift():
     """Each round's speed drifts by up to 25% (as on a shared virtual machine), the same for both subjects of the
     round, and each step has 1% noise of its own. Over 100 such benchmarks, the median of the per-round ratios finds
     the true 1.03 about three times closer than the ratio of the two medians, which pairs different rounds."""
-    from vispe.evaluation.benchmark_timing import paired_ratio, ratio_interval
+    from vispe.bench.timing import paired_ratio, ratio_interval
 
     gen = torch.Generator().manual_seed(0)
     paired_errors, median_errors, covered = [], [], 0

@@ -1,4 +1,4 @@
-"""The benchmark's rows beside the encodings (vispe/evaluation/benchmark_rows.py): whole models by timm name, timm's
+"""The benchmark's rows beside the encodings (vispe/bench/rows.py): whole models by timm name, timm's
 own or vispe's ('timm:<name>', 'vispe:<name>'), and the learned-bias attention floor ('sdpa_bias'); and bf16 in the
 mixed-size benchmark. Structure only: no test times anything."""
 
@@ -9,10 +9,10 @@ import torch
 from timm.models import VisionTransformer
 
 from vispe.backbones.vit import VisionTransformerPE
-from vispe.evaluation.benchmark import BenchmarkConfig, run_benchmark
-from vispe.evaluation.benchmark_mixed import mixed_subjects
-from vispe.evaluation.benchmark_rows import SDPA_BIAS
-from vispe.evaluation.benchmark_subjects import SDPA, build_subjects, encoding_kind
+from vispe.bench.measure import BenchmarkConfig, run_benchmark
+from vispe.bench.mixed import mixed_subjects
+from vispe.bench.rows import SDPA_BIAS
+from vispe.bench.subjects import SDPA, build_subjects, encoding_kind
 
 TINY = dict(model='vit_tiny_patch16_224', img_size=(32, 32), batch_size=2, warmup=1, repeats=2)
 

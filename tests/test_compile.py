@@ -117,7 +117,7 @@ def test_blocks_compiled_one_by_one_share_one_graph(name: str) -> None:
     share one graph (nothing in a block guards on which block it is), and the steps equal an eager copy's."""
     import copy
 
-    from vispe.evaluation.benchmark_timing import compile_module
+    from vispe.bench.timing import compile_module
 
     model = vispe.create_model('vit_tiny_patch16_224', encoding=name, **{**TINY_VIT, 'depth': 3}).train()
     eager_model = copy.deepcopy(model)

@@ -182,7 +182,7 @@ def test_a_mixed_batch_through_compiled_blocks_is_one_graph(name: str, mode: str
     graph break and no complex value, and every image gets what the eager model gives it."""
     from test_compile import GraphCheck
 
-    from vispe.evaluation.benchmark_timing import compile_module
+    from vispe.bench.timing import compile_module
 
     model = vispe.create_model('vit_tiny_patch16_224', encoding=name, mixed_sizes=mode, **TINY_VIT).eval()
     set_attention_kernel(model, kernel)

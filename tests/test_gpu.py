@@ -10,8 +10,8 @@ from test_amp import CONFIGS, first_output
 from test_compile import model_and_inputs
 
 import vispe
-from vispe.evaluation.benchmark_subjects import encoding_kind
-from vispe.evaluation.benchmark_timing import sdpa_backend
+from vispe.bench.subjects import encoding_kind
+from vispe.bench.timing import sdpa_backend
 
 pytestmark = [
     pytest.mark.gpu,

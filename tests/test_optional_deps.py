@@ -23,9 +23,9 @@ sys.meta_path.insert(0, NoOpen3d())
 import torch
 import vispe
 import vispe.datasets
-import vispe.evaluation.benchmark_mixed
-import vispe.evaluation.gpu_check_summary
-import vispe.evaluation.throughput
+import vispe.bench.mixed
+import vispe.bench.gpu_summary
+import vispe.bench.throughput
 
 model = vispe.create_model('vit_tiny_patch16_224', encoding='rope_mixed', img_size=32, depth=1)
 model(torch.randn(2, 3, 32, 32)).square().mean().backward()

@@ -7,8 +7,8 @@ import pytest
 import torch
 from test_tools import tiny_config
 
+from vispe.bench.timing import peak_memory_mb
 from vispe.engine.config import load_config
-from vispe.evaluation.benchmark_timing import peak_memory_mb
 from vispe.evaluation.resolution import sweep
 from vispe.registry import MODELS
 

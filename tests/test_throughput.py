@@ -1,4 +1,4 @@
-"""Runner vs plain-loop training throughput (vispe/evaluation/throughput.py) on a tiny config: the report's
+"""Runner vs plain-loop training throughput (vispe/bench/throughput.py) on a tiny config: the report's
 arithmetic and bookkeeping, and that both loops train the same model. No timing thresholds."""
 
 import statistics
@@ -7,8 +7,8 @@ import pytest
 import torch
 from test_tools import tiny_config
 
-from vispe.evaluation.benchmark_report import print_throughput
-from vispe.evaluation.throughput import TARGET, prepare_config, run_plain_loop, run_runner, runner_vs_loop
+from vispe.bench.targets import print_throughput
+from vispe.bench.throughput import TARGET, prepare_config, run_plain_loop, run_runner, runner_vs_loop
 
 WARMUP, ITERS = 1, 3
 

@@ -6,7 +6,7 @@ r"""The prepared GPU check (issue 36): GPU-marked tests, then the benchmarks und
 
 Writes OUT/summary.md (the targets and whether they are met, the figures, what was skipped and why), one JSON
 report per step (the format of tools/benchmark.py) and OUT/tests.txt. The steps and how the budget is spent:
-vispe/evaluation/gpu_check.py. Exit status: pytest's when the GPU tests failed, 1 when a step failed, else 0.
+vispe/bench/gpu_check.py. Exit status: pytest's when the GPU tests failed, 1 when a step failed, else 0.
 Environment (defaults of the options): OUT, BUDGET, ENCODINGS (space-separated rows).
 """
 
@@ -78,8 +78,8 @@ def main(argv: list[str] | None = None, start: float = START) -> int:
         return 2
     from dataclasses import replace
 
-    from vispe.evaluation.gpu_check import KIND, Clock, plan_for, run_gpu_check
-    from vispe.evaluation.gpu_check_summary import summary_markdown
+    from vispe.bench.gpu_check import KIND, Clock, plan_for, run_gpu_check
+    from vispe.bench.gpu_summary import summary_markdown
     from vispe.evaluation.outputs import OutputConflict, forcing, write_text
 
     plan = replace(

@@ -5,7 +5,7 @@
 #   ViT-B/16 448 px batch 16 (timm's own models beside vispe's at the first), the attention cores against SDPA and
 #   SDPA with a learned bias, mixed-size batches, the Runner against a plain loop, and last the compiled runs, row
 #   by row, most important first, leaving out (and naming) what would overrun the budget. One summary with the
-#   targets and whether each is met: OUT/summary.md. The steps: vispe/evaluation/gpu_check.py.
+#   targets and whether each is met: OUT/summary.md. The steps: vispe/bench/gpu_check.py.
 #
 #   tools/gpu_check.sh                 # on the GPU machine: .venv/bin/python if there is one, else python3
 #   tools/gpu_check.sh --device cpu    # the same steps at toy sizes, to test the script where there is no GPU

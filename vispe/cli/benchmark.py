@@ -10,11 +10,11 @@ r"""Time one training step (forward + backward) of a ViT, or of one attention la
 
 Prints the configuration and a table (median ms, min ms, ratio to the baseline's median, peak MB, SDPA kernel)
 and writes JSON. ``--mixed-sizes`` times a fixed-size batch against padded and packed batches of mixed sizes at the
-same token count, per encoding (targets: padded <= 1.15x, packed <= 1.05x; vispe/evaluation/benchmark_mixed.py).
+same token count, per encoding (targets: padded <= 1.15x, packed <= 1.05x; vispe/bench/mixed.py).
 ``--scaling`` runs every size and adds how each encoding's cost grows against the baseline's.
 ``--throughput CONFIG`` instead trains the config's model through the mmengine Runner and through a plain PyTorch
-loop, side by side, and prints images/s and their ratio (target: Runner within 1.05x; vispe/evaluation/throughput.py).
-Method and caveats: vispe/evaluation/benchmark.py (and benchmark_subjects.py, benchmark_timing.py).
+loop, side by side, and prints images/s and their ratio (target: Runner within 1.05x; vispe/bench/throughput.py).
+Method and caveats: vispe/bench/measure.py (and subjects.py, timing.py).
 (tools/benchmark.py in a checkout is this command)
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 from mmengine.config import DictAction
 
-from vispe.evaluation.benchmark import (
+from vispe.bench.measure import (
     SCALING_SIZES,
     BenchmarkConfig,
     default_out_path,
@@ -39,18 +39,18 @@ from vispe.evaluation.benchmark import (
     normalize_img_size,
     settings_id,
 )
-from vispe.evaluation.benchmark_mixed import mixed_markdown, run_mixed_benchmark
-from vispe.evaluation.benchmark_report import (
+from vispe.bench.mixed import mixed_markdown, run_mixed_benchmark
+from vispe.bench.subjects import LEVELS, baseline_of, build_subjects, resolve_encodings
+from vispe.bench.targets import (
     print_report,
     print_scaling,
     print_throughput,
     summary_markdown,
     write_report,
 )
-from vispe.evaluation.benchmark_subjects import LEVELS, baseline_of, build_subjects, resolve_encodings
-from vispe.evaluation.benchmark_timing import COMPILE_SCOPES
+from vispe.bench.throughput import runner_vs_loop
+from vispe.bench.timing import COMPILE_SCOPES
 from vispe.evaluation.outputs import OutputConflict, check_target, run_id
-from vispe.evaluation.throughput import runner_vs_loop
 
 
 def parse_args(argv: Sequence[str] | None = None, prog: str | None = None) -> argparse.Namespace:

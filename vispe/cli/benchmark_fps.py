@@ -3,7 +3,7 @@
 vispe benchmark-fps [--settings 32x1024x64 8x8192x512] [--device cuda] [--threads 2] [--out F.json]
 
 Settings are BATCHxPOINTSxPICKS. Prints a table and writes JSON (default outputs/benchmark/fps_<hash>.json). Method:
-vispe/evaluation/fps_benchmark.py.
+vispe/bench/fps.py.
 (tools/benchmark_fps.py in a checkout is this command)
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-from vispe.evaluation import fps_benchmark as F
+from vispe.bench import fps as F
 from vispe.evaluation.outputs import OutputConflict, check_target, run_id, write_json
 
 

@@ -24,8 +24,8 @@ import open3d as o3d
 import torch
 
 from vispe.backbones.point import farthest_point_sample, gather_points
+from vispe.bench.timing import interleaved_times
 from vispe.datasets.primitives3d import Primitives3D
-from vispe.evaluation.benchmark_timing import interleaved_times
 from vispe.evaluation.report import console as report_console
 
 #: (batch, points, picks) settings of the default run

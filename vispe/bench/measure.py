@@ -1,8 +1,8 @@
 """Speed and memory of positional encodings: one training step (forward + backward) per encoding.
 
-The benchmark in three parts: ``benchmark_subjects`` builds one subject per row (the whole model, or one attention
-layer, with that encoding; plus an ``sdpa`` row at attention level), ``benchmark_timing`` measures them and
-``benchmark_report`` prints and writes the report this module assembles.
+The benchmark in three parts: ``subjects`` builds one subject per row (the whole model, or one attention
+layer, with that encoding; plus an ``sdpa`` row at attention level), ``timing`` measures them and
+``targets`` prints and writes the report this module assembles.
 
 Every subject is built first, in one process, from the same seed; all are warmed up; the repeats are then
 interleaved (round-robin, the starting subject rotating each round) so that drift from other processes, clock
@@ -30,9 +30,9 @@ from typing import Any
 import timm
 import torch
 
-from vispe.evaluation.benchmark_config import BenchmarkConfig, normalize_img_size
-from vispe.evaluation.benchmark_subjects import baseline_of, build_subjects, encoding_kind
-from vispe.evaluation.benchmark_timing import (
+from vispe.bench.config import BenchmarkConfig, normalize_img_size
+from vispe.bench.subjects import baseline_of, build_subjects, encoding_kind
+from vispe.bench.timing import (
     COMPILE_WARMUP,
     MEMORY_METHODS,
     Subject,

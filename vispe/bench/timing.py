@@ -37,7 +37,7 @@ class Subject:
 
 
 class Steppable(Protocol):
-    """What ``interleaved_times`` times: a name and a step (a ``Subject``; fps_benchmark's ``Timed``)."""
+    """What ``interleaved_times`` times: a name and a step (a ``Subject``; fps's ``Timed``)."""
 
     name: str
 

@@ -1,4 +1,4 @@
-"""What the GPU check (``vispe.evaluation.gpu_check``) runs: its two model settings and the attention core's, the
+"""What the GPU check (``vispe.bench.gpu_check``) runs: its two model settings and the attention core's, the
 rows, the seconds each step is expected to take on an H200 (guesses: a step expected to overrun is skipped), and the
 order compiled rows are spent in. ``plan_for('cpu')`` is the same plan at toy sizes."""
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from vispe.evaluation.benchmark import BenchmarkConfig
+from vispe.bench.measure import BenchmarkConfig
 
 #: the encodings with a GPU target, most important first: compiled rows follow this order after ape_learned
 TARGET_ORDER = (
@@ -23,7 +23,7 @@ TARGET_ORDER = (
     'lepe',
 )
 #: (timm's own model, vispe's row of the same architecture, the encoding it goes with); ape_learned is what
-#: ``vispe.create_model('vit_small_patch16_224')`` builds (benchmark_rows)
+#: ``vispe.create_model('vit_small_patch16_224')`` builds (rows)
 TIMM_PAIRS = (
     ('timm:vit_small_patch16_224', 'ape_learned', 'ape_learned'),
     ('timm:vit_small_patch16_rope_mixed_224', 'vispe:vit_small_patch16_rope_mixed_224', 'rope_mixed'),

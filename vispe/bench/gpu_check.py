@@ -10,7 +10,7 @@ encoding with the timm pair it belongs to); a row whose compilation would overru
 compiled before it, is skipped, and the summary names it. Any step that would overrun is skipped the same way.
 
 Everything is bf16 autocast, forward + backward, as ``tools/benchmark.py --amp [--compile]`` measures it
-(``vispe.evaluation.benchmark``); every report is also written as that tool's JSON. Nothing is downloaded (models
+(``vispe.bench.measure``); every report is also written as that tool's JSON. Nothing is downloaded (models
 are randomly initialised) and open3d is not needed. ``plan_for('cpu')`` runs the same steps at toy sizes: the
 check of the script, not of its figures.
 """
@@ -30,12 +30,7 @@ from typing import Any
 
 import torch
 
-from vispe.evaluation.benchmark import BenchmarkConfig, measure
-from vispe.evaluation.benchmark_report import write_report
-from vispe.evaluation.benchmark_rows import SDPA_BIAS
-from vispe.evaluation.benchmark_subjects import SDPA, build_subjects
-from vispe.evaluation.benchmark_timing import COMPILE_WARMUP, Subject, compile_limits, compile_module, synchronize
-from vispe.evaluation.gpu_check_plan import (
+from vispe.bench.gpu_plan import (
     BASELINE,
     TARGET_ORDER,
     TIMM_PAIRS,
@@ -44,6 +39,11 @@ from vispe.evaluation.gpu_check_plan import (
     compile_order,
     plan_for,
 )
+from vispe.bench.measure import BenchmarkConfig, measure
+from vispe.bench.rows import SDPA_BIAS
+from vispe.bench.subjects import SDPA, build_subjects
+from vispe.bench.targets import write_report
+from vispe.bench.timing import COMPILE_WARMUP, Subject, compile_limits, compile_module, synchronize
 from vispe.evaluation.outputs import check_target, write_text
 
 
@@ -171,7 +171,7 @@ def compiled_subject(cfg: BenchmarkConfig, row: str, backend: str, scope: str = 
 
 
 def throughput(plan: Plan, out: Path) -> dict[str, Any]:
-    from vispe.evaluation.throughput import runner_vs_loop
+    from vispe.bench.throughput import runner_vs_loop
 
     return runner_vs_loop(
         plan.throughput_config,
@@ -190,7 +190,7 @@ Step = tuple[str, str, Callable[[], Any]]
 def steps(plan: Plan, out: Path, clock: Clock) -> list[Step]:
     """(key, title, run) per step, in the order they run (module docstring). ``run`` returns a report, or a
     compiled step's (report or None, note)."""
-    from vispe.evaluation.benchmark_mixed import run_mixed_benchmark
+    from vispe.bench.mixed import run_mixed_benchmark
 
     s, b, device = plan.small, plan.large, plan.device
     pair_rows = [row for timm_row, vispe_row, _ in plan.pairs for row in (timm_row, vispe_row)]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vispe.evaluation.benchmark_subjects import encoding_kind
+from vispe.bench.subjects import encoding_kind
 from vispe.evaluation.outputs import write_json
 from vispe.evaluation.report import console as report_console
 

@@ -1,4 +1,4 @@
-"""Benchmark rows that are not an encoding of the benchmark's model (``benchmark_subjects`` builds them):
+"""Benchmark rows that are not an encoding of the benchmark's model (``subjects`` builds them):
 
 * ``timm:<name>`` and ``vispe:<name>`` (model level): a whole model by its timm name, randomly initialised (nothing
   is downloaded), at the benchmark's image size and with its model arguments: ``timm.create_model(name)``, timm's
@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from vispe.attention import Attention
-from vispe.evaluation.benchmark_config import BenchmarkConfig
+from vispe.bench.config import BenchmarkConfig
 from vispe.positions import Positions
 from vispe.registry import closest
 

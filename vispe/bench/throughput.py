@@ -28,7 +28,7 @@ the IterTimerHook's 'time' includes it); CUDA is synchronised at those two point
 
 Rounds alternate which of the two goes first (the Runner in even rounds), so drift falls on both; medians over
 rounds are reported with ``ratio = plain / runner`` images per second (1.0: no overhead); tools/benchmark.py prints
-the report with ``benchmark_report.print_throughput``.
+the report with ``targets.print_throughput``.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ from mmengine.optim import build_optim_wrapper
 from mmengine.registry import MODELS, DefaultScope
 from mmengine.runner import Runner, set_random_seed
 
+from vispe.bench.timing import synchronize
 from vispe.engine.config import compile_backbone, enable_amp, load_config, without_validation
-from vispe.evaluation.benchmark_timing import synchronize
 
 #: the issue's target: the Runner's images/s within this factor of the plain loop's
 TARGET = 1.05

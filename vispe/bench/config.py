@@ -1,4 +1,4 @@
-"""What a benchmark measures (``BenchmarkConfig``), apart from how it measures it (``vispe.evaluation.benchmark``), so
+"""What a benchmark measures (``BenchmarkConfig``), apart from how it measures it (``vispe.bench.measure``), so
 that the subjects and rows it builds can take it without importing the benchmark."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ class BenchmarkConfig:
     img_size: tuple[int, int] = (224, 224)
     batch_size: int = 8
     encodings: Sequence[str] | None = None
-    baseline: str | None = None  # None: each backbone's own default (benchmark_subjects.DEFAULT_BASELINE)
+    baseline: str | None = None  # None: each backbone's own default (subjects.DEFAULT_BASELINE)
     level: str = 'model'
     warmup: int = 3
     repeats: int = 10

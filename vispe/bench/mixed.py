@@ -13,15 +13,15 @@ mixed batch and of a packed one, side by side in one process, at the same token 
   cost per real token.
 - ``padded (flexi)``: the packed batch's images, padded one per row instead: what packing saves.
 
-With ``cfg.amp`` every forward runs under bf16 autocast (``benchmark_subjects.training_step``).
+With ``cfg.amp`` every forward runs under bf16 autocast (``subjects.training_step``).
 
 Targets (issue 18, CPU float32): padded <= 1.15x fixed (about the same real tokens; the ratio includes the padding),
 packed <= 1.05x fixed (the same token slots: the cost of the packing itself, the block-diagonal mask and per-image
 work); on a GPU (issue 37, bf16, FlexAttention's BlockMask) padded <= 1.10x, packed <= 1.05x (``targets_for``).
-The rounds are interleaved as in the encoding benchmark (``benchmark_timing.interleaved_times``) and every
+The rounds are interleaved as in the encoding benchmark (``timing.interleaved_times``) and every
 model has the same weights. A ratio is the median over rounds of the round's time over the fixed batch's in that
-round (``benchmark_timing.paired_ratio``: the machine's drift cancels; the ratio of the medians is in the JSON too),
-with a 90% bootstrap interval over the rounds (``benchmark_timing.ratio_interval``) and a verdict on it: met, missed,
+round (``timing.paired_ratio``: the machine's drift cancels; the ratio of the medians is in the JSON too),
+with a 90% bootstrap interval over the rounds (``timing.ratio_interval``) and a verdict on it: met, missed,
 or undecided when the noise spans the target.
 """
 
@@ -38,10 +38,10 @@ import torch
 import torch.nn.functional as F
 
 from vispe.backbones.vit import VisionTransformerPE, create_model
+from vispe.bench.measure import BenchmarkConfig
+from vispe.bench.subjects import training_step
+from vispe.bench.timing import Subject, interleaved_times, paired_ratio, ratio_interval
 from vispe.encodings.build import parse_encoding_spec
-from vispe.evaluation.benchmark import BenchmarkConfig
-from vispe.evaluation.benchmark_subjects import training_step
-from vispe.evaluation.benchmark_timing import Subject, interleaved_times, paired_ratio, ratio_interval
 from vispe.layout import make_layout
 
 #: the most a mixed batch may cost against the fixed one, per layout (issue 18's acceptance, CPU float32)

@@ -1,4 +1,4 @@
-"""What the benchmark times: one subject (``benchmark_timing.Subject``) per row, built from the same seed.
+"""What the benchmark times: one subject (``timing.Subject``) per row, built from the same seed.
 
 * ``model`` level: the whole model on random images: a timm ViT name with cross-entropy on random labels, or a DiT
   name (``DiT-S/2``, ``DiT-Ti/4``, ...: ``vispe.backbones.dit.dit``) with the diffusion MSE on random times and labels.
@@ -8,7 +8,7 @@
   as its hook on the tokens followed by that plain layer (``EncodedAttention``).
 
 A row is an encoding spec of ``vispe.encodings.build.parse_encoding_spec``: 'a+b' combines, 'name:key=value' sets
-arguments; or one of ``benchmark_rows``'s: a whole model by name ('timm:<name>', 'vispe:<name>', model level) or
+arguments; or one of ``rows``'s: a whole model by name ('timm:<name>', 'vispe:<name>', model level) or
 ``sdpa_bias`` (attention level: SDPA with a learned bias).
 """
 
@@ -24,16 +24,16 @@ from torch import nn
 from vispe.attention import Attention, set_attention_kernel
 from vispe.backbones.dit import DiT, dit
 from vispe.backbones.vit import VisionTransformerPE, create_model
-from vispe.encodings import Encoding, EncodingStack, encoding_class, list_encodings, parse_encoding_spec
-from vispe.evaluation.benchmark_config import BenchmarkConfig
-from vispe.evaluation.benchmark_rows import (
+from vispe.bench.config import BenchmarkConfig
+from vispe.bench.rows import (
     SDPA_BIAS,
     LearnedBiasAttention,
     build_model_row,
     check_model_row,
     is_model_row,
 )
-from vispe.evaluation.benchmark_timing import Subject, compile_subjects
+from vispe.bench.timing import Subject, compile_subjects
+from vispe.encodings import Encoding, EncodingStack, encoding_class, list_encodings, parse_encoding_spec
 from vispe.positions import Positions, grid_positions
 
 LEVELS = ('model', 'attention')

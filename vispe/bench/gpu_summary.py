@@ -5,7 +5,7 @@ Sections: the targets (model-level ratios to ape_learned, eager and compiled, at
 vispe against compiled timm; mixed-size batches; the Runner against a plain loop); the model-level ratios of
 every encoding at both settings, eager and compiled; vispe against timm; the attention cores against SDPA and
 against SDPA with a learned bias; the mixed-size batches; the steps. A figure is judged only in its target's
-setting (``benchmark_report.TARGET_SETTING``: the toy CPU run shows the targets without judging them); a figure
+setting (``targets.TARGET_SETTING``: the toy CPU run shows the targets without judging them); a figure
 that was not measured says why.
 """
 
@@ -20,10 +20,10 @@ from typing import Any
 import timm
 import torch
 
-from vispe.evaluation.benchmark_report import TARGETS, target_of
-from vispe.evaluation.benchmark_rows import SDPA_BIAS
-from vispe.evaluation.benchmark_subjects import SDPA, encoding_kind
-from vispe.evaluation.gpu_check import BASELINE, Plan, StepResult
+from vispe.bench.gpu_check import BASELINE, Plan, StepResult
+from vispe.bench.rows import SDPA_BIAS
+from vispe.bench.subjects import SDPA, encoding_kind
+from vispe.bench.targets import TARGETS, target_of
 
 #: compiled vispe against compiled timm, same architecture and setting (issue 36): no slower
 VS_TIMM_TARGET = 1.0
@@ -252,7 +252,7 @@ def tests_line(result: StepResult | None) -> str:
     return f'GPU-marked tests: {state}, {result.report["summary"]} (OUT/tests.txt)'
 
 
-#: how the summary names a compile scope (``vispe.evaluation.benchmark_timing.compile_module``)
+#: how the summary names a compile scope (``vispe.bench.timing.compile_module``)
 SCOPES = {'blocks': 'each transformer block compiled (one graph reused by all)', 'model': 'the whole model compiled'}
 
 
