@@ -15,8 +15,7 @@ from test_protected_runs import runner
 from test_report import compare_results, refusal, results_file
 from test_tools import tiny_config
 
-from vispe.engine.runner import CONFIG_DUMP_MARK
-from vispe.engine.workdir import WorkDirError
+from vispe.engine.workdir import CONFIG_DUMP_MARK, WorkDirError
 from vispe.evaluation import outputs
 
 TINY = ['--model', 'vit_tiny_patch16_224', '--img-size', '32', '--batch-size', '1', '--warmup', '0', '--repeats', '1']

@@ -323,10 +323,17 @@ def sweep_parser_args(parser) -> None:
     parser.add_argument('--no-progress', action='store_true')
 
 
+def model_config_error(err: Exception) -> ConfigError:
+    """``ConfigError('model: ...')`` carrying the message of an error the model's build raised."""
+    message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+    return ConfigError(f'model: {message}')
+
+
 __all__: list[str] = [
     'ConfigError',
     'check_config',
     'check_model_arguments',
+    'model_config_error',
     'CfgOptionsAction',
     'common_parser_args',
     'compile_backbone',

@@ -16,29 +16,21 @@
   it first); test and val runs write theirs into their timestamped log folder, never over the training run's.
   The training run's copy (``<work_dir>/<config basename>``) starts with ``CONFIG_DUMP_MARK``; a file of that name
   that lacks the mark and is not this very config (a user's own file) is refused before anything is written.
-* Schedules that fit the run. A parameter scheduler that ends after the run's last epoch or iteration (its
-  ``end`` set for a longer run) is refused; schedulers without ``end`` follow the run's length (mmengine fills
-  it in), which is how vispe's schedule configs are written. A run shorter than its warm-up still trains: the
-  warm-up is clipped to the run (same ramp, cut where the run ends) and a scheduler that would begin after the run's
-  end is left out, each said in one log line.
+* Schedules that fit the run (``vispe.engine.schedules``): a warm-up longer than a short run is clipped to it, a
+  scheduler that would begin after the run is left out, one that ends after it is refused.
 """
 
 from __future__ import annotations
 
-import copy
 import inspect
 import os
 import os.path as osp
-import re
 import warnings
 from typing import Any
 
 import torch
-from mmengine.config import Config
 from mmengine.dist import master_only
 from mmengine.model import is_model_wrapper
-from mmengine.optim import build_optim_wrapper
-from mmengine.optim.scheduler.param_scheduler import INF
 from mmengine.runner import Runner
 from mmengine.runner.base_loop import BaseLoop
 from mmengine.runner.checkpoint import _load_checkpoint
@@ -46,7 +38,6 @@ from torch import nn
 
 from vispe.engine.checkpoint import (
     CheckpointError,
-    StateMismatch,
     atomic_write,
     checkpoint_candidates,
     find_resume_checkpoint,
@@ -54,101 +45,28 @@ from vispe.engine.checkpoint import (
     load_state,
     not_loaded_message,
     read_checkpoint,
-    upgrade_state,
 )
-from vispe.engine.config import ConfigError, differing_keys, flat_config
-from vispe.engine.workdir import WorkDirError, WorkDirLock, check_work_dir, similar_dirs, takeover_message
-from vispe.registry import MODELS, RUNNERS
+from vispe.engine.config import model_config_error
+from vispe.engine.resume import check_resumable, has_training_state, revised
+from vispe.engine.schedules import RunLength, check_schedule_fits, fit_schedules
+from vispe.engine.workdir import (
+    CONFIG_DUMP_MARK,
+    WorkDirError,
+    WorkDirLock,
+    check_work_dir,
+    config_dump_conflict,
+    similar_dirs,
+    takeover_message,
+)
+from vispe.registry import RUNNERS
 
-#: config sections compared between a checkpoint's run and a resuming one
-COMPARED = ('model', 'optim_wrapper', 'param_scheduler', 'train_dataloader', 'train_cfg')
 _RANK_VARIABLES = {'pytorch': 'RANK', 'slurm': 'SLURM_PROCID', 'mpi': 'OMPI_COMM_WORLD_RANK'}
-
-
-def _shown(flat: dict[str, Any], key: str) -> str:
-    return repr(flat[key]) if key in flat else 'unset'
-
-
-def config_differences(saved_text: str | None, cfg: Any, sections=COMPARED, first: int = 6) -> list[str]:
-    """'model.backbone.encoding: 'rope_mixed' (checkpoint's run) -> 'rope_axial' (now)' for each setting of
-    ``sections`` that differs between the config text a checkpoint's meta holds and ``cfg``; [] when the text is
-    missing or does not parse."""
-    if not saved_text or cfg is None:
-        return []
-    try:
-        saved = Config.fromstring(saved_text, file_format='.py')
-    except Exception:  # a config that only parses with its custom imports: nothing to compare
-        return []
-    old = {k: v for section in sections for k, v in flat_config(saved.get(section), section).items()}
-    new = {k: v for section in sections for k, v in flat_config(cfg.get(section), section).items()}
-    lines = [f"{k}: {_shown(old, k)} (checkpoint's run) -> {_shown(new, k)} (now)" for k in differing_keys(old, new)]
-    return lines[:first] + ([f'... {len(lines) - first} more'] if len(lines) > first else [])
-
-
-def _revised(state: dict[str, Any], revise_keys) -> dict[str, Any]:
-    for pattern, replacement in revise_keys:
-        state = {re.sub(pattern, replacement, k): v for k, v in state.items()}
-    return state
-
-
-def _meta_model(model: Any) -> nn.Module:
-    """The model a config describes, built on the meta device (shapes, no memory, no random draws), or the module
-    itself."""
-    if isinstance(model, nn.Module):
-        return model
-    cfg = copy.deepcopy(dict(model))
-    try:
-        with torch.device('meta'):
-            return MODELS.build(cfg)
-    except Exception:  # code that needs real tensors at build time: build it for real without touching the seeds
-        try:
-            with torch.random.fork_rng(devices=[]):
-                return MODELS.build(copy.deepcopy(dict(model)))
-        except (ValueError, TypeError, KeyError) as err:
-            raise model_config_error(err) from err
-
-
-def model_config_error(err: Exception) -> ConfigError:
-    """``ConfigError('model: ...')`` carrying the message of an error the model's build raised."""
-    message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
-    return ConfigError(f'model: {message}')
 
 
 def _is_main_process(launcher: str) -> bool:
     """Rank 0, read before the process group exists (the lock is taken before the Runner sets it up)."""
     variable = _RANK_VARIABLES.get(launcher)
     return variable is None or int(os.environ.get(variable, '0')) == 0
-
-
-#: the first line of the config a training run writes into its work dir: what tells vispe's copy from a user's file
-CONFIG_DUMP_MARK = (
-    '# vispe: the config of the training run in this work dir (VispeRunner); a later run here replaces it'
-)
-
-
-def config_dump_conflict(work_dir: str, cfg: Any) -> str | None:
-    """Why the training run must not write its config to ``<work_dir>/<config basename>`` (None when it may): a
-    file of that name exists that no vispe run dumped (no ``CONFIG_DUMP_MARK``) and that is not this config's text
-    (an older vispe's dump of it)."""
-    filename = getattr(cfg, 'filename', None)
-    if not filename:
-        return None
-    name = osp.basename(filename)
-    path = osp.join(work_dir, name)
-    if not osp.lexists(path):
-        return None
-    try:
-        with open(path, encoding='utf-8') as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError):
-        text = None
-    if text is not None and (text.startswith(CONFIG_DUMP_MARK) or text == cfg.pretty_text):
-        return None
-    return (
-        f'work dir {work_dir!r} holds {name}, which this training run would replace with its config (mmengine '
-        f'names the copy after the config) and which no vispe run wrote; nothing was written: move {name} away, or '
-        'train into another --work-dir'
-    )
 
 
 @RUNNERS.register_module()
@@ -226,7 +144,7 @@ class VispeRunner(Runner):
             )
         if path is None and load_from:
             ckpt = read_checkpoint(load_from)
-            if not _has_training_state(ckpt):
+            if not has_training_state(ckpt):
                 self._notices.append(
                     f'--resume: work dir {work_dir!r} holds no complete checkpoint yet; starting a new run from the '
                     f'weights of load_from={load_from!r}'
@@ -242,56 +160,9 @@ class VispeRunner(Runner):
                 'save, or never ran); starting a new run'
             )
             return False, load_from
-        self._check_resumable(path, ckpt, model, cfg, optim_wrapper, param_scheduler)
+        self._notices += check_resumable(path, ckpt, model, cfg, optim_wrapper, param_scheduler)
         self._preloaded[path] = ckpt
         return True, path
-
-    def _check_resumable(self, path, ckpt, model, cfg, optim_wrapper, param_scheduler) -> None:
-        """CheckpointError unless ``ckpt`` can be resumed with this config, naming what differs."""
-        if not _has_training_state(ckpt):
-            raise CheckpointError(
-                f'cannot resume from {path!r}: it holds weights only (no optimizer, message hub or epoch counter: '
-                'an exported or model-zoo checkpoint, or one saved with save_optimizer=False); to start a new run '
-                f'from these weights, give it as load_from without --resume (--cfg-options load_from={path})'
-            )
-        meta = ckpt.get('meta') or {}
-        saved_config = meta.get('cfg') or meta.get('config')  # mmengine saves the run's config text as 'cfg'
-        problems = []
-        built = _meta_model(model)
-        state = _revised(ckpt['state_dict'], [(r'^module\.', '')]) if 'state_dict' in ckpt else {}
-        try:
-            state = upgrade_state(built, state)
-        except ValueError as error:
-            problems.append(str(error))
-        mismatch = StateMismatch(built.state_dict(), state)
-        if mismatch:
-            problems.append(f'its weights do not fit the model this config builds: {mismatch.describe()}')
-        elif optim_wrapper is not None and 'optimizer' in ckpt:
-            problems += _optimizer_differences(built, optim_wrapper, ckpt['optimizer'])
-        saved_schedulers = ckpt.get('param_schedulers')
-        configured = param_scheduler if isinstance(param_scheduler, (list, tuple)) else None
-        if isinstance(saved_schedulers, list) and configured is not None and len(saved_schedulers) != len(configured):
-            problems.append(
-                f'it was saved with {len(saved_schedulers)} parameter scheduler(s) and this config has '
-                f'{len(configured)}, so some would restart from scratch'
-            )
-        differences = config_differences(saved_config, cfg)
-        if problems:
-            changed = (
-                '; the config differs from the one that run was trained with in: ' + '; '.join(differences)
-                if differences
-                else ''
-            )
-            raise CheckpointError(
-                f'cannot resume from {path!r} with this config: {"; ".join(problems)}{changed}. Nothing in the work '
-                "dir was changed. Resume with the run's own config (mmengine saved it in the work dir), or start a "
-                'new run in another --work-dir (with load_from set to this checkpoint and --non-strict to reuse the '
-                'weights that fit)'
-            )
-        if differences:
-            self._notices.append(
-                f"resuming {path} with a config that differs from its run's in: " + '; '.join(differences)
-            )
 
     def build_model(self, model: Any) -> nn.Module:
         """mmengine's ``build_model``, with a config the model refuses (vispe's messages: an image size that is not
@@ -318,7 +189,7 @@ class VispeRunner(Runner):
         state = checkpoint.get('state_dict', checkpoint)
         if not isinstance(state, dict):
             raise CheckpointError(f'{filename!r} has no model weights (expected a state dict of tensors)')
-        state = _revised({k: v for k, v in state.items() if isinstance(v, torch.Tensor)}, revise_keys)
+        state = revised({k: v for k, v in state.items() if isinstance(v, torch.Tensor)}, revise_keys)
         with warnings.catch_warnings():
             warnings.simplefilter('ignore')  # the not-loaded keys go to the log instead
             mismatch = load_state(model, state, strict, filename)
@@ -387,73 +258,14 @@ class VispeRunner(Runner):
         return built
 
     def build_param_scheduler(self, scheduler):
-        if isinstance(self._train_loop, BaseLoop):
-            scheduler = self._fit_schedules(scheduler)
-        built = super().build_param_scheduler(scheduler)
-        if isinstance(self._train_loop, BaseLoop):
-            schedulers = built if isinstance(built, list) else [s for group in built.values() for s in group]
-            for index, one in enumerate(schedulers):
-                self._check_schedule_fits(index, one)
+        if not isinstance(self._train_loop, BaseLoop):
+            return super().build_param_scheduler(scheduler)
+        run = RunLength(self.max_epochs, self.max_iters)
+        built = super().build_param_scheduler(fit_schedules(scheduler, run, self.logger.warning))
+        schedulers = built if isinstance(built, list) else [s for group in built.values() for s in group]
+        for index, one in enumerate(schedulers):
+            check_schedule_fits(index, one, run)
         return built
-
-    def _fit_schedules(self, schedulers: Any) -> Any:
-        """The scheduler configs of a run shorter than they were written for (``--cfg-options
-        train_cfg.max_epochs=1``): a scheduler that would begin at or after the run's end is left out (a cosine after
-        a warm-up that takes the whole run), and a warm-up (LinearLR rising, ConstantLR) that would end after it is
-        clipped to the run: the same ramp, stopped where the run ends. Each change is logged in one line. Per
-        optimizer for a dict of lists."""
-        if isinstance(schedulers, dict) and 'type' not in schedulers:  # one list per optimizer
-            return {name: self._fit_schedules(group) for name, group in schedulers.items()}
-        if not isinstance(schedulers, (list, tuple)):
-            return schedulers if schedulers is None else self._fit_schedules([schedulers])
-        fitted = []
-        for index, config in enumerate(schedulers):
-            fitted += self._fit_schedule(index, config)
-        return fitted
-
-    def _fit_schedule(self, index: int, config: Any) -> list[Any]:
-        if not isinstance(config, dict):
-            return [config]
-        by_epoch = config.get('by_epoch', True)
-        length, unit = (self.max_epochs, 'epoch') if by_epoch else (self.max_iters, 'iteration')
-        name = f'param_scheduler[{index}] ({config.get("type")})'
-        begin, end = config.get('begin', 0), config.get('end', INF)
-        if not length or begin < length and (end == INF or end <= length):
-            return [config]
-        if begin >= length:
-            self.logger.warning(
-                f'{name} begins at {unit} {begin}, where this {length}-{unit} run has ended: left out (the run ends '
-                'before it starts)'
-            )
-            return []
-        epoch_length = max(1, self.max_iters // max(1, self.max_epochs)) if self.max_epochs else 1
-        steps = epoch_length if by_epoch and config.get('convert_to_iter_based') else 1  # steps of the ramp a unit
-        clipped = _clipped_warmup(config, length, steps)
-        if clipped is None:
-            return [config]  # a decay set for a longer run: refused by _check_schedule_fits, naming the fix
-        self.logger.warning(
-            f'{name} is a warm-up to {unit} {end}, longer than this {length}-{unit} run: clipped to the run (the same '
-            f'ramp, stopped at {unit} {length}: the learning rate reaches {clipped.get("end_factor", 1.0):.3g} of '
-            'the base rate, not the base rate)'
-        )
-        return [clipped]
-
-    def _check_schedule_fits(self, index: int, scheduler) -> None:
-        """ConfigError when ``scheduler`` ends after the run's last epoch or iteration."""
-        end = getattr(scheduler, 'end', INF)
-        if end == INF:
-            return
-        epoch_length = max(1, self.max_iters // max(1, self.max_epochs)) if self.max_epochs else 1
-        length, unit = (self.max_epochs, 'epoch') if scheduler.by_epoch else (self.max_iters, 'iteration')
-        if end <= length:
-            return
-        as_epochs = '' if scheduler.by_epoch or self.max_epochs <= 1 else f' (epoch {end / epoch_length:g})'
-        raise ConfigError(
-            f'param_scheduler[{index}] ({type(scheduler).__name__}) ends at {unit} {end}{as_epochs}, after the '
-            f"run's last {unit} ({length}): it was set for a longer run and would be cut off (a decay that never "
-            'reaches its floor, a warm-up that never reaches the base rate). Drop its end, so that it follows the '
-            f"run's length, or set it to at most the run's length (param_scheduler.{index}.end)"
-        )
 
     def train(self) -> nn.Module:
         try:
@@ -465,51 +277,6 @@ class VispeRunner(Runner):
         """Free the work dir's lock (``train()`` does when it ends, however it ends)."""
         if self._lock is not None:
             self._lock.release()
-
-
-def _clipped_warmup(config: dict, length: int, steps: int) -> dict | None:
-    """A warm-up scheduler config ending at ``length`` instead of its later ``end``, on the same ramp: LinearLR
-    rising from ``start_factor`` to ``end_factor`` over its ``steps``-per-unit steps (mmengine reaches the end factor
-    at the last step before ``end``; the clipped one ends at the factor the ramp has at the run's last step), or
-    ConstantLR (its factor until the end). None for anything else."""
-    begin, end = config.get('begin', 0), config['end']
-    kind = config.get('type')
-    if kind == 'ConstantLR':
-        return dict(config, end=length)
-    start, stop = config.get('start_factor', 1.0 / 3), config.get('end_factor', 1.0)
-    if kind != 'LinearLR' or start >= stop:
-        return None
-    reached = start + (stop - start) * ((length - begin) * steps - 1) / ((end - begin) * steps - 1)
-    return dict(config, end=length, end_factor=reached)
-
-
-def _has_training_state(ckpt: dict) -> bool:
-    meta = ckpt.get('meta') or {}
-    return 'message_hub' in ckpt and 'epoch' in meta and 'iter' in meta and 'state_dict' in ckpt
-
-
-def _optimizer_differences(model: nn.Module, optim_wrapper: Any, saved: dict) -> list[str]:
-    """How the optimizer this config builds for ``model`` differs from a checkpoint's, in parameter groups (what
-    makes ``load_state_dict`` fail with 'different number of parameter groups'); [] when they match or the config's
-    optimizer cannot be built here."""
-    if not isinstance(optim_wrapper, dict) or not isinstance(saved, dict) or 'param_groups' not in saved:
-        return []
-    try:
-        wrapper = build_optim_wrapper(model, copy.deepcopy(optim_wrapper))
-    except Exception:  # e.g. AmpOptimWrapper without a GPU: mmengine's own resume will judge
-        return []
-    groups = wrapper.optimizer.param_groups
-    saved_groups = saved['param_groups']
-    if len(groups) != len(saved_groups):
-        return [
-            f"its optimizer has {len(saved_groups)} parameter groups and this config's has {len(groups)} "
-            '(the model, optim_wrapper.constructor or its paramwise_cfg changed)'
-        ]
-    sizes = [len(g['params']) for g in groups]
-    saved_sizes = [len(g['params']) for g in saved_groups]
-    if sizes != saved_sizes:
-        return ["its optimizer's parameter groups hold other numbers of parameters than this config's"]
-    return []
 
 
 def build_runner(cfg) -> Runner:
@@ -533,10 +300,7 @@ def interrupted_message(config: str, cfg: Any, args: Any, command: str = 'vispe 
 
 
 __all__ = [
-    'CONFIG_DUMP_MARK',
     'VispeRunner',
     'build_runner',
-    'config_dump_conflict',
-    'config_differences',
     'interrupted_message',
 ]

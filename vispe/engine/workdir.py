@@ -19,6 +19,7 @@ import socket
 import sys
 import tempfile
 import time
+from typing import Any
 
 if sys.platform != 'win32':
     import fcntl
@@ -173,4 +174,44 @@ def takeover_message(work_dir: str, previous: dict) -> str:
     )
 
 
-__all__ = ['LOCK_NAME', 'WorkDirError', 'WorkDirLock', 'check_work_dir', 'similar_dirs', 'takeover_message']
+#: the first line of the config a training run writes into its work dir: what tells vispe's copy from a user's file
+CONFIG_DUMP_MARK = (
+    '# vispe: the config of the training run in this work dir (VispeRunner); a later run here replaces it'
+)
+
+
+def config_dump_conflict(work_dir: str, cfg: Any) -> str | None:
+    """Why the training run must not write its config to ``<work_dir>/<config basename>`` (None when it may): a
+    file of that name exists that no vispe run dumped (no ``CONFIG_DUMP_MARK``) and that is not this config's text
+    (an older vispe's dump of it)."""
+    filename = getattr(cfg, 'filename', None)
+    if not filename:
+        return None
+    name = osp.basename(filename)
+    path = osp.join(work_dir, name)
+    if not osp.lexists(path):
+        return None
+    try:
+        with open(path, encoding='utf-8') as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        text = None
+    if text is not None and (text.startswith(CONFIG_DUMP_MARK) or text == cfg.pretty_text):
+        return None
+    return (
+        f'work dir {work_dir!r} holds {name}, which this training run would replace with its config (mmengine '
+        f'names the copy after the config) and which no vispe run wrote; nothing was written: move {name} away, or '
+        'train into another --work-dir'
+    )
+
+
+__all__ = [
+    'CONFIG_DUMP_MARK',
+    'LOCK_NAME',
+    'WorkDirError',
+    'WorkDirLock',
+    'check_work_dir',
+    'config_dump_conflict',
+    'similar_dirs',
+    'takeover_message',
+]

@@ -1,0 +1,156 @@
+"""What a resume must check before anything in the work dir is written (``VispeRunner`` calls ``check_resumable``
+when ``resume=True`` has found its checkpoint): that the checkpoint holds a training state, not weights only; that
+its weights fit the model the config builds (built on the meta device); that the optimizer's parameter groups and
+the parameter schedulers match; and what differs between the checkpoint run's config and this one."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import torch
+from mmengine.config import Config
+from mmengine.optim import build_optim_wrapper
+from torch import nn
+
+from vispe.engine.checkpoint import CheckpointError, StateMismatch, upgrade_state
+from vispe.engine.config import differing_keys, flat_config, model_config_error
+from vispe.registry import MODELS
+
+#: config sections compared between a checkpoint's run and a resuming one
+COMPARED = ('model', 'optim_wrapper', 'param_scheduler', 'train_dataloader', 'train_cfg')
+
+
+def _shown(flat: dict[str, Any], key: str) -> str:
+    return repr(flat[key]) if key in flat else 'unset'
+
+
+def config_differences(saved_text: str | None, cfg: Any, sections=COMPARED, first: int = 6) -> list[str]:
+    """'model.backbone.encoding: 'rope_mixed' (checkpoint's run) -> 'rope_axial' (now)' for each setting of
+    ``sections`` that differs between the config text a checkpoint's meta holds and ``cfg``; [] when the text is
+    missing or does not parse."""
+    if not saved_text or cfg is None:
+        return []
+    try:
+        saved = Config.fromstring(saved_text, file_format='.py')
+    except Exception:  # a config that only parses with its custom imports: nothing to compare
+        return []
+    old = {k: v for section in sections for k, v in flat_config(saved.get(section), section).items()}
+    new = {k: v for section in sections for k, v in flat_config(cfg.get(section), section).items()}
+    lines = [f"{k}: {_shown(old, k)} (checkpoint's run) -> {_shown(new, k)} (now)" for k in differing_keys(old, new)]
+    return lines[:first] + ([f'... {len(lines) - first} more'] if len(lines) > first else [])
+
+
+def revised(state: dict[str, Any], revise_keys) -> dict[str, Any]:
+    """``state`` with each key rewritten by the (pattern, replacement) pairs of ``revise_keys``, in order."""
+    for pattern, replacement in revise_keys:
+        state = {re.sub(pattern, replacement, k): v for k, v in state.items()}
+    return state
+
+
+def meta_model(model: Any) -> nn.Module:
+    """The model a config describes, built on the meta device (shapes, no memory, no random draws), or the module
+    itself."""
+    if isinstance(model, nn.Module):
+        return model
+    cfg = copy.deepcopy(dict(model))
+    try:
+        with torch.device('meta'):
+            return MODELS.build(cfg)
+    except Exception:  # code that needs real tensors at build time: build it for real without touching the seeds
+        try:
+            with torch.random.fork_rng(devices=[]):
+                return MODELS.build(copy.deepcopy(dict(model)))
+        except (ValueError, TypeError, KeyError) as err:
+            raise model_config_error(err) from err
+
+
+def check_resumable(path, ckpt, model, cfg, optim_wrapper, param_scheduler) -> list[str]:
+    """CheckpointError unless ``ckpt`` (read from ``path``) can be resumed with this config (the model, optimizer
+    wrapper and parameter schedulers the Runner was given, and ``cfg`` whose text it compares with the checkpoint
+    run's), naming what differs; else the notices to log (settings that differ but still resume)."""
+    if not has_training_state(ckpt):
+        raise CheckpointError(
+            f'cannot resume from {path!r}: it holds weights only (no optimizer, message hub or epoch counter: '
+            'an exported or model-zoo checkpoint, or one saved with save_optimizer=False); to start a new run '
+            f'from these weights, give it as load_from without --resume (--cfg-options load_from={path})'
+        )
+    meta = ckpt.get('meta') or {}
+    saved_config = meta.get('cfg') or meta.get('config')  # mmengine saves the run's config text as 'cfg'
+    problems = []
+    built = meta_model(model)
+    state = revised(ckpt['state_dict'], [(r'^module\.', '')]) if 'state_dict' in ckpt else {}
+    try:
+        state = upgrade_state(built, state)
+    except ValueError as error:
+        problems.append(str(error))
+    mismatch = StateMismatch(built.state_dict(), state)
+    if mismatch:
+        problems.append(f'its weights do not fit the model this config builds: {mismatch.describe()}')
+    elif optim_wrapper is not None and 'optimizer' in ckpt:
+        problems += optimizer_differences(built, optim_wrapper, ckpt['optimizer'])
+    saved_schedulers = ckpt.get('param_schedulers')
+    configured = param_scheduler if isinstance(param_scheduler, (list, tuple)) else None
+    if isinstance(saved_schedulers, list) and configured is not None and len(saved_schedulers) != len(configured):
+        problems.append(
+            f'it was saved with {len(saved_schedulers)} parameter scheduler(s) and this config has '
+            f'{len(configured)}, so some would restart from scratch'
+        )
+    differences = config_differences(saved_config, cfg)
+    if problems:
+        changed = (
+            '; the config differs from the one that run was trained with in: ' + '; '.join(differences)
+            if differences
+            else ''
+        )
+        raise CheckpointError(
+            f'cannot resume from {path!r} with this config: {"; ".join(problems)}{changed}. Nothing in the work '
+            "dir was changed. Resume with the run's own config (mmengine saved it in the work dir), or start a "
+            'new run in another --work-dir (with load_from set to this checkpoint and --non-strict to reuse the '
+            'weights that fit)'
+        )
+    if differences:
+        return [f"resuming {path} with a config that differs from its run's in: " + '; '.join(differences)]
+    return []
+
+
+def has_training_state(ckpt: dict) -> bool:
+    """Whether a checkpoint holds what a resume needs: weights, message hub, epoch and iteration counters."""
+    meta = ckpt.get('meta') or {}
+    return 'message_hub' in ckpt and 'epoch' in meta and 'iter' in meta and 'state_dict' in ckpt
+
+
+def optimizer_differences(model: nn.Module, optim_wrapper: Any, saved: dict) -> list[str]:
+    """How the optimizer this config builds for ``model`` differs from a checkpoint's, in parameter groups (what
+    makes ``load_state_dict`` fail with 'different number of parameter groups'); [] when they match or the config's
+    optimizer cannot be built here."""
+    if not isinstance(optim_wrapper, dict) or not isinstance(saved, dict) or 'param_groups' not in saved:
+        return []
+    try:
+        wrapper = build_optim_wrapper(model, copy.deepcopy(optim_wrapper))
+    except Exception:  # e.g. AmpOptimWrapper without a GPU: mmengine's own resume will judge
+        return []
+    groups = wrapper.optimizer.param_groups
+    saved_groups = saved['param_groups']
+    if len(groups) != len(saved_groups):
+        return [
+            f"its optimizer has {len(saved_groups)} parameter groups and this config's has {len(groups)} "
+            '(the model, optim_wrapper.constructor or its paramwise_cfg changed)'
+        ]
+    sizes = [len(g['params']) for g in groups]
+    saved_sizes = [len(g['params']) for g in saved_groups]
+    if sizes != saved_sizes:
+        return ["its optimizer's parameter groups hold other numbers of parameters than this config's"]
+    return []
+
+
+__all__ = [
+    'COMPARED',
+    'check_resumable',
+    'config_differences',
+    'has_training_state',
+    'meta_model',
+    'optimizer_differences',
+    'revised',
+]
