@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import vispe
-from vispe.encodings.comrope import apply_blocks, isoclinic_frame, quaternion_matrices
+from vispe.encodings.block_rotations import apply_blocks, isoclinic_frame, quaternion_matrices
 from vispe.positions import Positions, grid_positions
 
 VARIANTS = ['comrope_ap', 'comrope_ld']
@@ -195,7 +195,7 @@ def test_runs_in_a_vit_at_two_resolutions(name):
 def test_one_gemm_transform_equals_the_per_head_products(transpose: bool) -> None:
     """transform_heads' CUDA form (one GEMM with the heads' matrices on a C x C diagonal) gives the per-head bmm's
     values, on timm's token-major q and on a contiguous one, and keeps the token-major layout."""
-    from vispe.encodings.comrope import transform_heads
+    from vispe.encodings.block_rotations import transform_heads
 
     torch.manual_seed(0)
     B, N, H, d = 2, 5, 3, 8

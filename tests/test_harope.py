@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import vispe
-from vispe.encodings.comrope import expm
+from vispe.encodings.block_rotations import expm
 from vispe.positions import Positions, grid_positions
 
 

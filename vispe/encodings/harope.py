@@ -36,12 +36,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vispe.encodings.comrope import expm, transform_heads
+from vispe.encodings.block_rotations import expm, transform_heads
 from vispe.encodings.rope import RoPEAxial
 from vispe.positions import Positions, autocast_off
 from vispe.registry import ENCODINGS
 
-torch.fx.wrap('expm')  # an FX graph calls expm at run time (the comrope leaf), also from this module
+torch.fx.wrap('expm')  # an FX graph calls expm at run time (the block_rotations leaf), also from this module
 
 
 @ENCODINGS.register_module(name='harope')
