@@ -166,8 +166,7 @@ def test_installed_wheel_trains_and_evaluates_a_shipped_config_outside_the_check
 
 def test_every_tool_is_a_vispe_command_and_its_script_a_shim(capsys):
     """Before: benchmark, compare_results, benchmark_fps and infer_points lived in tools/ only, so an installed vispe
-    could not run them. Now every user tool is a ``vispe`` subcommand and tools/X.py imports its main (the GPU
-    check and timm's model tests stay checkout tools: they run pytest on the checkout's files)."""
+    could not run them. Now every tool is a ``vispe`` subcommand and tools/X.py imports its main."""
     import glob
     import re
 
@@ -176,11 +175,9 @@ def test_every_tool_is_a_vispe_command_and_its_script_a_shim(capsys):
     modules = {module for module, _ in COMMANDS.values() if module}
     for script in glob.glob(os.path.join(ROOT, 'tools', '*.py')):
         name = os.path.basename(script)
-        if name in ('gpu_check.py', 'timm_model_tests.py'):
-            continue
         found = re.search(r'^from vispe\.cli\.(\w+) import main', open(script).read(), re.M)
         assert found and found.group(1) in modules, f'{name} is not a shim of a vispe command'
-    for command in ('benchmark', 'compare-results', 'benchmark-fps', 'infer-points'):
+    for command in ('benchmark', 'compare-results', 'benchmark-fps', 'infer-points', 'gpu-check', 'timm-tests'):
         with pytest.raises(SystemExit) as exit_info:
             main([command, '--help'])
         assert exit_info.value.code == 0 and f'usage: vispe {command}' in capsys.readouterr().out

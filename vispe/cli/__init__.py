@@ -35,6 +35,11 @@ COMMANDS = {
     'compare-results': ('compare_results', "merge several runs' sweep results into one table and figure"),
     'benchmark': ('benchmark', 'time a training step per encoding; mixed sizes, scaling, Runner throughput'),
     'benchmark-fps': ('benchmark_fps', "time vispe's farthest-point sampling against open3d's"),
+    'gpu-check': (
+        'gpu_check',
+        'the prepared GPU check: GPU tests and benchmarks into one summary (tools/gpu_check.sh)',
+    ),
+    'timm-tests': ('timm_tests', "run timm's own model tests over vispe's names (tools/timm_model_tests.py)"),
     'configs': ('', 'list the shipped configs (names any command takes as CONFIG)'),
 }
 
