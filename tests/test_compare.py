@@ -2,7 +2,7 @@
 
 import pytest
 
-from vispe.evaluation.compare import Run, encoding_option, final_checkpoint, markdown_table, schedule_options
+from vispe.experiments.compare import Run, encoding_option, final_checkpoint, markdown_table, schedule_options
 
 
 def test_encoding_option_single_and_combined():
@@ -58,7 +58,7 @@ def test_previous_results_are_reused_only_for_the_same_checkpoint(tmp_path):
     import os
     import time
 
-    from vispe.evaluation.compare import _previous_results
+    from vispe.experiments.compare import _previous_results
 
     ckpt = tmp_path / 'epoch_3.pth'
     ckpt.write_bytes(b'x')
@@ -76,7 +76,7 @@ def test_previous_results_are_reused_only_for_the_same_checkpoint(tmp_path):
 
 
 def test_supported_strategies_follow_the_encoding():
-    from vispe.evaluation.compare import supported_strategies
+    from vispe.experiments.compare import supported_strategies
 
     config = 'configs/vit/vit_tiny_shapes2d_position.py'
     assert supported_strategies(Run('position', config, 'unused', [encoding_option('ape_learned')]))[0] == 'bicubic'

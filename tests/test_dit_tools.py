@@ -104,8 +104,8 @@ def test_eval_generation_refuses_a_classifier_config(trained, tmp_path):
 
 
 def test_generation_sweep_is_reused_until_the_feature_extractor_changes(trained):
-    from vispe.evaluation.compare import Run
     from vispe.evaluation.generation_sweep import train_and_generate
+    from vispe.experiments.compare import Run
 
     config, ckpt, tmp = trained
     run = Run('shape_color', config, str(tmp / 'work'))

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from vispe.evaluation.leaderboard import best_strategy, leaderboard_runs, markdown, plain_strategy, summarize
+from vispe.experiments.leaderboard import leaderboard_runs
+from vispe.experiments.leaderboard_report import best_strategy, markdown, plain_strategy, summarize
 
 VALUES = {
     ('position', 'rope_axial', 'none', '32'): [100.0, 98.0],
@@ -49,7 +50,7 @@ def test_one_run_per_task_encoding_and_seed():
 
 
 def test_plot_writes_a_png_per_call(tmp_path):
-    from vispe.evaluation.leaderboard import plot
+    from vispe.experiments.leaderboard_report import plot
 
     path = plot(summarize(VALUES), ['position'], ['32', '64'], str(tmp_path / 'lb.png'))
     with open(path, 'rb') as f:
@@ -59,22 +60,22 @@ def test_plot_writes_a_png_per_call(tmp_path):
 def test_plot_puts_the_test_sizes_in_increasing_order(tmp_path, monkeypatch):
     """The sweep lists 1x first (tables read it so); a line drawn in that order would run 32 -> 16 -> 24 -> 48 and
     show a dip that is not there. The plot's x axis runs by pixel count, the training size dotted where it falls."""
-    from vispe.evaluation import leaderboard as lb
+    from vispe.experiments import leaderboard_report as lbr
 
     figures = []
-    monkeypatch.setattr(lb.report, 'save_figure', lambda fig, path: figures.append(fig) or path)
+    monkeypatch.setattr(lbr.report, 'save_figure', lambda fig, path: figures.append(fig) or path)
     values = {('position', 'peg', 'default', r): [50.0] for r in ('32', '16', '64', '44x24', '24x44')}
-    lb.plot(summarize(values), ['position'], ['32', '16', '64', '44x24', '24x44'], str(tmp_path / 'lb.png'))
+    lbr.plot(summarize(values), ['position'], ['32', '16', '64', '44x24', '24x44'], str(tmp_path / 'lb.png'))
     ax = figures[0].axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ['16', '32', '24x44', '44x24', '64']
     dotted = [line for line in ax.get_lines() if line.get_linestyle() == ':']
     assert [line.get_xdata()[0] for line in dotted] == [1]  # 32 px, the training size
-    lb.report.plt().close(figures[0])
+    lbr.report.plt().close(figures[0])
 
 
 def test_regimes_are_runs_and_tables_of_their_own():
-    from vispe.evaluation.compare import REGIME_CONFIGS
-    from vispe.evaluation.leaderboard import regime_markdown, task_label
+    from vispe.experiments.compare import REGIME_CONFIGS
+    from vispe.experiments.leaderboard_report import regime_markdown, task_label
 
     regimes = {r: REGIME_CONFIGS[r] for r in ('fixed', 'aspect')}
     runs = leaderboard_runs({'position': REGIME_CONFIGS['fixed']['position']}, ['peg'], [0], 'out', regimes)
@@ -102,7 +103,7 @@ def _results(resolutions, strategies, value=50.0, complete=True):
 
 def test_non_square_results_land_in_their_columns(monkeypatch):
     """JSON reads a (44, 24) resolution back as [44, 24]: the tables still find it under '44x24'."""
-    from vispe.evaluation import leaderboard as lb
+    from vispe.experiments import leaderboard as lb
 
     monkeypatch.setattr(lb, 'train_and_evaluate', lambda run, res, log: _results(res, ['default'], value=42.0))
     runs = leaderboard_runs({'position': 'p.py'}, ['peg'], [0], 'out')
@@ -112,7 +113,7 @@ def test_non_square_results_land_in_their_columns(monkeypatch):
 
 
 def test_the_archive_keeps_each_run_and_serves_it_where_no_checkpoint_is(tmp_path, monkeypatch):
-    from vispe.evaluation import leaderboard as lb
+    from vispe.experiments import leaderboard as lb
 
     trained = []
 
@@ -149,7 +150,7 @@ def test_a_run_records_its_wall_time_and_its_cpu_time_apart(tmp_path, monkeypatc
     computes takes both: run.json keeps the two, so a wall time stretched by the machine can be told apart."""
     import time
 
-    from vispe.evaluation import leaderboard as lb
+    from vispe.experiments import leaderboard as lb
 
     monkeypatch.setattr(lb, 'final_checkpoint', lambda run: None)
     run = leaderboard_runs({'position': 'p.py'}, ['peg'], [0], str(tmp_path / 'out'))[0]
@@ -177,7 +178,7 @@ def test_a_resumed_run_records_where_it_resumed_and_its_threads(tmp_path, monkey
     count). A run started from scratch records no checkpoint."""
     import torch
 
-    from vispe.evaluation import leaderboard as lb
+    from vispe.experiments import leaderboard as lb
 
     monkeypatch.setattr(lb, 'final_checkpoint', lambda run: None)  # not finished: trained (here: resumed) now
     runs = leaderboard_runs({'position': 'p.py'}, ['peg'], [0, 1], str(tmp_path / 'out'))
@@ -196,7 +197,7 @@ def test_a_run_records_its_mean_training_loss_per_epoch_the_resumed_session_repl
     """run.json keeps each epoch's mean logged loss (mmengine's vis_data/scalars.json), so a plateau can be read
     from the archive; an epoch that an interrupted session had begun and the resumed one trained again counts
     once, with the resumed session's losses. Lines without a loss (validation metrics) are not losses."""
-    from vispe.evaluation import leaderboard as lb
+    from vispe.experiments import leaderboard as lb
 
     monkeypatch.setattr(lb, 'final_checkpoint', lambda run: None)
     run = leaderboard_runs({'position': 'p.py'}, ['peg'], [0], str(tmp_path / 'out'))[0]
@@ -224,7 +225,7 @@ def test_a_run_records_its_mean_training_loss_per_epoch_the_resumed_session_repl
 
 
 def test_a_run_with_a_local_checkpoint_is_evaluated_from_it_not_from_the_archive(tmp_path, monkeypatch):
-    from vispe.evaluation import leaderboard as lb
+    from vispe.experiments import leaderboard as lb
 
     monkeypatch.setattr(lb, 'supported_strategies', lambda run: ['default'])
     monkeypatch.setattr(lb, 'final_checkpoint', lambda run: '/local/epoch_12.pth')
@@ -260,7 +261,7 @@ def test_a_board_without_fixed_runs_leaves_the_model_zoo_alone(tmp_path, monkeyp
 
 
 def test_the_regime_plot_draws_each_encoding_with_a_line_per_regime(tmp_path):
-    from vispe.evaluation.leaderboard import regime_pivot, regime_plot, task_label
+    from vispe.experiments.leaderboard_report import regime_pivot, regime_plot, task_label
 
     values = dict(VALUES)
     values[(task_label('position', 'sizes'), 'rope_axial', 'none', '64')] = [99.0, 97.0]
@@ -310,7 +311,7 @@ def fake_work(run, resolutions, log):
 
 
 def test_parallel_jobs_archive_every_finished_run_and_report_the_failures_together(tmp_path):
-    from vispe.evaluation.leaderboard import Archive, collect
+    from vispe.experiments.leaderboard import Archive, collect
 
     archive = Archive(str(tmp_path / 'archive'), str(tmp_path / 'out'))
     config = 'vit/vit_tiny_shapes2d_position.py'  # peg's strategies are read from it when a run is read back
@@ -333,7 +334,7 @@ def test_parallel_jobs_archive_every_finished_run_and_report_the_failures_togeth
 
 def test_no_train_tables_what_the_archive_holds_and_lists_the_rest(tmp_path, monkeypatch, capsys):
     from vispe.cli import leaderboard as cli
-    from vispe.evaluation import leaderboard as lb
+    from vispe.experiments import leaderboard as lb
 
     def train_and_evaluate(*args):
         raise AssertionError('--no-train must not train')
@@ -388,7 +389,7 @@ def test_a_run_records_the_commit_of_the_code_its_process_loaded(tmp_path, monke
     """A --jobs worker keeps the code it imported for its first run: every run it trains records that commit, not
     the checkout's when the run ends (HEAD moves on while a queue trains), and says when vispe/ or configs/ had
     uncommitted changes. A run only read from its checkpoint keeps the checkout's commit as before."""
-    from vispe.evaluation import leaderboard as lb
+    from vispe.experiments import leaderboard as lb
 
     heads = iter(['1111111', '2222222', '3333333'])
     changed = {'status': ''}
@@ -417,8 +418,8 @@ def test_an_option_variant_is_a_run_of_its_own_in_a_folder_every_file_system_tak
     from mmengine.registry import init_default_scope
 
     from vispe.encodings.dinov3 import RoPEDinoV3
-    from vispe.evaluation.compare import run_config
-    from vispe.evaluation.model_zoo import model_name
+    from vispe.experiments.compare import run_config
+    from vispe.experiments.zoo import model_name
     from vispe.registry import MODELS
 
     (run,) = leaderboard_runs({'position': 'configs/vit/vit_tiny_shapes2d_position.py'}, ['rope_dinov3:rescale=none'],
@@ -434,14 +435,14 @@ def test_an_option_variant_is_a_run_of_its_own_in_a_folder_every_file_system_tak
 def test_an_option_variant_gets_rows_of_its_own(monkeypatch):
     """Both runs' results name the encoding alone ('peg' here, as eval_resolution labels a model); the board keeps
     them apart by the runs' own labels."""
-    from vispe.evaluation import leaderboard as lb
+    from vispe.experiments import leaderboard as lb
 
     values = {'peg': 40.0, 'peg:option=1': 60.0}
     monkeypatch.setattr(
         lb, 'train_and_evaluate', lambda run, res, log: _results(res, ['default'], values[run.encoding])
     )
     runs = leaderboard_runs({'position': 'p.py'}, list(values), [0], 'out')
-    stats = lb.summarize(lb.collect(runs, ['32']))
+    stats = summarize(lb.collect(runs, ['32']))
     assert {k: v[0] for k, v in stats.items()} == {
         ('position', 'peg', 'default', '32'): 40.0,
         ('position', 'peg:option=1', 'default', '32'): 60.0,

@@ -10,9 +10,9 @@ from mmengine.registry import init_default_scope
 from vispe.engine.checkpoint import load_checkpoint
 from vispe.engine.config import load_config
 from vispe.evaluation import resolution as R
-from vispe.evaluation.compare import Run
-from vispe.evaluation.leaderboard import summarize, write_model_zoo
-from vispe.evaluation.model_zoo import shipped_models
+from vispe.experiments.compare import Run
+from vispe.experiments.leaderboard_report import summarize
+from vispe.experiments.zoo import shipped_models, write_model_zoo
 from vispe.files import sha256
 from vispe.registry import MODELS
 

@@ -83,7 +83,7 @@ def test_two_trainings_in_one_process_log_to_their_own_work_dirs(tmp_path, monke
 
 
 def test_compare_trains_and_evaluates_in_process_then_reuses(tmp_path):
-    from vispe.evaluation.compare import Run, compare
+    from vispe.experiments.compare import Run, compare
 
     runs = [Run('position', tiny_config(tmp_path), str(tmp_path / 'runs' / 'ape_learned'))]
     logged = []

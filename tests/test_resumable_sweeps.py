@@ -276,7 +276,7 @@ def test_a_checkpoint_trained_at_28_px_is_reported_at_28(tmp_path):
 def test_callers_that_own_the_folder_replace_only_stale_results(tmp_path):
     """compare / the leaderboard / the DiT demo pass --force for results older than the checkpoint they evaluate
     (a retrained run) or without identity, and reuse nothing from an interrupted sweep."""
-    from vispe.evaluation.compare import _previous_results
+    from vispe.experiments.compare import _previous_results
 
     ckpt, path = tmp_path / 'epoch_3.pth', tmp_path / E.RESULTS
     ckpt.write_bytes(b'x')

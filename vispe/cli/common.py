@@ -11,9 +11,9 @@ from typing import Any, NoReturn
 
 from rich.console import Console
 
-from vispe.evaluation.compare import check_summary, sweep_runs, write_summary
 from vispe.evaluation.evaluate import PLOT
 from vispe.evaluation.sweep_engine import RESULTS, failure_message
+from vispe.experiments.compare import check_summary, sweep_runs, write_summary
 
 
 def print_predictions(predictions: Sequence[dict[str, Any]]) -> None:

@@ -12,7 +12,8 @@ import argparse
 import os
 from collections.abc import Sequence
 
-from vispe.evaluation.compare import (
+from vispe.evaluation.outputs import check_target, forcing
+from vispe.experiments.compare import (
     SHAPES2D_TASK_CONFIGS,
     Run,
     compare,
@@ -20,7 +21,6 @@ from vispe.evaluation.compare import (
     markdown_table,
     schedule_options,
 )
-from vispe.evaluation.outputs import check_target, forcing
 
 
 def main(

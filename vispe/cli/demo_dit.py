@@ -17,10 +17,10 @@ from collections.abc import Sequence
 
 from vispe.cli.common import bold_log, demo_parser
 from vispe.engine.config import load_config
-from vispe.evaluation.compare import Run, markdown_table, train
 from vispe.evaluation.generation_sweep import METRICS, train_and_generate
 from vispe.evaluation.outputs import MARKER, check_target, forcing, write_json, write_text
 from vispe.evaluation.report import console as report_console
+from vispe.experiments.compare import Run, markdown_table, train
 
 RESOLUTIONS = ['32', '48', '64']  # 1x, 1.5x, 2x
 #: label -> (config, strategies to sample with; None = the encoding's only one)

@@ -202,7 +202,7 @@ def train_and_generate(
     extractor are unchanged); returns results.json."""
     import json
 
-    from vispe.evaluation.compare import covers, run_config, shown, train
+    from vispe.experiments.compare import covers, run_config, shown, train
 
     ckpt = train(run, log)
     out = os.path.join(run.work_dir, 'generation')

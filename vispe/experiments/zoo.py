@@ -15,6 +15,8 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -22,8 +24,9 @@ import torch
 from vispe.engine.checkpoint import load_checkpoint, state_dict_of
 from vispe.engine.run_meta import META_KEYS
 from vispe.evaluation.checkpoints import resolution_label
-from vispe.evaluation.compare import markdown_table
 from vispe.evaluation.outputs import write_json, write_text
+from vispe.experiments.compare import Run, checkout_path, final_checkpoint, markdown_table
+from vispe.experiments.leaderboard_report import Stats, best_strategy, card_note
 from vispe.files import sha256
 
 #: provenance kept from mmengine's checkpoint meta (the config text is in config.py, the rest is training state), and
@@ -156,3 +159,77 @@ def shipped_models(root: str) -> dict[str, dict[str, Any]]:
         with open(path) as f:
             found[os.path.basename(os.path.dirname(path))] = json.load(f)
     return found
+
+
+def write_model_zoo(
+    runs: Sequence[Run],
+    seed: int,
+    stats: Stats,
+    resolutions: Sequence[str],
+    report: str,
+    plot_path: str,
+    out_root: str,
+) -> list[str]:
+    """A model folder (``export_model``) for each run of ``seed``, plus ``out_root/README.md``: the
+    leaderboard's table and plot and an index of the models."""
+    folders, index = [], []
+    for run in runs:
+        if run.seed != seed:
+            continue
+        encoding = run.encoding
+        ckpt = final_checkpoint(run)
+        if ckpt is None:
+            raise FileNotFoundError(f'{run.work_dir} has no final checkpoint: train it first (collect() does)')
+        with open(os.path.join(run.work_dir, 'eval', 'results.json')) as f:
+            results = json.load(f)
+        options = ' '.join(run.cfg_options)
+        folders.append(
+            export_model(
+                run.work_dir,
+                ckpt,
+                results,
+                run.task,
+                encoding,
+                seed,
+                f'python tools/train.py {checkout_path(run.config)} --cfg-options {options}',
+                out_root,
+                card_note(stats, run.task, encoding, resolutions),
+            )
+        )
+        best = best_strategy(stats, run.task, encoding, resolutions[0])
+        values = {resolution_label(r['resolution']): r['value'] for r in results['results'] if r['strategy'] == best}
+        name = model_name(run.task, encoding)
+        index.append(
+            f'| [{name}]({name}/README.md) | {run.task} | {encoding} | {best} | '
+            + ' | '.join(f'{values.get(res, float("nan")):.1f}' for res in resolutions)
+            + ' |'
+        )
+    shutil.copyfile(plot_path, os.path.join(out_root, 'leaderboard.png'))
+    listed = {model_name(run.task, run.encoding) for run in runs}
+    others = [
+        f'| [{name}]({name}/README.md) | {m["task"]} | {m["encoding"]} | {m.get("role", "")} |'
+        for name, m in shipped_models(out_root).items()
+        if name not in listed
+    ]
+    page = [
+        '# vispe model zoo',
+        '',
+        'Tiny ViTs trained by `make leaderboard` (tools/leaderboard.py): every 2D encoding on the procedural shapes2d '
+        f'tasks with one schedule. The leaderboard is mean ± std over seeds; the folders hold the seed-{seed} '
+        'checkpoints, each with its config, its metrics and a card saying how to evaluate it '
+        '(`tools/eval_resolution.py`) without training.',
+        '',
+        '![leaderboard](leaderboard.png)',
+        '',
+        report,
+        '',
+        f"## Models (seed {seed}; accuracy of that checkpoint with its encoding's best strategy)",
+        '',
+        '| model | task | encoding | strategy | ' + ' | '.join(f'{r} px' for r in resolutions) + ' |',
+        '|---|---|---|---|' + '---|' * len(resolutions),
+        *index,
+    ]
+    if others:
+        page += ['', '## Other models', '', '| model | task | encoding | role |', '|---|---|---|---|', *others]
+    write_text(os.path.join(out_root, 'README.md'), '\n'.join(page) + '\n', None)  # the zoo's index
+    return folders
