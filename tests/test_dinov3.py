@@ -10,7 +10,7 @@ from timm.layers.pos_embed_sincos import RotaryEmbeddingDinoV3, _apply_coord_aug
 
 import vispe
 import vispe.encodings.dinov3 as dinov3
-from vispe.backbones.timm_names import rotate_half_order
+from vispe.backbones.timm_interop.eva import rotate_half_order
 from vispe.encodings.dinov3 import RoPEDinoV3
 from vispe.positions import Positions, grid_positions
 

@@ -10,7 +10,7 @@ import torch
 from conftest import ROOT
 
 import vispe
-from vispe.backbones.timm_names import convert_eva_dinov3_state_dict
+from vispe.backbones.timm_interop.eva import convert_eva_dinov3_state_dict
 from vispe.encodings.dinov3 import RoPEDinoV3
 
 SIZES = [(64, 64), (48, 80)]  # the second not square, neither the model's img_size
@@ -204,7 +204,7 @@ def test_eval_resolution_sweeps_both_strategies_and_they_agree_at_the_training_g
 
 def test_every_dinov3_name_of_timm_converts_including_those_too_large_for_a_test():
     """Read off timm's model built on the meta device (no memory): the arguments of every DINOv3 size resolve."""
-    from vispe.backbones.timm_names import eva_dinov3_arguments, is_eva_dinov3
+    from vispe.backbones.timm_interop.eva import eva_dinov3_arguments, is_eva_dinov3
 
     names = [n for n in timm.list_models('*dinov3*') if is_eva_dinov3(n)]
     assert {'vit_7b_patch16_dinov3', 'vit_huge_plus_patch16_dinov3_qkvb', 'vit_large_patch16_dinov3'} <= set(names)

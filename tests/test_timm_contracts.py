@@ -14,7 +14,7 @@ import torch
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, resolve_data_config
 
 import vispe
-from vispe.backbones import vispe_vit
+from vispe.backbones.timm_interop import names as vispe_names
 from vispe.engine.checkpoint import CheckpointError
 
 ENCODINGS = vispe.list_encodings(ndim=2)
@@ -188,7 +188,7 @@ def test_checkpoint_path_takes_mmengine_checkpoints_with_the_backbone_prefix(tmp
 def test_entrypoints_live_in_their_own_module():
     assert timm.models.get_arch_name(tiny_name('irpe')) == tiny_name('irpe')
     assert all(timm.models._registry._model_to_module[n] == 'vispe_vit' for n in vispe.TIMM_NAMES)
-    assert vispe_vit.registered_name('vit_small_patch16_224', 'irpe') == 'vit_small_patch16_irpe_224'
+    assert vispe_names.registered_name('vit_small_patch16_224', 'irpe') == 'vit_small_patch16_irpe_224'
 
 
 def test_encoding_none_is_a_vispe_model_without_positions():

@@ -6,7 +6,7 @@ import torch
 from conftest import TINY_VIT
 
 import vispe
-from vispe.backbones.vit import convert_eva_rope_state_dict
+from vispe.backbones.timm_interop.eva import convert_eva_rope_state_dict
 
 
 def timm_tiny(**overrides):
@@ -85,7 +85,7 @@ def test_loads_timm_naver_rope_weights(name, encodings):
     eva = timm.create_model(name, **kwargs).eval()
     ours = vispe.create_model(name, **kwargs).eval()
     assert sorted(ours.encoding_names) == sorted(encodings)
-    missing, unexpected = ours.load_state_dict(convert_eva_rope_state_dict(eva.state_dict()), strict=True)
+    missing, unexpected = ours.load_state_dict(convert_eva_rope_state_dict(eva.state_dict(), ours), strict=True)
     assert not missing and not unexpected
     for size in [(224, 224), (160, 96)]:
         x = torch.randn(2, 3, *size)

@@ -1,8 +1,7 @@
 """vispe: positional encodings for vision and 3D transformers, on timm, PyTorch and mmengine."""
 
 from vispe.attention import Attention
-from vispe.backbones.vispe_vit import register_timm_names
-from vispe.backbones.vit import VisionTransformerPE, apply_encoding, create_model
+from vispe.backbones import VisionTransformerPE, apply_encoding, create_model, register_timm_names
 from vispe.encodings import Encoding, build_encoding, list_encodings
 from vispe.engine.checkpoint import allow_mmengine_checkpoints, load_checkpoint
 from vispe.positions import Positions, grid_positions

@@ -1,11 +1,17 @@
-"""Backbones that take vispe encodings."""
+"""Backbones that take vispe encodings.
+
+``base`` (the forward protocol every backbone shares, and building its encodings), ``common`` (the checks of
+arguments and inputs), ``vit`` / ``dit`` / ``point`` / ``multiview`` (the backbones), ``mixed_sizes`` (the ViT on a
+list of images of several sizes) and ``timm_interop`` (``create_model``, timm names and their registration, timm's
+Eva models, weights), which imports the ViT and is never imported by it.
+"""
 
 from vispe.backbones.common import PEBlock, build_backbone_encodings
 from vispe.backbones.dit import DIT_SIZES, DiT, dit
 from vispe.backbones.multiview import MultiViewTransformer
 from vispe.backbones.point import PointTransformer
-from vispe.backbones.vispe_vit import register_timm_names
-from vispe.backbones.vit import VisionTransformerPE, apply_encoding, create_model
+from vispe.backbones.timm_interop import create_model, register_timm_names
+from vispe.backbones.vit import VisionTransformerPE, apply_encoding
 
 __all__ = [
     'DIT_SIZES',

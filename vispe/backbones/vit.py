@@ -1,17 +1,18 @@
 """timm's VisionTransformer with positions and encoding hooks.
 
-``apply_encoding`` converts any plain timm ViT (weights kept) in place or by copy; ``create_model`` builds a
-timm name with an encoding; importing this module registers timm names such as
-``vit_small_patch16_rope_mixed_224`` that do not exist in timm yet. The result always runs with a dynamic
-image size: any H x W divisible by the patch size, non-square included.
+``apply_encoding`` converts any plain timm ViT (weights kept) in place or by copy; ``check_vit_kwargs`` checks a
+ViT's arguments before timm builds it. The result always runs with a dynamic image size: any H x W divisible by the
+patch size, non-square included. Building by timm name (``vispe.create_model``, vispe's registered names such as
+``vit_small_patch16_rope_mixed_224``, timm's Eva models) is ``vispe.backbones.timm_interop``'s, which imports this
+module and is never imported by it.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 from typing import Any, cast
 
-import timm
 import torch
 from timm.layers import Attention as TimmAttention
 from timm.layers import Format
@@ -31,25 +32,35 @@ from vispe.backbones.common import (
     check_img_size,
     check_input_dtype,
     check_patch_multiple,
+    check_rates,
+    check_size,
     use_patch_conv,
 )
 from vispe.backbones.mixed_sizes import check_images, mixed_features, pool_list, same_size
-from vispe.backbones.timm_names import (
-    check_model_kwargs,
-    check_vit_kwargs,
-    convert_eva_dinov3_state_dict,
-    convert_eva_rope_state_dict,
-    eva_dinov3_arguments,
-    eva_rope_base,
-    is_eva_dinov3,
-    timm_table_encoding,
-)
-from vispe.encodings.base import Encoding
+from vispe.encodings.base import Encoding, check_heads
 from vispe.encodings.build import EncodingSpec, normalize_spec
 from vispe.flex import check_kernel
 from vispe.layout import MODES
 from vispe.positions import Positions, PositionSampler, build_position_sampler, grid_positions, is_symbolic
 from vispe.registry import MODELS
+
+#: timm's VisionTransformer defaults, for the checks of a VisionTransformerPE's arguments
+TIMM_VIT_DEFAULTS = {
+    k: p.default for k, p in inspect.signature(VisionTransformer.__init__).parameters.items() if k != 'self'
+}
+
+
+def check_vit_kwargs(kwargs: dict[str, Any], defaults: bool) -> None:
+    """Before timm builds a ViT from ``kwargs``: img_size and patch_size that are sizes, drop rates in [0, 1], and
+    num_heads dividing embed_dim (with ``defaults``, timm's VisionTransformer defaults fill in what is not given;
+    without, only given pairs)."""
+    for name in ('img_size', 'patch_size'):
+        if name in kwargs:
+            check_size('VisionTransformerPE', name, kwargs[name])
+    check_rates('VisionTransformerPE', **{k: v for k, v in kwargs.items() if k.endswith('_rate')})
+    args = {**TIMM_VIT_DEFAULTS, **kwargs} if defaults else kwargs
+    if 'embed_dim' in args and 'num_heads' in args:
+        check_heads(args['embed_dim'], args['num_heads'], 'VisionTransformerPE')
 
 
 @MODELS.register_module()
@@ -388,130 +399,4 @@ def apply_encoding(
     return vit
 
 
-# --- timm's naver-ai RoPE-ViT models (timm's Eva class; vispe.backbones.timm_names) -> VisionTransformerPE ------
-def from_eva_rope(model_name: str, pretrained: bool = False, **kwargs: Any) -> VisionTransformerPE:
-    """Build timm's naver RoPE-ViT ``model_name`` (pretrained if asked) and return the vispe equivalent."""
-    names = eva_rope_base(model_name)
-    if names is None:
-        raise ValueError(f"{model_name} is not one of timm's naver RoPE-ViT names (vit_*_rope_*)")
-    base, encs = names
-    eva = timm.create_model(model_name, pretrained=pretrained, **kwargs)
-    vit_kwargs = {k: v for k, v in kwargs.items() if k not in ('rope_temperature', 'rope_type')}
-    vit = timm.create_model(
-        base, pretrained=False, init_values=1e-5, global_pool=eva.global_pool, no_embed_class=True, **vit_kwargs
-    )
-    vit = apply_encoding(vit, encs)
-    vit.load_state_dict(convert_eva_rope_state_dict(eva.state_dict()), strict=True)
-    return vit
-
-
-# --- timm's DINOv3 models (timm's Eva class with RotaryEmbeddingDinoV3; vispe.backbones.timm_names) -------------
-#: VisionTransformer arguments a DINOv3 name passes on to the vispe model as given (the rest is read off timm's model)
-_DINOV3_PASSED = ('drop_rate', 'pos_drop_rate', 'proj_drop_rate', 'attn_drop_rate', 'drop_path_rate', 'dynamic_img_pad')
-
-
-def from_eva_dinov3(model_name: str, pretrained: bool = False, **kwargs: Any) -> VisionTransformerPE:
-    """Build timm's DINOv3 ``model_name`` (pretrained if asked; its Eva arguments, ``rope_*`` included, as timm
-    takes them) and return the vispe equivalent: the same blocks, register tokens, layer scale, qkv bias and MLP, its
-    rotary embedding as ``rope_dinov3`` with timm's settings, and its weights loaded strictly."""
-    return _from_eva_dinov3(model_name, pretrained, **kwargs)[0]
-
-
-def _from_eva_dinov3(model_name: str, pretrained: bool, **kwargs: Any) -> tuple[VisionTransformerPE, dict[str, Any]]:
-    """``from_eva_dinov3``, and the ``rope_dinov3`` spec it built."""
-    if not is_eva_dinov3(model_name):
-        raise ValueError(f"{model_name} is not one of timm's DINOv3 names (vit_*_dinov3*)")
-    eva: Any = timm.create_model(model_name, pretrained=pretrained, **kwargs)  # timm's Eva
-    vit_args, rope = eva_dinov3_arguments(eva)
-    vit_args.update({k: v for k, v in kwargs.items() if k in _DINOV3_PASSED})
-    vit = VisionTransformerPE(encoding=rope, **vit_args)
-    vit.to(next(eva.parameters()).device)
-    state = convert_eva_dinov3_state_dict(eva.state_dict(), vit_args['num_heads'], rotate_half=eva.rope.rotate_half)
-    vit.load_state_dict(state, strict=True)
-    vit.pretrained_cfg = dict(eva.pretrained_cfg)  # the preprocessing of the weights it holds (create_model)
-    return vit, rope
-
-
-def create_model(
-    model_name: str,
-    encoding: EncodingSpec = 'default',
-    pretrained: bool = False,
-    checkpoint_path: str | None = None,
-    **kwargs: Any,
-) -> nn.Module:
-    """Build any timm ViT name with ``encoding``; extra keyword arguments go to ``timm.create_model``.
-
-    ``encoding='default'`` keeps what the name implies: the learned table of a plain ViT, the rotary encoding
-    of timm's ``*_rope_*`` models, the encoding in a vispe-registered name. ``features_only=True`` (with
-    ``out_indices``, ``feature_cls`` 'getter', 'hook' or 'fx') returns timm's feature wrapper, as timm does for its
-    ViTs. ``position_sampler=dict(type='rpe2d', max_grid=(16, 16))`` attaches a training-time position sampler.
-    ``'local-dir:PATH'`` rebuilds a model ``timm.models.save_for_hf`` saved (vispe names and converted timm names).
-
-    ``checkpoint_path``: weights to load after building, strictly (a different ``num_classes`` only leaves the head
-    fresh, with a warning): a vispe or timm state dict, a safetensors file, or a ``tools/train.py`` checkpoint (its
-    ``backbone.`` prefix is handled): ``vispe.create_model(**cfg.model.backbone, checkpoint_path='epoch_30.pth')``
-    with the backbone arguments of the training config. A checkpoint that does not fit is an error naming the keys
-    that differ and, for a training checkpoint, the backbone arguments its config had.
-
-    Every converted model carries a pretrained config of its own (``model.pretrained_cfg``): its vispe name as the
-    architecture (``vit_tiny_patch16_224`` with ``encoding='irpe'`` is ``vit_tiny_patch16_irpe_224``; other timm
-    names keep theirs), its input size and classes, no hub id or url (those name timm's weights, which the
-    converted model no longer is), and the preprocessing of the weights it holds: timm's with ``pretrained=True``,
-    vispe's otherwise.
-    """
-    from vispe.backbones import vispe_vit
-
-    native = model_name.split('.')[0] in vispe_vit.default_cfgs
-    if model_name.startswith('local-dir:'):
-        from timm.models._hub import load_model_config_from_path
-
-        cfg, architecture, model_args = load_model_config_from_path(model_name[len('local-dir:') :])
-        native = architecture in vispe_vit.default_cfgs
-        if not native:
-            if encoding != 'default':
-                kwargs['encoding'] = encoding
-            return vispe_vit.from_local_dir(cfg, architecture, model_args, pretrained, checkpoint_path, **kwargs)
-    features_only, feature_kwargs = vispe_vit.split_feature_args(model_name, kwargs)
-    overlay = kwargs.get('pretrained_cfg_overlay') or {}
-    if pretrained and isinstance(overlay, dict) and overlay.get('file'):
-        vispe_vit.weights_file(overlay)  # a missing file, named before timm's loader gets there (timm names too)
-    sampler = kwargs.pop('position_sampler', None)
-    mixed = kwargs.pop('mixed_sizes', 'pad'), kwargs.pop('pack_tokens', None)
-    kernel = check_kernel(kwargs.pop('attention_kernel', 'auto'))
-    check_vit_kwargs(kwargs, defaults=False)
-    check_model_kwargs(model_name, kwargs, VisionTransformerPE if native else None)
-    if native and encoding != 'default':
-        kwargs['encoding'] = encoding
-    eva = eva_rope_base(model_name)
-    model: nn.Module
-    dinov3 = is_eva_dinov3(model_name)
-    dinov3_spec: dict[str, Any] = {}
-    if eva is not None:
-        model = from_eva_rope(model_name, pretrained=pretrained, **kwargs)
-    elif dinov3:
-        model, dinov3_spec = _from_eva_dinov3(model_name, pretrained, **kwargs)
-    else:
-        model = timm.create_model(model_name, pretrained=pretrained, **kwargs)
-    if not native:
-        source_cfg = dict(getattr(model, 'pretrained_cfg', {}) or {})
-        if encoding == 'default' and not isinstance(model, VisionTransformerPE):  # a plain timm ViT
-            encoding = timm_table_encoding() if getattr(model, 'pos_embed', None) is not None else None
-        if encoding != 'default':  # None too: a vispe model without an encoding
-            model = apply_encoding(model, encoding)
-    if not isinstance(model, VisionTransformerPE):  # vispe's names build one, and apply_encoding converts to one
-        raise TypeError(f'{model_name} built a {type(model).__name__}, where vispe expects a VisionTransformerPE')
-    if not native:
-        base = eva[0] if eva else model_name.split('.')[0]
-        spec = eva[1] if eva and encoding == 'default' else encoding
-        if dinov3 and encoding == 'default':
-            spec = dinov3_spec
-        vispe_vit.adopt_converted(model, base, spec, source_cfg, pretrained, kwargs)
-    if sampler is not None:
-        model.position_sampler = build_position_sampler(sampler, grid=model.patch_embed.grid_size)
-    model.set_mixed_sizes(*mixed)
-    set_attention_kernel(model, kernel)
-    if checkpoint_path is not None:
-        vispe_vit.load_checkpoint_into(model, checkpoint_path)
-    if features_only:
-        return vispe_vit.wrap_features(model, model_name, **feature_kwargs)
-    return model
+__all__ = ['TIMM_VIT_DEFAULTS', 'VisionTransformerPE', 'apply_encoding', 'check_vit_kwargs']

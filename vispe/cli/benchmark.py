@@ -184,7 +184,7 @@ def model_problem(args: argparse.Namespace) -> str | None:
 
     import timm
 
-    from vispe.backbones import vispe_vit
+    from vispe.backbones.timm_interop import default_cfgs
 
     bad = [kv for kv in args.model_kwargs if '=' not in kv]
     if bad:
@@ -192,9 +192,9 @@ def model_problem(args: argparse.Namespace) -> str | None:
     pairs = (kv.split('=', 1) for kv in args.model_kwargs)
     args.model_kwargs = {key: DictAction._parse_iterable(value) for key, value in pairs}
     name = args.model.split('.')[0]
-    if args.model.startswith(('hf-hub:', 'local-dir:')) or timm.is_model(name) or name in vispe_vit.default_cfgs:
+    if args.model.startswith(('hf-hub:', 'local-dir:')) or timm.is_model(name) or name in default_cfgs:
         return None
-    close = difflib.get_close_matches(name, sorted({*timm.list_models(), *vispe_vit.default_cfgs}), n=3, cutoff=0.6)
+    close = difflib.get_close_matches(name, sorted({*timm.list_models(), *default_cfgs}), n=3, cutoff=0.6)
     hint = f'did you mean {", ".join(map(repr, close))}?' if close else "timm.list_models('vit_*') lists them"
     return f'--model {args.model!r}: no such timm or vispe model; {hint}'
 

@@ -12,7 +12,7 @@ Frequencies. Pair j of an axis (j < d/4, d the head dim) turns by 2 pi c / P_j, 
 or, given ``min_period`` and ``max_period``, P_j spaced geometrically from the one to the other. The first d/4 pairs
 rotate with the row, the last d/4 with the column (DINOv3's order). vispe's pairs are interleaved channels (2j, 2j+1)
 where DINOv3 pairs channel j with j + d/2 (rotate-half); timm's DINOv3 weights load through a fixed permutation of
-q's and k's channels (``vispe.backbones.timm_names``), which leaves every q . k as it is.
+q's and k's channels (``vispe.backbones.timm_interop.eva``), which leaves every q . k as it is.
 
 Augmentation (training only): c -> (c + s) f_a r, with s ~ U(-shift, shift) per axis, f_a = exp(U(-ln jitter,
 ln jitter)) per axis and r = exp(U(-ln rescale, ln rescale)) shared by the axes, each off when None. One draw per

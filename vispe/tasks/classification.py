@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from mmengine.model import BaseModel
 from torch import nn
 
-from vispe.backbones.vit import create_model
+from vispe.backbones import create_model
 from vispe.registry import MODELS, closest
 
 #: the batch keys a classifier takes

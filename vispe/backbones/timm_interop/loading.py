@@ -1,18 +1,8 @@
-"""vispe's timm names: ``vit_{size}_patch16_{encoding}_224`` for every 2D encoding, as first-class timm models.
-
-Importing vispe registers them (``vispe.TIMM_NAMES``); timm lists them under this module's name
-(``timm.list_models(module='vispe_vit')``). Each has its own pretrained config in ``default_cfgs``: architecture = its
-name, no weights (no hub id, url or file: vispe ships none), the preprocessing vispe's image pipeline uses
-(ImageNet mean / std, bilinear resize of the short side then a centre crop of the same size, so ``crop_pct`` 1.0)
-and 1000 classes. A built model's ``pretrained_cfg`` describes that model: its input size and class count, and
-with ``pretrained_cfg_overlay=dict(file=...)`` or ``local-dir:`` the weights it was loaded from.
-
-Weights load strictly (``load_vispe_weights``): every key and shape must fit, except a classifier head of another
-size when the model is built with another ``num_classes`` (that head starts afresh, and a warning says so). A vispe
-state dict, an mmengine checkpoint of ``tools/train.py`` (``state_dict`` with the ``backbone.`` prefix of the
-classifier task) and a ``timm.models.save_for_hf`` folder all load. ``features_only=True`` honours timm's
-``feature_cls``: 'getter' (the default, as timm's ViTs), 'hook' and 'fx'; 'list' and 'dict' are refused, as timm
-refuses them for its ViTs.
+"""Weights for vispe's ViT: the one reader of weight files (``load_checkpoint_into``: a state dict, a safetensors
+file, a ``tools/train.py`` checkpoint), the strict loader (``load_vispe_weights``: every key and shape must fit,
+but a classifier head of another size, which starts afresh with a warning), ``pretrained=True`` of a vispe name
+(``load_pretrained``), the pretrained config that describes a built model, and timm's feature wrappers
+(``features_only=True``).
 """
 
 from __future__ import annotations
@@ -20,61 +10,16 @@ from __future__ import annotations
 import glob
 import os
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import timm
 import torch
-from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models._builder import pretrained_cfg_for_features
 from torch import nn
 
-from vispe.encodings.build import EncodingSpec, list_encodings, normalize_spec
+from vispe.backbones.vit import VisionTransformerPE
 
-if TYPE_CHECKING:
-    from vispe.backbones.vit import VisionTransformerPE
-
-#: the timm ViT each size is built like (patch 16, 224 px): (embed_dim, depth, num_heads), as timm's vit_{size}
-ARCHS: dict[str, dict[str, int]] = {
-    'tiny': dict(embed_dim=192, depth=12, num_heads=3),
-    'small': dict(embed_dim=384, depth=12, num_heads=6),
-    'base': dict(embed_dim=768, depth=12, num_heads=12),
-    'large': dict(embed_dim=1024, depth=24, num_heads=16),
-}
-TIMM_BASES = {size: f'vit_{size}_patch16_224' for size in ARCHS}
 #: feature wrappers timm's ViTs support with features_only (the ones vispe's support too)
 FEATURE_CLASSES = ('getter', 'hook', 'fx')
-
-
-def vispe_name(size: str, encoding: str) -> str:
-    return f'vit_{size}_patch16_{encoding}_224'
-
-
-def _cfg(**overrides: Any) -> dict[str, Any]:
-    """The pretrained config of a vispe name: what vispe's image pipeline feeds it (ImageFolderDataset's eval
-    transform: bilinear resize of the short side to the crop, centre crop, ImageNet mean / std), and no weights."""
-    return dict(
-        url='',
-        num_classes=1000,
-        input_size=(3, 224, 224),
-        pool_size=None,
-        crop_pct=1.0,
-        crop_mode='center',
-        interpolation='bilinear',
-        fixed_input_size=False,
-        mean=IMAGENET_DEFAULT_MEAN,
-        std=IMAGENET_DEFAULT_STD,
-        first_conv='patch_embed.proj',
-        classifier='head',
-        license='apache-2.0',
-        **overrides,
-    )
-
-
-def _parse(name: str) -> tuple[str, str]:
-    """'vit_tiny_patch16_irpe_224' -> ('tiny', 'irpe')."""
-    size, rest = name[len('vit_') :].split('_patch16_', 1)
-    return size, rest[: -len('_224')]
 
 
 # --- weights --------------------------------------------------------------------------------------------------------
@@ -151,7 +96,7 @@ def _describe(model: VisionTransformerPE) -> str:
     return f'encodings {names}, embed_dim {model.embed_dim}, depth {len(model.blocks)}, {model.num_classes} classes'
 
 
-def _load_pretrained(model: VisionTransformerPE, cfg: dict[str, Any]) -> None:
+def load_pretrained(model: VisionTransformerPE, cfg: dict[str, Any]) -> None:
     """``pretrained=True``: the weights the config names (``file``; ``state_dict``), strictly. vispe's names have
     none of their own, so without a file this says so instead of returning random weights."""
     if cfg.get('state_dict') is not None:
@@ -176,7 +121,7 @@ def _load_pretrained(model: VisionTransformerPE, cfg: dict[str, Any]) -> None:
     )
 
 
-# --- building -------------------------------------------------------------------------------------------------------
+# --- pretrained configs ---------------------------------------------------------------------------------------------
 def describe_model_cfg(model: VisionTransformerPE, cfg: dict[str, Any]) -> dict[str, Any]:
     """``cfg`` made to describe ``model``: its input size (channels, img_size) and class count."""
     cfg = dict(cfg)
@@ -186,7 +131,10 @@ def describe_model_cfg(model: VisionTransformerPE, cfg: dict[str, Any]) -> dict[
     return cfg
 
 
+# --- features_only --------------------------------------------------------------------------------------------------
 def check_feature_cls(name: str, feature_cls: Any) -> Any:
+    """``feature_cls`` if timm's ViTs support it with features_only (``FEATURE_CLASSES``, or a class), else a
+    ValueError naming ``name`` and the supported ones."""
     if isinstance(feature_cls, str) and feature_cls.lower() not in FEATURE_CLASSES:
         raise ValueError(
             f'{name}: features_only supports feature_cls {list(FEATURE_CLASSES)} (as timm ViTs do; getter is the '
@@ -224,121 +172,6 @@ def wrap_features(model: VisionTransformerPE, name: str, feature_cls: Any = 'get
     wrapper = feature_cls(model, **feature_cfg)
     wrapper.pretrained_cfg = wrapper.default_cfg = pretrained_cfg_for_features(cfg)
     return wrapper
-
-
-def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> nn.Module:
-    from vispe.backbones.vit import VisionTransformerPE
-
-    size, encoding = _parse(variant)
-    features_only, feature_cfg = split_feature_args(variant, kwargs)
-    args: dict[str, Any] = dict(patch_size=16, encoding=encoding, **ARCHS[size])
-    args.update(kwargs)
-    model = build_model_with_cfg(VisionTransformerPE, variant, pretrained=False, **args)
-    if pretrained:
-        _load_pretrained(model, model.pretrained_cfg)
-    model.pretrained_cfg = model.default_cfg = describe_model_cfg(model, model.pretrained_cfg)
-    if features_only:
-        return wrap_features(model, variant, **feature_cfg)
-    return model
-
-
-def _make_entrypoint(name: str):
-    def entrypoint(pretrained: bool = False, **kwargs: Any) -> nn.Module:
-        return _create(name, pretrained=pretrained, **kwargs)
-
-    size, encoding = _parse(name)
-    entrypoint.__name__ = entrypoint.__qualname__ = name
-    entrypoint.__module__ = __name__
-    entrypoint.__doc__ = (
-        f'timm {TIMM_BASES[size]} with vispe encoding {encoding!r} (any H x W divisible by 16; no pretrained '
-        'weights). Keyword arguments go to VisionTransformerPE (timm VisionTransformer arguments, encoding=...).'
-    )
-    return entrypoint
-
-
-#: the pretrained configs timm's register_model reads (filled by register_timm_names)
-default_cfgs: dict[str, Any] = {}
-
-
-def register_timm_names(encodings: list[str] | None = None) -> list[str]:
-    """Register ``vit_{size}_patch16_{encoding}_224`` (with its pretrained config) for each 2D encoding; a name
-    timm already has is left to timm. Returns the names added."""
-    encodings = list_encodings(ndim=2) if encodings is None else encodings
-    names = [
-        vispe_name(size, enc)
-        for size in ARCHS
-        for enc in encodings
-        if not timm.is_model(vispe_name(size, enc)) or vispe_name(size, enc) in default_cfgs
-    ]
-    default_cfgs.update(generate_default_cfgs({name: _cfg() for name in names}))
-    for name in names:
-        register_model(_make_entrypoint(name))
-    return names
-
-
-def registered_name(base: str, encoding: EncodingSpec) -> str | None:
-    """The vispe name that builds timm's ``base`` with ``encoding`` (its first encoding names it; the others come
-    as ``encoding=``), or None when ``base`` is not one vispe names (vit_{tiny,small,base,large}_patch16_224)."""
-    size = next((s for s, b in TIMM_BASES.items() if b == base), None)
-    cfgs = normalize_spec(encoding) if encoding is not None else []
-    if size is None or not cfgs:
-        return None
-    name = vispe_name(size, cfgs[0]['type'])
-    return name if name in default_cfgs else None
-
-
-def adopt_converted(
-    model: VisionTransformerPE,
-    base: str,
-    encoding: EncodingSpec,
-    source_cfg: dict[str, Any],
-    pretrained: bool,
-    model_args: dict[str, Any],
-) -> None:
-    """Give a timm ViT that ``apply_encoding`` converted to ``encoding`` a pretrained config of its own
-    (``create_model``'s docstring) and the model arguments that rebuild it (``timm.models.save_for_hf`` writes
-    them: the name's own encoding is implied, any other spec, options included, is an argument)."""
-    name = registered_name(base, encoding)
-    if pretrained:  # the weights are timm's: their preprocessing, not their source, which is another model
-        cfg = {k: v for k, v in source_cfg.items() if k not in ('hf_hub_id', 'url', 'file', 'state_dict', 'source')}
-    else:
-        cfg = _cfg()
-    cfg.update(architecture=name or base, tag=None)
-    model.pretrained_cfg = model.default_cfg = describe_model_cfg(model, cfg)
-    args = {**(getattr(model, '_model_args', None) or {}), **model_args}
-    args.pop('encoding', None)
-    spec = normalize_spec(encoding)
-    if name is None or spec != [{'type': _parse(name)[1]}]:
-        args['encoding'] = spec
-    model._model_args = {k: v for k, v in args.items() if k not in ('pretrained_cfg_overlay', 'position_sampler')}
-
-
-def from_local_dir(
-    cfg: dict[str, Any],
-    architecture: str,
-    model_args: dict[str, Any],
-    pretrained: bool,
-    checkpoint_path: str | None,
-    **kwargs: Any,
-) -> nn.Module:
-    """``vispe.create_model('local-dir:PATH')`` of a converted timm name (``encoding`` among its saved model arguments
-    ``model_args``, its ``architecture`` the timm name; ``cfg`` the folder's pretrained config), which timm cannot
-    rebuild: the model from its arguments, then with ``pretrained=True`` the folder's weights, strictly, as timm
-    does for its own names."""
-    from vispe.backbones.vit import VisionTransformerPE, create_model
-
-    features_only, feature_kwargs = split_feature_args(architecture, kwargs)
-    model = create_model(architecture, **{**model_args, **kwargs})
-    assert isinstance(model, VisionTransformerPE)  # without features_only, create_model returns the model itself
-    if pretrained:
-        load_checkpoint_into(model, weights_file(cfg))
-        kept = {k: v for k, v in cfg.items() if k not in ('architecture', 'file', 'source', 'tag')}
-        model.pretrained_cfg = model.default_cfg = describe_model_cfg(model, {**model.pretrained_cfg, **kept})
-    if checkpoint_path is not None:
-        load_checkpoint_into(model, checkpoint_path)
-    if features_only:
-        return wrap_features(model, architecture, **feature_kwargs)
-    return model
 
 
 def load_checkpoint_into(model: VisionTransformerPE, path: str) -> None:
@@ -388,3 +221,17 @@ def trained_backbone(ckpt: dict[str, Any], path: str) -> dict[str, Any] | None:
         return None
     backbone = cfg.get('model', {}).get('backbone')
     return dict(backbone) if isinstance(backbone, dict) else None
+
+
+__all__ = [
+    'FEATURE_CLASSES',
+    'check_feature_cls',
+    'describe_model_cfg',
+    'load_checkpoint_into',
+    'load_pretrained',
+    'load_vispe_weights',
+    'split_feature_args',
+    'trained_backbone',
+    'weights_file',
+    'wrap_features',
+]
