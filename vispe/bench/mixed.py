@@ -37,7 +37,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from vispe.backbones.vit import VisionTransformerPE, create_model
+from vispe.backbones import VisionTransformerPE, create_model
 from vispe.bench.measure import BenchmarkConfig
 from vispe.bench.subjects import training_step
 from vispe.bench.timing import Subject, interleaved_times, paired_ratio, ratio_interval

@@ -55,7 +55,7 @@ def build_model_row(row: str, cfg: BenchmarkConfig) -> nn.Module:
     torch.manual_seed(cfg.seed)
     if source == 'timm':
         return timm.create_model(name, pretrained=False, **kwargs)
-    from vispe.backbones.vit import create_model
+    from vispe.backbones import create_model
 
     return create_model(name, pretrained=False, **kwargs)
 

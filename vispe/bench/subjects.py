@@ -22,8 +22,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from vispe.attention import Attention, set_attention_kernel
+from vispe.backbones import VisionTransformerPE, create_model
 from vispe.backbones.dit import DiT, dit
-from vispe.backbones.vit import VisionTransformerPE, create_model
 from vispe.bench.config import BenchmarkConfig
 from vispe.bench.rows import (
     SDPA_BIAS,
