@@ -4,7 +4,7 @@ import pytest
 import torch
 from mmengine.registry import init_default_scope
 
-from vispe.backbones.common import build_backbone_encodings
+from vispe.backbones.base import build_backbone_encodings
 from vispe.backbones.dit import DIT_SIZES, DiT, dit, patchify, unpatchify
 from vispe.encodings.base import Encoding
 from vispe.evaluation.checkpoints import available_strategies, set_strategy
@@ -43,7 +43,7 @@ def test_output_is_exactly_zero_at_init_and_blocks_are_identity(encoding):
     tokens, pos = model.tokens(x)
     c = model.condition(t, y, None, 2)
     for blk in model.blocks:  # adaLN-Zero: gates start at 0, so each block passes its input through
-        torch.testing.assert_close(blk(tokens, c, pos), tokens, rtol=0, atol=0)
+        torch.testing.assert_close(blk(tokens, pos, c), tokens, rtol=0, atol=0)
 
 
 def test_patchify_round_trip_on_non_square_grids():

@@ -75,7 +75,7 @@ def test_valid_sizes_still_build(size):
 
 # --- two rotary encodings ------------------------------------------------------------------------------------------
 def rotary_encodings(names):
-    from vispe.backbones.common import rotary_encodings as derived
+    from vispe.backbones.base import rotary_encodings as derived
 
     return derived(names)
 

@@ -21,7 +21,7 @@ from timm.optim import create_optimizer_v2
 from torch import nn
 
 from tests.conftest import ROOT, TINY_VIT
-from vispe.backbones.common import backbone_encodings
+from vispe.backbones.base import backbone_encodings
 from vispe.backbones.dit import DiT
 from vispe.backbones.multiview import MultiViewTransformer, multiview_encodings
 from vispe.backbones.point import PointTransformer

@@ -6,7 +6,7 @@ list of images of several sizes) and ``timm_interop`` (``create_model``, timm na
 Eva models, weights), which imports the ViT and is never imported by it.
 """
 
-from vispe.backbones.common import PEBlock, build_backbone_encodings
+from vispe.backbones.base import PEBlock, build_backbone_encodings
 from vispe.backbones.dit import DIT_SIZES, DiT, dit
 from vispe.backbones.multiview import MultiViewTransformer
 from vispe.backbones.point import PointTransformer

@@ -24,12 +24,10 @@ from typing import Any, cast
 import torch
 from timm.layers import Format, GELUTanh, Mlp, PatchEmbed
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from vispe.attention import Attention
+from vispe.backbones.base import PEBackbone
 from vispe.backbones.common import (
-    EncodingHost,
-    build_backbone_encodings,
     check_channels,
     check_image_dims,
     check_img_size,
@@ -149,8 +147,8 @@ class DiTBlock(nn.Module):
         self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=GELUTanh)
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(dim, 6 * dim))
 
-    def forward(self, x: torch.Tensor, c: torch.Tensor, pos: Positions) -> torch.Tensor:
-        # x (B, N, D), c (B, D) -> six (B, 1, D)
+    def forward(self, x: torch.Tensor, pos: Positions, c: torch.Tensor) -> torch.Tensor:
+        # x (B, N, D), c (B, D) -> six (B, 1, D); the positions second, as every vispe block takes them
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.adaLN_modulation(c)[:, None].chunk(6, -1)
         x = x + gate_msa * self.attn(modulate(self.norm1(x), shift_msa, scale_msa), pos)
         return x + gate_mlp * self.mlp(modulate(self.norm2(x), shift_mlp, scale_mlp))
@@ -180,7 +178,7 @@ def _linears(module: nn.Module) -> Iterator[nn.Linear]:
 
 
 @MODELS.register_module()
-class DiT(EncodingHost, nn.Module):
+class DiT(PEBackbone):
     """Diffusion transformer (Peebles and Xie, ICCV 2023) with vispe encodings.
 
     Args:
@@ -232,7 +230,6 @@ class DiT(EncodingHost, nn.Module):
         self.out_chans = 2 * in_chans if learn_sigma else in_chans
         self.embed_dim, self.num_heads, self.learn_sigma = embed_dim, num_heads, learn_sigma
         self.grid_size = (img_size[0] // patch_size, img_size[1] // patch_size)
-        self.grad_checkpointing = False
 
         self.x_embedder = PatchEmbed(
             img_size, patch_size, in_chans, embed_dim, flatten=False, output_fmt=Format.NHWC, strict_img_size=False
@@ -241,9 +238,7 @@ class DiT(EncodingHost, nn.Module):
         self.t_embedder = TimestepEmbedder(embed_dim)
         self.y_embedder = LabelEmbedder(num_classes, embed_dim, class_dropout_prob)
         self.crop_embedder = CropEmbedder(embed_dim) if crop_condition else None
-        self.pe, per_layer = build_backbone_encodings(
-            encoding, embed_dim, num_heads, depth, self.grid_size, backbone='DiT'
-        )
+        per_layer = self.build_encodings(encoding, embed_dim, num_heads, depth, self.grid_size)
         self.blocks = nn.ModuleList([DiTBlock(embed_dim, num_heads, mlp_ratio, per_layer[i]) for i in range(depth)])
         self.final_layer = FinalLayer(embed_dim, patch_size, self.out_chans)
         self.position_sampler = build_position_sampler(position_sampler, grid=self.grid_size)
@@ -308,21 +303,12 @@ class DiT(EncodingHost, nn.Module):
             c = c + self.crop_embedder(crop)
         return c
 
-    def run_block(self, i: int, x: torch.Tensor, c: torch.Tensor, pos: Positions) -> torch.Tensor:
-        blk = self.blocks[i]
-        if self.grad_checkpointing and torch.is_grad_enabled() and not torch.jit.is_scripting():
-            x = checkpoint(blk, x, c, pos, use_reentrant=False)
-        else:
-            x = blk(x, c, pos)
-        return self.encoding_stack.after_block(i, x, pos)
-
     def forward(
         self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None, crop: torch.Tensor | None = None
     ) -> torch.Tensor:
         tokens, pos = self.tokens(x)  # (B, h*w, D)
         c = self.condition(t, y, crop, x.shape[0])  # (B, D)
-        for i in range(len(self.blocks)):
-            tokens = self.run_block(i, tokens, c, pos)
+        tokens = self.run_blocks(tokens, pos, c)
         out = self.final_layer(tokens, c)  # (B, h*w, p*p*C_out)
         assert pos.grid is not None  # the token grid: tokens() made the positions of the (h, w) patches
         return unpatchify(out, self.patch_size, pos.grid)  # (B, C_out, H, W)

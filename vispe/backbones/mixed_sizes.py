@@ -12,7 +12,7 @@ images never reach a real token.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import Any, Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -21,11 +21,45 @@ from torch import nn
 
 from vispe.attention import may_use_flex
 from vispe.backbones.common import check_channels
+from vispe.encodings.stack import EncodingStack
 from vispe.layout import TokenLayout, make_layout
 from vispe.positions import Positions
 
-if TYPE_CHECKING:
-    from vispe.backbones.vit import VisionTransformerPE
+
+class MixedSizeViT(Protocol):
+    """What this module reads of the ViT it serves (``VisionTransformerPE`` has it all): timm's ViT parts, its
+    ``mixed_sizes`` settings and vispe's forward protocol (``vispe.backbones.base.PEBackbone``). A protocol, so that
+    this module does not import the ViT that imports it."""
+
+    training: bool
+    mixed_sizes: str
+    pack_tokens: int | None
+
+    @property
+    def patch_embed(self) -> Any: ...  # timm's PatchEmbed or another patch embedding
+    @property
+    def num_prefix_tokens(self) -> int: ...
+    @property
+    def position_sampler(self) -> Any: ...
+    @property
+    def encoding_stack(self) -> EncodingStack: ...
+    @property
+    def cls_token(self) -> torch.Tensor | None: ...
+    @property
+    def reg_token(self) -> torch.Tensor | None: ...
+    @property
+    def attn_pool(self) -> nn.Module | None: ...
+    @property
+    def pool_include_prefix(self) -> bool: ...
+    @property
+    def global_pool(self) -> str: ...
+
+    def norm_pre(self, x: torch.Tensor) -> torch.Tensor: ...
+    def pos_drop(self, x: torch.Tensor) -> torch.Tensor: ...
+    def norm(self, x: torch.Tensor) -> torch.Tensor: ...
+    def pool(self, x: torch.Tensor) -> torch.Tensor: ...
+    def check_input(self, x: torch.Tensor) -> None: ...
+    def run_blocks(self, x: torch.Tensor, pos: Positions, *block_args: Any) -> torch.Tensor: ...
 
 
 def check_images(owner: str, images: list | tuple, in_chans: int | None = None) -> list[torch.Tensor]:
@@ -71,7 +105,7 @@ def _linear_patches(patch_embed: nn.Module) -> bool:
     )
 
 
-def embed_patches(model: VisionTransformerPE, images: list[torch.Tensor]) -> torch.Tensor:
+def embed_patches(model: MixedSizeViT, images: list[torch.Tensor]) -> torch.Tensor:
     """The patch tokens of every image, images in input order, each row-major: (sum of h*w, D). timm's PatchEmbed
     runs as one matmul over the unfolded patches of all images (the conv is that linear map, patch by patch);
     other patch embeddings run once per image size."""
@@ -99,7 +133,7 @@ def embed_patches(model: VisionTransformerPE, images: list[torch.Tensor]) -> tor
     return torch.cat(cast(list[torch.Tensor], embedded))
 
 
-def mixed_tokens(model: VisionTransformerPE, images: list[torch.Tensor]) -> tuple[torch.Tensor, Positions]:
+def mixed_tokens(model: MixedSizeViT, images: list[torch.Tensor]) -> tuple[torch.Tensor, Positions]:
     """A list of images of several sizes -> tokens (B, T, D) in the model's layout, embed hooks applied and each
     image's prefix tokens at the front of its segment, and their ``Positions`` (with the layout)."""
     shapes = {tuple(x.shape): x for x in images}
@@ -120,18 +154,16 @@ def mixed_tokens(model: VisionTransformerPE, images: list[torch.Tensor]) -> tupl
     return model.norm_pre(model.pos_drop(x)), pos
 
 
-def mixed_features(model: VisionTransformerPE, images: list[torch.Tensor]) -> list[torch.Tensor]:
+def mixed_features(model: MixedSizeViT, images: list[torch.Tensor]) -> list[torch.Tensor]:
     """``forward_features`` of a list of images of several sizes: per image its (P + h*w, D) final tokens."""
     x, pos = mixed_tokens(model, images)
     layout = cast(TokenLayout, pos.layout)
-    layout.prepare(x.device, block_mask=may_use_flex(model, x))
+    layout.prepare(x.device, block_mask=may_use_flex(cast(nn.Module, model), x))  # the ViT is an nn.Module
     mask = layout.attn_mask(x.device)
-    for i in range(len(model.blocks)):
-        x = model.run_block(i, x, pos, mask)
-    return layout.unpack(model.norm(x))
+    return layout.unpack(model.norm(model.run_blocks(x, pos, mask)))
 
 
-def pool_list(model: VisionTransformerPE, tokens: list[torch.Tensor]) -> torch.Tensor:
+def pool_list(model: MixedSizeViT, tokens: list[torch.Tensor]) -> torch.Tensor:
     """timm's pooling (``model.pool``: cls token, average, attention pool ...) of each image's (P + n, D) tokens:
     (len(tokens), D). Images with the same token count are pooled together; none sees another's tokens."""
     if model.attn_pool is None and not model.pool_include_prefix and model.global_pool in ('token', 'avg'):
@@ -150,4 +182,4 @@ def pool_list(model: VisionTransformerPE, tokens: list[torch.Tensor]) -> torch.T
     return torch.stack(cast(list[torch.Tensor], pooled))
 
 
-__all__ = ['check_images', 'mixed_features', 'mixed_tokens', 'pool_list', 'same_size']
+__all__ = ['MixedSizeViT', 'check_images', 'mixed_features', 'mixed_tokens', 'pool_list', 'same_size']

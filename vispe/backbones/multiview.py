@@ -13,17 +13,8 @@ import torch
 from timm.layers import PatchEmbed
 from torch import Tensor, nn
 
-from vispe.backbones.common import (
-    EncodingHost,
-    backbone_encodings,
-    build_backbone_encodings,
-    check_img_size,
-    check_input_dtype,
-    check_patch_multiple,
-    check_rates,
-    pe_blocks,
-    use_patch_conv,
-)
+from vispe.backbones.base import PEBackbone, backbone_encodings, pe_blocks
+from vispe.backbones.common import check_img_size, check_input_dtype, check_patch_multiple, check_rates, use_patch_conv
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Cameras, Positions, grid_coords, grid_positions
 from vispe.registry import MODELS
@@ -39,7 +30,7 @@ def multiview_encodings() -> list[str]:
 
 
 @MODELS.register_module()
-class MultiViewTransformer(EncodingHost, nn.Module):
+class MultiViewTransformer(PEBackbone):
     """Joint attention over the patch tokens of V views, mean-pooled into ``num_outputs`` values.
 
     Args:
@@ -82,7 +73,7 @@ class MultiViewTransformer(EncodingHost, nn.Module):
         self.patch_size = patch_size
         self.patch_embed = PatchEmbed(img_size, patch_size, in_chans, embed_dim, strict_img_size=False)
         use_patch_conv(self.patch_embed)
-        self.pe, per_layer = build_backbone_encodings(
+        per_layer = self.build_encodings(
             encoding,
             embed_dim,
             num_heads,
@@ -90,7 +81,6 @@ class MultiViewTransformer(EncodingHost, nn.Module):
             self.patch_embed.grid_size,
             ndim=2,
             cameras=True,
-            backbone='MultiViewTransformer',
             hooks=SUPPORTED_HOOKS,
             patch_size=patch_size,
         )
@@ -108,6 +98,8 @@ class MultiViewTransformer(EncodingHost, nn.Module):
         return Positions(coords=coords, cameras=cameras, key=('multiview', V, h, w))
 
     def check_inputs(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> None:
+        """ValueError naming the problem and the fix unless ``images`` are (B, V, C, H, W) views of the model's
+        channels and dtype, whole patches, with (B, V, 3, 3) intrinsics and (B, V, 4, 4) poses."""
         if images.dim() != 5:
             raise ValueError(f'images must be (B, V, C, H, W), got shape {tuple(images.shape)}')
         in_chans = self.patch_embed.proj.weight.shape[1]
@@ -126,8 +118,9 @@ class MultiViewTransformer(EncodingHost, nn.Module):
             )
         check_patch_multiple('MultiViewTransformer', (H, W), (self.patch_size, self.patch_size))
 
-    def forward_features(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> Tensor:
-        """-> normalised tokens (B, V * N, D), view-major."""
+    def tokens(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> tuple[Tensor, Positions]:
+        """The views (B, V, C, H, W) with their cameras -> tokens (B, V * N, D), view-major, the embed hooks applied
+        (camera encodings to all views at once, image ones to each view's grid), and their positions."""
         self.check_inputs(images, K, cam_to_world)
         B, V, _, H, W = images.shape
         pos = self.positions(images, K, cam_to_world)
@@ -142,10 +135,11 @@ class MultiViewTransformer(EncodingHost, nn.Module):
             else:  # an image encoding, on each view's grid
                 view_pos = view_pos or grid_positions(H // self.patch_size, W // self.patch_size, device=x.device)
                 x = enc.embed(x.reshape(B * V, -1, x.shape[-1]), view_pos)
-        x = x.reshape(B, -1, x.shape[-1])
-        for block in self.blocks:
-            x = block(x, pos)
-        return self.norm(x)
+        return x.reshape(B, -1, x.shape[-1]), pos
+
+    def forward_features(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> Tensor:
+        """-> normalised tokens (B, V * N, D), view-major."""
+        return self.norm(self.encode(images, K, cam_to_world))
 
     def forward(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> Tensor:
         return self.head(self.forward_features(images, K, cam_to_world).mean(dim=1))

@@ -13,13 +13,8 @@ import torch
 from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
-from vispe.backbones.common import (
-    EncodingHost,
-    build_backbone_encodings,
-    check_input_dtype,
-    check_rates,
-    pe_blocks,
-)
+from vispe.backbones.base import PEBackbone, pe_blocks
+from vispe.backbones.common import check_input_dtype, check_rates
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Positions
 from vispe.registry import MODELS
@@ -100,7 +95,7 @@ class MiniPointNet(nn.Module):
 
 
 @MODELS.register_module()
-class PointTransformer(EncodingHost, nn.Module):
+class PointTransformer(PEBackbone):
     """A Point-MAE-style classifier: FPS centres with centred kNN groups, a mini-PointNet token per group, a cls
     token, pre-norm transformer blocks on vispe's attention, and a head on [cls, max-pool of the group tokens].
 
@@ -146,16 +141,15 @@ class PointTransformer(EncodingHost, nn.Module):
         self.num_classes, self.num_groups, self.group_size = num_classes, num_groups, group_size
         self.group_embed = MiniPointNet(embed_dim, hidden=group_hidden)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
-        self.pe, per_layer = build_backbone_encodings(
-            encoding, embed_dim, num_heads, depth, grid_size=(), ndim=3, backbone='PointTransformer'
-        )
+        per_layer = self.build_encodings(encoding, embed_dim, num_heads, depth, grid_size=(), ndim=3)
         self.blocks = pe_blocks(embed_dim, num_heads, mlp_ratio, drop_path_rate, per_layer)
         self.norm = nn.LayerNorm(embed_dim)
         self.head = nn.Linear(2 * embed_dim, num_classes)
         trunc_normal_(self.cls_token, std=0.02)
 
-    def forward_features(self, points: Tensor) -> Tensor:
-        """(B, N, 3) -> normalised tokens (B, 1 + G, D), the cls token first."""
+    def check_input(self, points: Tensor) -> None:
+        """ValueError naming the problem and the fix unless ``points`` are (B, N, 3) clouds of the model's dtype
+        with at least ``group_size`` points each."""
         if points.dim() != 3 or points.shape[-1] != 3:
             raise ValueError(f'points must be (B, N, 3), got shape {tuple(points.shape)}')
         check_input_dtype('PointTransformer', points, cast(nn.Linear, self.group_embed.first[0]).weight)
@@ -164,14 +158,19 @@ class PointTransformer(EncodingHost, nn.Module):
                 f'{points.shape[1]} points per cloud, fewer than group_size={self.group_size}: sample more points '
                 'or lower group_size'
             )
+
+    def tokens(self, points: Tensor) -> tuple[Tensor, Positions]:
+        """(B, N, 3) -> tokens (B, 1 + G, D), the cls token first and the embed hooks applied to the group tokens,
+        and their positions: the group centres (the cls token has none)."""
+        self.check_input(points)
         centres, groups = group_points(points, min(self.num_groups, points.shape[1]), self.group_size)
         pos = Positions(coords=centres, num_prefix=1)
-        stack = self.encoding_stack
-        x = stack.embed(self.group_embed(groups), pos)  # (B, G, D)
-        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
-        for i, block in enumerate(self.blocks):
-            x = stack.after_block(i, block(x, pos), pos)
-        return self.norm(x)
+        x = self.encoding_stack.embed(self.group_embed(groups), pos)  # (B, G, D)
+        return torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1), pos
+
+    def forward_features(self, points: Tensor) -> Tensor:
+        """(B, N, 3) -> normalised tokens (B, 1 + G, D), the cls token first."""
+        return self.norm(self.encode(points))
 
     def forward(self, points: Tensor) -> Tensor:
         x = self.forward_features(points)

@@ -20,13 +20,10 @@ from timm.models import VisionTransformer
 from timm.models._features import feature_take_indices
 from timm.models.vision_transformer import Block
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from vispe.attention import Attention, set_attention_kernel
+from vispe.backbones.base import PEBackbone, PEBlock, build_backbone_encodings
 from vispe.backbones.common import (
-    EncodingHost,
-    PEBlock,
-    build_backbone_encodings,
     check_channels,
     check_image_dims,
     check_img_size,
@@ -64,7 +61,7 @@ def check_vit_kwargs(kwargs: dict[str, Any], defaults: bool) -> None:
 
 
 @MODELS.register_module()
-class VisionTransformerPE(EncodingHost, VisionTransformer):
+class VisionTransformerPE(PEBackbone, VisionTransformer):
     """A timm ``VisionTransformer`` driven by vispe encodings.
 
     Model-level encodings (embed, after_block hooks) live in ``self.pe``; per-layer ones (rotate,
@@ -207,16 +204,6 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
         x = torch.cat(prefix + [x], dim=1) if prefix else x
         return self.norm_pre(self.pos_drop(x)), pos
 
-    def run_block(
-        self, i: int, x: torch.Tensor, pos: Positions, attn_mask: torch.Tensor | None = None, is_causal: bool = False
-    ) -> torch.Tensor:
-        blk = self.blocks[i]
-        if self.grad_checkpointing and torch.is_grad_enabled() and not torch.jit.is_scripting():
-            x = checkpoint(blk, x, pos, attn_mask, is_causal, use_reentrant=False)
-        else:
-            x = blk(x, pos, attn_mask=attn_mask, is_causal=is_causal)
-        return self.encoding_stack.after_block(i, x, pos)
-
     def forward_features(  # a list of images gives a list of token tensors
         self, x: torch.Tensor | list[torch.Tensor], attn_mask: torch.Tensor | None = None, is_causal: bool = False
     ) -> Any:
@@ -231,9 +218,7 @@ class VisionTransformerPE(EncodingHost, VisionTransformer):
                 return list(self.forward_features(torch.stack(images)).unbind(0))
             return mixed_features(self, images)
         x, pos = self.tokens(x)
-        for i in range(len(self.blocks)):
-            x = self.run_block(i, x, pos, attn_mask, is_causal)
-        return self.norm(x)
+        return self.norm(self.run_blocks(x, pos, attn_mask, is_causal))
 
     def forward_head(self, x: torch.Tensor | list[torch.Tensor], pre_logits: bool = False) -> torch.Tensor:
         """timm's head; a list of per-image token tensors (``forward_features`` of a list) is pooled per image."""
