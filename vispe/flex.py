@@ -34,6 +34,8 @@ import torch
 import torch.fx
 from torch import nn
 
+from vispe.checks import once_per_build
+
 #: the settings of ``Attention.attention_kernel``
 ATTENTION_KERNELS = ('auto', 'sdpa', 'flex')
 #: 'auto' takes FlexAttention on CUDA from this many tokens (module docstring: a guess between two measurements)
@@ -44,7 +46,9 @@ FLEX_MIN_TOKENS = 1024
 ScoreTerm = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+@once_per_build()
 def check_kernel(kernel: str) -> str:
+    """``kernel`` if it is one of ``ATTENTION_KERNELS``, else a ValueError naming them (once per build)."""
     if kernel not in ATTENTION_KERNELS:
         raise ValueError(f'attention_kernel must be one of {list(ATTENTION_KERNELS)}, got {kernel!r}')
     return kernel

@@ -12,9 +12,11 @@ import torch
 from torch import nn
 from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 
+from vispe.checks import once_per_build
 from vispe.positions import is_symbolic
 
 
+@once_per_build('owner')
 def check_rates(owner: str, **rates: float) -> None:
     """ValueError naming ``owner`` and the argument unless each rate is a probability in [0, 1]."""
     for name, rate in rates.items():
@@ -22,6 +24,7 @@ def check_rates(owner: str, **rates: float) -> None:
             raise ValueError(f'{owner}: {name} is a probability in [0, 1], got {name}={rate!r}')
 
 
+@once_per_build('owner')
 def check_size(owner: str, name: str, value: Any, pair: bool = True) -> tuple[int, int]:
     """(H, W) from ``value``, an int or (with ``pair``) an (H, W) pair of positive ints; anything else (a string from
     --cfg-options, a float, a bool, None, a triple) raises a ValueError naming ``owner``, the argument and the value,
@@ -35,6 +38,7 @@ def check_size(owner: str, name: str, value: Any, pair: bool = True) -> tuple[in
     raise ValueError(f'{owner}: {name} must be {expected}, got {name}={value!r}')
 
 
+@once_per_build('owner', 'alternative')
 def check_img_size(
     owner: str,
     img_size: int | Sequence[int],

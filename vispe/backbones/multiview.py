@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from vispe.backbones.base import PEBackbone, backbone_encodings, pe_blocks
 from vispe.backbones.common import check_img_size, check_input_dtype, check_patch_multiple, check_rates, use_patch_conv
+from vispe.checks import one_build
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Cameras, Positions, grid_coords, grid_positions
 from vispe.registry import MODELS
@@ -54,6 +55,7 @@ class MultiViewTransformer(PEBackbone):
     #: the shared patch embedding (layer 0 of layer-wise lr decay, with the model-level encodings)
     stem_prefixes = ('patch_embed',)
 
+    @one_build()
     def __init__(
         self,
         num_outputs: int = 3,

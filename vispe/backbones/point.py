@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from vispe.backbones.base import PEBackbone, pe_blocks
 from vispe.backbones.common import check_input_dtype, check_rates
+from vispe.checks import one_build
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Positions
 from vispe.registry import MODELS
@@ -120,6 +121,7 @@ class PointTransformer(PEBackbone):
     #: the group tokeniser and the cls token (layer 0 of layer-wise lr decay, with the model-level encodings)
     stem_prefixes = ('group_embed', 'cls_token')
 
+    @one_build()
     def __init__(
         self,
         num_classes: int = 40,
