@@ -111,3 +111,21 @@ def test_features_only_through_timm():
     )
     (feat,) = model(torch.randn(1, 3, 32, 32))
     assert feat.shape == (1, 64, 4, 4)
+
+
+def test_the_vit_never_imports_the_timm_interop_package():
+    """timm interop is one way: vispe.backbones.timm_interop imports the ViT, never the reverse (not even in a
+    function), and the mixed-size path does not import the ViT back."""
+    import ast
+    import inspect
+
+    from vispe.backbones import mixed_sizes, vit
+
+    def imported(module):
+        nodes = ast.walk(ast.parse(inspect.getsource(module)))
+        return {n.module for n in nodes if isinstance(n, ast.ImportFrom)} | {
+            a.name for n in ast.walk(ast.parse(inspect.getsource(module))) if isinstance(n, ast.Import) for a in n.names
+        }
+
+    assert not [m for m in imported(vit) if 'timm_interop' in m]
+    assert 'vispe.backbones.vit' not in imported(mixed_sizes)

@@ -30,6 +30,9 @@ from vispe.encodings.build import list_encodings
 
 
 def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> nn.Module:
+    """Build the vispe name ``variant`` through timm's builder (its size's architecture and its encoding, overridden
+    by ``kwargs``), its weights with ``pretrained``, its pretrained config describing the model; with
+    ``features_only``, timm's feature wrapper around it."""
     size, encoding = parse_vispe_name(variant)
     features_only, feature_cfg = split_feature_args(variant, kwargs)
     args: dict[str, Any] = dict(patch_size=16, encoding=encoding, **ARCHS[size])
@@ -44,6 +47,8 @@ def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> nn.Module:
 
 
 def _make_entrypoint(name: str):
+    """timm's entrypoint for the vispe name ``name``, named and documented as timm lists it."""
+
     def entrypoint(pretrained: bool = False, **kwargs: Any) -> nn.Module:
         return _create(name, pretrained=pretrained, **kwargs)
 
