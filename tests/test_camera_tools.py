@@ -10,7 +10,7 @@ from conftest import changed_keys, needs_open3d, train_in_process
 from test_tools import run_tool
 
 from vispe.engine.checkpoint import read_checkpoint
-from vispe.evaluation import camera_sweep
+from vispe.sweeps import cameras as camera_sweep
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = os.path.join(ROOT, 'configs/camera/multiview_tiny_{}_scenes.py')

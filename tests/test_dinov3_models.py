@@ -193,7 +193,7 @@ def test_fine_tuning_from_a_config_starts_from_the_weights_file(fine_tuned):
 
 def test_eval_resolution_sweeps_both_strategies_and_they_agree_at_the_training_grid(fine_tuned):
     from vispe.engine.config import load_config
-    from vispe.evaluation import resolution as R
+    from vispe.sweeps import resolution as R
 
     config, checkpoint, _, _ = fine_tuned
     results = R.sweep(load_config(config), checkpoint, [32, 64], None, 'cpu', show_progress=False)

@@ -71,8 +71,8 @@ def test_eval_generation_scores_every_strategy_and_resolution(trained):
 
 
 def test_generation_sweep_reuses_its_cells_and_refuses_other_sample_settings(trained, tmp_path):
-    from vispe.evaluation.generation_sweep import sweep_generation
-    from vispe.evaluation.sweep_engine import SweepConflict
+    from vispe.sweeps.engine import SweepConflict
+    from vispe.sweeps.generation import sweep_generation
 
     config, ckpt, _ = trained
     cfg, out, logged = load_config(config), str(tmp_path / 'gen'), []
@@ -104,7 +104,7 @@ def test_eval_generation_refuses_a_classifier_config(trained, tmp_path):
 
 
 def test_generation_sweep_is_reused_until_the_feature_extractor_changes(trained):
-    from vispe.evaluation.generation_sweep import train_and_generate
+    from vispe.cli.demo_dit import train_and_generate
     from vispe.experiments.compare import Run
 
     config, ckpt, tmp = trained

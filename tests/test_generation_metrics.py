@@ -20,7 +20,7 @@ from vispe.datasets.shapes2d import (
     YELLOW,
     shape_color_of,
 )
-from vispe.evaluation.generation import (
+from vispe.evaluation.generation_metrics import (
     ShapesFeatures,
     find_objects,
     frechet_distance,

@@ -230,7 +230,7 @@ def test_an_evaluation_at_another_aspect_keeps_the_images_aspect_unless_told(tmp
 def test_the_resolution_sweep_records_how_it_resized(trained, tree, tmp_path) -> None:
     from vispe.engine.config import load_config
     from vispe.evaluation import report
-    from vispe.evaluation import resolution as R
+    from vispe.sweeps import resolution as R
 
     cfg = load_config('configs/vit/vit_tiny_imagefolder.py', _options(tree, str(tmp_path)))
     crop = R.sweep(cfg, trained, [(32, 64)], None, 'cpu', show_progress=False, out_dir=str(tmp_path / 'crop'))

@@ -225,7 +225,7 @@ def test_a_mixed_resolution_config_trains_resumes_and_sweeps(tmp_path):
     from vispe.engine.checkpoint import load_checkpoint
     from vispe.engine.train import train
     from vispe.evaluation.checkpoints import parse_resolution
-    from vispe.evaluation.evaluate import evaluate_resolution
+    from vispe.sweeps.resolution import evaluate_resolution
 
     config = 'vit/vit_tiny_shapes2d_mixedres_aspect_position.py'
     options = {

@@ -9,12 +9,12 @@ from mmengine.registry import init_default_scope
 
 from vispe.engine.checkpoint import load_checkpoint
 from vispe.engine.config import load_config
-from vispe.evaluation import resolution as R
 from vispe.experiments.compare import Run
 from vispe.experiments.leaderboard_report import summarize
 from vispe.experiments.zoo import shipped_models, write_model_zoo
 from vispe.files import sha256
 from vispe.registry import MODELS
+from vispe.sweeps import resolution as R
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = 'configs/vit/vit_tiny_shapes2d_position.py'

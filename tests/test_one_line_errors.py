@@ -82,7 +82,7 @@ def test_eval_resolution_checks_every_resolution_before_evaluating_any(tmp_path,
     from test_tools import tiny_config
 
     from vispe.cli.eval_resolution import main
-    from vispe.evaluation.settings_sweep import SettingsEvaluator
+    from vispe.sweeps.settings import SettingsEvaluator
 
     evaluated = []
     monkeypatch.setattr(SettingsEvaluator, 'metrics', lambda self, *a, **k: evaluated.append(a) or {})

@@ -11,7 +11,7 @@ from conftest import changed_keys, needs_open3d, tiny_point_config, train_in_pro
 from test_tools import run_tool
 
 from vispe.engine.checkpoint import read_checkpoint
-from vispe.evaluation import point_sweep
+from vispe.sweeps import points as point_sweep
 
 o3d = needs_open3d()
 

@@ -1,4 +1,4 @@
-"""The report module (rows -> pivot -> markdown / JSON / figure), merge_results and tools/compare_results.py on
+"""The report module (rows -> pivot -> markdown / JSON / figure), vispe.sweeps.merge and tools/compare_results.py on
 synthetic results."""
 
 import json
@@ -95,7 +95,7 @@ def _axes_after(plot, tmp_path, monkeypatch):
 
 
 def test_resolution_plot_labels_non_square_sizes_apart_and_keeps_equal_lines_visible(tmp_path, monkeypatch):
-    from vispe.evaluation.resolution import plot_results
+    from vispe.sweeps.resolution import plot_results
 
     rows = [row(enc, res, 50.0) for enc in ('a', 'b') for res in (32, [32, 48], [48, 32])]
     results = {'train_resolution': 32, 'resolved_config': {'model.backbone.type': 'ViT'}}
@@ -230,7 +230,7 @@ def test_tables_printed_to_a_file_or_pipe_are_whole():
 
     from rich.console import Console
 
-    from vispe.evaluation.resolution import results_table
+    from vispe.sweeps.resolution import results_table
 
     sizes = [16, 24, 32, 48, 64, 96, 128, '32x64', '64x32', '48x96', '96x48', '128x256']
     rows = [row(enc, s, 50.0 + i, strategy=st) for enc in ('rope_mixed', 'comrope_ld') for st in ('interpolate', 'yarn')

@@ -17,10 +17,10 @@ from mmengine.registry import init_default_scope
 from test_tools import run_tool, tiny_config
 
 from vispe.engine.config import load_config
-from vispe.evaluation import resolution as R
-from vispe.evaluation import sweep_engine as E
 from vispe.evaluation.checkpoints import train_resolution
 from vispe.registry import MODELS
+from vispe.sweeps import engine as E
+from vispe.sweeps import resolution as R
 from vispe.tasks.classification import ImageClassifier
 
 CPU_OOM = "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried to allocate"
@@ -231,7 +231,7 @@ def test_train_resolution_follows_the_data_set_not_the_base_configs_helper(tmp_p
 
 
 def test_train_points_follows_the_data_set_not_the_base_configs_helper(tmp_path):
-    from vispe.evaluation.point_sweep import train_points
+    from vispe.sweeps.points import train_points
 
     cfg = load_config('configs/point/point_tiny_rope3d_primitives3d.py', {'train_dataloader.dataset.num_points': 256})
     assert cfg.train_points == 512 and train_points(cfg) == 256

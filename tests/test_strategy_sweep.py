@@ -14,7 +14,6 @@ import vispe
 from vispe.cli import test as test_cli
 from vispe.engine.config import load_config
 from vispe.evaluation import report
-from vispe.evaluation import resolution as R
 from vispe.evaluation.checkpoints import (
     default_resolutions,
     model_encodings,
@@ -23,6 +22,7 @@ from vispe.evaluation.checkpoints import (
     resolution_label,
 )
 from vispe.registry import MODELS
+from vispe.sweeps import resolution as R
 
 ROPE_MIXED = 'configs/vit/vit_tiny_rope_mixed_shapes2d_position.py'
 

@@ -9,8 +9,8 @@ from test_tools import tiny_config
 
 from vispe.bench.timing import peak_memory_mb
 from vispe.engine.config import load_config
-from vispe.evaluation.resolution import sweep
 from vispe.registry import MODELS
+from vispe.sweeps.resolution import sweep
 
 
 @pytest.mark.slow

@@ -15,8 +15,8 @@ import vispe
 from vispe.engine.checkpoint import load_checkpoint
 from vispe.engine.config import load_config
 from vispe.evaluation import report
-from vispe.evaluation import resolution as R
 from vispe.evaluation.checkpoints import model_encodings
+from vispe.sweeps import resolution as R
 
 
 @pytest.fixture(scope='module')

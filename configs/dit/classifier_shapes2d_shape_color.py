@@ -1,5 +1,5 @@
 # Tiny ViT classifier on shapes2d 'shape_color' (20 classes: red / green / blue / yellow x five shapes): the feature
-# extractor for FD and KID of DiT samples, vispe.evaluation.generation.ShapesFeatures(classifier). It must be
+# extractor for FD and KID of DiT samples, vispe.evaluation.generation_metrics.ShapesFeatures(classifier). It must be
 # accurate at every size the DiTs are sampled at, so it trains on all of them: images rendered at 64 px, each batch
 # resized to 32, 48 or 64 px (MultiScaleDataPreprocessor). ape_sincos is computed from the token grid (patches of
 # 4 px), so one set of weights takes the three sizes.

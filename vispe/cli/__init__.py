@@ -16,14 +16,11 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-#: subcommand -> (module in vispe.cli, what it does)
+#: subcommand -> (module in vispe.cli, what it does); the sweeps' commands (eval-resolution, eval-points, ...) are
+#: not listed here but registered with their sweeps (vispe.sweeps.registry.SWEEPS), and listed after SWEEPS_AFTER
 COMMANDS = {
     'train': ('train', 'train from a config (tools/train.py)'),
     'test': ('test', 'test a checkpoint and print its metrics (tools/test.py)'),
-    'eval-resolution': ('eval_resolution', 'evaluate a checkpoint at unseen resolutions (tools/eval_resolution.py)'),
-    'eval-points': ('eval_points', 'evaluate a point-cloud checkpoint at unseen point counts and scales'),
-    'eval-cameras': ('eval_cameras', 'evaluate a multi-view checkpoint at unseen camera settings'),
-    'eval-generation': ('eval_generation', 'sample a diffusion checkpoint at unseen resolutions and score it'),
     'infer': ('infer', 'classify image files with a trained image classifier, top-k class names (tools/infer.py)'),
     'compare': ('compare_encodings', 'train and compare encodings on shapes2d (tools/compare_encodings.py)'),
     'leaderboard': ('leaderboard', 'train and rank every 2D encoding on shapes2d (tools/leaderboard.py)'),
@@ -44,9 +41,30 @@ COMMANDS = {
 }
 
 
+SWEEPS_AFTER = 'test'
+
+
+def commands() -> dict[str, tuple[str, str]]:
+    """Every subcommand -> (its module: a name in vispe.cli, another module's dotted path, or '' when it has none,
+    what it does): COMMANDS with each registered sweep's command after SWEEPS_AFTER, in registration order."""
+    from vispe.sweeps.registry import SWEEPS
+
+    def module(main) -> str:
+        return '' if callable(main) else main.removeprefix('vispe.cli.')
+
+    sweeps = {command: (module(kind.main), kind.about) for command, kind in SWEEPS.by_command().items()}
+    listed: dict[str, tuple[str, str]] = {}
+    for name, entry in COMMANDS.items():
+        listed[name] = entry
+        if name == SWEEPS_AFTER:
+            listed.update(sweeps)
+    return listed
+
+
 def usage() -> str:
-    width = max(map(len, COMMANDS))
-    lines = [f'  {name:<{width}}  {about}' for name, (_, about) in COMMANDS.items()]
+    listed = commands()
+    width = max(map(len, listed))
+    lines = [f'  {name:<{width}}  {about}' for name, (_, about) in listed.items()]
     return 'usage: vispe COMMAND [ARGS ...]   (vispe COMMAND -h for its flags)\n\ncommands:\n' + '\n'.join(lines)
 
 
@@ -56,8 +74,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(usage())
         sys.exit(0 if args else 2)
     name, rest = args[0], args[1:]
-    if name not in COMMANDS:
-        close = difflib.get_close_matches(name, COMMANDS, n=3, cutoff=0.5)
+    listed = commands()
+    if name not in listed:
+        close = difflib.get_close_matches(name, listed, n=3, cutoff=0.5)
         hint = f'; did you mean {" or ".join(close)}?' if close else ''
         sys.exit(f'{usage()}\n\nerror: unknown command {name!r}{hint}')
     if name == 'configs':
@@ -66,10 +85,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f'# in {configs_dir()}')
         print('\n'.join(c for c in shipped_configs() if not c.startswith('_base_/')))
         return
-    module = importlib.import_module(f'vispe.cli.{COMMANDS[name][0]}')
-    code = module.main(rest, prog=f'vispe {name}')
+    from vispe.sweeps.registry import SWEEPS
+
+    sweep = SWEEPS.by_command().get(name)
+    run = sweep.command_main() if sweep else importlib.import_module(f'vispe.cli.{COMMANDS[name][0]}').main
+    code = run(rest, prog=f'vispe {name}')
     if isinstance(code, int) and not isinstance(code, bool) and code:  # a command that returns its exit status
         sys.exit(code)
 
 
-__all__ = ['COMMANDS', 'main']
+__all__ = ['COMMANDS', 'commands', 'main', 'usage']

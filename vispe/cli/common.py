@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from rich.console import Console
 
-from vispe.evaluation.evaluate import PLOT
-from vispe.evaluation.sweep_engine import RESULTS, failure_message
 from vispe.experiments.compare import check_summary, sweep_runs, write_summary
 
 
@@ -37,14 +34,6 @@ def print_predictions(predictions: Sequence[dict[str, Any]]) -> None:
 def bold_log(console: Console) -> Callable[[str], None]:
     """The demos' log: each step's line in bold."""
     return lambda line: console.print(f'[bold]{line}[/bold]')
-
-
-def finish_sweep(console: Console, table: Any, results: dict[str, Any], out: str) -> NoReturn:
-    """The end of an evaluation command: its table, where results.json and the plot are, and its exit (the error
-    line when cells failed)."""
-    console.print(table)
-    console.print(f'results: {os.path.join(out, RESULTS)}\nplot: {os.path.join(out, PLOT)}')
-    sys.exit(failure_message(results, out))
 
 
 def sweep_demo(

@@ -4,9 +4,10 @@ vispe compare-results A/eval/results.json B/eval/results.json [--labels a b] --o
 
 Each run is labelled by its folder (as many trailing folder names as keep the labels apart) or by --labels. Writes
 DIR/comparison.md (printed too), DIR/comparison.json (the merged pivot and its sources) and DIR/comparison.png.
-Results of different sweep kinds (resolution, points, cameras, generation), or a file that is not a sweep's
-results.json, are refused: one table compares like with like. A sweep that did not finish (interrupted, or with
-failed cells) is labelled '(incomplete: ...)' in every row; one that holds no results is refused by name.
+Results of different sweep kinds (resolution, points, cameras, generation, ...: vispe.sweeps.registry.SWEEPS), or a
+file that is not a sweep's results.json, are refused: one table compares like with like. A sweep that did not
+finish (interrupted, or with failed cells) is labelled '(incomplete: ...)' in every row; one that holds no results
+is refused by name.
 (tools/compare_results.py in a checkout is this command)
 """
 
@@ -17,7 +18,9 @@ import json
 import os
 from collections.abc import Sequence
 
-from vispe.evaluation import merge_results, outputs, report
+from vispe.evaluation import outputs, report
+from vispe.sweeps import merge as merge_results
+from vispe.sweeps.registry import SWEEPS
 
 
 def load(path: str):
@@ -77,7 +80,7 @@ def plot(args, table, documents, labels, kind, metric) -> str:
         table,
         os.path.join(args.out, 'comparison.png'),
         title=merge_results.merged_title(documents, labels),
-        xlabel=merge_results.KINDS[kind].xlabel,
+        xlabel=SWEEPS[kind].xlabel,
         ylabel=metric,
         label=lambda key: ' '.join(str(k) for k in key if k != 'default'),
     )

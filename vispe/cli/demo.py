@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from vispe.cli.common import bold_log, demo_parser
 from vispe.evaluation.report import console as report_console
-from vispe.evaluation.resolution import results_table
 from vispe.experiments.compare import Run, compare
+from vispe.sweeps.resolution import results_table
 
 ENCODINGS = ['ape_learned', 'rope_axial', 'rope_mixed']
 RESOLUTIONS = ['32', '48', '64']  # 1x, 1.5x, 2x the training resolution

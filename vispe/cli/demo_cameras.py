@@ -14,10 +14,9 @@ from collections.abc import Sequence
 
 from vispe.cli.common import demo_parser, sweep_demo
 from vispe.engine.config import load_config
-from vispe.evaluation.camera_sweep import markdown_table, plot_results
-from vispe.evaluation.evaluate import evaluate_cameras
 from vispe.evaluation.outputs import forcing
 from vispe.evaluation.report import console as report_console
+from vispe.sweeps.cameras import evaluate_cameras, markdown_table, plot_results
 
 #: label -> shipped config
 CONFIGS = {

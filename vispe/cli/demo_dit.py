@@ -11,16 +11,20 @@ reused and unfinished ones resume.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from vispe.cli.common import bold_log, demo_parser
 from vispe.engine.config import load_config
-from vispe.evaluation.generation_sweep import METRICS, train_and_generate
+from vispe.evaluation.checkpoints import parse_resolution
 from vispe.evaluation.outputs import MARKER, check_target, forcing, write_json, write_text
 from vispe.evaluation.report import console as report_console
-from vispe.experiments.compare import Run, markdown_table, train
+from vispe.experiments.compare import Run, covers, markdown_table, run_config, shown, train
+from vispe.sweeps.engine import RESULTS, failure_message, replace_args
+from vispe.sweeps.generation import METRICS, feature_extractor, sweep_generation
 
 RESOLUTIONS = ['32', '48', '64']  # 1x, 1.5x, 2x
 #: label -> (config, strategies to sample with; None = the encoding's only one)
@@ -40,6 +44,40 @@ def classifier_checkpoint(zoo_root: str, out: str, log) -> str:
     if os.path.isfile(zoo):
         return zoo
     return train(Run('shape_color', opts.classifier_config, os.path.join(out, 'classifier')), log)
+
+
+def train_and_generate(
+    run, resolutions: Sequence[str], strategies: Sequence[str] | None, samples_per_class: int, log=print
+) -> dict[str, Any]:
+    """Train (or reuse / resume) one diffusion run, then sweep it with ``sweep_generation`` into
+    ``work_dir/generation`` (reused when the checkpoint, resolutions, strategies, sample count and FD / KID feature
+    extractor are unchanged); returns results.json."""
+    ckpt = train(run, log)
+    out = os.path.join(run.work_dir, 'generation')
+    path = os.path.join(out, RESULTS)
+    cfg = run_config(run)
+    classifier = feature_extractor(cfg)
+    extractor = os.path.abspath(classifier[1]) if classifier and classifier[1] else None
+    if os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(ckpt):
+        with open(path) as f:
+            previous = json.load(f)
+        same = covers(previous, resolutions, strategies)  # complete, the same resolutions and strategies
+        same &= previous['settings'].get('samples_per_class') == samples_per_class
+        same &= previous.get('feature_extractor') == extractor
+        if extractor and os.path.isfile(extractor):
+            same &= os.path.getmtime(path) > os.path.getmtime(extractor)
+        if same:
+            log(f'reusing {shown(path)}')
+            return previous
+    force = bool(replace_args(out, ckpt, *([extractor] if extractor else [])))  # stale: an older checkpoint's numbers
+    log(f'sweep_generation {shown(ckpt)} -> {shown(out)}')
+    resolved = [parse_resolution(r) for r in resolutions]
+    results = sweep_generation(
+        cfg, ckpt, resolved, strategies, samples_per_class, classifier, out, log=log, force=force
+    )
+    if results['failed']:
+        raise RuntimeError(failure_message(results, out))
+    return results
 
 
 #: grid rows (two classes of four samples each) whose first class the summary figure shows: a red, a green, a blue

@@ -13,10 +13,9 @@ import os
 from collections.abc import Sequence
 
 from vispe.cli.common import demo_parser, sweep_demo
-from vispe.evaluation.evaluate import evaluate_points
 from vispe.evaluation.outputs import forcing
-from vispe.evaluation.point_sweep import markdown_table, plot_results
 from vispe.evaluation.report import console as report_console
+from vispe.sweeps.points import evaluate_points, markdown_table, plot_results
 
 #: label -> shipped config
 CONFIGS = {

@@ -13,12 +13,11 @@ import argparse
 import os
 from collections.abc import Sequence
 
-from vispe.cli.common import finish_sweep
 from vispe.engine.config import common_parser_args, sweep_parser_args
-from vispe.evaluation import camera_sweep as C
-from vispe.evaluation import sweep_engine as E
-from vispe.evaluation.evaluate import evaluate_cameras
 from vispe.evaluation.report import console as report_console
+from vispe.sweeps import cameras as C
+from vispe.sweeps import engine as E
+from vispe.sweeps.registry import finish_sweep
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
@@ -31,7 +30,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     parser.add_argument('--settings', nargs='+', default=None, help="names from the config's camera_eval.settings")
     args = parser.parse_args(argv)
     console = report_console()
-    results = E.sweep_for_tool(args, evaluate_cameras, args.settings, log=console.print)
+    results = E.sweep_for_tool(args, C.evaluate_cameras, args.settings, log=console.print)
     title = f'{os.path.basename(args.checkpoint)}: 3D error / within {results["threshold"]:g} (%)'
     finish_sweep(console, C.results_table(results['results'], title=title, failed=results['failed']), results, args.out)
 

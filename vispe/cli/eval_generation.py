@@ -18,11 +18,11 @@ from collections.abc import Sequence
 
 from vispe.engine.checkpoint import CheckpointError
 from vispe.engine.config import ConfigError, common_parser_args, load_config
-from vispe.evaluation import resolution as R
-from vispe.evaluation import sweep_engine as E
 from vispe.evaluation.checkpoints import parse_resolution
-from vispe.evaluation.generation_sweep import METRICS, feature_extractor, metric_rows, sweep_generation
 from vispe.evaluation.report import console as report_console
+from vispe.sweeps import engine as E
+from vispe.sweeps import resolution as R
+from vispe.sweeps.generation import METRICS, feature_extractor, metric_rows, sweep_generation
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:

@@ -12,12 +12,11 @@ import argparse
 import os
 from collections.abc import Sequence
 
-from vispe.cli.common import finish_sweep
 from vispe.engine.config import common_parser_args, sweep_parser_args
-from vispe.evaluation import point_sweep as P
-from vispe.evaluation import sweep_engine as E
-from vispe.evaluation.evaluate import evaluate_points
 from vispe.evaluation.report import console as report_console
+from vispe.sweeps import engine as E
+from vispe.sweeps import points as P
+from vispe.sweeps.registry import finish_sweep
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
@@ -31,7 +30,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     parser.add_argument('--scales', nargs='+', type=float, default=None, help='test object scales (training: 1)')
     args = parser.parse_args(argv)
     console = report_console()
-    results = E.sweep_for_tool(args, evaluate_points, args.points, args.scales, log=console.print)
+    results = E.sweep_for_tool(args, P.evaluate_points, args.points, args.scales, log=console.print)
     name = os.path.basename(args.checkpoint)
     title = f'{results["metric"]} (%) of {name}, trained on {results["train_points"]} points at scale 1'
     finish_sweep(console, P.results_table(results['results'], title=title, failed=results['failed']), results, args.out)

@@ -16,15 +16,14 @@ import functools
 import os
 from collections.abc import Sequence
 
-from vispe.cli.common import finish_sweep
 from vispe.datasets.augment import RESIZE_MODES
 from vispe.engine.config import common_parser_args, sweep_parser_args
-from vispe.evaluation import resolution as R
-from vispe.evaluation import sweep_engine as E
 from vispe.evaluation.checkpoints import parse_resolution
-from vispe.evaluation.evaluate import evaluate_resolution
 from vispe.evaluation.report import console as report_console
 from vispe.evaluation.report import describe
+from vispe.sweeps import engine as E
+from vispe.sweeps import resolution as R
+from vispe.sweeps.registry import finish_sweep
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
@@ -57,7 +56,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     )
     args = parser.parse_args(argv)
     console = report_console()
-    sweep = functools.partial(evaluate_resolution, resize=args.resize)
+    sweep = functools.partial(R.evaluate_resolution, resize=args.resize)
     results = E.sweep_for_tool(args, sweep, args.resolutions, args.strategy, log=console.print)
     title = f'{results["metric"]} (%) of {os.path.basename(args.checkpoint)}: {describe(results)}'
     finish_sweep(console, R.results_table(results['results'], title=title, failed=results['failed']), results, args.out)

@@ -1,5 +1,5 @@
 """Train-and-sweep comparisons of encodings: each run trains in process (``vispe.engine.train``, what ``vispe train``
-runs), is evaluated at several resolutions (``vispe.evaluation.evaluate``, what ``vispe eval-resolution`` runs), and
+runs), is evaluated at several resolutions (``vispe.sweeps.resolution``, what ``vispe eval-resolution`` runs), and
 lands in one summary (JSON, PNG per task, a table). Configs are files or shipped configs' names (vit/...), so a
 comparison runs from an installed vispe as from a checkout.
 
@@ -20,10 +20,9 @@ from vispe.engine.config_files import configs_dir
 from vispe.engine.train import train as train_in_process
 from vispe.evaluation import outputs, report
 from vispe.evaluation.checkpoints import parse_resolution, resolution_label
-from vispe.evaluation.evaluate import evaluate_resolution
 from vispe.evaluation.report import write_json
-from vispe.evaluation.resolution import plot_results, resolution_column
-from vispe.evaluation.sweep_engine import failure_message, replace_args
+from vispe.sweeps.engine import failure_message, replace_args
+from vispe.sweeps.resolution import evaluate_resolution, plot_results, resolution_column
 
 #: one shipped config per shapes2d task; the encoding is chosen per run with --cfg-options
 SHAPES2D_TASK_CONFIGS = {
@@ -46,7 +45,7 @@ REGIME_CONFIGS = {
     },
 }
 
-#: a sweep as compare runs one: ``sweep(cfg, checkpoint, *settings, out_dir=, force=, log=)`` (evaluation.evaluate)
+#: a sweep as compare runs one: ``sweep(cfg, checkpoint, *settings, out_dir=, force=, log=)`` (vispe.sweeps.registry)
 Sweep = Callable[..., dict[str, Any]]
 
 

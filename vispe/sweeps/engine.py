@@ -1,6 +1,6 @@
-"""The one engine behind the evaluation sweeps (eval_resolution, eval_points, eval_cameras, eval_generation): cells
-run in order, and ``DIR/results.json`` is rewritten atomically as each one finishes, so an error, an out-of-memory
-cell or Ctrl-C never loses a finished cell.
+"""The one engine behind every kind of evaluation sweep (vispe.sweeps.registry.SWEEPS: eval-resolution,
+eval-points, ...): cells run in order, and ``DIR/results.json`` is rewritten atomically as each one finishes, so an
+error, an out-of-memory cell or Ctrl-C never loses a finished cell.
 
 * Resumable: a rerun into the same folder reuses the rows of the cells already there and computes the others;
   ``force=True`` (the tools' ``--force``) recomputes everything.
@@ -19,6 +19,7 @@ smaller batch than the first one tried says so in ``batch_size``.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import json
@@ -296,18 +297,10 @@ def run_sweep(
 # ------------------------------------------------------------------------------------------------------------------
 
 
-class _NoProgress:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
 def progress_bar(show: bool):
     """A rich progress bar (a context manager giving it), or one giving None when ``show`` is False."""
     if not show:
-        return _NoProgress()
+        return contextlib.nullcontext()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     return Progress(TextColumn('{task.description}'), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())

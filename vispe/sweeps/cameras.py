@@ -2,13 +2,13 @@
 camera distance (overrides of the test set's ``MultiViewScenes`` arguments, named in the config's
 ``camera_eval.settings``).
 
-The JSON schema written by ``tools/eval_cameras.py``::
+The JSON schema written by ``vispe eval-cameras``::
 
     {"config": ..., "checkpoint": ..., "metric": "loc3d", "threshold": 0.2,
      "results": [{"encoding": ..., "setting": "fov_wide", "overrides": {...}, "mean_error": ..., "value": ...}]}
 
 ``value`` is the share of test scenes whose target is found within the threshold (percent), ``mean_error`` the
-mean 3D distance in the data's unit. Each setting is one cell of ``vispe.evaluation.sweep_engine`` (written as it
+mean 3D distance in the data's unit. Each setting is one cell of ``vispe.sweeps.engine`` (written as it
 finishes, reused by a rerun, retried at smaller batches when out of memory).
 """
 
@@ -21,8 +21,9 @@ import torch
 
 from vispe.evaluation import report
 from vispe.evaluation.checkpoints import encoding_label, load_model
-from vispe.evaluation.settings_sweep import SettingsEvaluator
-from vispe.evaluation.sweep_engine import Cell, Log, run_sweep, sweep_identity
+from vispe.sweeps.engine import Cell, Log, run_sweep, sweep_identity
+from vispe.sweeps.registry import SWEEPS
+from vispe.sweeps.settings import SettingsEvaluator
 
 
 def camera_settings(cfg, names: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
@@ -37,46 +38,9 @@ def camera_settings(cfg, names: Sequence[str] | None = None) -> dict[str, dict[s
     return {name: dict(overrides) for name, overrides in known.items()}
 
 
-def sweep(
-    cfg,
-    checkpoint: str,
-    names: Sequence[str] | None = None,
-    device: str | None = None,
-    show_progress: bool = True,
-    out_dir: str | None = None,
-    force: bool = False,
-    log: Log = print,
-) -> dict[str, Any]:
-    """Evaluate ``checkpoint`` under each named camera setting; returns the results dict (schema above). With
-    ``out_dir``, ``out_dir/results.json`` is written as each cell finishes and a rerun reuses the finished cells
-    (``force``: recompute them; sweep_engine)."""
-    settings = camera_settings(cfg, names)
-    device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    model, _ = load_model(cfg, checkpoint, device)
-    label, evaluator = encoding_label(model), SettingsEvaluator(cfg, model)
-
-    def cell(name: str, overrides: dict[str, Any]) -> Cell:
-        key = {'encoding': label, 'setting': name}
-
-        def run(batch_size: int) -> list[dict[str, Any]]:
-            metrics = evaluator.metrics(overrides, batch_size)
-            row = dict(key, overrides=overrides, mean_error=metrics['loc3d/mean_error'])
-            return [dict(row, value=metrics['loc3d/within'])]
-
-        return Cell(name, key, run, evaluator.batch_size)
-
-    header = {
-        'config': cfg.filename,
-        'checkpoint': checkpoint,
-        'metric': 'loc3d',
-        'threshold': cfg.test_evaluator.get('threshold', 0.2),
-    }
-    cells = [cell(name, overrides) for name, overrides in settings.items()]
-    return run_sweep(cells, header, sweep_identity('cameras', cfg, checkpoint), out_dir, force, show_progress, log)
-
-
 def setting(row: report.Row) -> str:
-    return row['setting']
+    """A row's column: its setting's name."""
+    return str(row['setting'])
 
 
 def _settings(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -141,4 +105,61 @@ def plot_results(rows: Sequence[dict[str, Any]], path: str, title: str = '') -> 
 
 HATCHES = ('', '//', '..', 'xx', '\\\\', '++')
 
-__all__ = ['camera_settings', 'markdown_table', 'plot_results', 'results_table', 'sweep']
+
+def plot(results: dict[str, Any], path: str) -> str:
+    """results.json's figure: ``plot_results`` of its rows, described in the title."""
+    return plot_results(results['results'], path, title=report.describe(results))
+
+
+@SWEEPS.register(
+    'cameras',
+    plot=plot,
+    fields=('encoding',),
+    column=setting,
+    xlabel='camera setting',
+    command='eval-cameras',
+    about='evaluate a multi-view checkpoint at unseen camera settings',
+    main='vispe.cli.eval_cameras',
+)
+def sweep(
+    cfg,
+    checkpoint: str,
+    names: Sequence[str] | None = None,
+    device: str | None = None,
+    show_progress: bool = True,
+    out_dir: str | None = None,
+    force: bool = False,
+    log: Log = print,
+) -> dict[str, Any]:
+    """Evaluate ``checkpoint`` under each named camera setting; returns the results dict (schema above). With
+    ``out_dir``, ``out_dir/results.json`` is written as each cell finishes and a rerun reuses the finished cells
+    (``force``: recompute them; vispe.sweeps.engine)."""
+    settings = camera_settings(cfg, names)
+    device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    model, _ = load_model(cfg, checkpoint, device)
+    label, evaluator = encoding_label(model), SettingsEvaluator(cfg, model)
+
+    def cell(name: str, overrides: dict[str, Any]) -> Cell:
+        key = {'encoding': label, 'setting': name}
+
+        def run(batch_size: int) -> list[dict[str, Any]]:
+            metrics = evaluator.metrics(overrides, batch_size)
+            row = dict(key, overrides=overrides, mean_error=metrics['loc3d/mean_error'])
+            return [dict(row, value=metrics['loc3d/within'])]
+
+        return Cell(name, key, run, evaluator.batch_size)
+
+    header = {
+        'config': cfg.filename,
+        'checkpoint': checkpoint,
+        'metric': 'loc3d',
+        'threshold': cfg.test_evaluator.get('threshold', 0.2),
+    }
+    cells = [cell(name, overrides) for name, overrides in settings.items()]
+    return run_sweep(cells, header, sweep_identity('cameras', cfg, checkpoint), out_dir, force, show_progress, log)
+
+
+#: a multi-view checkpoint at the config's camera settings into ``out_dir``, then its plot there
+evaluate_cameras = SWEEPS['cameras'].evaluate
+
+__all__ = ['camera_settings', 'evaluate_cameras', 'markdown_table', 'plot_results', 'results_table', 'sweep']

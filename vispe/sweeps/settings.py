@@ -1,13 +1,13 @@
 """Evaluate one checkpoint on its test set rebuilt under several settings (overrides of the test data set's
-arguments) and strategies: the cells that the resolution, point-count / scale, camera and generation sweeps hand to
-``vispe.evaluation.sweep_engine``."""
+arguments), strategies and input views (a named change of each batch's images, such as the patch-shift sweep's
+translation): what the cells of every sweep in vispe.sweeps evaluate (``vispe.sweeps.engine`` runs the cells)."""
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 from mmengine.evaluator import Evaluator
 from mmengine.runner import Runner
@@ -24,6 +24,31 @@ def settings_loader(cfg, overrides: Mapping[str, Any], batch_size: int | None = 
     return Runner.build_dataloader(loader_cfg, seed=0)
 
 
+class InputView(NamedTuple):
+    """A change of every batch's ``inputs`` (a tensor of images, or a list of them) before the model sees it:
+    ``name`` tells views apart in ``SettingsEvaluator``'s cache, ``apply`` maps one image tensor (C, H, W) or a batch
+    (B, C, H, W) to the same shape."""
+
+    name: str
+    apply: Callable[[Any], Any]
+
+
+class ViewedLoader:
+    """``loader`` with ``view`` applied to each batch's inputs; the same length and data set."""
+
+    def __init__(self, loader, view: InputView) -> None:
+        self.loader, self.view, self.dataset = loader, view, loader.dataset
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for batch in self.loader:
+            inputs = batch['inputs']
+            seen = [self.view.apply(x) for x in inputs] if isinstance(inputs, list) else self.view.apply(inputs)
+            yield dict(batch, inputs=seen)
+
+
 class SettingsEvaluator:
     """A model and the config's test set under data-set overrides: ``metrics(overrides, batch_size, strategy)`` runs
     one pass (with a fresh evaluator, so an attempt cut short by an out-of-memory error leaves nothing behind) and
@@ -33,7 +58,7 @@ class SettingsEvaluator:
     def __init__(self, cfg, model) -> None:
         self.cfg, self.model = cfg, model
         self._loaders: dict[tuple[str, int], Any] = {}
-        self._metrics: dict[tuple[str, str], dict[str, float]] = {}
+        self._metrics: dict[tuple[str, str, str], dict[str, float]] = {}
 
     @property
     def batch_size(self) -> int:
@@ -46,15 +71,19 @@ class SettingsEvaluator:
             self._loaders[key] = settings_loader(self.cfg, overrides, batch_size)
         return self._loaders[key]
 
-    def metrics(self, overrides: Mapping[str, Any], batch_size: int, strategy: str = 'default') -> dict[str, float]:
-        """The test evaluator's metrics of the model under ``strategy`` on the test set with ``overrides``."""
-        key = (strategy, json.dumps(dict(overrides), sort_keys=True, default=str))
+    def metrics(
+        self, overrides: Mapping[str, Any], batch_size: int, strategy: str = 'default', view: InputView | None = None
+    ) -> dict[str, float]:
+        """The test evaluator's metrics of the model under ``strategy`` on the test set with ``overrides``, each
+        batch's images changed by ``view`` when one is given."""
+        key = (strategy, json.dumps(dict(overrides), sort_keys=True, default=str), view.name if view else '')
         if key not in self._metrics:
             if strategy != 'default':
                 set_strategy(self.model, strategy)
             evaluator = Evaluator(copy.deepcopy(self.cfg.test_evaluator))
-            self._metrics[key] = evaluate(self.model, self.loader(overrides, batch_size), evaluator)
+            loader = self.loader(overrides, batch_size)
+            self._metrics[key] = evaluate(self.model, ViewedLoader(loader, view) if view else loader, evaluator)
         return self._metrics[key]
 
 
-__all__ = ['SettingsEvaluator', 'settings_loader']
+__all__ = ['InputView', 'SettingsEvaluator', 'ViewedLoader', 'settings_loader']

@@ -1,61 +1,33 @@
-"""Several runs' sweep results in one table (tools/compare_results.py): which kind of sweep a results.json holds,
-and one ``report.Pivot`` of runs of one kind, each run's rows labelled by the run."""
+"""Several runs' sweep results in one table (``vispe compare-results``): which kind of sweep a results.json holds,
+and one ``report.Pivot`` of runs of one kind, each run's rows labelled by the run. Each kind's pivot (its fields,
+column, column order and metric filter) is the one it registered in ``vispe.sweeps.registry.SWEEPS``."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from vispe.evaluation.report import Pivot, Row, describe, pivot, resolution_order, resolution_text
+from vispe.evaluation.report import Pivot, describe, pivot
+from vispe.sweeps.registry import SWEEPS
 
 
 class NotComparable(ValueError):
     """Results files that cannot be one table: not a sweep's results.json, or sweeps of different kinds."""
 
 
-def _point_column(row: Row) -> str:
-    return f'{row["factor"]:g}x {row["sweep"]}'
-
-
-def _point_order(label: str) -> tuple[int, float]:
-    factor, sweep = label.split(' ', 1)
-    return ('points', 'scale').index(sweep) if sweep in ('points', 'scale') else 2, float(factor.rstrip('x'))
-
-
-class Kind(NamedTuple):
-    """How one kind of sweep (results.json's ``sweep``) becomes a pivot: the fields of a line besides the run, a
-    row's column and the columns' order (None: as they first appear)."""
-
-    fields: tuple[str, ...]
-    column: Callable[[Row], str]
-    order: Callable[[str], Any] | None
-    xlabel: str
-
-
-def _resolution_column(row: Row) -> str:
-    return resolution_text(row['resolution'])
-
-
-KINDS = {
-    'resolution': Kind(('encoding', 'strategy'), _resolution_column, resolution_order, 'test resolution (H x W)'),
-    'generation': Kind(('encoding', 'strategy'), _resolution_column, resolution_order, 'test resolution (H x W)'),
-    'points': Kind(('encoding',), _point_column, _point_order, 'test points / object scale (relative to training)'),
-    'cameras': Kind(('encoding',), lambda r: str(r['setting']), None, 'camera setting'),
-}
-
-
 def sweep_kind(results: Any, name: str) -> str:
-    """The kind of sweep a results.json holds (sweep_engine writes it as ``sweep``); NotComparable for anything
-    else, naming ``name``."""
+    """The kind of sweep a results.json holds (vispe.sweeps.engine writes it as ``sweep``), one of ``SWEEPS``;
+    NotComparable for anything else, naming ``name``."""
     if not isinstance(results, Mapping) or not isinstance(results.get('results'), list):
+        commands = ', '.join(f'vispe {kind.command}' for kind in SWEEPS.values())
         raise NotComparable(
             f'{name} is not a sweep results.json (no "results" list): pass the results.json that '
-            'tools/eval_resolution.py, eval_points.py, eval_cameras.py or eval_generation.py write'
+            f'an evaluation command writes ({commands})'
         )
     kind = results.get('sweep')
-    if kind not in KINDS:
-        known = ', '.join(KINDS)
+    if not isinstance(kind, str) or kind not in SWEEPS:
+        known = ', '.join(SWEEPS)
         raise NotComparable(
             f'{name} has no known sweep kind ("sweep": {kind!r}; known: {known}): a results.json written by an older '
             'vispe has none, rerun its eval tool'
@@ -69,21 +41,22 @@ def merge(
     """(kind, one pivot of every document's rows with its label as the first key field ``run``, the metric) for
     results.json documents of one kind; NotComparable names the files of different kinds (``labels`` name them) and
     those without results; an unfinished sweep's rows are labelled so (``checked_labels``).
-    A generation sweep holds several metrics: ``metric`` chooses one (default: the first)."""
+    A kind whose rows each name their metric (``row_metric``: the generation sweep) holds several: ``metric``
+    chooses one (default: the first)."""
     kinds = [sweep_kind(d, label) for d, label in zip(documents, labels)]
     if len(set(kinds)) > 1:
         listed = ', '.join(f'{label} is a {kind} sweep' for label, kind in zip(labels, kinds))
         raise NotComparable(f'results of different kinds cannot be one table ({listed}): compare one kind at a time')
-    kind, spec = kinds[0], KINDS[kinds[0]]
+    kind, spec = kinds[0], SWEEPS[kinds[0]]
     labels = checked_labels(documents, labels)
     rows = [dict(r, run=label) for d, label in zip(documents, labels) for r in d['results']]
-    if kind == 'generation':
-        metrics = list(dict.fromkeys(r['metric'] for r in rows))
+    if spec.row_metric is not None:  # rows of several metrics: one table holds one
+        metrics = list(dict.fromkeys(r[spec.row_metric] for r in rows))
         if metric is None and metrics:
             metric = metrics[0]
         if metric is None or metric not in metrics:
             raise NotComparable(f'no rows of metric {metric!r}; these results hold {metrics}')
-        rows = [r for r in rows if r['metric'] == metric]
+        rows = [r for r in rows if r[spec.row_metric] == metric]
     else:
         metric = metric or str(documents[0].get('metric', 'value'))
     return kind, pivot(rows, ('run', *spec.fields), spec.column, order=spec.order), metric
@@ -128,4 +101,4 @@ def merged_title(documents: Sequence[Mapping[str, Any]], labels: Sequence[str]) 
     return '\n'.join(f'{label}: {text or "?"}' for label, text in zip(labels, said))
 
 
-__all__ = ['KINDS', 'Kind', 'NotComparable', 'checked_labels', 'merge', 'merged_title', 'run_labels', 'sweep_kind']
+__all__ = ['NotComparable', 'checked_labels', 'merge', 'merged_title', 'run_labels', 'sweep_kind']

@@ -1,7 +1,7 @@
 """Sample a class-conditional diffusion checkpoint at several resolutions (and rotary strategies) and score it offline.
 
 Per (strategy, resolution): ``samples_per_class`` images per class from the same seeded noise, then
-``vispe.evaluation.generation`` metrics (object count and attribute accuracy; FD and KID against real Shapes2D images
+``vispe.evaluation.generation_metrics`` (object count and attribute accuracy; FD and KID against real Shapes2D images
 rendered at that resolution, in a vispe classifier's feature space, when one is given) and the held-out denoising
 loss of the config's test set rendered at that resolution. Results use eval_resolution's schema with a
 ``metric`` key per row::
@@ -9,7 +9,7 @@ loss of the config's test set rendered at that resolution. Results use eval_reso
     {"config", "checkpoint", "train_resolution", "metric": "generation",
      "results": [{"encoding", "strategy", "resolution", "metric", "value"}, ...]}
 
-Each (strategy, resolution) is one cell of ``vispe.evaluation.sweep_engine``: written as it finishes, reused by a
+Each (strategy, resolution) is one cell of ``vispe.sweeps.engine``: written as it finishes, reused by a
 rerun of the same checkpoint, config, sample settings and feature extractor, retried at smaller batches when out of
 memory.
 """
@@ -26,19 +26,14 @@ import torch
 from vispe.engine.checkpoint import checkpoints_inside
 from vispe.engine.config import load_config
 from vispe.evaluation import checkpoints as C
-from vispe.evaluation.generation import ShapesFeatures, generation_metrics
-from vispe.evaluation.settings_sweep import SettingsEvaluator
-from vispe.evaluation.sweep_engine import (
-    RESULTS,
-    Cell,
-    failure_message,
-    file_sha256,
-    replace_args,
-    run_sweep,
-    sweep_identity,
-)
+from vispe.evaluation import report
+from vispe.evaluation.generation_metrics import ShapesFeatures, generation_metrics
 from vispe.files import check_file
 from vispe.registry import DATASETS
+from vispe.sweeps import resolution as R
+from vispe.sweeps.engine import Cell, file_sha256, run_sweep, sweep_identity
+from vispe.sweeps.registry import SWEEPS
+from vispe.sweeps.settings import SettingsEvaluator
 
 #: metrics in the order tables list them; lower is better for the last four
 METRICS = ('count_accuracy', 'attribute_accuracy', 'fd', 'kid_mean', 'denoising_mse')
@@ -86,6 +81,36 @@ def generate(model, num_classes: int, per_class: int, size, settings: dict[str, 
     return torch.cat(images), labels
 
 
+def plot(results: dict[str, Any], path: str) -> str:
+    """results.json's figure: one panel per metric against the test resolution, one line per (encoding, strategy)
+    as in the resolution sweep's figure, the training resolution dotted; report.describe's title."""
+    metrics = list(dict.fromkeys(r['metric'] for r in results['results'])) or ['(no results)']
+    fig, axes = report.plt().subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.8), dpi=120, squeeze=False)
+    train = results.get('train_resolution')
+    for ax, metric in zip(axes[0], metrics):
+        table = R.results_pivot(metric_rows(results, metric), ordered=True)
+        report.draw_lines(ax, table, R.line_label, None if train is None else C.resolution_label(train))
+        ax.set_title(metric, fontsize=9)
+        ax.set_xlabel('test resolution (H x W)')
+    axes[0][0].legend(fontsize=7)
+    title = report.describe(results)
+    if title:
+        fig.suptitle(title, fontsize=8)
+    return report.save_figure(fig, path)
+
+
+@SWEEPS.register(
+    'generation',
+    plot=plot,
+    fields=('encoding', 'strategy'),
+    column=R.merged_column,
+    order=report.resolution_order,
+    xlabel='test resolution (H x W)',
+    row_metric='metric',
+    command='eval-generation',
+    about='sample a diffusion checkpoint at unseen resolutions and score it',
+    main='vispe.cli.eval_generation',
+)
 def sweep_generation(
     cfg,
     checkpoint: str,
@@ -104,7 +129,7 @@ def sweep_generation(
     """Sample and score ``checkpoint`` at each resolution and strategy (module doc), one cell each. ``classifier`` =
     (config, checkpoint) of the FD / KID feature extractor, or None to skip those. With ``out_dir``, a sample grid
     per cell and ``out_dir/results.json`` are written as each cell finishes, and a rerun reuses the finished cells
-    (``force``: recompute them; sweep_engine). Out of memory, a cell halves its sampling batch (and the test
+    (``force``: recompute them; vispe.sweeps.engine). Out of memory, a cell halves its sampling batch (and the test
     loader's in proportion)."""
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     model, meta = C.load_model(cfg, checkpoint, device)
@@ -194,52 +219,18 @@ def feature_extractor(cfg, config: str | None = None, checkpoint: str | None = N
     return config or opts.get('classifier_config'), checkpoint or opts.get('classifier_checkpoint')
 
 
-def train_and_generate(
-    run, resolutions: Sequence[str], strategies: Sequence[str] | None, samples_per_class: int, log=print
-) -> dict[str, Any]:
-    """Train (or reuse / resume) one diffusion run, then sweep it with ``sweep_generation`` into
-    ``work_dir/generation`` (reused when the checkpoint, resolutions, strategies, sample count and FD / KID feature
-    extractor are unchanged); returns results.json."""
-    import json
-
-    from vispe.experiments.compare import covers, run_config, shown, train
-
-    ckpt = train(run, log)
-    out = os.path.join(run.work_dir, 'generation')
-    path = os.path.join(out, RESULTS)
-    cfg = run_config(run)
-    classifier = feature_extractor(cfg)
-    extractor = os.path.abspath(classifier[1]) if classifier and classifier[1] else None
-    if os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(ckpt):
-        with open(path) as f:
-            previous = json.load(f)
-        same = covers(previous, resolutions, strategies)  # complete, the same resolutions and strategies
-        same &= previous['settings'].get('samples_per_class') == samples_per_class
-        same &= previous.get('feature_extractor') == extractor
-        if extractor and os.path.isfile(extractor):
-            same &= os.path.getmtime(path) > os.path.getmtime(extractor)
-        if same:
-            log(f'reusing {shown(path)}')
-            return previous
-    force = bool(replace_args(out, ckpt, *([extractor] if extractor else [])))  # stale: an older checkpoint's numbers
-    log(f'sweep_generation {shown(ckpt)} -> {shown(out)}')
-    resolved = [C.parse_resolution(r) for r in resolutions]
-    results = sweep_generation(
-        cfg, ckpt, resolved, strategies, samples_per_class, classifier, out, log=log, force=force
-    )
-    if results['failed']:
-        raise RuntimeError(failure_message(results, out))
-    return results
-
-
 __all__ = [
     'METRICS',
+    'evaluate_generation',
     'feature_extractor',
     'generate',
     'load_classifier',
     'metric_rows',
+    'plot',
     'real_images',
     'sample_grid',
     'sweep_generation',
-    'train_and_generate',
 ]
+
+#: a diffusion checkpoint sampled and scored at several resolutions into ``out_dir``, then its plot there
+evaluate_generation = SWEEPS['generation'].evaluate
