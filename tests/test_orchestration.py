@@ -170,9 +170,9 @@ def test_every_tool_is_a_vispe_command_and_its_script_a_shim(capsys):
     import glob
     import re
 
-    from vispe.cli import COMMANDS, main
+    from vispe.cli import commands, main
 
-    modules = {module for module, _ in COMMANDS.values() if module}
+    modules = {module for module, _ in commands().values() if module}
     for script in glob.glob(os.path.join(ROOT, 'tools', '*.py')):
         name = os.path.basename(script)
         found = re.search(r'^from vispe\.cli\.(\w+) import main', open(script).read(), re.M)
