@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 
 from vispe.evaluation import outputs, report
-from vispe.sweeps import merge as merge_results
+from vispe.sweeps import merge
 from vispe.sweeps.registry import SWEEPS
 
 
@@ -29,7 +29,7 @@ def load(path: str):
         with open(path) as f:
             return json.load(f)
     except (OSError, ValueError) as err:
-        raise merge_results.NotComparable(f'{path} is not a readable results.json: {err}') from None
+        raise merge.NotComparable(f'{path} is not a readable results.json: {err}') from None
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> str:
@@ -49,11 +49,11 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> str:
     args = parser.parse_args(argv)
     if args.labels and len(args.labels) != len(args.results):
         parser.error(f'--labels gives {len(args.labels)} labels for {len(args.results)} results files')
-    labels = args.labels or merge_results.run_labels(args.results)
+    labels = args.labels or merge.run_labels(args.results)
     try:
         documents = [load(p) for p in args.results]
-        kind, table, metric = merge_results.merge(documents, labels, args.metric)
-    except merge_results.NotComparable as err:
+        kind, table, metric = merge.merge(documents, labels, args.metric)
+    except merge.NotComparable as err:
         parser.exit(2, f'compare_results: {err}\n')
     text = report.markdown(table, '.1f')
     sources = dict(zip(labels, map(os.path.abspath, args.results)))
@@ -79,7 +79,7 @@ def plot(args, table, documents, labels, kind, metric) -> str:
     return report.plot_lines(
         table,
         os.path.join(args.out, 'comparison.png'),
-        title=merge_results.merged_title(documents, labels),
+        title=merge.merged_title(documents, labels),
         xlabel=SWEEPS[kind].xlabel,
         ylabel=metric,
         label=lambda key: ' '.join(str(k) for k in key if k != 'default'),

@@ -9,6 +9,10 @@ Shapes2D's flat background, mostly invisible). A roll by a whole patch moves eve
 cannot tell it from the original, while a fraction of a patch cuts every patch anew. Shift 0 is the resolution
 sweep's cell at the training resolution (the same model, test set and evaluator: ``resolution.open_classifier``).
 
+What it measures is robustness only where the label does not move with the image: on Shapes2D ``relation`` (which
+shape is left of which) a shift keeps the answer, up to shapes wrapping round the border; on ``position`` (where the
+shape is) a shift changes the right answer itself, and the accuracy falls for that reason.
+
 The JSON schema (cell by cell through ``vispe.sweeps.engine``)::
 
     {"config": ..., "checkpoint": ..., "train_resolution": ..., "metric": "accuracy", "patch_size": [4, 4],
