@@ -315,8 +315,8 @@ def common_parser_args(parser) -> None:
 
 
 def sweep_parser_args(parser) -> None:
-    """The arguments every sweep tool (eval_resolution, eval_points, eval_cameras) takes after CONFIG: CKPT, --out,
-    --device and --no-progress."""
+    """The arguments the sweep commands (eval-resolution, eval-points, eval-cameras, eval-patch-shift) take after
+    CONFIG: CKPT, --out, --device and --no-progress."""
     parser.add_argument('checkpoint')
     parser.add_argument('--out', required=True, help='output folder for results.json and results.png')
     parser.add_argument('--device', default=None, help='cpu or cuda (default: cuda when available)')

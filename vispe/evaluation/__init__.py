@@ -1,2 +1,3 @@
-"""Inference and reporting shared by the sweeps and experiments: checkpoints read for evaluation, image and point
-inference, generation metrics, report tables and plots, and output files that never overwrite a result."""
+"""Inference and reporting: checkpoints and their models, image and point inference, generation metrics, output
+files that never overwrite a result, tables and plots. The sweeps (vispe.sweeps), the benchmarks (vispe.bench) and
+the experiments (vispe.experiments) are built on them."""
