@@ -7,7 +7,7 @@ from mmengine.registry import init_default_scope
 from vispe.backbones.base import build_backbone_encodings
 from vispe.backbones.dit import DIT_SIZES, DiT, dit, patchify, unpatchify
 from vispe.encodings.base import Encoding
-from vispe.evaluation.checkpoints import available_strategies, set_strategy
+from vispe.evaluation.trained_model import available_strategies, set_strategy
 from vispe.registry import MODELS
 
 # 32 px, patch 4: an 8x8 grid; head dim 16 suits every encoding (comrope_ap needs a multiple of 8)

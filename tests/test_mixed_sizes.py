@@ -224,7 +224,7 @@ def test_a_mixed_resolution_config_trains_resumes_and_sweeps(tmp_path):
     resumed for a third (continuing, not restarting), then swept over resolutions like any checkpoint."""
     from vispe.engine.checkpoint import load_checkpoint
     from vispe.engine.train import train
-    from vispe.evaluation.checkpoints import parse_resolution
+    from vispe.evaluation.trained_model import parse_resolution
     from vispe.sweeps.resolution import evaluate_resolution
 
     config = 'vit/vit_tiny_shapes2d_mixedres_aspect_position.py'

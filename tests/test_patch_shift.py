@@ -20,7 +20,7 @@ from test_tools import tiny_config
 from vispe import cli
 from vispe.cli import compare_results
 from vispe.engine.config import load_config
-from vispe.evaluation.checkpoints import load_model
+from vispe.evaluation.trained_model import load_model
 from vispe.sweeps import merge
 from vispe.sweeps import patch_shift as S
 from vispe.sweeps import resolution as R

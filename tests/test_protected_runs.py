@@ -246,7 +246,7 @@ def test_a_corrupt_newest_checkpoint_is_named_when_resume_falls_back(tmp_path) -
 
 def test_the_sweeps_load_strictly_unless_asked(trained) -> None:
     """eval_resolution, eval_points, eval_cameras and eval_generation build their model through ``load_model``."""
-    from vispe.evaluation.checkpoints import load_model
+    from vispe.evaluation.trained_model import load_model
 
     config, work = trained
     options = {'model.backbone.encoding': 'rope_mixed'}

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from vispe.engine.run_meta import resolution_label
 from vispe.evaluation import report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,10 +39,15 @@ def test_a_failed_repeat_is_not_averaged_away():
 def test_columns_given_or_ordered_by_pixels_then_height():
     rows = [row('a', [48, 32], 1.0), row('a', 64, 2.0), row('a', [32, 48], 3.0), row('a', 32, 4.0)]
     ordered = report.pivot(
-        rows, ('encoding',), lambda r: report.resolution_text(r['resolution']), order=report.resolution_order
+        rows,
+        ('encoding',),
+        lambda r: resolution_label(r['resolution'], collapse_square=True),
+        order=report.resolution_order,
     )
     assert ordered.columns == ['32', '32x48', '48x32', '64']
-    chosen = report.pivot(rows, ('encoding',), lambda r: report.resolution_text(r['resolution']), columns=['64', '32'])
+    chosen = report.pivot(
+        rows, ('encoding',), lambda r: resolution_label(r['resolution'], collapse_square=True), columns=['64', '32']
+    )
     assert chosen.columns == ['64', '32'] and ('a',) in chosen.keys
 
 

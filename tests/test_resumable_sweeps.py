@@ -17,7 +17,7 @@ from mmengine.registry import init_default_scope
 from test_tools import run_tool, tiny_config
 
 from vispe.engine.config import load_config
-from vispe.evaluation.checkpoints import train_resolution
+from vispe.evaluation.trained_model import train_resolution
 from vispe.registry import MODELS
 from vispe.sweeps import engine as E
 from vispe.sweeps import resolution as R

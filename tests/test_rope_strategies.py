@@ -7,7 +7,7 @@ import torch
 
 import vispe
 from vispe.encodings.rotary import rotate_by_rows
-from vispe.evaluation.checkpoints import available_strategies, set_strategy
+from vispe.evaluation.trained_model import available_strategies, set_strategy
 from vispe.kernels.rotary import rotary_table, rotate_pairs
 from vispe.positions import Positions, grid_coords, grid_positions
 

@@ -14,7 +14,7 @@ import vispe
 from vispe.cli import test as test_cli
 from vispe.engine.config import load_config
 from vispe.evaluation import report
-from vispe.evaluation.checkpoints import (
+from vispe.evaluation.trained_model import (
     default_resolutions,
     model_encodings,
     model_patch_size,

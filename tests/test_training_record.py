@@ -15,7 +15,7 @@ import vispe
 from vispe.engine.checkpoint import load_checkpoint
 from vispe.engine.config import load_config
 from vispe.evaluation import report
-from vispe.evaluation.checkpoints import model_encodings
+from vispe.evaluation.trained_model import model_encodings
 from vispe.sweeps import resolution as R
 
 

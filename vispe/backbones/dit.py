@@ -9,7 +9,7 @@ variance), else C. At init every block is the identity and the output is exactly
 Positions are the h x w token grid (no cls token); encodings plug in as in ``VisionTransformerPE``: embed hooks
 after patch embedding (DiT's own fixed sin-cos is ``ape_sincos``, the default), attention hooks in every block,
 after_block hooks after the blocks they name. ``grid_size`` (img_size / p) is the training grid, so rotary
-strategies (none / interpolate / ntk / yarn) work at sampling time through ``vispe.evaluation.checkpoints``.
+strategies (none / interpolate / ntk / yarn) work at sampling time through ``vispe.evaluation.trained_model``.
 Submodule names follow the paper's reference code (x_embedder, t_embedder, y_embedder, adaLN_modulation,
 final_layer).
 """

@@ -19,9 +19,9 @@ from typing import Any
 
 from vispe.cli.common import bold_log, demo_parser
 from vispe.engine.config import load_config
-from vispe.evaluation.checkpoints import parse_resolution
 from vispe.evaluation.outputs import MARKER, check_target, forcing, write_json, write_text
 from vispe.evaluation.report import console as report_console
+from vispe.evaluation.trained_model import parse_resolution
 from vispe.experiments.compare import Run, covers, markdown_table, run_config, shown, train
 from vispe.sweeps.engine import RESULTS, failure_message, replace_args
 from vispe.sweeps.generation import METRICS, feature_extractor, sweep_generation

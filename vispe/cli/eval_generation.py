@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 from vispe.engine.checkpoint import CheckpointError
 from vispe.engine.config import ConfigError, common_parser_args, load_config
-from vispe.evaluation.checkpoints import parse_resolution
 from vispe.evaluation.report import console as report_console
+from vispe.evaluation.trained_model import parse_resolution
 from vispe.sweeps import engine as E
 from vispe.sweeps import resolution as R
 from vispe.sweeps.generation import METRICS, feature_extractor, metric_rows, sweep_generation

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 
 from vispe.datasets.augment import RESIZE_MODES
 from vispe.engine.config import common_parser_args, sweep_parser_args
-from vispe.evaluation.checkpoints import parse_resolution
 from vispe.evaluation.report import console as report_console
 from vispe.evaluation.report import describe
+from vispe.evaluation.trained_model import parse_resolution
 from vispe.sweeps import engine as E
 from vispe.sweeps import resolution as R
 from vispe.sweeps.registry import finish_sweep

@@ -20,8 +20,8 @@ from mmengine.config import Config
 from vispe.cli.common import print_predictions
 from vispe.engine.checkpoint import CheckpointError, load_checkpoint
 from vispe.engine.config import CfgOptionsAction, ConfigError, load_config, replacing_dicts
-from vispe.evaluation.checkpoints import load_model
 from vispe.evaluation.image_inference import image_view, predict_images
+from vispe.evaluation.trained_model import load_model
 
 
 def split_paths(paths: Sequence[str]) -> tuple[str | None, str, list[str]]:

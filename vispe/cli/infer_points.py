@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from vispe.cli.common import print_predictions
 from vispe.engine.checkpoint import CheckpointError
 from vispe.engine.config import ConfigError, common_parser_args, load_config
-from vispe.evaluation.checkpoints import build_model
 from vispe.evaluation.point_inference import dataset_view, predict_files
+from vispe.evaluation.trained_model import build_model
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None):

@@ -172,9 +172,16 @@ def align_training_grid(model: Any, cfg: Any, meta: dict | None) -> list[str]:
     ]
 
 
-def resolution_label(res: Any) -> str:
-    """64 -> '64', (48, 64) or [48, 64] (as JSON reads it back) -> '48x64'; a label stays as it is."""
-    return str(res) if isinstance(res, (int, str)) else f'{res[0]}x{res[1]}'
+def resolution_label(res: Any, collapse_square: bool = False) -> str:
+    """64 -> '64', (48, 64) or [48, 64] (as JSON reads it back) -> '48x64' (height x width); a label stays as it is.
+    ``collapse_square``: a square pair or label as one side, (32, 32) / '32x32' -> '32' (what tables and plot titles
+    print; run records keep the pair)."""
+    if isinstance(res, str):
+        parts = res.lower().split('x')
+        return parts[0] if collapse_square and len(parts) == 2 and parts[0] == parts[1] else res
+    if not isinstance(res, (list, tuple)):
+        return str(res)
+    return str(res[0]) if collapse_square and res[0] == res[1] else f'{res[0]}x{res[1]}'
 
 
 __all__ = [

@@ -20,7 +20,7 @@ from vispe.datasets.images import image_size as decoded_size
 from vispe.datasets.images import load_image, small_image_message
 from vispe.datasets.samples import SampleWarning, read_sample_file
 from vispe.datasets.sizes import build_size_policy
-from vispe.evaluation.checkpoints import rank_classes
+from vispe.evaluation.trained_model import rank_classes
 from vispe.files import check_file, files_inside
 from vispe.registry import DATASETS
 

@@ -11,7 +11,7 @@ import torch
 from vispe.datasets.pointfiles import center, read_points, resample
 from vispe.datasets.samples import SKIP_HINT, SampleWarning, few_points_message, read_sample_file
 from vispe.engine.checkpoint import load_checkpoint
-from vispe.evaluation.checkpoints import rank_classes
+from vispe.evaluation.trained_model import rank_classes
 from vispe.registry import DATASETS
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from vispe.engine.run_meta import resolution_label
 from vispe.evaluation import outputs
 
 Row = Mapping[str, Any]
@@ -201,16 +202,6 @@ def write_json(results: Mapping[str, Any], path: str, kind: str = 'summary', run
 # ------------------------------------------------------------------------------------------------------------------
 
 
-def resolution_text(res: Any) -> str:
-    """32 -> '32', (32, 48) / [32, 48] / '32x48' -> '32x48' (height x width), (32, 32) -> '32'."""
-    if isinstance(res, str):
-        parts = res.lower().split('x')
-        return parts[0] if len(parts) == 2 and parts[0] == parts[1] else res
-    if isinstance(res, (list, tuple)):
-        return str(res[0]) if res[0] == res[1] else f'{res[0]}x{res[1]}'
-    return str(res)
-
-
 def resolution_order(label: str) -> tuple[int, int]:
     """Sort key of a resolution label: pixel count, then height (so 32x48 comes before 48x32)."""
     parts = [int(p) for p in label.lower().split('x')]
@@ -259,7 +250,7 @@ def describe(results: Mapping[str, Any]) -> str:
     if results.get('train_sizes'):
         trained.append(f'trained on sizes {results["train_sizes"]}')
     elif results.get('train_resolution') is not None:
-        trained.append(f'trained at {resolution_text(results["train_resolution"])} px')
+        trained.append(f'trained at {resolution_label(results["train_resolution"], collapse_square=True)} px')
     if results.get('resize'):  # how image files met sizes of other aspect ratios (resolution sweeps)
         trained.append(f'other aspect ratios by {RESIZE_WORDS.get(results["resize"], results["resize"])}')
     if results.get('train_points') is not None:
@@ -366,7 +357,6 @@ __all__ = [
     'pivot',
     'plot_lines',
     'resolution_order',
-    'resolution_text',
     'save_figure',
     'summarize',
     'write_json',

@@ -19,8 +19,8 @@ from vispe.engine.config import load_config, parse_option_value
 from vispe.engine.config_files import configs_dir
 from vispe.engine.train import train as train_in_process
 from vispe.evaluation import outputs, report
-from vispe.evaluation.checkpoints import parse_resolution, resolution_label
 from vispe.evaluation.report import write_json
+from vispe.evaluation.trained_model import parse_resolution, resolution_label
 from vispe.sweeps.engine import failure_message, replace_args
 from vispe.sweeps.resolution import evaluate_resolution, plot_results, resolution_column
 
@@ -252,7 +252,7 @@ def supported_strategies(run: Run) -> list[str]:
     from mmengine.registry import init_default_scope
 
     from vispe.engine.run_meta import align_training_grid
-    from vispe.evaluation.checkpoints import available_strategies
+    from vispe.evaluation.trained_model import available_strategies
     from vispe.registry import MODELS
 
     init_default_scope('vispe')

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from vispe.evaluation.checkpoints import resolution_label
 from vispe.evaluation.outputs import write_json
+from vispe.evaluation.trained_model import resolution_label
 from vispe.experiments.compare import (
     Run,
     covers,

@@ -23,8 +23,8 @@ import torch
 
 from vispe.engine.checkpoint import load_checkpoint, state_dict_of
 from vispe.engine.run_meta import META_KEYS
-from vispe.evaluation.checkpoints import resolution_label
 from vispe.evaluation.outputs import write_json, write_text
+from vispe.evaluation.trained_model import resolution_label
 from vispe.experiments.compare import Run, checkout_path, final_checkpoint, markdown_table
 from vispe.experiments.leaderboard_report import Stats, best_strategy, card_note
 from vispe.files import sha256

@@ -25,8 +25,8 @@ import torch
 
 from vispe.engine.checkpoint import checkpoints_inside
 from vispe.engine.config import load_config
-from vispe.evaluation import checkpoints as C
 from vispe.evaluation import report
+from vispe.evaluation import trained_model as C
 from vispe.evaluation.generation_metrics import ShapesFeatures, generation_metrics
 from vispe.files import check_file
 from vispe.registry import DATASETS

@@ -34,7 +34,7 @@ import torch
 
 from vispe.engine.config import common_parser_args, sweep_parser_args
 from vispe.evaluation import report
-from vispe.evaluation.checkpoints import model_patch_size
+from vispe.evaluation.trained_model import model_patch_size
 from vispe.sweeps import engine as E
 from vispe.sweeps.engine import Cell, Log, run_sweep, sweep_identity
 from vispe.sweeps.registry import SWEEPS, finish_sweep

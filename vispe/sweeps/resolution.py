@@ -17,7 +17,7 @@ import torch
 
 from vispe.datasets.augment import check_resize
 from vispe.evaluation import report
-from vispe.evaluation.checkpoints import (
+from vispe.evaluation.trained_model import (
     Resolution,
     check_resolutions,
     check_strategies,
@@ -87,8 +87,8 @@ def resolution_column(row: report.Row) -> str:
 
 
 def merged_column(row: report.Row) -> str:
-    """A row's column in compare-results' merged table: ``report.resolution_text`` of its resolution."""
-    return report.resolution_text(row['resolution'])
+    """A row's column in compare-results' merged table: its resolution's label, a square as one side."""
+    return resolution_label(row['resolution'], collapse_square=True)
 
 
 def results_pivot(rows: Iterable[dict[str, Any]], ordered: bool = False) -> report.Pivot:

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 from mmengine.evaluator import Evaluator
 from mmengine.runner import Runner
 
-from vispe.evaluation.checkpoints import evaluate, set_strategy
+from vispe.evaluation.trained_model import evaluate, set_strategy
 
 
 def settings_loader(cfg, overrides: Mapping[str, Any], batch_size: int | None = None):
