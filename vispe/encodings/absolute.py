@@ -57,6 +57,11 @@ class ApeLearned(Encoding):
 
     Converting a timm ViT (``learned_pos_embed``): the model's ``pos_embed`` becomes this table, resampled (timm's
     bicubic ``resample_abs_pos_embed``) when its grid differs.
+
+    Args:
+        dim (int): model width D (the backbone supplies its embed_dim).
+        grid_size (Sequence[int], default (14, 14)): (h, w) of the table, the training grid in patches (the backbone
+            supplies its patch grid; a config may set another, e.g. the grid of a pretrained table).
     """
 
     strategies = ('bicubic', 'bilinear', 'nearest')
@@ -140,6 +145,10 @@ class ApeSincos(Encoding):
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
     script: its hook takes ``Positions`` (see VisionTransformerPE), and its table comes from a ``GridTableCache``, a
     Python dict keyed by tuples of sizes, devices and dtypes and filled by a lambda, neither of which TorchScript has.
+
+    Args:
+        dim (int): model width D; must be divisible by 4 (two axes x sin/cos).
+        temperature (float, default 10000.0): base of the frequency ladder, > 0.
     """
 
     def __init__(self, dim: int, temperature: float = 10000.0) -> None:

@@ -75,6 +75,17 @@ class ComRoPE(Encoding):
     learned frequencies (which the RoPE-ViT reference keeps out of decay).
 
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
+
+    Args:
+        dim (int): model width D; the head dim ``dim // num_heads`` must divide by ``block_size`` (comrope_ap: by
+            ``block_size * ndim``, every axis owning whole blocks).
+        num_heads (int): heads of the attention; each head has its own generators ``P``.
+        ndim (int, default 2): position axes (2: rows and columns).
+        block_size (int, default 4): b, the size of each rotation block: 2, 4 or 8 (8 is about 8x slower than 4).
+        jitter (bool, default False): in training, add U(-0.5, 0.5) coordinate units per sample and token before
+            normalising (the paper's position perturbation).
+        rate_range (tuple[float, float], default (0.16, 16.0)): (lowest, highest) initial RMS rotation rate in
+            radians per image side, both > 0; the blocks' rates start geometric over it (module doc, Init).
     """
 
     #: every axis owns whole blocks (AP), so the head dim must divide by block_size * ndim
@@ -215,6 +226,8 @@ class ComRoPEAP(ComRoPE):
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
     script: its hook takes ``Positions`` (see VisionTransformerPE), and its float32 sections run in ``autocast_off``, a
     context TorchScript's ``with`` refuses.
+
+    Arguments: as `ComRoPE`.
     """
 
     partitioned = True
@@ -242,6 +255,8 @@ class ComRoPELD(ComRoPE):
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
     script: its hook takes ``Positions`` (see VisionTransformerPE), and its float32 sections run in ``autocast_off``, a
     context TorchScript's ``with`` refuses.
+
+    Arguments: as `ComRoPE`.
     """
 
     no_weight_decay_params = ('P', 'theta')

@@ -73,10 +73,12 @@ class PEG(Encoding):
     (DeiT's recipe, which excludes only 1-D parameters, the tables and the tokens); its bias, 1-D, takes none.
 
     Args:
-        dim: model width D.
-        kernel_size: odd conv size (3 in the paper).
-        blocks: block index or indices the PEG follows (one PEG, shared weights).
-        depth: the model's block count (supplied by the backbone) to validate ``blocks``.
+        dim (int): model width D.
+        kernel_size (int, default 3): odd conv size >= 1 (3 in the paper).
+        blocks (int | Sequence[int], default (0,)): block index or indices (>= 0) the PEG follows (one PEG, shared
+            weights).
+        depth (int | None, default None): the model's block count (supplied by the backbone) to validate ``blocks``;
+            None: not checked.
 
     Attention path: none of its own (a conv between blocks): fused SDPA without a mask stays.
 

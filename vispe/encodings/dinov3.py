@@ -98,11 +98,22 @@ class RoPEDinoV3(Encoding):
     """DINOv3's RoPE (module doc): axial rotation of per-image normalised coordinates, augmented in training.
 
     Args:
-        dim, num_heads: the attention's width and heads (head dim divisible by 4).
-        base: the period ladder's base (100); ``min_period`` and ``max_period`` replace it when both are given.
-        normalize: 'separate', 'min' or 'max' (module doc).
-        shift, jitter, rescale: the training augmentation's bounds (module doc); None turns one off.
-        grid_size: the training grid (the backbone passes it), needed by ``extend``.
+        dim (int): the attention's width (head dim ``dim // num_heads`` divisible by 4).
+        num_heads (int): the attention's heads.
+        ndim (int, default 2): position axes; only 2 (image grids) is accepted.
+        base (float | None, default 100.0): the period ladder's base, > 0; None needs ``min_period`` and
+            ``max_period``.
+        min_period (float | None, default None): shortest period of a geometric ladder; given with ``max_period``,
+            the two replace ``base``.
+        max_period (float | None, default None): longest period of that ladder; give both or neither.
+        normalize (str, default 'separate'): 'separate', 'min' or 'max' (module doc, Coordinates).
+        shift (float | None, default None): training augmentation: bound >= 0 of the per-axis shift s (module doc);
+            None: off.
+        jitter (float | None, default None): training augmentation: factor >= 1 of the per-axis scale f_a; None: off.
+        rescale (float | None, default 2.0): training augmentation: factor >= 1 of the scale r shared by the axes;
+            None: off.
+        grid_size (Sequence[int] | None, default None): the training grid (the backbone passes it), needed by the
+            ``extend`` strategy.
 
     Weight decay: nothing to declare, it has no parameters.
 

@@ -55,16 +55,17 @@ class LFF(Encoding):
     """Learnable Fourier features + MLP, added to the patch tokens (prefix tokens carry no position).
 
     Args:
-        dim: model width D.
-        ndim: position dimensions M (2 for images, 3 for points).
-        num_features: F, even (None: F = D).
-        hidden_dim: MLP width (32 in the paper).
-        gamma: W_r init std is 1 / gamma, per unit of position (10: Algorithm 1's hyperparameter, here per token).
-        normalize: whether positions go through ``normalize_positions`` first. None (default): grid tokens stay in
-            token-grid units, point clouds are min-max normalised per cloud and axis. True: grids too are
+        dim (int): model width D.
+        ndim (int, default 2): position dimensions M (2 for images, 3 for points).
+        num_features (int | None, default None): F, even, >= 2 (None: F = D).
+        hidden_dim (int, default 32): MLP width (32 in the paper).
+        gamma (float, default 10.0): > 0; W_r init std is 1 / gamma, per unit of position (10: Algorithm 1's
+            hyperparameter, here per token).
+        normalize (bool | None, default None): whether positions go through ``normalize_positions`` first. None: grid
+            tokens stay in token-grid units, point clouds are min-max normalised per cloud and axis. True: grids too are
             normalised, (coord + 0.5) / size, into [0, 1] (resolution-independent; then pick gamma near 10 / the
-            training grid's size, since with gamma = 10 the features barely vary over [0, 1]). False: points too
-            stay in the data's unit.
+            training grid's size, since with gamma = 10 the features barely vary over [0, 1]). False: points too stay in
+            the data's unit.
 
     The Fourier features are computed in float32 even under autocast; the MLP follows
     autocast. Shared positions (N, M) give one (N, D) table broadcast over the batch.

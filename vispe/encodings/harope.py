@@ -57,6 +57,14 @@ class HARoPE(RoPEAxial):
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (``expm`` is a scriptable leaf); its Python code does
     not script: as RoPEAxial (its hook takes ``Positions``, see VisionTransformerPE; ``train_grid`` is a tuple of any
     length; tables from a ``GridTableCache``).
+
+    Args:
+        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 2 * ndim.
+        num_heads (int): the attention's heads (each has its own M).
+        ndim (int, default 2): position axes.
+        theta (float, default 10000.0): base of RoPEAxial's frequency ladder, > 0.
+        grid_size (Sequence[int] | None, default None): the training grid (supplied by the backbone), needed by
+            every strategy but ``none``.
     """
 
     no_weight_decay_params = ('A_u', 'A_v', 'sigma')

@@ -44,6 +44,11 @@ class LePE(Encoding):
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
     script: its hook takes ``Positions`` (see VisionTransformerPE); the attention finds it by hook name over a
     ModuleDict (see VisionTransformerPE).
+
+    Args:
+        dim (int): model width D = H*d (the conv's channels).
+        num_heads (int): heads H of the attention; must divide ``dim``.
+        kernel_size (int, default 3): odd conv size >= 1.
     """
 
     def __init__(self, dim: int, num_heads: int, kernel_size: int = 3) -> None:

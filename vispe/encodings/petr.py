@@ -33,14 +33,14 @@ class PETR(Encoding):
     """PETR 3D position embedding of each token's camera frustum.
 
     Args:
-        dim: model width.
-        num_depths: D depth bins (64 in PETR).
-        depth_range: (near, far) of the bins in the data's unit.
-        scene_range: (x_min, y_min, z_min, x_max, y_max, z_max), the world box the points are normalised to (points
-            outside saturate).
-        hidden_dim: width of the first 1x1 conv (None: 4 dim, as PETR).
-        feature_guided: PETRv2's variant, PE * sigmoid(MLP(token features)).
-        relative: poses relative to the first view.
+        dim (int): model width.
+        num_depths (int, default 64): D depth bins (64 in PETR).
+        depth_range (Sequence[float], default (1.0, 8.0)): (near, far) of the bins in the data's unit.
+        scene_range (Sequence[float], default (-3.0, -3.0, -3.0, 3.0, 3.0, 3.0)): (x_min, y_min, z_min, x_max, y_max,
+            z_max), the world box the points are normalised to (points outside saturate).
+        hidden_dim (int | None, default None): width of the first 1x1 conv (None: 4 dim, as PETR).
+        feature_guided (bool, default False): PETRv2's variant, PE * sigmoid(MLP(token features)).
+        relative (bool, default False): poses relative to the first view.
 
     Weight decay: nothing to declare: the position encoder's layers are ordinary 1x1 convs (linear layers here),
     decayed as PETR trains them; their biases, 1-D, take none.

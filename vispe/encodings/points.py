@@ -30,11 +30,11 @@ class PointMLP(Encoding):
     """MLP of the token positions, added to the non-prefix tokens before every block.
 
     Args:
-        dim: model width D.
-        ndim: position dimensions (3 for points).
-        hidden_dim: MLP width (128 in Point-MAE).
-        depth: the backbone's blocks; before block 0 is the ``embed`` hook, before block i + 1 the ``after_block``
-            hook of block i (i < depth - 1). None: before block 0 only.
+        dim (int): model width D.
+        ndim (int, default 3): position dimensions (3 for points).
+        hidden_dim (int, default 128): MLP width (128 in Point-MAE).
+        depth (int | None, default None): the backbone's blocks (supplied by it); before block 0 is the ``embed``
+            hook, before block i + 1 the ``after_block`` hook of block i (i < depth - 1). None: before block 0 only.
 
     The MLP is recomputed at each hook: on G group centres it costs G x (ndim x h + h x D) multiply-adds, small
     next to a block, and nothing derived from the positions is kept between calls.
@@ -79,15 +79,15 @@ class RoPE3D(Encoding):
     """Rotary embedding of ndim-D point positions (default 3: x, y, z in the data's unit), axial or mixed.
 
     Args:
-        dim: model width.
-        num_heads: attention heads (head dim d = dim / num_heads).
-        ndim: position dimensions (the backbone passes 3).
-        mode: 'axial' (fixed frequencies, each pair turns with one axis; theta 100 as rope_axial) or 'mixed'
-            (learned frequency vectors per layer, head and pair; theta 10 as rope_mixed).
-        theta: frequency base (None: the mode's default).
-        freq_scale: rad per data unit of the fastest pair.
-        prefix: where prefix tokens (cls) sit: 'centroid' (the mean of the sample's positions) or 'none'
-            (unrotated, as rope_axial does on images).
+        dim (int): model width.
+        num_heads (int): attention heads (head dim d = dim / num_heads).
+        ndim (int, default 3): position dimensions (the backbone passes 3).
+        mode (str, default 'axial'): 'axial' (fixed frequencies, each pair turns with one axis; theta 100 as rope_axial)
+            or 'mixed' (learned frequency vectors per layer, head and pair; theta 10 as rope_mixed).
+        theta (float | None, default None): frequency base (None: the mode's default).
+        freq_scale (float, default 8.0): rad per data unit of the fastest pair.
+        prefix (str, default 'centroid'): where prefix tokens (cls) sit: 'centroid' (the mean of the sample's positions)
+            or 'none' (unrotated, as rope_axial does on images).
 
     Prefix position: an unrotated cls token meets group j through q_cls . R(p_j) k_j, which depends on the
     absolute position p_j; placing it at the centroid makes every logit a function of differences, so the whole

@@ -44,8 +44,7 @@ from vispe.registry import ENCODINGS
 class RoPEAxial(RotaryStrategies):
     """Axial 2D RoPE: pair k of axis a rotates by coord_a * w_k, w_k = 1/theta^(4k/d) (theta = 100).
 
-    No parameters; the (cos, sin) tables are cached per grid, prefix count, device and strategy. ``grid_size`` is
-    the training grid (supplied by the backbone), needed by every strategy but ``none``.
+    No parameters; the (cos, sin) tables are cached per grid, prefix count, device and strategy.
 
     Weight decay: nothing to declare, it has no parameters.
 
@@ -55,6 +54,14 @@ class RoPEAxial(RotaryStrategies):
     script: its hook takes ``Positions`` (see VisionTransformerPE), ``train_grid`` is a tuple of any length (no
     TorchScript type), its tables come from a ``GridTableCache`` (a Python dict with tuple keys, filled by a lambda),
     and the strategies compute Python floats.
+
+    Args:
+        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 2 * ndim.
+        num_heads (int): the attention's heads.
+        ndim (int, default 2): position axes (2 for images, 3 for points).
+        theta (float, default 100.0): base of the frequency ladder, > 0.
+        grid_size (Sequence[int] | None, default None): the training grid, ndim ints (supplied by the backbone),
+            needed by every strategy but ``none``.
     """
 
     freqs: torch.Tensor  # buffer (d_a/2,)
@@ -127,7 +134,7 @@ class RoPEAxial(RotaryStrategies):
 class RoPEMixed(RotaryStrategies):
     """Mixed 2D RoPE with learnable frequencies, one set per attention layer and head.
 
-    The angle of pair j in head h is f_x[h, j] * col + f_y[h, j] * row. Init (theta = 10): magnitudes
+    The angle of pair j in head h is f_x[h, j] * col + f_y[h, j] * row. Init: magnitudes
     1/theta^(4k/d); a random angle a per head; the first d/4 pairs point along (cos a, sin a), the last d/4
     along a + pi/2.
 
@@ -149,6 +156,14 @@ class RoPEMixed(RotaryStrategies):
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
     script: its hook takes ``Positions`` (see VisionTransformerPE), ``train_grid`` is a tuple of any length (no
     TorchScript type), and the strategies compute Python float scales with generator expressions.
+
+    Args:
+        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 4.
+        num_heads (int): the attention's heads (each learns its own frequencies).
+        ndim (int, default 2): position axes; only 2 is accepted.
+        theta (float, default 10.0): base of the initial frequency magnitudes, > 0.
+        grid_size (Sequence[int] | None, default None): the training grid (supplied by the backbone), needed by
+            every strategy but ``none``.
     """
 
     no_weight_decay_params = ('freqs',)
