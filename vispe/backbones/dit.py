@@ -183,21 +183,24 @@ class DiT(PEBackbone):
     """Diffusion transformer (Peebles and Xie, ICCV 2023) with vispe encodings.
 
     Args:
-        img_size: training image size (int or (H, W)); with ``patch_size`` it fixes the training token grid
-            ``grid_size`` that rotary strategies and ``ape_learned`` refer to. Any H x W divisible by the patch
-            runs.
-        patch_size: p.
-        in_chans: C (4 for SD latents, 3 for pixels).
-        embed_dim: model width (see ``DIT_SIZES`` and ``dit``).
-        depth: blocks.
-        num_heads: attention heads, dividing embed_dim.
-        mlp_ratio: MLP width over embed_dim.
-        num_classes: classes; the label table has one more row, the null class.
-        class_dropout_prob: training label dropout for classifier-free guidance.
-        learn_sigma: output 2C channels (prediction and variance), as the paper's DDPM setup.
-        encoding: a name, config dict or list of them (``ape_sincos``, DiT's own, by default).
-        position_sampler: training-time position sampler, e.g. ``dict(type='rpe2d', max_grid=(32, 32))``.
-        crop_condition: add the crop box micro-condition to c.
+        img_size (int | tuple[int, int], default 32): training image size (int or (H, W)); with ``patch_size`` it fixes
+            the training token grid ``grid_size`` that rotary strategies and ``ape_learned`` refer to. Any H x W
+            divisible by the patch runs.
+        patch_size (int, default 2): p.
+        in_chans (int, default 3): C (4 for SD latents, 3 for pixels).
+        embed_dim (int, default 384): model width (see ``DIT_SIZES`` and ``dit``).
+        depth (int, default 12): blocks.
+        num_heads (int, default 6): attention heads, dividing embed_dim.
+        mlp_ratio (float, default 4.0): MLP width over embed_dim.
+        num_classes (int, default 1000): classes; the label table has one more row, the null class.
+        class_dropout_prob (float, default 0.1): training label dropout for classifier-free guidance.
+        learn_sigma (bool, default False): output 2C channels (prediction and variance), as the paper's DDPM setup.
+        encoding (EncodingSpec, default 'ape_sincos'): a name, config dict or list of them (``ape_sincos``, DiT's own,
+            by default).
+        position_sampler (None | dict[str, Any] | PositionSampler, default None): training-time position sampler (a
+            config dict or a built sampler), e.g. ``dict(type='rpe2d', max_grid=(32, 32))``; None: the grid's own
+            positions.
+        crop_condition (bool, default False): add the crop box micro-condition to c.
 
     ``forward(x, t, y, crop=None)``: x (B, C, H, W), t (B,) float in [0, 1000], y (B,) long (num_classes = null;
     None = all null), crop (B, 4) (top, left, height, width) fractions or None (the full image) ->
@@ -318,9 +321,16 @@ class DiT(PEBackbone):
 
 @MODELS.register_module(name='dit_preset')
 def dit(name: str = 'DiT-S/2', **overrides: Any) -> DiT:
-    """The paper's named models: 'DiT-{Ti,S,B,L,XL}/{patch}' (e.g. 'DiT-XL/2'); keyword arguments go to ``DiT``.
+    """The paper's named models as a ``DiT``.
+
     Registered as ``dit_preset`` (configs: ``dict(type='dit_preset', name='DiT-S/2', ...)``); classifier-free
-    guidance lives in ``vispe.tasks.diffusion.DiffusionModel.denoise``."""
+    guidance lives in ``vispe.tasks.diffusion.DiffusionModel.denoise``.
+
+    Args:
+        name (str, default 'DiT-S/2'): 'DiT-{Ti,S,B,L,XL}/{patch}' (e.g. 'DiT-XL/2'): the size sets embed_dim, depth
+            and num_heads (``DIT_SIZES``), the number after the slash the patch size.
+        **overrides: passed to ``DiT``, over the preset's values (e.g. ``img_size``, ``encoding``).
+    """
     match = re.fullmatch(r'DiT-(\w+)/(\d+)', name)
     if match is None or match.group(1) not in DIT_SIZES:
         sizes = ', '.join(f'DiT-{s}/2' for s in DIT_SIZES)

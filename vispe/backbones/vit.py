@@ -69,17 +69,11 @@ class VisionTransformerPE(PEBackbone, VisionTransformer):
     logit_bias, value_term) in ``blocks[i].attn.pe``. Build it with ``VisionTransformerPE(encoding=...,
     **timm_vit_kwargs)``, ``vispe.create_model`` or ``vispe.apply_encoding``.
 
-    ``position_sampler`` (e.g. ``RPE2D``, built from ``dict(type='rpe2d', max_grid=(16, 16))``) replaces the grid
-    positions in training only (``self.training``); evaluation always uses the plain grid.
+    A position sampler replaces the grid positions in training only (``self.training``); evaluation always uses the
+    plain grid.
 
     Images of different sizes: every forward takes a list of (C, H_i, W_i) images too (``vispe.backbones.mixed_sizes``;
-    ``forward_features`` then returns one token tensor per image). ``mixed_sizes`` says how their tokens share the
-    batch: 'pad' (one image per row, padded to the longest) or 'pack' (several per row, each with its prefix tokens,
-    in rows of P + ``pack_tokens`` tokens; None: the longest image's patches); the output is the same either way.
-
-    ``attention_kernel`` ('auto', 'sdpa' or 'flex'): where the blocks add a logit-bias encoding's term (iRPE, 2D
-    ALiBi): materialised as SDPA's mask, or inside FlexAttention; 'auto' picks by device and token count
-    (``vispe.flex``). A config sets it with ``model.backbone.attention_kernel``.
+    ``forward_features`` then returns one token tensor per image); the output is the same whichever ``mixed_sizes``.
 
     Tracing and export, every registered 2D encoding: ``torch.fx`` (timm's forward_fx / backward_fx contracts, and a
     plain ``symbolic_trace``) gives one graph for every image size, equal to the eager model bit for bit;
@@ -96,6 +90,23 @@ class VisionTransformerPE(PEBackbone, VisionTransformer):
     model, the same function at every input size, which scripts, saves with ``torch.jit.save`` and loads without
     vispe. The scripted module has ``forward`` only, in the mode it was scripted in, and it cannot take a position
     sampler in training or a non-default resolution strategy (both need concrete sizes: an error says so).
+
+    Args:
+        encoding (EncodingSpec, default 'ape_learned'): the encodings: a registered name, a config dict or a list of
+            them (None: none).
+        position_sampler (None | dict[str, Any] | PositionSampler, default None): training-time positions, e.g.
+            ``RPE2D`` built from ``dict(type='rpe2d', max_grid=(16, 16))``; None: the grid's own.
+        mixed_sizes (str, default 'pad'): how the tokens of images of different sizes share the batch: 'pad' (one
+            image per row, padded to the longest) or 'pack' (several per row, each with its prefix tokens, in rows of
+            P + ``pack_tokens`` tokens, P the prefix tokens).
+        pack_tokens (int | None, default None): patch tokens a packed row holds, >= 1; None: the longest image's
+            patches.
+        attention_kernel (str, default 'auto'): 'auto', 'sdpa' or 'flex': where the blocks add a logit-bias
+            encoding's term (iRPE, 2D ALiBi): materialised as SDPA's mask, or inside FlexAttention; 'auto' picks by
+            device and token count (``vispe.flex``). A config sets it with ``model.backbone.attention_kernel``.
+        **kwargs: passed to timm's ``VisionTransformer`` (img_size, patch_size, embed_dim, depth, num_heads,
+            num_classes, ...), its defaults filling in the rest; img_size, patch_size, drop rates and num_heads are
+            checked first.
     """
 
     #: training-time position sampler ``(pos, batch_size) -> Positions``, or None

@@ -25,9 +25,13 @@ class Classifier(BaseModel):
     (``build_backbone``).
 
     Args:
-        backbone: the backbone's config, as the subclass reads it.
-        label_smoothing: cross-entropy label smoothing.
-        data_preprocessor: mmengine data preprocessor config (default: move the batch to the device).
+        backbone (dict[str, Any]): the backbone's config, as the subclass reads it (``ImageClassifier``:
+            ``vispe.create_model``'s keyword arguments; ``PointClassifier``: a registry config).
+        label_smoothing (float, default 0.0): cross-entropy label smoothing.
+        data_preprocessor (dict | None, default None): mmengine data preprocessor config (None: mmengine's default,
+            which moves the batch to the device).
+        init_cfg (dict | None, default None): mmengine weight-initialisation config (``BaseModule.init_cfg``); None:
+            the modules' own initialisation.
 
     Batches are dicts ``{'inputs': ..., 'labels': (B,)}`` (``inputs`` whatever the backbone takes: a tensor, or
     for a vispe ViT also a list of (C, H_i, W_i) images of different sizes, from ``mixed_size_collate``),
@@ -96,9 +100,11 @@ class Classifier(BaseModel):
 class ImageClassifier(Classifier):
     """A vispe ViT classifier for mmengine's Runner: ``backbone`` holds the keyword arguments of
     ``vispe.create_model``: ``model_name`` (any timm ViT name), ``encoding`` and timm keyword arguments (img_size,
-    patch_size, embed_dim, num_classes, ...). Other arguments and modes as ``Classifier``; batches are dicts
+    patch_size, embed_dim, num_classes, ...). Modes as ``Classifier``; batches are dicts
     ``{'inputs': (B, C, H, W), 'labels': (B,)}``, or with ``inputs`` a list of B (C, H_i, W_i) images of mixed sizes
     (each a multiple of the patch size; ``vispe.datasets.batching``).
+
+    Arguments: as `Classifier`.
     """
 
     def build_backbone(self, cfg: dict[str, Any]) -> nn.Module:
@@ -112,8 +118,10 @@ class ImageClassifier(Classifier):
 @MODELS.register_module()
 class PointClassifier(Classifier):
     """A point-cloud classifier for mmengine's Runner: ``backbone`` is a registry config of a network taking
-    (B, N, 3) clouds, e.g. ``dict(type='PointTransformer', num_classes=..., encoding='point_mlp')``. Other
-    arguments and modes as ``Classifier``; batches are dicts ``{'inputs': (B, N, 3), 'labels': (B,)}``.
+    (B, N, 3) clouds, e.g. ``dict(type='PointTransformer', num_classes=..., encoding='point_mlp')``. Modes as
+    ``Classifier``; batches are dicts ``{'inputs': (B, N, 3), 'labels': (B,)}``.
+
+    Arguments: as `Classifier`.
     """
 
     def build_backbone(self, cfg: dict[str, Any]) -> nn.Module:

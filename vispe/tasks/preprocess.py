@@ -17,8 +17,10 @@ class MultiScaleDataPreprocessor(BaseDataPreprocessor):
     """Multi-scale training: each training batch is resized to one size drawn from ``sizes``.
 
     Args:
-        sizes: square sizes in pixels, drawn uniformly (global torch RNG) once per batch; every size must be
-            divisible by the model's patch size.
+        sizes (Sequence[int]): square sizes in pixels, drawn uniformly (global torch RNG) once per batch; every size
+            must be divisible by the model's patch size.
+        non_blocking (bool, default False): copy the batch to the device asynchronously (mmengine's
+            ``BaseDataPreprocessor``).
 
     mmengine's default preprocessor runs first (casts the batch, moves it to the device); then, in training only,
     ``inputs`` (B, C, H, W) are resized with antialiased bilinear interpolation. Validation and test batches are
