@@ -207,17 +207,21 @@ class MultiViewScenes(Dataset):
     positional encodings) and combine views (triangulate) to answer; without them the target is ambiguous.
 
     Args:
-        split: 'train', 'val' or 'test' (different scenes).
-        num_samples: items.
-        num_views: V cameras per scene.
-        image_size: int or (H, W).
-        seed: non-negative int.
-        num_objects: (min, max) objects per scene, inclusive, red target included; at most 6.
-        fov_range: horizontal field of view in degrees, drawn per view: focal = (W / 2) / tan(fov / 2) pixels.
-        distance_range: camera distance from its look-at point.
-        elevation_range: degrees above the horizontal (world +z is up). Azimuths are uniform in [0, 360).
-        look_jitter: std of the Gaussian offset of each camera's look-at point from the origin.
-        size_range: object size (sphere radius, half box side, cylinder and cone radius; those are 2 size high).
+        split (str, default 'train'): 'train', 'val' or 'test' (different scenes).
+        num_samples (int, default 2000): items.
+        num_views (int, default 2): V cameras per scene.
+        image_size (int | tuple[int, int], default 32): int or (H, W).
+        seed (int, default 0): non-negative int.
+        num_objects (tuple[int, int], default (1, 3)): (min, max) objects per scene, inclusive, red target included; at
+            most 6.
+        fov_range (tuple[float, float], default (40.0, 70.0)): horizontal field of view in degrees, drawn per view:
+            focal = (W / 2) / tan(fov / 2) pixels.
+        distance_range (tuple[float, float], default (3.0, 4.5)): camera distance from its look-at point.
+        elevation_range (tuple[float, float], default (15.0, 55.0)): degrees above the horizontal (world +z is up).
+            Azimuths are uniform in [0, 360).
+        look_jitter (float, default 0.15): std of the Gaussian offset of each camera's look-at point from the origin.
+        size_range (tuple[float, float], default (0.2, 0.45)): object size (sphere radius, half box side, cylinder and
+            cone radius; those are 2 size high).
 
     Object centres are uniform in [-0.8, 0.8] x [-0.8, 0.8] x [-0.4, 0.4], re-drawn (at most 100 times, after
     which a distractor is dropped) while an object's bounding sphere overlaps another's. A camera is re-drawn (at

@@ -93,7 +93,13 @@ class SizePolicy:
 
 @SIZE_POLICIES.register_module()
 class FixedSize(SizePolicy):
-    """Every image at ``size`` (int: square, or (H, W)); with ``patch_size``, both sides must be multiples of it."""
+    """Every image at one size.
+
+    Args:
+        size (int | Sequence[int]): the size, int (square) or (H, W).
+        patch_size (int | None, default None): when given, both sides must be multiples of it (checked here);
+            None: not checked.
+    """
 
     def __init__(self, size: int | Sequence[int], patch_size: int | None = None) -> None:
         self.hw = as_pair(size)
@@ -121,7 +127,13 @@ class FixedSize(SizePolicy):
 @SIZE_POLICIES.register_module()
 class SquareSizes(SizePolicy):
     """FlexiViT's random square size: a side drawn uniformly among the multiples of ``patch_size`` in
-    [``min_size``, ``max_size``] (both included when they are multiples)."""
+    [``min_size``, ``max_size``] (both included when they are multiples).
+
+    Args:
+        min_size (int): smallest side in pixels, >= 1.
+        max_size (int): largest side in pixels, >= 1; at least one multiple of ``patch_size`` must lie in the range.
+        patch_size (int): the model's patch size in pixels, >= 1.
+    """
 
     def __init__(self, min_size: int, max_size: int, patch_size: int) -> None:
         self.patch_size = _positive_int(patch_size, 'patch_size')
@@ -173,10 +185,11 @@ class NativeAspect(SizePolicy):
     a square one at 128 x 128.
 
     Args:
-        patch_size: the model's patch size in pixels.
-        max_tokens: the token budget (patches per image, prefix tokens not counted), or a list of budgets of which
-            one is drawn uniformly (NaFlex's training sequence lengths).
-        min_tokens: with an int ``max_tokens``, draw the budget uniformly in [min_tokens, max_tokens] instead.
+        patch_size (int): the model's patch size in pixels.
+        max_tokens (int | Sequence[int]): the token budget (patches per image, prefix tokens not counted), or a list of
+            budgets of which one is drawn uniformly (NaFlex's training sequence lengths).
+        min_tokens (int | None, default None): with an int ``max_tokens``, draw the budget uniformly in [min_tokens,
+            max_tokens] instead.
     """
 
     keeps_aspect = True
@@ -227,8 +240,12 @@ class RandomAspect(NativeAspect):
     patches), of ratio 1 32 x 32. Shapes2D renders its scene stretched to the drawn size.
 
     Args:
-        patch_size, max_tokens, min_tokens: as ``NativeAspect``.
-        max_ratio: the widest (and, inverted, the tallest) aspect ratio drawn, >= 1.
+        patch_size (int): the model's patch size in pixels.
+        max_tokens (int | Sequence[int]): the token budget (patches per image, prefix tokens not counted), or a list of
+            budgets of which one is drawn uniformly.
+        min_tokens (int | None, default None): with an int ``max_tokens``, draw the budget uniformly in [min_tokens,
+            max_tokens] instead.
+        max_ratio (float, default 3.0): the widest (and, inverted, the tallest) aspect ratio drawn, >= 1.
     """
 
     keeps_aspect = False

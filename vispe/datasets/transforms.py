@@ -61,12 +61,15 @@ class RandomResizedCropBox:
     """Random resized crop of an image tensor that also reports its box (see ``random_resized_crop``).
 
     Args:
-        size: output size, int or (H, W).
-        scale: as torchvision's ``RandomResizedCrop``: (min, max) area of the crop, as a fraction of the image.
-        ratio: as torchvision's: (min, max) aspect ratio (width / height) of the crop.
-        interpolation: as torchvision's: the resize's interpolation mode (or its name).
-        antialias: as torchvision's: antialias when downsizing.
-        key: the image's key when called on a dict item.
+        size (int | tuple[int, int]): output size, int or (H, W).
+        scale (Sequence[float], default (0.08, 1.0)): as torchvision's ``RandomResizedCrop``: (min, max) area of the
+            crop, as a fraction of the image.
+        ratio (Sequence[float], default (3.0 / 4.0, 4.0 / 3.0)): as torchvision's: (min, max) aspect ratio (width /
+            height) of the crop.
+        interpolation (str | InterpolationMode, default InterpolationMode.BILINEAR): as torchvision's: the resize's
+            interpolation mode (or its name, e.g. 'bicubic').
+        antialias (bool, default True): as torchvision's: antialias when downsizing.
+        key (str, default 'inputs'): the image's key when called on a dict item.
 
     Called on a dict item (``{'inputs': (C, H, W), ...}``) it returns a new dict with the crop in ``key`` and the
     box in ``'crop'``; called on a tensor, the pair (image, crop).
@@ -110,6 +113,11 @@ class TransformedDataset(Dataset):
 
     E.g. an ImageFolder at 256 px with ``augment=False``, then ``dict(type='RandomResizedCropBox', size=224)``
     gives DiT items with a ``crop`` micro-condition. ``metainfo`` is the wrapped data set's.
+
+    Args:
+        dataset (MapDataset | dict): the data set whose items are transformed: a built one, or a ``DATASETS`` config.
+        transforms (Sequence[Any]): the transforms, applied in order to each item (a dict): callables, or
+            ``TRANSFORMS`` configs, which are built.
     """
 
     def __init__(self, dataset: MapDataset | dict, transforms: Sequence[Any]) -> None:
