@@ -200,7 +200,7 @@ class RPE2D:
     does not call it and the plain grid positions are used.
 
     Args:
-        max_grid: (H_max, W_max), L per axis: the largest token grid to be served.
+        max_grid (Sequence[int]): (H_max, W_max), L per axis: the largest token grid to be served.
 
     ``__call__(pos, batch_size, generator=None)``: grid positions -> per-sample coords (B, h*w, 2) (row, col),
     ``key=None`` (nothing may cache them); ``grid``, ``num_prefix`` and ``cameras`` are kept, so encodings that

@@ -24,6 +24,14 @@ class BF16OptimWrapper(OptimWrapper):
     """``OptimWrapper`` that runs the forward under ``torch.autocast(dtype=torch.bfloat16)`` on the model's device.
 
     No loss scaler: bfloat16 keeps float32's exponent range, so gradients do not underflow the way float16's do.
+
+    Args:
+        optimizer (Optimizer): the optimizer (a config's ``optimizer=dict(...)``, which the optimizer wrapper
+            constructor builds).
+        accumulative_counts (int, default 1): iterations whose gradients are accumulated before each update
+            (mmengine's ``OptimWrapper``).
+        clip_grad (dict | None, default None): gradient clipping, as mmengine's ``OptimWrapper``: e.g.
+            ``dict(max_norm=1.0)`` (``clip_grad_norm_``) or ``dict(type='value', clip_value=...)``; None: none.
     """
 
     cast_dtype = torch.bfloat16

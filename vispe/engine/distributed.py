@@ -18,7 +18,14 @@ from vispe.registry import MODEL_WRAPPERS
 
 @MODEL_WRAPPERS.register_module()
 class CPUDistributedDataParallel(MMDistributedDataParallel):
-    """mmengine's DDP wrapper for CPU modules, which DDP requires to get ``device_ids=None``."""
+    """mmengine's DDP wrapper for CPU modules, which DDP requires to get ``device_ids=None``.
+
+    Args:
+        module (nn.Module): the model to wrap (the Runner passes it).
+        device_ids (Any, default None): ignored: DDP is always given None, as CPU modules require.
+        **kwargs: passed to mmengine's ``MMDistributedDataParallel`` (and on to torch's ``DistributedDataParallel``,
+            e.g. ``find_unused_parameters``).
+    """
 
     def __init__(self, module, device_ids=None, **kwargs):
         super().__init__(module=module, device_ids=None, **kwargs)

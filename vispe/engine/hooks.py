@@ -71,7 +71,15 @@ def _atomic_pointer_writes():
 class AtomicCheckpointHook(CheckpointHook):
     """``CheckpointHook`` (same arguments) whose checkpoint files and ``last_checkpoint`` pointer are replaced
     atomically, so an interrupted run always resumes from a complete checkpoint. Local paths only: with your own
-    ``backend_args`` (another storage backend) the checkpoint is written through that backend as given."""
+    ``backend_args`` (another storage backend) the checkpoint is written through that backend as given.
+
+    Args:
+        *args: passed to mmengine's ``CheckpointHook`` (its first, ``interval``).
+        backend_args (dict | None, default None): the file backend checkpoints are written through; None: vispe's
+            atomic local backend (``{'backend': 'atomic_local'}``).
+        **kwargs: passed to mmengine's ``CheckpointHook`` (``interval``, ``by_epoch``, ``max_keep_ckpts``,
+            ``save_best``, ...).
+    """
 
     def __init__(self, *args, backend_args: dict | None = None, **kwargs) -> None:
         super().__init__(*args, backend_args=backend_args or {'backend': 'atomic_local'}, **kwargs)
@@ -85,7 +93,10 @@ class AtomicCheckpointHook(CheckpointHook):
 
 @HOOKS.register_module()
 class RNGStateHook(Hook):
-    """Saves the random number generators' states with each checkpoint and restores them on resume."""
+    """Saves the random number generators' states with each checkpoint and restores them on resume.
+
+    Takes no arguments: ``dict(type='RNGStateHook')``.
+    """
 
     priority = 'VERY_LOW'
 
@@ -119,7 +130,10 @@ class NonFiniteLossError(RuntimeError):
 class NonFiniteLossHook(Hook):
     """Raises ``NonFiniteLossError`` at the first iteration whose loss is NaN or Inf. Runs before every other hook
     of that iteration (priority HIGHEST), so no checkpoint of the diverged weights is written; the message names
-    the iteration and the last good checkpoint."""
+    the iteration and the last good checkpoint.
+
+    Takes no arguments: ``dict(type='NonFiniteLossHook')``.
+    """
 
     priority = 'HIGHEST'
 
@@ -158,7 +172,10 @@ def _dataset_with_skips(loader: Any) -> Any:
 @HOOKS.register_module()
 class SkippedSamplesHook(Hook):
     """Logs how many unreadable samples a data set built with ``on_error='skip'`` has skipped, after each train,
-    val and test epoch where the count grew, and the totals when the run ends."""
+    val and test epoch where the count grew, and the totals when the run ends.
+
+    Takes no arguments: ``dict(type='SkippedSamplesHook')``.
+    """
 
     priority = 'VERY_LOW'
 

@@ -13,7 +13,15 @@ from vispe.registry import METRICS
 
 @METRICS.register_module()
 class Accuracy(BaseMetric):
-    """Top-1 accuracy in percent, from per-sample ``{'pred', 'label'}`` predictions; reported as 'accuracy/top1'."""
+    """Top-1 accuracy in percent, from per-sample ``{'pred', 'label'}`` predictions; reported as 'accuracy/top1'.
+
+    Args:
+        collect_device (str, default 'cpu'): where results of the ranks are gathered in distributed evaluation,
+            'cpu' or 'gpu' (mmengine's ``BaseMetric``).
+        prefix (str | None, default None): the metric names' prefix; None: 'accuracy'.
+        collect_dir (str | None, default None): folder for gathering results of the ranks when ``collect_device``
+            is 'cpu'; None: a temporary one.
+    """
 
     default_prefix = 'accuracy'
 
@@ -33,7 +41,15 @@ class DenoisingLoss(BaseMetric):
     reported as 'denoising/mse'. Each sample counts once, whatever its resolution.
 
     Not 'denoising/loss': mmengine's LogProcessor logs every key matching ``.*(loss|time|...).*`` as a mean over the
-    last 10 values, so a val metric named '...loss' would show a running mean of past validations."""
+    last 10 values, so a val metric named '...loss' would show a running mean of past validations.
+
+    Args:
+        collect_device (str, default 'cpu'): where results of the ranks are gathered in distributed evaluation,
+            'cpu' or 'gpu' (mmengine's ``BaseMetric``).
+        prefix (str | None, default None): the metric names' prefix; None: 'denoising'.
+        collect_dir (str | None, default None): folder for gathering results of the ranks when ``collect_device``
+            is 'cpu'; None: a temporary one.
+    """
 
     default_prefix = 'denoising'
 
@@ -51,7 +67,14 @@ class DenoisingLoss(BaseMetric):
 class Localization3D(BaseMetric):
     """3D localisation error from per-sample ``{'pred', 'target'}`` points (``MultiViewLocalizer``): the mean
     Euclidean error ('loc3d/mean_error', in the data's unit) and the share of samples within ``threshold`` of the
-    target ('loc3d/within', in percent)."""
+    target ('loc3d/within', in percent).
+
+    Args:
+        threshold (float, default 0.2): the distance, > 0 and in the data's unit, within which a prediction counts
+            for 'loc3d/within'.
+        **kwargs: passed to mmengine's ``BaseMetric`` (``collect_device``, ``prefix``: None gives 'loc3d',
+            ``collect_dir``).
+    """
 
     default_prefix = 'loc3d'
 

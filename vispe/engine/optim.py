@@ -92,6 +92,11 @@ class ParamGroupsOptimWrapperConstructor:
 
     Each group holds the parameters of one (layer, decay, lr_mult); its ``lr`` is the optimizer's lr times the
     layer's scale and the multiplier, its ``weight_decay`` the optimizer's or 0. The groups are logged at INFO.
+
+    Args:
+        optim_wrapper_cfg (dict): the config's ``optim_wrapper`` (the Runner passes it), which must hold
+            ``optimizer=dict(type=..., lr=...)``; its other keys (``type``, ``clip_grad``, ...) build the wrapper.
+        paramwise_cfg (dict | None, default None): the keys listed above; None: none of them.
     """
 
     def __init__(self, optim_wrapper_cfg: dict, paramwise_cfg: dict | None = None) -> None:

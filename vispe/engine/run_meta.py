@@ -103,7 +103,10 @@ def trained_on(cfg, meta: dict | None, key: str) -> Any | None:
 class RunMetaHook(Hook):
     """Writes what the model is trained on into every checkpoint's meta: ``train_resolution`` (the training data
     set's image size, or its crop size) for images, or ``train_sizes`` (its size policy) for a run on several sizes;
-    ``train_points`` (its point count) for point clouds."""
+    ``train_points`` (its point count) for point clouds.
+
+    Takes no arguments: ``dict(type='RunMetaHook')``.
+    """
 
     priority = 'VERY_LOW'
 

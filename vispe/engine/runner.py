@@ -73,7 +73,13 @@ def _is_main_process(launcher: str) -> bool:
 class VispeRunner(Runner):
     """mmengine's ``Runner`` with strict loading, a locked and protected work dir, checked resumes and schedules
     that fit the run (module doc). Takes the Runner's arguments; reads ``load_strict`` (default True) and
-    ``overwrite_work_dir`` (default False) from ``cfg``."""
+    ``overwrite_work_dir`` (default False) from ``cfg``.
+
+    Args:
+        *args: passed to mmengine's ``Runner``, in its order (``model``, ``work_dir``, ...).
+        **kwargs: passed to mmengine's ``Runner`` (``model``, ``work_dir``, the data loaders, ``train_cfg``,
+            ``optim_wrapper``, ``cfg``, ...); ``work_dir`` is checked and, for a training run, locked first.
+    """
 
     def __init__(self, *args, **kwargs) -> None:
         bound = inspect.signature(Runner.__init__).bind(None, *args, **kwargs)
