@@ -58,7 +58,7 @@ class RoPEAxial(RotaryStrategies):
     Args:
         dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 2 * ndim.
         num_heads (int): the attention's heads.
-        ndim (int, default 2): position axes (2 for images, 3 for points).
+        ndim (int, default 2): position axes (the backbone supplies it; 2 for images).
         theta (float, default 100.0): base of the frequency ladder, > 0.
         grid_size (Sequence[int] | None, default None): the training grid, ndim ints (supplied by the backbone),
             needed by every strategy but ``none``.
