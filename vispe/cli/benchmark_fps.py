@@ -1,6 +1,6 @@
 """Farthest-point sampling, vispe's batched torch version against open3d's, for time and coverage:
 
-vispe benchmark-fps [--settings 32x1024x64 8x8192x512] [--device cuda] [--threads 2] [--out F.json]
+    vispe benchmark-fps [--settings 32x1024x64 8x8192x512] [--device cuda] [--threads 2] [--out F.json]
 
 Settings are BATCHxPOINTSxPICKS. Prints a table and writes JSON (default outputs/benchmark/fps_<hash>.json). Method:
 vispe/bench/fps.py.

@@ -1,5 +1,5 @@
-"""vispe compare --tasks position relation --encodings ape_learned rope_mixed irpe+ape_learned \
-    [--epochs 30] [--resolutions 32 48 64] [--out outputs/compare]      (tools/compare_encodings.py is this command)
+"""``vispe compare --tasks position relation --encodings ape_learned rope_mixed irpe+ape_learned \
+    [--epochs 30] [--resolutions 32 48 64] [--out outputs/compare]``  (tools/compare_encodings.py is this command)
 
 Compares encodings on shapes2d tasks at several resolutions, same schedule and seed for every encoding. Each run
 is trained, then evaluated at the resolutions (in process); finished runs are reused. Prints a markdown table per

@@ -1,4 +1,4 @@
-"""vispe eval-points CONFIG CKPT [--points 512 1024 2048] [--scales 1 1.5 2] --out DIR
+"""``vispe eval-points CONFIG CKPT [--points 512 1024 2048] [--scales 1 1.5 2] --out DIR``
 (tools/eval_points.py is this command)
 
 Defaults come from the config's ``point_eval`` (1x / 2x / 4x the training points, scales 1 / 1.5 / 2). Writes

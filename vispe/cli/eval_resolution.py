@@ -1,4 +1,5 @@
-"""vispe eval-resolution CONFIG CKPT [--resolutions 16 24 32 48 64 96 32x64 64x32] [--strategy none ...] --out DIR
+"""``vispe eval-resolution CONFIG CKPT [--resolutions 16 24 32 48 64 96 32x64 64x32] [--strategy none ...]
+--out DIR``
 (tools/eval_resolution.py is this command)
 
 Without --resolutions it sweeps 0.5x, 0.75x, 1x, 1.5x, 2x and 3x the training size (rounded to the patch) and a tall

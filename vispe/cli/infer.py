@@ -1,5 +1,5 @@
-"""vispe infer [CONFIG] CKPT FILE [FILE ...] [--topk 5] (tools/infer.py is this command): classify image files with
-a trained image classifier and print the top-k classes, with their names, one line per file.
+"""``vispe infer [CONFIG] CKPT FILE [FILE ...] [--topk 5]`` (tools/infer.py is this command): classify image files
+with a trained image classifier and print the top-k classes, with their names, one line per file.
 
 CONFIG (a .py file or a shipped config's name) is optional: without it, the config the checkpoint was trained from
 is used (mmengine saves its text in the checkpoint). Each file is prepared as the config's test images are (resized

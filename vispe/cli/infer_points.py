@@ -1,6 +1,6 @@
 """Classify your own point clouds (.ply, .pcd, .xyz, .pts) or meshes (.off, .obj, .stl) with a trained point model:
 
-vispe infer-points CONFIG CKPT FILE [FILE ...] [--topk 3] [--frame bbox]
+    vispe infer-points CONFIG CKPT FILE [FILE ...] [--topk 3] [--frame bbox]
 
 Each file is farthest-point sampled to the config's test point count and put in its data set's frame (primitives3d:
 centred on its bounding box, in the data's unit; ModelNet40: centred and scaled into the unit sphere) before the

@@ -1,6 +1,6 @@
-"""vispe leaderboard [--encodings ...] [--tasks position relation] [--seeds 0 1 2] [--resolutions 32 16 ... 24x44] \
+"""``vispe leaderboard [--encodings ...] [--tasks position relation] [--seeds 0 1 2] [--resolutions 32 16 ... 24x44] \
     [--regimes fixed sizes aspect] [--out outputs/leaderboard] [--models models] [--archive DIR] [--jobs N] \
-    [--no-train]
+    [--no-train]``
     (tools/leaderboard.py)
 
 The encoding leaderboard (about an hour or more on CPU; not for CI). Trains every encoding on each shapes2d task

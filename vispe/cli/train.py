@@ -1,4 +1,4 @@
-"""vispe train CONFIG [--work-dir D] [--resume] [--amp] [--cfg-options k=v] (tools/train.py is this command).
+"""``vispe train CONFIG [--work-dir D] [--resume] [--amp] [--cfg-options k=v]`` (tools/train.py is this command).
 
 CONFIG is a file or a shipped config's name (vit/vit_tiny_shapes2d_position.py). Multi-GPU / multi-process:
 torchrun --nproc_per_node N -m vispe train CONFIG --launcher pytorch

@@ -126,7 +126,8 @@ class ImageTransform:
     Args:
         image_size: the crop without a size policy: int (square) or (H, W).
         augment: ``create_transform`` training arguments (``augment_settings``), or None for the eval transform.
-        mean, std: per-channel normalisation (one value each for grey images).
+        mean: per-channel normalisation (one value each for grey images).
+        std: per-channel normalisation, as ``mean``.
         size_policy: draws the output size per call (``__call__(image, draw)``); None: always ``image_size``.
         interpolation: 'bilinear', 'bicubic', ... or 'random' (training only), as timm takes it.
 

@@ -160,8 +160,11 @@ def render(
 
     Args:
         meshes_with_colours: the scene, colours in [0, 1].
-        K: (3, 3) or (V, 3, 3) intrinsics in pixels (OpenCV). cam_to_world: (4, 4) or (V, 4, 4) poses.
-        height, width: image size in pixels. return_ids: also return each pixel's mesh index (-1: background).
+        K: (3, 3) or (V, 3, 3) intrinsics in pixels (OpenCV).
+        cam_to_world: (4, 4) or (V, 4, 4) poses.
+        height: image height in pixels.
+        width: image width in pixels.
+        return_ids: also return each pixel's mesh index (-1: background).
 
     Returns:
         rgb float32 (3, H, W) (or (V, 3, H, W)) in [0, 1]: ``colour * (0.3 + 0.7 max(0, n . l))`` with the face

@@ -104,8 +104,9 @@ def find_objects(
         images: (B, 3, H, W) in [-1, 1].
         palette: RGB colours in [0, 1]; objects of other colours (or of none) are background.
         min_area: smallest component kept, as a fraction of H * W, so the same at every resolution.
-        min_coverage, max_residual: a pixel is of colour c when it is at least ``min_coverage`` of c over black,
-            within ``max_residual`` (RGB distance, [0, 1] scale).
+        min_coverage: a pixel is of colour c when it is at least ``min_coverage`` of c over black, within
+            ``max_residual``.
+        max_residual: that tolerance (RGB distance, [0, 1] scale).
 
     Returns one list per image of ``Component``, largest first.
     """
@@ -248,8 +249,9 @@ class ShapesFeatures(nn.Module):
 
     Args:
         classifier: a vispe ``ImageClassifier`` (its ``backbone`` is used) or a vispe / timm ViT.
-        mean, std: the classifier's input normalisation, applied to images mapped from [-1, 1] to [0, 1]; the
-            default 0.5 / 0.5 is Shapes2D's ``normalize=True``, i.e. the images are passed on unchanged.
+        mean: the classifier's input normalisation (with ``std``), applied to images mapped from [-1, 1] to
+            [0, 1]; the default 0.5 / 0.5 is Shapes2D's ``normalize=True``, i.e. the images are passed on unchanged.
+        std: see ``mean``.
 
     ``forward`` takes float images (B, 3, H, W) in [-1, 1] at any H, W divisible by the patch size and returns
     (B, num_features) float32: ``forward_head(forward_features(x), pre_logits=True)``. Features are computed at

@@ -157,10 +157,10 @@ evaluate_patch_shift = SWEEPS['patch_shift'].evaluate
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
-    """vispe eval-patch-shift CONFIG CKPT [--shifts 0 0.25 0.5 0.75 1] [--directions x y xy] --out DIR: writes
-    DIR/results.json as each cell finishes and DIR/results.png at the end, and prints a table. A rerun into the same
-    DIR reuses the finished cells (--force recomputes them); a DIR of another checkpoint's or config's results is
-    refused."""
+    """``vispe eval-patch-shift CONFIG CKPT [--shifts 0 0.25 0.5 0.75 1] [--directions x y xy] --out DIR``:
+    writes DIR/results.json as each cell finishes and DIR/results.png at the end, and prints a table. A rerun into
+    the same DIR reuses the finished cells (--force recomputes them); a DIR of another checkpoint's or config's
+    results is refused."""
     parser = argparse.ArgumentParser(
         prog=prog, description='Evaluate a classifier checkpoint on its test images shifted by fractions of a patch'
     )
