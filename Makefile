@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # device" comes only after minutes of installing, so the bootstrap checks first.
 VENV_MIN_FREE_GB ?= 9
 
-.PHONY: demo test lint venv sysdeps clean leaderboard demo-dit demo-points demo-cameras
+.PHONY: demo test lint venv sysdeps clean leaderboard demo-dit demo-points demo-cameras docs
 
 demo: $(STAMP)
 	$(PY) tools/demo.py
@@ -67,3 +67,17 @@ demo-points: $(STAMP)
 # image sizes, view counts and distances (about an hour on CPU; not in CI).
 demo-cameras: $(STAMP)
 	$(PY) tools/demo_cameras.py
+
+# The documentation site (mkdocs.yml, pages in docs/) built into site/ in strict mode: a broken link or a docstring
+# reference that does not resolve fails. mkdocstrings reads vispe's source without importing it, so this needs only
+# the pinned requirements-docs.txt, installed into .venv under its own stamp (make test never needs them).
+DOCS_STAMP := $(VENV)/.docs-installed
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+$(DOCS_STAMP): requirements-docs.txt
+	@command -v $(PYTHON) >/dev/null 2>&1 || test -x $(PY) || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=python3"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-docs.txt
+	touch $(DOCS_STAMP)
