@@ -6,7 +6,8 @@ docs/results/leaderboard.md). MkDocs only knows the files under docs/, so here:
 * an image outside docs/ (the leaderboard's plots under results/) is added to the site as ``repo/<its path>`` and the
   link is rewritten to it;
 * any other link outside docs/ (a config, a test, models/README.md) becomes the path in code font: the site has no
-  copy of the repository's files to link to.
+  copy of the repository's files to link to;
+* a link to a file that does not exist is left alone, so that MkDocs reports it (and the strict build fails).
 """
 
 from __future__ import annotations
@@ -31,8 +32,12 @@ def _outside(page_src: str, target: str) -> str | None:
     return None if resolved.startswith('docs/') or resolved.startswith('..') else resolved
 
 
+def _root(config) -> str:
+    return os.path.dirname(config['config_file_path'])
+
+
 def on_files(files, config):
-    root = os.path.dirname(config['config_file_path'])
+    root = _root(config)
     for page in [f for f in files if f.src_uri.endswith('.md')]:
         with open(page.abs_src_path, encoding='utf-8') as fh:
             text = fh.read()
@@ -47,8 +52,8 @@ def on_page_markdown(markdown, page, config, files):
     def replace(match: re.Match) -> str:
         image, text, target = match.groups()
         path = _outside(page.file.src_uri, target)
-        if path is None:
-            return match.group(0)
+        if path is None or not os.path.exists(os.path.join(_root(config), path)):
+            return match.group(0)  # inside docs/, or a file that does not exist: MkDocs checks (and strict fails)
         if image and path.lower().endswith(IMAGE):
             rel = posixpath.relpath(f'{REPO_DIR}/{path}', posixpath.dirname(page.file.src_uri) or '.')
             return f'![{text}]({rel})'

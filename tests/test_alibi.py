@@ -55,8 +55,8 @@ def test_attention_with_a_small_budget_matches_the_one_shot_path():
 def test_a_grid_symmetry_of_the_tokens_leaves_the_cls_output_unchanged(symmetry):
     """The bias depends on distance alone, so moving the patch tokens by a symmetry of the (square) grid moves the
     outputs with them and leaves the cls token's output as it was: alibi2d alone cannot tell left from right or rows
-    from columns, which is why it is at chance on shapes2d relation (the README's leaderboard). rope_axial, which
-    sees signed offsets, does change."""
+    from columns, which is why it is at chance on shapes2d relation (the leaderboard, docs/results/leaderboard.md).
+    rope_axial, which sees signed offsets, does change."""
     torch.manual_seed(0)
     side, dim, heads = 4, 64, 4
     grid = torch.arange(side * side).reshape(side, side)

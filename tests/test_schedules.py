@@ -1,5 +1,6 @@
-"""Learning-rate schedules follow the run's length: ``--cfg-options train_cfg.max_epochs=N`` (as the README shows)
-gives a cosine decay that reaches its floor at epoch N, and a scheduler set for a longer run is refused."""
+"""Learning-rate schedules follow the run's length: ``--cfg-options train_cfg.max_epochs=N`` (as
+docs/guide/training.md shows) gives a cosine decay that reaches its floor at epoch N, and a scheduler set for a
+longer run is refused."""
 
 from __future__ import annotations
 
