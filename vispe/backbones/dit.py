@@ -329,7 +329,7 @@ def dit(name: str = 'DiT-S/2', **overrides: Any) -> DiT:
     Args:
         name (str, default 'DiT-S/2'): 'DiT-{Ti,S,B,L,XL}/{patch}' (e.g. 'DiT-XL/2'): the size sets embed_dim, depth
             and num_heads (``DIT_SIZES``), the number after the slash the patch size.
-        **overrides: passed to ``DiT``, over the preset's values (e.g. ``img_size``, ``encoding``).
+        **overrides (Any): passed to ``DiT``, over the preset's values (e.g. ``img_size``, ``encoding``).
     """
     match = re.fullmatch(r'DiT-(\w+)/(\d+)', name)
     if match is None or match.group(1) not in DIT_SIZES:

@@ -104,7 +104,7 @@ class VisionTransformerPE(PEBackbone, VisionTransformer):
         attention_kernel (str, default 'auto'): 'auto', 'sdpa' or 'flex': where the blocks add a logit-bias
             encoding's term (iRPE, 2D ALiBi): materialised as SDPA's mask, or inside FlexAttention; 'auto' picks by
             device and token count (``vispe.flex``). A config sets it with ``model.backbone.attention_kernel``.
-        **kwargs: passed to timm's ``VisionTransformer`` (img_size, patch_size, embed_dim, depth, num_heads,
+        **kwargs (Any): passed to timm's ``VisionTransformer`` (img_size, patch_size, embed_dim, depth, num_heads,
             num_classes, ...), its defaults filling in the rest; img_size, patch_size, drop rates and num_heads are
             checked first.
     """

@@ -23,8 +23,8 @@ class CPUDistributedDataParallel(MMDistributedDataParallel):
     Args:
         module (nn.Module): the model to wrap (the Runner passes it).
         device_ids (Any, default None): ignored: DDP is always given None, as CPU modules require.
-        **kwargs: passed to mmengine's ``MMDistributedDataParallel`` (and on to torch's ``DistributedDataParallel``,
-            e.g. ``find_unused_parameters``).
+        **kwargs (Any): passed to mmengine's ``MMDistributedDataParallel`` (and on to torch's
+            ``DistributedDataParallel``, e.g. ``find_unused_parameters``).
     """
 
     def __init__(self, module, device_ids=None, **kwargs):

@@ -74,10 +74,10 @@ class AtomicCheckpointHook(CheckpointHook):
     ``backend_args`` (another storage backend) the checkpoint is written through that backend as given.
 
     Args:
-        *args: passed to mmengine's ``CheckpointHook`` (its first, ``interval``).
+        *args (Any): passed to mmengine's ``CheckpointHook`` (its first, ``interval``).
         backend_args (dict | None, default None): the file backend checkpoints are written through; None: vispe's
             atomic local backend (``{'backend': 'atomic_local'}``).
-        **kwargs: passed to mmengine's ``CheckpointHook`` (``interval``, ``by_epoch``, ``max_keep_ckpts``,
+        **kwargs (Any): passed to mmengine's ``CheckpointHook`` (``interval``, ``by_epoch``, ``max_keep_ckpts``,
             ``save_best``, ...).
     """
 

@@ -72,7 +72,7 @@ class Localization3D(BaseMetric):
     Args:
         threshold (float, default 0.2): the distance, > 0 and in the data's unit, within which a prediction counts
             for 'loc3d/within'.
-        **kwargs: passed to mmengine's ``BaseMetric`` (``collect_device``, ``prefix``: None gives 'loc3d',
+        **kwargs (Any): passed to mmengine's ``BaseMetric`` (``collect_device``, ``prefix``: None gives 'loc3d',
             ``collect_dir``).
     """
 
