@@ -1,14 +1,45 @@
-"""vispe: positional encodings for vision and 3D transformers (timm, PyTorch, mmengine)."""
+"""vispe: positional encodings for vision and 3D transformers (timm, PyTorch, mmengine).
+
+``pip install vispe`` is the 2D toolkit (ViTs, DiT, the camera encodings, their data sets, sweeps and benchmarks);
+``pip install 'vispe[3d]'`` (or ``[points]``, ``[cameras]``) adds open3d for point-cloud files and the Primitives3D,
+ModelNet40 and MultiViewScenes data sets. ``install_requires`` states the ranges vispe supports, never exact pins,
+so that installing vispe keeps the torch already installed (a cluster's CUDA build); requirements.txt holds the
+exact pins of the development venv (``make venv``). Each floor below is the oldest release with an API vispe uses
+(tests/test_install.py checks that every pin of requirements.txt lies in its range).
+"""
 
 from setuptools import find_packages, setup
 
+INSTALL_REQUIRES = [
+    # torch.compiler.is_exporting (vispe.backbones.common, vispe.attention: every forward) is new in 2.7; the rest
+    # is older: FlexAttention's flex_attention / create_block_mask (vispe.flex, vispe.layout) 2.5,
+    # torch.serialization.add_safe_globals (vispe.engine.checkpoint) and device-type autocast queries 2.4
+    'torch>=2.7',
+    # tv_tensors and transforms.v2's ToImage / ToDtype(scale=True) (vispe.datasets) are 0.16; 0.22 is the release
+    # built for torch 2.7 (each torchvision pins its torch)
+    'torchvision>=0.22',
+    # RotaryEmbeddingDinoV3 and Eva's rope rescale_coords (timm's DINOv3 models, vispe.backbones.timm_interop.eva)
+    # are 1.0.20; imported by `import vispe`: init_random_2d_freqs 1.0.17, naflex_transforms 1.0.16
+    'timm>=1.0.20',
+    # 0.10.6 registers torch's own Adafactor (torch >= 2.5) as torch_Adafactor; older releases fail on
+    # `import mmengine.optim` under torch >= 2.5 with transformers installed (Adafactor registered twice)
+    'mmengine>=0.10.6',
+    # kornia: camera geometry (vispe.geometry, imported by vispe.positions) and the DiT's shape metrics, both on the
+    # 2D paths (small: pure Python and kornia-rs); connected_components_union_find (vispe.evaluation.
+    # generation_metrics, imported by the sweeps registry) is in 0.9.0, not in 0.8.x
+    'kornia>=0.9',
+    # FID / KID of the DiT's samples with a custom feature module (vispe.evaluation.generation_metrics)
+    'torchmetrics>=1.0',
+    # np.dtypes (vispe.engine.checkpoint's allow-list) is 1.25
+    'numpy>=1.25',
+    'pillow',
+    'matplotlib',
+    'rich',
+]
 
-def requirements():
-    with open('requirements.txt') as f:
-        lines = [line.split('#')[0].strip() for line in f]
-    runtime = {'torch', 'torchvision', 'timm', 'mmengine', 'kornia', 'open3d', 'pillow', 'matplotlib', 'rich'}
-    return [line for line in lines if line and line.split('==')[0].lower() in runtime]
-
+#: open3d (~400 MB, no wheels on several platforms) only serves the 3D side; the 2D paths never import it
+#: (vispe.optional). farthest_point_down_sample (vispe.datasets.pointfiles) is 0.17.
+THREE_D = ['open3d>=0.17']
 
 setup(
     name='vispe',
@@ -21,5 +52,6 @@ setup(
     package_data={'vispe.configs': ['**/*.py']},
     entry_points={'console_scripts': ['vispe = vispe.cli:main']},
     python_requires='>=3.10',
-    install_requires=requirements(),
+    install_requires=INSTALL_REQUIRES,
+    extras_require={'3d': THREE_D, 'points': THREE_D, 'cameras': THREE_D},
 )

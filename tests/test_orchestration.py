@@ -104,7 +104,7 @@ def _fresh_venv_with_the_wheel(tmp_path) -> str:
     returns the venv's bin folder."""
     src = tmp_path / 'src'  # a copy, so that the build leaves nothing in the checkout
     src.mkdir()
-    for name in ('setup.py', 'pyproject.toml', 'requirements.txt'):
+    for name in ('setup.py', 'pyproject.toml'):
         shutil.copy(os.path.join(ROOT, name), src / name)
     ignore = shutil.ignore_patterns('__pycache__', '*.pyc')
     for name in ('vispe', 'configs'):
