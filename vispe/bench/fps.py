@@ -20,13 +20,13 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-import open3d as o3d
 import torch
 
 from vispe.backbones.point import farthest_point_sample, gather_points
 from vispe.bench.timing import interleaved_times
 from vispe.datasets.primitives3d import Primitives3D
 from vispe.evaluation.report import console as report_console
+from vispe.optional import require_open3d
 
 #: (batch, points, picks) settings of the default run
 DEFAULT_SETTINGS: tuple[tuple[int, int, int], ...] = ((1, 1024, 64), (32, 1024, 64), (32, 4096, 256), (8, 8192, 512))
@@ -48,6 +48,9 @@ def clouds(batch: int, points: int, seed: int = 0) -> torch.Tensor:
 
 def open3d_fps(xyz: torch.Tensor, num: int) -> list[np.ndarray]:
     """open3d's picks, cloud by cloud, as (num, 3) arrays."""
+    require_open3d('the farthest-point-sampling benchmark')
+    import open3d as o3d
+
     out = []
     for cloud in xyz.cpu().double().numpy():
         pcd = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(cloud))
@@ -71,6 +74,7 @@ def run(
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """One row per (setting, method): median ms, ratio to open3d, coverage, and whether vispe's picks equal open3d's."""
+    require_open3d('the farthest-point-sampling benchmark')
     rows = []
     for batch, points, num in settings:
         xyz = clouds(batch, points, seed).to(device)

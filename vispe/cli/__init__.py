@@ -16,6 +16,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from vispe.optional import MissingExtra
+
 #: subcommand -> (module in vispe.cli, what it does); the sweeps' commands (eval-resolution, eval-points, ...) are
 #: not listed here but registered with their sweeps (vispe.sweeps.registry.SWEEPS), and listed after SWEEPS_AFTER
 COMMANDS = {
@@ -89,7 +91,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     sweep = SWEEPS.by_command().get(name)
     run = sweep.command_main() if sweep else importlib.import_module(f'vispe.cli.{COMMANDS[name][0]}').main
-    code = run(rest, prog=f'vispe {name}')
+    try:
+        code = run(rest, prog=f'vispe {name}')
+    except MissingExtra as err:  # a 3D feature without open3d: the one line that names the extra
+        sys.exit(f'error: {err}')
     if isinstance(code, int) and not isinstance(code, bool) and code:  # a command that returns its exit status
         sys.exit(code)
 

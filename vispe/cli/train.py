@@ -17,6 +17,7 @@ from vispe.engine.hooks import NonFiniteLossError
 from vispe.engine.runner import interrupted_message
 from vispe.engine.train import run_training, training_config
 from vispe.engine.workdir import WorkDirError
+from vispe.optional import MissingExtra
 
 
 def parse_args(argv: Sequence[str] | None = None, prog: str | None = None) -> argparse.Namespace:
@@ -68,6 +69,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
             print(interrupted_message(args.config, cfg, args, invoked_as(prog)), file=sys.stderr)
         sys.exit(130)
     except (ConfigError, CheckpointError, WorkDirError, DiskFullError, NonFiniteLossError, FileNotFoundError) as err:
+        sys.exit(f'error: {err}')
+    except MissingExtra as err:  # a 3D config without open3d: the one line that names the extra
         sys.exit(f'error: {err}')
 
 
