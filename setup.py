@@ -11,8 +11,10 @@ exact pins of the development venv (``make venv``). Each floor below is the olde
 from setuptools import find_packages, setup
 
 INSTALL_REQUIRES = [
-    # torch.compiler.is_exporting (vispe.backbones.common, vispe.attention: every forward) is new in 2.7; the rest
-    # is older: FlexAttention's flex_attention / create_block_mask (vispe.flex, vispe.layout) 2.5,
+    # 2.7: torch.compiler.is_exporting (vispe.backbones.common, vispe.attention: every forward; pytorch#142425,
+    # Dec 2024) and dynamo's recompile_limit / fail_on_recompile_limit_hit (vispe.bench.timing, benchmark
+    # --compile; cache_size_limit until pytorch#143709, Dec 2024) came after 2.6's branch cut. The rest is older:
+    # FlexAttention's flex_attention / create_block_mask (vispe.flex, vispe.layout) 2.5,
     # torch.serialization.add_safe_globals (vispe.engine.checkpoint) and device-type autocast queries 2.4
     'torch>=2.7',
     # tv_tensors and transforms.v2's ToImage / ToDtype(scale=True) (vispe.datasets) are 0.16; 0.22 is the release
