@@ -3,10 +3,11 @@ constructor's arguments in one Google-style ``Args:`` block of its class docstri
 a config writes and the site's API pages render that block.
 
 Collected from every mmengine ``Registry`` in vispe.registry, so a newly registered class without the block fails
-here. Each entry is ``name (type, default X): meaning.`` (``name (type): meaning.`` without a default), the default
-being the signature's; ``*args`` / ``**kwargs`` are listed as such, saying where they go. A class whose constructor
-takes nothing says ``Takes no arguments`` instead. A subclass that inherits its ``__init__`` from a vispe class may
-say ``Arguments: as `Base``` and leave the block to that base.
+here. Each entry is ``name (type): meaning. Defaults to X.`` (no last sentence without a default), the default
+being the signature's: the Google style that the site's renderer (griffe) reads, with the type alone in the
+parentheses. ``*args`` / ``**kwargs`` are listed as such, saying where they go. A class whose constructor takes
+nothing says ``Takes no arguments`` instead. A subclass that inherits its ``__init__`` from a vispe class may say
+``Arguments: as `Base``` and leave the block to that base.
 
 vispe.sweeps.registry.SWEEPS is not covered: it holds sweep kinds (dataclass instances the CLI runs), not classes a
 config builds.
@@ -25,6 +26,7 @@ import vispe.registry as registries
 
 _NO_ARGUMENTS = 'Takes no arguments'
 _AS_BASE = re.compile(r'(?:Other a|A)rguments: as `(\w+)`')
+_DEFAULTS_TO = re.compile(r'Defaults to (.+)\.$')
 _SECTION = re.compile(r'^(\s*)(Args|Arguments|Parameters):\s*$')
 _LITERAL_DEFAULTS = (str, int, float, bool, type(None), tuple, list)
 
@@ -63,7 +65,8 @@ def _doc_name(param: inspect.Parameter) -> str:
 
 
 def args_sections(doc: str) -> list[dict[str, str | None]]:
-    """Each ``Args:`` block of ``doc`` as {name (with any ``*``/``**``): what its parentheses hold, or None}."""
+    """Each ``Args:`` block of ``doc`` as {name (with any ``*``/``**``): what its parentheses hold, or None, then
+    ``, default X`` when the entry's text ends with 'Defaults to X.'}."""
     lines = inspect.cleandoc(doc).splitlines()
     sections = []
     i = 0
@@ -75,6 +78,7 @@ def args_sections(doc: str) -> list[dict[str, str | None]]:
         indent = len(match.group(1))
         entries: dict[str, str | None] = {}
         entry_indent = None
+        texts: list[str] = []
         while i < len(lines) and (not lines[i].strip() or len(lines[i]) - len(lines[i].lstrip()) > indent):
             line = lines[i]
             i += 1
@@ -83,15 +87,19 @@ def args_sections(doc: str) -> list[dict[str, str | None]]:
             this_indent = len(line) - len(line.lstrip())
             entry_indent = this_indent if entry_indent is None else entry_indent
             if this_indent != entry_indent:
-                continue  # a continuation line
-            name, paren = _split_entry(line.strip())
-            entries[name] = paren
+                texts[-1] += ' ' + line.strip()  # a continuation line
+                continue
+            texts.append(line.strip())
+        for text in texts:
+            name, paren = _split_entry(text)
+            default = _DEFAULTS_TO.search(text)
+            entries[name] = paren if paren is None or default is None else f'{paren}, default {default.group(1)}'
         sections.append(entries)
     return sections
 
 
 def _split_entry(text: str) -> tuple[str, str | None]:
-    """``name (type, default X): meaning`` -> (name, 'type, default X'); a malformed entry -> (text, None)."""
+    """``name (type): meaning`` -> (name, 'type'); a malformed entry -> (text, None)."""
     match = re.match(r'(\*{0,2}\w+)(\s*\(|:)', text)
     if not match:
         return text, None
@@ -153,7 +161,7 @@ def _problems(obj: object) -> list[str]:
             continue
         paren = documented[name]
         if not paren:
-            problems.append(f'{name!r}: no "(type[, default X])" before the colon')
+            problems.append(f'{name!r}: no "(type)" before the colon')
             continue
         type_text, sep, default_text = paren.rpartition(', default ')
         if not sep:
@@ -189,7 +197,8 @@ def test_the_parser_reads_entries() -> None:
     Args:
         dim (int): token width;
             more about it.
-        grid_size (int | tuple[int, int], default (14, 14)): the grid.
+        grid_size (int | tuple[int, int]): the
+            grid. Defaults to (14, 14).
         **kwargs: passed to ``Base``.
 
     Returns:
@@ -210,7 +219,7 @@ def test_the_check_fails_on_missing_extra_and_wrong_arguments() -> None:
 
         Args:
             dim (int): width.
-            theta (float, default 100.0): base.
+            theta (float): base. Defaults to 100.0.
             gone (int): no longer taken.
         """
 
@@ -237,7 +246,7 @@ def test_the_check_fails_on_missing_extra_and_wrong_arguments() -> None:
             "'theta': documented default 100.0, signature default 10.0",
         ]
     )
-    assert _problems(Untyped) == ['\'dim\': no "(type[, default X])" before the colon']
+    assert _problems(Untyped) == ['\'dim\': no "(type)" before the colon']
     assert _problems(Empty) == [f'takes no arguments; say {_NO_ARGUMENTS!r}']
 
 

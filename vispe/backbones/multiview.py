@@ -35,17 +35,17 @@ class MultiViewTransformer(PEBackbone):
     """Joint attention over the patch tokens of V views, mean-pooled into ``num_outputs`` values.
 
     Args:
-        num_outputs (int, default 3): outputs of the head.
-        encoding (EncodingSpec, default None): vispe encoding spec (camera and per-view image encodings).
-        img_size (int | tuple[int, int], default 32): training image size (H, W or one int; other sizes work when
-            divisible by the patch).
-        patch_size (int, default 4): the patch side p (square patches).
-        in_chans (int, default 3): channels of each view.
-        embed_dim (int, default 128): model width.
-        depth (int, default 4): blocks.
-        num_heads (int, default 4): attention heads (dividing embed_dim).
-        mlp_ratio (float, default 2.0): MLP width over embed_dim.
-        drop_path_rate (float, default 0.0): stochastic depth of the last block (rising linearly from 0).
+        num_outputs (int): outputs of the head. Defaults to 3.
+        encoding (EncodingSpec): vispe encoding spec (camera and per-view image encodings). Defaults to None.
+        img_size (int | tuple[int, int]): training image size (H, W or one int; other sizes work when
+            divisible by the patch). Defaults to 32.
+        patch_size (int): the patch side p (square patches). Defaults to 4.
+        in_chans (int): channels of each view. Defaults to 3.
+        embed_dim (int): model width. Defaults to 128.
+        depth (int): blocks. Defaults to 4.
+        num_heads (int): attention heads (dividing embed_dim). Defaults to 4.
+        mlp_ratio (float): MLP width over embed_dim. Defaults to 2.0.
+        drop_path_rate (float): stochastic depth of the last block (rising linearly from 0). Defaults to 0.0.
 
     ``forward(images, K, cam_to_world)``: images (B, V, C, H, W), intrinsics (B, V, 3, 3) in pixels, poses
     (B, V, 4, 4) camera-to-world -> (B, num_outputs). There is no cls token: pooling keeps the output a function of

@@ -47,7 +47,7 @@ class SharedSizeBatchSampler(Sampler[list[SizedIndex]]):
         sampler (Sampler | Sequence[int]): the index sampler (mmengine's DefaultSampler or InfiniteSampler; the Runner
             passes the config's).
         batch_size (int): items per batch (the Runner passes the loader's ``batch_size``).
-        drop_last (bool, default False): drop the last batch when it is short.
+        drop_last (bool): drop the last batch when it is short. Defaults to False.
 
     Keys come from the global torch RNG, drawn as the batches are made (in the main process, which mmengine seeds
     with the run's seed, so a seeded run draws the same sizes again; each rank of a distributed run draws its own).

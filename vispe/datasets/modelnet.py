@@ -58,15 +58,15 @@ class ModelNet40(SkipsBadSamples, Dataset):
     """ModelNet40 point clouds from disk, labelled by class.
 
     Args:
-        data_root (str, default 'data/modelnet40_normal_resampled'): the data folder (either layout above).
-        split (str, default 'train'): 'train' or 'test' ('val' reads 'test': ModelNet40 has no validation split).
-        num_points (int, default 1024): N points per cloud.
-        sample (str, default 'fps'): 'fps', 'random' or 'first' (how N points are chosen from the file's).
-        scale (float, default 1.0): multiplies every normalised cloud.
-        seed (int, default 0): for mesh sampling and 'random'.
-        variant (str, default 'modelnet40'): the text layout's file prefix ('modelnet10' for ModelNet10).
-        on_error (str, default 'raise'): 'raise' (a truncated, unreadable or NaN file stops with an error naming it) or
-            'skip' (warn, serve the next sample, count it; ``vispe.datasets.samples``).
+        data_root (str): the data folder (either layout above). Defaults to 'data/modelnet40_normal_resampled'.
+        split (str): 'train' or 'test' ('val' reads 'test': ModelNet40 has no validation split). Defaults to 'train'.
+        num_points (int): N points per cloud. Defaults to 1024.
+        sample (str): 'fps', 'random' or 'first' (how N points are chosen from the file's). Defaults to 'fps'.
+        scale (float): multiplies every normalised cloud. Defaults to 1.0.
+        seed (int): for mesh sampling and 'random'. Defaults to 0.
+        variant (str): the text layout's file prefix ('modelnet10' for ModelNet10). Defaults to 'modelnet40'.
+        on_error (str): 'raise' (a truncated, unreadable or NaN file stops with an error naming it) or
+            'skip' (warn, serve the next sample, count it; ``vispe.datasets.samples``). Defaults to 'raise'.
 
     A file with fewer than ``num_points`` points is padded with repeats of its own points; under half of
     ``num_points`` it is used with a ``SampleWarning`` naming it once. Meshes are sampled at ``max(8192, num_points)``

@@ -220,29 +220,30 @@ class Shapes2D(Dataset):
     """Procedural shape scenes for probing positional encodings, rendered at any resolution.
 
     Args:
-        task (str, default 'position'): one of ``TASKS``: 'position' (27 classes: 3x3 cell x 3 shapes), 'relation' (4:
+        task (str): one of ``TASKS``: 'position' (27 classes: 3x3 cell x 3 shapes), 'relation' (4:
             direction from the red object to the blue one), 'three_cell' (3: farthest pair of coloured cells), 'shape'
             (5 shapes), 'shape_color' (20: 'red circle', ...: a palette colour x a shape, for class-conditional
-            generation).
-        split (str, default 'train'): 'train', 'val' or 'test'; each split draws different scenes.
-        num_samples (int, default 2000): length of the dataset.
-        image_size (int | tuple[int, int], default 32): int or (H, W); a non-square size stretches the scene to the
-            image.
-        seed (int, default 0): non-negative int; scene ``i`` depends only on (seed, split, i).
-        normalize (bool, default True): map pixel values from [0, 1] to [-1, 1] with (x - 0.5) / 0.5.
-        crop_scale (tuple[float, float] | None, default None): (min, max) area of a random window of the scene, as a
+            generation). Defaults to 'position'.
+        split (str): 'train', 'val' or 'test'; each split draws different scenes. Defaults to 'train'.
+        num_samples (int): length of the dataset. Defaults to 2000.
+        image_size (int | tuple[int, int]): int or (H, W); a non-square size stretches the scene to the
+            image. Defaults to 32.
+        seed (int): non-negative int; scene ``i`` depends only on (seed, split, i). Defaults to 0.
+        normalize (bool): map pixel values from [0, 1] to [-1, 1] with (x - 0.5) / 0.5. Defaults to True.
+        crop_scale (tuple[float, float] | None): (min, max) area of a random window of the scene, as a
             fraction of it, rendered directly at ``image_size`` (an analytic random resized crop: no resampling blur).
             None: the whole scene. The window of item ``i`` depends only on (seed, split, i), and is drawn from its own
             random stream, so the scenes are the same with and without cropping. Objects may be cut or left out, as with
-            any random crop: the crop box tells a conditional model where the window lies.
-        crop_ratio (tuple[float, float], default (1.0, 1.0)): (min, max) aspect ratio (width / height, in output pixels)
+            any random crop: the crop box tells a conditional model where the window lies. Defaults to None.
+        crop_ratio (tuple[float, float]): (min, max) aspect ratio (width / height, in output pixels)
             of the window; the default keeps windows square on square images, so shapes are never stretched.
-        return_crop (bool | None, default None): add ``crop`` to the items; default: whenever ``crop_scale`` is set.
-        size_policy (SizePolicy | dict | None, default None): mixed-resolution training (``vispe.datasets.sizes``, a
+            Defaults to (1.0, 1.0).
+        return_crop (bool | None): add ``crop`` to the items; default: whenever ``crop_scale`` is set. Defaults to None.
+        size_policy (SizePolicy | dict | None): mixed-resolution training (``vispe.datasets.sizes``, a
             config dict or a policy): each item is rendered at a size the policy draws for it (of a square scene:
             ``NativeAspect`` gives squares within its token budget), instead of at ``image_size``; a crop window keeps
             the shape ``image_size`` gives it. One draw per item, or one per batch with ``SharedSizeBatchSampler``
-            (indices ``(i, key)``).
+            (indices ``(i, key)``). Defaults to None.
 
     Items are ``dict(inputs=FloatTensor (3, H, W), labels=int)``, plus ``crop=FloatTensor(4)`` = (top, left, height,
     width) of the rendered window as fractions of the full image (the whole image is (0, 0, 1, 1)) when

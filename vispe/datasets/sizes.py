@@ -97,8 +97,8 @@ class FixedSize(SizePolicy):
 
     Args:
         size (int | Sequence[int]): the size, int (square) or (H, W).
-        patch_size (int | None, default None): when given, both sides must be multiples of it (checked here);
-            None: not checked.
+        patch_size (int | None): when given, both sides must be multiples of it (checked here);
+            None: not checked. Defaults to None.
     """
 
     def __init__(self, size: int | Sequence[int], patch_size: int | None = None) -> None:
@@ -188,8 +188,8 @@ class NativeAspect(SizePolicy):
         patch_size (int): the model's patch size in pixels.
         max_tokens (int | Sequence[int]): the token budget (patches per image, prefix tokens not counted), or a list of
             budgets of which one is drawn uniformly (NaFlex's training sequence lengths).
-        min_tokens (int | None, default None): with an int ``max_tokens``, draw the budget uniformly in [min_tokens,
-            max_tokens] instead.
+        min_tokens (int | None): with an int ``max_tokens``, draw the budget uniformly in [min_tokens,
+            max_tokens] instead. Defaults to None.
     """
 
     keeps_aspect = True
@@ -243,9 +243,9 @@ class RandomAspect(NativeAspect):
         patch_size (int): the model's patch size in pixels.
         max_tokens (int | Sequence[int]): the token budget (patches per image, prefix tokens not counted), or a list of
             budgets of which one is drawn uniformly.
-        min_tokens (int | None, default None): with an int ``max_tokens``, draw the budget uniformly in [min_tokens,
-            max_tokens] instead.
-        max_ratio (float, default 3.0): the widest (and, inverted, the tallest) aspect ratio drawn, >= 1.
+        min_tokens (int | None): with an int ``max_tokens``, draw the budget uniformly in [min_tokens,
+            max_tokens] instead. Defaults to None.
+        max_ratio (float): the widest (and, inverted, the tallest) aspect ratio drawn, >= 1. Defaults to 3.0.
     """
 
     keeps_aspect = False

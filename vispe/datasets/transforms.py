@@ -62,14 +62,14 @@ class RandomResizedCropBox:
 
     Args:
         size (int | tuple[int, int]): output size, int or (H, W).
-        scale (Sequence[float], default (0.08, 1.0)): as torchvision's ``RandomResizedCrop``: (min, max) area of the
-            crop, as a fraction of the image.
-        ratio (Sequence[float], default (3.0 / 4.0, 4.0 / 3.0)): as torchvision's: (min, max) aspect ratio (width /
-            height) of the crop.
-        interpolation (str | InterpolationMode, default InterpolationMode.BILINEAR): as torchvision's: the resize's
-            interpolation mode (or its name, e.g. 'bicubic').
-        antialias (bool, default True): as torchvision's: antialias when downsizing.
-        key (str, default 'inputs'): the image's key when called on a dict item.
+        scale (Sequence[float]): as torchvision's ``RandomResizedCrop``: (min, max) area of the
+            crop, as a fraction of the image. Defaults to (0.08, 1.0).
+        ratio (Sequence[float]): as torchvision's: (min, max) aspect ratio (width /
+            height) of the crop. Defaults to (3.0 / 4.0, 4.0 / 3.0).
+        interpolation (str | InterpolationMode): as torchvision's: the resize's
+            interpolation mode (or its name, e.g. 'bicubic'). Defaults to InterpolationMode.BILINEAR.
+        antialias (bool): as torchvision's: antialias when downsizing. Defaults to True.
+        key (str): the image's key when called on a dict item. Defaults to 'inputs'.
 
     Called on a dict item (``{'inputs': (C, H, W), ...}``) it returns a new dict with the crop in ``key`` and the
     box in ``'crop'``; called on a tensor, the pair (image, crop).

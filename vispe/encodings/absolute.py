@@ -60,8 +60,9 @@ class ApeLearned(Encoding):
 
     Args:
         dim (int): model width D (the backbone supplies its embed_dim).
-        grid_size (Sequence[int], default (14, 14)): (h, w) of the table, the training grid in patches (the backbone
+        grid_size (Sequence[int]): (h, w) of the table, the training grid in patches (the backbone
             supplies its patch grid; a config may set another, e.g. the grid of a pretrained table).
+            Defaults to (14, 14).
     """
 
     strategies = ('bicubic', 'bilinear', 'nearest')
@@ -148,7 +149,7 @@ class ApeSincos(Encoding):
 
     Args:
         dim (int): model width D; must be divisible by 4 (two axes x sin/cos).
-        temperature (float, default 10000.0): base of the frequency ladder, > 0.
+        temperature (float): base of the frequency ladder, > 0. Defaults to 10000.0.
     """
 
     def __init__(self, dim: int, temperature: float = 10000.0) -> None:

@@ -42,7 +42,7 @@ class ALiBi2D(Encoding):
 
     Args:
         num_heads (int): heads of the attention, >= 1 (the slopes follow ALiBi's schedule for that many heads).
-        scale (float, default 1.0): multiplies every slope, > 0 (1: the paper's).
+        scale (float): multiplies every slope, > 0 (1: the paper's). Defaults to 1.0.
 
     Shapes: logit_bias -> (1, H, N, N) on a grid, (B, H, N, N) for per-sample (sampled) positions.
 

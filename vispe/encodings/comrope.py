@@ -80,12 +80,13 @@ class ComRoPE(Encoding):
         dim (int): model width D; the head dim ``dim // num_heads`` must divide by ``block_size`` (comrope_ap: by
             ``block_size * ndim``, every axis owning whole blocks).
         num_heads (int): heads of the attention; each head has its own generators ``P``.
-        ndim (int, default 2): position axes (2: rows and columns).
-        block_size (int, default 4): b, the size of each rotation block: 2, 4 or 8 (8 is about 8x slower than 4).
-        jitter (bool, default False): in training, add U(-0.5, 0.5) coordinate units per sample and token before
-            normalising (the paper's position perturbation).
-        rate_range (tuple[float, float], default (0.16, 16.0)): (lowest, highest) initial RMS rotation rate in
+        ndim (int): position axes (2: rows and columns). Defaults to 2.
+        block_size (int): b, the size of each rotation block: 2, 4 or 8 (8 is about 8x slower than 4). Defaults to 4.
+        jitter (bool): in training, add U(-0.5, 0.5) coordinate units per sample and token before
+            normalising (the paper's position perturbation). Defaults to False.
+        rate_range (tuple[float, float]): (lowest, highest) initial RMS rotation rate in
             radians per image side, both > 0; the blocks' rates start geometric over it (module doc, Init).
+            Defaults to (0.16, 16.0).
     """
 
     #: every axis owns whole blocks (AP), so the head dim must divide by block_size * ndim

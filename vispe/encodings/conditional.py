@@ -74,11 +74,11 @@ class PEG(Encoding):
 
     Args:
         dim (int): model width D.
-        kernel_size (int, default 3): odd conv size >= 1 (3 in the paper).
-        blocks (int | Sequence[int], default (0,)): block index or indices (>= 0) the PEG follows (one PEG, shared
-            weights).
-        depth (int | None, default None): the model's block count (supplied by the backbone) to validate ``blocks``;
-            None: not checked.
+        kernel_size (int): odd conv size >= 1 (3 in the paper). Defaults to 3.
+        blocks (int | Sequence[int]): block index or indices (>= 0) the PEG follows (one PEG, shared
+            weights). Defaults to (0,).
+        depth (int | None): the model's block count (supplied by the backbone) to validate ``blocks``;
+            None: not checked. Defaults to None.
 
     Attention path: none of its own (a conv between blocks): fused SDPA without a mask stays.
 

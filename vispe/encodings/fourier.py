@@ -56,16 +56,16 @@ class LFF(Encoding):
 
     Args:
         dim (int): model width D.
-        ndim (int, default 2): position dimensions M (2 for images, 3 for points).
-        num_features (int | None, default None): F, even, >= 2 (None: F = D).
-        hidden_dim (int, default 32): MLP width (32 in the paper).
-        gamma (float, default 10.0): > 0; W_r init std is 1 / gamma, per unit of position (10: Algorithm 1's
-            hyperparameter, here per token).
-        normalize (bool | None, default None): whether positions go through ``normalize_positions`` first. None: grid
+        ndim (int): position dimensions M (2 for images, 3 for points). Defaults to 2.
+        num_features (int | None): F, even, >= 2 (None: F = D). Defaults to None.
+        hidden_dim (int): MLP width (32 in the paper). Defaults to 32.
+        gamma (float): > 0; W_r init std is 1 / gamma, per unit of position (10: Algorithm 1's
+            hyperparameter, here per token). Defaults to 10.0.
+        normalize (bool | None): whether positions go through ``normalize_positions`` first. None: grid
             tokens stay in token-grid units, point clouds are min-max normalised per cloud and axis. True: grids too are
             normalised, (coord + 0.5) / size, into [0, 1] (resolution-independent; then pick gamma near 10 / the
             training grid's size, since with gamma = 10 the features barely vary over [0, 1]). False: points too stay in
-            the data's unit.
+            the data's unit. Defaults to None.
 
     The Fourier features are computed in float32 even under autocast; the MLP follows
     autocast. Shared positions (N, M) give one (N, D) table broadcast over the batch.

@@ -55,18 +55,18 @@ class GTA(Encoding):
     Args:
         dim (int): model width.
         num_heads (int): heads (head dim d = dim / num_heads).
-        se3_fraction (float, default 0.5): share, in [0, 1], of each head's channels in 4 x 4 camera blocks (rounded
+        se3_fraction (float): share, in [0, 1], of each head's channels in 4 x 4 camera blocks (rounded
             down to a multiple of 4; the rest, made even, rotate as RoPE; pairs that do not split evenly over the two
-            axes stay unrotated).
-        theta (float, default 100.0): SO(2) frequency base, > 0 (``so2='rope_axial'`` only).
-        so2 (str, default 'rope_axial'): SO(2) frequencies and coordinates, ``'rope_axial'`` (integer coordinates,
+            axes stay unrotated). Defaults to 0.5.
+        theta (float): SO(2) frequency base, > 0 (``so2='rope_axial'`` only). Defaults to 100.0.
+        so2 (str): SO(2) frequencies and coordinates, ``'rope_axial'`` (integer coordinates,
             rope_axial's ladder) or ``'reference'`` (the authors' code: 2 pi 2^(j - n) on (p + 0.5) / P); see the module
-            docstring.
-        translation_scale (float, default 0.01): init of the learned translation scale s.
-        transform_values (bool, default True): also transform v and the output (GTA); False leaves them as they are
-            (logits only).
-        relative (bool, default False): poses relative to the first view (the logits are the same; float rounding
-            aside).
+            docstring. Defaults to 'rope_axial'.
+        translation_scale (float): init of the learned translation scale s. Defaults to 0.01.
+        transform_values (bool): also transform v and the output (GTA); False leaves them as they are
+            (logits only). Defaults to True.
+        relative (bool): poses relative to the first view (the logits are the same; float rounding
+            aside). Defaults to False.
 
     Prefix tokens (no camera) get the identity. Everything is computed in float32; the result is cast back.
 

@@ -61,10 +61,10 @@ class HARoPE(RoPEAxial):
     Args:
         dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 2 * ndim.
         num_heads (int): the attention's heads (each has its own M).
-        ndim (int, default 2): position axes.
-        theta (float, default 10000.0): base of RoPEAxial's frequency ladder, > 0.
-        grid_size (Sequence[int] | None, default None): the training grid (supplied by the backbone), needed by
-            every strategy but ``none``.
+        ndim (int): position axes. Defaults to 2.
+        theta (float): base of RoPEAxial's frequency ladder, > 0. Defaults to 10000.0.
+        grid_size (Sequence[int] | None): the training grid (supplied by the backbone), needed by
+            every strategy but ``none``. Defaults to None.
     """
 
     no_weight_decay_params = ('A_u', 'A_v', 'sigma')

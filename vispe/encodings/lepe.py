@@ -48,7 +48,7 @@ class LePE(Encoding):
     Args:
         dim (int): model width D = H*d (the conv's channels).
         num_heads (int): heads H of the attention; must divide ``dim``.
-        kernel_size (int, default 3): odd conv size >= 1.
+        kernel_size (int): odd conv size >= 1. Defaults to 3.
     """
 
     def __init__(self, dim: int, num_heads: int, kernel_size: int = 3) -> None:

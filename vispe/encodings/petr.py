@@ -34,13 +34,14 @@ class PETR(Encoding):
 
     Args:
         dim (int): model width.
-        num_depths (int, default 64): D depth bins (64 in PETR).
-        depth_range (Sequence[float], default (1.0, 8.0)): (near, far) of the bins in the data's unit.
-        scene_range (Sequence[float], default (-3.0, -3.0, -3.0, 3.0, 3.0, 3.0)): (x_min, y_min, z_min, x_max, y_max,
+        num_depths (int): D depth bins (64 in PETR). Defaults to 64.
+        depth_range (Sequence[float]): (near, far) of the bins in the data's unit. Defaults to (1.0, 8.0).
+        scene_range (Sequence[float]): (x_min, y_min, z_min, x_max, y_max,
             z_max), the world box the points are normalised to (points outside saturate).
-        hidden_dim (int | None, default None): width of the first 1x1 conv (None: 4 dim, as PETR).
-        feature_guided (bool, default False): PETRv2's variant, PE * sigmoid(MLP(token features)).
-        relative (bool, default False): poses relative to the first view.
+            Defaults to (-3.0, -3.0, -3.0, 3.0, 3.0, 3.0).
+        hidden_dim (int | None): width of the first 1x1 conv (None: 4 dim, as PETR). Defaults to None.
+        feature_guided (bool): PETRv2's variant, PE * sigmoid(MLP(token features)). Defaults to False.
+        relative (bool): poses relative to the first view. Defaults to False.
 
     Weight decay: nothing to declare: the position encoder's layers are ordinary 1x1 convs (linear layers here),
     decayed as PETR trains them; their biases, 1-D, take none.

@@ -31,10 +31,11 @@ class PointMLP(Encoding):
 
     Args:
         dim (int): model width D.
-        ndim (int, default 3): position dimensions (3 for points).
-        hidden_dim (int, default 128): MLP width (128 in Point-MAE).
-        depth (int | None, default None): the backbone's blocks (supplied by it); before block 0 is the ``embed``
+        ndim (int): position dimensions (3 for points). Defaults to 3.
+        hidden_dim (int): MLP width (128 in Point-MAE). Defaults to 128.
+        depth (int | None): the backbone's blocks (supplied by it); before block 0 is the ``embed``
             hook, before block i + 1 the ``after_block`` hook of block i (i < depth - 1). None: before block 0 only.
+            Defaults to None.
 
     The MLP is recomputed at each hook: on G group centres it costs G x (ndim x h + h x D) multiply-adds, small
     next to a block, and nothing derived from the positions is kept between calls.
@@ -81,13 +82,14 @@ class RoPE3D(Encoding):
     Args:
         dim (int): model width.
         num_heads (int): attention heads (head dim d = dim / num_heads).
-        ndim (int, default 3): position dimensions (the backbone passes 3).
-        mode (str, default 'axial'): 'axial' (fixed frequencies, each pair turns with one axis; theta 100 as rope_axial)
+        ndim (int): position dimensions (the backbone passes 3). Defaults to 3.
+        mode (str): 'axial' (fixed frequencies, each pair turns with one axis; theta 100 as rope_axial)
             or 'mixed' (learned frequency vectors per layer, head and pair; theta 10 as rope_mixed).
-        theta (float | None, default None): frequency base (None: the mode's default).
-        freq_scale (float, default 8.0): rad per data unit of the fastest pair.
-        prefix (str, default 'centroid'): where prefix tokens (cls) sit: 'centroid' (the mean of the sample's positions)
-            or 'none' (unrotated, as rope_axial does on images).
+            Defaults to 'axial'.
+        theta (float | None): frequency base (None: the mode's default). Defaults to None.
+        freq_scale (float): rad per data unit of the fastest pair. Defaults to 8.0.
+        prefix (str): where prefix tokens (cls) sit: 'centroid' (the mean of the sample's positions)
+            or 'none' (unrotated, as rope_axial does on images). Defaults to 'centroid'.
 
     Prefix position: an unrotated cls token meets group j through q_cls . R(p_j) k_j, which depends on the
     absolute position p_j; placing it at the centroid makes every logit a function of differences, so the whole

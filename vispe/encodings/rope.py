@@ -58,10 +58,10 @@ class RoPEAxial(RotaryStrategies):
     Args:
         dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 2 * ndim.
         num_heads (int): the attention's heads.
-        ndim (int, default 2): position axes (the backbone supplies it; 2 for images).
-        theta (float, default 100.0): base of the frequency ladder, > 0.
-        grid_size (Sequence[int] | None, default None): the training grid, ndim ints (supplied by the backbone),
-            needed by every strategy but ``none``.
+        ndim (int): position axes (the backbone supplies it; 2 for images). Defaults to 2.
+        theta (float): base of the frequency ladder, > 0. Defaults to 100.0.
+        grid_size (Sequence[int] | None): the training grid, ndim ints (supplied by the backbone),
+            needed by every strategy but ``none``. Defaults to None.
     """
 
     freqs: torch.Tensor  # buffer (d_a/2,)
@@ -160,10 +160,10 @@ class RoPEMixed(RotaryStrategies):
     Args:
         dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 4.
         num_heads (int): the attention's heads (each learns its own frequencies).
-        ndim (int, default 2): position axes; only 2 is accepted.
-        theta (float, default 10.0): base of the initial frequency magnitudes, > 0.
-        grid_size (Sequence[int] | None, default None): the training grid (supplied by the backbone), needed by
-            every strategy but ``none``.
+        ndim (int): position axes; only 2 is accepted. Defaults to 2.
+        theta (float): base of the initial frequency magnitudes, > 0. Defaults to 10.0.
+        grid_size (Sequence[int] | None): the training grid (supplied by the backbone), needed by
+            every strategy but ``none``. Defaults to None.
     """
 
     no_weight_decay_params = ('freqs',)

@@ -28,10 +28,11 @@ class BF16OptimWrapper(OptimWrapper):
     Args:
         optimizer (Optimizer): the optimizer (a config's ``optimizer=dict(...)``, which the optimizer wrapper
             constructor builds).
-        accumulative_counts (int, default 1): iterations whose gradients are accumulated before each update
-            (mmengine's ``OptimWrapper``).
-        clip_grad (dict | None, default None): gradient clipping, as mmengine's ``OptimWrapper``: e.g.
+        accumulative_counts (int): iterations whose gradients are accumulated before each update
+            (mmengine's ``OptimWrapper``). Defaults to 1.
+        clip_grad (dict | None): gradient clipping, as mmengine's ``OptimWrapper``: e.g.
             ``dict(max_norm=1.0)`` (``clip_grad_norm_``) or ``dict(type='value', clip_value=...)``; None: none.
+            Defaults to None.
     """
 
     cast_dtype = torch.bfloat16

@@ -64,9 +64,9 @@ class ClassCountHook(Hook):
     test data set names other classes (or the same in another order) than the train data set.
 
     Args:
-        allow_extra_outputs (bool, default False): accept more outputs than classes (never fewer). Off by default: the
+        allow_extra_outputs (bool): accept more outputs than classes (never fewer). Off by default: the
             extra logits are classes the data never shows, yet they take probability mass and can be predicted; it is
-            almost always a ``num_classes`` left from another config.
+            almost always a ``num_classes`` left from another config. Defaults to False.
 
     Data sets that do not say their classes (no ``metainfo['num_classes']`` or ``['classes']``) and models that are
     not vispe classifiers are not checked.

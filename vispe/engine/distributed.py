@@ -22,7 +22,7 @@ class CPUDistributedDataParallel(MMDistributedDataParallel):
 
     Args:
         module (nn.Module): the model to wrap (the Runner passes it).
-        device_ids (Any, default None): ignored: DDP is always given None, as CPU modules require.
+        device_ids (Any): ignored: DDP is always given None, as CPU modules require. Defaults to None.
         **kwargs (Any): passed to mmengine's ``MMDistributedDataParallel`` (and on to torch's
             ``DistributedDataParallel``, e.g. ``find_unused_parameters``).
     """

@@ -75,8 +75,8 @@ class AtomicCheckpointHook(CheckpointHook):
 
     Args:
         *args (Any): passed to mmengine's ``CheckpointHook`` (its first, ``interval``).
-        backend_args (dict | None, default None): the file backend checkpoints are written through; None: vispe's
-            atomic local backend (``{'backend': 'atomic_local'}``).
+        backend_args (dict | None): the file backend checkpoints are written through; None: vispe's
+            atomic local backend (``{'backend': 'atomic_local'}``). Defaults to None.
         **kwargs (Any): passed to mmengine's ``CheckpointHook`` (``interval``, ``by_epoch``, ``max_keep_ckpts``,
             ``save_best``, ...).
     """

@@ -16,11 +16,11 @@ class Accuracy(BaseMetric):
     """Top-1 accuracy in percent, from per-sample ``{'pred', 'label'}`` predictions; reported as 'accuracy/top1'.
 
     Args:
-        collect_device (str, default 'cpu'): where results of the ranks are gathered in distributed evaluation,
-            'cpu' or 'gpu' (mmengine's ``BaseMetric``).
-        prefix (str | None, default None): the metric names' prefix; None: 'accuracy'.
-        collect_dir (str | None, default None): folder for gathering results of the ranks when ``collect_device``
-            is 'cpu'; None: a temporary one.
+        collect_device (str): where results of the ranks are gathered in distributed evaluation,
+            'cpu' or 'gpu' (mmengine's ``BaseMetric``). Defaults to 'cpu'.
+        prefix (str | None): the metric names' prefix; None: 'accuracy'. Defaults to None.
+        collect_dir (str | None): folder for gathering results of the ranks when ``collect_device``
+            is 'cpu'; None: a temporary one. Defaults to None.
     """
 
     default_prefix = 'accuracy'
@@ -44,11 +44,11 @@ class DenoisingLoss(BaseMetric):
     last 10 values, so a val metric named '...loss' would show a running mean of past validations.
 
     Args:
-        collect_device (str, default 'cpu'): where results of the ranks are gathered in distributed evaluation,
-            'cpu' or 'gpu' (mmengine's ``BaseMetric``).
-        prefix (str | None, default None): the metric names' prefix; None: 'denoising'.
-        collect_dir (str | None, default None): folder for gathering results of the ranks when ``collect_device``
-            is 'cpu'; None: a temporary one.
+        collect_device (str): where results of the ranks are gathered in distributed evaluation,
+            'cpu' or 'gpu' (mmengine's ``BaseMetric``). Defaults to 'cpu'.
+        prefix (str | None): the metric names' prefix; None: 'denoising'. Defaults to None.
+        collect_dir (str | None): folder for gathering results of the ranks when ``collect_device``
+            is 'cpu'; None: a temporary one. Defaults to None.
     """
 
     default_prefix = 'denoising'
@@ -70,8 +70,8 @@ class Localization3D(BaseMetric):
     target ('loc3d/within', in percent).
 
     Args:
-        threshold (float, default 0.2): the distance, > 0 and in the data's unit, within which a prediction counts
-            for 'loc3d/within'.
+        threshold (float): the distance, > 0 and in the data's unit, within which a prediction counts
+            for 'loc3d/within'. Defaults to 0.2.
         **kwargs (Any): passed to mmengine's ``BaseMetric`` (``collect_device``, ``prefix``: None gives 'loc3d',
             ``collect_dir``).
     """

@@ -96,7 +96,7 @@ class ParamGroupsOptimWrapperConstructor:
     Args:
         optim_wrapper_cfg (dict): the config's ``optim_wrapper`` (the Runner passes it), which must hold
             ``optimizer=dict(type=..., lr=...)``; its other keys (``type``, ``clip_grad``, ...) build the wrapper.
-        paramwise_cfg (dict | None, default None): the keys listed above; None: none of them.
+        paramwise_cfg (dict | None): the keys listed above; None: none of them. Defaults to None.
     """
 
     def __init__(self, optim_wrapper_cfg: dict, paramwise_cfg: dict | None = None) -> None:

@@ -135,17 +135,17 @@ class DiffusionModel(BaseModel):
     Args:
         backbone (dict[str, Any]): config of a network ``net(x, t, y, crop=None)`` with a ``num_classes`` attribute (see
             module doc).
-        objective (str, default 'flow'): 'flow' (velocity, rectified flow) or 'ddpm' (eps, linear betas).
-        num_train_timesteps (int, default 1000): T; the backbone sees times in [0, T].
-        class_dropout (float, default 0.0): probability of replacing a training label by the null label, for
+        objective (str): 'flow' (velocity, rectified flow) or 'ddpm' (eps, linear betas). Defaults to 'flow'.
+        num_train_timesteps (int): T; the backbone sees times in [0, T]. Defaults to 1000.
+        class_dropout (float): probability of replacing a training label by the null label, for
             classifier-free guidance. 0 by default because vispe's DiT already does it (``class_dropout_prob=0.1``); do
-            not stack both.
-        val_seed (int, default 0): seed of the noise in ``mode='predict'`` / ``'tensor'``, whose times are stratified
-            over the batch, so held-out losses compare between checkpoints and resolutions.
-        data_preprocessor (dict | None, default None): mmengine data preprocessor config (default: move the batch to the
-            device).
-        init_cfg (dict | None, default None): mmengine weight-initialisation config (``BaseModule.init_cfg``); None:
-            the modules' own initialisation.
+            not stack both. Defaults to 0.0.
+        val_seed (int): seed of the noise in ``mode='predict'`` / ``'tensor'``, whose times are stratified
+            over the batch, so held-out losses compare between checkpoints and resolutions. Defaults to 0.
+        data_preprocessor (dict | None): mmengine data preprocessor config (default: move the batch to the
+            device). Defaults to None.
+        init_cfg (dict | None): mmengine weight-initialisation config (``BaseModule.init_cfg``); None:
+            the modules' own initialisation. Defaults to None.
 
     Batches are dicts ``{'inputs': (B, C, H, W) in [-1, 1], 'labels': (B,), 'crop': optional (B, 4)}``; without
     labels the model is unconditional (null class). ``mode='loss'`` returns ``{'loss': ...}``, ``mode='predict'`` one
