@@ -1,5 +1,5 @@
 """Token positions, computed once per forward pass by a backbone and handed to every encoding, and position
-samplers that replace them in training (``POSITION_SAMPLERS``: ``rpe2d``).
+samplers that replace them in training (``POSITION_SAMPLERS``: ``rpe2d``, ``fuzzy``).
 
 An encoding never guesses a grid from a token count: it reads ``Positions``.
 
@@ -259,6 +259,49 @@ class RPE2D:
             drawn = torch.stack([rows[:, :, None].expand(-1, h, w), cols[:, None, :].expand(-1, h, w)], dim=-1)
             coords[group.index.reshape(-1)] = drawn.reshape(-1, 2).to(coords.device)
         return dataclasses.replace(pos, coords=coords.reshape(pos.coords.shape), key=None, extent=self.max_grid)
+
+
+@POSITION_SAMPLERS.register_module(name='fuzzy')
+class FuzzyPositions:
+    """ViTAR's fuzzy positions (Fan et al. 2024, "ViTAR: Vision Transformer with Any Resolution"): in training, each
+    token's (row, col) grid coordinate gets an offset drawn uniformly from [-radius, radius) on each axis,
+    independently per token and per sample, so that it lands anywhere in its own cell (radius 1/2, ViTAR's);
+    evaluation (the backbone does not call a sampler then) uses the exact grid.
+
+    With ape_learned's ``grid_sample`` strategy the learned table is then read between its entries at the jittered
+    points (ViTAR's fuzzy positional encoding); coordinate encodings (ape_sincos, rope_*, lff) see the jittered
+    coordinates as they are. ape_learned's resampling strategies (bicubic, ...) read the grid, not the coordinates,
+    so with them this sampler leaves ape_learned unchanged.
+
+    Args:
+        radius (float): half-width of the uniform offset per axis, in cells, in (0, 0.5]. Defaults to 0.5.
+
+    ``__call__(pos, batch_size, generator=None)``: grid positions -> per-sample coords (B, N, 2) (row, col),
+    ``key=None`` (nothing may cache them); ``grid``, ``num_prefix``, ``extent`` and ``cameras`` are kept. In a mixed
+    batch (``pos.layout``) the patch tokens alone are jittered (prefix and padding keep coordinate 0). Cost: one
+    (B, N, 2) uniform draw per training step.
+    """
+
+    def __init__(self, radius: float = 0.5) -> None:
+        if isinstance(radius, bool) or not isinstance(radius, (int, float)) or not 0.0 < radius <= 0.5:
+            raise ValueError(
+                f"fuzzy needs a radius in (0, 0.5] cells (0.5: anywhere in the token's own cell), got {radius!r}"
+            )
+        self.radius = float(radius)
+
+    def __repr__(self) -> str:
+        return f'FuzzyPositions(radius={self.radius})'
+
+    def __call__(self, pos: Positions, batch_size: int, generator: torch.Generator | None = None) -> Positions:
+        if not pos.on_grid:
+            raise ValueError('fuzzy jitters the positions of a token grid, but these positions have no grid')
+        device = generator.device if generator is not None else pos.coords.device
+        shape = (batch_size, *pos.coords.shape[-2:])
+        offsets = (torch.rand(shape, generator=generator, device=device) * 2 - 1) * self.radius
+        offsets = offsets.to(pos.coords.device)
+        if pos.layout is not None:  # prefix and padding tokens carry no position: they keep 0
+            offsets = offsets * pos.layout.patch_mask(pos.coords.device)[..., None]
+        return dataclasses.replace(pos, coords=pos.coords.float() + offsets, key=None)
 
 
 PositionSampler = Callable[..., Positions]

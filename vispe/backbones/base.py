@@ -8,7 +8,7 @@ each block with the positions, each followed by the after_block hooks). The hook
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar, cast
 
 import torch
@@ -28,7 +28,14 @@ def backbone_encodings(ndim: int = 2, cameras: bool = False, hooks: frozenset[st
     """Names of the encodings a backbone accepts: those for ``ndim``-D positions, camera ones only with ``cameras``,
     and with ``hooks``, only those whose hooks are all among them."""
     names = list_encodings(ndim, cameras)
-    return names if hooks is None else [n for n in names if encoding_class(n).hooks() <= hooks]
+    return names if hooks is None else [n for n in names if required_hooks(n) <= hooks]
+
+
+def required_hooks(name: str) -> frozenset[str]:
+    """The hooks encoding ``name`` needs whatever its options: its class's, less those only an option switches on
+    (``Encoding.option_hooks``)."""
+    cls = encoding_class(name)
+    return cls.hooks() - cls.option_hooks
 
 
 def check_backbone_encoding(name: str, backbone: str, ndim: int, cameras: bool, hooks: frozenset[str] | None):
@@ -46,9 +53,10 @@ def check_backbone_encoding(name: str, backbone: str, ndim: int, cameras: bool, 
             f'{backbone}: encoding {name!r} needs cameras, which {backbone} does not have; choose one of {accepted}, '
             f"or use {name} in the multi-view transformer (dict(type='MultiViewTransformer', ...))"
         )
-    if hooks is not None and not cls.hooks() <= hooks:
+    if hooks is not None and not required_hooks(name) <= hooks:
         raise ValueError(
-            f'{backbone}: {name} needs the tokens to form one image grid (its {sorted(cls.hooks() - hooks)} hooks), '
+            f'{backbone}: {name} needs the tokens to form one image grid (its {sorted(required_hooks(name) - hooks)} '
+            'hooks), '
             f'which {backbone} does not have; choose one of {accepted}'
         )
 
@@ -110,11 +118,20 @@ def build_backbone_encodings(
         nn.ModuleDict({c['type']: build_encoding(c, layer_index=i, **context) for c in layer_cfgs})
         for i in range(depth)
     ]
+    for name, enc in model_level.items():
+        unsupported = cast(Encoding, enc).active_hooks() - hooks if hooks is not None else frozenset()
+        if unsupported:  # an option switched on a hook this backbone does not call (lape=True: attn_input)
+            raise ValueError(
+                f'{backbone}: {name} as configured uses the {sorted(unsupported)} hooks, which {backbone} does not '
+                f'call (its blocks take {sorted(hooks or ())}); drop the option that switches them on (lape=True '
+                'for attn_input), or use another backbone'
+            )
     return model_level, per_layer
 
 
 class PEBlock(Block):
-    """timm's pre-norm Block whose attention receives the positions."""
+    """timm's pre-norm Block whose attention receives the positions, and whose normalised attention input goes
+    through ``attn_input`` when the backbone passes one (the encodings' ``attn_input`` hook for this block)."""
 
     attn: Attention
 
@@ -126,8 +143,12 @@ class PEBlock(Block):
         pos: Positions | None = None,
         attn_mask: torch.Tensor | None = None,
         is_causal: bool = False,
+        attn_input: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), pos, attn_mask=attn_mask, is_causal=is_causal)))
+        h = self.norm1(x)
+        if attn_input is not None:  # the encodings' attn_input hook (LaPE), on the normalised input alone
+            h = attn_input(h)
+        x = x + self.drop_path1(self.ls1(self.attn(h, pos, attn_mask=attn_mask, is_causal=is_causal)))
         return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
 
 
@@ -277,13 +298,17 @@ class PEBackbone(EncodingHost):
     def run_block(self, i: int, x: torch.Tensor, pos: Positions, *block_args: Any) -> torch.Tensor:
         """Block ``i`` on the tokens ``x`` with the positions and ``block_args``, gradient-checkpointed when
         ``grad_checkpointing`` is set (in training, outside TorchScript), then the after_block hooks naming block
-        ``i``."""
+        ``i``. When an encoding uses the ``attn_input`` hook, the block also gets ``attn_input=`` that hook for block
+        ``i`` (a keyword: every vispe block takes it and applies it to its normalised attention input)."""
         block = self._blocks()[i]
+        stack = self.encoding_stack
+        hook = stack.attn_input_fn(i, pos)  # None unless an encoding uses attn_input (LaPE)
+        extra: dict[str, Any] = {} if hook is None else {'attn_input': hook}
         if self.grad_checkpointing and torch.is_grad_enabled() and not torch.jit.is_scripting():
-            x = checkpoint(block, x, pos, *block_args, use_reentrant=False)
+            x = checkpoint(block, x, pos, *block_args, use_reentrant=False, **extra)
         else:
-            x = block(x, pos, *block_args)
-        return self.encoding_stack.after_block(i, x, pos)
+            x = block(x, pos, *block_args, **extra)
+        return stack.after_block(i, x, pos)
 
     def run_blocks(self, x: torch.Tensor, pos: Positions, *block_args: Any) -> torch.Tensor:
         """Every block in order (``run_block``) on the tokens ``x``: (B, N, D) -> (B, N, D)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import torch
@@ -148,10 +148,19 @@ class DiTBlock(nn.Module):
         self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=GELUTanh)
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(dim, 6 * dim))
 
-    def forward(self, x: torch.Tensor, pos: Positions, c: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        pos: Positions,
+        c: torch.Tensor,
+        attn_input: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         # x (B, N, D), c (B, D) -> six (B, 1, D); the positions second, as every vispe block takes them
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.adaLN_modulation(c)[:, None].chunk(6, -1)
-        x = x + gate_msa * self.attn(modulate(self.norm1(x), shift_msa, scale_msa), pos)
+        h = modulate(self.norm1(x), shift_msa, scale_msa)
+        if attn_input is not None:  # the encodings' attn_input hook (LaPE): after the modulation, before attention
+            h = attn_input(h)
+        x = x + gate_msa * self.attn(h, pos)
         return x + gate_mlp * self.mlp(modulate(self.norm2(x), shift_mlp, scale_mlp))
 
 

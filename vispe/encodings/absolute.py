@@ -1,15 +1,18 @@
-"""Absolute baselines: a learned table (ViT / DeiT) and fixed 2D sin-cos (MAE / DiT)."""
+"""Absolute baselines: a learned table (ViT / DeiT) and fixed 2D sin-cos (MAE / DiT); LaPE, the per-layer way in
+for any absolute encoding (``LayerAdaptive``, the option ``lape=True``); and ViTAR's fuzzy table lookup
+(``sample_table``, ape_learned's ``grid_sample`` strategy, beside the ``fuzzy`` position sampler)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from timm.layers import resample_abs_pos_embed, trunc_normal_
 from torch import nn
 
 from vispe.encodings.base import Encoding, GridTableCache, check_positive
-from vispe.positions import Positions
+from vispe.positions import Positions, autocast_off, is_symbolic
 from vispe.registry import ENCODINGS
 
 
@@ -36,13 +39,110 @@ def grid_table(table: torch.Tensor, grid: list[int], train_grid: list[int], inte
     )
 
 
+def sample_table(table: torch.Tensor, grid: Sequence[int], u: torch.Tensor) -> torch.Tensor:
+    """Bilinear lookup of a (1, h*w, D) row-major ``table`` of an h x w ``grid`` at continuous (..., N, 2) (row, col)
+    cell coordinates ``u`` -> (..., N, D).
+
+    Entry (r, c) of the table sits at the integer point u = (r, c), and coordinates outside [0, h-1] x [0, w-1] are
+    clamped to the border: ``F.grid_sample(mode='bilinear', align_corners=True, padding_mode='border')`` over the
+    table as an image, written as four gathers so that an integer point returns its entry to the bit (grid_sample
+    normalises to [-1, 1] and back, and is off by ~1e-6 there) and gradients reach the table through the gathers.
+    The weights are float32 (under autocast too); the result is in the table's dtype.
+    """
+    h, w = int(grid[0]), int(grid[1])
+    flat = table[0]  # (h*w, D)
+    with autocast_off(u):
+        u = u.float()
+        r = u[..., 0].clamp(0, h - 1)
+        c = u[..., 1].clamp(0, w - 1)
+        r0, c0 = r.floor(), c.floor()
+        fr, fc = (r - r0)[..., None].to(flat.dtype), (c - c0)[..., None].to(flat.dtype)
+        r0i, c0i = r0.long(), c0.long()
+        r1i, c1i = (r0i + 1).clamp(max=h - 1), (c0i + 1).clamp(max=w - 1)
+        top = flat[r0i * w + c0i] * (1 - fc) + flat[r0i * w + c1i] * fc
+        bottom = flat[r1i * w + c0i] * (1 - fc) + flat[r1i * w + c1i] * fc
+        return top * (1 - fr) + bottom * fr
+
+
+class LayerAdaptive(Encoding):
+    """LaPE (Yu et al., ICCV 2023) as an option of an absolute encoding: ``lape=True``.
+
+    Without it the encoding adds its position table P (N, D) to the tokens once (``embed``). With it the tokens
+    enter the blocks without P, and block l's attention reads LN_l(x_l) + LN'_l(P): the block's own pre-norm of the
+    token stream, plus P through a LayerNorm of its own per layer (``lape_norms[l]``, the ``attn_input`` hook),
+    zero at prefix tokens (they carry no position). The residual stream x_l and the MLP branch never see P, and the
+    one table P is shared by every layer: what differs per layer is LN'_l's scale and shift. LN'_l starts as
+    LayerNorm does (weight 1, bias 0). In DiT's adaLN blocks LN_l(x_l) is the modulated norm.
+
+    A subclass gives its table as ``position_table(pos, dtype)``, (1 or B, N, D) over the non-prefix tokens; this
+    mixin supplies ``embed``, ``attn_input`` and ``active_hooks`` from it (``embed`` without LaPE, ``attn_input``
+    with it), and builds the norms with ``init_lape``.
+
+    Cost with LaPE: the table is computed once per block instead of once per forward (a view at the training grid
+    for ape_learned, a cached buffer for ape_sincos, lff's MLP per block), plus one (N, D) LayerNorm and add per
+    block: small against the block's attention and MLP.
+
+    Weight decay: the LayerNorms' weights and biases are 1-D, so the optimizers leave them undecayed by rule (as
+    LaPE trains them); nothing to declare.
+    """
+
+    option_hooks = frozenset({'attn_input'})
+    #: LaPE on: the table enters every block's attention input through its own LayerNorm, not the token stream
+    lape: bool = False
+
+    def init_lape(self, lape: bool, dim: int, depth: int | None) -> None:
+        """Switch LaPE on (``lape``): one LayerNorm of width ``dim`` per block, ``depth`` of them (the backbone's)."""
+        self.lape = bool(lape)
+        if not self.lape:
+            return
+        if depth is None or isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ValueError(
+                f'{self.registry_name()} with lape=True needs depth, the number of blocks (one LayerNorm each); a '
+                f'backbone supplies it, a standalone build passes depth=..., got depth={depth!r}'
+            )
+        self.lape_norms = nn.ModuleList(nn.LayerNorm(dim) for _ in range(depth))
+
+    def active_hooks(self) -> frozenset[str]:
+        return type(self).hooks() - ({'embed'} if self.lape else {'attn_input'})
+
+    def position_table(self, pos: Positions, dtype: torch.dtype) -> torch.Tensor:
+        """The table the encoding adds at the N non-prefix tokens, in ``dtype``: (N, D), (1, N, D) or (B, N, D)."""
+        raise NotImplementedError
+
+    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        return x + self.position_table(pos, x.dtype)
+
+    def attn_input(self, x: torch.Tensor, pos: Positions, i: int) -> torch.Tensor:
+        norm = cast(nn.LayerNorm, self.lape_norms[i])
+        term = norm(self.position_table(pos, norm.weight.dtype)).to(x.dtype)  # (1 or B, N, D)
+        if pos.layout is not None:  # a mixed batch: prefix and padding tokens sit inside the rows, and get nothing
+            return x + torch.where(pos.layout.patch_mask(x.device)[..., None], term, term.new_zeros(()))
+        p = pos.num_prefix
+        return torch.cat([x[:, :p], x[:, p:] + term], dim=1) if p else x + term
+
+    def extra_repr(self) -> str:
+        return f'lape={self.lape}'
+
+
 @ENCODINGS.register_module(name='ape_learned')
-class ApeLearned(Encoding):
+class ApeLearned(LayerAdaptive):
     """Learned absolute position table (Dosovitskiy et al., ICLR 2021; DeiT).
 
     A (1, h*w, D) table for the training grid, trunc-normal std 0.02, added to the patch tokens
     (prefix tokens carry no position). At another grid the table is resampled with ``strategy``
     (bicubic by default, as DeiT and timm do; bilinear and nearest selectable).
+
+    ``grid_sample`` (ViTAR's fuzzy positional encoding, Fan et al. 2024): the table is looked up bilinearly at each
+    token's coordinates (``sample_table``) instead of resampled as an image: a token at (row, col) of an h x w grid
+    reads the table at u = (coord + 1/2) * G / span - 1/2 per axis (G the table's grid, span the grid, or rpe2d's
+    extent), i.e. cell centres matched, clamped to the border. Trained with the ``fuzzy`` position sampler, which
+    jitters every token's coordinates uniformly within its cell, the table is read between its entries; evaluated
+    on the plain grid, it is read at the exact (rescaled) cell centres, and at the training grid it is the table
+    itself, bit for bit. Cost: the table itself at the training grid; elsewhere, or with sampled positions, four
+    (N, D) gathers and a weighted sum per forward (or per block with LaPE).
+
+    LaPE (``lape=True``, ``LayerAdaptive``): the table, resampled as above, enters every block's attention input
+    through that block's own LayerNorm instead of the tokens.
 
     Shapes: embed x (B, h*w, D) -> (B, h*w, D).
 
@@ -63,16 +163,23 @@ class ApeLearned(Encoding):
         grid_size (Sequence[int]): (h, w) of the table, the training grid in patches (the backbone
             supplies its patch grid; a config may set another, e.g. the grid of a pretrained table).
             Defaults to (14, 14).
+        lape (bool): LaPE: the table enters each block's attention input through a LayerNorm of its own per block,
+            instead of being added to the tokens once. Defaults to False.
+        depth (int | None): the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
+            Defaults to None.
     """
 
-    strategies = ('bicubic', 'bilinear', 'nearest')
+    strategies = ('bicubic', 'bilinear', 'nearest', 'grid_sample')
     no_weight_decay_params = ('pos_embed',)
     learned_pos_embed = True
 
-    def __init__(self, dim: int, grid_size: Sequence[int] = (14, 14)) -> None:
+    def __init__(
+        self, dim: int, grid_size: Sequence[int] = (14, 14), lape: bool = False, depth: int | None = None
+    ) -> None:
         super().__init__()
         self.grid_size: tuple[int, int] = (int(grid_size[0]), int(grid_size[1]))
         self.pos_embed = nn.Parameter(torch.zeros(1, self.grid_size[0] * self.grid_size[1], dim))
+        self.init_lape(lape, dim, depth)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -94,12 +201,30 @@ class ApeLearned(Encoding):
     def pos_embed_table(self) -> torch.Tensor:
         return self.pos_embed.data
 
-    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+    def position_table(self, pos: Positions, dtype: torch.dtype) -> torch.Tensor:
+        if self.strategy == 'grid_sample':
+            return self.sampled_table(pos).to(dtype)
         if pos.layout is not None:
-            return x + self.layout_table(pos).to(x.dtype)
+            return self.layout_table(pos).to(dtype)
         if pos.grid is None:
             raise ValueError('ape_learned needs the tokens to form a grid (positions with a grid)')
-        return x + self.table(pos.grid).to(x.dtype)
+        return self.table(pos.grid).to(dtype)
+
+    def sampled_table(self, pos: Positions) -> torch.Tensor:
+        """The ``grid_sample`` strategy: the table read at each token's coordinates, (1 or B, N, D) (the class
+        docstring has the mapping); the table itself for the plain training grid."""
+        if pos.layout is None and pos.grid is None:
+            raise ValueError('ape_learned needs the tokens to form a grid (positions with a grid)')
+        grid = pos.grid
+        if pos.key is not None and grid is not None and not is_symbolic(*grid) and tuple(grid) == self.grid_size:
+            return self.pos_embed  # the training grid's own integer positions: the entries themselves
+        coords = pos.coords
+        span = pos.span_tensor().clamp(min=1.0)  # (2,), or per token in a mixed batch (padding: no grid)
+        scale = torch.tensor(self.grid_size, dtype=torch.float32, device=coords.device) / span
+        table = sample_table(self.pos_embed, self.grid_size, (coords.float() + 0.5) * scale - 0.5)
+        if pos.layout is not None:  # prefix and padding tokens carry no position
+            table = torch.where(pos.layout.patch_mask(coords.device)[..., None], table, table.new_zeros(()))
+        return table if table.dim() == 3 else table[None]
 
     def layout_table(self, pos: Positions) -> torch.Tensor:
         """A mixed batch: (B, T, D), each token's entry of the table resampled to its own image's grid (zero on
@@ -133,7 +258,7 @@ def sincos_embed(coords: torch.Tensor, dim: int, temperature: float = 10000.0) -
 
 
 @ENCODINGS.register_module(name='ape_sincos')
-class ApeSincos(Encoding):
+class ApeSincos(LayerAdaptive):
     """Fixed 2D sin-cos absolute embedding (MAE, He et al. 2022; DiT, Peebles and Xie 2023).
 
     Computed from the coordinates on the fly, so any grid (and any sampled coordinates) works and
@@ -147,22 +272,30 @@ class ApeSincos(Encoding):
     script: its hook takes ``Positions`` (see VisionTransformerPE), and its table comes from a ``GridTableCache``, a
     Python dict keyed by tuples of sizes, devices and dtypes and filled by a lambda, neither of which TorchScript has.
 
+    LaPE (``lape=True``, ``LayerAdaptive``): the fixed table enters each block's attention input through a
+    LayerNorm of its own per block (DiT: after the block's adaLN modulation), instead of the tokens; its LayerNorms
+    are then the encoding's only parameters.
+
     Args:
         dim (int): model width D; must be divisible by 4 (two axes x sin/cos).
         temperature (float): base of the frequency ladder, > 0. Defaults to 10000.0.
+        lape (bool): LaPE: the table enters each block's attention input through a LayerNorm of its own per block,
+            instead of being added to the tokens once. Defaults to False.
+        depth (int | None): the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
+            Defaults to None.
     """
 
-    def __init__(self, dim: int, temperature: float = 10000.0) -> None:
+    def __init__(self, dim: int, temperature: float = 10000.0, lape: bool = False, depth: int | None = None) -> None:
         super().__init__()
         check_sincos_width(dim)
         check_positive('ape_sincos', temperature=temperature)
         self.dim = dim
         self.temperature = temperature
         self._cache = GridTableCache()
+        self.init_lape(lape, dim, depth)
 
-    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+    def position_table(self, pos: Positions, dtype: torch.dtype) -> torch.Tensor:
         # one table per (grid, prefix, device, dtype): a bf16 model does not cast the float32 table every forward
-        table = self._cache.get(
-            pos.cache_key(x.dtype), lambda: sincos_embed(pos.coords, self.dim, self.temperature).to(x.dtype)
+        return self._cache.get(
+            pos.cache_key(dtype), lambda: sincos_embed(pos.coords, self.dim, self.temperature).to(dtype)
         )
-        return x + table

@@ -5,6 +5,7 @@
 | hook | signature -> returns | called (by ``vispe.encodings.stack.EncodingStack``) |
 |---|---|---|
 | ``embed`` | ``(x, pos) -> x`` | once, by the backbone, on the (B, N, D) non-prefix tokens after tokenisation |
+| ``attn_input`` | ``(x, pos, i) -> x`` | by block ``i``, on its normalised (B, N_total, D) attention input |
 | ``rotate`` | ``(q, k, pos) -> (q, k)`` | in every attention, on (B, H, N_total, d) q and k, before SDPA |
 | ``transform_v`` | ``(v, pos) -> v`` | in every attention, on (B, H, N_total, d) v, after ``rotate`` |
 | ``logit_bias`` | ``(q, k, pos) -> (B or 1, H, N, N)`` | in every attention; the sum is SDPA's float ``attn_mask`` |
@@ -24,6 +25,13 @@ passes value terms the weights of those rows with ``rows=``.
 A ``logit_bias`` encoding with ``has_score_term`` also gives its bias as ``score_term(q, k, pos)``: a function of
 FlexAttention's (b, h, q_idx, kv_idx) that reads small tables, which the attention adds inside FlexAttention instead
 of materialising the (B, H, N, N) bias, where its kernel rule says so (``vispe.flex``).
+
+``attn_input`` (LaPE's way in, ``lape=True`` on the absolute encodings) is a model-level hook that reaches inside
+every block: ``PEBackbone.run_block`` hands block ``i`` the stack's ``attn_input`` for ``i`` as its ``attn_input``
+argument (only when some encoding uses it, so the other models' blocks and graphs are unchanged), and the block
+applies it to its normalised input just before the attention (``PEBlock``, ``DiTBlock``). A backbone whose blocks
+cannot take it leaves it out of its accepted hooks; an encoding that switches it on by an option is then refused
+at build, naming the option (``option_hooks``).
 
 Encodings implementing an attention hook are instantiated once per attention layer (their parameters are
 per-layer, under ``blocks.i.attn.pe``); the others once per model (under ``pe``).
@@ -61,6 +69,13 @@ HOOK_TABLE: dict[str, Hook] = {
     h.name: h
     for h in (
         Hook('embed', '(x, pos) -> x', 'backbone, once: the (B, N, D) non-prefix tokens after tokenisation', False),
+        Hook(
+            'attn_input',
+            '(x, pos, i) -> x',
+            "backbone, in every block i: the (B, N_total, D) attention input after the block's pre-norm (and DiT's "
+            'modulation), before the attention; the residual stream is left alone',
+            False,
+        ),
         Hook('rotate', '(q, k, pos) -> (q, k)', 'attention: (B, H, N, d) q and k before SDPA', True),
         Hook('transform_v', '(v, pos) -> v', 'attention: (B, H, N, d) v after rotate', True),
         Hook('logit_bias', '(q, k, pos) -> (B or 1, H, N, N)', "attention: summed into SDPA's attn_mask", True),
@@ -117,6 +132,10 @@ class Encoding(nn.Module):
     #: a ``logit_bias`` encoding that also gives its bias as a FlexAttention score term (``score_term``), so that the
     #: attention can add it inside the kernel instead of materialising (B, H, N, N) (``vispe.flex``)
     has_score_term: ClassVar[bool] = False
+    #: hooks the class implements only under an option (the absolute encodings' ``attn_input`` with ``lape=True``):
+    #: a backbone's acceptance check of the class leaves them out, and ``build_backbone_encodings`` refuses a built
+    #: instance whose ``active_hooks()`` use one the backbone does not call
+    option_hooks: ClassVar[frozenset[str]] = frozenset()
     #: the hooks the class overrides, found once when the class is created (``__init_subclass__``)
     _hooks: ClassVar[frozenset[str]] = frozenset()
 
@@ -210,6 +229,10 @@ class Encoding(nn.Module):
         raise NotImplementedError
 
     def after_block(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        raise NotImplementedError
+
+    def attn_input(self, x: torch.Tensor, pos: Positions, i: int) -> torch.Tensor:
+        """Block ``i``'s normalised attention input (B, N_total, D), prefix tokens first -> the same shape."""
         raise NotImplementedError
 
 

@@ -24,7 +24,8 @@ from typing import cast
 import torch
 from torch import nn
 
-from vispe.encodings.base import Encoding, GridTableCache, check_positive
+from vispe.encodings.absolute import LayerAdaptive
+from vispe.encodings.base import GridTableCache, check_positive
 from vispe.positions import Positions, autocast_off, is_symbolic
 from vispe.registry import ENCODINGS
 
@@ -51,7 +52,7 @@ def normalize_positions(pos: Positions) -> torch.Tensor:
 
 
 @ENCODINGS.register_module(name='lff')
-class LFF(Encoding):
+class LFF(LayerAdaptive):
     """Learnable Fourier features + MLP, added to the patch tokens (prefix tokens carry no position).
 
     Args:
@@ -66,6 +67,10 @@ class LFF(Encoding):
             normalised, (coord + 0.5) / size, into [0, 1] (resolution-independent; then pick gamma near 10 / the
             training grid's size, since with gamma = 10 the features barely vary over [0, 1]). False: points too stay in
             the data's unit. Defaults to None.
+        lape (bool): LaPE: the MLP's output enters each block's attention input through a LayerNorm of its own per
+            block, instead of being added to the tokens once. Defaults to False.
+        depth (int | None): the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
+            Defaults to None.
 
     The Fourier features are computed in float32 even under autocast; the MLP follows
     autocast. Shared positions (N, M) give one (N, D) table broadcast over the batch.
@@ -75,6 +80,10 @@ class LFF(Encoding):
     are ordinary linear weights and are decayed.
 
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
+
+    LaPE (``lape=True``, ``vispe.encodings.absolute.LayerAdaptive``): the MLP's output enters each block's attention
+    input through a LayerNorm of its own per block, instead of the tokens; the features and the MLP then run once
+    per block (cost: depth times the MLP on (N, F), still small against a block).
 
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
     script: its hook takes ``Positions`` (see VisionTransformerPE), and its positions come from a ``GridTableCache`` (a
@@ -94,6 +103,8 @@ class LFF(Encoding):
         hidden_dim: int = 32,
         gamma: float = 10.0,
         normalize: bool | None = None,
+        lape: bool = False,
+        depth: int | None = None,
     ) -> None:
         super().__init__()
         num_features = dim if num_features is None else num_features
@@ -110,6 +121,7 @@ class LFF(Encoding):
         self.register_buffer('position_unit', torch.tensor(UNIT_CODES[self.normalize]))
         self.mlp = nn.Sequential(nn.Linear(num_features, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
         self._cache = GridTableCache()
+        self.init_lape(lape, dim, depth)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -151,17 +163,17 @@ class LFF(Encoding):
             angles = p.float() @ self.freqs.weight.float().t()
             return torch.cat([angles.cos(), angles.sin()], dim=-1) * (1.0 / math.sqrt(self.num_features))
 
-    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+    def position_table(self, pos: Positions, dtype: torch.dtype) -> torch.Tensor:
         if not is_symbolic(pos.ndim) and pos.ndim != self.ndim:  # a traced (FX) model has no ndim to compare
             raise ValueError(
                 f'lff was built for {self.ndim}D positions but got {pos.ndim}D; build it with ndim={pos.ndim}'
             )
         p = self._cache.get(pos.cache_key(), lambda: self.positions(pos))
         features = self.features(p)  # float32 under autocast; cast to the MLP's dtype for a model cast to bf16
-        return x + self.mlp(features.to(cast(nn.Linear, self.mlp[0]).weight.dtype)).to(x.dtype)
+        return self.mlp(features.to(cast(nn.Linear, self.mlp[0]).weight.dtype)).to(dtype)
 
     def extra_repr(self) -> str:
-        return f'num_features={self.num_features}, gamma={self.gamma}, normalize={self.normalize}'
+        return f'num_features={self.num_features}, gamma={self.gamma}, normalize={self.normalize}, lape={self.lape}'
 
 
 __all__ = ['LFF', 'normalize_positions']

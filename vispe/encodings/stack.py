@@ -64,6 +64,19 @@ class EncodingStack:
                 x = enc.after_block(x, pos)
         return x
 
+    def attn_input(self, i: int, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        """Every ``attn_input`` hook on block ``i``'s normalised (B, N_total, D) attention input, in order."""
+        for enc in self.with_hook('attn_input'):
+            x = enc.attn_input(x, pos, i)
+        return x
+
+    def attn_input_fn(self, i: int, pos: Positions) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """What block ``i`` takes as its ``attn_input`` argument: ``x -> attn_input(i, x, pos)``, or None when no
+        encoding uses the hook (the block then runs as it always did)."""
+        if not self.with_hook('attn_input'):
+            return None
+        return lambda x: self.attn_input(i, x, pos)
+
     # --- attention phases, in call order ------------------------------------------------------------------------------
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         for enc in self.with_hook('rotate'):
