@@ -174,3 +174,31 @@ def test_runner_trains_compiled(family: str, tmp_path) -> None:
     losses = runner.message_hub.get_scalar('train/loss').data[0]
     assert len(losses) and torch.isfinite(torch.as_tensor(losses)).all()
     assert changed_keys(init, runner.model.state_dict())
+
+
+@pytest.mark.parametrize(
+    'config',
+    [
+        dict(type='ape_learned', lape=True),
+        dict(type='ape_sincos', lape=True),
+        dict(type='lff', lape=True),
+        dict(type='ape_learned', strategy='grid_sample'),
+    ],
+    ids=['ape_learned-lape', 'ape_sincos-lape', 'lff-lape', 'ape_learned-grid_sample-fuzzy'],
+)
+def test_lape_and_fuzzy_compile_as_one_graph_that_matches_eager(config) -> None:
+    """LaPE's per-block attn_input hook and ape_learned's grid_sample lookup under the fuzzy sampler (training): one
+    graph for two steps (no break at the hook, no recompile per block or per draw), equal to eager."""
+    model, inputs = model_and_inputs(config)
+    if config.get('strategy') == 'grid_sample':
+        model.position_sampler = vispe.positions.build_position_sampler(dict(type='fuzzy'))
+    model.train()
+    dynamo.reset()
+    counters.clear()
+    check = GraphCheck()
+    compiled = torch.compile(model, backend=check)
+    for seed in (0, 1):
+        eager = train_step(model, inputs, seed)
+        assert_same_step(eager, train_step(compiled, inputs, seed), tol=1e-4)
+    assert check.graphs == 1, f'{config}: {check.graphs} graphs (graph breaks or recompilations)'
+    assert not counters['graph_break'], f'{config}: graph breaks: {dict(counters["graph_break"])}'
