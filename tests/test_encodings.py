@@ -207,6 +207,10 @@ class _EveryHook(vispe.Encoding):
         self.calls.append('after_block')
         return x * 3
 
+    def attn_input(self, x, pos, i):
+        self.calls.append(('attn_input', i))
+        return x + 10 * (i + 1)
+
 
 @pytest.mark.parametrize('weighted', [False, True])
 def test_stack_dispatches_every_declared_hook(weighted):
@@ -231,6 +235,10 @@ def test_stack_dispatches_every_declared_hook(weighted):
     assert torch.equal(stack.embed(x, pos), x + 1) and torch.equal(stack.after_block(0, x + 1, pos), x + 3)
     assert torch.equal(stack.after_block(1, x, pos), x), 'after_block ran after a block its blocks do not name'
     assert enc.calls == ['embed', 'after_block']
+    enc.calls.clear()
+    assert torch.equal(stack.attn_input(1, x, pos), x + 20) and torch.equal(stack.attn_input_fn(0, pos)(x), x + 10)
+    assert enc.calls == [('attn_input', 1), ('attn_input', 0)]
+    assert EncodingStack(nn.ModuleDict()).attn_input_fn(0, pos) is None  # no encoding with the hook: nothing passed
     with pytest.raises(ValueError, match="'transform_k' is not an encoding hook"):
         stack.with_hook('transform_k')
 
