@@ -50,6 +50,8 @@ DECLARED = {
     'rope3d': {'freqs'},  # mixed mode; in axial mode freqs is a buffer
     'rope_axial': set(),
     'rope_mixed': {'freqs'},  # RoPE-ViT's reference
+    'string_cayley': {'A', 'freqs'},  # the Cayley generator (decay would pull P to I) and rope_mixed's frequencies
+    'string_circulant': {'coeffs'},  # the frequencies in the circulant basis
 }
 #: the backbones' own no-decay parameters, where present
 TOKENS = {'cls_token', 'reg_token', 'pos_embed'}

@@ -47,7 +47,7 @@ from vispe.encodings.block_rotations import transform_heads
 from vispe.encodings.points import RoPE3D
 from vispe.encodings.rotary import axial_frequencies
 from vispe.kernels.rotary import rotary_table, rotate_qk
-from vispe.positions import Positions, autocast_off
+from vispe.positions import Positions, autocast_off, is_symbolic
 from vispe.registry import ENCODINGS
 
 PREFIX_MODES = ('none', 'centroid')
@@ -111,7 +111,7 @@ class StringRoPE(Encoding):
         """(..., N, ndim) -> (..., H or 1, N, d/2) float32: sum_i coord_i * freqs[i], without a matmul (autocast and
         TF32 leave it alone)."""
         freqs = self.frequencies()
-        if coords.shape[-1] != freqs.shape[0]:
+        if not is_symbolic(coords.shape[-1]) and coords.shape[-1] != freqs.shape[0]:  # FX: no branch on a Proxy
             raise ValueError(
                 f'{self.registry_name()} was built for {freqs.shape[0]}D positions but got {coords.shape[-1]}D; '
                 f'build it with ndim={coords.shape[-1]}'
@@ -184,25 +184,6 @@ class STRING(StringRoPE):
         return f'frequencies={self.mode}, theta={self.theta:g}, freq_scale={self.freq_scale:g}, prefix={self.prefix}'
 
 
-_VARIANT_DOC = """
-    Args:
-        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by {div} (by 2 * ndim with
-            ``frequencies='axial'``).
-        num_heads (int): the attention's heads (each has its own {own}).
-        ndim (int): position axes: 2 (images, supplied by the backbone) or 3 (points). Defaults to 2.
-        frequencies (str): the RoPE underneath: 'mixed' (learned frequency vectors per layer and head, rope_mixed's
-            init in 2D, rope3d mixed's in 3D) or 'axial' (rope_axial's / rope3d axial's fixed ladder). Defaults to
-            'mixed'.
-        theta (float | None): frequency base (None: 10 for 'mixed', 100 for 'axial', as rope_mixed / rope_axial).
-            Defaults to None.
-        freq_scale (float | None): multiplies every initial frequency (None: 1 for images, whose positions count
-            tokens; 8 rad per unit for points, rope3d's). Defaults to None.
-        prefix (str | None): prefix tokens 'none' (unrotated) or 'centroid' (at their sample's mean position; a
-            translated point cloud then gives the same logits, cls rows included). None: 'none' for images,
-            'centroid' for points. Defaults to None.
-"""
-
-
 @ENCODINGS.register_module(name='string_cayley')
 class CayleySTRING(STRING):
     """Cayley-STRING: R(x) = P RoPE(x) P^T with P = (I - S)(I + S)^-1, S = A - A^T learned per layer and head.
@@ -220,7 +201,27 @@ class CayleySTRING(STRING):
     (B*N, d) x (d, d) matmul on q and one on k before the rotary kernel (on CUDA one (B*N, C) x (C, C) GEMM each).
     CPU: see the README's benchmark table (ViT-S/16 224, batch 8, float32). GPU: not measured. After
     ``fold_string``: rope_mixed's cost.
-    """ + _VARIANT_DOC.format(div=4, own='skew generator A (d x d) and frequencies')
+
+    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE; tested); its Python code does
+    not script: its hook takes ``Positions`` (see VisionTransformerPE) and its float32 sections run in
+    ``autocast_off``, a context TorchScript's ``with`` refuses.
+
+    Args:
+        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 4 (by 2 * ndim with
+            ``frequencies='axial'``).
+        num_heads (int): the attention's heads (each has its own skew generator A (d x d) and frequencies).
+        ndim (int): position axes: 2 (images, supplied by the backbone) or 3 (points). Defaults to 2.
+        frequencies (str): the RoPE underneath: 'mixed' (learned frequency vectors per layer and head, rope_mixed's
+            init in 2D, rope3d mixed's in 3D) or 'axial' (rope_axial's / rope3d axial's fixed ladder). Defaults to
+            'mixed'.
+        theta (float | None): frequency base (None: 10 for 'mixed', 100 for 'axial', as rope_mixed / rope_axial).
+            Defaults to None.
+        freq_scale (float | None): multiplies every initial frequency (None: 1 for images, whose positions count
+            tokens; 8 rad per unit for points, rope3d's). Defaults to None.
+        prefix (str | None): prefix tokens 'none' (unrotated) or 'centroid' (at their sample's mean position; a
+            translated point cloud then gives the same logits, cls rows included). None: 'none' for images,
+            'centroid' for points. Defaults to None.
+    """
 
     no_weight_decay_params = ('A', 'freqs')
 
@@ -268,7 +269,27 @@ class CirculantSTRING(STRING):
     (d/2, d) sine matrix and the (H, N, d/2) table per forward pass and layer, then the fused rotary kernel. The
     paper's FFT form, O(d log d) per token, is left out for the GEMM (no complex dtype). CPU: see the README's
     benchmark table. GPU: not measured. After ``fold_string``: rope_mixed's cost.
-    """ + _VARIANT_DOC.format(div=4, own='circulant coefficients')
+
+    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE; tested); its Python code does
+    not script: its hook takes ``Positions`` (see VisionTransformerPE) and its float32 sections run in
+    ``autocast_off``, a context TorchScript's ``with`` refuses.
+
+    Args:
+        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 4 (by 2 * ndim with
+            ``frequencies='axial'``).
+        num_heads (int): the attention's heads (each has its own circulant coefficients).
+        ndim (int): position axes: 2 (images, supplied by the backbone) or 3 (points). Defaults to 2.
+        frequencies (str): the RoPE underneath: 'mixed' (learned frequency vectors per layer and head, rope_mixed's
+            init in 2D, rope3d mixed's in 3D) or 'axial' (rope_axial's / rope3d axial's fixed ladder). Defaults to
+            'mixed'.
+        theta (float | None): frequency base (None: 10 for 'mixed', 100 for 'axial', as rope_mixed / rope_axial).
+            Defaults to None.
+        freq_scale (float | None): multiplies every initial frequency (None: 1 for images, whose positions count
+            tokens; 8 rad per unit for points, rope3d's). Defaults to None.
+        prefix (str | None): prefix tokens 'none' (unrotated) or 'centroid' (at their sample's mean position; a
+            translated point cloud then gives the same logits, cls rows included). None: 'none' for images,
+            'centroid' for points. Defaults to None.
+    """
 
     no_weight_decay_params = ('coeffs',)
     coeffs: torch.Tensor  # parameter ('mixed') or buffer ('axial'), (ndim, H or 1, d)
