@@ -39,8 +39,9 @@ POINT = vispe.list_encodings(ndim=3)
 CAMERA = sorted(set(vispe.list_encodings(ndim=2, cameras=True)) - set(IMAGE))
 GRID_ROTARY = ['rope_axial', 'rope_mixed', 'harope', 'rope_dinov3']
 COMROPE = ['comrope_ap', 'comrope_ld']
+STRING = ['string_cayley', 'string_circulant']
 #: every encoding with a rotate hook, and the test below that checks its relative property
-RELATIVE_TESTED = {*GRID_ROTARY, *COMROPE, 'rope3d', 'gta'}
+RELATIVE_TESTED = {*GRID_ROTARY, *COMROPE, *STRING, 'rope3d', 'gta'}
 
 MAX_GRID = 40  # grids from 1x1 to MAX_GRID x MAX_GRID tokens
 
@@ -92,6 +93,13 @@ def encoding_options(name: str) -> st.SearchStrategy:
                 'prefix': st.sampled_from(['centroid', 'none']),
                 'freq_scale': st.sampled_from([0.5, 4.0, 8.0, 16.0]),
             }
+        ),
+        **dict.fromkeys(
+            STRING,
+            st.fixed_dictionaries(
+                {'frequencies': st.sampled_from(['mixed', 'axial'])},
+                optional={'prefix': st.sampled_from(['none', 'centroid'])},
+            ),
         ),
         'plucker': st.fixed_dictionaries({'patchify': st.booleans(), 'relative': st.booleans()}),
         'petr': st.fixed_dictionaries(
@@ -515,6 +523,53 @@ def test_comrope_logits_depend_only_on_offsets_on_a_fixed_grid(name: str, data) 
     assert torch.equal(q2[..., :num_prefix, :], q[..., :num_prefix, :]), f'{name}: a prefix token was rotated'
     torch.testing.assert_close(
         q2.float().norm(dim=-1), q.float().norm(dim=-1), atol=1e-4, rtol=EPS[dtype], msg=lambda m: f'{name}: {m}'
+    )
+
+
+@pytest.mark.parametrize('name', STRING)
+@fuzz(40)
+@given(data=st.data())
+def test_string_logits_depend_only_on_offsets(name: str, data) -> None:
+    """STRING (Cayley, Circulant) in a trained-looking state, on an image grid or a 3D cloud: any shift of the
+    positions leaves the patch logits as they are (every logit with the centroid prefix), prefix-prefix logits are
+    q . k (P is orthogonal and RoPE leaves them unrotated) and norms are kept."""
+    ndim = data.draw(st.sampled_from([2, 3]), label='ndim')
+    batch, heads = data.draw(st.integers(1, 2), label='batch'), data.draw(st.integers(1, 3), label='heads')
+    head_dim = data.draw(st.sampled_from([4, 8, 16, 32] if ndim == 2 else [6, 12, 24]), label='head dim')
+    num_prefix = data.draw(st.integers(0, 2), label='prefix tokens')
+    options = data.draw(encoding_options(name), label='options')
+    dtype = data.draw(qk_dtypes, label='q/k dtype')
+    torch.manual_seed(data.draw(seeds, label='seed'))
+    enc = vispe.build_encoding({'type': name, **options}, dim=heads * head_dim, num_heads=heads, ndim=ndim)
+    randomize(enc, 0.3)
+    if ndim == 2:
+        h, w = data.draw(grids, label='grid')
+        pos = image_positions(data, h, w, num_prefix, batch)
+        moved = shifted(pos, data.draw(shifts(2), label='shift'))
+    else:
+        pos = Positions(torch.randn(batch, data.draw(st.integers(1, 100), label='points'), 3), num_prefix=num_prefix)
+        moved = Positions(pos.coords + torch.randn(3) * 5, num_prefix=num_prefix)
+    n = num_prefix + pos.coords.shape[-2]
+    q, k = torch.randn(batch, heads, n, head_dim).to(dtype), torch.randn(batch, heads, n, head_dim).to(dtype)
+
+    q2, k2 = enc.rotate(q, k, pos)
+    q3, k3 = enc.rotate(q, k, moved)
+    assert q2.dtype == dtype and q2.shape == q.shape, f'{name}: rotate gave {q2.dtype} {tuple(q2.shape)}'
+    skip = 0 if enc.prefix == 'centroid' else num_prefix
+    assert_logits_match(name, patch_logits(q3, k3, skip), patch_logits(q2, k2, skip), q2, k2, dtype, 'logits')
+    if enc.prefix == 'none' and num_prefix:
+        want = q[..., :num_prefix, :].float() @ k[..., :num_prefix, :].float().transpose(-1, -2)
+        assert_logits_match(
+            name,
+            patch_logits(q2[..., :num_prefix, :], k2[..., :num_prefix, :], 0),
+            want,
+            q2,
+            k2,
+            dtype,
+            'prefix-prefix logits',
+        )
+    torch.testing.assert_close(
+        q2.float().norm(dim=-1), q.float().norm(dim=-1), atol=1e-4, rtol=EPS[dtype] * 2, msg=lambda m: f'{name}: {m}'
     )
 
 

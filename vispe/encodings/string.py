@@ -320,10 +320,10 @@ class CirculantSTRING(STRING):
 
     def frequencies(self) -> torch.Tensor:
         """f = 2 c S^T, (ndim, H or 1, d/2) float32: each pair's rate per axis (pair 0 always 0)."""
-        return 2.0 * (self.coeffs.float() @ self.sines.transpose(0, 1))
+        return 2.0 * (self.coeffs.float() @ self.sines.float().transpose(0, 1))
 
     def basis(self) -> torch.Tensor:
-        return self.fourier[None]
+        return self.fourier.float()[None]
 
     def generators(self) -> torch.Tensor:
         """The dense skew circulants L_i = C_i - C_i^T, (ndim, H or 1, d, d) float32 (for tests and analysis):
