@@ -18,6 +18,8 @@ TARGET_ORDER = (
     'harope',
     'comrope_ap',
     'comrope_ld',
+    'string_cayley',
+    'string_circulant',
     'irpe',
     'alibi2d',
     'lepe',
