@@ -194,12 +194,13 @@ class CayleySTRING(STRING):
     rotated by the fused rotary kernel. No resolution strategies: positions simply extend, as rope3d's.
 
     Weight decay: none on ``A`` and ``freqs``. ``freqs`` as rope_mixed's (decay pulls frequencies toward no
-    rotation); A because decay is no part of the method (the paper adds no such prior) and it would pull every head
-    back toward plain RoPE.
+    rotation); A because the paper's text, as read here, states no decay on S, and decay would be a prior pulling
+    every head back toward plain RoPE that the method does not ask for.
 
     Cost: the solve and the (H, N, d/2) table per forward pass and layer, never per sample; then per head one
     (B*N, d) x (d, d) matmul on q and one on k before the rotary kernel (on CUDA one (B*N, C) x (C, C) GEMM each).
-    CPU: see the README's benchmark table (ViT-S/16 224, batch 8, float32). GPU: not measured. After
+    CPU: 1.13x ape_learned (ViT-S/16 224, batch 8, float32, one thread, median of 6; a noisy machine, load 6 on 2
+    cores: 1.08x by the minima, rope_axial 0.94x / 1.06x in the same run). GPU: not measured. After
     ``fold_string``: rope_mixed's cost.
 
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE; tested); its Python code does
@@ -207,8 +208,8 @@ class CayleySTRING(STRING):
     ``autocast_off``, a context TorchScript's ``with`` refuses.
 
     Args:
-        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 4 (by 2 * ndim with
-            ``frequencies='axial'``).
+        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 4 for images and be at
+            least 6 for points (rope3d's rule: pairs beyond a multiple of 2 * ndim start unrotated).
         num_heads (int): the attention's heads (each has its own skew generator A (d x d) and frequencies).
         ndim (int): position axes: 2 (images, supplied by the backbone) or 3 (points). Defaults to 2.
         frequencies (str): the RoPE underneath: 'mixed' (learned frequency vectors per layer and head, rope_mixed's
@@ -267,16 +268,17 @@ class CirculantSTRING(STRING):
 
     Cost: F q and F k as one (B*N, d) x (d, d) matmul per head (F is a fixed buffer), the (ndim, H, d/2) rates from a
     (d/2, d) sine matrix and the (H, N, d/2) table per forward pass and layer, then the fused rotary kernel. The
-    paper's FFT form, O(d log d) per token, is left out for the GEMM (no complex dtype). CPU: see the README's
-    benchmark table. GPU: not measured. After ``fold_string``: rope_mixed's cost.
+    paper's FFT form, O(d log d) per token, is left out for the GEMM (no complex dtype). CPU: 1.15x ape_learned
+    (ViT-S/16 224, batch 8, float32, one thread, median of 6; noisy, as Cayley's run: 1.05x by the minima). GPU: not
+    measured. After ``fold_string``: rope_mixed's cost.
 
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE; tested); its Python code does
     not script: its hook takes ``Positions`` (see VisionTransformerPE) and its float32 sections run in
     ``autocast_off``, a context TorchScript's ``with`` refuses.
 
     Args:
-        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 4 (by 2 * ndim with
-            ``frequencies='axial'``).
+        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 4 for images and be at
+            least 6 for points (rope3d's rule: pairs beyond a multiple of 2 * ndim start unrotated).
         num_heads (int): the attention's heads (each has its own circulant coefficients).
         ndim (int): position axes: 2 (images, supplied by the backbone) or 3 (points). Defaults to 2.
         frequencies (str): the RoPE underneath: 'mixed' (learned frequency vectors per layer and head, rope_mixed's
