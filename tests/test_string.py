@@ -177,3 +177,18 @@ def test_bad_options_are_refused() -> None:
         build('string_circulant', prefix='cls')
     with pytest.raises(ValueError, match='an even head dim'):
         vispe.build_encoding('string_circulant', dim=15, num_heads=3)
+
+
+def test_cayley_generator_gets_a_gradient_at_init() -> None:
+    """At A = 0 the encoding is RoPE, but the Cayley transform's differential there is -2 dS, so training moves P."""
+    enc = build('string_cayley')
+    pos = grid_positions(3, 4)
+    q, k = torch.randn(1, 3, 12, 16), torch.randn(1, 3, 12, 16)
+    logits(enc, q, k, pos).square().sum().backward()
+    assert enc.A.grad is not None and enc.A.grad.abs().amax() > 0
+
+
+def test_fold_refuses_a_qk_norm(tiny_vit_kwargs) -> None:
+    model = vispe.create_model('vit_small_patch16_224', encoding='string_cayley', qk_norm=True, **tiny_vit_kwargs)
+    with pytest.raises(ValueError, match='q/k norm'):
+        fold_string(model)
