@@ -93,7 +93,7 @@ def test_every_encoding_compiles_as_one_graph_that_matches_eager(name: str) -> N
     assert not check.complex_nodes, f'{name}: complex values in the compiled graph: {check.complex_nodes[:3]}'
 
 
-@pytest.mark.parametrize('name', ['rope_mixed', 'irpe', 'comrope_ap', 'harope', 'string_cayley'])
+@pytest.mark.parametrize('name', ['rope_mixed', 'irpe', 'comrope_ap', 'harope', 'string_cayley', 'liere'])
 def test_inductor_cpu_compiles_once_and_matches_eager(name: str) -> None:
     """Inductor's CPU backend on the rotation that used to be complex (rope_mixed), iRPE (recompiled per block before
     its tables stopped being cached under compile) and the learned rotations: one graph for two steps, and the

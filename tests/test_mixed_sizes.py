@@ -51,10 +51,10 @@ def test_an_image_in_a_mixed_batch_gives_what_it_gives_alone(encoding, mode):
 
 
 @pytest.mark.parametrize('block_size', [2, 8])
-@pytest.mark.parametrize('encoding', ['comrope_ap', 'comrope_ld'])
+@pytest.mark.parametrize('encoding', ['comrope_ap', 'comrope_ld', 'liere'])
 def test_comrope_blocks_of_every_size_rotate_each_image_by_its_own_grid(encoding, block_size):
-    # a mixed batch computes ComRoPE's rotations once per grid cell and gathers them per token (block size 4 is in
-    # the registry-wide tests above; 2 and 8 take their own branches)
+    # a mixed batch computes ComRoPE's (and LieRE's) rotations once per grid cell and gathers them per token (block
+    # size 4, LieRE's 8, are in the registry-wide tests above; 2 and 8 take their own branches)
     model = model_for(dict(type=encoding, block_size=block_size), 'pack')
     batch = images()
     with torch.no_grad():

@@ -12,6 +12,7 @@ from vispe.encodings import (  # noqa: F401  (fill the registry)
     harope,
     irpe,
     lepe,
+    liere,
     petr,
     points,
     rope,
