@@ -43,6 +43,7 @@ DECLARED = {
     'irpe': set(),  # the reference decays its tables
     'lepe': set(),
     'lff': {'freqs.weight'},
+    'liere': {'generators'},  # the reference trains with Adam, no weight decay at all
     'peg': set(),
     'petr': set(),
     'plucker': set(),

@@ -53,8 +53,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vispe.encodings import block_rotations
 from vispe.encodings.base import Encoding, check_heads
-from vispe.encodings.block_rotations import apply_blocks, expm
 from vispe.encodings.rotary import rotate_by_rows, train_grid_from
 from vispe.kernels.rotary import rotary_table, rotate_qk
 from vispe.positions import Positions, autocast_off
@@ -71,6 +71,10 @@ class LieRE(Encoding):
     on GPU: not measured.
 
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
+
+    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE; ``expm`` is a leaf there); its
+    Python code does not script: its hook takes ``Positions`` (see VisionTransformerPE), and its float32 sections run
+    in ``autocast_off``, a context TorchScript's ``with`` refuses.
 
     Args:
         dim (int): model width D; the head dim ``dim // num_heads`` must divide by ``block_size``.
@@ -110,7 +114,7 @@ class LieRE(Encoding):
             raise ValueError(f'liere: init_scale must be > 0, got {init_scale}')
         self.num_heads, self.head_dim, self.ndim = num_heads, head_dim, ndim
         self.block_size, self.num_blocks, self.init_scale = block_size, head_dim // block_size, init_scale
-        self.train_grid = train_grid_from(grid_size, ndim)
+        self.train_grid = train_grid_from(grid_size or None, ndim)  # () from point backbones: no grid
         rows, cols = torch.triu_indices(block_size, block_size, 1)
         self.register_buffer('upper', rows * block_size + cols, persistent=False)
         train = torch.tensor(self.train_grid if self.train_grid else [], dtype=torch.float32)
@@ -126,7 +130,8 @@ class LieRE(Encoding):
     def skew_generators(self) -> torch.Tensor:
         """The blocks of A_a: (ndim, H, J, b, b) float32, A = U - U^T with U strictly upper triangular."""
         w, b = self.generators.float(), self.block_size
-        upper = w.new_zeros(*w.shape[:-1], b * b).index_copy(-1, self.upper, w).unflatten(-1, (b, b))
+        shape = (self.ndim, self.num_heads, self.num_blocks, b * b)  # constants, not w.shape: FX traces w as a Proxy
+        upper = w.new_zeros(shape).index_copy(-1, self.upper, w).unflatten(-1, (b, b))
         return upper - upper.transpose(-1, -2)
 
     def scale_grid(self, coords: torch.Tensor, span: torch.Tensor) -> torch.Tensor:
@@ -147,12 +152,18 @@ class LieRE(Encoding):
         x = F.pad(x.float(), [0, 0, num_prefix, 0]) if num_prefix else x.float()
         gen = self.skew_generators()  # (ndim, H, J, b, b)
         out = x @ gen.flatten(1)  # (..., N, H J b b)
-        return out.unflatten(-1, gen.shape[1:]).movedim(-5, -4)
+        # contiguous: compiled matrix_exp on the moved (strided) view fails in a view of its decomposition
+        return (
+            out.unflatten(-1, (self.num_heads, self.num_blocks, self.block_size, self.block_size))
+            .movedim(-5, -4)
+            .contiguous()
+        )
 
     def rotation(self, x: torch.Tensor, num_prefix: int = 0) -> torch.Tensor:
         """Blocks of R(x) = exp(sum_a x_a A_a): (..., H, num_prefix + N, J, b, b) float32."""
         with autocast_off(x):
-            return expm(self.angle_matrices(x, num_prefix))
+            # through the module: expm is an FX leaf (torch.fx.wrap patches block_rotations' global during tracing)
+            return block_rotations.expm(self.angle_matrices(x, num_prefix))
 
     def angles(self, x: torch.Tensor) -> torch.Tensor:
         """b = 2: the rotation angle sum_a x_a A_a[1, 0] per block, (..., H, N, J) (A[1, 0] = -U[0, 1])."""
@@ -162,6 +173,13 @@ class LieRE(Encoding):
             .movedim(-3, -2)
         )
 
+    def apply_rotation(self, x: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
+        """x (B, H, N, d) with block j of token n multiplied by rot[b, h, n, j], rot (B or 1, H, N, J, b, b) (as
+        ``apply_blocks``, with the block shape from the module: under FX ``rot`` leaves the ``expm`` leaf without
+        a known shape)."""
+        blocks = x.float().unflatten(-1, (self.num_blocks, self.block_size))  # (B, H, N, J, b)
+        return torch.einsum('xhnjab,xhnjb->xhnja', rot, blocks).flatten(-2).type_as(x)
+
     def rotate_normalized(
         self, q: torch.Tensor, k: torch.Tensor, x: torch.Tensor, num_prefix: int = 0
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -169,20 +187,22 @@ class LieRE(Encoding):
         with autocast_off(q):
             if self.block_size == 2:
                 return rotate_qk(q, k, rotary_table(self.angles(x), num_prefix))
-            rot = self.rotation(x, num_prefix)
-            return apply_blocks(q, rot), apply_blocks(k, rot)
+            # positions shared by the batch or per sample: (1 or B, N, ndim), so the table has a batch axis that
+            # broadcasts (its rank then does not depend on x's, which FX cannot read)
+            rot = self.rotation(x.reshape(-1, x.shape[-2], self.ndim), num_prefix)  # (1 or B, H, N, J, b, b)
+            return self.apply_rotation(q, rot), self.apply_rotation(k, rot)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         layout = pos.layout
         if layout is not None and pos.key is not None:  # a mixed batch: one table row per distinct grid cell
             coords, sizes = layout.grid_cells(q.device)
-            x = torch.cat([self.scale_grid(coords, sizes), coords.new_zeros(1, coords.shape[-1])])  # (R, ndim)
+            x = torch.cat([self.scale_grid(coords, sizes), coords.new_zeros(1, self.ndim)])  # (R, ndim)
             index = layout.table_index(q.device)  # (B, T): prefix and padding tokens on the last row, x = 0
             with autocast_off(q):
                 if self.block_size == 2:
                     return rotate_by_rows(q, k, self.angles(x).movedim(0, 1), index)  # rows (R, H, J)
                 rot = self.rotation(x).movedim(1, 0)[index].movedim(1, 2)  # (B, H, T, J, b, b)
-                return apply_blocks(q, rot), apply_blocks(k, rot)
+                return self.apply_rotation(q, rot), self.apply_rotation(k, rot)
         x = self.normalized_coords(pos)
         if layout is not None:  # a mixed batch without a key: prefix and padding tokens at x = 0, the identity
             x = x * layout.patch_mask(x.device)[..., None]
