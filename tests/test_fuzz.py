@@ -41,7 +41,7 @@ GRID_ROTARY = ['rope_axial', 'rope_mixed', 'harope', 'rope_dinov3']
 COMROPE = ['comrope_ap', 'comrope_ld']
 STRING = ['string_cayley', 'string_circulant']
 #: every encoding with a rotate hook, and the test below that checks its relative property
-RELATIVE_TESTED = {*GRID_ROTARY, *COMROPE, *STRING, 'rope3d', 'gta'}
+RELATIVE_TESTED = {*GRID_ROTARY, *COMROPE, *STRING, 'liere', 'rope3d', 'gta'}
 
 MAX_GRID = 40  # grids from 1x1 to MAX_GRID x MAX_GRID tokens
 
@@ -570,6 +570,46 @@ def test_string_logits_depend_only_on_offsets(name: str, data) -> None:
         )
     torch.testing.assert_close(
         q2.float().norm(dim=-1), q.float().norm(dim=-1), atol=1e-4, rtol=EPS[dtype] * 2, msg=lambda m: f'{name}: {m}'
+    )
+
+
+@fuzz(50)
+@given(data=st.data())
+def test_liere_logits_are_relative_where_its_generators_commute(data) -> None:
+    """LieRE's dense generators do not commute, so its logits are relative only where they do: on a 1 x n or n x 1
+    grid shifted along it (one generator: exp(s A)^T exp(t A) = exp((t - s) A)) for every block size, and on any grid
+    under any shift for b = 2 (2 x 2 skew blocks commute: RoPE-Mixed). Prefix tokens untouched, norms kept. Shifts of
+    a few tokens: on a 2-token axis a shift of 3 is 3 normalised units, and the exponentials' float32 error grows with
+    the generators' norm times the position."""
+    block = data.draw(st.sampled_from([2, 4, 8]), label='block size')
+    batch, heads = data.draw(st.integers(1, 2), label='batch'), data.draw(st.integers(1, 2), label='heads')
+    head_dim = block * data.draw(st.integers(1, 2), label='blocks per head')
+    num_prefix = data.draw(st.integers(0, 3), label='prefix tokens')
+    dtype = data.draw(qk_dtypes, label='q/k dtype')
+    if block == 2 and data.draw(st.booleans(), label='a 2D grid'):
+        (h, w), t = data.draw(grids, label='grid'), data.draw(shifts(2, bound=3), label='shift')
+    else:
+        n, axis = data.draw(st.integers(1, MAX_GRID), label='tokens'), data.draw(st.integers(0, 1), label='axis')
+        step = data.draw(shifts(1, bound=3), label='shift')[0]
+        (h, w), t = ((1, n), (0.0, step)) if axis else ((n, 1), (step, 0.0))
+    train = data.draw(st.sampled_from([None, (h, w), (4, 4)]), label='training grid')
+    torch.manual_seed(data.draw(seeds, label='seed'))
+    enc = vispe.build_encoding(
+        {'type': 'liere', 'block_size': block, 'grid_size': train}, dim=heads * head_dim, num_heads=heads
+    )
+    randomize(enc, 0.5)
+    pos = grid_positions(h, w, num_prefix)
+    n_tokens = num_prefix + h * w
+    q, k = (torch.randn(batch, heads, n_tokens, head_dim).to(dtype) for _ in range(2))
+    q2, k2 = enc.rotate(q, k, pos)
+    assert q2.dtype == dtype and q2.shape == q.shape, f'liere: rotate gave {q2.dtype} {tuple(q2.shape)}'
+    q3, k3 = enc.rotate(q, k, shifted(pos, t))
+    got, want = patch_logits(q3, k3, num_prefix), patch_logits(q2, k2, num_prefix)
+    assert_logits_match('liere', got, want, q2, k2, dtype, 'patch logits')
+    assert_moves('liere', q3[..., num_prefix:, :], q2[..., num_prefix:, :], 'the rotated q')
+    assert torch.equal(q2[..., :num_prefix, :], q[..., :num_prefix, :]), 'liere: a prefix token was rotated'
+    torch.testing.assert_close(
+        q2.float().norm(dim=-1), q.float().norm(dim=-1), atol=1e-4, rtol=EPS[dtype], msg=lambda m: f'liere: {m}'
     )
 
 
