@@ -20,6 +20,7 @@ TARGET_ORDER = (
     'comrope_ld',
     'string_cayley',
     'string_circulant',
+    'liere',
     'irpe',
     'alibi2d',
     'lepe',

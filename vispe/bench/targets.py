@@ -21,14 +21,18 @@ TARGETS = {
     'cuda': {  # issue 36: rotary encodings with fixed tables within 5%, learned rotations within 15%; issue 37:
         # the bias encodings (FlexAttention) and lepe (its fused conv)
         **dict.fromkeys(['rope_axial', 'rope_mixed', 'rope_dinov3', 'lff', 'peg', 'alibi2d'], 1.05),
-        **dict.fromkeys(['harope', 'comrope_ap', 'comrope_ld', 'irpe'], 1.15),  # irpe: contextual on K, the default
-        **dict.fromkeys(['string_cayley', 'string_circulant'], 1.15),  # learned rotary (issue 41)
+        # irpe: contextual on K, the default; string_*: learned rotary (issue 41)
+        **dict.fromkeys(
+            ['harope', 'comrope_ap', 'comrope_ld', 'liere', 'string_cayley', 'string_circulant', 'irpe'], 1.15
+        ),
         'lepe': 1.10,
     },
     'cpu': {
         **dict.fromkeys(['rope_axial', 'rope_mixed', 'lff', 'peg'], 1.05),
         **dict.fromkeys(['lepe', 'harope'], 1.10),
-        **dict.fromkeys(['comrope_ap', 'comrope_ld', 'irpe:mode=bias', 'string_cayley', 'string_circulant'], 1.15),
+        **dict.fromkeys(
+            ['comrope_ap', 'comrope_ld', 'liere', 'string_cayley', 'string_circulant', 'irpe:mode=bias'], 1.15
+        ),
         'irpe': 1.35,
     },
 }
