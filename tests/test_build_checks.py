@@ -23,7 +23,7 @@ def _count_heads_checks(monkeypatch, build) -> int:
         'vispe.encodings.build',
         'vispe.attention',
         'vispe.backbones.base',
-        'vispe.backbones.vit',
+        'vispe.backbones.common',
         'vispe.encodings.irpe',
         'vispe.encodings.lepe',
     ):

@@ -4,15 +4,18 @@ protocol and the building of encodings are ``vispe.backbones.base``'s."""
 
 from __future__ import annotations
 
+import inspect
 import numbers
 from collections.abc import Sequence
 from typing import Any
 
 import torch
+from timm.models import VisionTransformer
 from torch import nn
 from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 
 from vispe.checks import once_per_build
+from vispe.encodings.base import check_heads
 from vispe.positions import is_symbolic
 
 
@@ -173,6 +176,25 @@ def use_patch_conv(patch_embed: nn.Module) -> None:
         patch_embed.proj.__class__ = PatchConv2d
 
 
+#: timm's VisionTransformer defaults, for the checks of a VisionTransformerPE's arguments
+TIMM_VIT_DEFAULTS = {
+    k: p.default for k, p in inspect.signature(VisionTransformer.__init__).parameters.items() if k != 'self'
+}
+
+
+def check_vit_kwargs(kwargs: dict[str, Any], defaults: bool) -> None:
+    """Before timm builds a ViT from ``kwargs``: img_size and patch_size that are sizes, drop rates in [0, 1], and
+    num_heads dividing embed_dim (with ``defaults``, timm's VisionTransformer defaults fill in what is not given;
+    without, only given pairs)."""
+    for name in ('img_size', 'patch_size'):
+        if name in kwargs:
+            check_size('VisionTransformerPE', name, kwargs[name])
+    check_rates('VisionTransformerPE', **{k: v for k, v in kwargs.items() if k.endswith('_rate')})
+    args = {**TIMM_VIT_DEFAULTS, **kwargs} if defaults else kwargs
+    if 'embed_dim' in args and 'num_heads' in args:
+        check_heads(args['embed_dim'], args['num_heads'], 'VisionTransformerPE')
+
+
 __all__ = [
     'PatchConv2d',
     'check_channels',
@@ -182,5 +204,7 @@ __all__ = [
     'check_patch_multiple',
     'check_rates',
     'check_size',
+    'check_vit_kwargs',
     'use_patch_conv',
+    'TIMM_VIT_DEFAULTS',
 ]

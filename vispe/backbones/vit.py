@@ -10,7 +10,6 @@ module and is never imported by it.
 from __future__ import annotations
 
 import copy
-import inspect
 from typing import Any, cast
 
 import torch
@@ -29,36 +28,17 @@ from vispe.backbones.common import (
     check_img_size,
     check_input_dtype,
     check_patch_multiple,
-    check_rates,
-    check_size,
+    check_vit_kwargs,
     use_patch_conv,
 )
 from vispe.backbones.mixed_sizes import check_images, mixed_features, pool_list, same_size
 from vispe.checks import one_build
-from vispe.encodings.base import Encoding, check_heads
+from vispe.encodings.base import Encoding
 from vispe.encodings.build import EncodingSpec, normalize_spec
 from vispe.flex import check_kernel
 from vispe.layout import MODES
 from vispe.positions import Positions, PositionSampler, build_position_sampler, grid_positions, is_symbolic
 from vispe.registry import MODELS
-
-#: timm's VisionTransformer defaults, for the checks of a VisionTransformerPE's arguments
-TIMM_VIT_DEFAULTS = {
-    k: p.default for k, p in inspect.signature(VisionTransformer.__init__).parameters.items() if k != 'self'
-}
-
-
-def check_vit_kwargs(kwargs: dict[str, Any], defaults: bool) -> None:
-    """Before timm builds a ViT from ``kwargs``: img_size and patch_size that are sizes, drop rates in [0, 1], and
-    num_heads dividing embed_dim (with ``defaults``, timm's VisionTransformer defaults fill in what is not given;
-    without, only given pairs)."""
-    for name in ('img_size', 'patch_size'):
-        if name in kwargs:
-            check_size('VisionTransformerPE', name, kwargs[name])
-    check_rates('VisionTransformerPE', **{k: v for k, v in kwargs.items() if k.endswith('_rate')})
-    args = {**TIMM_VIT_DEFAULTS, **kwargs} if defaults else kwargs
-    if 'embed_dim' in args and 'num_heads' in args:
-        check_heads(args['embed_dim'], args['num_heads'], 'VisionTransformerPE')
 
 
 @MODELS.register_module()
@@ -399,4 +379,4 @@ def apply_encoding(
     return vit
 
 
-__all__ = ['TIMM_VIT_DEFAULTS', 'VisionTransformerPE', 'apply_encoding', 'check_vit_kwargs']
+__all__ = ['VisionTransformerPE', 'apply_encoding']

@@ -36,7 +36,7 @@ cls rows included. Angles and the transform run in float32 under autocast; the t
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 import torch
 from timm.layers.pos_embed_sincos import init_random_2d_freqs
@@ -363,11 +363,10 @@ def fold_string(model: nn.Module) -> nn.Module:
     rates): load a folded checkpoint into a folded model. Refused (ValueError) where the fold would change outputs:
     a q/k norm between the projection and the encoding, or another rotating encoding before the STRING.
     """
-    from vispe.attention import Attention
-
-    for attn in model.modules():
-        if not isinstance(attn, Attention):
-            continue
+    for module in model.modules():
+        if not all(hasattr(module, a) for a in ('pe', 'qkv', 'num_heads', 'head_dim', 'q_norm', 'k_norm')):
+            continue  # not a vispe attention (duck-typed: the encodings sit below vispe.attention)
+        attn = cast(Any, module)
         names = [n for n, e in attn.pe.items() if isinstance(e, STRING)]
         if not names:
             continue

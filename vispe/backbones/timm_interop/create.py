@@ -11,6 +11,7 @@ import timm
 from torch import nn
 
 from vispe.attention import set_attention_kernel
+from vispe.backbones.common import check_vit_kwargs
 from vispe.backbones.timm_interop.eva import convert_eva_dinov3, eva_rope_base, from_eva_rope, is_eva_dinov3
 from vispe.backbones.timm_interop.loading import (
     describe_model_cfg,
@@ -27,7 +28,7 @@ from vispe.backbones.timm_interop.names import (
     timm_table_encoding,
     vispe_cfg,
 )
-from vispe.backbones.vit import VisionTransformerPE, apply_encoding, check_vit_kwargs
+from vispe.backbones.vit import VisionTransformerPE, apply_encoding
 from vispe.checks import one_build
 from vispe.encodings.build import EncodingSpec, normalize_spec
 from vispe.flex import check_kernel
