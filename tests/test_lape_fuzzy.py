@@ -233,3 +233,17 @@ def test_fuzzy_and_grid_sample_in_a_mixed_size_batch():
     model.train()
     sum(f.sum() for f in model.forward_features(images)).backward()
     assert model.pe.ape_learned.pos_embed.grad.abs().sum() > 0
+
+
+def test_grid_sample_is_swept_only_when_asked_for_or_configured():
+    """Adding grid_sample to ape_learned must not change what a default sweep of an ape_learned checkpoint measures
+    (the leaderboard's archived results would no longer cover the sweep, and its runs would train again)."""
+    from vispe.evaluation.trained_model import available_strategies, check_strategies
+
+    plain = vit('ape_learned')
+    assert available_strategies(plain) == ['bicubic', 'bilinear', 'nearest']
+    assert check_strategies(plain, None) == ['bicubic', 'bilinear', 'nearest']
+    assert check_strategies(plain, ['grid_sample']) == ['grid_sample']  # named: taken
+    assert 'grid_sample' in available_strategies(plain, opt_in=True)
+    configured = vit(dict(type='ape_learned', strategy='grid_sample'))
+    assert 'grid_sample' in available_strategies(configured)

@@ -170,6 +170,7 @@ class ApeLearned(LayerAdaptive):
     """
 
     strategies = ('bicubic', 'bilinear', 'nearest', 'grid_sample')
+    opt_in_strategies = ('grid_sample',)  # ViTAR's lookup, for models trained with the fuzzy sampler
     no_weight_decay_params = ('pos_embed',)
     learned_pos_embed = True
 

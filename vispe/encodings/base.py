@@ -108,6 +108,9 @@ class Encoding(nn.Module):
     """
 
     strategies: ClassVar[tuple[str, ...]] = ()
+    #: strategies of ``strategies`` that a sweep runs only when named (``--strategy``): adding one to an encoding then
+    #: leaves what its default sweep measures, and the results already archived for it, as they were
+    opt_in_strategies: ClassVar[tuple[str, ...]] = ()
     #: the position dimensions it works on: 2 (image token grids), 3 (points); ``list_encodings(ndim)`` filters on
     #: it and backbones refuse the others
     ndims: ClassVar[tuple[int, ...]] = (2,)

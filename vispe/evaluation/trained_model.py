@@ -191,22 +191,24 @@ def _accepts(enc: Encoding, strategy: str) -> bool:
     return True
 
 
-def available_strategies(model: torch.nn.Module) -> list[str]:
+def available_strategies(model: torch.nn.Module, opt_in: bool = False) -> list[str]:
     """Resolution strategies the model's encodings support and accept (``_accepts``), defaults first; ['default']
-    when none do."""
+    when none do. What a sweep runs by default: an encoding's ``opt_in_strategies`` only with ``opt_in`` or when
+    the encoding is set to it (a config's ``strategy='grid_sample'``)."""
     seen: list[str] = []
     for enc in model_encodings(model):
         for s in type(enc).strategies:
-            if s not in seen and _accepts(enc, s):
+            wanted = opt_in or s not in type(enc).opt_in_strategies or s == enc.strategy  # its own, if set
+            if s not in seen and wanted and _accepts(enc, s):
                 seen.append(s)
     return seen or ['default']
 
 
 def check_strategies(model: torch.nn.Module, strategies: Sequence[str] | None) -> list[str]:
-    """``strategies``, or every one the model supports; ValueError naming the supported ones for others (and, for a
-    strategy the encodings refuse without a training grid, why)."""
-    supported = available_strategies(model)
-    strategies = list(strategies or supported)
+    """``strategies`` (opt-in ones included), or every one the model supports but those; ValueError naming the
+    supported ones for others (and, for a strategy the encodings refuse without a training grid, why)."""
+    supported = available_strategies(model, opt_in=True)
+    strategies = list(strategies or available_strategies(model))
     unknown = [s for s in strategies if s not in supported]
     gridless = [s for s in unknown if any(s in type(enc).strategies for enc in model_encodings(model))]
     if gridless:
