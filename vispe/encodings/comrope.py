@@ -23,7 +23,7 @@ identity, bit for bit).
 
 Cost: what depends on positions and parameters (t, the frames, the angle table) once per forward pass and layer,
 shared by the batch (per sample only with ``jitter``). b = 4 on CPU: 1.13x ape_learned (ViT-S/16 224, batch 8,
-float32; README). On GPU: two frame GEMMs and two rotation passes over q and k plus two elementwise passes (the
+float32; docs). On GPU: two frame GEMMs and two rotation passes over q and k plus two elementwise passes (the
 x + M^T (rotate(y) - y) form); not yet measured on a GPU in this form (3.65x before: float32 frames with casts).
 
 Positions: ((r + 0.5) / h, (c + 0.5) / w) from ``pos.span`` (the grid, or rpe2d's enlarged range); without a

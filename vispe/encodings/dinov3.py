@@ -38,7 +38,7 @@ parameters. Angles and the rotation run in float32 even under autocast.
 
 Cost: the table once per grid at evaluation (cached), once per forward pass in training with the augmentation (one
 draw shared by the layers), then the fused rotary kernel (``vispe.kernels.rotary``). CPU: 0.98x ape_learned (ViT-S/16
-224, batch 8, float32; README). GPU: as rope_axial; not yet measured on a GPU with the kernel (1.53x before it).
+224, batch 8, float32; docs). GPU: as rope_axial; not yet measured on a GPU with the kernel (1.53x before it).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ q and k are transformed in that dtype (bf16 under autocast: one tensor-core GEMM
 rotary kernel. Hook: rotate, q and k (B, H, N_total, d) -> same. Parameters per layer: A_u, A_v (H, d, d), sigma (H, d).
 
 Cost: position- and parameter-only work (two (H, d, d) exponentials, M, M^-T, the rotation table) once per forward
-pass and layer, never per sample. CPU: 1.06x ape_learned (ViT-S/16 224, batch 8, float32; README). GPU: rope_axial's
+pass and layer, never per sample. CPU: 1.06x ape_learned (ViT-S/16 224, batch 8, float32; docs). GPU: rope_axial's
 rotation plus one (B*N, C) x (C, C) GEMM on q and one on k; not yet measured on a GPU in this form (2.75x before:
 float32 transforms with casts around them).
 """

@@ -36,7 +36,7 @@ class LePE(Encoding):
     The conv is one op on the tokens where they lie (``vispe.kernels.depthwise.depthwise_tokens``): on CUDA in eager
     mode a Triton kernel reads the value slice of the fused qkv output in place and writes the token-major term, which
     the attention adds to its output on the way to the projection (no channels-first copy, transpose or pad); on CPU
-    and under torch.compile F.conv2d on a channels-last view. Cost: CPU 1.02x ape_learned (ViT-S/16 224, README); GPU
+    and under torch.compile F.conv2d on a channels-last view. Cost: CPU 1.02x ape_learned (ViT-S/16 224, docs); GPU
     not measured yet since the kernel (the issue's target: <= 1.10x).
     ``self.conv`` holds the parameters; its weight and bias are passed to the op, so forward hooks on ``self.conv``
     itself are not called on a single-size batch.

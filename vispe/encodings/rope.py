@@ -9,7 +9,7 @@ real-valued ops that Inductor fuses under ``torch.compile`` (no complex dtype in
 left unrotated ((1, 0) rows in the table, which avoids slicing q and k). Angles and the rotation are computed in
 float32 even under autocast. Hook: rotate, q and k (B, H, N_total, d) -> same.
 
-Cost: CPU, 1.01x ape_learned (ViT-S/16 224, batch 8, float32; README). GPU: one read and write of q and k by the
+Cost: CPU, 1.01x ape_learned (ViT-S/16 224, batch 8, float32; docs). GPU: one read and write of q and k by the
 kernel plus a (N, d/2) table per grid (cached); not yet measured on a GPU with the kernel (1.28x before it).
 
 Resolution strategies (``strategy``): ``vispe.encodings.rotary``, which holds the rotary maths these encodings
@@ -150,7 +150,7 @@ class RoPEMixed(RotaryStrategies):
 
     Cost: the (H, N, d/2) angles once per forward pass and layer (learned, so never cached), shared by the batch;
     then the fused rotary kernel, whose backward also sums the table's gradient. CPU: 1.02x ape_learned (ViT-S/16
-    224, batch 8, float32; README). GPU: not yet measured with the kernel (1.59x before it, and Inductor failed on
+    224, batch 8, float32; docs). GPU: not yet measured with the kernel (1.59x before it, and Inductor failed on
     its complex rotation, which compiled graphs no longer contain).
 
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not

@@ -73,7 +73,7 @@ class Archive:
     the commit of the code that trained it (``_loaded_commit``), the mean training loss of each epoch
     (``epoch_losses``), machine). A run that has no final checkpoint in ``out`` but an archived result covering the
     asked resolutions and strategies is not trained again: its archived result is used as it is (delete the file to
-    retrain). The checkout's archive (``results/leaderboard``) holds the runs behind the README's tables, so they
+    retrain). The checkout's archive (``results/leaderboard``) holds the runs behind the docs' tables, so they
     can be rebuilt, and continued, on another machine."""
 
     root: str

@@ -19,7 +19,7 @@ Backends, chosen per call (``depthwise_backend``):
   channels-last depthwise kernels; they copy a strided view into a packed one first), its channels-last output seen
   as tokens again without a copy, one pad for the prefix rows. Taken on CPU, under ``torch.compile`` /
   ``torch.export`` (Inductor lays the conv out itself) and in FX traces. CPU cost: LePE at 1.02x ape_learned
-  (ViT-S/16, README).
+  (ViT-S/16, docs).
 
 Both give the same values to float32 rounding (``tests/test_depthwise_kernel.py``, forward and backward).
 """
