@@ -25,6 +25,16 @@ from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
 
+def centroid_prefix(coords: torch.Tensor, num_prefix: int) -> tuple[torch.Tensor, int]:
+    """Positions for the prefix tokens too: each sample's ``num_prefix`` prefix tokens placed at the mean of its
+    token positions (``coords`` (..., N, ndim) -> (..., num_prefix + N, ndim)), so that a translated cloud rotates
+    them alike; returns the coordinates and the prefix count left to the table (0)."""
+    if not num_prefix:
+        return coords, num_prefix
+    centroid = coords.mean(dim=-2, keepdim=True)
+    return torch.cat([centroid.expand(*coords.shape[:-2], num_prefix, -1), coords], dim=-2), 0
+
+
 @ENCODINGS.register_module(name='point_mlp')
 class PointMLP(Encoding):
     """MLP of the token positions, added to the non-prefix tokens before every block.
@@ -182,10 +192,8 @@ class RoPE3D(Encoding):
         """The (cos, sin) rotation table (..., H or 1, num_prefix + N, d/2, 2)."""
         # float32 from the start (the angles are float32 anyway): CPU autocast cannot promote a float16 cat
         coords, num_prefix = pos.coords.float(), pos.num_prefix
-        if self.prefix == 'centroid' and num_prefix:
-            centroid = coords.mean(dim=-2, keepdim=True)
-            coords = torch.cat([centroid.expand(*coords.shape[:-2], num_prefix, -1), coords], dim=-2)
-            num_prefix = 0
+        if self.prefix == 'centroid':
+            coords, num_prefix = centroid_prefix(coords, num_prefix)
         return rotary_table(self.angles(coords), num_prefix)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:

@@ -44,7 +44,7 @@ from torch import nn
 
 from vispe.encodings.base import Encoding, check_positive
 from vispe.encodings.block_rotations import transform_heads
-from vispe.encodings.points import RoPE3D
+from vispe.encodings.points import RoPE3D, centroid_prefix
 from vispe.encodings.rotary import axial_frequencies
 from vispe.kernels.rotary import rotary_table, rotate_qk
 from vispe.positions import Positions, autocast_off, is_symbolic
@@ -122,10 +122,8 @@ class StringRoPE(Encoding):
     def table(self, pos: Positions) -> torch.Tensor:
         """The (cos, sin) table (..., H or 1, num_prefix + N, d/2, 2); prefix rows (1, 0), or the centroid's."""
         coords, num_prefix = pos.coords.float(), pos.num_prefix
-        if self.prefix == 'centroid' and num_prefix:
-            centroid = coords.mean(dim=-2, keepdim=True)
-            coords = torch.cat([centroid.expand(*coords.shape[:-2], num_prefix, -1), coords], dim=-2)
-            num_prefix = 0
+        if self.prefix == 'centroid':
+            coords, num_prefix = centroid_prefix(coords, num_prefix)
         with autocast_off(coords):  # Circulant-STRING's rates are a matmul
             return rotary_table(self.angles(coords), num_prefix)
 
