@@ -23,7 +23,13 @@ from collections.abc import Sequence
 
 from vispe.encodings import list_encodings
 from vispe.evaluation.outputs import check_target, forcing, write_json, write_text
-from vispe.experiments.compare import REGIME_CONFIGS, SHAPES2D_TASK_CONFIGS
+from vispe.experiments.compare import (
+    DEFAULT_TASKS,
+    REGIME_CONFIGS,
+    SHAPES2D_TASK_CONFIGS,
+    TASK_RESOLUTIONS,
+    task_resolutions,
+)
 from vispe.experiments.leaderboard import Archive, collect, leaderboard_runs
 from vispe.experiments.leaderboard_report import markdown, plot, regime_markdown, regime_plot, summarize, task_label
 from vispe.experiments.zoo import write_model_zoo
@@ -49,14 +55,20 @@ def main(
         'encoding and ' + ', '.join(VARIANTS),
     )
     parser.add_argument(
-        '--tasks', nargs='+', default=list(SHAPES2D_TASK_CONFIGS), choices=sorted(SHAPES2D_TASK_CONFIGS)
+        '--tasks',
+        nargs='+',
+        default=list(DEFAULT_TASKS),
+        choices=sorted(SHAPES2D_TASK_CONFIGS),
+        help="default: position relation; 'three_cell_loope' (LOOPE's Three-Cell benchmark, 56 px) is a board of its "
+        'own: train it with --tasks three_cell_loope (and --encodings none ... to include a model without PE)',
     )
     parser.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
     parser.add_argument(
         '--resolutions',
         nargs='+',
-        default=['32', '16', '24', '48', '64', '96', '44x24', '24x44'],
-        help='first = training size (default: 1x, then 0.5x-3x and 2:1 / 1:2 at the 64 tokens of 32 px)',
+        default=None,
+        help="first = training size (default: the task's: 32 16 24 48 64 96 44x24 24x44, i.e. 1x, then 0.5x-3x and "
+        '2:1 / 1:2 at the 64 tokens of 32 px; three_cell_loope: 56)',
     )
     parser.add_argument(
         '--regimes',
@@ -107,6 +119,14 @@ def board(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     check_target(os.path.join(args.out, 'leaderboard.png'), 'figure')
     regimes = {r: REGIME_CONFIGS[r] for r in dict.fromkeys(args.regimes)}
     tasks = {t: SHAPES2D_TASK_CONFIGS[t] for t in args.tasks}
+    own = [t for t in tasks if t in TASK_RESOLUTIONS]
+    if own and (len(tasks) > 1 or regimes.keys() != {'fixed'}):
+        parser.error(
+            f'{own[0]} is a board of its own (fixed regime, {" ".join(TASK_RESOLUTIONS[own[0]])} px): run it alone, '
+            f'--tasks {own[0]} --regimes fixed'
+        )
+    if args.resolutions is None:
+        args.resolutions = task_resolutions(args.tasks[0])
     runs = leaderboard_runs(tasks, args.encodings, args.seeds, args.out, regimes)
     archive = Archive(args.archive, args.out) if args.archive else None
     if args.jobs < 1:
@@ -152,6 +172,8 @@ def board(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     fixed = [run for run in runs if run.regime == 'fixed']
     if args.models and args.no_train:
         print(f'model zoo: {args.models} left as it is (--no-train exports no checkpoints)')
+    elif args.models and own:
+        print(f'model zoo: {args.models} left as it is (it holds the position and relation models)')
     elif args.models and not fixed:
         print(f'model zoo: {args.models} left as it is (it holds fixed-regime models, and none were trained)')
     elif args.models:

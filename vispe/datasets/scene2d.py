@@ -19,6 +19,7 @@ ImageSize = int | tuple[int, int]
 Color = tuple[float, float, float]
 
 ALL_SHAPES = ('circle', 'square', 'triangle', 'cross', 'diamond')
+SNAP = 1e-9  # coverage this close to 0 or 1 is taken as exactly 0 or 1 (rounding residue, not anti-aliasing)
 
 # Polygons with unit half-extent, centred on their bounding box (y down). Scaled by the shape size at render time.
 _CROSS_W = 0.35  # half width of the cross's arms: thick enough to stay visible at 32 px
@@ -156,7 +157,11 @@ def render_scene(scene: Scene, image_size: ImageSize, window: Window | None = No
         if c0 >= c1 or r0 >= r1:
             continue
         sdf = shape_sdf(shape, x[:, c0:c1], y[r0:r1, :])
-        alpha = np.clip(0.5 - sdf * pixels_per_unit, 0.0, 1.0).astype(np.float32)[..., None]
+        coverage = np.clip(0.5 - sdf * pixels_per_unit, 0.0, 1.0)
+        # a pixel centre half a pixel from an edge is exactly covered or not, not off by a rounding residue (~1e-16):
+        # a shape on pixel boundaries (Three-Cell's cells) then fills whole pixels and nothing beside them
+        coverage = np.where(coverage < SNAP, 0.0, np.where(coverage > 1.0 - SNAP, 1.0, coverage))
+        alpha = coverage.astype(np.float32)[..., None]
         patch = image[r0:r1, c0:c1]
         patch *= 1.0 - alpha  # 'over' compositing, so a later shape hides what it covers
         patch += alpha * np.asarray(shape.color, dtype=np.float32)

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from vispe.datasets import three_cell
 from vispe.datasets.scene2d import (
     ALL_SHAPES,
     FULL_WINDOW,
@@ -183,6 +184,7 @@ TASKS: dict[str, tuple[Callable[[np.random.Generator], Scene], tuple[str, ...]]]
     'position': (_position_scene, tuple(f'{cell}-{kind}' for cell in CELL_NAMES for kind in BASIC_SHAPES)),
     'relation': (_relation_scene, DIRECTIONS),
     'three_cell': (_three_cell_scene, PAIR_NAMES),
+    'three_cell_loope': (three_cell.three_cell_scene, three_cell.CLASSES),
     'shape': (_shape_scene, ALL_SHAPES),
     'shape_color': (_shape_color_scene, SHAPE_COLOR_CLASSES),
 }
@@ -221,7 +223,9 @@ class Shapes2D(Dataset):
 
     Args:
         task (str): one of ``TASKS``: 'position' (27 classes: 3x3 cell x 3 shapes), 'relation' (4:
-            direction from the red object to the blue one), 'three_cell' (3: farthest pair of coloured cells), 'shape'
+            direction from the red object to the blue one), 'three_cell' (3: farthest pair of coloured cells on a
+            6 x 6 grid), 'three_cell_loope' (6: LOOPE's Three-Cell benchmark on a 14 x 14 grid, farthest pair x its
+            orientation, ``vispe.datasets.three_cell``; 56 or 224 px), 'shape'
             (5 shapes), 'shape_color' (20: 'red circle', ...: a palette colour x a shape, for class-conditional
             generation). Defaults to 'position'.
         split (str): 'train', 'val' or 'test'; each split draws different scenes. Defaults to 'train'.

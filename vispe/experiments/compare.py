@@ -28,7 +28,22 @@ from vispe.sweeps.resolution import evaluate_resolution, plot_results, resolutio
 SHAPES2D_TASK_CONFIGS = {
     'position': 'vit/vit_tiny_shapes2d_position.py',
     'relation': 'vit/vit_tiny_shapes2d_relation.py',
+    'three_cell_loope': 'vit/vit_tiny_shapes2d_three_cell_loope.py',
 }
+
+#: the tasks a leaderboard trains unless told; LOOPE's Three-Cell benchmark (``three_cell_loope``) is a board of its
+#: own, asked for by name: its question is about its 14 x 14 grid, so it is asked at the training size only
+DEFAULT_TASKS = ('position', 'relation')
+#: test sizes of the leaderboard's tasks: 1x, then 0.5x-3x and 2:1 / 1:2 at the 64 tokens of 32 px
+DEFAULT_RESOLUTIONS = ('32', '16', '24', '48', '64', '96', '44x24', '24x44')
+#: tasks with test sizes of their own (and only the fixed training regime)
+TASK_RESOLUTIONS = {'three_cell_loope': ('56',)}
+
+
+def task_resolutions(task: str) -> list[str]:
+    """The test sizes a board evaluates ``task`` at when none are asked for (the first: its training size)."""
+    return list(TASK_RESOLUTIONS.get(task, DEFAULT_RESOLUTIONS))
+
 
 #: per training regime of the leaderboard, one shipped config per shapes2d task: ``fixed`` (32 px, as above),
 #: ``sizes`` (FlexiViT: one square side of 16-64 px per batch) and ``aspect`` (NaFlex: each image its own aspect

@@ -1,0 +1,122 @@
+"""LOOPE's Three-Cell benchmark as vispe rebuilds it (shapes2d 'three_cell_loope', vispe.datasets.three_cell): the
+labels read back from the pixels, the patch-aligned cells, and the property that makes it a test of positional
+encodings: without one, a ViT cannot tell two images apart."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from vispe.datasets.shapes2d import Shapes2D
+
+GRID = 14
+
+
+def colour_cells(image: np.ndarray, patch: int) -> dict[int, np.ndarray]:
+    """(row, col) of the patch of each pure colour (0 red, 1 green, 2 blue) of an (H, W, 3) image in [0, 1]."""
+    cells = image.reshape(GRID, patch, GRID, patch, 3).mean(axis=(1, 3))  # (14, 14, 3)
+    found = {}
+    for channel in range(3):
+        rows, cols = np.nonzero(cells[..., channel] > 0.5)
+        assert len(rows) == 1, f'{len(rows)} patches of colour {channel}'
+        found[channel] = np.array([rows[0], cols[0]], dtype=float)
+    return found
+
+
+def expected_label(at: dict[int, np.ndarray]) -> tuple[int, float]:
+    """(label, lead of the farthest pair over the second) recomputed from the colours' cells: pair x orientation."""
+    pairs = [(0, 1), (0, 2), (1, 2)]
+    dists = [float(np.hypot(*(at[a] - at[b]))) for a, b in pairs]
+    ranked = sorted(range(3), key=dists.__getitem__)
+    far = ranked[-1]
+    d_row, d_col = np.abs(at[pairs[far][0]] - at[pairs[far][1]])
+    assert abs(d_row - d_col) >= 2  # and so is its orientation
+    return far * 2 + (0 if d_col > d_row else 1), dists[ranked[-1]] - dists[ranked[-2]]
+
+
+def test_labels_read_back_from_the_pixels() -> None:
+    ds = Shapes2D('three_cell_loope', num_samples=300, image_size=56)
+    assert ds.num_classes == 6 and ds.classes[0] == 'red-green horizontal' and ds.classes[5] == 'green-blue vertical'
+    labels, places = [], set()
+    for i in range(300):
+        image = ds.render_numpy(i)
+        at = colour_cells(image, 4)
+        label, lead = expected_label(at)
+        assert label == ds.scene(i).label, f'item {i}'
+        assert lead >= 2 - 1e-9  # the farthest pair is clear
+        labels.append(label)
+        places.update(tuple(v) for v in at.values())
+    counts = collections.Counter(labels)
+    assert set(counts) == set(range(6)) and min(counts.values()) > 30  # every class, near uniform (50 expected)
+    assert len(places) > 150  # the cells cover most of the 196 places
+
+
+def test_cells_are_whole_patches_at_56_and_224_px() -> None:
+    """One cell = one patch, the paper's 224 px / 16 px as well as the CPU board's 56 px / 4 px: same tokens."""
+    ds = Shapes2D('three_cell_loope', num_samples=5)
+    for i in range(5):
+        small, large = ds.render_numpy(i, 56), ds.render_numpy(i, 224)
+        for image, patch in ((small, 4), (large, 16)):
+            blocks = image.reshape(GRID, patch, GRID, patch, 3)
+            assert np.array_equal(blocks.min(axis=(1, 3)), blocks.max(axis=(1, 3)))  # every patch one flat colour
+        assert np.array_equal(small[::4, ::4], large[::16, ::16])
+        assert sorted(np.unique(small.reshape(-1, 3), axis=0).tolist()) == [[0, 0, 0], [0, 0, 1], [0, 1, 0], [1, 0, 0]]
+
+
+def test_without_positions_every_image_looks_the_same() -> None:
+    """Every image is the same set of patches, so a ViT with no positional encoding gives every image the same
+    output: chance (1/6) by construction, whatever it learns."""
+    from vispe.experiments.compare import load_config
+    from vispe.registry import MODELS
+
+    torch.manual_seed(0)
+    cfg = load_config('vit/vit_tiny_shapes2d_three_cell_loope.py', {'model.backbone.encoding': 'none'})
+    model = MODELS.build(cfg.model).eval()
+    ds = Shapes2D('three_cell_loope', split='val', num_samples=6, image_size=56)
+    images = torch.stack([ds[i]['inputs'] for i in range(6)])
+    assert len({ds.scene(i).label for i in range(6)}) > 1
+    with torch.no_grad():
+        out = model(images, mode='tensor')
+        assert torch.allclose(out, out[:1].expand_as(out), atol=1e-5)
+        features = model.backbone.forward_features(images)[:, 0]  # the class token the head reads
+        spread = (features - features[:1]).abs().amax()
+        assert spread < 1e-5
+        cfg = load_config('vit/vit_tiny_shapes2d_three_cell_loope.py', {'model.backbone.encoding': 'ape_sincos'})
+        with_pe = MODELS.build(cfg.model).eval().backbone.forward_features(images)[:, 0]
+    # with positions, the same patches are told apart
+    assert (with_pe - with_pe[:1]).abs().amax() > max(1e-3, 100 * spread)
+
+
+@pytest.mark.parametrize('seed', [0, 1])
+def test_transposing_flips_only_the_orientation(seed: int) -> None:
+    """Distances do not change under a transpose of the grid: the pair stays, the orientation flips."""
+    ds = Shapes2D('three_cell_loope', num_samples=40, seed=seed)
+    for i in range(40):
+        at = colour_cells(ds.render_numpy(i, 56), 4)
+        label, _ = expected_label(at)
+        flipped, _ = expected_label({k: v[::-1].copy() for k, v in at.items()})
+        assert flipped // 2 == label // 2 and flipped % 2 != label % 2
+
+
+def test_board_runs_three_cell_alone_at_its_own_size(capsys) -> None:
+    from vispe.cli.leaderboard import main
+    from vispe.experiments.compare import DEFAULT_TASKS, SHAPES2D_TASK_CONFIGS, task_resolutions
+
+    assert task_resolutions('three_cell_loope') == ['56'] and task_resolutions('position')[0] == '32'
+    assert 'three_cell_loope' in SHAPES2D_TASK_CONFIGS and 'three_cell_loope' not in DEFAULT_TASKS
+    for argv in (['--tasks', 'three_cell_loope', 'position'], ['--tasks', 'three_cell_loope', '--regimes', 'sizes']):
+        with pytest.raises(SystemExit):
+            main(argv + ['--no-train', '--out', 'unused'])
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert 'three_cell_loope is a board of its own' in err and '--tasks three_cell_loope' in err
+
+
+def test_pairs_cover_every_colour_pair() -> None:
+    from vispe.datasets import three_cell
+
+    assert sorted(three_cell.PAIRS) == sorted(itertools.combinations(range(3), 2))
+    assert len(three_cell.CLASSES) == len(set(three_cell.CLASSES)) == 6
