@@ -12,7 +12,17 @@ from vispe.registry import MODELS
 
 # 32 px, patch 4: an 8x8 grid; head dim 16 suits every encoding (comrope_ap needs a multiple of 8)
 TINY = dict(img_size=32, patch_size=4, embed_dim=64, depth=2, num_heads=4, mlp_ratio=2.0, num_classes=10)
-ENCODINGS = ('ape_sincos', 'rope_axial', 'rope_mixed', 'harope', 'comrope_ap', 'comrope_ld')
+ENCODINGS = (
+    'ape_sincos',
+    'rope_axial',
+    'rope_mixed',
+    'harope',
+    'comrope_ap',
+    'comrope_ld',
+    'string_cayley',
+    'string_circulant',
+    'liere',
+)
 ROTARY = ('rope_axial', 'rope_mixed', 'harope')
 
 
@@ -157,3 +167,17 @@ def test_build_backbone_encodings_splits_levels():
     assert all(list(d) == ['rope_mixed'] for d in per_layer)
     assert per_layer[0]['rope_mixed'] is not per_layer[1]['rope_mixed']
     assert per_layer[0]['rope_mixed'].train_grid == (8, 8)
+
+
+def test_lape_reaches_every_dit_block():
+    """LaPE (``lape=True``) in the DiT: one LayerNorm per block, each of them trained (its attention reads
+    LN'_l(P) after the adaLN modulation), and with the position table taken out of the token stream."""
+    model = perturb(tiny(encoding=dict(type='ape_sincos', lape=True)))
+    norms = model.pe['ape_sincos'].lape_norms
+    assert len(norms) == len(model.blocks)
+    x, t, y = inputs()
+    model(x, t, y).square().mean().backward()
+    assert all(n.weight.grad is not None and n.weight.grad.abs().sum() > 0 for n in norms)
+    plain = perturb(tiny(encoding='ape_sincos'))
+    plain.load_state_dict({k: v for k, v in model.state_dict().items() if 'lape_norms' not in k})
+    assert not torch.allclose(model(x, t, y), plain(x, t, y), atol=1e-4)  # P enters per block, not once
