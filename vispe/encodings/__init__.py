@@ -13,6 +13,7 @@ from vispe.encodings import (  # noqa: F401  (fill the registry)
     irpe,
     lepe,
     liere,
+    loope,
     petr,
     points,
     rope,
