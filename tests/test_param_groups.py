@@ -44,6 +44,7 @@ DECLARED = {
     'lepe': set(),
     'lff': {'freqs.weight'},
     'liere': {'generators'},  # the reference trains with Adam, no weight decay at all
+    'loope': {'context_bias'},  # a per-patch shift of the position, not a weight
     'peg': set(),
     'petr': set(),
     'plucker': set(),

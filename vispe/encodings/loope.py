@@ -27,6 +27,11 @@ from vispe.encodings.rotary import train_grid_from
 from vispe.positions import Positions, autocast_off, grid_coords, is_symbolic, sizes_tensor
 from vispe.registry import ENCODINGS
 
+# FX leaves from this module too (torch.fx.wrap patches the calling module's global): an FX graph calls them at run
+# time with the concrete sizes
+torch.fx.wrap('grid_table')
+torch.fx.wrap('sizes_tensor')
+
 #: patch orders: along the Gilbert curve, or row-major (with ``context=False`` the plain 1D sine baseline)
 ORDERS = ('gilbert', 'raster')
 #: refinement steps of ``traced_gilbert_ranks``; a grid needs at most 2 (bits of its longer side - 1) of them, so
