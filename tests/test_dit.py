@@ -14,6 +14,7 @@ from vispe.registry import MODELS
 TINY = dict(img_size=32, patch_size=4, embed_dim=64, depth=2, num_heads=4, mlp_ratio=2.0, num_classes=10)
 ENCODINGS = (
     'ape_sincos',
+    'loope',
     'rope_axial',
     'rope_mixed',
     'harope',
@@ -132,6 +133,15 @@ def test_encodings_train_and_run_at_unseen_resolution(encoding):
             outs[strategy] = model(x, t, y)
             assert torch.isfinite(outs[strategy]).all()
         assert not torch.allclose(outs['none'], outs['interpolate'])  # the training grid (8x8) reached them
+    if encoding == 'loope':
+        assert available_strategies(model) == ['interpolate', 'extend']
+        model.eval()
+        x, t, y = inputs(size=(48, 48))
+        outs = {}
+        for strategy in ('interpolate', 'extend'):
+            set_strategy(model, strategy)
+            outs[strategy] = model(x, t, y)
+        assert not torch.allclose(outs['interpolate'], outs['extend'])  # the index scaled by the trained 8x8 grid
 
 
 def test_rpe2d_randomises_training_positions_only():

@@ -87,6 +87,7 @@ def encoding_options(name: str) -> st.SearchStrategy:
         'lepe': kernel,
         'peg': kernel,
         'lff': st.fixed_dictionaries({}, optional={'num_features': st.sampled_from([2, 8, 64])}),
+        'loope': st.fixed_dictionaries({'order': st.sampled_from(['gilbert', 'raster']), 'context': st.booleans()}),
         'rope3d': st.fixed_dictionaries(
             {
                 'mode': st.sampled_from(['axial', 'mixed']),

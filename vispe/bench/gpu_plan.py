@@ -24,6 +24,7 @@ TARGET_ORDER = (
     'irpe',
     'alibi2d',
     'lepe',
+    'loope',
 )
 #: (timm's own model, vispe's row of the same architecture, the encoding it goes with); ape_learned is what
 #: ``vispe.create_model('vit_small_patch16_224')`` builds (rows)

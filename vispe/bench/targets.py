@@ -20,7 +20,8 @@ TARGET_SETTING = {
 TARGETS = {
     'cuda': {  # issue 36: rotary encodings with fixed tables within 5%, learned rotations within 15%; issue 37:
         # the bias encodings (FlexAttention) and lepe (its fused conv)
-        **dict.fromkeys(['rope_axial', 'rope_mixed', 'rope_dinov3', 'lff', 'peg', 'alibi2d'], 1.05),
+        # loope: an absolute embed (one (N, D) sine table), as lff (issue 41)
+        **dict.fromkeys(['rope_axial', 'rope_mixed', 'rope_dinov3', 'lff', 'loope', 'peg', 'alibi2d'], 1.05),
         # irpe: contextual on K, the default; string_*: learned rotary (issue 41)
         **dict.fromkeys(
             ['harope', 'comrope_ap', 'comrope_ld', 'liere', 'string_cayley', 'string_circulant', 'irpe'], 1.15
@@ -28,7 +29,7 @@ TARGETS = {
         'lepe': 1.10,
     },
     'cpu': {
-        **dict.fromkeys(['rope_axial', 'rope_mixed', 'lff', 'peg'], 1.05),
+        **dict.fromkeys(['rope_axial', 'rope_mixed', 'lff', 'loope', 'peg'], 1.05),
         **dict.fromkeys(['lepe', 'harope'], 1.10),
         **dict.fromkeys(
             ['comrope_ap', 'comrope_ld', 'liere', 'string_cayley', 'string_circulant', 'irpe:mode=bias'], 1.15
