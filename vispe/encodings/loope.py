@@ -213,9 +213,11 @@ class LOOPE(LayerAdaptive):
 
     Cost: at a grid seen before, (N,) positions from a cached rank table plus X_C, then sin and cos of an (N, D/2)
     product per forward (per block with LaPE): the same order as ape_sincos. The curve itself is computed once per
-    grid size in Python (cached; traced as a constant under torch.compile). CPU: 1.00x ape_learned's forward+backward
-    time (vit_small_patch16_224, batch 8, one thread; ape_sincos 1.00x), measured with tools/benchmark.py. GPU: not
-    measured.
+    grid size in Python (cached; traced as a constant under torch.compile). CPU: 1.012x ape_learned's forward+backward
+    time (vit_small_patch16_224, 224 px, batch 8, one thread, float32: median 2553 ms against 2522; ape_sincos
+    1.017x in the same run; ``tools/benchmark.py --threads 1 --repeats 6``), within the 1.05 target and within
+    run-to-run noise. GPU: not measured. A graph traced with a symbolic size (torch.export with dynamic H and W, FX)
+    computes the ranks every forward instead: ``TRACED_STEPS`` rounds of elementwise ops on (N,) integers.
 
     Weight decay: none on ``context_bias``. It is a position, not a weight: decay would pull every patch's offset
     toward 0, i.e. toward the fixed curve order, a prior the paper does not state (its X_C is a learned correction of
