@@ -93,7 +93,7 @@ def test_at_init_gilbert_is_the_1d_sine_of_the_curve_index():
     torch.testing.assert_close(table(enc, 4, 6), sinusoid([float(r) for r in ranks], 32), atol=1e-6, rtol=0)
     raster = table(encoding(order='raster', context=False), 4, 6)
     assert torch.equal(table(enc, 4, 6), raster[list(ranks)])
-    # consecutive patches along the curve are grid neighbours, and their embeddings the closest of the table's
+    # consecutive indices, whose sinusoids are the closest, belong to grid neighbours
     cells = curve_cells(4, 6)
     assert all(abs(a[0] - b[0]) + abs(a[1] - b[1]) == 1 for a, b in zip(cells, cells[1:]))
 
