@@ -447,3 +447,28 @@ def test_an_option_variant_gets_rows_of_its_own(monkeypatch):
         ('position', 'peg', 'default', '32'): 40.0,
         ('position', 'peg:option=1', 'default', '32'): 60.0,
     }
+
+
+@pytest.mark.parametrize(
+    'spec, expected',
+    [
+        ('loope:order=raster,context=false', [{'type': 'loope', 'order': 'raster', 'context': False}]),
+        ('irpe:mode=contextual,on=qkv+peg', [{'type': 'irpe', 'mode': 'contextual', 'on': 'qkv'}, 'peg']),
+        ('rope_dinov3:rescale=none', 'rope_dinov3:rescale=none'),
+        ('rope_mixed+peg', ['rope_mixed', 'peg']),
+    ],
+)
+def test_a_spec_with_several_options_reaches_the_model_whole(spec, expected):
+    """A board's encoding spec goes through --cfg-options, which splits a plain value on its commas: a spec with
+    several options must arrive as the encoding list it names, not as two broken names."""
+    import shlex
+
+    from vispe.encodings.build import normalize_spec
+    from vispe.experiments.compare import Run, encoding_option, run_options
+
+    option = encoding_option(spec)
+    run = Run('position', 'vit/vit_tiny_shapes2d_position.py', 'out', [option])
+    value = run_options(run)['model.backbone.encoding']
+    assert value == expected
+    assert normalize_spec(value) == normalize_spec(spec)
+    assert shlex.split(shlex.join([option])) == [option]  # the zoo's command line keeps it one argument

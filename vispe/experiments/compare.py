@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from vispe.encodings.build import parse_encoding_spec
 from vispe.engine.config import load_config, parse_option_value
 from vispe.engine.config_files import configs_dir
 from vispe.engine.train import train as train_in_process
@@ -79,7 +80,11 @@ class Run:
 
 
 def encoding_option(encoding: str) -> str:
-    """'rope_mixed+peg' -> the cfg-option selecting that encoding list."""
+    """'rope_mixed+peg' -> the cfg-option selecting that encoding list. A spec with several options
+    ('loope:order=raster,context=false') becomes a Python literal of its parts, which ``--cfg-options`` reads whole:
+    as a plain value it would be split into a list on its commas."""
+    if ',' in encoding:
+        return f'model.backbone.encoding={parse_encoding_spec(encoding)!r}'
     names = encoding.split('+')
     value = names[0] if len(names) == 1 else '[' + ','.join(names) + ']'
     return f'model.backbone.encoding={value}'

@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shlex
 import shutil
 from collections.abc import Sequence
 from typing import Any
@@ -182,7 +183,7 @@ def write_model_zoo(
             raise FileNotFoundError(f'{run.work_dir} has no final checkpoint: train it first (collect() does)')
         with open(os.path.join(run.work_dir, 'eval', 'results.json')) as f:
             results = json.load(f)
-        options = ' '.join(run.cfg_options)
+        options = shlex.join(run.cfg_options)  # a literal value (a spec with several options) stays one word
         folders.append(
             export_model(
                 run.work_dir,
