@@ -64,7 +64,7 @@ def test_float32_accuracy_and_cost_at_liere_init() -> None:
     r = torch.arange(14.0)
     grid = torch.stack(torch.meshgrid(r, r, indexing='ij'), -1).reshape(-1, 2)
     m = enc.angle_matrices(enc.scale_grid(grid, torch.tensor([14.0, 14.0])), 1).detach()  # (6, 197, 8, 8, 8)
-    degree, squarings = br._exp_plan(br._exp_powers(m.reshape(-1, 8, 8)))
+    degree, squarings = br._exp_plan(br._exp_powers(m.reshape(-1, 8, 8), False), False)
     assert degree // 4 + 2 + squarings <= 10
     g = torch.randn_like(m)
     out, grad = grads(br.expm, m, g)

@@ -128,21 +128,44 @@ def exp_thetas() -> list[tuple[int, float, float]]:
     return [(8, 0.58, 0.0499), (12, 1.4616, 0.2996), (16, 2.4782, 0.7802), (20, 3.5509, 1.4382), (24, 4.6497, 2.219)]
 
 
-def _exp_powers(a: torch.Tensor) -> list[torch.Tensor]:
-    """[A, A^2, A^3, A^4] for a (batch, n, n): three matmuls."""
-    a2 = torch.bmm(a, a)
-    return [a, a2, torch.bmm(a2, a), torch.bmm(a2, a2)]
+def _mm(a: torch.Tensor, b: torch.Tensor, last: bool, alpha: float = 1.0) -> torch.Tensor:
+    """alpha a b for batches of matrices, (n, n, batch) when ``last``, else (batch, n, n)."""
+    if not last:
+        return torch.bmm(a, b) if alpha == 1.0 else torch.baddbmm(a, a, b, beta=0.0, alpha=alpha)
+    out = (a[:, 0] * alpha).unsqueeze(1) * b[0].unsqueeze(0)
+    return _mm_add_(out, a, b, last, alpha, 1)
 
 
-def _exp_plan(powers: list[torch.Tensor]) -> tuple[int, int]:
+def _mm_add_(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, last: bool, alpha: float = 1.0, start: int = 0):
+    """out += alpha a b in place (out fresh, never a tensor autograd saved); ``start``: the first column of a."""
+    if not last:
+        return out.baddbmm_(a, b, alpha=alpha)
+    for k in range(start, a.shape[1]):
+        out.addcmul_(a[:, k].unsqueeze(1), b[k].unsqueeze(0), value=alpha)
+    return out
+
+
+def _tr(m: torch.Tensor, last: bool) -> torch.Tensor:
+    """The transposed matrices (a view)."""
+    return m.transpose(0, 1) if last else m.transpose(-1, -2)
+
+
+def _exp_powers(a: torch.Tensor, last: bool) -> list[torch.Tensor]:
+    """[A, A^2, A^3, A^4]: three matmuls."""
+    a2 = _mm(a, a, last)
+    return [a, a2, _mm(a2, a, last), _mm(a2, a2, last)]
+
+
+def _exp_plan(powers: list[torch.Tensor], last: bool) -> tuple[int, int]:
     """(degree m, squarings s) for ``expm`` of a batch with powers [A, A^2, A^3, A^4]: the fewest matmuls
     (m / 4 + 2 for the polynomial, s for the squarings) with alpha(A) / 2^s <= theta_m (``exp_thetas``) for every
     matrix, alpha(A) = min(d_1, max(d_2, d_3), max(d_3, d_4)), d_k = ||A^k||_1^(1/k): Al-Mohy and Higham's (2009)
     bound, valid for any matrix, for which the Taylor remainder's bound holds and which is often below ||A||_1 (at
     LieRE's init: 44 against 64). Ties go to the higher degree (fewer squarings). (-1, 0) when it is not finite."""
     d: list[torch.Tensor] = []
-    for k in range(4):
-        d.append(powers[k].detach().abs().sum(-2).amax(-1).pow(1.0 / (k + 1)))  # (vector_norm: 20x slower here)
+    for k in range(4):  # (vector_norm over the rows is 20x slower than abs + sum here)
+        p = powers[k].detach().abs()
+        d.append((p.sum(0).amax(0) if last else p.sum(-2).amax(-1)).pow(1.0 / (k + 1)))
     alpha = torch.minimum(d[0], torch.minimum(torch.maximum(d[1], d[2]), torch.maximum(d[2], d[3])))
     norm = float(alpha.amax().item()) if alpha.numel() > 0 else 0.0
     if not math.isfinite(norm):
@@ -168,13 +191,13 @@ def _taylor_coefficients(degree: int) -> list[float]:
 
 
 def _exp_series(
-    powers: list[torch.Tensor], degree: int, squarings: int
+    powers: list[torch.Tensor], degree: int, squarings: int, last: bool
 ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-    """exp(A) from [A, A^2, A^3, A^4] (each (batch, n, n)): the degree-m Taylor polynomial of X = A / 2^s by
-    Paterson-Stockmeyer in X^4, T_m(X) = C_0 + X^4 (C_1 + X^4 (... (C_{r-1} + c_m X^4))), C_i = sum_{j<4} X^j /
-    (4i + j)!, r = m / 4 (r - 1 matmuls), then s squarings. Also returns the Horner values [Y_1 .. Y_{r-1}]
-    (Y_i = C_i + X^4 Y_{i+1}) and the squared matrices [T, T^2, ..., T^(2^(s-1))], which the backward reuses.
-    In-place adds on fresh results only (autograd-safe: no saved tensor is modified)."""
+    """exp(A) from [A, A^2, A^3, A^4]: the degree-m Taylor polynomial of X = A / 2^s by Paterson-Stockmeyer in X^4,
+    T_m(X) = C_0 + X^4 (C_1 + X^4 (... (C_{r-1} + c_m X^4))), C_i = sum_{j<4} X^j / (4i + j)!, r = m / 4 (r - 1
+    matmuls), then s squarings. Also returns the Horner values [Y_1 .. Y_{r-1}] (Y_i = C_i + X^4 Y_{i+1}) and the
+    squared matrices [T, T^2, ..., T^(2^(s-1))], which the backward reuses. In-place adds on fresh results only
+    (autograd-safe: no tensor autograd saved is modified)."""
     scale = 0.5**squarings  # a power of 2: X^k = A^k scale^k exactly, folded into the coefficients
     coef = _taylor_coefficients(degree)
     s = [scale**k for k in range(5)]
@@ -184,60 +207,63 @@ def _exp_series(
     for i in range(blocks - 1, -1, -1):
         if i < blocks - 1:
             horner.insert(0, out)
-            out = torch.baddbmm(powers[2], powers[3], out, beta=coef[4 * i + 3] * s[3], alpha=s[4])
+            out = _mm_add_(powers[2] * (coef[4 * i + 3] * s[3]), powers[3], out, last, s[4])
         else:
             out = out.add_(powers[2], alpha=coef[4 * i + 3] * s[3])
         out = out.add_(powers[1], alpha=coef[4 * i + 2] * s[2]).add_(powers[0], alpha=coef[4 * i + 1] * s[1])
-        out.diagonal(dim1=-2, dim2=-1).add_(coef[4 * i])
+        (out.diagonal(dim1=0, dim2=1) if last else out.diagonal(dim1=-2, dim2=-1)).add_(coef[4 * i])
     squares: list[torch.Tensor] = []
     for _ in range(squarings):
         squares.append(out)
-        out = torch.bmm(out, out)
+        out = _mm(out, out, last)
     return out, horner, squares
 
 
 class _Expm(torch.autograd.Function):
     """``expm`` with a hand-written backward, the adjoint of its own matmul chain: the squarings in reverse, the
-    Paterson-Stockmeyer Horner steps in reverse, then the powers; two matmuls per forward matmul (fused with their
-    adds, ``baddbmm``) and no autograd graph. It saves A, A^2, A^4, the Horner values and the squared matrices."""
+    Paterson-Stockmeyer Horner steps in reverse, then the powers; two matmuls per forward matmul, accumulated in
+    place, and no autograd graph. It saves A, A^2, A^4, the Horner values and the squared matrices."""
 
     @staticmethod
     def forward(
-        ctx, a: torch.Tensor, a2: torch.Tensor, a3: torch.Tensor, a4: torch.Tensor, degree: int, squarings: int
+        ctx,
+        a: torch.Tensor,
+        a2: torch.Tensor,
+        a3: torch.Tensor,
+        a4: torch.Tensor,
+        degree: int,
+        squarings: int,
+        last: bool,
     ) -> torch.Tensor:
-        out, horner, squares = _exp_series([a, a2, a3, a4], degree, squarings)
-        ctx.degree, ctx.squarings = degree, squarings
+        out, horner, squares = _exp_series([a, a2, a3, a4], degree, squarings, last)
+        ctx.degree, ctx.squarings, ctx.last = degree, squarings, last
         ctx.save_for_backward(a, a2, a4, *horner, *squares)
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        degree, squarings = ctx.degree, ctx.squarings
+        degree, squarings, last = ctx.degree, ctx.squarings, ctx.last
         a, a2, a4, *rest = ctx.saved_tensors
         blocks = degree // 4
         horner, squares = rest[: blocks - 1], rest[blocks - 1 :]
-        grad = grad.contiguous()
+        grad = grad.contiguous()  # (a permuted view of the caller's gradient when ``last``)
         for q in reversed(squares):  # T^(2^(k+1)) = q q
-            qt = q.mT  # a view: bmm reads it transposed (a copy costs a third of a bmm)
-            grad = torch.bmm(grad, qt).baddbmm_(qt, grad)
+            qt = _tr(q, last)
+            grad = _mm_add_(_mm(grad, qt, last), qt, grad, last)
         scale = 0.5**squarings
         s4 = scale**4
-        a4t = a4.mT
         coef = _taylor_coefficients(degree)
         grads: list[torch.Tensor] = []  # dL/dY_i
-        g_x4: torch.Tensor | None = None  # dL/dX^4
+        g_a4: torch.Tensor | None = None  # dL/dA^4 = s4 dL/dX^4
         for i in range(blocks):
             grads.append(grad)
             if i < blocks - 1:  # Y_i = C_i + X^4 Y_{i+1}, X^4 = s4 A^4
-                ht = horner[i].mT
-                g_x4 = torch.bmm(grad, ht) if g_x4 is None else g_x4.baddbmm_(grad, ht)
-                grad = torch.baddbmm(grad, a4t, grad, beta=0.0, alpha=s4)
-        # Y_{r-1} = C_{r-1} + c_m X^4; dL/dA^4 = s4 dL/dX^4
-        if g_x4 is None:
-            g_a4 = grads[-1] * (coef[degree] * s4)
-        else:
-            g_a4 = g_x4.mul_(s4).add_(grads[-1], alpha=coef[degree] * s4)
+                ht = _tr(horner[i], last)
+                g_a4 = _mm(grad, ht, last, s4) if g_a4 is None else _mm_add_(g_a4, grad, ht, last, s4)
+                grad = _mm(_tr(a4, last), grad, last, s4)
+        # Y_{r-1} = C_{r-1} + c_m X^4
+        g_a4 = grads[-1] * (coef[degree] * s4) if g_a4 is None else g_a4.add_(grads[-1], alpha=coef[degree] * s4)
         g_pow: list[torch.Tensor] = []  # dL/dA^j = scale^j sum_i c_{4i+j} dL/dY_i, j = 1, 2, 3
         for j in (1, 2, 3):
             g = grads[0] * (coef[j] * scale**j)
@@ -245,32 +271,49 @@ class _Expm(torch.autograd.Function):
                 g.add_(grads[i], alpha=coef[4 * i + j] * scale**j)
             g_pow.append(g)
         g_a1, g_a2, g_a3 = g_pow
-        at, a2t = a.mT, a2.mT
-        g_a2.baddbmm_(g_a4, a2t).baddbmm_(a2t, g_a4).baddbmm_(g_a3, at)  # A^4 = A^2 A^2, A^3 = A^2 A
-        g_a1.baddbmm_(a2t, g_a3).baddbmm_(g_a2, at).baddbmm_(at, g_a2)  # A^3 = A^2 A, A^2 = A A
-        return g_a1, None, None, None, None, None
+        at, a2t = _tr(a, last), _tr(a2, last)
+        for x, y in ((g_a4, a2t), (a2t, g_a4), (g_a3, at)):  # A^4 = A^2 A^2, A^3 = A^2 A
+            _mm_add_(g_a2, x, y, last)
+        for x, y in ((a2t, g_a3), (g_a2, at), (at, g_a2)):  # A^3 = A^2 A, A^2 = A A
+            _mm_add_(g_a1, x, y, last)
+        return g_a1, None, None, None, None, None, None
+
+
+def _layout(a: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """a (..., n, n) as (batch, n, n), or for n <= 8 "batch last", (n, n, batch) (a copy), and which: there a
+    product is n broadcast multiply-adds over the batch, at n = 8 0.7-0.8 ms for 9456 matrices on one CPU thread
+    against 1.1 ms for ``torch.bmm`` (1.4 ms with a transposed operand, a free view here)."""
+    flat = a.reshape(-1, a.shape[-2], a.shape[-1])
+    last = a.shape[-1] <= 8  # a literal: TorchScript reads no global ints
+    return (flat.permute(1, 2, 0).contiguous() if last else flat), last
+
+
+def _unlayout(out: torch.Tensor, a: torch.Tensor, last: bool) -> torch.Tensor:
+    """``_layout``'s inverse, in a's shape."""
+    return (out.permute(2, 0, 1) if last else out).reshape(a.shape)
 
 
 @torch.jit.unused
 def _expm_with_backward(a: torch.Tensor) -> torch.Tensor:
     """``_Expm`` on a (the powers that choose degree and squarings are computed once, outside autograd)."""
-    flat = a.reshape(-1, a.shape[-2], a.shape[-1])
+    x, last = _layout(a)
     with torch.no_grad():
-        powers = _exp_powers(flat)
-    degree, squarings = _exp_plan(powers)
+        powers = _exp_powers(x.detach(), last)
+    degree, squarings = _exp_plan(powers, last)
     if degree < 0:
         return torch.linalg.matrix_exp(a)
-    return _Expm.apply(flat, powers[1], powers[2], powers[3], degree, squarings).view(a.shape)
+    return _unlayout(_Expm.apply(x, powers[1], powers[2], powers[3], degree, squarings, last), a, last)
 
 
 def expm_plain(a: torch.Tensor) -> torch.Tensor:
     """``expm``'s forward as plain tensor operations, differentiated by autograd if at all: the path without
     gradient, the scripted one, and the tests' reference for ``_Expm``'s backward."""
-    powers = _exp_powers(a.reshape(-1, a.shape[-2], a.shape[-1]))
-    degree, squarings = _exp_plan(powers)
+    x, last = _layout(a)
+    powers = _exp_powers(x, last)
+    degree, squarings = _exp_plan(powers, last)
     if degree < 0:
         return torch.linalg.matrix_exp(a)
-    return _exp_series(powers, degree, squarings)[0].view(a.shape)
+    return _unlayout(_exp_series(powers, degree, squarings, last)[0], a, last)
 
 
 @torch.fx.wrap
