@@ -4,7 +4,7 @@ from the encodings that use it.
 * b = 4: so(4) splits into commuting left and right quaternion multiplications (``so4_split``,
   ``quaternion_matrices``), so exp(t S) = exp(t a) x exp(t b), and ``isoclinic_frame`` turns both axes onto i: a fixed
   orthogonal frame per head and block and two plane rotations, so that only angles depend on the token.
-* Any b: ``expm``, a matrix exponential differentiated as plain matmuls (float32-accurate), ``exp_skew`` with closed
+* Any b: ``expm``, a matrix exponential (float32-accurate) with a hand-written backward, ``exp_skew`` with closed
   forms for b = 2 and 4, and ``apply_blocks`` / ``transform_heads`` / ``rotate_in_frame`` to apply them to q and k.
 
 Cost: tables of (H, N, J, b, b) or frames of (H, d, d), computed once per forward and layer and shared by the batch;
@@ -289,8 +289,9 @@ def _layout(a: torch.Tensor) -> tuple[torch.Tensor, bool]:
 
 
 def _unlayout(out: torch.Tensor, a: torch.Tensor, last: bool) -> torch.Tensor:
-    """``_layout``'s inverse, in a's shape."""
-    return (out.permute(2, 0, 1) if last else out).reshape(a.shape)
+    """``_layout``'s inverse, in a's shape, contiguous (a copy when ``last``: bmm on the permuted view would loop
+    over the matrices one by one)."""
+    return (out.permute(2, 0, 1).contiguous() if last else out).reshape(a.shape)
 
 
 @torch.jit.unused
@@ -325,8 +326,12 @@ def expm(a: torch.Tensor) -> torch.Tensor:
 
     Backward (``_Expm``): the hand-written adjoint of the same chain, two matmuls per forward matmul, no autograd
     graph; equal to autograd through the same operations to rounding, and to ``torch.linalg.matrix_exp``'s gradient
-    to the truncation error. CPU, 1 thread, (6, 197, 8, 8, 8) float32 (LieRE at ViT-S/16 224): forward + backward
-    COSTFIGURE. GPU: not measured.
+    to the truncation error. Matrices up to 8 x 8 are kept batch last (``_layout``). CPU, 1 thread, LieRE's
+    (6, 197, 8, 8, 8) float32 at init (ViT-S/16 224; degree 12, 5 squarings): forward + backward 33 ms (min of 7;
+    median 37), against 61 ms (65) for autograd through the former degree-8 Taylor on the 1-norm (15 matmuls), 86 ms
+    for autograd through this forward (``expm_plain``) and 174 ms (186) for ``torch.linalg.matrix_exp``, whose
+    backward exponentiates 2n x 2n block matrices; forward alone 13 ms against 18. HARoPE's (12, 64, 64): 2.6 ms
+    against 4.0 (bmm layout). Noisy shared machine; GPU: not measured.
 
     Degree and squarings come from the norms, read on the host (a device sync on GPU); under ``torch.compile`` that
     read would break the graph, so compiled code calls ``torch.linalg.matrix_exp``. An FX leaf (``torch.fx.wrap``):

@@ -33,11 +33,13 @@ first layer and then keeps it (``positional_transforms`` is reassigned inside th
 gives each layer its own, the stated intent; per layer the two agree to 1e-5 on equal parameters.
 
 Cost: the rotation tables depend on positions and parameters only, so they are computed once per forward pass and
-layer and shared by the batch: H N J b x b exponentials (Taylor degree 8 plus scaling and squaring: 15 batched
-8 x 8 matmuls at init norms, 1-norm ~64 on a 14 x 14 grid), and a float32 block product over q and k. CPU: 1.37x
-ape_learned (ViT-S/16 224, batch 8, float32, 1 thread, forward + backward; ``tools/benchmark.py``), above the 1.15
-target of learned rotary encodings: most of it is the exponentials' backward through expm's matmuls (peak memory
-1050 MB against 459 MB). GPU: not measured.
+layer and shared by the batch: H N J b x b exponentials (``expm``; at init norms, a spectral bound ~44 on a 14 x 14
+grid: a degree-12 Taylor polynomial by Paterson-Stockmeyer and 5 squarings, 10 products of 8 x 8 matrices, and a
+hand-written backward of twice as many), and a float32 block product over q and k. Per layer at ViT-S/16 224, batch
+8, one CPU thread: ~33 ms for the exponentials forward + backward (61 ms with autograd through the former expm) and
+~11 ms for the block products. CPU: 1.21-1.25x ape_learned (three runs, median 1.24; ViT-S/16 224, batch 8, float32,
+1 thread, forward + backward; ``tools/benchmark.py``; 1.34x before), still above the 1.15 target of learned rotary
+encodings; peak memory 902 MB against 459 MB (1050 MB before). GPU: not measured.
 
 Weight decay: none on ``generators``. The reference trains everything with plain Adam (weight decay 0); decay would
 pull each generator toward 0, i.e. every rotation toward the identity and the encoding toward none.
@@ -69,8 +71,8 @@ class LieRE(Encoding):
     layer, block diagonal with b x b blocks (module doc: conventions, cost, parity with the reference).
 
     Weight decay: none on ``generators`` (the reference uses Adam without weight decay; decay would shrink every
-    rotation toward the identity). Cost on CPU: 1.37x ape_learned at b = 8 (ViT-S/16 224, batch 8, float32);
-    on GPU: not measured.
+    rotation toward the identity). Cost on CPU: 1.24x ape_learned at b = 8 (ViT-S/16 224, batch 8, float32;
+    the 1.15 target is not met); on GPU: not measured.
 
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
 
