@@ -28,26 +28,24 @@ def colour_cells(image: np.ndarray, patch: int) -> dict[int, np.ndarray]:
 
 
 def expected_label(at: dict[int, np.ndarray]) -> tuple[int, float]:
-    """(label, lead of the farthest pair over the second) recomputed from the colours' cells: pair x orientation."""
-    pairs = [(0, 1), (0, 2), (1, 2)]
-    dists = [float(np.hypot(*(at[a] - at[b]))) for a, b in pairs]
-    ranked = sorted(range(3), key=dists.__getitem__)
-    far = ranked[-1]
-    d_row, d_col = np.abs(at[pairs[far][0]] - at[pairs[far][1]])
-    assert abs(d_row - d_col) >= 2  # and so is its orientation
-    return far * 2 + (0 if d_col > d_row else 1), dists[ranked[-1]] - dists[ranked[-2]]
+    """(label, smallest gap between the colours' distances from the centre) recomputed from their cells: the label
+    is the index of the order nearest-first among the permutations of (red, green, blue) in lexicographic order."""
+    dist = {c: float(np.hypot(*(at[c] + 0.5 - GRID / 2))) for c in range(3)}
+    order = tuple(sorted(range(3), key=dist.__getitem__))
+    values = sorted(dist.values())
+    return sorted(itertools.permutations(range(3))).index(order), min(b - a for a, b in zip(values, values[1:]))
 
 
 def test_labels_read_back_from_the_pixels() -> None:
     ds = Shapes2D('three_cell_loope', num_samples=300, image_size=56)
-    assert ds.num_classes == 6 and ds.classes[0] == 'red-green horizontal' and ds.classes[5] == 'green-blue vertical'
+    assert ds.num_classes == 6 and ds.classes[0] == 'red < green < blue' and ds.classes[5] == 'blue < green < red'
     labels, places = [], set()
     for i in range(300):
         image = ds.render_numpy(i)
         at = colour_cells(image, 4)
         label, lead = expected_label(at)
         assert label == ds.scene(i).label, f'item {i}'
-        assert lead >= 2 - 1e-9  # the farthest pair is clear
+        assert lead >= 1 - 1e-9  # the distances are well apart
         labels.append(label)
         places.update(tuple(v) for v in at.values())
     counts = collections.Counter(labels)
@@ -92,14 +90,21 @@ def test_without_positions_every_image_looks_the_same() -> None:
 
 
 @pytest.mark.parametrize('seed', [0, 1])
-def test_transposing_flips_only_the_orientation(seed: int) -> None:
-    """Distances do not change under a transpose of the grid: the pair stays, the orientation flips."""
-    ds = Shapes2D('three_cell_loope', num_samples=40, seed=seed)
-    for i in range(40):
+def test_the_answer_is_about_the_centre_not_the_shape_of_the_triangle(seed: int) -> None:
+    """The eight symmetries of the square grid keep every distance from the centre, hence the label; a shift of the
+    three cells keeps their triangle (every relative offset) but not, in general, the label."""
+    ds = Shapes2D('three_cell_loope', num_samples=60, seed=seed)
+    changed = 0
+    for i in range(60):
         at = colour_cells(ds.render_numpy(i, 56), 4)
         label, _ = expected_label(at)
-        flipped, _ = expected_label({k: v[::-1].copy() for k, v in at.items()})
-        assert flipped // 2 == label // 2 and flipped % 2 != label % 2
+        flips = (lambda v: v[::-1].copy(), lambda v: np.array([GRID - 1 - v[0], v[1]]), lambda v: GRID - 1 - v)
+        for flip in flips:
+            assert expected_label({k: flip(v) for k, v in at.items()})[0] == label
+        lo = min(v.min() for v in at.values())
+        shifted = {k: v - lo for k, v in at.items()}  # into the top-left corner: same triangle
+        changed += expected_label(shifted)[0] != label
+    assert changed > 10  # a relative encoding alone cannot answer it
 
 
 def test_board_runs_three_cell_alone_at_its_own_size(capsys) -> None:
@@ -115,8 +120,8 @@ def test_board_runs_three_cell_alone_at_its_own_size(capsys) -> None:
         assert 'three_cell_loope is a board of its own' in err and '--tasks three_cell_loope' in err
 
 
-def test_pairs_cover_every_colour_pair() -> None:
+def test_classes_are_the_six_orders() -> None:
     from vispe.datasets import three_cell
 
-    assert sorted(three_cell.PAIRS) == sorted(itertools.combinations(range(3), 2))
+    assert sorted(three_cell.ORDERS) == sorted(itertools.permutations(range(3)))
     assert len(three_cell.CLASSES) == len(set(three_cell.CLASSES)) == 6

@@ -224,8 +224,8 @@ class Shapes2D(Dataset):
     Args:
         task (str): one of ``TASKS``: 'position' (27 classes: 3x3 cell x 3 shapes), 'relation' (4:
             direction from the red object to the blue one), 'three_cell' (3: farthest pair of coloured cells on a
-            6 x 6 grid), 'three_cell_loope' (6: LOOPE's Three-Cell benchmark on a 14 x 14 grid, farthest pair x its
-            orientation, ``vispe.datasets.three_cell``; 56 or 224 px), 'shape'
+            6 x 6 grid), 'three_cell_loope' (6: LOOPE's Three-Cell benchmark on a 14 x 14 grid, the colours' order by
+            distance from the centre, ``vispe.datasets.three_cell``; 56 or 224 px), 'shape'
             (5 shapes), 'shape_color' (20: 'red circle', ...: a palette colour x a shape, for class-conditional
             generation). Defaults to 'position'.
         split (str): 'train', 'val' or 'test'; each split draws different scenes. Defaults to 'train'.

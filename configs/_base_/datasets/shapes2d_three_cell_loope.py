@@ -1,5 +1,5 @@
 # shapes2d 'three_cell_loope': LOOPE's Three-Cell benchmark as vispe rebuilds it (vispe.datasets.three_cell): three
-# pure-colour cells of a 14 x 14 grid; 6 classes = the farthest pair of colours x its orientation. 56 px with 4 px
+# pure-colour cells of a 14 x 14 grid; 6 classes = the colours' order by distance from the centre. 56 px with 4 px
 # patches gives the paper's 14 x 14 tokens (one cell, one patch) at a CPU's cost; 224 px with 16 px patches gives the
 # same tokens.
 _base_ = ['./shapes2d_position.py']
