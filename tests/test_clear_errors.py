@@ -200,6 +200,20 @@ def test_a_list_in_cfg_options_is_taken_as_given(tmp_path) -> None:
     assert sorted(model.backbone.encoding_names) == ['ape_learned', 'irpe']
 
 
+def test_a_dict_on_a_key_the_config_lacks_reaches_its_constructor_clean(tmp_path) -> None:
+    """Before: mmengine kept the ``_delete_`` marker on a dict set where the config had no key, so
+    ``model.backbone.position_sampler={'type': 'fuzzy'}`` failed with ``FuzzyPositions.__init__() got an unexpected
+    keyword argument '_delete_'``; over an existing dict the value still replaces it whole."""
+    options = parse("model.backbone.position_sampler={'type': 'fuzzy', 'radius': 0.25}")
+    cfg = load_config(tiny_config(tmp_path), options)
+    assert cfg.model.backbone.position_sampler == {'type': 'fuzzy', 'radius': 0.25}
+    model = MODELS.build(cfg.model)
+    assert type(model.backbone.position_sampler).__name__ == 'FuzzyPositions'
+    cfg.dump(str(tmp_path / 'fuzzy.py'))
+    again = load_config(str(tmp_path / 'fuzzy.py'), parse("model.backbone.position_sampler={'type': 'fuzzy'}"))
+    assert again.model.backbone.position_sampler == {'type': 'fuzzy'}
+
+
 def test_a_dict_that_is_not_a_literal_says_how_to_quote_it(capsys) -> None:
     with pytest.raises(SystemExit):
         parse('model.backbone.encoding={type:rope_axial,theta:10}')

@@ -472,3 +472,19 @@ def test_a_spec_with_several_options_reaches_the_model_whole(spec, expected):
     assert value == expected
     assert normalize_spec(value) == normalize_spec(spec)
     assert shlex.split(shlex.join([option])) == [option]  # the zoo's command line keeps it one argument
+
+
+def test_the_fuzzy_variant_trains_on_jittered_positions_and_sweeps_grid_sample():
+    """'ape_learned@fuzzy' (ViTAR's fuzzy PE) is ape_learned plus the fuzzy sampler, read with grid_sample: its runs
+    carry both, and its sweep measures grid_sample beside the table's other strategies (opt-in elsewhere)."""
+    from vispe.experiments.compare import REGIME_CONFIGS, Run, encoding_option, run_config, supported_strategies
+
+    fixed = REGIME_CONFIGS['fixed']
+    fuzzy, plain = leaderboard_runs({'position': fixed['position']}, ['ape_learned@fuzzy', 'ape_learned'], [0], 'out')
+    assert fuzzy.work_dir == os.path.join('out', 'position', 'ape_learned@fuzzy', 'seed0')
+    assert run_config(fuzzy).model.backbone.position_sampler['type'] == 'fuzzy'
+    assert 'position_sampler' not in run_config(plain).model.backbone
+    assert supported_strategies(fuzzy) == ['bicubic', 'bilinear', 'nearest', 'grid_sample']
+    assert 'grid_sample' not in supported_strategies(plain)
+    spec = Run('position', fixed['position'], 'unused', [encoding_option('ape_learned:strategy=grid_sample')])
+    assert supported_strategies(spec) == supported_strategies(fuzzy)  # the variant's strategies are its spec's

@@ -19,7 +19,7 @@ from mmengine.config import Config
 
 from vispe.cli.common import print_predictions
 from vispe.engine.checkpoint import CheckpointError, load_checkpoint
-from vispe.engine.config import CfgOptionsAction, ConfigError, load_config, replacing_dicts
+from vispe.engine.config import CfgOptionsAction, ConfigError, load_config, merge_options
 from vispe.evaluation.image_inference import image_view, predict_images
 from vispe.evaluation.trained_model import load_model
 
@@ -46,7 +46,7 @@ def config_of(config: str | None, checkpoint: str, cfg_options: dict | None) -> 
         )
     cfg = Config.fromstring(text, file_format='.py')
     if cfg_options:
-        cfg.merge_from_dict(replacing_dicts(cfg_options))
+        merge_options(cfg, cfg_options)
     return cfg
 
 

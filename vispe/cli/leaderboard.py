@@ -26,6 +26,7 @@ from vispe.evaluation.outputs import check_target, forcing, write_json, write_te
 from vispe.experiments.compare import (
     DEFAULT_TASKS,
     REGIME_CONFIGS,
+    RUN_VARIANTS,
     SHAPES2D_TASK_CONFIGS,
     TASK_RESOLUTIONS,
     task_resolutions,
@@ -34,9 +35,10 @@ from vispe.experiments.leaderboard import Archive, collect, leaderboard_runs
 from vispe.experiments.leaderboard_report import markdown, plot, regime_markdown, regime_plot, summarize, task_label
 from vispe.experiments.zoo import write_model_zoo
 
-#: option variants the board trains beside the registered encodings: rope_dinov3 without its training-time
-#: coordinate augmentation (on by default), to show what the augmentation does
-VARIANTS = ('rope_dinov3:rescale=none',)
+#: variants the board trains beside the registered encodings: rope_dinov3 without its training-time coordinate
+#: augmentation (on by default), to show what the augmentation does; the learned table with LaPE's per-block
+#: LayerNorms; ViTAR's fuzzy PE (compare.RUN_VARIANTS: ape_learned trained on jittered positions, read at them)
+VARIANTS = ('rope_dinov3:rescale=none', 'ape_learned:lape=true', 'ape_learned@fuzzy')
 
 
 def main(
@@ -51,8 +53,8 @@ def main(
         '--encodings',
         nargs='+',
         default=list_encodings(ndim=2) + list(VARIANTS),
-        help="names, or one-line specs with options ('rope_dinov3:rescale=none'; 'a+b' combines); default: every 2D "
-        'encoding and ' + ', '.join(VARIANTS),
+        help="names, one-line specs with options ('rope_dinov3:rescale=none'; 'a+b' combines) or variants "
+        f'({", ".join(RUN_VARIANTS)}); default: every 2D encoding and ' + ', '.join(VARIANTS),
     )
     parser.add_argument(
         '--tasks',

@@ -94,7 +94,7 @@ def load_config(path: str, cfg_options: dict | None = None, work_dir: str | None
     cfg = read_with_options(resolved, cfg_options)[0] if cfg_options else read_config_file(resolved)
     if cfg_options:
         promote_encoding_names(cfg, cfg_options)
-        cfg.merge_from_dict(replacing_dicts(cfg_options))
+        merge_options(cfg, cfg_options)
     check_config(cfg)
     check_values(cfg)
     drop_disabled_hooks(cfg)
@@ -117,6 +117,26 @@ def promote_encoding_names(cfg: Config, options: dict) -> None:
                 parent = parent.get(part) if isinstance(parent, (Config, Mapping)) else None
             if isinstance(parent, MutableMapping) and isinstance(parent.get('encoding'), str):
                 parent['encoding'] = {'type': parent['encoding']}
+
+
+def merge_options(cfg: Config, options: dict) -> None:
+    """Merge ``--cfg-options`` into ``cfg``, each dict value replacing what the config holds there
+    (``replacing_dicts``). mmengine drops the ``_delete_`` marker where the config had a dict to replace, and leaves
+    it where the key is new (``model.backbone.position_sampler={'type': 'fuzzy'}``), where it would reach the
+    constructor: those leftovers are removed."""
+    cfg.merge_from_dict(replacing_dicts(options))
+    for key in options:
+        node: Any = cfg
+        for part in key.split('.'):
+            node = node.get(part) if isinstance(node, (Config, Mapping)) else None
+        _drop_markers(node)
+
+
+def _drop_markers(node: Any) -> None:
+    if isinstance(node, MutableMapping):
+        node.pop('_delete_', None)
+        for value in node.values():
+            _drop_markers(value)
 
 
 def replacing_dicts(options: dict) -> dict:

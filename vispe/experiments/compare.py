@@ -90,6 +90,21 @@ def encoding_option(encoding: str) -> str:
     return f'model.backbone.encoding={value}'
 
 
+#: leaderboard entries that train with more than an encoding spec: name -> (encoding spec, further cfg-options).
+#: ViTAR's fuzzy PE is ape_learned trained on jittered token positions and read at them (``grid_sample``, swept
+#: beside its other strategies)
+RUN_VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    'ape_learned@fuzzy': ('ape_learned:strategy=grid_sample', ("model.backbone.position_sampler={'type': 'fuzzy'}",)),
+}
+
+
+def entry_options(entry: str) -> list[str]:
+    """A leaderboard entry's cfg-options: an encoding spec's (``encoding_option``), or a ``RUN_VARIANTS`` name's:
+    its spec's and its own."""
+    spec, extra = RUN_VARIANTS.get(entry, (entry, ()))
+    return [encoding_option(spec), *extra]
+
+
 def schedule_options(epochs: int | None) -> list[str]:
     """Override the number of epochs of the adamw_short schedule (warm-up 1 epoch, then the cosine, which follows the
     run's length by itself)."""

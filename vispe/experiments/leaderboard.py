@@ -20,7 +20,7 @@ from vispe.evaluation.trained_model import resolution_label
 from vispe.experiments.compare import (
     Run,
     covers,
-    encoding_option,
+    entry_options,
     final_checkpoint,
     last_checkpoint,
     shown,
@@ -46,7 +46,7 @@ def leaderboard_runs(
             task_label(task, regime),
             configs[task],
             os.path.join(out, *([] if regime == 'fixed' else [regime]), task, run_folder(enc), f'seed{seed}'),
-            [encoding_option(enc), f'randomness.seed={seed}'],
+            [*entry_options(enc), f'randomness.seed={seed}'],
             encoding=enc,
             seed=seed,
             regime=regime,
