@@ -488,3 +488,37 @@ def test_the_fuzzy_variant_trains_on_jittered_positions_and_sweeps_grid_sample()
     assert 'grid_sample' not in supported_strategies(plain)
     spec = Run('position', fixed['position'], 'unused', [encoding_option('ape_learned:strategy=grid_sample')])
     assert supported_strategies(spec) == supported_strategies(fuzzy)  # the variant's strategies are its spec's
+
+
+def _board_entries() -> list[str]:
+    from vispe.cli.leaderboard import VARIANTS
+    from vispe.encodings import list_encodings
+
+    return list_encodings(ndim=2) + list(VARIANTS)
+
+
+@pytest.mark.parametrize('entry', _board_entries())
+def test_every_board_entry_has_a_plain_strategy(entry):
+    """The tables list each entry with its plain strategy (scales nothing): loope's strategies (interpolate, extend)
+    once had none, and its table crashed after its runs had trained."""
+    from vispe.experiments.compare import REGIME_CONFIGS, supported_strategies
+    from vispe.experiments.leaderboard_report import PLAIN
+
+    (run,) = leaderboard_runs({'position': REGIME_CONFIGS['fixed']['position']}, [entry], [0], 'out')
+    strategies = supported_strategies(run)
+    stats = summarize({('position', entry, s, '32'): [50.0] for s in strategies})
+    assert plain_strategy(stats, 'position', entry) in PLAIN
+
+
+def test_a_task_asked_at_its_training_size_only_tables_its_plain_strategy():
+    stats = summarize(
+        {
+            ('three_cell_loope', 'loope', 'interpolate', '56'): [89.0, 91.0],
+            ('three_cell_loope', 'loope', 'extend', '56'): [89.0, 91.0],
+            ('three_cell_loope', 'none', 'default', '56'): [16.5, 16.9],
+        }
+    )
+    assert best_strategy(stats, 'three_cell_loope', 'loope', '56') == 'extend'
+    table = markdown(stats, 'three_cell_loope', ['56'])
+    rows = [line for line in table.splitlines() if line.startswith('| loope') or line.startswith('| none')]
+    assert rows == ['| loope | extend | 90.0 ± 1.4 |', '| none | default | 16.7 ± 0.3 |']

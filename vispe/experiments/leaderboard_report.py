@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from vispe.evaluation import report
 from vispe.evaluation.outputs import save_figure
 
-#: the strategy that means "no extrapolation trick" for each family; encodings without strategies report 'default'
-PLAIN = ('none', 'default', 'bicubic')
+#: the strategy that means "no extrapolation trick" for each family; encodings without strategies report 'default';
+#: 'extend' is loope's raw curve index (its default 'interpolate' rescales it)
+PLAIN = ('none', 'default', 'bicubic', 'extend')
 
 Key = tuple[str, str, str, str]  # task, encoding, strategy, resolution
 Stats = dict[Key, report.Stat]  # mean, standard deviation, number of seeds (equal to such tuples)
@@ -23,20 +24,24 @@ def summarize(values: dict[Key, list[float]]) -> Stats:
 
 
 def best_strategy(stats: Stats, task: str, encoding: str, train_res: str) -> str:
-    """The strategy with the highest mean over the resolutions other than the training one."""
+    """The strategy with the highest mean over the resolutions other than the training one; the plain one for a task
+    asked at its training size only (Three-Cell)."""
     scores: dict[str, list[float]] = {}
     for (t, enc, strat, res), (mean, _, _) in stats.items():
         if t == task and enc == encoding and res != train_res:
             scores.setdefault(strat, []).append(mean)
     if not scores:
-        raise ValueError(f'no results for {encoding} on {task} beyond the training resolution {train_res}')
+        return plain_strategy(stats, task, encoding)
     return max(scores, key=lambda s: statistics.fmean(scores[s]))
 
 
 def plain_strategy(stats: Stats, task: str, encoding: str) -> str:
-    """The no-trick strategy of this encoding (none / default / bicubic for learned tables)."""
+    """The no-trick strategy of this encoding (none / default / bicubic for learned tables / extend for loope)."""
     have = {strat for (t, enc, strat, _) in stats if t == task and enc == encoding}
-    return next(s for s in PLAIN if s in have)
+    plain = [s for s in PLAIN if s in have]
+    if not plain:
+        raise ValueError(f'{encoding} on {task}: none of its strategies {sorted(have)} is a plain one {PLAIN}')
+    return plain[0]
 
 
 def strategy_pivot(stats: Stats, task: str, resolutions: Sequence[str], best: bool) -> report.Pivot:
