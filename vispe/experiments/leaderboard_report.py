@@ -38,6 +38,8 @@ def best_strategy(stats: Stats, task: str, encoding: str, train_res: str) -> str
 def plain_strategy(stats: Stats, task: str, encoding: str) -> str:
     """The no-trick strategy of this encoding (none / default / bicubic for learned tables / extend for loope)."""
     have = {strat for (t, enc, strat, _) in stats if t == task and enc == encoding}
+    if not have:
+        raise ValueError(f'no results for {encoding} on {task}')
     plain = [s for s in PLAIN if s in have]
     if not plain:
         raise ValueError(f'{encoding} on {task}: none of its strategies {sorted(have)} is a plain one {PLAIN}')
