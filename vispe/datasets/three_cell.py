@@ -18,11 +18,12 @@ of absolute and of relative position) but not the exact six classes. vispe's rec
 - Labels are uniform: the label is drawn first, then three cells with well separated distances, and the colours are
   dealt by rank.
 
-An earlier draft asked which pair of colours lies farthest apart, and in which orientation (purely relative): the
-board's tiny ViT stayed at chance on it after 22 of 30 epochs with a learned table (loss 1.789 against ln 6 =
-1.792), since at initialisation nothing of it reaches the class token before the coloured tokens attend to each
-other. Distances from the centre are read off each coloured token alone, so learning can start at once; how much of
-the comparison each encoding then gets right is the measurement. How this differs from the paper's numbers is said
+An earlier draft asked which pair of colours lies farthest apart, and in which orientation (purely relative). It
+was tried with a learned table only, which stayed at chance (loss 1.789 after 22 of 30 epochs against ln 6 =
+1.792); as the final board shows, the learned table stays at chance on this budget on the present task too, while
+the sinusoids learn it, so that draft was not shown to be unlearnable. The present question was kept because a
+distance from the centre is carried by each coloured token alone, which gives learning a signal from the start, and
+because it asks for absolute position as well as a comparison. How this differs from the paper's numbers is said
 where vispe's results are tabled (docs/results/leaderboard.md#three-cell-loopes-benchmark); the paper's no-PE
 score of 59.4 (against 16.7 here) says its task leaves some answer in the patches' contents, which this one does
 not.
