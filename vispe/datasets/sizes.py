@@ -286,8 +286,8 @@ def build_size_policy(policy: SizePolicy | dict | None) -> SizePolicy | None:
     if policy is None or isinstance(policy, SizePolicy):
         return policy
     if isinstance(policy, dict):
-        # ``--cfg-options`` marks dict values ``_delete_`` (replace, not merge); onto a key the config did not have,
-        # mmengine leaves the marker in the dict
+        # load_config drops the ``_delete_`` markers --cfg-options leaves on new keys (engine.config.merge_options);
+        # a config saved in a checkpoint before it did may still carry one here
         return SIZE_POLICIES.build({k: v for k, v in policy.items() if k != '_delete_'})
     raise TypeError(
         'size_policy must be a dict config (type=FixedSize / SquareSizes / NativeAspect / RandomAspect), got '
