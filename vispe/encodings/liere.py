@@ -39,7 +39,12 @@ hand-written backward of twice as many), and a float32 block product over q and 
 8, one CPU thread: ~33 ms for the exponentials forward + backward (61 ms with autograd through the former expm) and
 ~11 ms for the block products. CPU: 1.21-1.25x ape_learned (three runs, median 1.24; ViT-S/16 224, batch 8, float32,
 1 thread, forward + backward; ``tools/benchmark.py``; 1.34x before), still above the 1.15 target of learned rotary
-encodings; peak memory 902 MB against 459 MB (1050 MB before). GPU: not measured.
+encodings; peak memory 902 MB against 459 MB (1050 MB before). GPU: not measured. Tried and measured no faster
+(1.213x against 1.200x, one quiet machine): A(x) is linear in x, so the Taylor polynomial is a polynomial in x whose
+matrix coefficients are the generators' word sums, one GEMM over 91 monomials instead of the per-token powers and
+Horner steps, with q and k rotated by one bmm; the 5 squarings (15 of the ~30 products forward + backward) remain,
+and the word sums' autograd cost what the powers saved. Even per token, the spectral radius at init (up to 38)
+needs the same 5 squarings.
 
 Weight decay: none on ``generators``. The reference trains everything with plain Adam (weight decay 0); decay would
 pull each generator toward 0, i.e. every rotation toward the identity and the encoding toward none.
