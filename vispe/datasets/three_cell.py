@@ -18,15 +18,14 @@ of absolute and of relative position) but not the exact six classes. vispe's rec
 - Labels are uniform: the label is drawn first, then three cells with well separated distances, and the colours are
   dealt by rank.
 
-An earlier draft asked which pair of colours lies farthest apart, and in which orientation (purely relative). It
-was tried with a learned table only, for 22 of 30 epochs, and stayed at chance (loss 1.789 against ln 6 = 1.792);
-on the present task the learned table too sits at chance for 19 epochs before it learns, so those 22 epochs did
-not show that draft unlearnable. The present question was kept because a
-distance from the centre is carried by each coloured token alone, which gives learning a signal from the start, and
-because it asks for absolute position as well as a comparison. How this differs from the paper's numbers is said
-where vispe's results are tabled (docs/results/leaderboard.md#three-cell-loopes-benchmark); the paper's no-PE
-score of 59.4 (against 16.7 here) says its task leaves some answer in the patches' contents, which this one does
-not.
+An earlier draft asked which pair of colours lies farthest apart, and in which orientation (purely relative). It was
+tried with a learned table only, for 22 of 30 epochs, and stayed at chance (loss 1.789 against ln 6 = 1.792); on the
+present task the learned table too sits at chance for 19 epochs before it learns, so those 22 epochs did not show
+that draft unlearnable. The present question was kept because a distance from the centre is carried by each coloured
+token alone, which gives learning a signal from the start, and because it asks for absolute position as well as a
+comparison. How this differs from the paper's numbers is said where vispe's results are tabled
+(docs/results/leaderboard.md#three-cell-loopes-benchmark); the paper's no-PE score of 59.4 (against 16.7 here) says
+its task leaves some answer in the patches' contents, which this one does not.
 """
 
 from __future__ import annotations
