@@ -202,3 +202,21 @@ def test_the_resume_hint_names_the_command_the_user_ran(monkeypatch, tmp_path):
     cfg, args = SimpleNamespace(work_dir=str(tmp_path)), SimpleNamespace(cfg_options=None)
     said = interrupted_message('c.py', cfg, args, 'vispe train')
     assert said.endswith(f'continue with: vispe train c.py --work-dir {tmp_path} --resume')
+
+
+def test_timm_tests_passes_what_follows_double_dash_to_pytest(monkeypatch, capsys):
+    """Before: 'SRC --sizes tiny -- -x' was refused, and '--sizes tiny SRC -- -x' took '-x' for the timm source."""
+    from vispe.cli import timm_tests
+
+    calls = []
+    monkeypatch.setattr(timm_tests, 'read_test_file', lambda source: 'FEAT_INTER_FILTERS = [\n]\n')
+    monkeypatch.setattr(timm_tests.subprocess, 'call', lambda cmd, cwd: calls.append(cmd) or 0)
+    assert timm_tests.main(['SRC', '--sizes', 'tiny', '--encodings', 'liere', '--', '-x', '--maxfail=2']) == 0
+    cmd = calls[0]
+    assert cmd[-2:] == ['-x', '--maxfail=2'] and cmd[cmd.index('-k') + 1] == '(vit_tiny_patch16_liere_224)'
+    with pytest.raises(SystemExit) as exit_info:  # the source swallowed by --sizes: refused, never run
+        timm_tests.main(['--sizes', 'tiny', 'SRC', '--', '-x'])
+    assert exit_info.value.code == 2 and 'timm_source' in capsys.readouterr().err and len(calls) == 1
+    with pytest.raises(SystemExit):
+        timm_tests.main(['SRC', '--', '-k', 'forward'])
+    assert '-k would replace' in capsys.readouterr().err and len(calls) == 1

@@ -65,6 +65,15 @@ def names(sizes) -> list:
     return [n for n in vispe.TIMM_NAMES if any(n.startswith(f'vit_{s}_') for s in sizes)]
 
 
+def split_pytest_args(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """vispe's arguments and, after the first '--', pytest's (more pytest arguments; not -k: use --without).
+
+    Split by hand: argparse gives a trailing positional nothing once options follow the source ('SRC --sizes tiny --
+    -x' was refused) and can give the source to --sizes ('--sizes tiny SRC -- -x' read '-x' as the source)."""
+    cut = argv.index('--') if '--' in argv else len(argv)
+    return parser.parse_args(argv[:cut]), argv[cut + 1 :]
+
+
 def main(argv=None, prog: str | None = None) -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split('\n\n')[0])
     parser.add_argument('timm_source', help='a timm checkout or bare git directory')
@@ -73,9 +82,9 @@ def main(argv=None, prog: str | None = None) -> int:
     parser.add_argument(
         '--without', nargs='+', default=[], help='leave out test families whose name has one of these words (fx ...)'
     )
-    parser.add_argument('pytest_args', nargs='*', help='after --: more pytest arguments (not -k: use --without)')
-    args = parser.parse_args(argv)
-    if any(a == '-k' or a.startswith('-k') for a in args.pytest_args):
+    parser.usage = parser.format_usage().removeprefix('usage: ').rstrip() + ' [-- PYTEST_ARGS ...]'
+    args, pytest_args = split_pytest_args(parser, sys.argv[1:] if argv is None else list(argv))
+    if any(a == '-k' or a.startswith('-k') for a in pytest_args):
         parser.error('-k would replace the selection of vispe names; use --without to leave families out')
     selected = [n for n in names(args.sizes) if not args.encodings or any(f'_{e}_224' in n for e in args.encodings)]
     with tempfile.TemporaryDirectory(prefix='timm_tests_') as tmp:
@@ -86,7 +95,7 @@ def main(argv=None, prog: str | None = None) -> int:
             f.write(f'import sys\nsys.path.insert(0, {ROOT!r})\nimport vispe  # noqa: F401,E402\n')
         cmd = [sys.executable, '-m', 'pytest', 'tests/test_models.py', '-p', 'no:cacheprovider', '-q', '-rfs']
         keyword = f'({" or ".join(selected)})' + ''.join(f' and not {word}' for word in args.without)
-        cmd += ['-k', keyword, '--junitxml', os.path.join(tmp, 'report.xml'), *args.pytest_args]
+        cmd += ['-k', keyword, '--junitxml', os.path.join(tmp, 'report.xml'), *pytest_args]
         rc = subprocess.call(cmd, cwd=tmp)
         print_table(os.path.join(tmp, 'report.xml'), selected)
     return rc
@@ -115,4 +124,4 @@ def print_table(report: str, selected) -> None:
         print(f'  {family:45s} {sum(c.values()):3d} {c["passed"]:3d} {c["failed"]:3d} {c["skipped"]:3d}')
 
 
-__all__ = ['FAMILIES', 'add_module_filter', 'main', 'names', 'print_table', 'read_test_file']
+__all__ = ['FAMILIES', 'add_module_filter', 'main', 'names', 'print_table', 'read_test_file', 'split_pytest_args']
