@@ -134,6 +134,26 @@ def test_parameterised_rows_keep_their_label() -> None:
     assert subjects['irpe:on=qkv'].module.blocks[0].attn.pe['irpe'].on == 'qkv'
 
 
+def test_variant_rows_train_with_their_own_vit_arguments() -> None:
+    """'ape_learned@fuzzy' (the leaderboard's name) is a row: ape_learned read by grid_sample, trained on jittered
+    positions; the baseline beside it keeps the plain grid. A level or backbone that cannot take it says so."""
+    from vispe.positions import FuzzyPositions
+
+    subjects = {s.name: s for s in build_subjects(BenchmarkConfig(**TINY, encodings=['ape_learned@fuzzy']))}
+    fuzzy, plain = subjects['ape_learned@fuzzy'].module, subjects['ape_learned'].module
+    assert isinstance(fuzzy.position_sampler, FuzzyPositions) and plain.position_sampler is None
+    assert fuzzy.pe['ape_learned'].strategy == 'grid_sample' and encoding_kind('ape_learned@fuzzy') == 'embed'
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        assert not torch.equal(fuzzy(x), fuzzy(x))  # training: each forward draws new positions
+        fuzzy.eval()
+        assert torch.equal(fuzzy(x), fuzzy(x))
+    with pytest.raises(ValueError, match='--level model'):
+        resolve_encodings(['ape_learned@fuzzy'], SDPA, level='attention')
+    with pytest.raises(ValueError, match='a DiT does not take'):
+        build_subjects(BenchmarkConfig(**{**TINY, 'model': 'DiT-S/8'}, encodings=['ape_learned@fuzzy']))
+
+
 def test_repeats_are_interleaved_and_rotated() -> None:
     calls = []
     subjects = [Subject(n, torch.nn.Identity(), lambda n=n: calls.append(n), lambda: None) for n in 'abc']

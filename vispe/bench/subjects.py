@@ -8,8 +8,9 @@
   as its hook on the tokens followed by that plain layer (``EncodedAttention``).
 
 A row is an encoding spec of ``vispe.encodings.build.parse_encoding_spec``: 'a+b' combines, 'name:key=value' sets
-arguments; or one of ``rows``'s: a whole model by name ('timm:<name>', 'vispe:<name>', model level) or
-``sdpa_bias`` (attention level: SDPA with a learned bias).
+arguments; or a named variant (``vispe.encodings.build.VARIANTS``: a spec with further ViT arguments, e.g.
+'ape_learned@fuzzy', model level); or one of ``rows``'s: a whole model by name ('timm:<name>', 'vispe:<name>',
+model level) or ``sdpa_bias`` (attention level: SDPA with a learned bias).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from vispe.bench.rows import (
 )
 from vispe.bench.timing import Subject, compile_subjects
 from vispe.encodings import Encoding, EncodingStack, encoding_class, list_encodings, parse_encoding_spec
+from vispe.encodings.build import VARIANTS, split_variant
 from vispe.positions import Positions, grid_positions
 
 LEVELS = ('model', 'attention')
@@ -56,7 +58,8 @@ def baseline_of(cfg: BenchmarkConfig) -> str:
 # --- the rows --------------------------------------------------------------------------------------------------
 def _classes(name: str) -> list[type[Encoding]]:
     """The encoding classes of a row spec; an unknown name raises vispe's ValueError (it lists the closest)."""
-    return [encoding_class(part if isinstance(part, str) else part['type']) for part in parse_encoding_spec(name)]
+    spec = split_variant(name)[0]
+    return [encoding_class(part if isinstance(part, str) else part['type']) for part in parse_encoding_spec(spec)]
 
 
 def resolve_encodings(encodings: Sequence[str] | None, baseline: str, level: str = 'model') -> list[str]:
@@ -68,6 +71,10 @@ def resolve_encodings(encodings: Sequence[str] | None, baseline: str, level: str
     for name in names:
         if is_model_row(name):
             check_model_row(name, level)
+        elif name in VARIANTS and level != 'model':
+            raise ValueError(
+                f'row {name!r} trains with ViT arguments {split_variant(name)[1]}: it runs at --level model'
+            )
         elif name == SDPA_BIAS and level != 'attention':
             raise ValueError(f'row {SDPA_BIAS!r} is an attention core: it runs at --level attention, not {level}')
         elif not (level == 'attention' and name in (SDPA, SDPA_BIAS)):
@@ -104,15 +111,18 @@ def _build(cfg: BenchmarkConfig, name: str | None) -> VisionTransformerPE | DiT:
 def _seeded_spec(cfg: BenchmarkConfig, name: str | None) -> list[str | dict[str, Any]] | None:
     """The row's encoding specs (None for none), torch seeded first so that every row's shared weights agree."""
     torch.manual_seed(cfg.seed)
-    return None if name is None else parse_encoding_spec(name)
+    return None if name is None else parse_encoding_spec(split_variant(name)[0])
 
 
 def _build_dit(cfg: BenchmarkConfig, name: str | None) -> DiT:
+    if name in VARIANTS:
+        raise ValueError(f'row {name!r} sets ViT arguments {split_variant(name)[1]} that a DiT does not take')
     return _ready(dit(cfg.model, encoding=_seeded_spec(cfg, name), img_size=cfg.img_size, **cfg.model_kwargs), cfg)
 
 
 def _build_vit(cfg: BenchmarkConfig, name: str | None) -> VisionTransformerPE:
-    model = create_model(cfg.model, encoding=_seeded_spec(cfg, name), img_size=cfg.img_size, **cfg.model_kwargs)
+    kwargs = {**cfg.model_kwargs, **(split_variant(name)[1] if name else {})}  # a variant's own arguments win
+    model = create_model(cfg.model, encoding=_seeded_spec(cfg, name), img_size=cfg.img_size, **kwargs)
     if not isinstance(model, VisionTransformerPE):  # a timm feature wrapper (features_only in model_kwargs)
         raise TypeError(f'the benchmark times a vispe ViT, but {cfg.model} built a {type(model).__name__}')
     return _ready(model, cfg)

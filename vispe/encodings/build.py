@@ -124,6 +124,21 @@ def parse_encoding_spec(spec: str) -> list[str | dict[str, Any]]:
     return parts
 
 
+#: named variants: an encoding spec that trains with further backbone arguments, for the rows an encoding spec alone
+#: cannot name (the leaderboard's entries, the benchmark's rows). ViTAR's fuzzy PE is ape_learned trained on token
+#: positions jittered within their cells and read at them (``grid_sample``).
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    'ape_learned@fuzzy': ('ape_learned:strategy=grid_sample', {'position_sampler': {'type': 'fuzzy'}}),
+}
+
+
+def split_variant(name: str) -> tuple[str, dict[str, Any]]:
+    """A row name -> (its encoding spec, its further backbone arguments): a ``VARIANTS`` name's, or the name itself
+    as the spec and no arguments."""
+    spec, kwargs = VARIANTS.get(name, (name, {}))
+    return spec, dict(kwargs)
+
+
 def _same(a: Any, b: Any) -> bool:
     return (tuple(a) == tuple(b)) if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) else a == b
 
