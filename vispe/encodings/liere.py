@@ -44,7 +44,9 @@ encodings; peak memory 902 MB against 459 MB (1050 MB before). GPU: not measured
 matrix coefficients are the generators' word sums, one GEMM over 91 monomials instead of the per-token powers and
 Horner steps, with q and k rotated by one bmm; the 5 squarings (15 of the ~30 products forward + backward) remain,
 and the word sums' autograd cost what the powers saved. Even per token, the spectral radius at init (up to 38)
-needs the same 5 squarings.
+needs the same 5 squarings. CPU inductor (``torch.compile`` of the forward chain at degree 12 and 5 squarings, batch
+last) ran it in 14.7 ms against eager's 9.9; one bmm over q and k together instead of the einsum per tensor made no
+difference in the model (1.214x against 1.209x, one run each).
 
 Weight decay: none on ``generators``. The reference trains everything with plain Adam (weight decay 0); decay would
 pull each generator toward 0, i.e. every rotation toward the identity and the encoding toward none.
