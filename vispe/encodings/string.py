@@ -197,9 +197,9 @@ class CayleySTRING(STRING):
 
     Cost: the solve and the (H, N, d/2) table per forward pass and layer, never per sample; then per head one
     (B*N, d) x (d, d) matmul on q and one on k before the rotary kernel (on CUDA one (B*N, C) x (C, C) GEMM each).
-    CPU: 1.13x ape_learned (ViT-S/16 224, batch 8, float32, one thread, median of 6; a noisy machine, load 6 on 2
-    cores: 1.08x by the minima, rope_axial 0.94x / 1.06x in the same run). GPU: not measured. After
-    ``fold_string``: rope_mixed's cost.
+    CPU: 1.08x ape_learned (ViT-S/16 224, batch 8, float32, one thread, median of 6, nothing else running;
+    rope_mixed 1.035x in the same run; docs/guide/speed.md). GPU: not measured. After ``fold_string``: rope_mixed's
+    cost.
 
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE; tested); its Python code does
     not script: its hook takes ``Positions`` (see VisionTransformerPE) and its float32 sections run in
@@ -266,8 +266,8 @@ class CirculantSTRING(STRING):
 
     Cost: F q and F k as one (B*N, d) x (d, d) matmul per head (F is a fixed buffer), the (ndim, H, d/2) rates from a
     (d/2, d) sine matrix and the (H, N, d/2) table per forward pass and layer, then the fused rotary kernel. The
-    paper's FFT form, O(d log d) per token, is left out for the GEMM (no complex dtype). CPU: 1.15x ape_learned
-    (ViT-S/16 224, batch 8, float32, one thread, median of 6; noisy, as Cayley's run: 1.05x by the minima). GPU: not
+    paper's FFT form, O(d log d) per token, is left out for the GEMM (no complex dtype). CPU: 1.05x ape_learned
+    (ViT-S/16 224, batch 8, float32, one thread, median of 6, nothing else running; docs/guide/speed.md). GPU: not
     measured. After ``fold_string``: rope_mixed's cost.
 
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE; tested); its Python code does
