@@ -196,6 +196,18 @@ def test_cli_unknown_encoding_is_one_line_exit_2(capsys: pytest.CaptureFixture) 
     assert "did you mean 'rope_axial'" in err
 
 
+def test_cli_times_dit_presets_and_names_the_sizes_of_a_bad_one(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Before: '--model DiT-S/2' (the speed guide's DiT command) was refused as no timm or vispe model."""
+    out = tmp_path / 'dit.json'
+    argv = ['--img-size', '16', '--batch-size', '1', '--warmup', '0', '--repeats', '1', '--out', str(out)]
+    assert load_tool().main(['--model', 'DiT-S/8', '--encodings', 'rope_mixed', *argv]) == 0
+    assert [r['encoding'] for r in json.loads(out.read_text())['results']] == ['ape_sincos', 'rope_mixed']
+    capsys.readouterr()
+    assert load_tool().main(['--model', 'DiT-Q/2']) == 2
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and 'DiT-Ti/2, DiT-S/2' in err
+
+
 def test_cli_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / 'b.json'
     argv = [

@@ -340,11 +340,17 @@ def dit(name: str = 'DiT-S/2', **overrides: Any) -> DiT:
             and num_heads (``DIT_SIZES``), the number after the slash the patch size. Defaults to 'DiT-S/2'.
         **overrides (Any): passed to ``DiT``, over the preset's values (e.g. ``img_size``, ``encoding``).
     """
+    return DiT(**{**dit_preset_args(name), **overrides})
+
+
+def dit_preset_args(name: str) -> dict[str, int]:
+    """A preset name -> its DiT arguments (embed_dim, depth, num_heads, patch_size); a ValueError naming the sizes
+    for a name that is not one."""
     match = re.fullmatch(r'DiT-(\w+)/(\d+)', name)
     if match is None or match.group(1) not in DIT_SIZES:
         sizes = ', '.join(f'DiT-{s}/2' for s in DIT_SIZES)
         raise ValueError(f'unknown DiT name {name!r}; use DiT-<size>/<patch> with a size among: {sizes}')
-    return DiT(**{**DIT_SIZES[match.group(1)], 'patch_size': int(match.group(2)), **overrides})
+    return {**DIT_SIZES[match.group(1)], 'patch_size': int(match.group(2))}
 
 
-__all__ = ['DIT_SIZES', 'DiT', 'DiTBlock', 'dit', 'frequency_embedding', 'patchify', 'unpatchify']
+__all__ = ['DIT_SIZES', 'DiT', 'DiTBlock', 'dit', 'dit_preset_args', 'frequency_embedding', 'patchify', 'unpatchify']

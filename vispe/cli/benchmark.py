@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 from mmengine.config import DictAction
 
+from vispe.backbones.dit import dit_preset_args
 from vispe.bench.measure import (
     SCALING_SIZES,
     BenchmarkConfig,
@@ -40,7 +41,7 @@ from vispe.bench.measure import (
     settings_id,
 )
 from vispe.bench.mixed import mixed_markdown, run_mixed_benchmark
-from vispe.bench.subjects import LEVELS, baseline_of, build_subjects, resolve_encodings
+from vispe.bench.subjects import LEVELS, baseline_of, build_subjects, is_dit, resolve_encodings
 from vispe.bench.targets import (
     print_report,
     print_scaling,
@@ -191,6 +192,12 @@ def model_problem(args: argparse.Namespace) -> str | None:
         return f'--model-kwargs takes KEY=VALUE pairs, got {bad[0]!r} (e.g. --model-kwargs patch_size=8 depth=4)'
     pairs = (kv.split('=', 1) for kv in args.model_kwargs)
     args.model_kwargs = {key: DictAction._parse_iterable(value) for key, value in pairs}
+    if is_dit(args.model):  # vispe's DiT presets ('DiT-S/2')
+        try:
+            dit_preset_args(args.model)
+        except ValueError as error:
+            return f'--model: {error}'
+        return None
     name = args.model.split('.')[0]
     if args.model.startswith(('hf-hub:', 'local-dir:')) or timm.is_model(name) or name in default_cfgs:
         return None
