@@ -39,7 +39,7 @@ import torch.nn.functional as F
 
 from vispe.backbones import VisionTransformerPE, create_model
 from vispe.bench.measure import BenchmarkConfig
-from vispe.bench.subjects import training_step
+from vispe.bench.subjects import training_step, vit_kwargs
 from vispe.bench.timing import Subject, interleaved_times, paired_ratio, ratio_interval
 from vispe.encodings.build import parse_encoding_spec, split_variant
 from vispe.layout import make_layout
@@ -108,10 +108,8 @@ def _subject(cfg: BenchmarkConfig, name: str, model: VisionTransformerPE, images
 def mixed_subjects(cfg: BenchmarkConfig, encoding: str) -> tuple[list[Subject], dict[str, dict[str, Any]]]:
     """The four subjects of one encoding (module docstring) and, per subject, its images and token slots."""
     torch.manual_seed(cfg.seed)
-    spec, kwargs = split_variant(encoding)  # a variant's own ViT arguments win over --model-kwargs
-    model = create_model(
-        cfg.model, encoding=parse_encoding_spec(spec), img_size=cfg.img_size, **cfg.model_kwargs | kwargs
-    )
+    spec = parse_encoding_spec(split_variant(encoding)[0])
+    model = create_model(cfg.model, encoding=spec, img_size=cfg.img_size, **vit_kwargs(cfg, encoding))
     if not isinstance(model, VisionTransformerPE):
         raise TypeError(f'the mixed-size benchmark times a vispe ViT, but {cfg.model} built a {type(model).__name__}')
     model = model.to(cfg.device).train()

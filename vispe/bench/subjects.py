@@ -120,9 +120,13 @@ def _build_dit(cfg: BenchmarkConfig, name: str | None) -> DiT:
     return _ready(dit(cfg.model, encoding=_seeded_spec(cfg, name), img_size=cfg.img_size, **cfg.model_kwargs), cfg)
 
 
+def vit_kwargs(cfg: BenchmarkConfig, name: str | None) -> dict[str, Any]:
+    """The ViT arguments of a row: --model-kwargs, and over them a named variant's own (``split_variant``)."""
+    return cfg.model_kwargs | (split_variant(name)[1] if name else {})
+
+
 def _build_vit(cfg: BenchmarkConfig, name: str | None) -> VisionTransformerPE:
-    kwargs = {**cfg.model_kwargs, **(split_variant(name)[1] if name else {})}  # a variant's own arguments win
-    model = create_model(cfg.model, encoding=_seeded_spec(cfg, name), img_size=cfg.img_size, **kwargs)
+    model = create_model(cfg.model, encoding=_seeded_spec(cfg, name), img_size=cfg.img_size, **vit_kwargs(cfg, name))
     if not isinstance(model, VisionTransformerPE):  # a timm feature wrapper (features_only in model_kwargs)
         raise TypeError(f'the benchmark times a vispe ViT, but {cfg.model} built a {type(model).__name__}')
     return _ready(model, cfg)
@@ -269,4 +273,5 @@ __all__ = [
     'is_dit',
     'resolve_encodings',
     'training_step',
+    'vit_kwargs',
 ]

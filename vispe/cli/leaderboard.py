@@ -22,11 +22,11 @@ import os
 from collections.abc import Sequence
 
 from vispe.encodings import list_encodings
+from vispe.encodings.build import VARIANTS as NAMED_VARIANTS
 from vispe.evaluation.outputs import check_target, forcing, write_json, write_text
 from vispe.experiments.compare import (
     DEFAULT_TASKS,
     REGIME_CONFIGS,
-    RUN_VARIANTS,
     SHAPES2D_TASK_CONFIGS,
     TASK_RESOLUTIONS,
     task_resolutions,
@@ -37,7 +37,8 @@ from vispe.experiments.zoo import write_model_zoo
 
 #: variants the board trains beside the registered encodings: rope_dinov3 without its training-time coordinate
 #: augmentation (on by default), to show what the augmentation does; the learned table with LaPE's per-block
-#: LayerNorms; ViTAR's fuzzy PE (compare.RUN_VARIANTS: ape_learned trained on jittered positions, read at them)
+#: LayerNorms; ViTAR's fuzzy PE (a named variant, encodings.build.VARIANTS: ape_learned trained on jittered
+#: positions, read at them)
 VARIANTS = ('rope_dinov3:rescale=none', 'ape_learned:lape=true', 'ape_learned@fuzzy')
 
 
@@ -54,7 +55,7 @@ def main(
         nargs='+',
         default=list_encodings(ndim=2) + list(VARIANTS),
         help="names, one-line specs with options ('rope_dinov3:rescale=none'; 'a+b' combines) or variants "
-        f'({", ".join(RUN_VARIANTS)}); default: every 2D encoding and ' + ', '.join(VARIANTS),
+        f'({", ".join(NAMED_VARIANTS)}); default: every 2D encoding and ' + ', '.join(VARIANTS),
     )
     parser.add_argument(
         '--tasks',

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vispe.encodings.build import VARIANTS, parse_encoding_spec, split_variant
+from vispe.encodings.build import parse_encoding_spec, split_variant
 from vispe.engine.config import load_config, parse_option_value
 from vispe.engine.config_files import configs_dir
 from vispe.engine.train import train as train_in_process
@@ -90,13 +90,9 @@ def encoding_option(encoding: str) -> str:
     return f'model.backbone.encoding={value}'
 
 
-#: leaderboard entries that train with more than an encoding spec (``vispe.encodings.build.VARIANTS``)
-RUN_VARIANTS = VARIANTS
-
-
 def entry_options(entry: str) -> list[str]:
-    """A leaderboard entry's cfg-options: an encoding spec's (``encoding_option``), or a ``RUN_VARIANTS`` name's:
-    its spec's and its own."""
+    """A leaderboard entry's cfg-options: an encoding spec's (``encoding_option``), or a named variant's
+    (``vispe.encodings.build.VARIANTS``): its spec's and its backbone arguments."""
     spec, kwargs = split_variant(entry)
     return [encoding_option(spec), *(f'model.backbone.{key}={value!r}' for key, value in kwargs.items())]
 
