@@ -522,3 +522,44 @@ def test_a_task_asked_at_its_training_size_only_tables_its_plain_strategy():
     table = markdown(stats, 'three_cell_loope', ['56'])
     rows = [line for line in table.splitlines() if line.startswith('| loope') or line.startswith('| none')]
     assert rows == ['| loope | extend | 90.0 ± 1.4 |', '| none | default | 16.7 ± 0.3 |']
+
+
+def test_the_three_cell_board_tables_each_run_beside_the_paper_with_the_epoch_it_left_chance(
+    tmp_path, monkeypatch, capsys
+):
+    """The Three-Cell table: best first, the paper's counterpart and average, the spread over seeds, and per seed the
+    first epoch whose training loss is below 1.5 (read from the archived run.json; 'never', or '?' for a run archived
+    without its losses). Its default encodings add the paper's rows the main board lacks: no PE and the 1D sine."""
+    from vispe.cli import leaderboard as cli
+    from vispe.experiments import leaderboard as lb
+
+    def train_and_evaluate(*args):
+        raise AssertionError('--no-train must not train')
+
+    monkeypatch.setattr(lb, 'train_and_evaluate', train_and_evaluate)
+    out, archive = tmp_path / 'out', tmp_path / 'archive'
+    config = {'three_cell_loope': 'vit/vit_tiny_shapes2d_three_cell_loope.py'}
+    records = {
+        ('none', 0): (16.5, {'1': 1.79, '2': 1.79}),
+        ('none', 1): (16.9, {'1': 1.79, '2': 1.6}),
+        ('ape_sincos', 0): (100.0, {'1': 1.79, '2': 1.49, '3': 0.2}),
+        ('ape_sincos', 1): (98.0, None),
+    }
+    for (enc, seed), (value, losses) in records.items():
+        (run,) = leaderboard_runs(config, [enc], [seed], str(out))
+        timing = dict(train_and_eval_seconds=60.0) | ({'train_loss': losses} if losses else {})
+        lb.Archive(str(archive), str(out)).store(run, _results(['56'], ['default'], value=value), timing)
+    base = ['--tasks', 'three_cell_loope', '--seeds', '0', '1', '--no-train', '--models', '']
+    cli.main([*base, '--encodings', 'none', 'ape_sincos', '--out', str(out), '--archive', str(archive)])
+    printed = capsys.readouterr().out
+    table = printed.split("beside the paper's averages")[1]
+    rows = [line for line in table.splitlines() if line.startswith('| `')]
+    assert rows == [
+        '| `ape_sincos` | 2D sine (77.1) | 99.0 ± 1.4 | 2 | 2, ? |',
+        '| `none` | no PE (59.4) | 16.7 ± 0.3 | 2 | never, never |',
+    ]
+    with pytest.raises(SystemExit, match='no run of this board'):  # no --encodings, nothing archived
+        cli.main([*base, '--out', str(tmp_path / 'defaults'), '--archive', str(tmp_path / 'empty')])
+    missing = capsys.readouterr().out
+    assert 'three_cell_loope/none/seed0' in missing and 'loope@order=raster,context=false/seed1' in missing
+    assert 'three_cell_loope/rope_mixed/seed0' in missing and 'ape_learned@fuzzy/seed0' in missing

@@ -21,6 +21,7 @@ import argparse
 import os
 from collections.abc import Sequence
 
+from vispe.datasets import three_cell
 from vispe.encodings import list_encodings
 from vispe.encodings.build import VARIANTS as NAMED_VARIANTS
 from vispe.evaluation.outputs import check_target, forcing, write_json, write_text
@@ -31,8 +32,16 @@ from vispe.experiments.compare import (
     TASK_RESOLUTIONS,
     task_resolutions,
 )
-from vispe.experiments.leaderboard import Archive, collect, leaderboard_runs
-from vispe.experiments.leaderboard_report import markdown, plot, regime_markdown, regime_plot, summarize, task_label
+from vispe.experiments.leaderboard import Archive, collect, leaderboard_runs, training_losses
+from vispe.experiments.leaderboard_report import (
+    markdown,
+    plot,
+    regime_markdown,
+    regime_plot,
+    summarize,
+    task_label,
+    three_cell_markdown,
+)
 from vispe.experiments.zoo import write_model_zoo
 
 #: variants the board trains beside the registered encodings: rope_dinov3 without its training-time coordinate
@@ -40,6 +49,8 @@ from vispe.experiments.zoo import write_model_zoo
 #: LayerNorms; ViTAR's fuzzy PE (a named variant, encodings.build.VARIANTS: ape_learned trained on jittered
 #: positions, read at them)
 VARIANTS = ('rope_dinov3:rescale=none', 'ape_learned:lape=true', 'ape_learned@fuzzy')
+#: the Three-Cell paper's rows that the main board does not train: no PE, and its 1D sine (LOOPE's raster order)
+THREE_CELL_EXTRAS = tuple(e for e in three_cell.PAPER_AVERAGES if e not in (*list_encodings(ndim=2), *VARIANTS))
 
 
 def main(
@@ -53,9 +64,10 @@ def main(
     parser.add_argument(
         '--encodings',
         nargs='+',
-        default=list_encodings(ndim=2) + list(VARIANTS),
+        default=None,
         help="names, one-line specs with options ('rope_dinov3:rescale=none'; 'a+b' combines) or variants "
-        f'({", ".join(NAMED_VARIANTS)}); default: every 2D encoding and ' + ', '.join(VARIANTS),
+        f'({", ".join(NAMED_VARIANTS)}); default: every 2D encoding and ' + ', '.join(VARIANTS) + ', and on '
+        "three_cell_loope the paper's rows that are not among them: " + ', '.join(THREE_CELL_EXTRAS),
     )
     parser.add_argument(
         '--tasks',
@@ -63,7 +75,7 @@ def main(
         default=list(DEFAULT_TASKS),
         choices=sorted(SHAPES2D_TASK_CONFIGS),
         help="default: position relation; 'three_cell_loope' (LOOPE's Three-Cell benchmark, 56 px) is a board of its "
-        'own: train it with --tasks three_cell_loope (and --encodings none ... to include a model without PE)',
+        "own (--tasks three_cell_loope), tabled once more beside the paper's averages",
     )
     parser.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
     parser.add_argument(
@@ -130,6 +142,8 @@ def board(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         )
     if args.resolutions is None:
         args.resolutions = task_resolutions(args.tasks[0])
+    if args.encodings is None:
+        args.encodings = list_encodings(ndim=2) + list(VARIANTS) + (list(THREE_CELL_EXTRAS) if own else [])
     runs = leaderboard_runs(tasks, args.encodings, args.seeds, args.out, regimes)
     archive = Archive(args.archive, args.out) if args.archive else None
     if args.jobs < 1:
@@ -154,6 +168,16 @@ def board(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             f'### shapes2d {task} by training regime (plain strategy), mean ± std over {seeds}\n\n'
             + regime_markdown(stats, task, list(regimes), args.resolutions)
             for task in tabled
+        )
+    if own and own[0] in labels:  # Three-Cell beside the paper, with when each run left chance
+        report += f"\n\n### shapes2d {own[0]} beside the paper's averages (LOOPE, Chowdhury et al. 2025)\n\n"
+        report += three_cell_markdown(
+            stats,
+            own[0],
+            args.resolutions[0],
+            training_losses(runs, archive),
+            three_cell.PAPER_AVERAGES,
+            three_cell.ESCAPE_LOSS,
         )
     write_text(os.path.join(args.out, 'leaderboard.md'), report + '\n', 'leaderboard')
     write_json(

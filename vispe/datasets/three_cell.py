@@ -37,6 +37,18 @@ import numpy as np
 from vispe.datasets.scene2d import Scene, Shape
 
 GRID = 14
+#: the paper's rows, by vispe's name for each: (the paper's name, its average top-1 over its ViTs)
+PAPER_AVERAGES = {
+    'none': ('no PE', 59.4),
+    'ape_learned': ('learned APE', 87.8),
+    'loope:order=raster,context=false': ('1D sine', 93.1),
+    'peg': ('CPVT', 70.9),
+    'irpe': ('iRPE', 70.1),
+    'lff': ('Fourier', 94.0),
+    'ape_sincos': ('2D sine', 77.1),
+}
+#: a run has left chance once an epoch's mean training loss is below this (chance: ln 6 = 1.792)
+ESCAPE_LOSS = 1.5
 MARGIN = 1.0  # in cells: the three distances from the centre differ pairwise by this much
 COLOUR_NAMES = ('red', 'green', 'blue')
 #: the classes: orders of the colours (indices into COLOUR_NAMES), nearest to the centre first

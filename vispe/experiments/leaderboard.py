@@ -253,6 +253,21 @@ def epoch_losses(work_dir: str) -> dict[str, float]:
     return {str(epoch): round(statistics.fmean(by_epoch[epoch]), 4) for epoch in sorted(by_epoch)}
 
 
+def training_losses(runs: Sequence[Run], archive: Archive | None = None) -> dict[str, list[dict[str, float] | None]]:
+    """Per encoding, each run's epoch losses (``epoch_losses``), in the order of ``runs``: from the archived
+    run.json when there is one, else from the run's work folder; None for a run that has results but no record of
+    its losses (archived before losses were kept). Runs with neither results nor losses are left out."""
+    out: dict[str, list[dict[str, float] | None]] = {}
+    for run in runs:
+        meta = os.path.join(archive.folder(run), 'run.json') if archive is not None else ''
+        if meta and os.path.isfile(meta):
+            with open(meta) as f:
+                out.setdefault(run.encoding, []).append(json.load(f).get('train_loss'))
+        elif final_checkpoint(run) is not None:
+            out.setdefault(run.encoding, []).append(epoch_losses(run.work_dir) or None)
+    return out
+
+
 def _cpu_seconds() -> float:
     """User + system CPU seconds of this process and of its children that have exited."""
     import resource

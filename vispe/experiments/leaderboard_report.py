@@ -5,7 +5,7 @@ training regimes (``regime_markdown``, ``regime_plot``), and the line a model ca
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from vispe.evaluation import report
 from vispe.evaluation.outputs import save_figure
@@ -68,6 +68,43 @@ def markdown(stats: Stats, task: str, resolutions: Sequence[str]) -> str:
         if top != strat:
             labels[(enc, top)] = (enc, f'{top} (best)')
     return report.markdown(table, '.1f', spread=True, labels=labels)
+
+
+def escape_epoch(losses: Mapping[str, float], below: float) -> int | None:
+    """The first epoch whose mean training loss (``losses``: epoch as text -> loss, run.json's ``train_loss``) is
+    below ``below``; None if none is."""
+    return next((int(e) for e in sorted(losses, key=int) if losses[e] < below), None)
+
+
+def three_cell_markdown(
+    stats: Stats,
+    task: str,
+    resolution: str,
+    losses: Mapping[str, Sequence[Mapping[str, float] | None]],
+    paper: Mapping[str, tuple[str, float]],
+    below: float,
+) -> str:
+    """Three-Cell's table beside the paper's averages (``paper``: encoding -> (the paper's name, its average)), best
+    first: each encoding's top-1 at ``resolution`` (mean ± std over its seeds) and, per seed, the first epoch whose
+    training loss is below ``below`` (``losses``: encoding -> one loss record per seed, None where a run has none:
+    '?')."""
+    rows = []
+    for enc in {enc for (t, enc, _, _) in stats if t == task}:
+        mean, std, seeds = stats[(task, enc, plain_strategy(stats, task, enc), resolution)]
+        name, average = paper.get(enc, ('-', None))
+        epochs = [
+            '?' if record is None else str(escape_epoch(record, below) or 'never') for record in losses.get(enc, ())
+        ]
+        counterpart = f'{name} ({average:.1f})' if average is not None else name
+        rows.append((-mean, enc, counterpart, f'{mean:.1f} ± {std:.1f}' if seeds > 1 else f'{mean:.1f}', seeds, epochs))
+    lines = [
+        f"| encoding | the paper's counterpart (its average) | top-1 at {resolution} px | seeds | "
+        f'left chance (training loss < {below}) at epoch |',
+        '|---|---|---|---|---|',
+    ]
+    for _, enc, counterpart, top1, seeds, epochs in sorted(rows):
+        lines.append(f'| `{enc}` | {counterpart} | {top1} | {seeds} | {", ".join(epochs) or "?"} |')
+    return '\n'.join(lines)
 
 
 def plot(stats: Stats, tasks: Sequence[str], resolutions: Sequence[str], path: str) -> str:
