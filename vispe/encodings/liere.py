@@ -47,10 +47,10 @@ comrope_ap``), also just above the target: its block products and the quaternion
 Tried for b = 8 and measured no faster (1.213x against 1.200x, one quiet machine): A(x) is linear in x, so the
 Taylor polynomial is a polynomial in x whose matrix coefficients are the generators' word sums, one GEMM over 91
 monomials instead of the per-token powers and Horner steps, with q and k rotated by one bmm; the 5 squarings (15 of
-the ~30 products forward + backward) remain, and the word sums' autograd cost what the powers saved. Even per token, the spectral radius at init (up to 38)
-needs the same 5 squarings. CPU inductor (``torch.compile`` of the forward chain at degree 12 and 5 squarings, batch
-last) ran it in 14.7 ms against eager's 9.9; one bmm over q and k together instead of the einsum per tensor made no
-difference in the model (1.214x against 1.209x, one run each).
+the ~30 products forward + backward) remain, and the word sums' autograd cost what the powers saved. Even per
+token, the spectral radius at init (up to 38) needs the same 5 squarings. CPU inductor (``torch.compile`` of the
+forward chain at degree 12 and 5 squarings, batch last) ran it in 14.7 ms against eager's 9.9; one bmm over q and k
+together instead of the einsum per tensor made no difference in the model (1.214x against 1.209x, one run each).
 
 Weight decay: none on ``generators``. The reference trains everything with plain Adam (weight decay 0); decay would
 pull each generator toward 0, i.e. every rotation toward the identity and the encoding toward none.
