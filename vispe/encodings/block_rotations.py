@@ -387,9 +387,9 @@ def apply_blocks(x: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
 
 __all__ = [
     'apply_blocks',
-    'exp_so4',
     'block_diagonal',
     'exp_skew',
+    'exp_so4',
     'exp_thetas',
     'expm',
     'expm_plain',

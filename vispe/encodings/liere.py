@@ -39,7 +39,7 @@ layer and shared by the batch: H N J b x b exponentials (``expm``; at init norms
 grid: a degree-12 Taylor polynomial by Paterson-Stockmeyer and 5 squarings, 10 products of 8 x 8 matrices, and a
 hand-written backward of twice as many), and a float32 block product over q and k. Per layer at ViT-S/16 224, batch
 8, one CPU thread: ~33 ms for the exponentials forward + backward (61 ms with autograd through the former expm) and
-~11 ms for the block products. CPU: 1.21-1.25x ape_learned (four runs, median 1.24; ViT-S/16 224, batch 8, float32,
+~11 ms for the block products. CPU: 1.21-1.25x ape_learned (four runs; ViT-S/16 224, batch 8, float32,
 1 thread, forward + backward; ``tools/benchmark.py``; 1.34x before), still above the 1.15 target of learned rotary
 encodings; peak memory 902 MB against 459 MB (1050 MB before). b = 4 (closed form): 1.167x and 650 MB in the same
 run that gave b = 8 1.210x and comrope_ap 1.107x (``--encodings ape_learned liere 'liere:block_size=4'
@@ -82,7 +82,7 @@ class LieRE(Encoding):
     layer, block diagonal with b x b blocks (module doc: conventions, cost, parity with the reference).
 
     Weight decay: none on ``generators`` (the reference uses Adam without weight decay; decay would shrink every
-    rotation toward the identity). Cost on CPU: 1.24x ape_learned at b = 8 and 1.17x at b = 4 (closed form;
+    rotation toward the identity). Cost on CPU: 1.21-1.25x ape_learned at b = 8 and 1.17x at b = 4 (closed form;
     ViT-S/16 224, batch 8, float32; the 1.15 target is not met); on GPU: not measured.
 
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
