@@ -110,6 +110,9 @@ class Positions:
             padding), ``grid`` is None and ``num_prefix`` 0: each image's prefix tokens sit inside the row, at the
             front of its segment (``layout.patch_mask`` is False there). None: every sample shares the token
             layout.
+        noise_level: the diffusion time of this forward pass in [0, 1] (1: pure noise, 0: data), () or (B,) float,
+            for strategies that follow it (DyPE's ``dype_ntk``, ``dype_yarn``); set by the DiT from its sampler
+            (``DiffusionModel``), None elsewhere.
         draws: random values of this forward pass that every layer's encoding must share, by name (rope_dinov3's
             coordinate augmentation: one draw per forward pass, as in DINOv3, not one per layer). The positions are
             made anew for each forward pass, and so is this dict; ``dataclasses.replace`` (a position sampler)
@@ -126,6 +129,7 @@ class Positions:
     key: Hashable | None = None
     extent: tuple[int, ...] | None = None
     layout: TokenLayout | None = None
+    noise_level: torch.Tensor | None = None
     draws: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
     tables: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, compare=False, repr=False)
 

@@ -38,6 +38,7 @@ measured there.
 from __future__ import annotations
 
 import torch
+from kornia.geometry.linalg import inverse_transformation
 
 from vispe.encodings.camera import camera_poses
 from vispe.encodings.gta import ViewTransformAttention
@@ -68,7 +69,7 @@ class PRoPE(ViewTransformAttention):
         num_heads (int): heads; the head dim must divide by 8 (4-channel blocks, then two axes of pairs).
         intrinsics (bool): include the normalised intrinsics K' (PRoPE); False: P = E, the reference's formula
             when it is given no intrinsics. Defaults to True.
-        theta (float): the RoPE half's frequency base. Defaults to 100.0 (the reference's).
+        theta (float): the RoPE half's frequency base (the reference's 100). Defaults to 100.0.
 
     Weight decay: nothing to declare, PRoPE has no parameters.
 
@@ -90,10 +91,7 @@ class PRoPE(ViewTransformAttention):
     def view_blocks(self, cameras: Cameras) -> tuple[torch.Tensor, torch.Tensor]:
         """rho = P^-1 = T lift(K'^-1) and its inverse P = lift(K') E, (B, V, 4, 4) float32."""
         T = camera_poses(cameras, relative=False)
-        R, t = T[..., :3, :3], T[..., :3, 3:]
-        Rt = R.transpose(-1, -2)
-        bottom = torch.eye(4, device=T.device).expand_as(T)[..., 3:, :]
-        E = torch.cat([torch.cat([Rt, -Rt @ t], dim=-1), bottom], dim=-2)
+        E = inverse_transformation(T.reshape(-1, 4, 4)).reshape(T.shape)  # world-to-camera (kornia takes (N, 4, 4))
         if not self.intrinsics:
             return T, E
         k = normalized_intrinsics(cameras.K, cameras.image_size)
