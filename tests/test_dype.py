@@ -174,3 +174,22 @@ def test_the_generation_sweep_runs_dype_by_default_where_the_encoding_has_it() -
         'dype_yarn',
     ]
     assert not {'dype_ntk', 'dype_yarn'} & set(generation_strategies(tiny_dit('ape_sincos')))
+
+
+@pytest.mark.parametrize('name', ['rope_axial', 'rope_mixed', 'harope'])
+@pytest.mark.parametrize('strategy', ['dype_ntk', 'dype_yarn'])
+def test_patch_logits_stay_relative_under_the_schedule(name: str, strategy: str) -> None:
+    """Shifting every position leaves q_m . k_n as it was, at any diffusion time (the schedule changes frequencies,
+    not positions)."""
+    import vispe
+    from vispe.positions import Positions
+
+    torch.manual_seed(0)
+    enc = vispe.build_encoding(dict(type=name, strategy=strategy), dim=64, num_heads=2, grid_size=TRAIN)
+    q, k = torch.randn(2, 2, 96, 32), torch.randn(2, 2, 96, 32)
+    grid = grid_positions(*TEST)
+    for level in (1.0, 0.4):
+        pos = Positions(grid.coords, grid=grid.grid, noise_level=torch.tensor(level))
+        shifted = Positions(grid.coords + torch.tensor([3.0, -5.0]), grid=grid.grid, noise_level=torch.tensor(level))
+        a, b = enc.rotate(q, k, pos), enc.rotate(q, k, shifted)
+        torch.testing.assert_close(a[0] @ a[1].transpose(-1, -2), b[0] @ b[1].transpose(-1, -2), atol=1e-3, rtol=1e-4)

@@ -32,6 +32,7 @@ from vispe.attention import Attention
 from vispe.backbones import MultiViewTransformer, PointTransformer
 from vispe.encodings.build import encoding_class
 from vispe.encodings.irpe import METHODS
+from vispe.encodings.rotary import DYPE_STRATEGIES
 from vispe.positions import RPE2D, Cameras, Positions, grid_coords, grid_positions
 
 IMAGE = vispe.list_encodings(ndim=2)
@@ -116,16 +117,19 @@ def encoding_options(name: str) -> st.SearchStrategy:
             }
         ),
         'prope': st.fixed_dictionaries({'intrinsics': st.booleans()}),
+        '3dppe': st.fixed_dictionaries({'relative': st.booleans(), 'detach_depth': st.booleans()}),
     }
     return options.get(name, st.just({}))
 
 
 def set_strategy(model: torch.nn.Module, data) -> str | None:
-    """Draw one of the encoding's resolution strategies and set it on every instance; None when it has none."""
+    """Draw one of the encoding's resolution strategies and set it on every instance; None when it has none. DyPE's
+    are left out: they follow a DiT sampler's diffusion time, which these backbones do not carry (test_dype.py)."""
     encodings = [m for m in model.modules() if isinstance(m, vispe.Encoding) and type(m).strategies]
     if not encodings:
         return None
-    strategy = data.draw(st.sampled_from(type(encodings[0]).strategies), label='strategy')
+    choices = [s for s in type(encodings[0]).strategies if s not in DYPE_STRATEGIES]
+    strategy = data.draw(st.sampled_from(choices), label='strategy')
     for enc in encodings:
         enc.strategy = strategy
     return strategy
