@@ -52,7 +52,7 @@ from torch import nn
 from vispe import geometry as G
 from vispe.encodings.base import Encoding, check_positive
 from vispe.encodings.camera import camera_poses, require_cameras
-from vispe.encodings.petr import inverse_sigmoid
+from vispe.encodings.petr import depth_and_scene, inverse_sigmoid
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
@@ -119,11 +119,7 @@ class PPE3D(Encoding):
             raise ValueError(f'3dppe depth_source is one of {self.depth_sources}, got {depth_source!r}')
         if dim % 2:
             raise ValueError(f'3dppe needs an even dim (sine and cosine halves per axis), got {dim}')
-        near, far = (float(v) for v in depth_range)
-        if not 0 < near < far:
-            raise ValueError(f'3dppe needs depth_range=(near, far) with 0 < near < far, got {tuple(depth_range)}')
-        if len(scene_range) != 6 or any(scene_range[i] >= scene_range[i + 3] for i in range(3)):
-            raise ValueError(f'3dppe needs scene_range=(x_min, y_min, z_min, x_max, y_max, z_max), got {scene_range}')
+        near, far = depth_and_scene('3dppe', depth_range, scene_range)
         check_positive('3dppe', num_depths=num_depths, temperature=temperature)
         if depth_loss_weight < 0:
             raise ValueError(f'3dppe depth_loss_weight must be >= 0, got {depth_loss_weight}')
