@@ -2,8 +2,8 @@
 (tools/demo_cameras.py, `make demo-cameras`): the camera-encoding demo (about 2.25 hours on a 2-core CPU; not for
 CI). Trains the tiny multi-view transformer on multiview scenes with no camera information, plucker, petr, gta, gta
 with plucker, prope and 3dppe with predicted and with rendered depth (about 15 minutes each), evaluates each at the
-training setting and at unseen ones (narrower and wider field of view, 48 px views, 3 and 4 views, farther
-cameras), and prints the tables; writes outputs/demo_cameras/summary.md, summary.json, summary.png.
+training setting and at unseen ones (narrower and wider field of view, 24 and 48 px views, 3, 4 and 8 views,
+farther cameras), and prints the tables; writes outputs/demo_cameras/summary.md, summary.json, summary.png.
 
 Finished runs are reused and unfinished ones resume.
 """
