@@ -51,12 +51,15 @@ def test_dype_yarn_scales_the_ramp_thresholds_by_kappa() -> None:
         torch.testing.assert_close(freqs, enc.freqs * ((1 - g) / s + g))
 
 
-def test_dype_ntk_doubles_the_ntk_exponent_at_the_first_step_and_vanishes_at_the_last() -> None:
+def test_dype_ntk_is_the_authors_base_factor_to_the_power_two_kappa() -> None:
+    """The authors' code: theta' = theta * base_ntk^(2 t^2), base_ntk = s^(d_a / (d_a - 2)); twice NTK's exponent at
+    t = 1, none at t = 0."""
     enc = axial('dype_ntk')
-    for s, freqs in zip((2.0, 3.0), axis_freqs(enc, 1.0)):
-        ntk_base = ntk_theta(100.0, s, enc.axis_dims) / 100.0  # s^(d_a / (d_a - 2))
-        expected = axial_frequencies(64 // 2, 2, 100.0 * ntk_base**2)
-        torch.testing.assert_close(freqs, expected)
+    for t in (1.0, 0.5):
+        for s, freqs in zip((2.0, 3.0), axis_freqs(enc, t)):
+            ntk_base = ntk_theta(100.0, s, enc.axis_dims) / 100.0  # s^(d_a / (d_a - 2))
+            expected = axial_frequencies(64 // 2, 2, 100.0 * ntk_base ** (2 * t**2))
+            torch.testing.assert_close(freqs, expected)
     for dype, base in zip(axis_freqs(enc, 0.0), axis_freqs(axial('none'), None)):
         torch.testing.assert_close(dype, base)
 
