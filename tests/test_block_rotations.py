@@ -111,3 +111,19 @@ def test_thetas_are_the_backward_error_bound() -> None:
         for theta, unit in ((theta32, 2.0**-24), (theta64, 2.0**-53)):
             exact = reach(degree, unit)
             assert exact - 1e-3 <= theta <= exact, (degree, theta, exact)
+
+
+@pytest.mark.parametrize('scale', [0.0, 0.01, 1.0, 40.0])
+def test_exp_so4_is_the_exponential_and_its_gradient_in_closed_form(scale: float) -> None:
+    """``exp_so4`` (LieRE at b = 4): in float64 it equals matrix_exp to 1e-10, from the zero matrix to LieRE-init
+    norms; its gradient is matrix_exp's projected onto skew matrices (it reads only the skew part of its input, the
+    only part a skew generator can move) to 1e-10 of the largest entry, and finite where the quaternions vanish."""
+    a = skew(40, 4, scale)
+    g = torch.randn(a.shape, generator=torch.Generator().manual_seed(1), dtype=a.dtype)
+    out, grad = grads(br.exp_so4, a, g)
+    ref, grad_ref = grads(torch.linalg.matrix_exp, a, g)
+    torch.testing.assert_close(out, ref, atol=1e-10, rtol=0)
+    assert torch.isfinite(grad).all()
+    skew_ref = (grad_ref - grad_ref.mT) / 2
+    top = skew_ref.abs().max()
+    torch.testing.assert_close(grad / top, skew_ref / top, atol=1e-10, rtol=0)

@@ -101,7 +101,7 @@ def test_equals_the_reference_on_a_volume():
     torch.testing.assert_close(q2, expected, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize('block_size', [2, 8])
+@pytest.mark.parametrize('block_size', [2, 4, 8])
 def test_identity_at_zero_and_orthogonal(block_size):
     """R(0) = I; every R(x) orthogonal with det 1; q's norm kept per token and head."""
     enc = build(block_size)

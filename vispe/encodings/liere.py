@@ -24,8 +24,10 @@ identity, bit for bit (the reference prepends the same identity for its cls toke
 
 Block sizes: the reference's CIFAR-100 script uses b = 64 (the whole head of its 64-dim heads), its ImageNet script
 b = 8; vispe defaults to 8. b = 2 is RoPE-Mixed (2 x 2 skew generators commute): the angle table goes through the
-fused rotary kernel. b >= 3: ``expm`` on (H, N, J, b, b) and one batched block product (``apply_blocks``). The
-head dim must divide by b (the reference would leave the remainder unrotated; vispe refuses it).
+fused rotary kernel. b = 4: the exponential in closed form (``exp_so4``: a skew 4 x 4 matrix splits into commuting
+left and right quaternion multiplications, so exp(A) = L_exp(a) R_exp(b), exact, one 4 x 4 product instead of
+``expm``'s ten). Other b >= 3: ``expm`` on (H, N, J, b, b). Then one batched block product over q and k. The head
+dim must divide by b (the reference would leave the remainder unrotated; vispe refuses it).
 
 Departure from the reference's full model: its Transformer loop replaces the per-layer table by layer 0's on the
 first layer and then keeps it (``positional_transforms`` is reassigned inside the loop), so with
@@ -37,16 +39,18 @@ layer and shared by the batch: H N J b x b exponentials (``expm``; at init norms
 grid: a degree-12 Taylor polynomial by Paterson-Stockmeyer and 5 squarings, 10 products of 8 x 8 matrices, and a
 hand-written backward of twice as many), and a float32 block product over q and k. Per layer at ViT-S/16 224, batch
 8, one CPU thread: ~33 ms for the exponentials forward + backward (61 ms with autograd through the former expm) and
-~11 ms for the block products. CPU: 1.21-1.25x ape_learned (three runs, median 1.24; ViT-S/16 224, batch 8, float32,
+~11 ms for the block products. CPU: 1.21-1.25x ape_learned (four runs; ViT-S/16 224, batch 8, float32,
 1 thread, forward + backward; ``tools/benchmark.py``; 1.34x before), still above the 1.15 target of learned rotary
-encodings; peak memory 902 MB against 459 MB (1050 MB before). GPU: not measured. Tried and measured no faster
-(1.213x against 1.200x, one quiet machine): A(x) is linear in x, so the Taylor polynomial is a polynomial in x whose
-matrix coefficients are the generators' word sums, one GEMM over 91 monomials instead of the per-token powers and
-Horner steps, with q and k rotated by one bmm; the 5 squarings (15 of the ~30 products forward + backward) remain,
-and the word sums' autograd cost what the powers saved. Even per token, the spectral radius at init (up to 38)
-needs the same 5 squarings. CPU inductor (``torch.compile`` of the forward chain at degree 12 and 5 squarings, batch
-last) ran it in 14.7 ms against eager's 9.9; one bmm over q and k together instead of the einsum per tensor made no
-difference in the model (1.214x against 1.209x, one run each).
+encodings; peak memory 902 MB against 459 MB (1050 MB before). b = 4 (closed form): 1.167x and 650 MB in the same
+run that gave b = 8 1.210x and comrope_ap 1.107x (``--encodings ape_learned liere 'liere:block_size=4'
+comrope_ap``), also just above the target: its block products and the quaternion tables remain. GPU: not measured.
+Tried for b = 8 and measured no faster (1.213x against 1.200x, one quiet machine): A(x) is linear in x, so the
+Taylor polynomial is a polynomial in x whose matrix coefficients are the generators' word sums, one GEMM over 91
+monomials instead of the per-token powers and Horner steps, with q and k rotated by one bmm; the 5 squarings (15 of
+the ~30 products forward + backward) remain, and the word sums' autograd cost what the powers saved. Even per
+token, the spectral radius at init (up to 38) needs the same 5 squarings. CPU inductor (``torch.compile`` of the
+forward chain at degree 12 and 5 squarings, batch last) ran it in 14.7 ms against eager's 9.9; one bmm over q and k
+together instead of the einsum per tensor made no difference in the model (1.214x against 1.209x, one run each).
 
 Weight decay: none on ``generators``. The reference trains everything with plain Adam (weight decay 0); decay would
 pull each generator toward 0, i.e. every rotation toward the identity and the encoding toward none.
@@ -78,8 +82,8 @@ class LieRE(Encoding):
     layer, block diagonal with b x b blocks (module doc: conventions, cost, parity with the reference).
 
     Weight decay: none on ``generators`` (the reference uses Adam without weight decay; decay would shrink every
-    rotation toward the identity). Cost on CPU: 1.24x ape_learned at b = 8 (ViT-S/16 224, batch 8, float32;
-    the 1.15 target is not met); on GPU: not measured.
+    rotation toward the identity). Cost on CPU: 1.21-1.25x ape_learned at b = 8 and 1.17x at b = 4 (closed form;
+    ViT-S/16 224, batch 8, float32; the 1.15 target is not met); on GPU: not measured.
 
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
 
@@ -171,8 +175,11 @@ class LieRE(Encoding):
         )
 
     def rotation(self, x: torch.Tensor, num_prefix: int = 0) -> torch.Tensor:
-        """Blocks of R(x) = exp(sum_a x_a A_a): (..., H, num_prefix + N, J, b, b) float32."""
+        """Blocks of R(x) = exp(sum_a x_a A_a): (..., H, num_prefix + N, J, b, b) float32; b = 4 in closed form
+        (``exp_so4``), other sizes by ``expm``."""
         with autocast_off(x):
+            if self.block_size == 4:
+                return block_rotations.exp_so4(self.angle_matrices(x, num_prefix))
             # through the module: expm is an FX leaf (torch.fx.wrap patches block_rotations' global during tracing)
             return block_rotations.expm(self.angle_matrices(x, num_prefix))
 

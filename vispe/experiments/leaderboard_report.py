@@ -1,6 +1,7 @@
 """The leaderboard's tables and figures from its statistics (``Stats``: mean, spread and seeds per task, encoding,
 strategy and resolution): per task with each encoding's plain and best strategy (``markdown``, ``plot``), across
-training regimes (``regime_markdown``, ``regime_plot``), and the line a model card quotes (``card_note``)."""
+training regimes (``regime_markdown``, ``regime_plot``), Three-Cell beside its paper with the epoch each run left
+chance (``three_cell_markdown``), and the line a model card quotes (``card_note``)."""
 
 from __future__ import annotations
 
