@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -339,3 +340,22 @@ def test_targets_apply_only_in_their_setting() -> None:
     )
     assert target_of(gpu, 'rope_dinov3') == 1.05 and target_of(gpu, 'timm:vit_small_patch16_224') is None
     assert target_text(1.04, 1.05) == '<= 1.05 met' and target_text(1.06, 1.05) == '<= 1.05 NOT met'
+
+
+def test_the_multiview_model_times_every_camera_encoding_against_plucker() -> None:
+    """``--model multiview``: rows default to the camera encodings the multi-view transformer takes, baseline
+    plucker; each row is a real training step (gradients reach its encoding, 3DPPE's depth head through its loss);
+    the attention level is refused with the fix."""
+    from vispe.bench.subjects import multiview_camera_encodings
+
+    cfg = BenchmarkConfig(model='multiview', img_size=(16, 16), batch_size=2, warmup=1, repeats=1)
+    assert {'gta', 'prope', 'petr', '3dppe', 'plucker'} <= set(multiview_camera_encodings())
+    assert not {'rope_axial', 'ape_learned'} & set(multiview_camera_encodings())
+    subjects = {s.name: s for s in build_subjects(replace(cfg, encodings=['gta', 'prope', '3dppe']))}
+    assert list(subjects) == ['plucker', 'gta', 'prope', '3dppe']
+    for subject in subjects.values():
+        subject.step()
+    head = subjects['3dppe'].module.pe['3dppe'].depth_head
+    assert head[0].weight.grad is not None and head[0].weight.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match='benchmarked whole: use --level model'):
+        build_subjects(replace(cfg, level='attention'))

@@ -10,7 +10,7 @@ and models cast to bf16 / float64 weights run.
 Hooks: rotary encodings stay relative in the form each one documents: rope_axial, rope_mixed, harope (patch-patch
 logits, any strategy, grid or rpe2d-sampled positions), comrope (shifting coordinates on a fixed grid, whose extent
 normalises them; any shift without a grid), rope3d (any translation of the points; every logit with the centroid
-prefix), gta (any change of world frame and patch shift); iRPE's buckets are relative too.
+prefix), gta and prope (any change of world frame and patch shift); iRPE's buckets are relative too.
 
 Examples are derandomized (the same every run) and each draws its own torch seed.
 """
@@ -32,6 +32,7 @@ from vispe.attention import Attention
 from vispe.backbones import MultiViewTransformer, PointTransformer
 from vispe.encodings.build import encoding_class
 from vispe.encodings.irpe import METHODS
+from vispe.encodings.rotary import DYPE_STRATEGIES
 from vispe.positions import RPE2D, Cameras, Positions, grid_coords, grid_positions
 
 IMAGE = vispe.list_encodings(ndim=2)
@@ -40,8 +41,10 @@ CAMERA = sorted(set(vispe.list_encodings(ndim=2, cameras=True)) - set(IMAGE))
 GRID_ROTARY = ['rope_axial', 'rope_mixed', 'harope', 'rope_dinov3']
 COMROPE = ['comrope_ap', 'comrope_ld']
 STRING = ['string_cayley', 'string_circulant']
+#: camera encodings that transform q, k, v and the output by each view's 4 x 4 block (GTA's scheme)
+CAMERA_ROTARY = ['gta', 'prope']
 #: every encoding with a rotate hook, and the test below that checks its relative property
-RELATIVE_TESTED = {*GRID_ROTARY, *COMROPE, *STRING, 'liere', 'rope3d', 'gta'}
+RELATIVE_TESTED = {*GRID_ROTARY, *COMROPE, *STRING, 'liere', 'rope3d', *CAMERA_ROTARY}
 
 MAX_GRID = 40  # grids from 1x1 to MAX_GRID x MAX_GRID tokens
 
@@ -113,16 +116,20 @@ def encoding_options(name: str) -> st.SearchStrategy:
                 'relative': st.booleans(),
             }
         ),
+        'prope': st.fixed_dictionaries({'intrinsics': st.booleans()}),
+        '3dppe': st.fixed_dictionaries({'relative': st.booleans(), 'detach_depth': st.booleans()}),
     }
     return options.get(name, st.just({}))
 
 
 def set_strategy(model: torch.nn.Module, data) -> str | None:
-    """Draw one of the encoding's resolution strategies and set it on every instance; None when it has none."""
+    """Draw one of the encoding's resolution strategies and set it on every instance; None when it has none. DyPE's
+    are left out: they follow a DiT sampler's diffusion time, which these backbones do not carry (test_dype.py)."""
     encodings = [m for m in model.modules() if isinstance(m, vispe.Encoding) and type(m).strategies]
     if not encodings:
         return None
-    strategy = data.draw(st.sampled_from(type(encodings[0]).strategies), label='strategy')
+    choices = [s for s in type(encodings[0]).strategies if s not in DYPE_STRATEGIES]
+    strategy = data.draw(st.sampled_from(choices), label='strategy')
     for enc in encodings:
         enc.strategy = strategy
     return strategy
@@ -241,8 +248,8 @@ def camera_case(name: str, data) -> Case:
     h, w = data.draw(st.tuples(st.integers(1, 8), st.integers(1, 8)), label='grid per view')
     train = data.draw(st.tuples(st.integers(1, 8), st.integers(1, 8)), label='training grid')
     options = data.draw(encoding_options(name), label='options')
-    # a per-view image encoding alongside (gta already rotates by the patch position: no second rotary)
-    companions = ['ape_learned', 'ape_sincos', 'lff'] + ([] if name == 'gta' else ['rope_mixed', 'rope_axial'])
+    # a per-view image encoding alongside (gta and prope already rotate by the patch position: no second rotary)
+    companions = ['ape_learned', 'ape_sincos', 'lff'] + ([] if name in CAMERA_ROTARY else ['rope_mixed', 'rope_axial'])
     companion = data.draw(st.none() | st.sampled_from(companions), label='image encoding')
     seed = data.draw(seeds, label='seed')
     g = torch.Generator().manual_seed(seed)
@@ -264,8 +271,8 @@ def camera_case(name: str, data) -> Case:
     set_strategy(model, data)
     images = torch.rand(batch, views, 3, H, W, generator=g)
     invariance = None
-    # gta's logits see relative poses only; relative plucker / petr see poses relative to the first view
-    if name == 'gta' or options.get('relative'):
+    # gta's and prope's logits see relative poses only; relative plucker / petr see poses relative to the first view
+    if name in CAMERA_ROTARY or options.get('relative'):
 
         def invariance(inputs):
             return (inputs[0], inputs[1], frame @ inputs[2])
@@ -648,24 +655,28 @@ def test_rope3d_logits_ignore_translations(data) -> None:
     )
 
 
+@pytest.mark.parametrize('name', CAMERA_ROTARY)
 @fuzz(40)
 @given(data=st.data())
-def test_gta_logits_and_attention_ignore_the_world_frame(data) -> None:
-    """gta: logits q^T rho(g_q)^-1 rho(g_k) k are unchanged by a rigid change of world frame and by shifting every
-    patch position; with transform_values the attention output is unchanged too. Moving one camera changes them."""
+def test_camera_block_logits_and_attention_ignore_the_world_frame(name: str, data) -> None:
+    """gta and prope: logits q^T rho(g_q)^-1 rho(g_k) k are unchanged by a rigid change of world frame and by shifting
+    every patch position; with transformed values the attention output is unchanged too. Moving one camera changes
+    them."""
     batch, views = data.draw(st.integers(1, 2), label='batch'), data.draw(st.integers(1, 3), label='views')
     h, w = data.draw(st.tuples(st.integers(1, 8), st.integers(1, 8)), label='grid per view')
     heads = data.draw(st.integers(1, 2), label='heads')
-    head_dim = data.draw(st.sampled_from([4, 8, 12, 16, 24]), label='head dim')
+    head_dims = [4, 8, 12, 16, 24] if name == 'gta' else [8, 16, 24]  # prope: 4-channel blocks and two axes of pairs
+    head_dim = data.draw(st.sampled_from(head_dims), label='head dim')
     num_prefix = data.draw(st.integers(0, 2), label='prefix tokens')
-    options = data.draw(encoding_options('gta'), label='options')
-    options['translation_scale'] = data.draw(st.sampled_from([0.01, 0.3, 1.0]), label='translation scale')
+    options = data.draw(encoding_options(name), label='options')
+    if name == 'gta':
+        options['translation_scale'] = data.draw(st.sampled_from([0.01, 0.3, 1.0]), label='translation scale')
     t = data.draw(shifts(2, bound=20), label='patch shift')
     seed = data.draw(seeds, label='seed')
     g = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     dim = heads * head_dim
-    enc = vispe.build_encoding({'type': 'gta', **options}, dim=dim, num_heads=heads, ndim=2, patch_size=4)
+    enc = vispe.build_encoding({'type': name, **options}, dim=dim, num_heads=heads, ndim=2, patch_size=4)
     eye = torch.nn.functional.normalize(torch.randn(batch, views, 3, generator=g), dim=-1) * 3.5
     poses = G.look_at(eye, 0.2 * torch.randn(batch, views, 3, generator=g))
     K = G.intrinsics(10 + 30 * torch.rand(batch, views, generator=g), 4 * h, 4 * w)
@@ -681,22 +692,22 @@ def test_gta_logits_and_attention_ignore_the_world_frame(data) -> None:
     q2, k2 = enc.rotate(q, k, positions(poses))
     q3, k3 = enc.rotate(q, k, positions(frame @ poses, t))
     want = patch_logits(q2, k2, num_prefix)
-    assert_logits_match('gta', patch_logits(q3, k3, num_prefix), want, q2, k2, torch.float32, 'patch logits')
+    assert_logits_match(name, patch_logits(q3, k3, num_prefix), want, q2, k2, torch.float32, 'patch logits')
     # prefix tokens have no camera: the identity, so their logits with each other are q . k
     torch.testing.assert_close(
         q2[..., :num_prefix, :] @ k2[..., :num_prefix, :].transpose(-1, -2),
         q[..., :num_prefix, :] @ k[..., :num_prefix, :].transpose(-1, -2),
-        msg=lambda m: f'gta: prefix-prefix logits changed: {m}',
+        msg=lambda m: f'{name}: prefix-prefix logits changed: {m}',
     )
     if not num_prefix:  # (prefix-patch logits are absolute, as for rope_axial: the multi-view model has no prefix)
-        attn = Attention(dim, heads, qkv_bias=True, encodings={'gta': enc}).eval()
+        attn = Attention(dim, heads, qkv_bias=True, encodings={name: enc}).eval()
         x = torch.randn(batch, n, dim)
         torch.testing.assert_close(
             attn(x, positions(frame @ poses, t)),
             attn(x, positions(poses)),
             atol=1e-4,
             rtol=1e-3,
-            msg=lambda m: f'gta: attention output changed with the world frame: {m}',
+            msg=lambda m: f'{name}: attention output changed with the world frame: {m}',
         )
     if views > 1 and enc.se3_dims:  # turn camera 1 about its optical axis: logits between views change
         turn = torch.eye(4)
@@ -704,7 +715,7 @@ def test_gta_logits_and_attention_ignore_the_world_frame(data) -> None:
         moved = poses.clone()
         moved[:, 1] = poses[:, 1] @ turn
         q4, k4 = enc.rotate(q, k, positions(moved))
-        assert_moves('gta', patch_logits(q4, k4, num_prefix), want, 'the logits between views')
+        assert_moves(name, patch_logits(q4, k4, num_prefix), want, 'the logits between views')
 
 
 @fuzz(30)

@@ -83,7 +83,7 @@ def rotary_encodings(names):
 def test_rotary_is_derived_from_the_rotate_hook():
     rotary = rotary_encodings(vispe.list_encodings())
     expected = {'rope_axial', 'rope_mixed', 'rope_dinov3', 'comrope_ap', 'comrope_ld', 'harope', 'gta', 'rope3d'}
-    expected |= {'liere', 'string_cayley', 'string_circulant'}
+    expected |= {'liere', 'string_cayley', 'string_circulant', 'prope'}
     assert expected == set(rotary)
 
 

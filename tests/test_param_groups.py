@@ -47,6 +47,7 @@ DECLARED = {
     'loope': {'context_bias'},  # a per-patch shift of the position, not a weight
     'peg': set(),
     'petr': set(),
+    '3dppe': set(),  # its encoder and depth head are linear layers, decayed as in the reference
     'plucker': set(),
     'point_mlp': set(),
     'rope3d': {'freqs'},  # mixed mode; in axial mode freqs is a buffer

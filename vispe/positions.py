@@ -62,6 +62,8 @@ class Cameras:
         view: (N,) long, the view of each non-prefix token (tokens are view-major: view 0's grid first).
         image_size: (H, W) of every view in pixels. patch_size: pixels per token side; token (i, j) of a view
             covers pixels [i p, (i + 1) p) x [j p, (j + 1) p).
+        depth: (B, V, h, w) camera-frame depth of the nearest surface each token sees (the minimum over its
+            patch's pixels), 0 where it sees none; None when the views came without depth maps (3DPPE reads it).
 
     Every camera encoding reads its cameras from here, so this is where they are checked, once per forward pass:
     a singular or non-finite K, or a pose that is not rigid (``vispe.geometry.check_cameras``, tolerance
@@ -73,6 +75,7 @@ class Cameras:
     view: torch.Tensor
     image_size: tuple[int, int]
     patch_size: int
+    depth: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         check_cameras(self.K, self.cam_to_world)
@@ -110,10 +113,16 @@ class Positions:
             padding), ``grid`` is None and ``num_prefix`` 0: each image's prefix tokens sit inside the row, at the
             front of its segment (``layout.patch_mask`` is False there). None: every sample shares the token
             layout.
+        noise_level: the diffusion time of this forward pass in [0, 1] (1: pure noise, 0: data), () or (B,) float,
+            for strategies that follow it (DyPE's ``dype_ntk``, ``dype_yarn``); set by the DiT from its sampler
+            (``DiffusionModel``), None elsewhere.
         draws: random values of this forward pass that every layer's encoding must share, by name (rope_dinov3's
             coordinate augmentation: one draw per forward pass, as in DINOv3, not one per layer). The positions are
             made anew for each forward pass, and so is this dict; ``dataclasses.replace`` (a position sampler)
             keeps it.
+        aux_losses: auxiliary training losses the encodings computed in this forward pass, by name (3DPPE's depth
+            loss); a backbone that has them hands them to its task (``MultiViewTransformer.forward_with_losses``).
+            Not an argument, and empty in a new ``dataclasses.replace``.
         tables: what the layers' encodings derive from these positions alone and share within the forward pass,
             by name (2D ALiBi's bias, rope_dinov3's augmented table). Not an argument: ``dataclasses.replace`` (new
             coordinates) starts an empty dict, so nothing derived from other coordinates is ever read.
@@ -126,7 +135,9 @@ class Positions:
     key: Hashable | None = None
     extent: tuple[int, ...] | None = None
     layout: TokenLayout | None = None
+    noise_level: torch.Tensor | None = None
     draws: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    aux_losses: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict, init=False, compare=False, repr=False)
     tables: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property

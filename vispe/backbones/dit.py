@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 import torch
@@ -290,8 +291,9 @@ class DiT(PEBackbone):
         """ValueError unless an input of ``height`` x ``width`` divides into whole patches."""
         check_patch_multiple('DiT', (height, width), (self.patch_size, self.patch_size))
 
-    def tokens(self, x: torch.Tensor) -> tuple[torch.Tensor, Positions]:
-        """Images (B, C, H, W) -> tokens (B, h*w, D) with embed hooks applied, and their positions."""
+    def tokens(self, x: torch.Tensor, noise_level: torch.Tensor | None = None) -> tuple[torch.Tensor, Positions]:
+        """Images (B, C, H, W) -> tokens (B, h*w, D) with embed hooks applied, and their positions (carrying
+        ``noise_level``, the diffusion time in [0, 1], for the strategies that follow it: DyPE)."""
         check_image_dims('DiT', x.shape)
         check_channels('DiT', 'the input', x.shape, self.x_embedder.proj.weight.shape[1])
         check_input_dtype('DiT', x, self.x_embedder.proj.weight)
@@ -299,6 +301,8 @@ class DiT(PEBackbone):
         x = self.x_embedder(x)  # (B, h, w, D)
         B, h, w, D = x.shape
         pos = grid_positions(h, w, 0, x.device)
+        if noise_level is not None:
+            pos = replace(pos, noise_level=noise_level)
         if self.training and self.position_sampler is not None:
             pos = self.position_sampler(pos, B)  # per-sample coords (B, h*w, 2); pos.grid stays (h, w)
         x = x.reshape(B, h * w, D)
@@ -318,9 +322,17 @@ class DiT(PEBackbone):
         return c
 
     def forward(
-        self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None, crop: torch.Tensor | None = None
+        self,
+        x: torch.Tensor,
+        t: torch.Tensor,
+        y: torch.Tensor | None,
+        crop: torch.Tensor | None = None,
+        noise_level: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        tokens, pos = self.tokens(x)  # (B, h*w, D)
+        """x (B, C, H, W) at network time ``t`` (B,) with labels ``y`` -> (B, C_out, H, W). ``noise_level``: the
+        same time in [0, 1] (1: pure noise), () or (B,), which ``DiffusionModel`` passes for the strategies that
+        follow it (DyPE); None is fine for every other strategy."""
+        tokens, pos = self.tokens(x, noise_level)  # (B, h*w, D)
         c = self.condition(t, y, crop, x.shape[0])  # (B, D)
         tokens = self.run_blocks(tokens, pos, c)
         out = self.final_layer(tokens, c)  # (B, h*w, p*p*C_out)

@@ -9,6 +9,8 @@ combined with, the camera encodings. Encodings that need the tokens to form one 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from timm.layers import PatchEmbed
 from torch import Tensor, nn
@@ -47,8 +49,9 @@ class MultiViewTransformer(PEBackbone):
         mlp_ratio (float): MLP width over embed_dim. Defaults to 2.0.
         drop_path_rate (float): stochastic depth of the last block (rising linearly from 0). Defaults to 0.0.
 
-    ``forward(images, K, cam_to_world)``: images (B, V, C, H, W), intrinsics (B, V, 3, 3) in pixels, poses
-    (B, V, 4, 4) camera-to-world -> (B, num_outputs). There is no cls token: pooling keeps the output a function of
+    ``forward(images, K, cam_to_world, depth=None)``: images (B, V, C, H, W), intrinsics (B, V, 3, 3) in pixels,
+    poses (B, V, 4, 4) camera-to-world, optional depth maps (B, V, 1, H, W) (0: no surface; 3DPPE reads them)
+    -> (B, num_outputs). There is no cls token: pooling keeps the output a function of
     the tokens alone, so an encoding that is invariant to the world frame (gta, relative plucker) makes the whole
     model invariant.
     """
@@ -91,14 +94,39 @@ class MultiViewTransformer(PEBackbone):
         self.norm = nn.LayerNorm(embed_dim)
         self.head = nn.Linear(embed_dim, num_outputs)
 
-    def positions(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> Positions:
-        """Every token's (row, col) in its view's grid, view-major, with the cameras."""
+    def positions(self, images: Tensor, K: Tensor, cam_to_world: Tensor, depth: Tensor | None = None) -> Positions:
+        """Every token's (row, col) in its view's grid, view-major, with the cameras (and, given the views' depth
+        maps, each token's nearest surface: ``token_depth``)."""
         B, V, _, H, W = images.shape
         h, w = H // self.patch_size, W // self.patch_size
         view = torch.arange(V, device=images.device).repeat_interleave(h * w)
-        cameras = Cameras(K=K, cam_to_world=cam_to_world, view=view, image_size=(H, W), patch_size=self.patch_size)
+        cameras = Cameras(
+            K=K,
+            cam_to_world=cam_to_world,
+            view=view,
+            image_size=(H, W),
+            patch_size=self.patch_size,
+            depth=None if depth is None else self.token_depth(depth, images.shape),
+        )
         coords = grid_coords(h, w, images.device).repeat(V, 1)
         return Positions(coords=coords, cameras=cameras, key=('multiview', V, h, w))
+
+    def token_depth(self, depth: Tensor, image_shape: Sequence[int]) -> Tensor:
+        """Depth maps (B, V, 1, H, W) or (B, V, H, W), 0 where a pixel sees no surface -> (B, V, h, w): per token
+        the nearest surface in its patch (the minimum of its positive depths, as depth supervision is pooled in
+        BEVDepth and 3DPPE), 0 where the patch sees none. ValueError for maps of another shape."""
+        B, V, _, H, W = image_shape
+        if depth.dim() == 5 and depth.shape[2] == 1:
+            depth = depth[:, :, 0]
+        if tuple(depth.shape) != (B, V, H, W):
+            raise ValueError(
+                f'depth maps must be (B, V, 1, H, W) or (B, V, H, W) like the views ({B}, {V}, {H}, {W}); got '
+                f'{tuple(depth.shape)}'
+            )
+        p = self.patch_size
+        patches = depth.float().reshape(B, V, H // p, p, W // p, p)
+        nearest = torch.where(patches > 0, patches, torch.inf).amin(dim=(3, 5))
+        return torch.where(torch.isfinite(nearest), nearest, torch.zeros_like(nearest))
 
     def check_inputs(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> None:
         """ValueError naming the problem and the fix unless ``images`` are (B, V, C, H, W) views of the model's
@@ -121,12 +149,15 @@ class MultiViewTransformer(PEBackbone):
             )
         check_patch_multiple('MultiViewTransformer', (H, W), (self.patch_size, self.patch_size))
 
-    def tokens(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> tuple[Tensor, Positions]:
-        """The views (B, V, C, H, W) with their cameras -> tokens (B, V * N, D), view-major, the embed hooks applied
-        (camera encodings to all views at once, image ones to each view's grid), and their positions."""
+    def tokens(
+        self, images: Tensor, K: Tensor, cam_to_world: Tensor, depth: Tensor | None = None
+    ) -> tuple[Tensor, Positions]:
+        """The views (B, V, C, H, W) with their cameras (and optional depth maps) -> tokens (B, V * N, D),
+        view-major, the embed hooks applied (camera encodings to all views at once, image ones to each view's grid),
+        and their positions."""
         self.check_inputs(images, K, cam_to_world)
         B, V, _, H, W = images.shape
-        pos = self.positions(images, K, cam_to_world)
+        pos = self.positions(images, K, cam_to_world, depth)
         x = self.patch_embed(images.flatten(0, 1))  # (B V, N, D)
         view_pos: Positions | None = None
         # the stack picks the embed encodings; this loop only says which tokens each one sees (not
@@ -140,12 +171,21 @@ class MultiViewTransformer(PEBackbone):
                 x = enc.embed(x.reshape(B * V, -1, x.shape[-1]), view_pos)
         return x.reshape(B, -1, x.shape[-1]), pos
 
-    def forward_features(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> Tensor:
+    def forward_features(self, images: Tensor, K: Tensor, cam_to_world: Tensor, depth: Tensor | None = None) -> Tensor:
         """-> normalised tokens (B, V * N, D), view-major."""
-        return self.norm(self.encode(images, K, cam_to_world))
+        return self.norm(self.encode(images, K, cam_to_world, depth))
 
-    def forward(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> Tensor:
-        return self.head(self.forward_features(images, K, cam_to_world).mean(dim=1))
+    def forward(self, images: Tensor, K: Tensor, cam_to_world: Tensor, depth: Tensor | None = None) -> Tensor:
+        return self.forward_with_losses(images, K, cam_to_world, depth)[0]
+
+    def forward_with_losses(
+        self, images: Tensor, K: Tensor, cam_to_world: Tensor, depth: Tensor | None = None
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """``forward``, and the auxiliary losses its encodings computed on the way (``Positions.aux_losses``:
+        3DPPE's depth loss, given depth maps), which the task adds to its own."""
+        x, pos = self.tokens(images, K, cam_to_world, depth)
+        out = self.head(self.norm(self.run_blocks(x, pos)).mean(dim=1))
+        return out, dict(pos.aux_losses)
 
 
 __all__ = ['MultiViewTransformer', 'multiview_encodings']

@@ -2,6 +2,10 @@
 
 * ``model`` level: the whole model on random images: a timm ViT name with cross-entropy on random labels, or a DiT
   name (``DiT-S/2``, ``DiT-Ti/4``, ...: ``vispe.backbones.dit.dit``) with the diffusion MSE on random times and labels.
+* ``model`` level, ``--model multiview``: the tiny multi-view transformer of the camera configs (4 px patches,
+  width 128, 4 blocks, 4 heads; ``--model-kwargs`` change them) on MULTIVIEW_VIEWS random posed views with
+  random depth maps, the squared output plus the encodings' auxiliary losses (3DPPE's depth loss); rows are camera
+  encodings (default: every one the model takes), against ``plucker``.
 * ``attention`` level: one vispe ``Attention`` layer of the model's width and heads on (B, N, D) random tokens of
   the grid the image size gives, holding the model's own first-layer encoding instance; plus an ``sdpa`` row (the
   same layer with no encoding). A model-level encoding (embed / after_block hooks, e.g. ``ape_learned``) is timed
@@ -22,9 +26,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vispe import geometry as G
 from vispe.attention import Attention, set_attention_kernel
 from vispe.backbones import VisionTransformerPE, create_model
 from vispe.backbones.dit import DiT, dit
+from vispe.backbones.multiview import MultiViewTransformer, multiview_encodings
 from vispe.bench.config import BenchmarkConfig
 from vispe.bench.rows import (
     SDPA_BIAS,
@@ -42,7 +48,10 @@ LEVELS = ('model', 'attention')
 #: name of the attention-level row without any encoding
 SDPA = 'sdpa'
 #: the ratio denominator when none is given: each backbone family's default encoding
-DEFAULT_BASELINE = {'vit': 'ape_learned', 'dit': 'ape_sincos'}
+DEFAULT_BASELINE = {'vit': 'ape_learned', 'dit': 'ape_sincos', 'multiview': 'plucker'}
+#: the multi-view model's name, and the views each sample of its benchmark has (the camera configs' training setting)
+MULTIVIEW = 'multiview'
+MULTIVIEW_VIEWS = 2
 
 
 def is_dit(model: str) -> bool:
@@ -50,9 +59,14 @@ def is_dit(model: str) -> bool:
     return model.startswith('DiT-')
 
 
+def family(model: str) -> str:
+    """'dit', 'multiview' or 'vit' (a timm ViT name)."""
+    return 'dit' if is_dit(model) else 'multiview' if model == MULTIVIEW else 'vit'
+
+
 def baseline_of(cfg: BenchmarkConfig) -> str:
     """The row every ratio is taken against: the config's, else the backbone family's default encoding."""
-    return cfg.baseline or DEFAULT_BASELINE['dit' if is_dit(cfg.model) else 'vit']
+    return cfg.baseline or DEFAULT_BASELINE[family(cfg.model)]
 
 
 # --- the rows --------------------------------------------------------------------------------------------------
@@ -62,12 +76,18 @@ def _classes(name: str) -> list[type[Encoding]]:
     return [encoding_class(part if isinstance(part, str) else part['type']) for part in parse_encoding_spec(spec)]
 
 
-def resolve_encodings(encodings: Sequence[str] | None, baseline: str, level: str = 'model') -> list[str]:
-    """Row names: the baseline first, then the rest in the given order, duplicates dropped, each validated.
+def resolve_encodings(
+    encodings: Sequence[str] | None, baseline: str, level: str = 'model', model: str = ''
+) -> list[str]:
+    """Row names: the baseline first, then the rest in the given order (default: every encoding ``model``'s family
+    takes), duplicates dropped, each validated.
 
     An unknown name raises vispe's ValueError (it lists the closest registered names).
     """
-    names = list(dict.fromkeys([baseline, *(list_encodings(ndim=2) if encodings is None else encodings)]))
+    if family(model) == 'multiview' and level != 'model':
+        raise ValueError('the multi-view model is benchmarked whole: use --level model')
+    default = multiview_camera_encodings() if family(model) == 'multiview' else list_encodings(ndim=2)
+    names = list(dict.fromkeys([baseline, *(default if encodings is None else encodings)]))
     for name in names:
         if is_model_row(name):
             check_model_row(name, level)
@@ -178,7 +198,40 @@ def _dit_subject(cfg: BenchmarkConfig, name: str) -> Subject:
     return _model_step(cfg, name, model, loss)
 
 
+def multiview_camera_encodings() -> list[str]:
+    """The camera encodings the multi-view transformer takes (the image ones are benchmarked on the ViT)."""
+    cameras = set(list_encodings(ndim=2, cameras=True)) - set(list_encodings(ndim=2))
+    return [name for name in multiview_encodings() if name in cameras]
+
+
+def _multiview_subject(cfg: BenchmarkConfig, name: str) -> Subject:
+    """A multi-view training step: the squared output and the encodings' auxiliary losses, on random posed views
+    (cameras 3-4.5 from the origin looking near it, fields of view 40-70 degrees) with random depth maps."""
+    if name in VARIANTS or is_model_row(name):
+        raise ValueError(f'row {name!r} is a ViT row; the multi-view model takes encodings only')
+    args = dict(patch_size=4, embed_dim=128, depth=4, num_heads=4) | dict(cfg.model_kwargs)
+    model = MultiViewTransformer(encoding=_seeded_spec(cfg, name), img_size=cfg.img_size, **args)
+    model = model.to(cfg.device).train()
+    gen = torch.Generator().manual_seed(cfg.seed)
+    B, V, (H, W) = cfg.batch_size, MULTIVIEW_VIEWS, cfg.img_size
+    images = torch.rand(B, V, 3, H, W, generator=gen)
+    eye = F.normalize(torch.randn(B, V, 3, generator=gen), dim=-1) * (3.0 + 1.5 * torch.rand(B, V, 1, generator=gen))
+    poses = G.look_at(eye, 0.2 * torch.randn(B, V, 3, generator=gen))
+    focal = (W / 2) / torch.tan(torch.deg2rad(40.0 + 30.0 * torch.rand(B, V, generator=gen)) / 2)
+    K = G.intrinsics(focal, H, W)
+    depth = 2.0 + 3.0 * torch.rand(B, V, 1, H, W, generator=gen)
+    inputs = [t.to(cfg.device) for t in (images, K, poses, depth)]
+
+    def loss() -> torch.Tensor:
+        out, aux = model.forward_with_losses(*inputs)
+        return out.float().square().mean() + sum(aux.values(), torch.zeros((), device=out.device))
+
+    return _model_step(cfg, name, model, loss)
+
+
 def _model_subject(cfg: BenchmarkConfig, name: str) -> Subject:
+    if family(cfg.model) == 'multiview':
+        return _multiview_subject(cfg, name)
     if is_dit(cfg.model) and not is_model_row(name):
         return _dit_subject(cfg, name)
     # a vispe ViT, or the timm model a 'timm:' row names (timm's ViT or Eva: patch_embed and num_classes alike)
@@ -247,7 +300,7 @@ def build_subjects(cfg: BenchmarkConfig) -> list[Subject]:
         raise ValueError(f'level must be one of {LEVELS}, got {cfg.level!r}')
     if cfg.device.startswith('cuda') and not torch.cuda.is_available():
         raise ValueError('device cuda asked for, but torch sees no CUDA device')
-    names = resolve_encodings(cfg.encodings, baseline_of(cfg), cfg.level)
+    names = resolve_encodings(cfg.encodings, baseline_of(cfg), cfg.level, cfg.model)
     if cfg.level == 'model':
         subjects = [_model_subject(cfg, name) for name in names]
     else:
@@ -264,13 +317,16 @@ def build_subjects(cfg: BenchmarkConfig) -> list[Subject]:
 __all__ = [
     'DEFAULT_BASELINE',
     'LEVELS',
+    'MULTIVIEW',
     'SDPA',
     'SDPA_BIAS',
     'EncodedAttention',
     'baseline_of',
     'build_subjects',
     'encoding_kind',
+    'family',
     'is_dit',
+    'multiview_camera_encodings',
     'resolve_encodings',
     'training_step',
     'vit_kwargs',

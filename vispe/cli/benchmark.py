@@ -41,7 +41,7 @@ from vispe.bench.measure import (
     settings_id,
 )
 from vispe.bench.mixed import mixed_markdown, run_mixed_benchmark
-from vispe.bench.subjects import LEVELS, baseline_of, build_subjects, is_dit, resolve_encodings
+from vispe.bench.subjects import LEVELS, MULTIVIEW, baseline_of, build_subjects, is_dit, resolve_encodings
 from vispe.bench.targets import (
     print_report,
     print_scaling,
@@ -57,7 +57,9 @@ from vispe.evaluation.outputs import OutputConflict, check_target, run_id
 def parse_args(argv: Sequence[str] | None = None, prog: str | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
-        '--model', default='vit_small_patch16_224', help="any timm ViT name, or a DiT: 'DiT-S/2', 'DiT-Ti/4'"
+        '--model',
+        default='vit_small_patch16_224',
+        help="any timm ViT name, a DiT: 'DiT-S/2', 'DiT-Ti/4', or 'multiview' (the camera encodings' tiny model)",
     )
     p.add_argument('--img-size', type=int, nargs='+', default=[224], metavar='N', help='S, or H W')
     p.add_argument('--batch-size', type=int, default=8)
@@ -192,6 +194,8 @@ def model_problem(args: argparse.Namespace) -> str | None:
         return f'--model-kwargs takes KEY=VALUE pairs, got {bad[0]!r} (e.g. --model-kwargs patch_size=8 depth=4)'
     pairs = (kv.split('=', 1) for kv in args.model_kwargs)
     args.model_kwargs = {key: DictAction._parse_iterable(value) for key, value in pairs}
+    if args.model == MULTIVIEW:  # the camera encodings' tiny multi-view transformer
+        return None
     if is_dit(args.model):  # vispe's DiT presets ('DiT-S/2')
         try:
             dit_preset_args(args.model)
@@ -292,7 +296,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         else:
             for size in sizes:
                 build_subjects(replace(cfg, img_size=(size, size), encodings=[baseline_of(cfg)], compile=False))
-            resolve_encodings(cfg.encodings, baseline_of(cfg), cfg.level)
+            resolve_encodings(cfg.encodings, baseline_of(cfg), cfg.level, cfg.model)
     except (ValueError, TypeError) as err:
         print(f'benchmark.py: error: {err}', file=sys.stderr)
         return 2

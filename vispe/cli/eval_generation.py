@@ -31,7 +31,12 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     parser.add_argument('checkpoint')
     parser.add_argument('--resolutions', nargs='+', type=parse_resolution, required=True, help='e.g. 32 48 64')
     parser.add_argument('--samples-per-class', type=int, default=8)
-    parser.add_argument('--strategy', nargs='+', default=None, help='rotary strategies (default: all supported)')
+    parser.add_argument(
+        '--strategy',
+        nargs='+',
+        default=None,
+        help="rotary strategies (default: all supported, with DyPE's dype_ntk and dype_yarn)",
+    )
     parser.add_argument('--classifier-config', default=None, help="default: the config's generation_eval")
     parser.add_argument('--classifier-checkpoint', default=None, help="default: the config's generation_eval")
     parser.add_argument('--no-fd', action='store_true', help='skip FD and KID (no feature extractor needed)')

@@ -16,6 +16,8 @@ from vispe.encodings import (  # noqa: F401  (fill the registry)
     loope,
     petr,
     points,
+    ppe3d,
+    prope,
     rope,
     string,
 )

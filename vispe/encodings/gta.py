@@ -44,46 +44,36 @@ from torch import nn
 from vispe.encodings.base import Encoding, check_positive
 from vispe.encodings.camera import camera_poses, require_cameras
 from vispe.kernels.rotary import rotary_table, rotate_pairs
-from vispe.positions import Positions
+from vispe.positions import Cameras, Positions
 from vispe.registry import ENCODINGS
 
 
-@ENCODINGS.register_module(name='gta')
-class GTA(Encoding):
-    """Geometric transform attention: SE(3) blocks of each token's camera plus SO(2) blocks of its patch position.
+class ViewTransformAttention(Encoding):
+    """GTA's scheme for any per-view 4 x 4 representation rho of a token's camera (``view_blocks``: GTA's camera
+    pose, PRoPE's inverse projection): on the first ``se3_dims`` channels of each head q' = rho_q^-T q,
+    k' = rho_k k, v' = rho_k v, out = rho_q^-1 o, so every logit and value pairing depends on rho_q^-1 rho_k only;
+    on the next ``so2_dims`` channels 2 x 2 rotations of the patch position (module doc: ``so2``). Prefix tokens get
+    the identity. Float32 throughout; the result is cast back.
 
     Args:
         dim (int): model width.
         num_heads (int): heads (head dim d = dim / num_heads).
-        se3_fraction (float): share, in [0, 1], of each head's channels in 4 x 4 camera blocks (rounded
-            down to a multiple of 4; the rest, made even, rotate as RoPE; pairs that do not split evenly over the two
-            axes stay unrotated). Defaults to 0.5.
-        theta (float): SO(2) frequency base, > 0 (``so2='rope_axial'`` only). Defaults to 100.0.
-        so2 (str): SO(2) frequencies and coordinates, ``'rope_axial'`` (integer coordinates,
-            rope_axial's ladder) or ``'reference'`` (the authors' code: 2 pi 2^(j - n) on (p + 0.5) / P); see the module
-            docstring. Defaults to 'rope_axial'.
-        translation_scale (float): init of the learned translation scale s. Defaults to 0.01.
-        transform_values (bool): also transform v and the output (GTA); False leaves them as they are
-            (logits only). Defaults to True.
-        relative (bool): poses relative to the first view (the logits are the same; float rounding
-            aside). Defaults to False.
-
-    Prefix tokens (no camera) get the identity. Everything is computed in float32; the result is cast back.
-
-    Weight decay: none on ``translation_scale``: decay would pull the scale toward 0, i.e. toward ignoring the
-    cameras' translations, which the learned scalar exists to calibrate against the SO(2) and rotation channels.
-
-    Attention path: q, k and v are transformed before SDPA and the output after it, no mask: fused SDPA (flash or
-    memory-efficient on CUDA).
+        se3_fraction (float): share, in [0, 1], of each head's channels in 4 x 4 camera blocks (rounded down to a
+            multiple of 4; the rest, made even, rotate as RoPE; pairs that do not split evenly over the two axes stay
+            unrotated).
+        theta (float): SO(2) frequency base, > 0 (``so2='rope_axial'`` only).
+        transform_values (bool): also transform v and the output; False leaves them as they are (logits only).
+        so2 (str): SO(2) frequencies and coordinates, ``'rope_axial'`` or ``'reference'`` (GTA's code).
     """
 
     ndims = (2,)
     needs_cameras = True
-    no_weight_decay_params = ('translation_scale',)
     #: (so2_dims / 4,) SO(2) frequencies, a buffer
     freqs: torch.Tensor
     #: the ``so2`` choices
     so2_variants = ('rope_axial', 'reference')
+    #: the registered name, for messages
+    label = 'gta'
 
     def __init__(
         self,
@@ -91,18 +81,16 @@ class GTA(Encoding):
         num_heads: int,
         se3_fraction: float = 0.5,
         theta: float = 100.0,
-        translation_scale: float = 0.01,
         transform_values: bool = True,
-        relative: bool = False,
         so2: str = 'rope_axial',
     ) -> None:
         super().__init__()
         head_dim = dim // num_heads
         if not 0.0 <= se3_fraction <= 1.0:
-            raise ValueError(f'gta se3_fraction is a share of each head, in [0, 1]; got {se3_fraction}')
-        check_positive('gta', theta=theta)
+            raise ValueError(f'{self.label} se3_fraction is a share of each head, in [0, 1]; got {se3_fraction}')
+        check_positive(self.label, theta=theta)
         if so2 not in self.so2_variants:
-            raise ValueError(f'gta so2 is one of {self.so2_variants}, got {so2!r}')
+            raise ValueError(f'{self.label} so2 is one of {self.so2_variants}, got {so2!r}')
         self.so2 = so2
         self.head_dim = head_dim
         self.se3_dims = 4 * (int(head_dim * se3_fraction) // 4)
@@ -114,23 +102,19 @@ class GTA(Encoding):
         else:
             freqs = 1.0 / theta ** (torch.arange(per_axis, dtype=torch.float32) / max(per_axis, 1))
         self.register_buffer('freqs', freqs, persistent=False)
-        self.translation_scale = nn.Parameter(torch.tensor(float(translation_scale)))
-        self.transform_values, self.relative = bool(transform_values), bool(relative)
+        self.transform_values = bool(transform_values)
 
-    # --- the group representation ----------------------------------------------------------------------------------
+    # --- the representation -----------------------------------------------------------------------------------------
+    def view_blocks(self, cameras: Cameras) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, V, 4, 4) float32 rho of each view and its inverse."""
+        raise NotImplementedError
+
     def pose_blocks(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, N_total, 4, 4) float32 rho of each token's camera, [[R, s t], [0, 1]], and its inverse; identity for
-        prefix tokens."""
-        cameras = require_cameras(pos, 'gta')
-        poses = cameras.per_token(camera_poses(cameras, self.relative))  # (B, N, 4, 4)
-        R, t = poses[..., :3, :3], poses[..., :3, 3:] * self.translation_scale.float()
-        eye = torch.eye(4, device=poses.device).expand_as(poses)
-        top = torch.cat([R, t], dim=-1)
-        rho = torch.cat([top, eye[..., 3:, :]], dim=-2)
-        Rt = R.transpose(-1, -2)
-        inv = torch.cat([torch.cat([Rt, -Rt @ t], dim=-1), eye[..., 3:, :]], dim=-2)
+        """(B, N_total, 4, 4) float32 rho of each token's view and its inverse; identity for prefix tokens."""
+        cameras = require_cameras(pos, self.label)
+        rho, inv = (cameras.per_token(m) for m in self.view_blocks(cameras))  # (B, N, 4, 4) each
         if pos.num_prefix:
-            pad = torch.eye(4, device=poses.device).expand(poses.shape[0], pos.num_prefix, 4, 4)
+            pad = torch.eye(4, device=rho.device).expand(rho.shape[0], pos.num_prefix, 4, 4)
             rho, inv = torch.cat([pad, rho], dim=1), torch.cat([pad, inv], dim=1)
         return rho, inv
 
@@ -139,7 +123,7 @@ class GTA(Encoding):
         ``'rope_axial'``, (p + 0.5) / P for ``'reference'`` (P: ``pos.span``, else the cameras' view grid)."""
         coords = pos.coords.float()
         if self.so2 == 'reference':
-            span = pos.span if pos.span is not None else require_cameras(pos, 'gta').grid
+            span = pos.span if pos.span is not None else require_cameras(pos, self.label).grid
             coords = (coords + 0.5) / torch.tensor([float(s) for s in span], device=coords.device)
         return coords
 
@@ -187,8 +171,67 @@ class GTA(Encoding):
     def extra_repr(self) -> str:
         return (
             f'se3_dims={self.se3_dims}, so2_dims={self.so2_dims}, transform_values={self.transform_values}, '
-            f'relative={self.relative}, so2={self.so2!r}'
+            f'so2={self.so2!r}'
         )
 
 
-__all__ = ['GTA']
+@ENCODINGS.register_module(name='gta')
+class GTA(ViewTransformAttention):
+    """Geometric transform attention: SE(3) blocks of each token's camera plus SO(2) blocks of its patch position.
+
+    Args:
+        dim (int): model width.
+        num_heads (int): heads (head dim d = dim / num_heads).
+        se3_fraction (float): share, in [0, 1], of each head's channels in 4 x 4 camera blocks (rounded
+            down to a multiple of 4; the rest, made even, rotate as RoPE; pairs that do not split evenly over the two
+            axes stay unrotated). Defaults to 0.5.
+        theta (float): SO(2) frequency base, > 0 (``so2='rope_axial'`` only). Defaults to 100.0.
+        so2 (str): SO(2) frequencies and coordinates, ``'rope_axial'`` (integer coordinates,
+            rope_axial's ladder) or ``'reference'`` (the authors' code: 2 pi 2^(j - n) on (p + 0.5) / P); see the module
+            docstring. Defaults to 'rope_axial'.
+        translation_scale (float): init of the learned translation scale s. Defaults to 0.01.
+        transform_values (bool): also transform v and the output (GTA); False leaves them as they are
+            (logits only). Defaults to True.
+        relative (bool): poses relative to the first view (the logits are the same; float rounding
+            aside). Defaults to False.
+
+    Prefix tokens (no camera) get the identity. Everything is computed in float32; the result is cast back.
+
+    Weight decay: none on ``translation_scale``: decay would pull the scale toward 0, i.e. toward ignoring the
+    cameras' translations, which the learned scalar exists to calibrate against the SO(2) and rotation channels.
+
+    Attention path: q, k and v are transformed before SDPA and the output after it, no mask: fused SDPA (flash or
+    memory-efficient on CUDA).
+    """
+
+    no_weight_decay_params = ('translation_scale',)
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        se3_fraction: float = 0.5,
+        theta: float = 100.0,
+        translation_scale: float = 0.01,
+        transform_values: bool = True,
+        relative: bool = False,
+        so2: str = 'rope_axial',
+    ) -> None:
+        super().__init__(dim, num_heads, se3_fraction, theta, transform_values, so2)
+        self.translation_scale = nn.Parameter(torch.tensor(float(translation_scale)))
+        self.relative = bool(relative)
+
+    def view_blocks(self, cameras: Cameras) -> tuple[torch.Tensor, torch.Tensor]:
+        """[[R, s t], [0, 1]] of each camera-to-world pose (translation scaled by the learned s) and its inverse."""
+        poses = camera_poses(cameras, self.relative)  # (B, V, 4, 4)
+        R, t = poses[..., :3, :3], poses[..., :3, 3:] * self.translation_scale.float()
+        bottom = torch.eye(4, device=poses.device).expand_as(poses)[..., 3:, :]
+        Rt = R.transpose(-1, -2)
+        rho = torch.cat([torch.cat([R, t], dim=-1), bottom], dim=-2)
+        return rho, torch.cat([torch.cat([Rt, -Rt @ t], dim=-1), bottom], dim=-2)
+
+    def extra_repr(self) -> str:
+        return f'{super().extra_repr()}, relative={self.relative}'
+
+
+__all__ = ['GTA', 'ViewTransformAttention']

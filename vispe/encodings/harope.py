@@ -14,7 +14,8 @@ RoPE; the gradients there are non-zero (the differential of exp at 0 is the iden
 Prefix tokens: M and M^-T act on every token, cls included (no slicing); RoPE then leaves the prefix unrotated.
 Scores among patches stay relative, prefix-prefix scores are unchanged (q^T M^T M^-T k = q^T k), and a cls-patch
 score q^T M^T R_n M^-T k sees the same sandwich as patch-patch ones (it is absolute in any case). The resolution
-strategies (none / interpolate / ntk / yarn) are RoPEAxial's, applied to the rotation after M.
+strategies (none / interpolate / ntk / yarn, and DyPE's dype_ntk / dype_yarn for a DiT's sampler) are RoPEAxial's,
+applied to the rotation after M.
 
 U and V are computed once per forward, (H, d, d) in float32, by ``expm`` (scaling and squaring, checked against
 ``torch.linalg.matrix_exp`` in the tests; its backward is 4x cheaper); M and M^-T are rounded once to q's dtype and

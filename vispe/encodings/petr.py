@@ -28,6 +28,17 @@ def inverse_sigmoid(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     return torch.log(x.clamp_min(eps) / (1.0 - x).clamp_min(eps))
 
 
+def depth_and_scene(owner: str, depth_range: Sequence[float], scene_range: Sequence[float]) -> tuple[float, float]:
+    """(near, far) of ``depth_range``, after checking it (0 < near < far) and the box ``scene_range`` (x_min, y_min,
+    z_min, x_max, y_max, z_max, each min below its max); ValueError naming ``owner`` otherwise."""
+    near, far = (float(v) for v in depth_range)
+    if not 0 < near < far:
+        raise ValueError(f'{owner} needs depth_range=(near, far) with 0 < near < far, got {tuple(depth_range)}')
+    if len(scene_range) != 6 or any(scene_range[i] >= scene_range[i + 3] for i in range(3)):
+        raise ValueError(f'{owner} needs scene_range=(x_min, y_min, z_min, x_max, y_max, z_max), got {scene_range}')
+    return near, far
+
+
 @ENCODINGS.register_module(name='petr')
 class PETR(Encoding):
     """PETR 3D position embedding of each token's camera frustum.
@@ -66,11 +77,7 @@ class PETR(Encoding):
         relative: bool = False,
     ) -> None:
         super().__init__()
-        near, far = (float(v) for v in depth_range)
-        if not 0 < near < far:
-            raise ValueError(f'petr needs depth_range=(near, far) with 0 < near < far, got {tuple(depth_range)}')
-        if len(scene_range) != 6 or any(scene_range[i] >= scene_range[i + 3] for i in range(3)):
-            raise ValueError(f'petr needs scene_range=(x_min, y_min, z_min, x_max, y_max, z_max), got {scene_range}')
+        near, far = depth_and_scene('petr', depth_range, scene_range)
         check_positive('petr', num_depths=num_depths, hidden_dim=hidden_dim)
         self.num_depths, self.depth_range, self.relative = int(num_depths), (near, far), bool(relative)
         self.register_buffer('lo', torch.tensor(scene_range[:3], dtype=torch.float32), persistent=False)
@@ -102,4 +109,4 @@ class PETR(Encoding):
         return f'num_depths={self.num_depths}, depth_range={self.depth_range}, relative={self.relative}'
 
 
-__all__ = ['PETR', 'inverse_sigmoid']
+__all__ = ['PETR', 'depth_and_scene', 'inverse_sigmoid']

@@ -26,6 +26,7 @@ from torch import nn
 
 from vispe.encodings.base import GridTableCache, check_positive
 from vispe.encodings.rotary import (
+    DYPE_STRATEGIES,
     RotaryStrategies,
     axial_frequencies,
     frequency_ranks,
@@ -83,11 +84,12 @@ class RoPEAxial(RotaryStrategies):
         """d_a: rotary channels per position axis."""
         return self.head_dim // self.ndim
 
-    def axis_frequencies(self, scales: Sequence[float]) -> list[torch.Tensor]:
-        """Per axis (coordinate order), the (d_a/2,) float32 frequencies under the strategy at those scales."""
-        return [self._scaled(s, a) for a, s in enumerate(scales)]
+    def axis_frequencies(self, scales: Sequence[float], kappa: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """Per axis (coordinate order), the (d_a/2,) float32 frequencies under the strategy at those scales; under
+        DyPE at ``kappa`` ((B, 1, d_a/2) for a time per sample)."""
+        return [self._scaled(s, a, kappa) for a, s in enumerate(scales)]
 
-    def _scaled(self, scale: float, axis: int) -> torch.Tensor:
+    def _scaled(self, scale: float, axis: int, kappa: torch.Tensor | None = None) -> torch.Tensor:
         if scale == 1.0:
             return self.freqs
         if self.strategy == 'interpolate':
@@ -95,16 +97,23 @@ class RoPEAxial(RotaryStrategies):
         if self.strategy == 'ntk':
             theta = ntk_theta(self.theta, scale, self.axis_dims)
             return axial_frequencies(self.head_dim, self.ndim, theta).to(self.freqs.device)
+        if self.strategy == 'dype_ntk':  # pair k has rank k: the ladder runs from the fastest
+            ranks = torch.arange(self.freqs.shape[0], device=self.freqs.device)
+            return self.freqs * ntk_factors(ranks, scale, self.axis_dims, kappa)
         assert self.train_grid is not None  # a scale other than 1 needs one (axis_scales)
-        return self.freqs * yarn_factors(self.freqs, scale, self.train_grid[axis])  # yarn
+        return self.freqs * yarn_factors(self.freqs, scale, self.train_grid[axis], kappa)  # yarn, dype_yarn
 
     def angles(
-        self, coords: torch.Tensor, grid: Sequence[int] | None = None, scales: Sequence[float] | None = None
+        self,
+        coords: torch.Tensor,
+        grid: Sequence[int] | None = None,
+        scales: Sequence[float] | None = None,
+        kappa: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """(..., N, ndim) -> (..., N, d/2) float32, with the strategy applied at ``scales`` (None: those of
-        ``grid``, the token grid; without it the coordinates' extent). The last axis comes first (x before y for
-        (row, col))."""
-        freqs = self.axis_frequencies(self.axis_scales(coords, grid) if scales is None else scales)
+        ``grid``, the token grid; without it the coordinates' extent) and, under DyPE, ``kappa``. The last axis
+        comes first (x before y for (row, col))."""
+        freqs = self.axis_frequencies(self.axis_scales(coords, grid) if scales is None else scales, kappa)
         # the buffers follow the module; a table asked for on another device (positions there) gets them moved
         per_axis = [coords[..., a, None].float() * freqs[a].to(coords.device) for a in reversed(range(self.ndim))]
         return torch.cat(per_axis, dim=-1)
@@ -113,6 +122,8 @@ class RoPEAxial(RotaryStrategies):
         """The (cos, sin) table (1, num_prefix + N, d/2, 2), or (B, 1, num_prefix + N, d/2, 2) for per-sample
         positions: a head axis in front of the tokens either way (shared by the heads), without a branch on the
         table's rank, which an FX trace cannot take."""
+        if self.strategy in DYPE_STRATEGIES:  # follows the diffusion time: computed anew each step
+            return self.rotation_table(pos).unsqueeze(-4)
         key = pos.cache_key(self.strategy)  # the strategy may change between evaluations of one model
         table = self._cache.get(key, lambda: self.rotation_table(pos))
         return table.unsqueeze(-4)
@@ -187,8 +198,9 @@ class RoPEMixed(RotaryStrategies):
         with torch.no_grad():
             self.freqs.copy_(init_random_2d_freqs(self.head_dim, 1, self.num_heads, temperature=self.theta)[:, 0])
 
-    def frequency_factors(self, scales: Sequence[float]) -> torch.Tensor | None:
-        """(2, H, d/2) float32 multipliers of (f_x, f_y) under the strategy at (row, col) scales; None: all 1."""
+    def frequency_factors(self, scales: Sequence[float], kappa: torch.Tensor | None = None) -> torch.Tensor | None:
+        """(2, H, d/2) float32 multipliers of (f_x, f_y) under the strategy at (row, col) scales ((B, 2, H, d/2)
+        under DyPE with a time per sample, ``kappa`` (B, 1, 1)); None: all 1."""
         if all(s == 1.0 for s in scales):
             return None
         by_freq_axis = (scales[1], scales[0])  # freqs[0] multiplies the column, freqs[1] the row
@@ -198,24 +210,28 @@ class RoPEMixed(RotaryStrategies):
         for a, s in enumerate(by_freq_axis):
             if self.strategy == 'interpolate':
                 factors.append(torch.full_like(magnitudes, 1.0 / s))
-            elif self.strategy == 'ntk':
-                factors.append(ntk_factors(frequency_ranks(magnitudes, 2), s, axis_dims))
-            else:  # yarn, with the training extent of the axis this component multiplies
+            elif self.strategy in ('ntk', 'dype_ntk'):
+                factors.append(ntk_factors(frequency_ranks(magnitudes, 2), s, axis_dims, kappa))
+            else:  # yarn and dype_yarn, with the training extent of the axis this component multiplies
                 assert self.train_grid is not None  # a scale other than 1 needs one (axis_scales)
-                factors.append(yarn_factors(magnitudes, s, self.train_grid[1 - a]))
-        return torch.stack(factors)
+                factors.append(yarn_factors(magnitudes, s, self.train_grid[1 - a], kappa))
+        return torch.stack(torch.broadcast_tensors(*factors), dim=-3)
 
     def angles(
-        self, coords: torch.Tensor, grid: Sequence[int] | None = None, scales: Sequence[float] | None = None
+        self,
+        coords: torch.Tensor,
+        grid: Sequence[int] | None = None,
+        scales: Sequence[float] | None = None,
+        kappa: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """(..., N, 2) (row, col) -> (..., H, N, d/2) at ``scales`` (None: those of ``grid``); float32 and
-        matmul-free so autocast cannot downcast it."""
+        """(..., N, 2) (row, col) -> (..., H, N, d/2) at ``scales`` (None: those of ``grid``) and, under DyPE,
+        ``kappa``; float32 and matmul-free so autocast cannot downcast it."""
         freqs = self.freqs.float()
-        factors = self.frequency_factors(self.axis_scales(coords, grid) if scales is None else scales)
+        factors = self.frequency_factors(self.axis_scales(coords, grid) if scales is None else scales, kappa)
         if factors is not None:
-            freqs = freqs * factors
+            freqs = freqs * factors  # (2, H, d/2), or (B, 2, H, d/2) with a time per sample
         col, row = coords[..., 1].float(), coords[..., 0].float()
-        return col[..., None, :, None] * freqs[0, :, None] + row[..., None, :, None] * freqs[1, :, None]
+        return col[..., None, :, None] * freqs[..., 0, :, None, :] + row[..., None, :, None] * freqs[..., 1, :, None, :]
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         scale = self.qk_scales(pos)

@@ -20,12 +20,26 @@ dims per axis, w_k the frequency of pair k < d_a / 2.
   training extent; q and k are each multiplied by sqrt(0.1 ln s + 1) after rotation (logits by 0.1 ln s + 1),
   with s the geometric mean of the axis scales (= s for a uniform zoom; our choice for aspect changes).
 
-``ntk`` and ``yarn`` take s_a = max(1, r_a): below the training size they are ``none`` on that axis (a 1:2 target
-at the training token count, 4x16 for 8x8, is scaled on its columns only). Both are defined for s >= 1 and fix
-one failure, angles beyond the range a pair turned through in training, which a smaller grid never reaches. Their
-mirror images (s < 1 in the same formulas) would be a partial interpolation that stretches the slow pairs and keeps
-the fast ones, and YaRN's temperature would drop below 1: new methods with no paper behind them, while what a
-smaller grid changes (the content spans fewer tokens) is what ``interpolate`` addresses.
+- ``dype_ntk``, ``dype_yarn``: DyPE (Issachar et al. 2025, "Dynamic Position Extrapolation for Ultra High
+  Resolution Diffusion"), sampling-time schedules of the two for diffusion transformers, which follow the diffusion
+  time t in [0, 1] (1: pure noise, 0: data; ``Positions.noise_level``, set by the DiT from its sampler). With
+  kappa(t) = t^2 (the authors' lambda_t = 2): ``dype_yarn`` multiplies YaRN's ramp thresholds (beta_slow = 1,
+  beta_fast = 32 rotations) by kappa(t), so g_k = clamp((r_k - kappa beta_slow) / (kappa (beta_fast - beta_slow)),
+  0, 1): plain YaRN at t = 1, and as t -> 0 every pair's g_k -> 1, the trained frequencies, for the last steps,
+  which form the fine detail (low frequencies settle early in sampling, high ones late); the temperature
+  0.1 ln s + 1 stays at every t, as in the authors' code. ``dype_ntk`` raises NTK's base factor to 2 kappa(t)
+  (lambda_s = 2): theta' = theta (s_a^(d_a / (d_a - 2)))^(2 kappa(t)), twice NTK's exponent at t = 1 (the
+  authors' choice) and theta itself at t = 0. Departure: the authors apply the schedule to a two-ramp "vision
+  YaRN" (an NTK blend at 1.25 / 0.75 rotations, then a return to the base at 16 / 2); vispe's YaRN is the
+  one-ramp form above, and the schedule scales its thresholds the same way. The time is a tensor, so the tables
+  follow it inside a compiled graph without a recompilation per step; they are not cached.
+
+``ntk`` and ``yarn`` (and their DyPE schedules) take s_a = max(1, r_a): below the training size they are ``none``
+on that axis (a 1:2 target at the training token count, 4x16 for 8x8, is scaled on its columns only). Both are
+defined for s >= 1 and fix one failure, angles beyond the range a pair turned through in training, which a smaller
+grid never reaches. Their mirror images (s < 1 in the same formulas) would be a partial interpolation that stretches
+the slow pairs and keeps the fast ones, and YaRN's temperature would drop below 1: new methods with no paper behind
+them, while what a smaller grid changes (the content spans fewer tokens) is what ``interpolate`` addresses.
 """
 
 from __future__ import annotations
@@ -43,6 +57,11 @@ from vispe.positions import Positions, grid_coords
 #: YaRN's ramp, in rotations over the training extent: pairs above BETA_FAST extrapolate, below BETA_SLOW interpolate
 YARN_BETA_FAST = 32.0
 YARN_BETA_SLOW = 1.0
+#: DyPE's schedule (module doc): kappa(t) = t^DYPE_TIME_EXPONENT; dype_ntk raises NTK's factor to DYPE_SCALE kappa
+DYPE_TIME_EXPONENT = 2.0
+DYPE_SCALE = 2.0
+#: the strategies that follow the diffusion time
+DYPE_STRATEGIES = ('dype_ntk', 'dype_yarn')
 
 
 def axial_frequencies(head_dim: int, ndim: int, theta: float) -> torch.Tensor:
@@ -75,22 +94,34 @@ def ntk_theta(theta: float, scale: float, axis_dims: int) -> float:
     return theta * scale ** (axis_dims / (axis_dims - 2))
 
 
-def ntk_factors(ranks: torch.Tensor, scale: float, axis_dims: int) -> torch.Tensor:
+def ntk_factors(ranks: torch.Tensor, scale: float, axis_dims: int, kappa: torch.Tensor | None = None) -> torch.Tensor:
     """Multipliers s^(-2k / (d_a - 2)) for pairs of frequency rank k (0 = fastest): what ``ntk_theta`` does to
-    w_k = 1 / theta^(2k / d_a), for frequencies that have no theta (learned ones)."""
+    w_k = 1 / theta^(2k / d_a), for frequencies that have no theta (learned ones). With DyPE's ``kappa`` (a tensor
+    of any shape that broadcasts in front of ``ranks``' dims), the exponent is multiplied by DYPE_SCALE kappa."""
     if axis_dims <= 2:
         return torch.ones_like(ranks, dtype=torch.float32)
-    return scale ** (-2.0 * ranks.float() / (axis_dims - 2))
+    exponent = -2.0 * ranks.float() / (axis_dims - 2)
+    if kappa is not None:
+        exponent = exponent * (DYPE_SCALE * kappa)
+    return scale**exponent
 
 
-def yarn_factors(freqs: torch.Tensor, scale: float, train_len: float) -> torch.Tensor:
+def yarn_factors(
+    freqs: torch.Tensor, scale: float, train_len: float, kappa: torch.Tensor | None = None
+) -> torch.Tensor:
     """YaRN multipliers (1 - g_k) / s + g_k for angular frequencies ``freqs`` (any shape; their magnitude counts).
 
     r_k = L_train |w_k| / (2 pi) rotations over the training extent; g_k = clamp((r_k - beta_slow) /
     (beta_fast - beta_slow), 0, 1): pairs turning >= 32 times keep their frequency, <= 1 time are divided by s.
+    With DyPE's ``kappa`` (a tensor that broadcasts in front of ``freqs``' dims) both thresholds are multiplied by
+    it; kappa = 0 keeps every frequency (g_k = 1; a zero frequency has no angle to keep).
     """
     rotations = train_len * freqs.detach().abs().float() / (2 * math.pi)
-    gamma = ((rotations - YARN_BETA_SLOW) / (YARN_BETA_FAST - YARN_BETA_SLOW)).clamp(0.0, 1.0)
+    if kappa is None:
+        gamma = ((rotations - YARN_BETA_SLOW) / (YARN_BETA_FAST - YARN_BETA_SLOW)).clamp(0.0, 1.0)
+    else:
+        width = (kappa * (YARN_BETA_FAST - YARN_BETA_SLOW)).clamp_min(1e-12)  # kappa = 0: every ramp a step at 0
+        gamma = ((rotations - kappa * YARN_BETA_SLOW) / width).clamp(0.0, 1.0)
     return (1.0 - gamma) / scale + gamma
 
 
@@ -116,7 +147,9 @@ class RotaryStrategies(Encoding):
     Subclasses set ``self.train_grid`` with ``train_grid_from``; without one only ``none`` may be chosen.
     """
 
-    strategies = ('none', 'interpolate', 'ntk', 'yarn')
+    strategies = ('none', 'interpolate', 'ntk', 'yarn', *DYPE_STRATEGIES)
+    #: DyPE follows the diffusion time: a sweep runs it only when named (the generation sweep of a DiT)
+    opt_in_strategies = DYPE_STRATEGIES
     train_grid: tuple[int, ...] | None = None
 
     def _set_strategy(self, value: str) -> None:
@@ -148,7 +181,25 @@ class RotaryStrategies(Encoding):
         ratios = [float(e) / t for e, t in zip(grid, self.train_grid)]
         if self.strategy == 'interpolate':
             return tuple(ratios)
-        return tuple(max(1.0, r) for r in ratios)  # ntk, yarn: defined for s >= 1 (module doc)
+        return tuple(max(1.0, r) for r in ratios)  # ntk, yarn and their DyPE schedules: s >= 1 (module doc)
+
+    def dype_kappa(self, pos: Positions) -> torch.Tensor | None:
+        """DyPE's kappa(t) = t^2 of the positions' diffusion time, float32, () or (B, 1, 1) for a time per sample
+        (it then broadcasts in front of per-axis frequencies); None under any other strategy. ValueError when the
+        positions carry no time, or are a mixed-size batch."""
+        if self.strategy not in DYPE_STRATEGIES:
+            return None
+        name = type(self).__name__
+        if pos.noise_level is None:
+            raise ValueError(
+                f'{name}: strategy {self.strategy!r} follows the diffusion time, and these positions carry none; it is '
+                "a sampling strategy of the DiT, whose sampler sets the time: use 'ntk' or 'yarn' elsewhere"
+            )
+        if pos.layout is not None:
+            raise ValueError(f'{name}: strategy {self.strategy!r} takes one image size per batch, not a mixed batch')
+        level = pos.noise_level.float().clamp(0.0, 1.0).to(pos.coords.device)
+        kappa = level**DYPE_TIME_EXPONENT
+        return kappa.reshape(-1, 1, 1) if kappa.dim() else kappa
 
     def scale_groups(self, pos: Positions) -> dict[tuple[float, ...], list[int]]:
         """A mixed batch (``pos.layout``): the per-axis scales of each image grid (``axis_scales`` of that grid),
@@ -160,9 +211,14 @@ class RotaryStrategies(Encoding):
         return groups
 
     def angles(
-        self, coords: torch.Tensor, grid: Sequence[int] | None = None, scales: Sequence[float] | None = None
+        self,
+        coords: torch.Tensor,
+        grid: Sequence[int] | None = None,
+        scales: Sequence[float] | None = None,
+        kappa: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """(..., N, ndim) coordinates -> (..., [H,] N, d/2) float32 angles at ``scales`` (None: those of ``grid``)."""
+        """(..., N, ndim) coordinates -> (..., [H,] N, d/2) float32 angles at ``scales`` (None: those of ``grid``);
+        under a DyPE strategy at ``kappa`` (``dype_kappa``; per sample: a batch axis in front)."""
         raise NotImplementedError
 
     def rotation_table(self, pos: Positions) -> torch.Tensor:
@@ -174,8 +230,9 @@ class RotaryStrategies(Encoding):
     def image_angles(self, pos: Positions) -> torch.Tensor:
         """``angles`` of the positions at the scales of their grid; in a mixed batch each token's at its own image's
         (one call per distinct scales, selected per token; padding takes the first)."""
+        kappa = self.dype_kappa(pos)  # refuses a mixed batch under DyPE
         if pos.layout is None:
-            return self.angles(pos.coords, scales=self.axis_scales(pos.coords, pos.grid))
+            return self.angles(pos.coords, scales=self.axis_scales(pos.coords, pos.grid), kappa=kappa)
         groups = self.scale_groups(pos)
         if len(groups) == 1:
             return self.angles(pos.coords, scales=next(iter(groups)))
@@ -200,6 +257,7 @@ class RotaryStrategies(Encoding):
         Grids at the same scales (all of them under ``none``) share one ``angles`` call on their cells."""
         layout = pos.layout
         assert layout is not None
+        self.dype_kappa(pos)  # refuses a mixed batch under DyPE
         device = pos.coords.device
         groups = self.scale_groups(pos)
         if len(groups) == 1:
@@ -228,8 +286,9 @@ class RotaryStrategies(Encoding):
         return layout.segment_values([per_grid[g] for g in layout.grids], pos.coords.device)[:, None, :, None]
 
     def qk_scale(self, scales: Sequence[float]) -> float:
-        """What q and k are each multiplied by after rotation: sqrt(0.1 ln s + 1) for ``yarn``, else 1."""
-        if self.strategy != 'yarn' or all(s == 1.0 for s in scales):
+        """What q and k are each multiplied by after rotation: sqrt(0.1 ln s + 1) for ``yarn`` and ``dype_yarn``,
+        else 1."""
+        if self.strategy not in ('yarn', 'dype_yarn') or all(s == 1.0 for s in scales):
             return 1.0
         geometric_mean = math.exp(sum(math.log(s) for s in scales) / len(scales))
         return math.sqrt(yarn_logit_scale(geometric_mean))

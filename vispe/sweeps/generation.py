@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from vispe.encodings.rotary import DYPE_STRATEGIES
 from vispe.engine.checkpoint import checkpoints_inside
 from vispe.engine.config import load_config
 from vispe.evaluation import report
@@ -135,7 +136,7 @@ def sweep_generation(
     model, meta = C.load_model(cfg, checkpoint, device)
     if not hasattr(model, 'sample'):
         raise ValueError(f'{type(model).__name__} cannot sample; eval_generation needs a DiffusionModel config')
-    strategies = C.check_strategies(model, strategies)
+    strategies = C.check_strategies(model, strategies or generation_strategies(model))
     C.check_resolutions(model, resolutions)
     num_classes: int = model.num_classes  # type: ignore[assignment]  # a DiffusionModel's
     opts = dict(cfg.get('generation_eval') or {})
@@ -186,6 +187,14 @@ def sweep_generation(
     )
     cells = [cell(res, strategy) for res in resolutions for strategy in strategies]
     return run_sweep(cells, header, identity, out_dir, force, show_progress, log)
+
+
+def generation_strategies(model: torch.nn.Module) -> list[str]:
+    """What a generation sweep runs by default: every strategy a classifier's sweep runs, and DyPE's timestep
+    schedules (``dype_ntk``, ``dype_yarn``, opt-in elsewhere: they follow the diffusion time) where the encodings
+    have them."""
+    dype = [s for s in C.available_strategies(model, opt_in=True) if s in DYPE_STRATEGIES]
+    return [*C.available_strategies(model), *(s for s in dype if s not in C.available_strategies(model))]
 
 
 def object_metrics(fake, labels, real, info: dict[str, Any], features) -> dict[str, float]:

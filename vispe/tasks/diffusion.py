@@ -14,6 +14,7 @@ first C channels are used.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -60,6 +61,10 @@ class Objective(nn.Module):
         """The time as the backbone sees it."""
         raise NotImplementedError
 
+    def noise_level(self, t: Tensor) -> Tensor:
+        """The time as a float in [0, 1], 1 at pure noise and 0 at data (the DiT's positions carry it: DyPE)."""
+        raise NotImplementedError
+
     def sample(self, predict: PredictFn, noise: Tensor, steps: int, sampler: str) -> Tensor:
         """Integrate from ``noise`` back to data in ``steps`` steps of ``sampler``."""
         raise NotImplementedError
@@ -86,6 +91,9 @@ class FlowMatching(Objective):
 
     def net_time(self, t: TimeLike) -> TimeLike:
         return t * self.time_scale
+
+    def noise_level(self, t: Tensor) -> Tensor:
+        return t.float()
 
     def sample(self, predict: PredictFn, noise: Tensor, steps: int, sampler: str) -> Tensor:
         return flow_sample(predict, noise, steps, sampler)
@@ -116,6 +124,11 @@ class DDPM(Objective):
     def net_time(self, t: TimeLike) -> TimeLike:
         return t.float() if isinstance(t, Tensor) else float(t)
 
+    def noise_level(self, t: Tensor) -> Tensor:
+        """t / (T - 1): 1 at the first DDIM step (T - 1), 0 at the last (DyPE's time is flow matching's; this is
+        vispe's mapping of the DDPM index onto it)."""
+        return t.float() / max(self.num_timesteps - 1, 1)
+
     def sample(self, predict: PredictFn, noise: Tensor, steps: int, sampler: str) -> Tensor:
         return ddim_sample(predict, noise, ddpm_schedule(self.num_timesteps), steps)
 
@@ -134,7 +147,8 @@ class DiffusionModel(BaseModel):
 
     Args:
         backbone (dict[str, Any]): config of a network ``net(x, t, y, crop=None)`` with a ``num_classes`` attribute (see
-            module doc).
+            module doc); one with a ``noise_level`` argument (vispe's DiT) also gets the time in [0, 1] (1: pure
+            noise), which DyPE's strategies follow.
         objective (str): 'flow' (velocity, rectified flow) or 'ddpm' (eps, linear betas). Defaults to 'flow'.
         num_train_timesteps (int): T; the backbone sees times in [0, T]. Defaults to 1000.
         class_dropout (float): probability of replacing a training label by the null label, for
@@ -172,6 +186,8 @@ class DiffusionModel(BaseModel):
         if not hasattr(self.backbone, 'num_classes'):
             raise ValueError(f'{type(self.backbone).__name__} has no num_classes attribute (the null label index)')
         self.num_classes = int(self.backbone.num_classes)
+        # the DiT takes the time in [0, 1] too (``noise_level``, for DyPE); a backbone without that argument gets none
+        self._noise_level_arg = 'noise_level' in inspect.signature(self.backbone.forward).parameters
         self.objective = OBJECTIVES[objective](num_train_timesteps)
         self.class_dropout = class_dropout
         self.val_seed = val_seed
@@ -200,13 +216,19 @@ class DiffusionModel(BaseModel):
             eps = torch.randn(inputs.shape, generator=generator).to(inputs)
             t = self.objective.eval_times(B).to(inputs.device)
         x_t, target = self.objective.corrupt(inputs, eps, t)  # (B, C, H, W) each
-        pred = self.backbone(x_t, self.objective.net_time(t), y, crop=crop)[:, : inputs.shape[1]]
+        pred = self._backbone(x_t, self.objective.net_time(t), y, crop, t)[:, : inputs.shape[1]]
         if mode == 'tensor':
             return pred
         if mode == 'loss':
             return {'loss': F.mse_loss(pred.float(), target.float())}
         losses = (pred.detach().float() - target.float()).pow(2).flatten(1).mean(1)  # (B,)
         return [{'loss': loss, 't': ti, 'label': yi} for loss, ti, yi in zip(losses, t, y)]
+
+    def _backbone(self, x: Tensor, t_net: TimeLike, y: Tensor, crop: Tensor | None, t: Tensor) -> Tensor:
+        """The backbone at network time ``t_net``, and, if it takes it, the objective time ``t`` in [0, 1]."""
+        if self._noise_level_arg:
+            return self.backbone(x, t_net, y, crop=crop, noise_level=self.objective.noise_level(t))
+        return self.backbone(x, t_net, y, crop=crop)
 
     def _labels(self, labels: Tensor | Sequence[int] | None, batch: int, device: torch.device) -> Tensor:
         """Labels as a long (B,) tensor on ``device``; none means unconditional (the null class)."""
@@ -225,11 +247,12 @@ class DiffusionModel(BaseModel):
         """The backbone's (first C channels') prediction at objective time ``t``, with classifier-free guidance."""
         B, C = x.shape[:2]
         t_net = torch.as_tensor(self.objective.net_time(t), dtype=torch.float32, device=x.device).expand(B).clone()
+        t = torch.as_tensor(t, device=x.device)  # one time for the whole batch: ()
         if cfg_scale == 1.0:  # exactly the conditional model: no null pass
-            return self.backbone(x, t_net, labels, crop=crop)[:, :C]
+            return self._backbone(x, t_net, labels, crop, t)[:, :C]
         null = torch.full_like(labels, self.num_classes)
         crop2 = None if crop is None else torch.cat([crop, crop])
-        out = self.backbone(torch.cat([x, x]), torch.cat([t_net, t_net]), torch.cat([labels, null]), crop=crop2)
+        out = self._backbone(torch.cat([x, x]), torch.cat([t_net, t_net]), torch.cat([labels, null]), crop2, t)
         cond, uncond = out[:, :C].chunk(2)
         return uncond + cfg_scale * (cond - uncond)
 

@@ -29,7 +29,9 @@ class MultiViewLocalizer(BaseModel):
     ambiguous (relative poses, focal length and object size are unknown), which the task is built on.
 
     Batches are dicts with ``inputs`` (B, V, 3, H, W), ``K`` (B, V, 3, 3), ``cam_to_world`` (B, V, 4, 4) and
-    ``target`` (B, 3) (other keys, e.g. ``depth``, are ignored). ``mode='loss'``: ``{'loss': mean Euclidean error}``;
+    ``target`` (B, 3), and optionally ``depth`` (B, V, 1, H, W), which a backbone with ``forward_with_losses`` (the
+    multi-view transformer) passes to its encodings (other keys are ignored). ``mode='loss'``:
+    ``{'loss': mean Euclidean error}`` and the encodings' auxiliary losses (3DPPE's ``loss_depth``);
     ``'predict'``: one ``{'pred', 'target'}`` per sample for ``Localization3D``; ``'tensor'``: (B, 3) world points.
     """
 
@@ -38,6 +40,7 @@ class MultiViewLocalizer(BaseModel):
     ) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.backbone = MODELS.build(dict(backbone))
+        self._takes_depth = hasattr(self.backbone, 'forward_with_losses')
 
     def forward(
         self,
@@ -46,16 +49,22 @@ class MultiViewLocalizer(BaseModel):
         cam_to_world: torch.Tensor,
         target: torch.Tensor | None = None,
         mode: str = 'tensor',
+        depth: torch.Tensor | None = None,
         **unused: Any,
     ) -> torch.Tensor | dict[str, torch.Tensor] | list[dict[str, torch.Tensor]]:
-        local = self.backbone(inputs, K, cam_to_world).float()  # (B, 3) in view 0's camera frame
+        aux: dict[str, torch.Tensor] = {}
+        if self._takes_depth:  # the views' depth maps reach the encodings (3DPPE), and their losses come back
+            local, aux = self.backbone.forward_with_losses(inputs, K, cam_to_world, depth)
+        else:
+            local = self.backbone(inputs, K, cam_to_world)
+        local = local.float()  # (B, 3) in view 0's camera frame
         world = transform_points(cam_to_world[:, 0].float(), local[:, None])[:, 0]
         if mode == 'tensor':
             return world
         if target is None:
             raise ValueError(f"mode={mode!r} needs the target point in the batch ('target' key)")
         if mode == 'loss':
-            return {'loss': (world - target.float()).norm(dim=-1).mean()}
+            return {'loss': (world - target.float()).norm(dim=-1).mean(), **aux}
         if mode == 'predict':
             return [{'pred': p, 'target': t} for p, t in zip(world.detach(), target)]
         raise ValueError(f"mode must be 'loss', 'predict' or 'tensor', got {mode!r}")

@@ -20,15 +20,18 @@ test_dataloader = val_dataloader
 val_evaluator = dict(type='Localization3D', threshold=0.2)
 test_evaluator = val_evaluator
 
-# tools/eval_cameras.py: test settings never seen in training, as overrides of the test data set
+# tools/eval_cameras.py: test settings never seen in training, as overrides of the test data set: other fields of
+# view (focal lengths), image sizes below and above 32 px, up to 4x the training views, farther cameras
 camera_eval = dict(
     settings=dict(
         train=dict(),
         fov_narrow=dict(fov_range=(25.0, 40.0)),
         fov_wide=dict(fov_range=(70.0, 90.0)),
+        image_24=dict(image_size=24),
         image_48=dict(image_size=48),
         views_3=dict(num_views=3),
         views_4=dict(num_views=4),
+        views_8=dict(num_views=8),
         far=dict(distance_range=(4.5, 6.0)),
     )
 )
