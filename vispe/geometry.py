@@ -80,9 +80,16 @@ def frustum_points(K: Tensor, cam_to_world: Tensor, uv: Tensor, depths: Tensor) 
     return transform_points(pose, cam)
 
 
+def rigid_inverse(transform: Tensor) -> Tensor:
+    """The inverses (..., 4, 4) of rigid transforms [[R, t], [0, 1]] (..., 4, 4): [[R^T, -R^T t], [0, 1]]
+    (kornia's ``inverse_transformation``, which takes (N, 4, 4), over any leading dims); world-to-camera from
+    ``cam_to_world``."""
+    return inverse_transformation(transform.reshape(-1, 4, 4)).reshape(transform.shape)
+
+
 def project(K: Tensor, cam_to_world: Tensor, points: Tensor) -> tuple[Tensor, Tensor]:
     """Pixels (..., N, 2) and camera-frame depths (..., N) of world points (..., N, 3)."""
-    world_to_cam = inverse_transformation(cam_to_world.reshape(-1, 4, 4)).reshape(cam_to_world.shape)  # kornia: N
+    world_to_cam = rigid_inverse(cam_to_world)
     cam = transform_points(world_to_cam[..., None, :, :], points)
     return project_points(cam, K[..., None, :, :]), cam[..., 2]
 

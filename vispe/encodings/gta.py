@@ -41,6 +41,7 @@ import math
 import torch
 from torch import nn
 
+from vispe import geometry as G
 from vispe.encodings.base import Encoding, check_positive
 from vispe.encodings.camera import camera_poses, require_cameras
 from vispe.kernels.rotary import rotary_table, rotate_pairs
@@ -226,9 +227,8 @@ class GTA(ViewTransformAttention):
         poses = camera_poses(cameras, self.relative)  # (B, V, 4, 4)
         R, t = poses[..., :3, :3], poses[..., :3, 3:] * self.translation_scale.float()
         bottom = torch.eye(4, device=poses.device).expand_as(poses)[..., 3:, :]
-        Rt = R.transpose(-1, -2)
         rho = torch.cat([torch.cat([R, t], dim=-1), bottom], dim=-2)
-        return rho, torch.cat([torch.cat([Rt, -Rt @ t], dim=-1), bottom], dim=-2)
+        return rho, G.rigid_inverse(rho)
 
     def extra_repr(self) -> str:
         return f'{super().extra_repr()}, relative={self.relative}'

@@ -169,7 +169,7 @@ class PPE3D(Encoding):
         B, V = cameras.K.shape[:2]
         uv = G.pixel_centres(h, w, stride=p, device=cameras.K.device)
         with torch.autocast(cameras.K.device.type, enabled=False):
-            cam = G.camera_points(cameras.K.float(), uv, 1.0) * depth.reshape(B, V, h * w, 1)  # z = depth
+            cam = G.camera_points(cameras.K.float(), uv, depth.reshape(B, V, h * w, 1))  # z = depth
             world = transform_points(camera_poses(cameras, self.relative)[:, :, None], cam)  # (B, V, N, 3)
         return world.reshape(B, V * h * w, 3)
 

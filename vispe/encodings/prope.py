@@ -40,8 +40,8 @@ measured.
 from __future__ import annotations
 
 import torch
-from kornia.geometry.linalg import inverse_transformation
 
+from vispe import geometry as G
 from vispe.encodings.camera import camera_poses
 from vispe.encodings.gta import ViewTransformAttention
 from vispe.positions import Cameras
@@ -93,7 +93,7 @@ class PRoPE(ViewTransformAttention):
     def view_blocks(self, cameras: Cameras) -> tuple[torch.Tensor, torch.Tensor]:
         """rho = P^-1 = T lift(K'^-1) and its inverse P = lift(K') E, (B, V, 4, 4) float32."""
         T = camera_poses(cameras, relative=False)
-        E = inverse_transformation(T.reshape(-1, 4, 4)).reshape(T.shape)  # world-to-camera (kornia takes (N, 4, 4))
+        E = G.rigid_inverse(T)  # world-to-camera
         if not self.intrinsics:
             return T, E
         k = normalized_intrinsics(cameras.K, cameras.image_size)

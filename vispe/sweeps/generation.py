@@ -193,8 +193,9 @@ def generation_strategies(model: torch.nn.Module) -> list[str]:
     """What a generation sweep runs by default: every strategy a classifier's sweep runs, and DyPE's timestep
     schedules (``dype_ntk``, ``dype_yarn``, opt-in elsewhere: they follow the diffusion time) where the encodings
     have them."""
-    dype = [s for s in C.available_strategies(model, opt_in=True) if s in DYPE_STRATEGIES]
-    return [*C.available_strategies(model), *(s for s in dype if s not in C.available_strategies(model))]
+    default = C.available_strategies(model)
+    dype = [s for s in C.available_strategies(model, opt_in=True) if s in DYPE_STRATEGIES and s not in default]
+    return [*default, *dype]
 
 
 def object_metrics(fake, labels, real, info: dict[str, Any], features) -> dict[str, float]:
