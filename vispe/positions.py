@@ -101,7 +101,8 @@ class Positions:
     Attributes:
         coords: (N, ndim) or (B, N, ndim) float coordinates of the N non-prefix tokens. Images use
             token-grid units in (row, col) order; point clouds use the data's metric unit.
-        grid: (h, w) when the N tokens form a row-major grid, else None. Conv encodings need it.
+        grid: (h, w) when the N tokens form a row-major grid, (t, h, w) for a video's tubelets (``video_positions``),
+            else None. Conv encodings need it.
         num_prefix: cls / register tokens in front of the N tokens; they carry no position.
         cameras: ``Cameras`` for camera encodings (view index, K, cam-to-world, image size), or None.
         key: a hashable naming ``coords`` when they are a deterministic function of the grid (so encodings
@@ -113,6 +114,10 @@ class Positions:
             padding), ``grid`` is None and ``num_prefix`` 0: each image's prefix tokens sit inside the row, at the
             front of its segment (``layout.patch_mask`` is False there). None: every sample shares the token
             layout.
+        spacing: per axis, the distance in coordinate units between neighbouring tokens of the grid, when it is not
+            1: a video's time between tubelets, in the unit of the training clips' (2 for a clip at half their frame
+            rate, so that its tokens sit at the times of the training clips' even tubelets). The coordinates
+            already include it; ``span`` multiplies the grid by it. A property of the data, not of the encoding.
         noise_level: the diffusion time of this forward pass in [0, 1] (1: pure noise, 0: data), () or (B,) float,
             for strategies that follow it (DyPE's ``dype_ntk``, ``dype_yarn``); set by the DiT from its sampler
             (``DiffusionModel``), None elsewhere.
@@ -129,12 +134,13 @@ class Positions:
     """
 
     coords: torch.Tensor
-    grid: tuple[int, int] | None = None
+    grid: tuple[int, ...] | None = None
     num_prefix: int = 0
     cameras: Cameras | None = None
     key: Hashable | None = None
     extent: tuple[int, ...] | None = None
     layout: TokenLayout | None = None
+    spacing: tuple[float, ...] | None = None
     noise_level: torch.Tensor | None = None
     draws: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
     aux_losses: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict, init=False, compare=False, repr=False)
@@ -146,11 +152,13 @@ class Positions:
         return self.grid is not None or self.layout is not None
 
     @property
-    def span(self) -> tuple[int, ...] | None:
-        """Per axis, how many integer positions the coordinates range over: ``extent`` when set, else ``grid``.
-        Encodings on normalised coordinates divide by it, so rpe2d's training positions and the plain grid of
-        the largest served size land on the same [0, 1] values."""
-        return self.extent if self.extent is not None else self.grid
+    def span(self) -> tuple[float, ...] | None:
+        """Per axis, how many integer positions the coordinates range over: ``extent`` when set, else ``grid`` (times
+        ``spacing`` when set). Encodings on normalised coordinates divide by it, so rpe2d's training positions and
+        the plain grid of the largest served size land on the same [0, 1] values."""
+        if self.extent is not None or self.grid is None or self.spacing is None:
+            return self.extent if self.extent is not None else self.grid
+        return tuple(g * s for g, s in zip(self.grid, self.spacing))
 
     @property
     def ndim(self) -> int:
@@ -173,17 +181,25 @@ class Positions:
         token's own grid: (B, T, ndim)."""
         if self.layout is not None and self.extent is None:
             return self.layout.token_grid(self.coords.device)
-        span = self.span
-        if span is None:
+        sizes = self.extent if self.extent is not None else self.grid
+        if sizes is None:
             raise ValueError('span_tensor needs positions on a grid or with an extent; these have neither')
-        return sizes_tensor(list(span), self.coords.device)
+        span = sizes_tensor(list(sizes), self.coords.device)
+        if self.extent is None and self.spacing is not None:
+            span = span * torch.tensor(self.spacing, device=span.device)
+        return span
+
+
+def lattice_coords(sizes: Sequence[int], device: torch.device | None = None) -> torch.Tensor:
+    """(prod(sizes), len(sizes)) float32 integer coordinates of a grid of any dimension, row-major (the last axis
+    fastest)."""
+    axes = [torch.arange(n, device=device, dtype=torch.float32) for n in sizes]
+    return torch.stack(torch.meshgrid(*axes, indexing='ij'), dim=-1).reshape(-1, len(sizes))
 
 
 def grid_coords(h: int, w: int, device: torch.device | None = None) -> torch.Tensor:
     """(h*w, 2) float32 (row, col) integer coordinates of an h x w grid, row-major."""
-    rows = torch.arange(h, device=device, dtype=torch.float32)
-    cols = torch.arange(w, device=device, dtype=torch.float32)
-    return torch.stack(torch.meshgrid(rows, cols, indexing='ij'), dim=-1).reshape(-1, 2)
+    return lattice_coords((h, w), device)
 
 
 def grid_positions(h: int, w: int, num_prefix: int = 0, device: torch.device | None = None) -> Positions:
@@ -191,6 +207,23 @@ def grid_positions(h: int, w: int, num_prefix: int = 0, device: torch.device | N
     get ``key=None``: caches are keyed on concrete ints only, and the graph builds the coordinates each call."""
     key = None if is_symbolic(h, w) else ('grid', h, w)
     return Positions(grid_coords(h, w, device), grid=(h, w), num_prefix=num_prefix, key=key)
+
+
+def video_positions(
+    t: int, h: int, w: int, num_prefix: int = 0, time_spacing: float = 1.0, device: torch.device | None = None
+) -> Positions:
+    """Positions of a t x h x w grid of tubelets (time-major: frame 0's h x w tokens first) with ``num_prefix``
+    prefix tokens in front: coordinates (t * h * w, 3) in (time, row, col) order, time in units of the training
+    clips' tubelets (``time_spacing`` between neighbours: 2 for a clip at half the training frame rate), grid
+    (t, h, w). Symbolic sizes get ``key=None``, as in ``grid_positions``."""
+    if not time_spacing > 0:
+        raise ValueError(f'time_spacing must be > 0 (the time between tubelets), got {time_spacing!r}')
+    coords = lattice_coords((t, h, w), device)
+    spacing = None if time_spacing == 1.0 else (float(time_spacing), 1.0, 1.0)
+    if spacing is not None:
+        coords = coords * torch.tensor(spacing, device=device)
+    key = None if is_symbolic(t, h, w) else ('video', t, h, w, float(time_spacing))
+    return Positions(coords, grid=(t, h, w), num_prefix=num_prefix, key=key, spacing=spacing)
 
 
 def sorted_subsets(batch_size: int, count: int, limit: int, generator=None, device=None) -> torch.Tensor:
@@ -227,10 +260,12 @@ class RPE2D:
     def __repr__(self) -> str:
         return f'RPE2D(max_grid={self.max_grid})'
 
-    def check(self, grid: tuple[int, int] | None) -> tuple[int, int]:
+    def check(self, grid: tuple[int, ...] | None) -> tuple[int, int]:
         """The (h, w) grid, after checking that L >= the grid on each axis."""
         if grid is None:
             raise ValueError('rpe2d samples positions for a token grid, but these positions have no grid')
+        if len(grid) != 2:
+            raise ValueError(f'rpe2d samples positions on an image token grid (h, w), got the grid {grid}')
         h, w = grid
         if h > self.max_grid[0] or w > self.max_grid[1]:
             raise ValueError(

@@ -8,6 +8,7 @@ from vispe.datasets.modelnet import ModelNet40
 from vispe.datasets.multiview import MultiViewScenes
 from vispe.datasets.primitives3d import Primitives3D
 from vispe.datasets.shapes2d import Shapes2D
+from vispe.datasets.shapes_video import ShapesVideo
 from vispe.datasets.sizes import FixedSize, NativeAspect, SquareSizes
 from vispe.datasets.transforms import RandomResizedCropBox, TransformedDataset
 
@@ -21,6 +22,7 @@ __all__ = [
     'Primitives3D',
     'RandomResizedCropBox',
     'Shapes2D',
+    'ShapesVideo',
     'SharedSizeBatchSampler',
     'SquareSizes',
     'TransformedDataset',

@@ -45,18 +45,27 @@ _POLYGONS = {
 }
 
 
+#: per kind, the distance from the centre to the farthest point of the unit shape (what a turn can reach)
+_REACH = {'square': math.sqrt(2.0), **{kind: float(np.hypot(*verts.T).max()) for kind, verts in _POLYGONS.items()}}
+
+
 @dataclass(frozen=True)
 class Shape:
-    """One filled shape: ``kind`` in ALL_SHAPES, centre (x, y), half-extent ``size``, RGB colour in [0, 1]."""
+    """One filled shape: ``kind`` in ALL_SHAPES, centre (x, y), half-extent ``size``, RGB colour in [0, 1], and
+    ``angle``: a turn about the centre in radians (clockwise on screen, y being down; the video tasks spin shapes)."""
 
     kind: str
     center: tuple[float, float]
     size: float
     color: Color
+    angle: float = 0.0
 
     def bbox(self) -> tuple[float, float, float, float]:
-        """(x0, y0, x1, y1): a box that contains the shape (tight except for the triangle's height)."""
+        """(x0, y0, x1, y1): a box that contains the shape (tight except for the triangle's height when unturned; a
+        turned shape gets the box of the circle through its farthest vertex)."""
         (cx, cy), s = self.center, self.size
+        if self.angle:
+            s *= _REACH.get(self.kind, 1.0)
         return cx - s, cy - s, cx + s, cy + s
 
 
@@ -121,6 +130,9 @@ def _polygon_sdf(px: np.ndarray, py: np.ndarray, verts: np.ndarray) -> np.ndarra
 def shape_sdf(shape: Shape, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Signed distance (scene units, negative inside) from points (x, y) to ``shape``."""
     px, py = x - shape.center[0], y - shape.center[1]
+    if shape.angle and shape.kind != 'circle':  # the points turned back by the shape's angle
+        cos, sin = math.cos(shape.angle), math.sin(shape.angle)
+        px, py = cos * px + sin * py, cos * py - sin * px
     if shape.kind == 'circle':
         return np.hypot(px, py) - shape.size
     if shape.kind == 'square':

@@ -71,7 +71,7 @@ MAX_TRIES = 1000
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _random_color(rng: np.random.Generator) -> Color:
+def random_color(rng: np.random.Generator) -> Color:
     """A saturated, bright colour, so objects always stand out from the black background."""
     h, s, v = rng.uniform(0.0, 1.0), rng.uniform(0.5, 1.0), rng.uniform(0.7, 1.0)
     r, g, b = colorsys.hsv_to_rgb(h, s, v)
@@ -86,7 +86,7 @@ def _position_scene(rng: np.random.Generator) -> Scene:
     size = rng.uniform(0.06, 0.10)  # at most 0.10: the shape plus margins fits a 1/3 cell with room for jitter
     lo, hi = size + MARGIN, 1.0 / 3.0 - size - MARGIN
     center = (col / 3.0 + rng.uniform(lo, hi), row / 3.0 + rng.uniform(lo, hi))
-    return Scene(label, (Shape(BASIC_SHAPES[kind], center, size, _random_color(rng)),))
+    return Scene(label, (Shape(BASIC_SHAPES[kind], center, size, random_color(rng)),))
 
 
 def _uniform_center(rng: np.random.Generator, size: float) -> tuple[float, float]:
@@ -163,7 +163,7 @@ def _shape_scene(rng: np.random.Generator) -> Scene:
     """One object of five shapes, anywhere, any size: the control task where position does not matter."""
     label = int(rng.integers(len(ALL_SHAPES)))
     size = float(rng.uniform(0.08, 0.25))
-    return Scene(label, (Shape(ALL_SHAPES[label], _uniform_center(rng, size), size, _random_color(rng)),))
+    return Scene(label, (Shape(ALL_SHAPES[label], _uniform_center(rng, size), size, random_color(rng)),))
 
 
 def _shape_color_scene(rng: np.random.Generator) -> Scene:

@@ -207,9 +207,9 @@ class ApeLearned(LayerAdaptive):
             return self.sampled_table(pos).to(dtype)
         if pos.layout is not None:
             return self.layout_table(pos).to(dtype)
-        if pos.grid is None:
-            raise ValueError('ape_learned needs the tokens to form a grid (positions with a grid)')
-        return self.table(pos.grid).to(dtype)
+        if pos.grid is None or len(pos.grid) != 2:
+            raise ValueError(f'ape_learned needs the tokens to form an image grid (h, w), got grid {pos.grid}')
+        return self.table((pos.grid[0], pos.grid[1])).to(dtype)
 
     def sampled_table(self, pos: Positions) -> torch.Tensor:
         """The ``grid_sample`` strategy: the table read at each token's coordinates, (1 or B, N, D) (the class

@@ -1,0 +1,325 @@
+"""ShapesVideo: procedural clips of moving and turning shapes, for probing positional encodings along time.
+
+A clip is a set of tracks on the scene of ``vispe.datasets.scene2d`` (coordinates ``[0, 1]^2``, x right, y down)
+over a continuous clip time ``t`` in ``[0, 1)``. Each track is a shape that may move along a straight segment during
+a time window, turns at a constant rate (a nuisance no task asks about), and shows only while ``t`` is in its
+visible windows. Clips are drawn deterministically from ``(seed, split, index)``.
+
+Rendering is analytic in space (``render_scene``) and in time: frame ``i`` of ``T`` is the mean of the scene over
+its exposure ``[i / T, (i + 1) / T)``, taken at ``exposure`` evenly spaced instants (default ``ceil(32 / T)``, at
+least 32 per clip). So the same clip looks the same at 8, 16 or 32 frames, as it does at 32, 48 or 64 px: a brief
+flash between two instants of a short clip is not lost, and fast motion blurs. That is what a comparison of
+encodings across frame counts needs (trained at T frames, evaluated at T / 2 to 4 T, the same clip at another
+frame rate).
+
+Tasks (``TASKS``), each answerable only with temporal order or time, none from one frame:
+
+- ``direction`` (4: right, down, left, up): one shape moves 0.3-0.5 across the scene in that direction (plus a
+  smaller sideways drift) while a grey shape turns in place. A clip played backwards has the opposite label.
+- ``first_mover`` (2: red, blue): a red and a blue shape each move once, for 0.3 of the clip, in random directions;
+  the one that starts first (by 0.2 or more) is the label. Reversed, the other one stops last.
+- ``count`` (3: one, two, three): a shape at a fixed place flashes (shows for 0.06-0.1 of the clip) 1-3 times, with
+  at least 0.2 of the clip between flashes; a grey shape turns in place all along.
+- ``half`` (2: first, second): a shape shows once, for 0.15-0.3 of the clip, inside the first or the second half;
+  a grey shape turns in place all along. The answer is the absolute time of the flash: an encoding that sees only
+  relative positions cannot tell (every frame looks like its mirror in time but for the flash).
+
+Items are ``dict(inputs=FloatTensor (3, T, H, W), labels=int)``, channels first and then time, as Conv3d and
+tubelet embeddings take them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from vispe.datasets.scene2d import ALL_SHAPES, Color, ImageSize, Scene, Shape, as_hw, render_scene
+from vispe.datasets.shapes2d import BLUE, GREY, MARGIN, MAX_TRIES, RED, SPLITS, random_color
+from vispe.registry import DATASETS
+
+DIRECTIONS = ('right', 'down', 'left', 'up')
+MOVERS = ('red', 'blue')
+COUNTS = ('one', 'two', 'three')
+HALVES = ('first', 'second')
+#: instants per clip the exposure of its frames adds up to, at least (``ShapesVideo.exposure``)
+EXPOSURE_PER_CLIP = 32
+#: the tracks' sizes (half-extents): at 32 px a shape is 5-8 px across, a turned one fits in its reach
+SIZES = (0.08, 0.12)
+
+
+@dataclass(frozen=True)
+class Track:
+    """A shape over clip time t in [0, 1): at ``start`` (x, y) until ``move[0]``, then moving at constant speed to
+    ``start + shift`` at ``move[1]``, where it stays; turned by ``angle + spin * t``; shown while t is in one of
+    ``visible`` (half-open windows)."""
+
+    kind: str
+    color: Color
+    size: float
+    start: tuple[float, float]
+    shift: tuple[float, float] = (0.0, 0.0)
+    move: tuple[float, float] = (0.0, 1.0)
+    angle: float = 0.0
+    spin: float = 0.0
+    visible: tuple[tuple[float, float], ...] = ((0.0, 1.0),)
+
+    def at(self, t: float) -> Shape | None:
+        """The shape at time ``t``, or None while hidden."""
+        if not any(on <= t < off for on, off in self.visible):
+            return None
+        t0, t1 = self.move
+        frac = min(max((t - t0) / (t1 - t0), 0.0), 1.0)
+        center = (self.start[0] + frac * self.shift[0], self.start[1] + frac * self.shift[1])
+        return Shape(self.kind, center, self.size, self.color, self.angle + self.spin * t)
+
+
+@dataclass(frozen=True)
+class Clip:
+    """A labelled clip; tracks are painted in order, later ones over earlier ones."""
+
+    label: int
+    tracks: tuple[Track, ...]
+
+    def scene(self, t: float) -> Scene:
+        """The still scene at time ``t``."""
+        return Scene(self.label, tuple(s for s in (track.at(t) for track in self.tracks) if s is not None))
+
+
+def _turning(rng: np.random.Generator) -> tuple[float, float]:
+    """A random angle and spin (0.5-2 turns of a quarter per clip, either way): the nuisance motion of every task."""
+    return float(rng.uniform(0.0, 2 * math.pi)), float(rng.choice((-1.0, 1.0)) * rng.uniform(0.25, 1.0) * math.pi)
+
+
+def _reach(kind: str, size: float) -> float:
+    """Half the side of a box that holds the shape at any angle."""
+    return Shape(kind, (0.0, 0.0), size, GREY, angle=1.0).bbox()[2]
+
+
+def _inside(point: tuple[float, float], reach: float) -> bool:
+    lo, hi = reach + MARGIN, 1.0 - reach - MARGIN
+    return lo <= point[0] <= hi and lo <= point[1] <= hi
+
+
+def _spot(rng: np.random.Generator, reach: float) -> tuple[float, float]:
+    """A centre that keeps a shape of that reach inside the image."""
+    lo, hi = reach + MARGIN, 1.0 - reach - MARGIN
+    return float(rng.uniform(lo, hi)), float(rng.uniform(lo, hi))
+
+
+def _apart(a: tuple[float, float], b: tuple[float, float], gap: float) -> bool:
+    return max(abs(a[0] - b[0]), abs(a[1] - b[1])) >= gap
+
+
+def _shape(rng: np.random.Generator) -> tuple[str, float, float]:
+    """A random kind, size and reach."""
+    kind = str(rng.choice(ALL_SHAPES))
+    size = float(rng.uniform(*SIZES))
+    return kind, size, _reach(kind, size)
+
+
+def _spinner(rng: np.random.Generator, avoid: tuple[tuple[float, float], ...], gap: float) -> Track | None:
+    """A grey shape turning in place, at least ``gap`` (box distance) from each of ``avoid``; None if none fits."""
+    kind, size, reach = _shape(rng)
+    for _ in range(MAX_TRIES):
+        spot = _spot(rng, reach)
+        if all(_apart(spot, a, gap + reach) for a in avoid):
+            return Track(kind, GREY, size, spot, angle=_turning(rng)[0], spin=_turning(rng)[1])
+    return None
+
+
+def _mover(
+    rng: np.random.Generator, color: Color, direction: int, length: tuple[float, float], move: tuple[float, float]
+) -> Track:
+    """A shape that moves in ``direction`` (an index of DIRECTIONS) during ``move``, and stays inside the image."""
+    axis, sign = direction % 2, (1.0 if direction < 2 else -1.0)
+    kind, size, reach = _shape(rng)
+    for _ in range(MAX_TRIES):
+        major = float(rng.uniform(*length))
+        shift = [0.0, 0.0]
+        shift[axis], shift[1 - axis] = sign * major, float(rng.uniform(-0.3, 0.3)) * major
+        start = _spot(rng, reach)
+        end = (start[0] + shift[0], start[1] + shift[1])
+        if _inside(end, reach):
+            angle, spin = _turning(rng)
+            return Track(kind, color, size, start, (shift[0], shift[1]), move, angle, spin)
+    raise RuntimeError(f'no path of length {length} fits the scene; this is a bug in ShapesVideo')
+
+
+def _direction_clip(rng: np.random.Generator) -> Clip:
+    label = int(rng.integers(len(DIRECTIONS)))
+    mover = _mover(rng, random_color(rng), label, (0.3, 0.5), (0.0, 1.0))
+    spinner = _spinner(rng, _ends(mover), _reach(mover.kind, mover.size))  # clear of where the mover starts and ends
+    return Clip(label, (mover,) if spinner is None else (spinner, mover))
+
+
+def _first_mover_clip(rng: np.random.Generator) -> Clip:
+    label = int(rng.integers(len(MOVERS)))
+    first = float(rng.uniform(0.05, 0.45))
+    second = float(rng.uniform(first + 0.2, 0.65))
+    starts = (first, second) if label == 0 else (second, first)
+    red = _mover(rng, RED, int(rng.integers(len(DIRECTIONS))), (0.2, 0.35), (starts[0], starts[0] + 0.3))
+    for _ in range(MAX_TRIES):  # blue starts and ends clear of where red starts and ends (the paths may cross)
+        blue = _mover(rng, BLUE, int(rng.integers(len(DIRECTIONS))), (0.2, 0.35), (starts[1], starts[1] + 0.3))
+        gap = _reach(red.kind, red.size) + _reach(blue.kind, blue.size)
+        if all(_apart(a, b, gap) for a in _ends(red) for b in _ends(blue)):
+            return Clip(label, (red, blue))
+    raise RuntimeError('no two clear paths fit the scene; this is a bug in ShapesVideo')
+
+
+def _ends(track: Track) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Where a track starts and where it ends."""
+    return track.start, (track.start[0] + track.shift[0], track.start[1] + track.shift[1])
+
+
+def _flashes(
+    rng: np.random.Generator,
+    count: int,
+    duration: tuple[float, float],
+    gap: float,
+    span: tuple[float, float] = (0.02, 0.98),
+) -> tuple[tuple[float, float], ...]:
+    """``count`` windows of the given duration inside ``span``, at least ``gap`` apart: drawn by placing the
+    durations and the gaps' spare time at random."""
+    lengths = rng.uniform(*duration, size=count)
+    spare = (span[1] - span[0]) - lengths.sum() - gap * (count - 1)
+    cuts = np.sort(rng.uniform(0.0, spare, size=count))  # the spare time before each flash, cumulated
+    windows, t = [], span[0]
+    for i in range(count):
+        on = t + (cuts[i] - (cuts[i - 1] if i else 0.0))
+        windows.append((float(on), float(on + lengths[i])))
+        t = on + lengths[i] + gap
+    return tuple(windows)
+
+
+def _flasher(rng: np.random.Generator, visible: tuple[tuple[float, float], ...]) -> tuple[Track, Track | None]:
+    """A shape in colour at a fixed place, shown in ``visible``, and a grey spinner away from it."""
+    kind, size, reach = _shape(rng)
+    spot = _spot(rng, reach)
+    angle, spin = _turning(rng)
+    flasher = Track(kind, random_color(rng), size, spot, angle=angle, spin=spin, visible=visible)
+    return flasher, _spinner(rng, (spot,), reach)
+
+
+def _count_clip(rng: np.random.Generator) -> Clip:
+    label = int(rng.integers(len(COUNTS)))
+    flasher, spinner = _flasher(rng, _flashes(rng, label + 1, (0.06, 0.1), 0.2))
+    return Clip(label, (flasher,) if spinner is None else (spinner, flasher))
+
+
+def _half_clip(rng: np.random.Generator) -> Clip:
+    label = int(rng.integers(len(HALVES)))
+    flasher, spinner = _flasher(rng, _flashes(rng, 1, (0.15, 0.3), 0.0, (0.5 * label + 0.02, 0.5 * label + 0.48)))
+    return Clip(label, (flasher,) if spinner is None else (spinner, flasher))
+
+
+#: task -> (clip generator, class names)
+TASKS: dict[str, tuple[Callable[[np.random.Generator], Clip], tuple[str, ...]]] = {
+    'direction': (_direction_clip, DIRECTIONS),
+    'first_mover': (_first_mover_clip, MOVERS),
+    'count': (_count_clip, COUNTS),
+    'half': (_half_clip, HALVES),
+}
+
+
+def render_clip(clip: Clip, num_frames: int, image_size: ImageSize, exposure: int | None = None) -> np.ndarray:
+    """``clip`` as a float32 (T, H, W, 3) array in [0, 1]: frame i the mean over ``exposure`` instants of
+    [i / T, (i + 1) / T) (default ``ceil(EXPOSURE_PER_CLIP / T)``)."""
+    if num_frames < 1:
+        raise ValueError(f'num_frames must be a positive int, got {num_frames}')
+    exposure = exposure or math.ceil(EXPOSURE_PER_CLIP / num_frames)
+    if exposure < 1:
+        raise ValueError(f'exposure must be a positive int, got {exposure}')
+    height, width = as_hw(image_size)
+    frames = np.zeros((num_frames, height, width, 3), dtype=np.float32)
+    for i in range(num_frames):
+        for j in range(exposure):
+            frames[i] += render_scene(clip.scene((i + (j + 0.5) / exposure) / num_frames), (height, width))
+    return frames / exposure
+
+
+@DATASETS.register_module()
+class ShapesVideo(Dataset):
+    """Procedural video classification where the order and time of events matter (module doc), rendered at any
+    frame count and size.
+
+    Args:
+        task (str): one of ``TASKS``: 'direction' (4), 'first_mover' (2), 'count' (3), 'half' (2). Defaults to
+            'direction'.
+        split (str): 'train', 'val' or 'test'; each split draws different clips. Defaults to 'train'.
+        num_samples (int): length of the dataset. Defaults to 2000.
+        num_frames (int): frames per clip; the same clip at any count (the frame rate changes, not the clip).
+            Defaults to 8.
+        image_size (int | tuple[int, int]): int or (H, W). Defaults to 32.
+        seed (int): non-negative int; clip ``i`` depends only on (seed, split, i). Defaults to 0.
+        normalize (bool): map pixel values from [0, 1] to [-1, 1] with (x - 0.5) / 0.5. Defaults to True.
+        exposure (int | None): instants averaged into each frame; None: ``ceil(32 / num_frames)``, so a clip is
+            always seen at 32 instants or more. Defaults to None.
+
+    Cost: rendering is NumPy on the CPU, about T * exposure still renders of two shapes per clip (32 for 8 frames),
+    about 2 ms per 8-frame 32 px clip on one core.
+    """
+
+    def __init__(
+        self,
+        task: str = 'direction',
+        split: str = 'train',
+        num_samples: int = 2000,
+        num_frames: int = 8,
+        image_size: ImageSize = 32,
+        seed: int = 0,
+        normalize: bool = True,
+        exposure: int | None = None,
+    ) -> None:
+        if task not in TASKS:
+            raise ValueError(f'unknown ShapesVideo task {task!r}; valid tasks: {sorted(TASKS)}')
+        if split not in SPLITS:
+            raise ValueError(f'unknown split {split!r}; valid splits: {list(SPLITS)}')
+        if num_samples < 0 or seed < 0:
+            raise ValueError(f'num_samples and seed must be non-negative, got {num_samples} and {seed}')
+        if num_frames < 1 or (exposure is not None and exposure < 1):
+            raise ValueError(f'num_frames and exposure must be positive ints, got {num_frames} and {exposure}')
+        self.task, self.split, self.num_samples = task, split, int(num_samples)
+        self.num_frames, self.image_size = int(num_frames), as_hw(image_size)
+        self.seed, self.normalize, self.exposure = int(seed), normalize, exposure
+        self._generate, names = TASKS[task]
+        self.classes = list(names)
+        self.num_classes = len(self.classes)
+        self.metainfo = {'task': task, 'classes': tuple(self.classes), 'num_classes': self.num_classes}
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def clip(self, index: int) -> Clip:
+        """The clip (tracks and label) of item ``index``."""
+        if not -self.num_samples <= index < self.num_samples:
+            raise IndexError(f'index {index} out of range for ShapesVideo of length {self.num_samples}')
+        rng = np.random.default_rng([self.seed, SPLITS[self.split], index % self.num_samples])
+        return self._generate(rng)
+
+    def render(self, index: int, num_frames: int | None = None, image_size: ImageSize | None = None) -> torch.Tensor:
+        """Item ``index`` as an unnormalised float tensor (3, T, H, W) in [0, 1], at any frame count and size."""
+        frames = render_clip(
+            self.clip(index), num_frames or self.num_frames, image_size or self.image_size, self.exposure
+        )
+        return torch.from_numpy(frames.transpose(3, 0, 1, 2).copy())
+
+    def __getitem__(self, index: int) -> dict:
+        video = self.render(index)
+        if self.normalize:
+            video = (video - 0.5) / 0.5
+        return {'inputs': video, 'labels': self.clip(index).label}
+
+    def __repr__(self) -> str:
+        return (
+            f'ShapesVideo(task={self.task!r}, split={self.split!r}, num_samples={self.num_samples}, '
+            f'num_frames={self.num_frames}, image_size={self.image_size}, seed={self.seed}, '
+            f'normalize={self.normalize}' + ('' if self.exposure is None else f', exposure={self.exposure}') + ')'
+        )
+
+
+__all__ = ['TASKS', 'Clip', 'ShapesVideo', 'Track', 'render_clip']
