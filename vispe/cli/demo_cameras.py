@@ -1,9 +1,10 @@
-"""vispe demo-cameras [--encodings none plucker petr gta gta+plucker prope 3dppe 3dppe_gt]
-(tools/demo_cameras.py, `make demo-cameras`): the camera-encoding demo (about 2.25 hours on a 2-core CPU; not for
+"""vispe demo-cameras [--encodings none plucker petr gta gta+plucker prope prope+plucker 3dppe 3dppe_gt]
+(tools/demo_cameras.py, `make demo-cameras`): the camera-encoding demo (about 2.5 hours on a 2-core CPU; not for
 CI). Trains the tiny multi-view transformer on multiview scenes with no camera information, plucker, petr, gta, gta
-with plucker, prope and 3dppe with predicted and with rendered depth (about 15 minutes each), evaluates each at the
-training setting and at unseen ones (narrower and wider field of view, 24 and 48 px views, 3, 4 and 8 views,
-farther cameras), and prints the tables; writes outputs/demo_cameras/summary.md, summary.json, summary.png.
+with plucker, prope, prope with plucker and 3dppe with predicted and with rendered depth (15-25 minutes each),
+evaluates each at the training setting and at unseen ones (narrower and wider field of view, 24 and 48 px views, 3,
+4 and 8 views, farther cameras), and prints the tables; writes outputs/demo_cameras/summary.md, summary.json,
+summary.png.
 
 Finished runs are reused and unfinished ones resume.
 """
@@ -27,6 +28,7 @@ CONFIGS = {
     'gta': 'camera/multiview_tiny_gta_scenes.py',
     'gta+plucker': 'camera/multiview_tiny_gta_plucker_scenes.py',
     'prope': 'camera/multiview_tiny_prope_scenes.py',
+    'prope+plucker': 'camera/multiview_tiny_prope_plucker_scenes.py',
     '3dppe': 'camera/multiview_tiny_3dppe_scenes.py',
     '3dppe_gt': 'camera/multiview_tiny_3dppe_gt_scenes.py',
 }
