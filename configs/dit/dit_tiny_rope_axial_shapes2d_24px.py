@@ -1,9 +1,13 @@
 # DiT-Ti/3 with rope_axial on shapes2d 'shape_color' at 24 px (8 x 8 tokens of 3 px, the 32 px demo's token count),
 # 12,000 iterations at batch 32: the smallest setting found so far whose samples show the five shapes on a CPU
-# (issue 42, the base for the DyPE sweep). Measured with two such runs sharing a 2-core CPU, one thread each:
-# 42.5 min of training. Sampled at 24 px (eval_generation, 8 per class, strategy none, the shipped classifier):
-# count 96.3%, colour 96.3%, shape 65.0% (chance 20%), FD 10.3. The same run at 6,000 iterations: shape 22.5%
-# (blobs), as the 32 px demo at 6,000.
+# (issue 42, the base of the DyPE sweep in docs/results/other-demos.md). Sampled at 24 px (eval_generation, 8 per
+# class, strategy none, the shipped classifier), two trainings of this config on two machines (CPU training is not
+# bit-identical across machines): count 96.3% / 96.9%, shape 65.0% / 73.1% (chance 20%), FD 10.3 / 8.6. At 9,000
+# iterations (the second run's checkpoint): count 99.4%, shape 50.0%, FD 12.8; at 6,000 (the first's): shape 22.5%,
+# blobs, as the 32 px demo at 6,000. Time, one thread, with other single-thread runs on the second core: median
+# 0.239 s an iteration (fastest 0.224), 51 min for 12,000 and about 36 for 9,000; neither is under the 30-minute mark
+# on this 2-core CPU. The second run's log: tools/train.py CONFIG --work-dir DIR --cfg-options
+# default_hooks.checkpoint.interval=3000 default_hooks.checkpoint.max_keep_ckpts=5 (keeps the 9,000 checkpoint).
 _base_ = ['./dit_tiny_rope_axial_shapes2d.py']
 max_iters = 12000
 train_cfg = dict(max_iters=max_iters, val_interval=max_iters)
