@@ -4,10 +4,10 @@
 # class, strategy none, the shipped classifier), two trainings of this config on two machines (CPU training is not
 # bit-identical across machines): count 96.3% / 96.9%, shape 65.0% / 73.1% (chance 20%), FD 10.3 / 8.6. At 9,000
 # iterations (the second run's checkpoint): count 99.4%, shape 50.0%, FD 12.8; at 6,000 (the first's): shape 22.5%,
-# blobs, as the 32 px demo at 6,000. Time, one thread, with other single-thread runs on the second core: median
-# 0.239 s an iteration (fastest 0.224), 51 min for 12,000 and about 36 for 9,000; neither is under the 30-minute mark
-# on this 2-core CPU. The second run's log: tools/train.py CONFIG --work-dir DIR --cfg-options
-# default_hooks.checkpoint.interval=3000 default_hooks.checkpoint.max_keep_ckpts=5 (keeps the 9,000 checkpoint).
+# blobs, as the 32 px demo at 6,000. Time on a 2-core CPU: alone with 2 threads 0.16-0.18 s an iteration (about 25
+# min for 9,000, 33 for 12,000), so 9,000 iterations learn the shapes within 30 minutes; with one thread while other
+# runs used the second core, median 0.239 s (51 min for 12,000). The second run: tools/train.py CONFIG --work-dir DIR
+# --cfg-options default_hooks.checkpoint.interval=3000 default_hooks.checkpoint.max_keep_ckpts=5 (keeps 9,000).
 _base_ = ['./dit_tiny_rope_axial_shapes2d.py']
 max_iters = 12000
 train_cfg = dict(max_iters=max_iters, val_interval=max_iters)
