@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from vispe.datasets.scene2d import Shape, render_scene
+from vispe.datasets.scene2d import Scene, Shape, render_scene
 from vispe.datasets.shapes_video import TASKS, ShapesVideo, render_clip
 from vispe.registry import DATASETS
 
@@ -74,8 +74,6 @@ def test_a_turned_shape_renders_turned() -> None:
 
 
 def render_scene_of(shape: Shape) -> np.ndarray:
-    from vispe.datasets.scene2d import Scene
-
     return render_scene(Scene(0, (shape,)), 40)
 
 

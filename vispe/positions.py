@@ -156,8 +156,10 @@ class Positions:
         """Per axis, how many integer positions the coordinates range over: ``extent`` when set, else ``grid`` (times
         ``spacing`` when set). Encodings on normalised coordinates divide by it, so rpe2d's training positions and
         the plain grid of the largest served size land on the same [0, 1] values."""
-        if self.extent is not None or self.grid is None or self.spacing is None:
-            return self.extent if self.extent is not None else self.grid
+        if self.extent is not None:
+            return self.extent
+        if self.grid is None or self.spacing is None:
+            return self.grid
         return tuple(g * s for g, s in zip(self.grid, self.spacing))
 
     @property

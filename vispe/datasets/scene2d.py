@@ -49,6 +49,11 @@ _POLYGONS = {
 _REACH = {'square': math.sqrt(2.0), **{kind: float(np.hypot(*verts.T).max()) for kind, verts in _POLYGONS.items()}}
 
 
+def reach(kind: str, size: float) -> float:
+    """Half the side of a box that holds a shape of that kind and half-extent at any angle."""
+    return size * _REACH.get(kind, 1.0)
+
+
 @dataclass(frozen=True)
 class Shape:
     """One filled shape: ``kind`` in ALL_SHAPES, centre (x, y), half-extent ``size``, RGB colour in [0, 1], and
@@ -65,7 +70,7 @@ class Shape:
         turned shape gets the box of the circle through its farthest vertex)."""
         (cx, cy), s = self.center, self.size
         if self.angle:
-            s *= _REACH.get(self.kind, 1.0)
+            s = reach(self.kind, s)
         return cx - s, cy - s, cx + s, cy + s
 
 
@@ -194,6 +199,7 @@ __all__ = [
     'Shape',
     'Window',
     'as_hw',
+    'reach',
     'render_scene',
     'shape_sdf',
     'to_uint8',

@@ -217,6 +217,25 @@ def random_window(
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def check_procedural_args(name: str, task: str, tasks: dict, split: str, num_samples: int, seed: int) -> None:
+    """ValueError naming the valid values when a procedural data set (``name``) gets an unknown task or split, or a
+    negative length or seed."""
+    if task not in tasks:
+        raise ValueError(f'unknown {name} task {task!r}; valid tasks: {sorted(tasks)}')
+    if split not in SPLITS:
+        raise ValueError(f'unknown split {split!r}; valid splits: {list(SPLITS)}')
+    if num_samples < 0 or seed < 0:
+        raise ValueError(f'num_samples and seed must be non-negative, got {num_samples} and {seed}')
+
+
+def check_index(name: str, index: int, length: int) -> int:
+    """Python-style indexing into a data set of ``length`` items: negative indices count from the end, others out of
+    range raise IndexError."""
+    if not -length <= index < length:
+        raise IndexError(f'index {index} out of range for {name} of length {length}')
+    return index % length
+
+
 @DATASETS.register_module()
 class Shapes2D(Dataset):
     """Procedural shape scenes for probing positional encodings, rendered at any resolution.
@@ -267,12 +286,7 @@ class Shapes2D(Dataset):
         return_crop: bool | None = None,
         size_policy: SizePolicy | dict | None = None,
     ) -> None:
-        if task not in TASKS:
-            raise ValueError(f'unknown Shapes2D task {task!r}; valid tasks: {sorted(TASKS)}')
-        if split not in SPLITS:
-            raise ValueError(f'unknown split {split!r}; valid splits: {list(SPLITS)}')
-        if num_samples < 0 or seed < 0:
-            raise ValueError(f'num_samples and seed must be non-negative, got {num_samples} and {seed}')
+        check_procedural_args('Shapes2D', task, TASKS, split, num_samples, seed)
         if crop_scale is not None and not 0.0 < crop_scale[0] <= crop_scale[1] <= 1.0:
             raise ValueError(f'crop_scale must be (min, max) with 0 < min <= max <= 1, got {crop_scale!r}')
         if not 0.0 < crop_ratio[0] <= crop_ratio[1]:
@@ -294,10 +308,7 @@ class Shapes2D(Dataset):
         return self.num_samples
 
     def _check_index(self, index: int) -> int:
-        """Python-style indexing: negative indices count from the end, others raise IndexError."""
-        if not -self.num_samples <= index < self.num_samples:
-            raise IndexError(f'index {index} out of range for Shapes2D of length {self.num_samples}')
-        return index % self.num_samples
+        return check_index('Shapes2D', index, self.num_samples)
 
     def scene(self, index: int) -> Scene:
         """The scene (shapes in scene units, and label) of item ``index``."""

@@ -38,8 +38,18 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from vispe.datasets.scene2d import ALL_SHAPES, Color, ImageSize, Scene, Shape, as_hw, render_scene
-from vispe.datasets.shapes2d import BLUE, GREY, MARGIN, MAX_TRIES, RED, SPLITS, random_color
+from vispe.datasets.scene2d import ALL_SHAPES, Color, ImageSize, Scene, Shape, as_hw, reach, render_scene
+from vispe.datasets.shapes2d import (
+    BLUE,
+    GREY,
+    MARGIN,
+    MAX_TRIES,
+    RED,
+    SPLITS,
+    check_index,
+    check_procedural_args,
+    random_color,
+)
 from vispe.registry import DATASETS
 
 DIRECTIONS = ('right', 'down', 'left', 'up')
@@ -95,11 +105,6 @@ def _turning(rng: np.random.Generator) -> tuple[float, float]:
     return float(rng.uniform(0.0, 2 * math.pi)), float(rng.choice((-1.0, 1.0)) * rng.uniform(0.25, 1.0) * math.pi)
 
 
-def _reach(kind: str, size: float) -> float:
-    """Half the side of a box that holds the shape at any angle."""
-    return Shape(kind, (0.0, 0.0), size, GREY, angle=1.0).bbox()[2]
-
-
 def _inside(point: tuple[float, float], reach: float) -> bool:
     lo, hi = reach + MARGIN, 1.0 - reach - MARGIN
     return lo <= point[0] <= hi and lo <= point[1] <= hi
@@ -119,7 +124,7 @@ def _shape(rng: np.random.Generator) -> tuple[str, float, float]:
     """A random kind, size and reach."""
     kind = str(rng.choice(ALL_SHAPES))
     size = float(rng.uniform(*SIZES))
-    return kind, size, _reach(kind, size)
+    return kind, size, reach(kind, size)
 
 
 def _spinner(rng: np.random.Generator, avoid: tuple[tuple[float, float], ...], gap: float) -> Track | None:
@@ -128,7 +133,8 @@ def _spinner(rng: np.random.Generator, avoid: tuple[tuple[float, float], ...], g
     for _ in range(MAX_TRIES):
         spot = _spot(rng, reach)
         if all(_apart(spot, a, gap + reach) for a in avoid):
-            return Track(kind, GREY, size, spot, angle=_turning(rng)[0], spin=_turning(rng)[1])
+            angle, spin = _turning(rng)
+            return Track(kind, GREY, size, spot, angle=angle, spin=spin)
     return None
 
 
@@ -153,7 +159,7 @@ def _mover(
 def _direction_clip(rng: np.random.Generator) -> Clip:
     label = int(rng.integers(len(DIRECTIONS)))
     mover = _mover(rng, random_color(rng), label, (0.3, 0.5), (0.0, 1.0))
-    spinner = _spinner(rng, _ends(mover), _reach(mover.kind, mover.size))  # clear of where the mover starts and ends
+    spinner = _spinner(rng, _ends(mover), reach(mover.kind, mover.size))  # clear of where the mover starts and ends
     return Clip(label, (mover,) if spinner is None else (spinner, mover))
 
 
@@ -165,7 +171,7 @@ def _first_mover_clip(rng: np.random.Generator) -> Clip:
     red = _mover(rng, RED, int(rng.integers(len(DIRECTIONS))), (0.2, 0.35), (starts[0], starts[0] + 0.3))
     for _ in range(MAX_TRIES):  # blue starts and ends clear of where red starts and ends (the paths may cross)
         blue = _mover(rng, BLUE, int(rng.integers(len(DIRECTIONS))), (0.2, 0.35), (starts[1], starts[1] + 0.3))
-        gap = _reach(red.kind, red.size) + _reach(blue.kind, blue.size)
+        gap = reach(red.kind, red.size) + reach(blue.kind, blue.size)
         if all(_apart(a, b, gap) for a in _ends(red) for b in _ends(blue)):
             return Clip(label, (red, blue))
     raise RuntimeError('no two clear paths fit the scene; this is a bug in ShapesVideo')
@@ -276,12 +282,7 @@ class ShapesVideo(Dataset):
         normalize: bool = True,
         exposure: int | None = None,
     ) -> None:
-        if task not in TASKS:
-            raise ValueError(f'unknown ShapesVideo task {task!r}; valid tasks: {sorted(TASKS)}')
-        if split not in SPLITS:
-            raise ValueError(f'unknown split {split!r}; valid splits: {list(SPLITS)}')
-        if num_samples < 0 or seed < 0:
-            raise ValueError(f'num_samples and seed must be non-negative, got {num_samples} and {seed}')
+        check_procedural_args('ShapesVideo', task, TASKS, split, num_samples, seed)
         if num_frames < 1 or (exposure is not None and exposure < 1):
             raise ValueError(f'num_frames and exposure must be positive ints, got {num_frames} and {exposure}')
         self.task, self.split, self.num_samples = task, split, int(num_samples)
@@ -297,23 +298,25 @@ class ShapesVideo(Dataset):
 
     def clip(self, index: int) -> Clip:
         """The clip (tracks and label) of item ``index``."""
-        if not -self.num_samples <= index < self.num_samples:
-            raise IndexError(f'index {index} out of range for ShapesVideo of length {self.num_samples}')
-        rng = np.random.default_rng([self.seed, SPLITS[self.split], index % self.num_samples])
+        rng = np.random.default_rng(
+            [self.seed, SPLITS[self.split], check_index('ShapesVideo', index, self.num_samples)]
+        )
         return self._generate(rng)
 
     def render(self, index: int, num_frames: int | None = None, image_size: ImageSize | None = None) -> torch.Tensor:
         """Item ``index`` as an unnormalised float tensor (3, T, H, W) in [0, 1], at any frame count and size."""
-        frames = render_clip(
-            self.clip(index), num_frames or self.num_frames, image_size or self.image_size, self.exposure
-        )
+        return self._render(self.clip(index), num_frames, image_size)
+
+    def _render(self, clip: Clip, num_frames: int | None = None, image_size: ImageSize | None = None) -> torch.Tensor:
+        frames = render_clip(clip, num_frames or self.num_frames, image_size or self.image_size, self.exposure)
         return torch.from_numpy(frames.transpose(3, 0, 1, 2).copy())
 
     def __getitem__(self, index: int) -> dict:
-        video = self.render(index)
+        clip = self.clip(index)  # drawn once: the frames and the label
+        video = self._render(clip)
         if self.normalize:
             video = (video - 0.5) / 0.5
-        return {'inputs': video, 'labels': self.clip(index).label}
+        return {'inputs': video, 'labels': clip.label}
 
     def __repr__(self) -> str:
         return (
