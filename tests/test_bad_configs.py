@@ -198,7 +198,7 @@ IMAGE = list_encodings(ndim=2)
 BACKBONES = {  # builder, forward, name in the messages, the encodings it accepts
     'vit': (vit, run_vit, 'VisionTransformerPE', IMAGE),
     'dit': (dit, run_dit, 'DiT', IMAGE),
-    'point': (point, run_point, 'PointTransformer', list_encodings(ndim=3)),
+    'point': (point, run_point, 'PointTransformer', list_encodings(ndim=3, grid=False)),
     'multiview': (multiview, run_multiview, 'MultiViewTransformer', multiview_encodings()),
 }
 REFUSED = [

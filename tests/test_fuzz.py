@@ -36,7 +36,7 @@ from vispe.encodings.rotary import DYPE_STRATEGIES
 from vispe.positions import RPE2D, Cameras, Positions, grid_coords, grid_positions
 
 IMAGE = vispe.list_encodings(ndim=2)
-POINT = vispe.list_encodings(ndim=3)
+POINT = vispe.list_encodings(ndim=3, grid=False)
 CAMERA = sorted(set(vispe.list_encodings(ndim=2, cameras=True)) - set(IMAGE))
 GRID_ROTARY = ['rope_axial', 'rope_mixed', 'harope', 'rope_dinov3']
 COMROPE = ['comrope_ap', 'comrope_ld']

@@ -93,7 +93,7 @@ def test_rope3d_bad_arguments_say_what_to_fix() -> None:
 
 
 def test_point_encodings_are_listed_for_3d_only() -> None:
-    points = list_encodings(ndim=3)
+    points = list_encodings(ndim=3, grid=False)
     assert {'point_mlp', 'rope3d', 'lff'} <= set(points)
     assert 'rope3d' not in list_encodings(ndim=2) and 'rope_axial' not in points
 
@@ -122,7 +122,7 @@ def test_backbones_refuse_encodings_of_the_wrong_dimension() -> None:
         create_model('vit_tiny_patch16_224', encoding='rope3d', img_size=32, patch_size=8)
 
 
-@pytest.mark.parametrize('name', list_encodings(ndim=3))
+@pytest.mark.parametrize('name', list_encodings(ndim=3, grid=False))
 def test_point_encodings_train_in_fp32_and_bf16_and_round_trip(name: str) -> None:
     """Every 3D encoding (picked up automatically): gradients reach its parameters, bf16 autocast stays close,
     and a state dict restores the same function."""

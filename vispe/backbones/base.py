@@ -24,10 +24,13 @@ from vispe.encodings.stack import EncodingStack
 from vispe.positions import Positions
 
 
-def backbone_encodings(ndim: int = 2, cameras: bool = False, hooks: frozenset[str] | None = None) -> list[str]:
+def backbone_encodings(
+    ndim: int = 2, cameras: bool = False, hooks: frozenset[str] | None = None, grid: bool = True
+) -> list[str]:
     """Names of the encodings a backbone accepts: those for ``ndim``-D positions, camera ones only with ``cameras``,
-    and with ``hooks``, only those whose hooks are all among them."""
-    names = list_encodings(ndim, cameras)
+    grid ones only with ``grid`` (tokens on a lattice, not points), and with ``hooks``, only those whose hooks are
+    all among them."""
+    names = list_encodings(ndim, cameras, grid)
     return names if hooks is None else [n for n in names if required_hooks(n) <= hooks]
 
 
@@ -38,15 +41,28 @@ def required_hooks(name: str) -> frozenset[str]:
     return cls.hooks() - cls.option_hooks
 
 
-def check_backbone_encoding(name: str, backbone: str, ndim: int, cameras: bool, hooks: frozenset[str] | None):
+def position_kind(ndim: int, grid: bool) -> str:
+    """What a backbone's positions are, in words: image token grids, point clouds, video token grids."""
+    kinds = {(2, True): 'image token grids', (3, False): 'point clouds', (3, True): 'video token grids'}
+    return kinds.get((ndim, grid), f'{ndim}D positions')
+
+
+def check_backbone_encoding(
+    name: str, backbone: str, ndim: int, cameras: bool, hooks: frozenset[str] | None, grid: bool = True
+) -> None:
     """ValueError naming the encoding, the backbone and what it accepts when ``backbone`` cannot serve ``name``."""
     cls = encoding_class(name)
-    accepted = backbone_encodings(ndim, cameras, hooks)
+    accepted = backbone_encodings(ndim, cameras, hooks, grid)
+    kind = position_kind(ndim, grid)
     if ndim not in cls.ndims:
-        kind = {2: 'image token grids', 3: 'point clouds'}.get(ndim, f'{ndim}D positions')
         raise ValueError(
             f'{backbone}: encoding {name!r} does not work on {ndim}D positions; for {kind} choose one of {accepted} '
             f'({name} is for {" or ".join(f"{d}D" for d in cls.ndims)} positions)'
+        )
+    if cls.needs_grid and not grid:
+        raise ValueError(
+            f"{backbone}: encoding {name!r} needs its positions on a token grid (an image's (h, w), a video's "
+            f'(t, h, w)), which {kind} do not have; for {kind} choose one of {accepted}'
         )
     if cls.needs_cameras and not cameras:
         raise ValueError(
@@ -89,6 +105,7 @@ def build_backbone_encodings(
     cameras: bool = False,
     backbone: str = 'this backbone',
     hooks: frozenset[str] | None = None,
+    grid: bool = True,
     **extra_context: Any,
 ) -> tuple[nn.ModuleDict, list[nn.ModuleDict]]:
     """Build ``spec`` (a name, a config dict or a list of them) for a ``depth``-block backbone.
@@ -97,7 +114,8 @@ def build_backbone_encodings(
     the model, and ``depth`` ModuleDicts (one per attention layer, built with ``layer_index=i``) of those with
     attention hooks. Before building anything, a width not divisible by ``num_heads`` raises ValueError, and so
     does an encoding ``backbone`` (its name, for the messages) cannot serve: one not meant for ``ndim``-D
-    positions, a camera encoding when the backbone supplies no cameras (``cameras=False``), one using hooks
+    positions, a grid encoding when its tokens form no grid (``grid=False``: points), a camera encoding when the
+    backbone supplies no cameras (``cameras=False``), one using hooks
     outside ``hooks`` (None: any), the message listing those it accepts; and so do two encodings that both rotate
     q and k.
     Each encoding receives the backbone context it names: dim, num_heads, ndim, grid_size (the
@@ -107,7 +125,7 @@ def build_backbone_encodings(
     check_heads(dim, num_heads, backbone)
     cfgs = normalize_spec(spec)
     for cfg in cfgs:
-        check_backbone_encoding(cfg['type'], backbone, ndim, cameras, hooks)
+        check_backbone_encoding(cfg['type'], backbone, ndim, cameras, hooks, grid)
     check_one_rotation([c['type'] for c in cfgs], backbone)
     context = dict(dim=dim, num_heads=num_heads, ndim=ndim, grid_size=tuple(grid_size), depth=depth, **extra_context)
     layer_cfgs = [c for c in cfgs if encoding_class(c['type']).per_layer()]
@@ -334,5 +352,6 @@ __all__ = [
     'check_backbone_encoding',
     'check_one_rotation',
     'pe_blocks',
+    'position_kind',
     'rotary_encodings',
 ]

@@ -145,7 +145,7 @@ class PointTransformer(PEBackbone):
         self.num_classes, self.num_groups, self.group_size = num_classes, num_groups, group_size
         self.group_embed = MiniPointNet(embed_dim, hidden=group_hidden)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
-        per_layer = self.build_encodings(encoding, embed_dim, num_heads, depth, grid_size=(), ndim=3)
+        per_layer = self.build_encodings(encoding, embed_dim, num_heads, depth, grid_size=(), ndim=3, grid=False)
         self.blocks = pe_blocks(embed_dim, num_heads, mlp_ratio, drop_path_rate, per_layer)
         self.norm = nn.LayerNorm(embed_dim)
         self.head = nn.Linear(2 * embed_dim, num_classes)

@@ -111,9 +111,14 @@ class Encoding(nn.Module):
     #: strategies of ``strategies`` that a sweep runs only when named (``--strategy``): adding one to an encoding then
     #: leaves what its default sweep measures, and the results already archived for it, as they were
     opt_in_strategies: ClassVar[tuple[str, ...]] = ()
-    #: the position dimensions it works on: 2 (image token grids), 3 (points); ``list_encodings(ndim)`` filters on
-    #: it and backbones refuse the others
+    #: the position dimensions it works on: 2 (image token grids), 3 (points, or video token grids (t, h, w));
+    #: ``list_encodings(ndim)`` filters on it and backbones refuse the others
     ndims: ClassVar[tuple[int, ...]] = (2,)
+    #: made for positions on a token grid (``pos.grid``: an image's (h, w), a video's (t, h, w)): a learned table of
+    #: the grid, strategies scaled by the training grid, coordinates centred on the grid. Point clouds have no grid, so
+    #: the point transformer refuses these (``list_encodings(ndim=3, grid=False)``); those that read coordinates
+    #: alone (rope3d, lff, point_mlp, ...) say False and serve points and video alike
+    needs_grid: ClassVar[bool] = True
     #: reads ``pos.cameras``: only backbones that supply cameras (the multi-view transformer) accept it, and there its
     #: ``embed`` hook sees every view's tokens at once with their cameras (an image encoding's sees each view's grid)
     needs_cameras: ClassVar[bool] = False

@@ -16,22 +16,25 @@ BACKBONE_CONTEXT = frozenset({'dim', 'num_heads', 'ndim', 'grid_size', 'depth', 
 #: where each of them comes from, for the error when a config sets one to something else
 _CONTEXT_SOURCE = {
     'dim': "the backbone's embed_dim",
-    'ndim': 'the kind of backbone (2 for images, 3 for points)',
+    'ndim': 'the kind of backbone (2 for images, 3 for points and video)',
     'layer_index': 'the block the encoding sits in',
 }
 
 EncodingSpec = None | str | dict[str, Any] | Sequence[str | dict[str, Any]]
 
 
-def list_encodings(ndim: int | None = None, cameras: bool = False) -> list[str]:
+def list_encodings(ndim: int | None = None, cameras: bool = False, grid: bool = True) -> list[str]:
     """Names of every registered encoding, sorted. With ``ndim``, those meant for that many position dimensions
-    (2: image grids, 3: points), camera encodings only when ``cameras`` (a backbone that supplies cameras)."""
+    (2: image grids, 3: points or video grids), camera encodings only when ``cameras`` (a backbone that supplies
+    cameras), and those that need a token grid (``Encoding.needs_grid``) only when ``grid``: ``ndim=3, grid=False``
+    lists the point-cloud encodings, ``ndim=3`` the video ones."""
     import vispe.encodings  # noqa: F401  (make sure every family file has registered itself)
 
     return sorted(
         name
         for name, cls in ENCODINGS.module_dict.items()
-        if ndim is None or (ndim in cls.ndims and (cameras or not cls.needs_cameras))
+        if ndim is None
+        or (ndim in cls.ndims and (cameras or not cls.needs_cameras) and (grid or not cls.needs_grid))
     )
 
 

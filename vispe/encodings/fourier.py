@@ -91,6 +91,7 @@ class LFF(LayerAdaptive):
     """
 
     ndims = (2, 3)
+    needs_grid = False  # reads coordinates alone: points as well as grids
     no_weight_decay_params = ('freqs.weight',)
     #: persistent buffer (): the ``normalize`` this state was trained with (``UNIT_CODES``), checked on loading
     position_unit: torch.Tensor

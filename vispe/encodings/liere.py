@@ -104,6 +104,7 @@ class LieRE(Encoding):
     """
 
     ndims: ClassVar[tuple[int, ...]] = (2, 3)
+    needs_grid = False  # reads coordinates alone: points as well as grids
     no_weight_decay_params: ClassVar[tuple[str, ...]] = ('generators',)
     upper: torch.Tensor  # buffer: flat indices i * b + j of the strict upper triangle, row-major
     train_size: torch.Tensor  # buffer (ndim,): the training grid, or empty when unknown

@@ -57,6 +57,7 @@ class PointMLP(Encoding):
     """
 
     ndims = (3,)
+    needs_grid = False  # reads coordinates alone: points, and video grids too
 
     def __init__(self, dim: int, ndim: int = 3, hidden_dim: int = 128, depth: int | None = None) -> None:
         super().__init__()
@@ -124,6 +125,7 @@ class RoPE3D(Encoding):
     """
 
     ndims = (3,)
+    needs_grid = False  # reads coordinates alone: points, and video grids too
     modes = ('axial', 'mixed')
     no_weight_decay_params = ('freqs',)
 

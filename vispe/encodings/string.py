@@ -90,6 +90,7 @@ class StringRoPE(Encoding):
     """
 
     ndims = (2, 3)
+    needs_grid = False  # reads coordinates alone: points as well as grids
     no_weight_decay_params: ClassVar[tuple[str, ...]] = ('freqs',)
     freqs: torch.Tensor
 
