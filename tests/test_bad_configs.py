@@ -205,7 +205,7 @@ REFUSED = [
     ('point', 'peg', 'does not work on 3D positions; for point clouds choose one of'),
     ('point', 'lepe', 'does not work on 3D positions; for point clouds choose one of'),
     ('point', 'irpe', 'does not work on 3D positions; for point clouds choose one of'),
-    ('point', 'rope_axial', 'does not work on 3D positions; for point clouds choose one of'),
+    ('point', 'rope_axial', 'needs its positions on a token grid'),
     ('point', 'gta', 'does not work on 3D positions'),
     ('point', 'plucker', 'does not work on 3D positions'),
     ('point', 'petr', 'does not work on 3D positions'),

@@ -46,9 +46,9 @@ def test_dype_yarn_scales_the_ramp_thresholds_by_kappa() -> None:
     """t = 0.5: kappa = 0.25, pair k's ramp runs from 0.25 to 8 rotations over the training extent."""
     enc, kappa = axial('dype_yarn'), 0.25
     for axis, (freqs, s) in enumerate(zip(axis_freqs(enc, 0.5), (2.0, 3.0))):
-        rotations = TRAIN[axis] * enc.freqs / (2 * torch.pi)
+        rotations = TRAIN[axis] * enc.ladder(axis) / (2 * torch.pi)
         g = ((rotations - kappa * YARN_BETA_SLOW) / (kappa * (YARN_BETA_FAST - YARN_BETA_SLOW))).clamp(0, 1)
-        torch.testing.assert_close(freqs, enc.freqs * ((1 - g) / s + g))
+        torch.testing.assert_close(freqs, enc.ladder(axis) * ((1 - g) / s + g))
 
 
 def test_dype_ntk_is_the_authors_base_factor_to_the_power_two_kappa() -> None:
@@ -56,8 +56,8 @@ def test_dype_ntk_is_the_authors_base_factor_to_the_power_two_kappa() -> None:
     t = 1, none at t = 0."""
     enc = axial('dype_ntk')
     for t in (1.0, 0.5):
-        for s, freqs in zip((2.0, 3.0), axis_freqs(enc, t)):
-            ntk_base = ntk_theta(100.0, s, enc.axis_dims) / 100.0  # s^(d_a / (d_a - 2))
+        for axis, (s, freqs) in enumerate(zip((2.0, 3.0), axis_freqs(enc, t))):
+            ntk_base = ntk_theta(100.0, s, enc.axis_dims[axis]) / 100.0  # s^(d_a / (d_a - 2))
             expected = axial_frequencies(64 // 2, 2, 100.0 * ntk_base ** (2 * t**2))
             torch.testing.assert_close(freqs, expected)
     for dype, base in zip(axis_freqs(enc, 0.0), axis_freqs(axial('none'), None)):
@@ -71,8 +71,8 @@ def test_each_frequency_moves_monotonically_towards_the_trained_one_as_sampling_
     for axis in range(2):
         path = torch.stack([axis_freqs(enc, float(t))[axis] for t in levels])  # (11, d_a/2), t from 1 down to 0
         assert (path.diff(dim=0) >= -1e-7).all(), f'axis {axis}: a frequency fell as t went down'
-        torch.testing.assert_close(path[-1], enc.freqs)
-        assert (path[0] <= enc.freqs + 1e-7).all() and (path[0] < enc.freqs).any()
+        torch.testing.assert_close(path[-1], enc.ladder(axis))
+        assert (path[0] <= enc.ladder(axis) + 1e-7).all() and (path[0] < enc.ladder(axis)).any()
 
 
 @pytest.mark.parametrize('cls', [RoPEAxial, RoPEMixed])

@@ -128,7 +128,8 @@ def test_rotary_leaves_prefix_tokens_untouched():
 def test_rope_axial_frequencies_follow_the_paper():
     enc = vispe.build_encoding('rope_axial', dim=64, num_heads=4)  # d = 16, theta = 100
     d = 16
-    torch.testing.assert_close(enc.freqs, torch.tensor([1 / 100 ** (4 * k / d) for k in range(d // 4)]))
+    for axis in (0, 1):
+        torch.testing.assert_close(enc.ladder(axis), torch.tensor([1 / 100 ** (4 * k / d) for k in range(d // 4)]))
 
 
 def test_ape_sincos_is_a_pure_function_of_position():

@@ -114,7 +114,9 @@ def test_lff_on_xyz_is_translation_and_scale_invariant_by_its_normalisation() ->
 
 
 def test_backbones_refuse_encodings_of_the_wrong_dimension() -> None:
-    with pytest.raises(ValueError, match=r"'rope_axial' does not work on 3D positions; for point clouds choose one of"):
+    with pytest.raises(ValueError, match=r"'peg' does not work on 3D positions; for point clouds choose one of"):
+        tiny_point_transformer(encoding='peg')
+    with pytest.raises(ValueError, match=r"'rope_axial' needs its positions on a token grid .* which point clouds do "):
         tiny_point_transformer(encoding='rope_axial')
     from vispe import create_model
 

@@ -64,7 +64,7 @@ def test_none_is_plain_extension_bit_identical():
     enc = rotary('rope_axial')
     plain = vispe.build_encoding('rope_axial', dim=64, num_heads=4)  # no training grid at all
     pos = grid_positions(8, 12, num_prefix=1)  # larger than the (4, 4) training grid
-    ref = old_axial_angles(pos.coords, enc.freqs)
+    ref = old_axial_angles(pos.coords, enc.ladder(0))
     assert torch.equal(enc.angles(pos.coords, pos.grid), ref)
     q, k = torch.randn(2, 4, 1 + 96, 16), torch.randn(2, 4, 1 + 96, 16)
     table = rotary_table(ref, 1)
@@ -103,11 +103,11 @@ def test_ntk_changes_theta_as_specified():
     expected = torch.tensor([1 / theta ** (2 * k / d_a) for k in range(d_a // 2)])
     cols, rows = enc.axis_frequencies((1.0, s))[1], enc.axis_frequencies((1.0, s))[0]
     torch.testing.assert_close(cols, expected)
-    assert torch.equal(rows, enc.freqs)  # an axis that did not grow keeps theta
-    assert cols[0] == enc.freqs[0] and torch.allclose(cols[-1], enc.freqs[-1] / s)  # fastest kept, slowest / s
+    assert torch.equal(rows, enc.ladder(0))  # an axis that did not grow keeps theta
+    assert cols[0] == enc.ladder(0)[0] and torch.allclose(cols[-1], enc.ladder(0)[-1] / s)  # fastest kept, slowest / s
     # through angles: token (1, 1) of a 4x8 grid has the frequencies as angles, columns first
     one = torch.ones(1, 2)
-    torch.testing.assert_close(enc.angles(one, (4, 8))[0], torch.cat([expected, enc.freqs]))
+    torch.testing.assert_close(enc.angles(one, (4, 8))[0], torch.cat([expected, enc.ladder(0)]))
 
 
 def test_ntk_on_learned_frequencies_scales_by_magnitude_rank():
@@ -127,7 +127,7 @@ def test_ntk_on_learned_frequencies_scales_by_magnitude_rank():
 
 def test_yarn_keeps_fast_pairs_and_interpolates_slow_ones():
     enc = rotary('rope_axial', 'yarn', dim=128, num_heads=4, grid_size=(256, 256))
-    w = enc.freqs  # 8 pairs: 1 ... 0.018; rotations over 256 tokens: 40.7 ... 0.72
+    w = enc.ladder(0)  # 8 pairs: 1 ... 0.018; rotations over 256 tokens: 40.7 ... 0.72
     rotations = 256 * w / (2 * math.pi)
     assert rotations[0] > 32 and rotations[-1] < 1
     cols = enc.axis_frequencies((1.0, 2.0))[1]
@@ -150,8 +150,8 @@ def test_yarn_uses_each_axis_training_length(name):
 
     if name == 'rope_axial':
         rows, cols = enc.axis_frequencies((2.0, 2.0))
-        torch.testing.assert_close(cols, enc.freqs * expected(enc.freqs, 256))
-        torch.testing.assert_close(rows, enc.freqs / 2)  # 4 rows: every pair turns < 1 time, all interpolated
+        torch.testing.assert_close(cols, enc.ladder(0) * expected(enc.ladder(0), 256))
+        torch.testing.assert_close(rows, enc.ladder(0) / 2)  # 4 rows: every pair turns < 1 time, all interpolated
     else:
         factors = enc.frequency_factors((2.0, 2.0))
         mags = enc.freqs.detach().norm(dim=0)

@@ -156,8 +156,13 @@ class Positions:
         """Per axis, how many integer positions the coordinates range over: ``extent`` when set, else ``grid`` (times
         ``spacing`` when set). Encodings on normalised coordinates divide by it, so rpe2d's training positions and
         the plain grid of the largest served size land on the same [0, 1] values."""
-        if self.extent is not None:
-            return self.extent
+        return self.extent if self.extent is not None else self.grid_span
+
+    @property
+    def grid_span(self) -> tuple[float, ...] | None:
+        """Per axis, the grid's extent in coordinate units: ``grid`` times ``spacing`` (a video at half the training
+        frame rate spans twice its tubelets in time), the grid itself without spacing; None without a grid. What
+        the rotary strategies compare with the training grid."""
         if self.grid is None or self.spacing is None:
             return self.grid
         return tuple(g * s for g, s in zip(self.grid, self.spacing))

@@ -68,6 +68,7 @@ class HARoPE(RoPEAxial):
             every strategy but ``none``. Defaults to None.
     """
 
+    ndims = (2,)  # images: its video form (RoPEAxial's sections under M) is not built yet
     no_weight_decay_params = ('A_u', 'A_v', 'sigma')
 
     def __init__(

@@ -29,9 +29,11 @@ from vispe.encodings.rotary import (
     DYPE_STRATEGIES,
     RotaryStrategies,
     axial_frequencies,
+    frequency_ladder,
     frequency_ranks,
     ntk_factors,
     ntk_theta,
+    rotary_sections,
     rotate_by_rows,
     train_grid_from,
     yarn_factors,
@@ -43,7 +45,15 @@ from vispe.registry import ENCODINGS
 
 @ENCODINGS.register_module(name='rope_axial')
 class RoPEAxial(RotaryStrategies):
-    """Axial 2D RoPE: pair k of axis a rotates by coord_a * w_k, w_k = 1/theta^(4k/d) (theta = 100).
+    """Axial RoPE on image and video grids: pair k of axis a rotates by coord_a * w_k, w_k = 1/theta^(k/n_a) for
+    the n_a pairs of axis a (theta = 100): 1/theta^(4k/d) on images, where each axis has d/4 pairs.
+
+    Video (t, h, w): the d/2 pairs split into ``sections`` per axis, (t, h, w) order, each axis its own ladder from
+    1 down towards 1/theta; by default as even as the head dim allows, time taking the fewest (a head dim of 64:
+    10, 11 and 11 pairs). The channel order is the images' extended: the column's pairs first, then the row's,
+    then time's, so a 2D model is unchanged. A clip at another frame rate carries its time spacing in its
+    positions (``Positions.spacing``), and the strategies compare the grid's span (grid times spacing) with the
+    training grid, per axis: frame count and spatial size scale separately.
 
     No parameters; the (cos, sin) tables are cached per grid, prefix count, device and strategy.
 
@@ -56,19 +66,32 @@ class RoPEAxial(RotaryStrategies):
     TorchScript type), its tables come from a ``GridTableCache`` (a Python dict with tuple keys, filled by a lambda),
     and the strategies compute Python floats.
 
+    Cost (video): the same kernel and one cached table per grid as on images; see ``tools/benchmark.py --model
+    video``.
+
     Args:
-        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 2 * ndim.
+        dim (int): the attention's width; the head dim ``dim // num_heads`` must be even, with at least one
+            pair per axis (images: divisible by 4 without ``sections``, as before).
         num_heads (int): the attention's heads.
-        ndim (int): position axes (the backbone supplies it; 2 for images). Defaults to 2.
-        theta (float): base of the frequency ladder, > 0. Defaults to 100.0.
+        ndim (int): position axes (the backbone supplies it; 2 for images, 3 for video). Defaults to 2.
+        theta (float): base of the frequency ladders, > 0. Defaults to 100.0.
         grid_size (Sequence[int] | None): the training grid, ndim ints (supplied by the backbone),
             needed by every strategy but ``none``. Defaults to None.
+        sections (Sequence[int] | None): channel pairs per axis in coordinate order ((t, h, w) for video), adding
+            up to d/2; None: as even as the head dim allows (``rotary_sections``). Defaults to None.
     """
 
-    freqs: torch.Tensor  # buffer (d_a/2,)
+    ndims = (2, 3)
+    freqs: torch.Tensor  # buffer (d/2,): the axes' ladders one after the other, in coordinate order
 
     def __init__(
-        self, dim: int, num_heads: int, ndim: int = 2, theta: float = 100.0, grid_size: Sequence[int] | None = None
+        self,
+        dim: int,
+        num_heads: int,
+        ndim: int = 2,
+        theta: float = 100.0,
+        grid_size: Sequence[int] | None = None,
+        sections: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         check_positive(self.registry_name(), theta=theta)
@@ -76,32 +99,41 @@ class RoPEAxial(RotaryStrategies):
         self.ndim = ndim
         self.theta = theta
         self.train_grid = train_grid_from(grid_size, ndim)
-        self.register_buffer('freqs', axial_frequencies(self.head_dim, ndim, theta), persistent=False)
+        if ndim == 2 and sections is None:
+            axial_frequencies(self.head_dim, ndim, theta)  # images: d/4 pairs an axis, as timm's RoPE-ViT weights
+        self.sections = rotary_sections(self.head_dim, ndim, sections)
+        ladders = [frequency_ladder(n, theta) for n in self.sections]
+        self.register_buffer('freqs', torch.cat(ladders), persistent=False)
         self._cache = GridTableCache()
 
     @property
-    def axis_dims(self) -> int:
-        """d_a: rotary channels per position axis."""
-        return self.head_dim // self.ndim
+    def axis_dims(self) -> tuple[int, ...]:
+        """d_a per position axis (coordinate order): its rotary channels, twice its pairs."""
+        return tuple(2 * n for n in self.sections)
+
+    def ladder(self, axis: int) -> torch.Tensor:
+        """The trained (n_a,) frequencies of position axis ``axis`` (coordinate order)."""
+        return self.freqs.split(self.sections)[axis]
 
     def axis_frequencies(self, scales: Sequence[float], kappa: torch.Tensor | None = None) -> list[torch.Tensor]:
-        """Per axis (coordinate order), the (d_a/2,) float32 frequencies under the strategy at those scales; under
-        DyPE at ``kappa`` ((B, 1, d_a/2) for a time per sample)."""
+        """Per axis (coordinate order), the (n_a,) float32 frequencies under the strategy at those scales; under
+        DyPE at ``kappa`` ((B, 1, n_a) for a time per sample)."""
         return [self._scaled(s, a, kappa) for a, s in enumerate(scales)]
 
     def _scaled(self, scale: float, axis: int, kappa: torch.Tensor | None = None) -> torch.Tensor:
+        freqs = self.ladder(axis)
         if scale == 1.0:
-            return self.freqs
+            return freqs
         if self.strategy == 'interpolate':
-            return self.freqs / scale
+            return freqs / scale
         if self.strategy == 'ntk':
-            theta = ntk_theta(self.theta, scale, self.axis_dims)
-            return axial_frequencies(self.head_dim, self.ndim, theta).to(self.freqs.device)
+            theta = ntk_theta(self.theta, scale, self.axis_dims[axis])
+            return frequency_ladder(self.sections[axis], theta).to(freqs.device)
         if self.strategy == 'dype_ntk':  # pair k has rank k: the ladder runs from the fastest
-            ranks = torch.arange(self.freqs.shape[0], device=self.freqs.device)
-            return self.freqs * ntk_factors(ranks, scale, self.axis_dims, kappa)
+            ranks = torch.arange(freqs.shape[0], device=freqs.device)
+            return freqs * ntk_factors(ranks, scale, self.axis_dims[axis], kappa)
         assert self.train_grid is not None  # a scale other than 1 needs one (axis_scales)
-        return self.freqs * yarn_factors(self.freqs, scale, self.train_grid[axis], kappa)  # yarn, dype_yarn
+        return freqs * yarn_factors(freqs, scale, self.train_grid[axis], kappa)  # yarn, dype_yarn
 
     def angles(
         self,

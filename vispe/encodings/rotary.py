@@ -71,8 +71,36 @@ def axial_frequencies(head_dim: int, ndim: int, theta: float) -> torch.Tensor:
             f'rotary encodings need a head dim (embed_dim / num_heads) divisible by {2 * ndim} for {ndim}D positions '
             f'(a pair of channels per frequency and axis), got {head_dim}; change embed_dim or num_heads'
         )
-    per_axis = head_dim // (2 * ndim)
-    return 1.0 / theta ** (torch.arange(per_axis, dtype=torch.float32) / per_axis)
+    return frequency_ladder(head_dim // (2 * ndim), theta)
+
+
+def frequency_ladder(pairs: int, theta: float) -> torch.Tensor:
+    """The (pairs,) float32 frequencies 1 / theta^(k / pairs), k < pairs: one axis' ladder, from 1 down towards
+    1 / theta whatever the number of pairs."""
+    return 1.0 / theta ** (torch.arange(pairs, dtype=torch.float32) / pairs)
+
+
+def rotary_sections(head_dim: int, ndim: int, sections: Sequence[int] | None = None) -> tuple[int, ...]:
+    """Channel pairs per position axis, in coordinate order ((row, col) for images, (t, row, col) for video), summing
+    to d/2. None: an even split; when d/2 does not divide by ndim, the last axes take one pair more (a head dim of 64
+    in 3D: (10, 11, 11), time on the fewest). ValueError for an odd head dim or sections that do not fit."""
+    if head_dim % 2 or head_dim < 2 * ndim:
+        raise ValueError(
+            f'rotary encodings need an even head dim (embed_dim / num_heads) of at least {2 * ndim} for {ndim}D '
+            f'positions (a pair of channels per frequency, one or more per axis), got {head_dim}; change embed_dim '
+            'or num_heads'
+        )
+    pairs = head_dim // 2
+    if sections is None:
+        base, extra = divmod(pairs, ndim)
+        return tuple(base + (a >= ndim - extra) for a in range(ndim))
+    sections = tuple(int(n) for n in sections)
+    if len(sections) != ndim or min(sections) < 1 or sum(sections) != pairs:
+        raise ValueError(
+            f'sections={sections} must give each of the {ndim} position axes at least one channel pair and add up to '
+            f'the head dim / 2 = {pairs}; e.g. sections={rotary_sections(head_dim, ndim)}'
+        )
+    return sections
 
 
 def rotate_by_rows(
@@ -232,7 +260,7 @@ class RotaryStrategies(Encoding):
         (one call per distinct scales, selected per token; padding takes the first)."""
         kappa = self.dype_kappa(pos)  # refuses a mixed batch under DyPE
         if pos.layout is None:
-            return self.angles(pos.coords, scales=self.axis_scales(pos.coords, pos.grid), kappa=kappa)
+            return self.angles(pos.coords, scales=self.axis_scales(pos.coords, pos.grid_span), kappa=kappa)
         groups = self.scale_groups(pos)
         if len(groups) == 1:
             return self.angles(pos.coords, scales=next(iter(groups)))
@@ -278,7 +306,7 @@ class RotaryStrategies(Encoding):
         """``qk_scale`` of the positions' grid; in a mixed batch of several scales, per token (prefix tokens their
         image's): (B, 1, T, 1)."""
         if pos.layout is None:
-            return self.qk_scale(self.axis_scales(pos.coords, pos.grid))
+            return self.qk_scale(self.axis_scales(pos.coords, pos.grid_span))
         layout = pos.layout
         per_grid = {grid: self.qk_scale(self.axis_scales(pos.coords, grid)) for grid in layout.distinct_grids}
         if len(set(per_grid.values())) == 1:
@@ -309,9 +337,11 @@ __all__ = [
     'YARN_BETA_SLOW',
     'RotaryStrategies',
     'axial_frequencies',
+    'frequency_ladder',
     'frequency_ranks',
     'ntk_factors',
     'ntk_theta',
+    'rotary_sections',
     'rotate_by_rows',
     'train_grid_from',
     'yarn_factors',
