@@ -1,9 +1,9 @@
 """Backbones that take vispe encodings.
 
 ``base`` (the forward protocol every backbone shares, and building its encodings), ``common`` (the checks of
-arguments and inputs), ``vit`` / ``dit`` / ``point`` / ``multiview`` (the backbones), ``mixed_sizes`` (the ViT on a
-list of images of several sizes) and ``timm_interop`` (``create_model``, timm names and their registration, timm's
-Eva models, weights), which imports the ViT and is never imported by it.
+arguments and inputs), ``vit`` / ``dit`` / ``point`` / ``multiview`` / ``video`` (the backbones), ``mixed_sizes``
+(the ViT on a list of images of several sizes) and ``timm_interop`` (``create_model``, timm names and their
+registration, timm's Eva models, weights), which imports the ViT and is never imported by it.
 """
 
 from vispe.backbones.base import PEBlock, build_backbone_encodings
@@ -11,6 +11,7 @@ from vispe.backbones.dit import DIT_SIZES, DiT, dit
 from vispe.backbones.multiview import MultiViewTransformer
 from vispe.backbones.point import PointTransformer
 from vispe.backbones.timm_interop import create_model, register_timm_names
+from vispe.backbones.video import VideoTransformer
 from vispe.backbones.vit import VisionTransformerPE, apply_encoding
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     'MultiViewTransformer',
     'PEBlock',
     'PointTransformer',
+    'VideoTransformer',
     'VisionTransformerPE',
     'apply_encoding',
     'build_backbone_encodings',

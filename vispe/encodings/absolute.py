@@ -4,14 +4,17 @@ for any absolute encoding (``LayerAdaptive``, the option ``lape=True``); and ViT
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import cast
 
 import torch
+import torch.nn.functional as F
 from timm.layers import resample_abs_pos_embed, trunc_normal_
 from torch import nn
 
 from vispe.encodings.base import Encoding, GridTableCache, check_positive
+from vispe.encodings.rotary import rotary_sections
 from vispe.positions import Positions, autocast_off, is_symbolic
 from vispe.registry import ENCODINGS
 
@@ -26,9 +29,11 @@ def grid_table(table: torch.Tensor, grid: list[int], train_grid: list[int], inte
     at the training grid (to the bit for bicubic and bilinear at scale 1), instead of a branch on the size that
     would specialise the graph to the training grid.
     """
-    concrete = isinstance(grid[0], int) and isinstance(grid[1], int)  # SymInts are not ints (Proxies never get here)
-    if concrete and grid[0] == train_grid[0] and grid[1] == train_grid[1]:
+    concrete = all(isinstance(g, int) for g in grid)  # SymInts are not ints (Proxies never get here)
+    if concrete and all(g == t for g, t in zip(grid, train_grid)):
         return table
+    if len(grid) == 3:
+        return video_table(table, grid, train_grid, interpolation)
     return resample_abs_pos_embed(
         table,
         new_size=grid,
@@ -37,6 +42,30 @@ def grid_table(table: torch.Tensor, grid: list[int], train_grid: list[int], inte
         interpolation=interpolation,
         antialias=interpolation != 'nearest',
     )
+
+
+def video_table(table: torch.Tensor, grid: list[int], train_grid: list[int], interpolation: str) -> torch.Tensor:
+    """A learned (1, t*h*w, D) table of the (t, h, w) ``train_grid`` resampled to ``grid``, each axis separately:
+    space first, every frame's (h, w) table as one image (timm's ``resample_abs_pos_embed`` with ``interpolation``,
+    the frames side by side in the channels), then time, every spatial entry's sequence linearly (nearest under
+    ``nearest``; half-pixel centres, as the spatial resampling), so frame count and frame size change independently."""
+    (t0, h0, w0), (t1, h1, w1) = train_grid, grid
+    dim = table.shape[-1]
+    frames = table.reshape(1, t0, h0 * w0, dim).transpose(1, 2).reshape(1, h0 * w0, t0 * dim)  # frames in channels
+    if (h1, w1) != (h0, w0):
+        frames = resample_abs_pos_embed(
+            frames,
+            new_size=[h1, w1],
+            old_size=[h0, w0],
+            num_prefix_tokens=0,
+            interpolation=interpolation,
+            antialias=interpolation != 'nearest',
+        )
+    series = frames.reshape(h1 * w1, t0, dim).permute(0, 2, 1)  # (h1*w1, D, t0): each entry's sequence in time
+    if t1 != t0:
+        mode = 'nearest' if interpolation == 'nearest' else 'linear'
+        series = F.interpolate(series, size=t1, mode=mode, **({} if mode == 'nearest' else {'align_corners': False}))
+    return series.permute(2, 0, 1).reshape(1, t1 * h1 * w1, dim)  # (t, h, w) row-major
 
 
 def sample_table(table: torch.Tensor, grid: Sequence[int], u: torch.Tensor) -> torch.Tensor:
@@ -132,6 +161,10 @@ class ApeLearned(LayerAdaptive):
     (prefix tokens carry no position). At another grid the table is resampled with ``strategy``
     (bicubic by default, as DeiT and timm do; bilinear and nearest selectable).
 
+    Video: a (1, t*h*w, D) table of the (t, h, w) training grid (ViViT's and VideoMAE's learned table), resampled per
+    axis (``video_table``): frames with ``strategy``, time linearly (nearest under ``nearest``), so frame count and
+    frame size change separately. ``grid_sample`` is for images only.
+
     ``grid_sample`` (ViTAR's fuzzy positional encoding, Fan et al. 2024): the table is looked up bilinearly at each
     token's coordinates (``sample_table``) instead of resampled as an image: a token at (row, col) of an h x w grid
     reads the table at u = (coord + 1/2) * G / span - 1/2 per axis (G the table's grid, span the grid, or rpe2d's
@@ -160,8 +193,8 @@ class ApeLearned(LayerAdaptive):
 
     Args:
         dim (int): model width D (the backbone supplies its embed_dim).
-        grid_size (Sequence[int]): (h, w) of the table, the training grid in patches (the backbone
-            supplies its patch grid; a config may set another, e.g. the grid of a pretrained table).
+        grid_size (Sequence[int]): (h, w) of the table, the training grid in patches, or (t, h, w) for video (the
+            backbone supplies its token grid; a config may set another, e.g. the grid of a pretrained table).
             Defaults to (14, 14).
         lape (bool): LaPE: the table enters each block's attention input through a LayerNorm of its own per block,
             instead of being added to the tokens once. Defaults to False.
@@ -173,24 +206,33 @@ class ApeLearned(LayerAdaptive):
     opt_in_strategies = ('grid_sample',)  # ViTAR's lookup, for models trained with the fuzzy sampler
     no_weight_decay_params = ('pos_embed',)
     learned_pos_embed = True
+    ndims = (2, 3)
 
     def __init__(
         self, dim: int, grid_size: Sequence[int] = (14, 14), lape: bool = False, depth: int | None = None
     ) -> None:
         super().__init__()
-        self.grid_size: tuple[int, int] = (int(grid_size[0]), int(grid_size[1]))
-        self.pos_embed = nn.Parameter(torch.zeros(1, self.grid_size[0] * self.grid_size[1], dim))
+        if len(grid_size) not in (2, 3) or min(int(g) for g in grid_size) < 1:
+            raise ValueError(
+                f"ape_learned: grid_size is the table's grid, (h, w) for images or (t, h, w) for video, positive "
+                f'ints; got {tuple(grid_size)}'
+            )
+        self.grid_size: tuple[int, ...] = tuple(int(g) for g in grid_size)
+        self.pos_embed = nn.Parameter(torch.zeros(1, math.prod(self.grid_size), dim))
         self.init_lape(lape, dim, depth)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         trunc_normal_(self.pos_embed, std=0.02)
 
-    def table(self, grid: tuple[int, int]) -> torch.Tensor:
-        """The (1, h*w, D) table for ``grid``, resampled from the training grid when they differ."""
+    def table(self, grid: tuple[int, ...]) -> torch.Tensor:
+        """The (1, h*w, D) table for ``grid`` ((1, t*h*w, D) for video), resampled from the training grid when they
+        differ."""
         return grid_table(self.pos_embed, list(grid), list(self.grid_size), self.strategy)
 
     def adopt_pos_embed(self, table: torch.Tensor) -> None:
+        if len(self.grid_size) != 2:
+            raise ValueError(f'ape_learned: a timm ViT table is an image grid; this one is {self.grid_size}')
         if table.shape[1] != self.pos_embed.shape[1]:
             side = int(round(table.shape[1] ** 0.5))
             table = resample_abs_pos_embed(
@@ -207,15 +249,23 @@ class ApeLearned(LayerAdaptive):
             return self.sampled_table(pos).to(dtype)
         if pos.layout is not None:
             return self.layout_table(pos).to(dtype)
-        if pos.grid is None or len(pos.grid) != 2:
-            raise ValueError(f'ape_learned needs the tokens to form an image grid (h, w), got grid {pos.grid}')
-        return self.table((pos.grid[0], pos.grid[1])).to(dtype)
+        if pos.grid is None or len(pos.grid) != len(self.grid_size):
+            kind = 'an image grid (h, w)' if len(self.grid_size) == 2 else 'a video grid (t, h, w)'
+            raise ValueError(
+                f'ape_learned with a {self.grid_size} table needs the tokens to form {kind}, got grid {pos.grid}'
+            )
+        return self.table(tuple(pos.grid)).to(dtype)
 
     def sampled_table(self, pos: Positions) -> torch.Tensor:
         """The ``grid_sample`` strategy: the table read at each token's coordinates, (1 or B, N, D) (the class
         docstring has the mapping); the table itself for the plain training grid."""
         if pos.layout is None and pos.grid is None:
             raise ValueError('ape_learned needs the tokens to form a grid (positions with a grid)')
+        if len(self.grid_size) != 2:
+            raise ValueError(
+                "ape_learned: strategy 'grid_sample' reads image tables; for video use 'bicubic', "
+                "'bilinear' or 'nearest'"
+            )
         grid = pos.grid
         if pos.key is not None and grid is not None and not is_symbolic(*grid) and tuple(grid) == self.grid_size:
             return self.pos_embed  # the training grid's own integer positions: the entries themselves
@@ -244,15 +294,19 @@ def check_sincos_width(dim: int) -> None:
 
 
 def sincos_embed(coords: torch.Tensor, dim: int, temperature: float = 10000.0) -> torch.Tensor:
-    """Fixed sin-cos features of (..., N, 2) (row, col) coordinates -> (..., N, dim), in float32.
+    """Fixed sin-cos features of (..., N, ndim) coordinates -> (..., N, dim), in float32.
 
-    The first half of the channels encodes the column, the second the row (MAE and DiT order), each as
-    [sin(p * w_i), cos(p * w_i)] with w_i = 1 / temperature^(i / (dim/4)), i < dim/4.
+    Images, (row, col): the first half of the channels encodes the column, the second the row (MAE and DiT order),
+    each as [sin(p * w_i), cos(p * w_i)] with w_i = 1 / temperature^(i / (dim/4)), i < dim/4. Video, (t, row, col):
+    the column, the row, then time, each axis n_a frequencies w_i = 1 / temperature^(i / n_a) with the n_a split as
+    rope_axial splits its pairs (``rotary_sections``: even where dim / 2 divides by 3, time on the fewest).
     """
-    check_sincos_width(dim)
-    omega = 1.0 / temperature ** (torch.arange(dim // 4, device=coords.device, dtype=torch.float32) / (dim / 4))
+    ndim = coords.shape[-1]
+    if ndim == 2:
+        check_sincos_width(dim)
     parts = []
-    for axis in (1, 0):  # column, then row
+    for axis, n in reversed(list(enumerate(rotary_sections(dim, ndim)))):  # the last axis (column) first
+        omega = 1.0 / temperature ** (torch.arange(n, device=coords.device, dtype=torch.float32) / n)
         angles = coords[..., axis, None].float() * omega
         parts += [angles.sin(), angles.cos()]
     return torch.cat(parts, dim=-1)
@@ -260,7 +314,8 @@ def sincos_embed(coords: torch.Tensor, dim: int, temperature: float = 10000.0) -
 
 @ENCODINGS.register_module(name='ape_sincos')
 class ApeSincos(LayerAdaptive):
-    """Fixed 2D sin-cos absolute embedding (MAE, He et al. 2022; DiT, Peebles and Xie 2023).
+    """Fixed 2D sin-cos absolute embedding (MAE, He et al. 2022; DiT, Peebles and Xie 2023), and its 3D form on
+    video grids (``sincos_embed``: a third of the frequencies on time, as rope_axial splits them).
 
     Computed from the coordinates on the fly, so any grid (and any sampled coordinates) works and
     nothing is stored in a checkpoint. Shapes: embed x (B, N, D) -> (B, N, D).
@@ -278,17 +333,25 @@ class ApeSincos(LayerAdaptive):
     are then the encoding's only parameters.
 
     Args:
-        dim (int): model width D; must be divisible by 4 (two axes x sin/cos).
+        dim (int): model width D; must be divisible by 4 (two axes x sin/cos) for images, even for video.
         temperature (float): base of the frequency ladder, > 0. Defaults to 10000.0.
         lape (bool): LaPE: the table enters each block's attention input through a LayerNorm of its own per block,
             instead of being added to the tokens once. Defaults to False.
         depth (int | None): the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
             Defaults to None.
+        ndim (int): position axes (the backbone supplies it: 2 for images, 3 for video), for the width check.
+            Defaults to 2.
     """
 
-    def __init__(self, dim: int, temperature: float = 10000.0, lape: bool = False, depth: int | None = None) -> None:
+    ndims = (2, 3)
+
+    def __init__(
+        self, dim: int, temperature: float = 10000.0, lape: bool = False, depth: int | None = None, ndim: int = 2
+    ) -> None:
         super().__init__()
-        check_sincos_width(dim)
+        if ndim == 2:
+            check_sincos_width(dim)
+        rotary_sections(dim, ndim)  # video: an even width, a pair or more per axis
         check_positive('ape_sincos', temperature=temperature)
         self.dim = dim
         self.temperature = temperature

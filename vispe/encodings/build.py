@@ -33,8 +33,7 @@ def list_encodings(ndim: int | None = None, cameras: bool = False, grid: bool = 
     return sorted(
         name
         for name, cls in ENCODINGS.module_dict.items()
-        if ndim is None
-        or (ndim in cls.ndims and (cameras or not cls.needs_cameras) and (grid or not cls.needs_grid))
+        if ndim is None or (ndim in cls.ndims and (cameras or not cls.needs_cameras) and (grid or not cls.needs_grid))
     )
 
 

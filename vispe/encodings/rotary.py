@@ -192,7 +192,7 @@ class RotaryStrategies(Encoding):
     #: torch.compile's graph)
     strategy = _ENCODING_STRATEGY.setter(_set_strategy)
 
-    def axis_scales(self, coords: torch.Tensor, grid: Sequence[int] | None = None) -> tuple[float, ...]:
+    def axis_scales(self, coords: torch.Tensor, grid: Sequence[float] | None = None) -> tuple[float, ...]:
         """The strategy's scale s_a per coordinate axis, (row, col) for images (module doc): extent_a / train_a for
         ``interpolate`` (below 1 too), max(1, extent_a / train_a) for ``ntk`` and ``yarn``, all 1 under ``none``.
 

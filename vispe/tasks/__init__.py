@@ -1,6 +1,6 @@
 """mmengine BaseModel wrappers that own losses and predictions."""
 
-from vispe.tasks.classification import Classifier, ImageClassifier, PointClassifier
+from vispe.tasks.classification import Classifier, ImageClassifier, PointClassifier, VideoClassifier
 from vispe.tasks.diffusion import DiffusionModel
 from vispe.tasks.localization import MultiViewLocalizer
 from vispe.tasks.preprocess import MultiScaleDataPreprocessor
@@ -12,4 +12,5 @@ __all__ = [
     'MultiScaleDataPreprocessor',
     'MultiViewLocalizer',
     'PointClassifier',
+    'VideoClassifier',
 ]

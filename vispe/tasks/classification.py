@@ -1,5 +1,5 @@
-"""Classification as mmengine models (a vispe ViT on images, a point transformer on clouds): cross-entropy,
-top-1 predictions."""
+"""Classification as mmengine models (a vispe ViT on images, a point transformer on clouds, a space-time ViT on
+clips): cross-entropy, top-1 predictions."""
 
 from __future__ import annotations
 
@@ -115,8 +115,15 @@ class ImageClassifier(Classifier):
         return create_model(cfg.pop('model_name'), **cfg)
 
 
+class RegistryClassifier(Classifier):
+    """A classifier whose ``backbone`` is a registry config (``dict(type=..., ...)``), built by ``MODELS``."""
+
+    def build_backbone(self, cfg: dict[str, Any]) -> nn.Module:
+        return MODELS.build(cfg)
+
+
 @MODELS.register_module()
-class PointClassifier(Classifier):
+class PointClassifier(RegistryClassifier):
     """A point-cloud classifier for mmengine's Runner: ``backbone`` is a registry config of a network taking
     (B, N, 3) clouds, e.g. ``dict(type='PointTransformer', num_classes=..., encoding='point_mlp')``. Modes as
     ``Classifier``; batches are dicts ``{'inputs': (B, N, 3), 'labels': (B,)}``.
@@ -124,5 +131,13 @@ class PointClassifier(Classifier):
     Arguments: as `Classifier`.
     """
 
-    def build_backbone(self, cfg: dict[str, Any]) -> nn.Module:
-        return MODELS.build(cfg)
+
+@MODELS.register_module()
+class VideoClassifier(RegistryClassifier):
+    """A video classifier for mmengine's Runner: ``backbone`` is a registry config of a network taking (B, C, T, H, W)
+    clips, e.g. ``dict(type='VideoTransformer', num_classes=..., encoding='rope_axial')``. Modes as ``Classifier``;
+    batches are dicts ``{'inputs': (B, C, T, H, W), 'labels': (B,)}``, or with ``inputs`` a list of (C, T_i, H_i, W_i)
+    clips of different sizes.
+
+    Arguments: as `Classifier`.
+    """

@@ -1,0 +1,176 @@
+"""A space-time ViT for video: tubelet tokens with (t, h, w) positions and joint space-time attention through vispe's
+one attention module (ViViT's unfactorised model, as VideoMAE fine-tunes it).
+
+Positions come from ``vispe.positions.video_positions``: (time, row, col) per tubelet in the order of the flattened
+Conv3d output, the cls token first and unpositioned, the grid (t, h, w), and the time between tubelets as a property
+of the data (``time_spacing``: 2 for a clip at half the training frame rate). The encodings that take video are
+``list_encodings(ndim=3)``: the grid ones (rope_axial in 3D, mrope, videorope, vrope, ape_learned and ape_sincos in
+3D) and those that read coordinates alone (lff, liere, string, rope3d, point_mlp).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from timm.layers import trunc_normal_
+from torch import Tensor, nn
+
+from vispe.backbones.base import PEBackbone, pe_blocks
+from vispe.backbones.common import check_input_dtype, check_rates, check_size
+from vispe.checks import one_build
+from vispe.encodings.build import EncodingSpec
+from vispe.positions import Positions, video_positions
+from vispe.registry import MODELS
+
+#: the head's pooling: the cls token ('token', ViT's) or the mean of the tubelet tokens ('avg', VideoMAE's)
+POOLS = ('token', 'avg')
+
+
+@MODELS.register_module()
+class VideoTransformer(PEBackbone):
+    """Joint space-time attention over the tubelet tokens of a clip, with a cls token and a linear head.
+
+    Args:
+        num_classes (int): outputs of the head. Defaults to 4.
+        encoding (EncodingSpec): vispe encoding spec for 3D grid positions (``list_encodings(ndim=3)``).
+            Defaults to 'rope_axial'.
+        img_size (int | tuple[int, int]): training frame size (H, W or one int). Defaults to 32.
+        num_frames (int): training frames T. Defaults to 8.
+        patch_size (int): the tubelet's side p in pixels. Defaults to 4.
+        tubelet_size (int): the tubelet's length in frames (VideoMAE: 2). Defaults to 2.
+        in_chans (int): channels of each frame. Defaults to 3.
+        embed_dim (int): model width. Defaults to 128.
+        depth (int): blocks. Defaults to 4.
+        num_heads (int): attention heads (dividing embed_dim). Defaults to 4.
+        mlp_ratio (float): MLP width over embed_dim. Defaults to 2.0.
+        drop_path_rate (float): stochastic depth of the last block (rising linearly from 0). Defaults to 0.1.
+        global_pool (str): 'token' (the cls token) or 'avg' (the mean of the tubelet tokens). Defaults to 'token'.
+
+    ``forward(clips, time_spacing=1.0)``: clips (B, C, T, H, W), any T divisible by the tubelet and H, W by the
+    patch, -> (B, num_classes); ``time_spacing`` is the time between tubelets in units of the training clips' (a
+    property of the data: 2 for frames sampled at half the training rate). A list of (C, T_i, H_i, W_i) clips of
+    different sizes gives one row of logits per clip, in input order: the clips of each size run as one batch (no
+    padding, so no mask; the image backbone's padded and packed layouts are 2D for now).
+
+    Cost: as a ViT over T/tubelet x H/p x W/p tokens plus the cls token; the tubelet embedding is one Conv3d. The
+    encodings' own cost is theirs (``tools/benchmark.py --model video``).
+    """
+
+    #: the tubelet embedding and the cls token (layer 0 of layer-wise lr decay, with the model-level encodings)
+    stem_prefixes = ('patch_embed', 'cls_token')
+
+    @one_build()
+    def __init__(
+        self,
+        num_classes: int = 4,
+        encoding: EncodingSpec = 'rope_axial',
+        img_size: int | tuple[int, int] = 32,
+        num_frames: int = 8,
+        patch_size: int = 4,
+        tubelet_size: int = 2,
+        in_chans: int = 3,
+        embed_dim: int = 128,
+        depth: int = 4,
+        num_heads: int = 4,
+        mlp_ratio: float = 2.0,
+        drop_path_rate: float = 0.1,
+        global_pool: str = 'token',
+    ) -> None:
+        super().__init__()
+        name = type(self).__name__
+        for arg, value in dict(num_frames=num_frames, patch_size=patch_size, tubelet_size=tubelet_size).items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f'{name}: {arg} must be an int >= 1, got {arg}={value!r}')
+        if global_pool not in POOLS:
+            raise ValueError(f'{name}: global_pool must be one of {POOLS}, got {global_pool!r}')
+        check_rates(name, drop_path_rate=drop_path_rate)
+        height, width = check_size(name, 'img_size', img_size)
+        self.num_classes, self.global_pool, self.in_chans = num_classes, global_pool, in_chans
+        self.patch_size, self.tubelet_size = patch_size, tubelet_size
+        self.img_size, self.num_frames = (height, width), num_frames
+        self.check_clip_size(num_frames, height, width, 'the training clip (num_frames, img_size)')
+        grid = (num_frames // tubelet_size, height // patch_size, width // patch_size)
+        self.grid_size = grid
+        kernel = (tubelet_size, patch_size, patch_size)
+        self.patch_embed = nn.Conv3d(in_chans, embed_dim, kernel_size=kernel, stride=kernel)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
+        per_layer = self.build_encodings(encoding, embed_dim, num_heads, depth, grid_size=grid, ndim=3)
+        self.blocks = pe_blocks(embed_dim, num_heads, mlp_ratio, drop_path_rate, per_layer)
+        self.norm = nn.LayerNorm(embed_dim)
+        self.head = nn.Linear(embed_dim, num_classes) if num_classes > 0 else nn.Identity()
+        trunc_normal_(self.cls_token, std=0.02)
+
+    def check_clip_size(self, frames: int, height: int, width: int, what: str = 'the clip') -> None:
+        """ValueError naming the size and the fix unless frames divide by the tubelet and H, W by the patch."""
+        t, p = self.tubelet_size, self.patch_size
+        if frames % t or height % p or width % p or min(frames, height, width) < 1:
+            raise ValueError(
+                f'{type(self).__name__}: {what} is {frames} frames of {height}x{width}; frames must be a multiple of '
+                f'tubelet_size={t} and height and width multiples of patch_size={p}: crop or pad the clip, or sample '
+                'another frame count'
+            )
+
+    def check_input(self, clips: Tensor) -> None:
+        """ValueError naming the problem and the fix unless ``clips`` are (B, C, T, H, W) of the model's channels and
+        dtype, T divisible by the tubelet, H and W by the patch."""
+        name = type(self).__name__
+        if clips.dim() != 5:
+            hint = ' (one clip: add a batch axis, clip[None])' if clips.dim() == 4 else ''
+            raise ValueError(f'{name}: clips must be (B, C, T, H, W), got shape {tuple(clips.shape)}{hint}')
+        if clips.shape[1] != self.in_chans:
+            raise ValueError(
+                f'{name}: clips have {clips.shape[1]} channels in axis 1, the model takes in_chans={self.in_chans}; '
+                'clips are (B, C, T, H, W), channels before time (permute (B, T, C, H, W) clips with '
+                '.permute(0, 2, 1, 3, 4))'
+            )
+        check_input_dtype(name, clips, self.patch_embed.weight)
+        self.check_clip_size(*clips.shape[2:])
+
+    def tokens(self, clips: Tensor, time_spacing: float = 1.0) -> tuple[Tensor, Positions]:
+        """(B, C, T, H, W) -> tokens (B, 1 + t*h*w, D), the cls token first and the embed hooks applied to the
+        tubelet tokens, and their positions (``video_positions``)."""
+        self.check_input(clips)
+        x = self.patch_embed(clips)  # (B, D, t, h, w)
+        t, h, w = x.shape[2:]
+        pos = video_positions(t, h, w, num_prefix=1, time_spacing=time_spacing, device=x.device)
+        x = self.encoding_stack.embed(x.flatten(2).transpose(1, 2), pos)  # (B, t*h*w, D), (t, h, w) row-major
+        return torch.cat([self.cls_token.expand(x.shape[0], -1, -1).to(x.dtype), x], dim=1), pos
+
+    def forward_features(self, clips: Tensor, time_spacing: float = 1.0) -> Tensor:
+        """(B, C, T, H, W) -> normalised tokens (B, 1 + t*h*w, D), the cls token first."""
+        return self.norm(self.encode(clips, time_spacing))
+
+    def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:
+        """Normalised tokens -> logits (or the pooled features with ``pre_logits``)."""
+        pooled = x[:, 0] if self.global_pool == 'token' else x[:, 1:].mean(dim=1)
+        return pooled if pre_logits else self.head(pooled)
+
+    def forward(self, clips: Tensor | Sequence[Tensor], time_spacing: float = 1.0) -> Tensor:
+        if not isinstance(clips, Tensor):  # a list of clips
+            return self.forward_list(clips, time_spacing)
+        return self.forward_head(self.forward_features(clips, time_spacing))
+
+    def forward_list(self, clips: Sequence[Tensor], time_spacing: float = 1.0) -> Tensor:
+        """A list of (C, T_i, H_i, W_i) clips -> (len(clips), num_classes), in input order; clips of one size run as
+        one batch."""
+        if not clips or any(not isinstance(c, Tensor) or c.dim() != 4 for c in clips):
+            shapes = [tuple(c.shape) if isinstance(c, Tensor) else type(c).__name__ for c in clips]
+            raise ValueError(
+                f'{type(self).__name__}: a list of clips must hold (C, T, H, W) tensors, one per clip, got {shapes}'
+            )
+        by_size: dict[tuple[int, ...], list[int]] = {}
+        for i, clip in enumerate(clips):
+            by_size.setdefault(tuple(clip.shape), []).append(i)
+        out: list[Tensor | None] = [None] * len(clips)
+        for indices in by_size.values():
+            logits = self.forward(torch.stack([clips[i] for i in indices]), time_spacing)
+            for i, row in zip(indices, logits):
+                out[i] = row
+        return torch.stack([row for row in out if row is not None])
+
+    def extra_repr(self) -> str:
+        return f'grid_size={self.grid_size}, tubelet=({self.tubelet_size}, {self.patch_size}, {self.patch_size})'
+
+
+__all__ = ['POOLS', 'VideoTransformer']
