@@ -47,9 +47,9 @@ class VideoTransformer(PEBackbone):
         drop_path_rate (float): stochastic depth of the last block (rising linearly from 0). Defaults to 0.1.
         global_pool (str): 'token' (the cls token) or 'avg' (the mean of the tubelet tokens). Defaults to 'token'.
 
-    ``forward(clips, time_spacing=1.0)``: clips (B, C, T, H, W), any T divisible by the tubelet and H, W by the
+    ``forward(clips, time_spacing=None)``: clips (B, C, T, H, W), any T divisible by the tubelet and H, W by the
     patch, -> (B, num_classes); ``time_spacing`` is the time between tubelets in units of the training clips' (a
-    property of the data: 2 for frames sampled at half the training rate). A list of (C, T_i, H_i, W_i) clips of
+    property of the data: 2 for frames sampled at half the training rate; None: the model's ``time_spacing``, 1). A list of (C, T_i, H_i, W_i) clips of
     different sizes gives one row of logits per clip, in input order: the clips of each size run as one batch (no
     padding, so no mask; the image backbone's padded and packed layouts are 2D for now).
 
@@ -59,6 +59,9 @@ class VideoTransformer(PEBackbone):
 
     #: the tubelet embedding and the cls token (layer 0 of layer-wise lr decay, with the model-level encodings)
     stem_prefixes = ('patch_embed', 'cls_token')
+    #: the time between tubelets when ``forward`` is not told (a sweep that feeds clips at another frame rate through
+    #: a classifier sets it; ``vispe.sweeps.video``)
+    time_spacing: float = 1.0
 
     @one_build()
     def __init__(
@@ -127,17 +130,18 @@ class VideoTransformer(PEBackbone):
         check_input_dtype(name, clips, self.patch_embed.weight)
         self.check_clip_size(*clips.shape[2:])
 
-    def tokens(self, clips: Tensor, time_spacing: float = 1.0) -> tuple[Tensor, Positions]:
+    def tokens(self, clips: Tensor, time_spacing: float | None = None) -> tuple[Tensor, Positions]:
         """(B, C, T, H, W) -> tokens (B, 1 + t*h*w, D), the cls token first and the embed hooks applied to the
         tubelet tokens, and their positions (``video_positions``)."""
         self.check_input(clips)
         x = self.patch_embed(clips)  # (B, D, t, h, w)
         t, h, w = x.shape[2:]
-        pos = video_positions(t, h, w, num_prefix=1, time_spacing=time_spacing, device=x.device)
+        spacing = self.time_spacing if time_spacing is None else time_spacing
+        pos = video_positions(t, h, w, num_prefix=1, time_spacing=spacing, device=x.device)
         x = self.encoding_stack.embed(x.flatten(2).transpose(1, 2), pos)  # (B, t*h*w, D), (t, h, w) row-major
         return torch.cat([self.cls_token.expand(x.shape[0], -1, -1).to(x.dtype), x], dim=1), pos
 
-    def forward_features(self, clips: Tensor, time_spacing: float = 1.0) -> Tensor:
+    def forward_features(self, clips: Tensor, time_spacing: float | None = None) -> Tensor:
         """(B, C, T, H, W) -> normalised tokens (B, 1 + t*h*w, D), the cls token first."""
         return self.norm(self.encode(clips, time_spacing))
 
@@ -146,12 +150,12 @@ class VideoTransformer(PEBackbone):
         pooled = x[:, 0] if self.global_pool == 'token' else x[:, 1:].mean(dim=1)
         return pooled if pre_logits else self.head(pooled)
 
-    def forward(self, clips: Tensor | Sequence[Tensor], time_spacing: float = 1.0) -> Tensor:
+    def forward(self, clips: Tensor | Sequence[Tensor], time_spacing: float | None = None) -> Tensor:
         if not isinstance(clips, Tensor):  # a list of clips
             return self.forward_list(clips, time_spacing)
         return self.forward_head(self.forward_features(clips, time_spacing))
 
-    def forward_list(self, clips: Sequence[Tensor], time_spacing: float = 1.0) -> Tensor:
+    def forward_list(self, clips: Sequence[Tensor], time_spacing: float | None = None) -> Tensor:
         """A list of (C, T_i, H_i, W_i) clips -> (len(clips), num_classes), in input order; clips of one size run as
         one batch."""
         if not clips or any(not isinstance(c, Tensor) or c.dim() != 4 for c in clips):

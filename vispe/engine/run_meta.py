@@ -17,7 +17,7 @@ from mmengine.hooks import Hook
 from vispe.registry import HOOKS
 
 #: checkpoint meta key -> the training data set's argument it records
-META_KEYS = {'train_resolution': 'image_size', 'train_points': 'num_points'}
+META_KEYS = {'train_resolution': 'image_size', 'train_points': 'num_points', 'train_frames': 'num_frames'}
 
 
 def _square(value: Any) -> Any:
@@ -103,7 +103,7 @@ def trained_on(cfg, meta: dict | None, key: str) -> Any | None:
 class RunMetaHook(Hook):
     """Writes what the model is trained on into every checkpoint's meta: ``train_resolution`` (the training data
     set's image size, or its crop size) for images, or ``train_sizes`` (its size policy) for a run on several sizes;
-    ``train_points`` (its point count) for point clouds.
+    ``train_points`` (its point count) for point clouds; ``train_frames`` (its frame count) for video.
 
     Takes no arguments: ``dict(type='RunMetaHook')``.
     """

@@ -6,7 +6,7 @@ this order (the order ``vispe -h`` lists their commands); a new kind is one modu
 import importlib
 
 #: the modules of vispe.sweeps that register a kind of sweep
-KINDS = ('resolution', 'points', 'cameras', 'generation', 'patch_shift')
+KINDS = ('resolution', 'points', 'video', 'cameras', 'generation', 'patch_shift')
 
 for _module in KINDS:
     importlib.import_module(f'vispe.sweeps.{_module}')
