@@ -359,3 +359,28 @@ def test_the_multiview_model_times_every_camera_encoding_against_plucker() -> No
     assert head[0].weight.grad is not None and head[0].weight.grad.abs().sum() > 0
     with pytest.raises(ValueError, match='benchmarked whole: use --level model'):
         build_subjects(replace(cfg, level='attention'))
+
+
+def test_the_video_model_times_video_encodings_against_ape_learned() -> None:
+    """``--model video``: rows default to the absolute and rotary video encodings, baseline ape_learned; each row is
+    a real training step on clips (gradients reach the tubelet embedding); --model-kwargs set the frame count; the
+    issue's CPU target applies in its setting only; the attention level is refused with the fix."""
+    from vispe.bench.subjects import default_rows
+    from vispe.bench.targets import target_of
+
+    cfg = BenchmarkConfig(model='video', img_size=(16, 16), batch_size=2, warmup=1, repeats=1)
+    assert {'ape_learned', 'rope_axial'} <= set(default_rows('video')) <= set(vispe.list_encodings(ndim=3))
+    subjects = {
+        s.name: s for s in build_subjects(replace(cfg, encodings=['rope_axial'], model_kwargs={'num_frames': 4}))
+    }
+    assert list(subjects) == ['ape_learned', 'rope_axial']
+    for subject in subjects.values():
+        subject.step()
+        weight = subject.module.patch_embed.weight
+        assert weight.grad is not None and weight.grad.abs().sum() > 0
+    assert subjects['rope_axial'].module.num_frames == 4
+    report = dict(model='video', img_size=[32, 32], level='model', batch_size=8, amp=False, device='cpu')
+    assert target_of(report, 'rope_axial') == 1.05 and target_of(report, 'ape_sincos') is None
+    assert target_of(dict(report, batch_size=4), 'rope_axial') is None  # another setting: no target
+    with pytest.raises(ValueError, match='video model is benchmarked whole: use --level model'):
+        build_subjects(replace(cfg, level='attention'))

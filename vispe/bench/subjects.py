@@ -6,6 +6,10 @@
   width 128, 4 blocks, 4 heads; ``--model-kwargs`` change them) on MULTIVIEW_VIEWS random posed views with
   random depth maps, the squared output plus the encodings' auxiliary losses (3DPPE's depth loss); rows are camera
   encodings (default: every one the model takes), against ``plucker``.
+* ``model`` level, ``--model video``: the tiny space-time ViT of the video configs (8 frames in tubelets of 2, 4 px
+  patches, width 128, 4 blocks, 4 heads; ``--model-kwargs`` change them, ``num_frames`` included) on random clips of
+  the image size, cross-entropy on random labels; rows are video encodings (default: ``VIDEO_DEFAULT``), against
+  ``ape_learned``.
 * ``attention`` level: one vispe ``Attention`` layer of the model's width and heads on (B, N, D) random tokens of
   the grid the image size gives, holding the model's own first-layer encoding instance; plus an ``sdpa`` row (the
   same layer with no encoding). A model-level encoding (embed / after_block hooks, e.g. ``ape_learned``) is timed
@@ -31,6 +35,7 @@ from vispe.attention import Attention, set_attention_kernel
 from vispe.backbones import VisionTransformerPE, create_model
 from vispe.backbones.dit import DiT, dit
 from vispe.backbones.multiview import MultiViewTransformer, multiview_encodings
+from vispe.backbones.video import VideoTransformer
 from vispe.bench.config import BenchmarkConfig
 from vispe.bench.rows import (
     SDPA_BIAS,
@@ -48,10 +53,16 @@ LEVELS = ('model', 'attention')
 #: name of the attention-level row without any encoding
 SDPA = 'sdpa'
 #: the ratio denominator when none is given: each backbone family's default encoding
-DEFAULT_BASELINE = {'vit': 'ape_learned', 'dit': 'ape_sincos', 'multiview': 'plucker'}
+DEFAULT_BASELINE = {'vit': 'ape_learned', 'dit': 'ape_sincos', 'multiview': 'plucker', 'video': 'ape_learned'}
 #: the multi-view model's name, and the views each sample of its benchmark has (the camera configs' training setting)
 MULTIVIEW = 'multiview'
 MULTIVIEW_VIEWS = 2
+#: the video model's name, and the rows it times by default: the absolute baselines and the rotary encodings on
+#: (t, h, w) grids (every video encoding is a valid row: ``list_encodings(ndim=3)``)
+VIDEO = 'video'
+VIDEO_DEFAULT = ('ape_learned', 'ape_sincos', 'rope_axial', 'mrope', 'videorope', 'vrope')
+#: the video model's default arguments: the tiny video configs' (configs/_base_/models/video_tiny.py)
+VIDEO_ARGS = dict(num_frames=8, patch_size=4, tubelet_size=2, embed_dim=128, depth=4, num_heads=4, mlp_ratio=2.0)
 
 
 def is_dit(model: str) -> bool:
@@ -60,8 +71,18 @@ def is_dit(model: str) -> bool:
 
 
 def family(model: str) -> str:
-    """'dit', 'multiview' or 'vit' (a timm ViT name)."""
-    return 'dit' if is_dit(model) else 'multiview' if model == MULTIVIEW else 'vit'
+    """'dit', 'multiview', 'video' or 'vit' (a timm ViT name)."""
+    return 'dit' if is_dit(model) else model if model in (MULTIVIEW, VIDEO) else 'vit'
+
+
+def default_rows(model: str) -> list[str]:
+    """The rows a family times when none are given: every encoding its backbone takes (the camera ones for the
+    multi-view model, ``VIDEO_DEFAULT`` where registered for video)."""
+    if family(model) == 'multiview':
+        return multiview_camera_encodings()
+    if family(model) == 'video':
+        return [name for name in VIDEO_DEFAULT if name in list_encodings(ndim=3)]
+    return list_encodings(ndim=2)
 
 
 def baseline_of(cfg: BenchmarkConfig) -> str:
@@ -84,10 +105,9 @@ def resolve_encodings(
 
     An unknown name raises vispe's ValueError (it lists the closest registered names).
     """
-    if family(model) == 'multiview' and level != 'model':
-        raise ValueError('the multi-view model is benchmarked whole: use --level model')
-    default = multiview_camera_encodings() if family(model) == 'multiview' else list_encodings(ndim=2)
-    names = list(dict.fromkeys([baseline, *(default if encodings is None else encodings)]))
+    if family(model) in (MULTIVIEW, VIDEO) and level != 'model':
+        raise ValueError(f'the {family(model)} model is benchmarked whole: use --level model')
+    names = list(dict.fromkeys([baseline, *(default_rows(model) if encodings is None else encodings)]))
     for name in names:
         if is_model_row(name):
             check_model_row(name, level)
@@ -229,9 +249,30 @@ def _multiview_subject(cfg: BenchmarkConfig, name: str) -> Subject:
     return _model_step(cfg, name, model, loss)
 
 
+def _video_subject(cfg: BenchmarkConfig, name: str) -> Subject:
+    """A video training step: cross-entropy on random labels of random clips of ``VIDEO_ARGS['num_frames']`` (or
+    --model-kwargs') frames of the image size."""
+    if name in VARIANTS or is_model_row(name):
+        raise ValueError(f'row {name!r} is a ViT row; the video model takes encodings only')
+    args = VIDEO_ARGS | dict(cfg.model_kwargs)
+    model = VideoTransformer(encoding=_seeded_spec(cfg, name), img_size=cfg.img_size, **args)
+    model = model.to(cfg.device).train()
+    gen = torch.Generator().manual_seed(cfg.seed)
+    clips = torch.randn(cfg.batch_size, model.in_chans, model.num_frames, *cfg.img_size, generator=gen)
+    clips = clips.to(cfg.device)
+    labels = torch.randint(model.num_classes, (cfg.batch_size,), generator=gen).to(cfg.device)
+
+    def loss() -> torch.Tensor:
+        return F.cross_entropy(model(clips).float(), labels)
+
+    return _model_step(cfg, name, model, loss)
+
+
 def _model_subject(cfg: BenchmarkConfig, name: str) -> Subject:
     if family(cfg.model) == 'multiview':
         return _multiview_subject(cfg, name)
+    if family(cfg.model) == 'video':
+        return _video_subject(cfg, name)
     if is_dit(cfg.model) and not is_model_row(name):
         return _dit_subject(cfg, name)
     # a vispe ViT, or the timm model a 'timm:' row names (timm's ViT or Eva: patch_embed and num_classes alike)
@@ -318,11 +359,13 @@ __all__ = [
     'DEFAULT_BASELINE',
     'LEVELS',
     'MULTIVIEW',
+    'VIDEO',
     'SDPA',
     'SDPA_BIAS',
     'EncodedAttention',
     'baseline_of',
     'build_subjects',
+    'default_rows',
     'encoding_kind',
     'family',
     'is_dit',

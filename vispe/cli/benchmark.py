@@ -41,7 +41,7 @@ from vispe.bench.measure import (
     settings_id,
 )
 from vispe.bench.mixed import mixed_markdown, run_mixed_benchmark
-from vispe.bench.subjects import LEVELS, MULTIVIEW, baseline_of, build_subjects, is_dit, resolve_encodings
+from vispe.bench.subjects import LEVELS, MULTIVIEW, VIDEO, baseline_of, build_subjects, is_dit, resolve_encodings
 from vispe.bench.targets import (
     print_report,
     print_scaling,
@@ -59,7 +59,8 @@ def parse_args(argv: Sequence[str] | None = None, prog: str | None = None) -> ar
     p.add_argument(
         '--model',
         default='vit_small_patch16_224',
-        help="any timm ViT name, a DiT: 'DiT-S/2', 'DiT-Ti/4', or 'multiview' (the camera encodings' tiny model)",
+        help="any timm ViT name, a DiT: 'DiT-S/2', 'DiT-Ti/4', 'multiview' (the camera encodings' tiny model) or "
+        "'video' (the video configs' tiny space-time ViT; --model-kwargs num_frames=16 ...)",
     )
     p.add_argument('--img-size', type=int, nargs='+', default=[224], metavar='N', help='S, or H W')
     p.add_argument('--batch-size', type=int, default=8)
@@ -194,7 +195,7 @@ def model_problem(args: argparse.Namespace) -> str | None:
         return f'--model-kwargs takes KEY=VALUE pairs, got {bad[0]!r} (e.g. --model-kwargs patch_size=8 depth=4)'
     pairs = (kv.split('=', 1) for kv in args.model_kwargs)
     args.model_kwargs = {key: DictAction._parse_iterable(value) for key, value in pairs}
-    if args.model == MULTIVIEW:  # the camera encodings' tiny multi-view transformer
+    if args.model in (MULTIVIEW, VIDEO):  # the camera encodings' multi-view and the video tiny models
         return None
     if is_dit(args.model):  # vispe's DiT presets ('DiT-S/2')
         try:
