@@ -24,8 +24,8 @@ def tiny(encoding='rope_axial', **kwargs) -> VideoTransformer:
 
 
 def test_video_encodings_are_the_grid_and_coordinate_ones() -> None:
-    assert {'rope_axial', 'ape_learned', 'ape_sincos', 'rope3d', 'lff'} <= set(VIDEO)
-    assert not {'peg', 'irpe', 'lepe', 'rope_mixed', 'gta'} & set(VIDEO)  # 2D grids or cameras only
+    assert {'rope_axial', 'rope_mixed', 'ape_learned', 'ape_sincos', 'rope3d', 'lff'} <= set(VIDEO)
+    assert not {'peg', 'irpe', 'lepe', 'harope', 'gta'} & set(VIDEO)  # 2D grids or cameras only
     points = set(vispe.list_encodings(ndim=3, grid=False))
     assert points < set(VIDEO) and 'rope_axial' not in points and 'ape_learned' not in points
 
@@ -223,3 +223,58 @@ def test_rotation_tables_are_real_and_prefix_rows_do_not_turn() -> None:
     table = enc.table(video_positions(2, 2, 2, num_prefix=1))[0]
     assert table.dtype == torch.float32 and table.shape == (9, 24, 2)
     torch.testing.assert_close(table[0], rotary_table(torch.zeros(1, 24))[0])
+
+
+# --- rope_mixed in 3D --------------------------------------------------------------------------------------------
+def test_rope_mixed_in_3d_starts_as_rotated_axial_groups_and_adds_time() -> None:
+    torch.manual_seed(3)
+    enc = vispe.build_encoding('rope_mixed', dim=64, num_heads=2, ndim=3)  # head dim 32: sections (5, 5, 6)
+    assert enc.freqs.shape == (3, 2, 16) and enc.sections == (5, 5, 6)
+    for h in range(2):
+        start, directions = 0, []
+        for n in enc.sections:  # each group along one direction, magnitudes the ladder 1 / theta^(k / n)
+            group = enc.freqs[:, h, start : start + n].detach()
+            torch.testing.assert_close(group.norm(dim=0), 1.0 / 10.0 ** (torch.arange(n) / n))
+            direction = group / group.norm(dim=0)
+            torch.testing.assert_close(direction, direction[:, :1].expand_as(direction))
+            directions.append(direction[:, 0])
+            start += n
+        frame = torch.stack(directions, dim=1)
+        torch.testing.assert_close(frame.T @ frame, torch.eye(3), atol=1e-5, rtol=1e-5)  # a rotation's columns
+    coords = torch.tensor([[2.0, 3.0, 5.0]])  # (t, row, col)
+    f = enc.freqs.detach()
+    torch.testing.assert_close(enc.angles(coords)[:, 0], 5.0 * f[0] + 3.0 * f[1] + 2.0 * f[2])
+
+
+def test_rope_mixed_in_3d_strategies_scale_each_component_by_its_axis() -> None:
+    enc = vispe.build_encoding('rope_mixed', dim=64, num_heads=2, ndim=3, grid_size=(2, 4, 4))
+    enc.strategy = 'interpolate'
+    factors = enc.frequency_factors((2.0, 1.0, 1.0))  # twice the frames
+    assert torch.equal(factors[2], torch.full_like(factors[2], 0.5))  # f_t halved
+    assert torch.equal(factors[0], torch.ones_like(factors[0])) and torch.equal(factors[1], factors[0])
+    enc.strategy = 'ntk'
+    ntk = enc.frequency_factors((2.0, 1.0, 1.0))[2]  # (H, d/2): within each group the fastest kept
+    mags = enc.freqs.detach().norm(dim=0)
+    start = 0
+    for n in enc.sections:
+        block, group = ntk[:, start : start + n], mags[:, start : start + n]
+        fastest = group.argmax(dim=-1)
+        assert torch.equal(block.gather(1, fastest[:, None]), torch.ones(2, 1))
+        assert torch.allclose(block.min(dim=-1).values, torch.full((2,), 0.5))  # the slowest: / s
+        start += n
+    with pytest.raises(ValueError, match='sections are for video'):
+        vispe.build_encoding('rope_mixed', dim=64, num_heads=2, sections=(8, 8))
+
+
+def test_2d_rope_mixed_is_unchanged() -> None:
+    """Images keep timm's init and the f_x col + f_y row angles, bit for bit."""
+    from timm.layers.pos_embed_sincos import init_random_2d_freqs
+
+    torch.manual_seed(5)
+    enc = vispe.build_encoding('rope_mixed', dim=64, num_heads=2)
+    torch.manual_seed(5)
+    torch.testing.assert_close(enc.freqs.detach(), init_random_2d_freqs(32, 1, 2, temperature=10.0)[:, 0])
+    coords = grid_positions(2, 3).coords
+    f = enc.freqs.detach()
+    expected = coords[None, :, 1, None] * f[0][:, None] + coords[None, :, 0, None] * f[1][:, None]
+    assert torch.equal(enc.angles(coords), expected)

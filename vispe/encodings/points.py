@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from vispe.encodings.base import Encoding, check_positive
+from vispe.encodings.rotary import random_rotation
 from vispe.kernels.rotary import rotary_table, rotate_qk
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
@@ -75,15 +76,6 @@ class PointMLP(Encoding):
     def after_block(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         p = pos.num_prefix
         return torch.cat([x[:, :p], x[:, p:] + self.table(pos, x.dtype)], dim=1)
-
-
-def random_rotation(ndim: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """A uniformly random (ndim, ndim) rotation matrix (QR of a Gaussian matrix with the signs fixed, det +1)."""
-    q, r = torch.linalg.qr(torch.randn(ndim, ndim, generator=generator, dtype=torch.float64))
-    q = q * torch.sign(torch.diagonal(r))
-    if torch.det(q) < 0:
-        q[:, 0] = -q[:, 0]
-    return q.float()
 
 
 @ENCODINGS.register_module(name='rope3d')

@@ -34,6 +34,7 @@ from vispe.encodings.rotary import (
     frequency_ranks,
     ntk_factors,
     ntk_theta,
+    random_rotation,
     rotary_sections,
     rotate_by_rows,
     train_grid_from,
@@ -176,19 +177,25 @@ class RoPEAxial(RotaryStrategies):
 
 @ENCODINGS.register_module(name='rope_mixed')
 class RoPEMixed(RotaryStrategies):
-    """Mixed 2D RoPE with learnable frequencies, one set per attention layer and head.
+    """Mixed RoPE with learnable frequencies, one set per attention layer and head, on image and video grids.
 
     The angle of pair j in head h is f_x[h, j] * col + f_y[h, j] * row. Init: magnitudes
     1/theta^(4k/d); a random angle a per head; the first d/4 pairs point along (cos a, sin a), the last d/4
     along a + pi/2.
 
+    Video (t, h, w): a third component f_t multiplies time (angle f_x col + f_y row + f_t t). The init generalises
+    the 2D one as rope3d's mixed mode does: per head a random 3D rotation U, the pairs in three groups of
+    ``sections`` sizes (rope_axial's split), group g along U's column g with magnitudes 1/theta^(k/n_g), so each
+    pair starts turning with a random mixture of time, rows and columns.
+
     Weight decay: none on ``freqs`` (ndim, H, d/2), as in the RoPE-ViT reference code (its ``no_weight_decay``
     names ``freqs``): decay would pull every frequency toward 0, i.e. toward no rotation and no position.
 
     Strategies act on each axis' component of the frequencies (f_x with the column scale, f_y with the row
-    scale). Learned frequencies have no theta, so ``ntk`` applies its equivalent per-pair factor
-    s^(-2k / (d_a - 2)), k the rank of |f_j| within its block of d/4 pairs (the blocks are the two axis groups of
-    the init; rank 0 = largest magnitude, kept); ``yarn`` counts the rotations of pair j with |f_j|.
+    scale, f_t with the frame-count scale). Learned frequencies have no theta, so ``ntk`` applies its equivalent
+    per-pair factor s^(-2k / (d_a - 2)), k the rank of |f_j| within its block of d/4 pairs (the blocks are the
+    groups of the init, ``sections`` in 3D, d_a twice the block's pairs; rank 0 = largest magnitude, kept);
+    ``yarn`` counts the rotations of pair j with |f_j|.
 
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
 
@@ -202,52 +209,76 @@ class RoPEMixed(RotaryStrategies):
     TorchScript type), and the strategies compute Python float scales with generator expressions.
 
     Args:
-        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 4.
+        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 4 (images) or be even
+            with a pair per axis (video).
         num_heads (int): the attention's heads (each learns its own frequencies).
-        ndim (int): position axes; only 2 is accepted. Defaults to 2.
+        ndim (int): position axes: 2 for images, 3 for video (the backbone supplies it). Defaults to 2.
         theta (float): base of the initial frequency magnitudes, > 0. Defaults to 10.0.
         grid_size (Sequence[int] | None): the training grid (supplied by the backbone), needed by
             every strategy but ``none``. Defaults to None.
+        sections (Sequence[int] | None): video: the pairs of the init's three groups (``rotary_sections``; None:
+            as even as the head dim allows). Images always take two groups of d/4. Defaults to None.
     """
 
+    ndims: ClassVar[tuple[int, ...]] = (2, 3)
     no_weight_decay_params = ('freqs',)
 
     def __init__(
-        self, dim: int, num_heads: int, ndim: int = 2, theta: float = 10.0, grid_size: Sequence[int] | None = None
+        self,
+        dim: int,
+        num_heads: int,
+        ndim: int = 2,
+        theta: float = 10.0,
+        grid_size: Sequence[int] | None = None,
+        sections: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
-        if ndim != 2:
-            raise ValueError(f'rope_mixed is defined here for 2D positions, got ndim={ndim}')
+        if ndim not in self.ndims:
+            raise ValueError(f'rope_mixed takes 2D (image) or 3D (video) grid positions, got ndim={ndim}')
         check_positive('rope_mixed', theta=theta)
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
+        self.ndim = ndim
         self.theta = theta
         self.train_grid = train_grid_from(grid_size, ndim)
-        axial_frequencies(self.head_dim, ndim, theta)  # validates the head dim
-        self.freqs = nn.Parameter(torch.empty(2, num_heads, self.head_dim // 2))
+        if ndim == 2:
+            axial_frequencies(self.head_dim, ndim, theta)  # validates the head dim
+            if sections is not None:
+                raise ValueError('rope_mixed: sections are for video (ndim=3); images take two groups of d/4 pairs')
+        self.sections = rotary_sections(self.head_dim, ndim, sections)
+        self.freqs = nn.Parameter(torch.empty(ndim, num_heads, self.head_dim // 2))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         with torch.no_grad():
-            self.freqs.copy_(init_random_2d_freqs(self.head_dim, 1, self.num_heads, temperature=self.theta)[:, 0])
+            if self.ndim == 2:  # timm's init, so that timm's RoPE-ViT weights and seeds give the same model
+                self.freqs.copy_(init_random_2d_freqs(self.head_dim, 1, self.num_heads, temperature=self.theta)[:, 0])
+                return
+            ladders = [frequency_ladder(n, self.theta) for n in self.sections]
+            for h in range(self.num_heads):
+                basis = random_rotation(self.ndim)  # its column g: the direction of group g
+                self.freqs[:, h] = torch.cat([basis[:, g, None] * ladder for g, ladder in enumerate(ladders)], dim=1)
 
     def frequency_factors(self, scales: Sequence[float], kappa: torch.Tensor | None = None) -> torch.Tensor | None:
-        """(2, H, d/2) float32 multipliers of (f_x, f_y) under the strategy at (row, col) scales ((B, 2, H, d/2)
-        under DyPE with a time per sample, ``kappa`` (B, 1, 1)); None: all 1."""
+        """(ndim, H, d/2) float32 multipliers of (f_x, f_y[, f_t]) under the strategy at coordinate-order scales
+        ((row, col), or (t, row, col)); (B, ndim, H, d/2) under DyPE with a time per sample, ``kappa`` (B, 1, 1);
+        None: all 1."""
         if all(s == 1.0 for s in scales):
             return None
-        by_freq_axis = (scales[1], scales[0])  # freqs[0] multiplies the column, freqs[1] the row
+        by_freq_axis = tuple(reversed(scales))  # freqs[0] multiplies the column, freqs[1] the row, freqs[2] time
         magnitudes = self.freqs.detach().float().norm(dim=0)  # (H, d/2); the strategy is no function to train
-        axis_dims = self.head_dim // 2
         factors = []
         for a, s in enumerate(by_freq_axis):
             if self.strategy == 'interpolate':
                 factors.append(torch.full_like(magnitudes, 1.0 / s))
             elif self.strategy in ('ntk', 'dype_ntk'):
-                factors.append(ntk_factors(frequency_ranks(magnitudes, 2), s, axis_dims, kappa))
+                ranks = frequency_ranks(magnitudes, self.sections).split(list(self.sections), dim=-1)
+                per_group = [ntk_factors(r, s, 2 * n, kappa) for r, n in zip(ranks, self.sections)]
+                lead = torch.broadcast_shapes(*(p.shape[:-1] for p in per_group))  # DyPE: a batch axis on some
+                factors.append(torch.cat([p.expand(*lead, p.shape[-1]) for p in per_group], dim=-1))
             else:  # yarn and dype_yarn, with the training extent of the axis this component multiplies
                 assert self.train_grid is not None  # a scale other than 1 needs one (axis_scales)
-                factors.append(yarn_factors(magnitudes, s, self.train_grid[1 - a], kappa))
+                factors.append(yarn_factors(magnitudes, s, self.train_grid[self.ndim - 1 - a], kappa))
         return torch.stack(torch.broadcast_tensors(*factors), dim=-3)
 
     def angles(
@@ -257,14 +288,19 @@ class RoPEMixed(RotaryStrategies):
         scales: Sequence[float] | None = None,
         kappa: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """(..., N, 2) (row, col) -> (..., H, N, d/2) at ``scales`` (None: those of ``grid``) and, under DyPE,
-        ``kappa``; float32 and matmul-free so autocast cannot downcast it."""
+        """(..., N, ndim) (row, col) or (t, row, col) -> (..., H, N, d/2) at ``scales`` (None: those of ``grid``)
+        and, under DyPE, ``kappa``; float32 and matmul-free so autocast cannot downcast it."""
         freqs = self.freqs.float()
         factors = self.frequency_factors(self.axis_scales(coords, grid) if scales is None else scales, kappa)
         if factors is not None:
-            freqs = freqs * factors  # (2, H, d/2), or (B, 2, H, d/2) with a time per sample
-        col, row = coords[..., 1].float(), coords[..., 0].float()
-        return col[..., None, :, None] * freqs[..., 0, :, None, :] + row[..., None, :, None] * freqs[..., 1, :, None, :]
+            freqs = freqs * factors  # (ndim, H, d/2), or (B, ndim, H, d/2) with a time per sample
+        col, row = coords[..., -1].float(), coords[..., -2].float()
+        angles = (
+            col[..., None, :, None] * freqs[..., 0, :, None, :] + row[..., None, :, None] * freqs[..., 1, :, None, :]
+        )
+        if self.ndim == 3:
+            angles = angles + coords[..., 0].float()[..., None, :, None] * freqs[..., 2, :, None, :]
+        return angles
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         scale = self.qk_scales(pos)

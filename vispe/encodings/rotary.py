@@ -80,6 +80,15 @@ def frequency_ladder(pairs: int, theta: float) -> torch.Tensor:
     return 1.0 / theta ** (torch.arange(pairs, dtype=torch.float32) / pairs)
 
 
+def random_rotation(ndim: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """A uniformly random (ndim, ndim) rotation matrix (QR of a Gaussian matrix with the signs fixed, det +1)."""
+    q, r = torch.linalg.qr(torch.randn(ndim, ndim, generator=generator, dtype=torch.float64))
+    q = q * torch.sign(torch.diagonal(r))
+    if torch.det(q) < 0:
+        q[:, 0] = -q[:, 0]
+    return q.float()
+
+
 def rotary_sections(head_dim: int, ndim: int, sections: Sequence[int] | None = None) -> tuple[int, ...]:
     """Channel pairs per position axis, in coordinate order ((row, col) for images, (t, row, col) for video), summing
     to d/2. None: an even split; when d/2 does not divide by ndim, the last axes take one pair more (a head dim of 64
@@ -158,11 +167,15 @@ def yarn_logit_scale(scale: float) -> float:
     return 0.1 * math.log(scale) + 1.0
 
 
-def frequency_ranks(magnitudes: torch.Tensor, groups: int) -> torch.Tensor:
-    """Rank (0 = largest) of each of the (..., P) magnitudes within its block of P / groups consecutive pairs."""
-    blocks = magnitudes.reshape(*magnitudes.shape[:-1], groups, -1)
-    ranks = blocks.argsort(dim=-1, descending=True).argsort(dim=-1)
-    return ranks.reshape(magnitudes.shape)
+def frequency_ranks(magnitudes: torch.Tensor, groups: int | Sequence[int]) -> torch.Tensor:
+    """Rank (0 = largest) of each of the (..., P) magnitudes within its block of consecutive pairs: ``groups``
+    blocks of P / groups pairs, or blocks of the given sizes (summing to P)."""
+    if isinstance(groups, int):
+        blocks = magnitudes.reshape(*magnitudes.shape[:-1], groups, -1)
+        ranks = blocks.argsort(dim=-1, descending=True).argsort(dim=-1)
+        return ranks.reshape(magnitudes.shape)
+    parts = magnitudes.split(list(groups), dim=-1)
+    return torch.cat([p.argsort(dim=-1, descending=True).argsort(dim=-1) for p in parts], dim=-1)
 
 
 #: the property ``Encoding.strategy`` itself (mypy reads ``Encoding.strategy`` as the getter, which has no setter)
@@ -341,6 +354,7 @@ __all__ = [
     'frequency_ranks',
     'ntk_factors',
     'ntk_theta',
+    'random_rotation',
     'rotary_sections',
     'rotate_by_rows',
     'train_grid_from',
