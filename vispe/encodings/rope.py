@@ -19,6 +19,7 @@ share with dinov3, comrope, harope and gta.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import torch
 from timm.layers.pos_embed_sincos import init_random_2d_freqs
@@ -81,7 +82,7 @@ class RoPEAxial(RotaryStrategies):
             up to d/2; None: as even as the head dim allows (``rotary_sections``). Defaults to None.
     """
 
-    ndims = (2, 3)
+    ndims: ClassVar[tuple[int, ...]] = (2, 3)
     freqs: torch.Tensor  # buffer (d/2,): the axes' ladders one after the other, in coordinate order
 
     def __init__(

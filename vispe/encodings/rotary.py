@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -175,9 +176,9 @@ class RotaryStrategies(Encoding):
     Subclasses set ``self.train_grid`` with ``train_grid_from``; without one only ``none`` may be chosen.
     """
 
-    strategies = ('none', 'interpolate', 'ntk', 'yarn', *DYPE_STRATEGIES)
+    strategies: ClassVar[tuple[str, ...]] = ('none', 'interpolate', 'ntk', 'yarn', *DYPE_STRATEGIES)
     #: DyPE follows the diffusion time: a sweep runs it only when named (the generation sweep of a DiT)
-    opt_in_strategies = DYPE_STRATEGIES
+    opt_in_strategies: ClassVar[tuple[str, ...]] = DYPE_STRATEGIES
     train_grid: tuple[int, ...] | None = None
 
     def _set_strategy(self, value: str) -> None:
@@ -192,7 +193,7 @@ class RotaryStrategies(Encoding):
     #: torch.compile's graph)
     strategy = _ENCODING_STRATEGY.setter(_set_strategy)
 
-    def axis_scales(self, coords: torch.Tensor, grid: Sequence[int] | None = None) -> tuple[float, ...]:
+    def axis_scales(self, coords: torch.Tensor, grid: Sequence[float] | None = None) -> tuple[float, ...]:
         """The strategy's scale s_a per coordinate axis, (row, col) for images (module doc): extent_a / train_a for
         ``interpolate`` (below 1 too), max(1, extent_a / train_a) for ``ntk`` and ``yarn``, all 1 under ``none``.
 
