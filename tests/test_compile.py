@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch._dynamo as dynamo
-from conftest import TINY_VIT
+from conftest import TINY_VIT, served_encodings
 from torch._dynamo.utils import counters
 
 import vispe
@@ -75,7 +75,7 @@ def assert_same_step(eager, compiled, tol: float) -> None:
         )
 
 
-@pytest.mark.parametrize('name', vispe.list_encodings())
+@pytest.mark.parametrize('name', served_encodings())
 def test_every_encoding_compiles_as_one_graph_that_matches_eager(name: str) -> None:
     """Two training steps: one graph in all (no break, no recompilation from block to block or call to call), no
     complex dtype in it, and the compiled step's output and gradients equal the eager one's (AOTAutograd)."""

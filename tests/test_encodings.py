@@ -26,7 +26,7 @@ def test_registry_lists_the_foundation_encodings():
 @pytest.mark.parametrize('name', vispe.list_encodings())
 def test_builds_from_name_and_dict(name):
     cls = encoding_class(name)
-    context = dict(dim=96, num_heads=4, ndim=cls.ndims[0], grid_size=(4, 4)[: cls.ndims[0]])
+    context = dict(dim=96, num_heads=4, ndim=cls.ndims[0], grid_size=(4, 4, 4)[: cls.ndims[0]])
     assert type(vispe.build_encoding(name, **context)) is cls
     assert type(vispe.build_encoding({'type': name}, **context)) is cls
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from conftest import served_encodings
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -38,13 +39,16 @@ from vispe.positions import RPE2D, Cameras, Positions, grid_coords, grid_positio
 IMAGE = vispe.list_encodings(ndim=2)
 POINT = vispe.list_encodings(ndim=3, grid=False)
 CAMERA = sorted(set(vispe.list_encodings(ndim=2, cameras=True)) - set(IMAGE))
+#: video token grids; those without a 2D form wait for a video backbone (tests/test_video_ropes.py tests them)
+VIDEO = sorted(set(vispe.list_encodings(ndim=3)) - set(POINT))
+VIDEO_ROTARY = ['mrope', 'videorope', 'vrope']  # their relative property: tests/test_video_ropes.py
 GRID_ROTARY = ['rope_axial', 'rope_mixed', 'harope', 'rope_dinov3']
 COMROPE = ['comrope_ap', 'comrope_ld']
 STRING = ['string_cayley', 'string_circulant']
 #: camera encodings that transform q, k, v and the output by each view's 4 x 4 block (GTA's scheme)
 CAMERA_ROTARY = ['gta', 'prope']
 #: every encoding with a rotate hook, and the test below that checks its relative property
-RELATIVE_TESTED = {*GRID_ROTARY, *COMROPE, *STRING, 'liere', 'rope3d', *CAMERA_ROTARY}
+RELATIVE_TESTED = {*GRID_ROTARY, *COMROPE, *STRING, 'liere', 'rope3d', *CAMERA_ROTARY, *VIDEO_ROTARY}
 
 MAX_GRID = 40  # grids from 1x1 to MAX_GRID x MAX_GRID tokens
 
@@ -291,7 +295,8 @@ def build_case(name: str, data) -> Case:
 
 def test_every_encoding_is_fuzzed() -> None:
     """Every registered encoding has a backbone fuzzer, and every rotary one a relative-property test below."""
-    assert set(IMAGE) | set(POINT) | set(CAMERA) == set(vispe.list_encodings())
+    assert set(IMAGE) | set(POINT) | set(CAMERA) | set(VIDEO) == set(vispe.list_encodings())
+    assert set(vispe.list_encodings()) - set(served_encodings()) <= set(VIDEO)
     rotary = {n for n in vispe.list_encodings() if 'rotate' in encoding_class(n).hooks()}
     assert rotary == RELATIVE_TESTED, f'rotary encodings without a relative-property test: {rotary - RELATIVE_TESTED}'
 
@@ -302,7 +307,7 @@ def check_output(name: str, what: str, out: torch.Tensor, shape: tuple, dtype: t
     assert torch.isfinite(out.float()).all(), f'{name}: {what} is not finite'
 
 
-@pytest.mark.parametrize('name', vispe.list_encodings())
+@pytest.mark.parametrize('name', served_encodings())
 @fuzz(25)
 @given(data=st.data())
 def test_backbone_outputs_have_the_right_shape_and_are_finite(name: str, data) -> None:
@@ -356,7 +361,7 @@ def test_vit_trains_on_rpe2d_sampled_positions(name: str, data) -> None:
 #: every encoding in a model cast to bf16 or float64 (lff's MLP input and float64 rotary tables were found here)
 CAST_PARAMS = [
     pytest.param(name, dtype, id=f'{name}-{str(dtype).split(".")[-1]}')
-    for name in vispe.list_encodings()
+    for name in served_encodings()
     for dtype in (torch.bfloat16, torch.float64)
 ]
 

@@ -20,6 +20,7 @@ from vispe.encodings import (  # noqa: F401  (fill the registry)
     prope,
     rope,
     string,
+    video_rope,
 )
 from vispe.encodings.base import ATTENTION_HOOKS, HOOK_TABLE, HOOKS, Encoding, Hook
 from vispe.encodings.build import build_encoding, encoding_class, list_encodings, normalize_spec, parse_encoding_spec

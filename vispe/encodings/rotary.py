@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -188,9 +189,9 @@ class RotaryStrategies(Encoding):
     Subclasses set ``self.train_grid`` with ``train_grid_from``; without one only ``none`` may be chosen.
     """
 
-    strategies = ('none', 'interpolate', 'ntk', 'yarn', *DYPE_STRATEGIES)
+    strategies: ClassVar[tuple[str, ...]] = ('none', 'interpolate', 'ntk', 'yarn', *DYPE_STRATEGIES)
     #: DyPE follows the diffusion time: a sweep runs it only when named (the generation sweep of a DiT)
-    opt_in_strategies = DYPE_STRATEGIES
+    opt_in_strategies: ClassVar[tuple[str, ...]] = DYPE_STRATEGIES
     train_grid: tuple[int, ...] | None = None
 
     def _set_strategy(self, value: str) -> None:
