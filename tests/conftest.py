@@ -79,16 +79,3 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
-
-
-def served_encodings() -> list[str]:
-    """Every registered encoding that some backbone serves, for the tests that run each in its backbone: all but the
-    video-only ones (ndim 3 on a token grid, no 2D form: mrope, videorope, vrope), which wait for a video backbone;
-    tests/test_video_ropes.py tests those on their own."""
-    from vispe.encodings import encoding_class, list_encodings
-
-    def video_only(name: str) -> bool:
-        cls = encoding_class(name)
-        return 2 not in cls.ndims and cls.needs_grid
-
-    return [name for name in list_encodings() if not video_only(name)]

@@ -9,12 +9,13 @@ import os
 
 import pytest
 import torch
-from conftest import ROOT, changed_keys, served_encodings, tiny_point_config
+from conftest import ROOT, changed_keys, tiny_point_config
 from test_camera_tools import tiny_camera_config
 from test_compile import model_and_inputs
 from test_tools import tiny_config
 from torch.overrides import TorchFunctionMode
 
+import vispe
 from vispe.encodings.comrope import ComRoPEAP
 from vispe.encodings.harope import HARoPE
 
@@ -50,7 +51,7 @@ def test_the_recorder_catches_bf16_angles() -> None:
     assert rec.calls == {('cos', 'torch.bfloat16')}
 
 
-@pytest.mark.parametrize('name', served_encodings())
+@pytest.mark.parametrize('name', vispe.list_encodings())
 def test_encoding_under_bf16_autocast(name: str) -> None:
     model, inputs = model_and_inputs(name)
     model.train()

@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 import torch._dynamo as dynamo
-from conftest import TINY_VIT, served_encodings
+from conftest import TINY_VIT
 from torch._dynamo.utils import counters
 
 import vispe
 from vispe import geometry as G
-from vispe.backbones import MultiViewTransformer, PointTransformer
+from vispe.backbones import MultiViewTransformer, PointTransformer, VideoTransformer
 from vispe.encodings.build import encoding_class
 
 
@@ -26,6 +26,9 @@ def model_and_inputs(name):
         K = G.intrinsics(torch.full((B, V), 20.0), 16, 16)
         model = MultiViewTransformer(encoding=name, img_size=16, patch_size=4, embed_dim=32, depth=2, num_heads=2)
         return model, (torch.rand(B, V, 3, 16, 16), K, poses)
+    if 2 not in cls.ndims and cls.needs_grid:  # video token grids only
+        args = dict(num_classes=5, img_size=16, num_frames=4, patch_size=4, embed_dim=48, depth=2, num_heads=2)
+        return VideoTransformer(encoding=name, **args), (torch.randn(2, 3, 4, 16, 16),)
     if 2 not in cls.ndims:
         args = dict(num_classes=5, num_groups=8, group_size=8, embed_dim=48, depth=2, num_heads=2)
         model = PointTransformer(encoding=name, **args)
@@ -75,7 +78,7 @@ def assert_same_step(eager, compiled, tol: float) -> None:
         )
 
 
-@pytest.mark.parametrize('name', served_encodings())
+@pytest.mark.parametrize('name', vispe.list_encodings())
 def test_every_encoding_compiles_as_one_graph_that_matches_eager(name: str) -> None:
     """Two training steps: one graph in all (no break, no recompilation from block to block or call to call), no
     complex dtype in it, and the compiled step's output and gradients equal the eager one's (AOTAutograd)."""

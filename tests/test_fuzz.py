@@ -23,14 +23,13 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from conftest import served_encodings
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import vispe
 from vispe import geometry as G
 from vispe.attention import Attention
-from vispe.backbones import MultiViewTransformer, PointTransformer
+from vispe.backbones import MultiViewTransformer, PointTransformer, VideoTransformer
 from vispe.encodings.build import encoding_class
 from vispe.encodings.irpe import METHODS
 from vispe.encodings.rotary import DYPE_STRATEGIES
@@ -39,7 +38,7 @@ from vispe.positions import RPE2D, Cameras, Positions, grid_coords, grid_positio
 IMAGE = vispe.list_encodings(ndim=2)
 POINT = vispe.list_encodings(ndim=3, grid=False)
 CAMERA = sorted(set(vispe.list_encodings(ndim=2, cameras=True)) - set(IMAGE))
-#: video token grids; those without a 2D form wait for a video backbone (tests/test_video_ropes.py tests them)
+#: video token grids (those with a 2D form are fuzzed on images above, and here on clips too)
 VIDEO = sorted(set(vispe.list_encodings(ndim=3)) - set(POINT))
 VIDEO_ROTARY = ['mrope', 'videorope', 'vrope']  # their relative property: tests/test_video_ropes.py
 GRID_ROTARY = ['rope_axial', 'rope_mixed', 'harope', 'rope_dinov3']
@@ -284,19 +283,48 @@ def camera_case(name: str, data) -> Case:
     return Case(model, (images, K, poses), (batch, 3), (batch, views * h * w, 32), invariance)
 
 
+def video_case(name: str, data) -> Case:
+    """The space-time ViT on a clip of any tubelet grid, trained on another."""
+    batch = data.draw(st.integers(1, 2), label='batch')
+    tubelet = data.draw(st.sampled_from([1, 2]), label='tubelet')
+    patch = data.draw(st.sampled_from([2, 4]), label='patch')
+    train = data.draw(st.tuples(*[st.integers(1, 4)] * 3), label='training grid (t, h, w)')
+    t, h, w = data.draw(st.tuples(*[st.integers(1, 6)] * 3), label='grid (t, h, w)')
+    num_heads = data.draw(st.sampled_from([1, 2, 4]), label='heads')  # head dims 48, 24, 12
+    pool = data.draw(st.sampled_from(['token', 'avg']), label='global_pool')
+    options = data.draw(encoding_options(name), label='options')
+    torch.manual_seed(data.draw(seeds, label='seed'))
+    model = VideoTransformer(
+        num_classes=5,
+        encoding={'type': name, **options},
+        img_size=(train[1] * patch, train[2] * patch),
+        num_frames=train[0] * tubelet,
+        patch_size=patch,
+        tubelet_size=tubelet,
+        embed_dim=48,
+        depth=1,
+        num_heads=num_heads,
+        global_pool=pool,
+    ).eval()
+    set_strategy(model, data)
+    clips = torch.randn(batch, 3, t * tubelet, h * patch, w * patch)
+    return Case(model, (clips,), (batch, 5), (batch, 1 + t * h * w, 48))
+
+
 def build_case(name: str, data) -> Case:
     cls = encoding_class(name)
     if cls.needs_cameras:
         return camera_case(name, data)
     if 2 in cls.ndims:
         return vit_case(name, data)
+    if cls.needs_grid:  # video token grids only
+        return video_case(name, data)
     return point_case(name, data)
 
 
 def test_every_encoding_is_fuzzed() -> None:
     """Every registered encoding has a backbone fuzzer, and every rotary one a relative-property test below."""
     assert set(IMAGE) | set(POINT) | set(CAMERA) | set(VIDEO) == set(vispe.list_encodings())
-    assert set(vispe.list_encodings()) - set(served_encodings()) <= set(VIDEO)
     rotary = {n for n in vispe.list_encodings() if 'rotate' in encoding_class(n).hooks()}
     assert rotary == RELATIVE_TESTED, f'rotary encodings without a relative-property test: {rotary - RELATIVE_TESTED}'
 
@@ -307,7 +335,7 @@ def check_output(name: str, what: str, out: torch.Tensor, shape: tuple, dtype: t
     assert torch.isfinite(out.float()).all(), f'{name}: {what} is not finite'
 
 
-@pytest.mark.parametrize('name', served_encodings())
+@pytest.mark.parametrize('name', vispe.list_encodings())
 @fuzz(25)
 @given(data=st.data())
 def test_backbone_outputs_have_the_right_shape_and_are_finite(name: str, data) -> None:
@@ -340,6 +368,23 @@ def test_backbone_outputs_have_the_right_shape_and_are_finite(name: str, data) -
         assert err <= 0.05 + 0.05 * out.abs().max().item(), f'{name}: bf16 autocast output is {err:.3f} off float32'
 
 
+@pytest.mark.parametrize('name', VIDEO)
+@fuzz(8)
+@given(data=st.data())
+def test_video_backbone_outputs_are_finite_at_any_clip_size(name: str, data) -> None:
+    """Every video encoding (the image ones' 3D forms included) in the space-time ViT: shapes, finite values and
+    gradients, and the last clip alone gives its row of the batch."""
+    case = video_case(name, data)
+    out = case.model(*case.inputs)
+    check_output(name, 'output', out, case.out_shape, torch.float32)
+    out.square().sum().backward()
+    for pname, p in case.model.named_parameters():
+        assert p.grad is None or torch.isfinite(p.grad).all(), f'{name}: non-finite gradient in {pname}'
+    with torch.no_grad():
+        alone = case.model(case.inputs[0][-1:])
+    torch.testing.assert_close(alone, out[-1:].detach(), atol=1e-4, rtol=1e-4, msg=lambda m: f'{name}: {m}')
+
+
 @pytest.mark.parametrize('name', IMAGE)
 @fuzz(8)
 @given(data=st.data())
@@ -361,7 +406,7 @@ def test_vit_trains_on_rpe2d_sampled_positions(name: str, data) -> None:
 #: every encoding in a model cast to bf16 or float64 (lff's MLP input and float64 rotary tables were found here)
 CAST_PARAMS = [
     pytest.param(name, dtype, id=f'{name}-{str(dtype).split(".")[-1]}')
-    for name in served_encodings()
+    for name in vispe.list_encodings()
     for dtype in (torch.bfloat16, torch.float64)
 ]
 

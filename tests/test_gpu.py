@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import served_encodings
 from test_amp import CONFIGS, first_output
 from test_compile import model_and_inputs
 
@@ -35,7 +34,7 @@ def cuda_step(name: str):
     return model, inputs, step
 
 
-@pytest.mark.parametrize('name', served_encodings())
+@pytest.mark.parametrize('name', vispe.list_encodings())
 def test_encodings_keep_a_fused_kernel_on_cuda(name: str) -> None:
     """Rotary, embed and value encodings: a fused kernel (flash, efficient or cudnn); bias encodings: one that takes
     a bias (efficient or cudnn), never the math fallback."""

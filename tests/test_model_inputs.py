@@ -8,7 +8,6 @@ import re
 
 import pytest
 import torch
-from conftest import served_encodings
 from mmengine.config import Config
 from test_bad_configs import dit, multiview, point, run_dit, run_multiview, run_point, run_vit, vit
 from test_compile import model_and_inputs
@@ -199,7 +198,7 @@ def test_a_cast_model_takes_its_own_dtype(kind, dtype):
     torch.testing.assert_close(out.float(), ref, atol=tolerance, rtol=tolerance)
 
 
-@pytest.mark.parametrize('name', served_encodings())
+@pytest.mark.parametrize('name', vispe.list_encodings())
 def test_float16_input_under_bf16_autocast_for_every_encoding(name):
     """Every encoding in the backbone that serves it (rope3d once failed: CPU autocast cannot promote float16)."""
     model, (x, *rest) = model_and_inputs(name)

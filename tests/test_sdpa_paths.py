@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import served_encodings
 from test_compile import model_and_inputs
 
 import vispe
@@ -33,7 +32,7 @@ def sdpa_calls(name, monkeypatch, **spec):
     return len(model.blocks), calls
 
 
-@pytest.mark.parametrize('name', served_encodings())
+@pytest.mark.parametrize('name', vispe.list_encodings())
 def test_encodings_keep_fused_attention(name: str, monkeypatch) -> None:
     layers, calls = sdpa_calls(name, monkeypatch)
     assert len(calls) == layers, f'{name}: attention weights were materialised instead of fused SDPA'
