@@ -36,6 +36,21 @@ def test_item_format_and_normalisation() -> None:
     assert ds.metainfo == {'task': 'count', 'classes': ('one', 'two', 'three'), 'num_classes': 3}
 
 
+def test_a_cached_dataset_renders_each_item_once_and_gives_the_same_items(monkeypatch) -> None:
+    plain, cached = ShapesVideo('direction', num_samples=3), ShapesVideo('direction', num_samples=3, cache=True)
+    renders = []
+    original = ShapesVideo._render
+    monkeypatch.setattr(ShapesVideo, '_render', lambda self, *a: renders.append(1) or original(self, *a))
+    first = [cached[i] for i in range(3)]
+    again = [cached[i] for i in (2, 0, 1)]
+    assert len(renders) == 3  # the second pass comes from memory
+    for i, (a, b) in enumerate(zip(first, again[1:] + again[:1])):
+        assert a['labels'] == b['labels'] == plain[i]['labels']
+        assert torch.equal(a['inputs'], b['inputs']) and torch.equal(a['inputs'], plain[i]['inputs'])
+    first[0]['labels'] = -1  # a caller changing its item's dict changes nothing in the cache
+    assert cached[0]['labels'] == plain[0]['labels']
+
+
 @pytest.mark.parametrize('task', ALL_TASKS)
 def test_the_same_clip_at_twice_the_frames_averages_back(task: str) -> None:
     """Frame i of T is the mean over its exposure, so pairs of frames of 2T average to the frames of T (the default
