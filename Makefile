@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # device" comes only after minutes of installing, so the bootstrap checks first.
 VENV_MIN_FREE_GB ?= 9
 
-.PHONY: demo test lint venv sysdeps clean leaderboard demo-dit demo-points demo-cameras docs
+.PHONY: demo test lint venv sysdeps clean leaderboard leaderboard-video demo-dit demo-points demo-cameras docs
 
 demo: $(STAMP)
 	$(PY) tools/demo.py
@@ -53,6 +53,11 @@ clean:
 # The encoding leaderboard: every encoding x {position, relation} x 3 seeds (an hour or more on CPU; not in CI).
 leaderboard: $(STAMP)
 	$(PY) tools/leaderboard.py
+
+# The video block of the leaderboard: the video encodings x ShapesVideo direction x 3 seeds, swept over frame counts
+# and frame sizes (several hours on CPU; not in CI).
+leaderboard-video: $(STAMP)
+	$(PY) tools/leaderboard_video.py --jobs 2
 
 # The DiT demo: DiT-Ti/4 with four encodings on shapes2d, sampled at 1x, 1.5x, 2x (about an hour on CPU; not in CI).
 demo-dit: $(STAMP)

@@ -26,6 +26,10 @@ COMMANDS = {
     'infer': ('infer', 'classify image files with a trained image classifier, top-k class names (tools/infer.py)'),
     'compare': ('compare_encodings', 'train and compare encodings on shapes2d (tools/compare_encodings.py)'),
     'leaderboard': ('leaderboard', 'train and rank every 2D encoding on shapes2d (tools/leaderboard.py)'),
+    'leaderboard-video': (
+        'leaderboard_video',
+        'train and rank the video encodings on ShapesVideo across frame counts and sizes (tools/leaderboard_video.py)',
+    ),
     'demo': ('demo', "the README's demo: three encodings on shapes2d position (tools/demo.py)"),
     'demo-points': ('demo_points', 'the point-cloud demo (tools/demo_points.py)'),
     'demo-cameras': ('demo_cameras', 'the camera-encoding demo (tools/demo_cameras.py)'),

@@ -1,0 +1,58 @@
+"""``vispe leaderboard-video [--encodings ...] [--tasks direction] [--seeds 0 1 2] [--epochs N] [--jobs 2]
+[--out outputs/leaderboard_video] [--no-train]`` (tools/leaderboard_video.py, `make leaderboard-video`): the video
+block of the leaderboard (about 20 CPU-minutes a run: 8 encodings x 3 seeds take several hours on 2 cores; not for
+CI).
+
+Trains the tiny space-time ViT on ShapesVideo for each encoding, task and seed (finished runs are reused, unfinished
+ones resume), sweeps each at T/2 to 4T frames and 0.5x to 2x the frame size under every strategy, and writes
+OUT/leaderboard.md (per task, each encoding's plain and best strategy, mean ± std over seeds), OUT/leaderboard.json
+(the statistics) and OUT/leaderboard.png. ``--no-train`` tables what is finished (a board built in slices).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from vispe.cli.common import demo_parser
+from vispe.datasets.shapes_video import TASKS
+from vispe.evaluation import outputs
+from vispe.evaluation.report import console as report_console
+from vispe.experiments import video_board as V
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    prog: str | None = None,
+    default_out: str = os.path.join('outputs', 'leaderboard_video'),
+) -> None:
+    parser = demo_parser(prog, __doc__, default_out)
+    parser.add_argument('--encodings', nargs='+', default=list(V.DEFAULT_ENCODINGS), help='video encoding specs')
+    parser.add_argument('--tasks', nargs='+', choices=sorted(TASKS), default=['direction'], help='ShapesVideo tasks')
+    parser.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
+    parser.add_argument('--epochs', type=int, default=None, help="training epochs (default: the config's)")
+    parser.add_argument('--jobs', type=int, default=1, help='runs trained at once, each in its own process')
+    parser.add_argument('--no-train', action='store_true', help='table the finished runs only')
+    args = parser.parse_args(argv)
+    console = report_console()
+    with outputs.forcing(args.force):
+        for name, kind in (
+            ('leaderboard.md', 'summary'),
+            ('leaderboard.json', 'summary'),
+            ('leaderboard.png', 'figure'),
+        ):
+            outputs.check_target(os.path.join(args.out, name), kind)  # before anything trains
+        stats, columns = V.board(
+            args.tasks, args.encodings, args.seeds, args.out, args.epochs, args.jobs, not args.no_train, console.print
+        )
+        text = V.board_markdown(stats, args.tasks, columns)
+        outputs.write_text(os.path.join(args.out, 'leaderboard.md'), text, 'summary')
+        outputs.write_json(os.path.join(args.out, 'leaderboard.json'), {'results': V.board_rows(stats)}, 'summary')
+        tasks = [t for t in args.tasks if any(key[0] == t for key in stats)]
+        plot = V.plot(stats, tasks, columns, os.path.join(args.out, 'leaderboard.png'))
+    console.print(text)
+    console.print(f'tables: {args.out}/leaderboard.md; plot: {plot}')
+
+
+if __name__ == '__main__':
+    main()
