@@ -17,6 +17,12 @@ from vispe.backbones import MultiViewTransformer, PointTransformer, VideoTransfo
 from vispe.encodings.build import encoding_class
 
 
+def video_model_and_inputs(name):
+    """The tiny space-time ViT (two blocks) with encoding ``name`` and a batch of clips (4 frames of 16 px)."""
+    args = dict(num_classes=5, img_size=16, num_frames=4, patch_size=4, embed_dim=48, depth=2, num_heads=2)
+    return VideoTransformer(encoding=name, **args), (torch.randn(2, 3, 4, 16, 16),)
+
+
 def model_and_inputs(name):
     """The tiny backbone (two blocks) that serves encoding ``name`` (or a config dict of one) and a batch for it."""
     cls = encoding_class(name if isinstance(name, str) else name['type'])
@@ -27,8 +33,7 @@ def model_and_inputs(name):
         model = MultiViewTransformer(encoding=name, img_size=16, patch_size=4, embed_dim=32, depth=2, num_heads=2)
         return model, (torch.rand(B, V, 3, 16, 16), K, poses)
     if 2 not in cls.ndims and cls.needs_grid:  # video token grids only
-        args = dict(num_classes=5, img_size=16, num_frames=4, patch_size=4, embed_dim=48, depth=2, num_heads=2)
-        return VideoTransformer(encoding=name, **args), (torch.randn(2, 3, 4, 16, 16),)
+        return video_model_and_inputs(name)
     if 2 not in cls.ndims:
         args = dict(num_classes=5, num_groups=8, group_size=8, embed_dim=48, depth=2, num_heads=2)
         model = PointTransformer(encoding=name, **args)
@@ -82,7 +87,20 @@ def assert_same_step(eager, compiled, tol: float) -> None:
 def test_every_encoding_compiles_as_one_graph_that_matches_eager(name: str) -> None:
     """Two training steps: one graph in all (no break, no recompilation from block to block or call to call), no
     complex dtype in it, and the compiled step's output and gradients equal the eager one's (AOTAutograd)."""
-    model, inputs = model_and_inputs(name)
+    check_one_graph(name, *model_and_inputs(name))
+
+
+#: the video encodings that also serve images (above, on the ViT), here in their 3D form on clips
+VIDEO_FORMS = sorted(set(vispe.list_encodings(ndim=3)) & set(vispe.list_encodings(ndim=2)))
+
+
+@pytest.mark.parametrize('name', VIDEO_FORMS)
+def test_video_forms_compile_as_one_graph_that_matches_eager(name: str) -> None:
+    check_one_graph(name, *video_model_and_inputs(name))
+
+
+def check_one_graph(name: str, model, inputs) -> None:
+    """``test_every_encoding_compiles_as_one_graph_that_matches_eager``'s checks on ``model``."""
     model.train()
     dynamo.reset()
     counters.clear()
