@@ -21,13 +21,13 @@ from vispe.bench.gpu_summary import summary_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = [
-    'tests', 'eager_small', 'eager_large', 'attention_small', 'mixed', 'throughput', 'attention_large',
+    'tests', 'eager_small', 'eager_large', 'attention_small', 'mixed', 'video', 'throughput', 'attention_large',
     'attention_huge', 'attention_huge_flex', 'compiled_small', 'compiled_large', 'attention_small_flex',
     'attention_large_flex',
 ]  # fmt: skip
 SECTIONS = [
     '## Targets', '## Model level', '## vispe against timm', '## Attention cores', '## FlexAttention', '## Mixed-size',
-    '## Steps',
+    '## Video', '## Steps',
 ]  # fmt: skip
 #: what the toy run on a CPU cannot do: FlexAttention has no CPU backward
 CPU_SKIPS = {'attention_huge_flex', 'attention_small_flex', 'attention_large_flex'}
@@ -96,6 +96,9 @@ def test_the_summary_has_every_section_and_row(toy_run) -> None:
     assert list(attention) == ['sdpa', 'sdpa_bias', 'rope_axial']
     assert attention['sdpa'][1] == '1.000' and attention['sdpa_bias'][2] == '1.000'  # each floor against itself
     assert list(rows_of(summary, '## Steps')) == STEPS
+    video = rows_of(summary, '## Video')
+    assert list(video) == ['ape_learned', 'rope_axial'] and video['ape_learned'][:2] == ['embed', '1.000']
+    assert video['rope_axial'][0] == 'rotary' and float(video['rope_axial'][1]) > 0
     flex = rows_of(summary, '## FlexAttention')
     assert list(flex) == [f'alibi2d, {s.label}' for s in (plan.small, plan.large, plan.huge)]
     huge = flex[f'alibi2d, {plan.huge.label}']
@@ -135,7 +138,7 @@ def test_what_would_overrun_the_budget_is_left_out_and_named() -> None:
 
 
 def test_steps_expected_to_overrun_the_budget_are_skipped_with_the_reason(tmp_path: Path) -> None:
-    plan = replace(toy_plan(), estimates=dict.fromkeys(STEPS[:9], 1e6), compile_s=1e6)
+    plan = replace(toy_plan(), estimates=dict.fromkeys(STEPS[:10], 1e6), compile_s=1e6)
     results = run_gpu_check(plan, tmp_path, 30.0, Clock(30.0, time.monotonic()))
     assert [r.key for r in results] == STEPS and {r.status for r in results} == {'skipped'}
     assert results[0].note.startswith('needs about 1000000 s')
@@ -182,10 +185,10 @@ def test_without_pytest_the_tests_step_fails_in_one_line_and_the_rest_go_on(monk
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, 'find_spec', lambda name, *a: None if name == 'pytest' else real(name, *a))
-    plan = replace(toy_plan(), estimates=dict.fromkeys(STEPS[1:9], 1e6), compile_s=1e6)
+    plan = replace(toy_plan(), estimates=dict.fromkeys(STEPS[1:10], 1e6), compile_s=1e6)
     results = run_gpu_check(plan, tmp_path, 30.0, Clock(30.0, time.monotonic()))
     assert results[0].status == 'failed' and results[0].note.startswith('RuntimeError: pytest is not installed')
-    assert [r.status for r in results[1:]] == ['skipped'] * 12  # the budget's verdicts, not the failure's
+    assert [r.status for r in results[1:]] == ['skipped'] * 13  # the budget's verdicts, not the failure's
     assert 'GPU-marked tests: failed RuntimeError: pytest is not installed' in summary_markdown(plan, results, 30, 1)
 
 

@@ -18,7 +18,9 @@ SWEEP = {
     ('rope_axial', 'interpolate'): {
         ('frames', 0.5): 85.0, ('frames', 1.0): 99.0, ('frames', 2.0): 97.0, ('size', 2.0): 70.0
     },
-    ('ape_learned', 'bicubic'): {('frames', 0.5): 70.0, ('frames', 1.0): 98.0, ('frames', 2.0): 75.0, ('size', 2.0): 50.0},
+    ('ape_learned', 'bicubic'): {
+        ('frames', 0.5): 70.0, ('frames', 1.0): 98.0, ('frames', 2.0): 75.0, ('size', 2.0): 50.0
+    },
 }  # fmt: skip
 
 

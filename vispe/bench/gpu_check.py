@@ -210,6 +210,12 @@ def steps(plan: Plan, out: Path, clock: Clock) -> list[Step]:
         return benchmark(cfg)
 
     h = plan.huge.label if plan.huge is not None else '-'
+    v = plan.video.label if plan.video is not None else '-'
+
+    def video() -> dict[str, Any] | tuple[None, str]:
+        if plan.video is None:
+            return None, 'no setting for it in this plan'
+        return benchmark(plan.video.config(device, encodings=list(plan.video_encodings)))
 
     return [
         ('tests', 'GPU-marked tests (pytest -m gpu)', lambda: run_tests(plan, out, clock)),
@@ -225,6 +231,7 @@ def steps(plan: Plan, out: Path, clock: Clock) -> list[Step]:
             f'mixed-size batches, {s.label}',
             lambda: run_mixed_benchmark(s.config(device), plan.mixed_encodings),
         ),
+        ('video', f'eager, {v}', video),
         ('throughput', 'Runner against a plain loop', lambda: throughput(plan, out)),
         ('attention_large', f'attention cores, {b.label}', lambda: attention(b)),
         ('attention_huge', f'attention cores, {h}, SDPA', lambda: cores(plan.huge, 'sdpa')),

@@ -76,6 +76,9 @@ class Plan:
     mixed_encodings: tuple[str, ...]
     #: the attention cores where FlexAttention is compared with SDPA (issue 37: iRPE at 1024 px, N = 4097)
     huge: Setting | None = None
+    #: the space-time ViT on clips (issue 43) and its rows: the video encodings against ape_learned, eager
+    video: Setting | None = None
+    video_encodings: tuple[str, ...] = ()
     flex_rows: tuple[str, ...] = ('irpe', 'irpe:mode=bias', 'alibi2d')
     pairs: tuple[tuple[str, str, str], ...] = TIMM_PAIRS
     throughput_config: str = 'configs/vit/vit_tiny_rope_mixed_shapes2d_position.py'
@@ -117,6 +120,10 @@ def plan_for(
         }  # H200 guesses: a step expected to overrun is skipped
         mixed = ('ape_learned', 'rope_axial', 'rope_mixed', 'irpe', 'alibi2d', 'lepe')
         huge = Setting('ViT-B/16 1024 px b2', 'vit_base_patch16_224', 1024, 2, warmup=2, repeats=6)
+        # ViT-S width on 16 frames of 224 px in 2 x 16 x 16 tubelets: 8 x 14 x 14 = 1568 tokens, head dim 64
+        video_args = dict(num_frames=16, patch_size=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6)
+        video = Setting('video ViT-S 16 x 224 px b8', 'video', 224, 8, warmup=2, repeats=6, model_kwargs=video_args)
+        estimates['video'] = 40.0
         return Plan(
             device,
             small,
@@ -124,6 +131,8 @@ def plan_for(
             rows,
             mixed,
             huge=huge,
+            video=video,
+            video_encodings=video_rows(),
             compile_backend=compile_backend,
             compile_scope=compile_scope,
             compile_s=20.0 if compile_scope == 'blocks' else 50.0,
@@ -133,6 +142,8 @@ def plan_for(
     small = Setting('toy ViT-S 32 px b2', 'vit_small_patch16_224', 32, 2, warmup=1, repeats=2, model_kwargs=toy)
     large = Setting('toy ViT-B 48 px b1', 'vit_base_patch16_224', 48, 1, warmup=1, repeats=2, model_kwargs=toy)
     huge = Setting('toy ViT-B 64 px b1', 'vit_base_patch16_224', 64, 1, warmup=1, repeats=2, model_kwargs=toy)
+    toy_video = dict(num_frames=4, depth=1)
+    video = Setting('toy video 4 x 16 px b1', 'video', 16, 1, warmup=1, repeats=2, model_kwargs=toy_video)
     return Plan(
         device,
         small,
@@ -140,6 +151,8 @@ def plan_for(
         rows,
         ('ape_learned', 'rope_mixed'),
         huge=huge,
+        video=video,
+        video_encodings=('ape_learned', 'rope_axial'),
         flex_rows=('alibi2d',),
         throughput_iters=3,
         tests_cap_s=300.0,
@@ -148,6 +161,13 @@ def plan_for(
         compile_s=20.0,
         row_s=1.0,
     )
+
+
+def video_rows() -> tuple[str, ...]:
+    """The video step's rows: the benchmark's default video rows (``vispe.bench.subjects.default_rows('video')``)."""
+    from vispe.bench.subjects import default_rows
+
+    return tuple(default_rows('video'))
 
 
 def compile_order(plan: Plan, setting: Setting) -> list[str]:
@@ -164,4 +184,4 @@ def compile_order(plan: Plan, setting: Setting) -> list[str]:
     return list(dict.fromkeys(rows))
 
 
-__all__ = ['BASELINE', 'TARGET_ORDER', 'TIMM_PAIRS', 'Plan', 'Setting', 'compile_order', 'plan_for']
+__all__ = ['BASELINE', 'TARGET_ORDER', 'TIMM_PAIRS', 'Plan', 'Setting', 'compile_order', 'plan_for', 'video_rows']

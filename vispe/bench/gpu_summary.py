@@ -233,6 +233,18 @@ class Summary:
         ]
         return [f'## Mixed-size batches, {self.plan.small.label}', '', *table(head, rows)]
 
+    def video(self) -> list[str]:
+        report = self.report('video')
+        if report is None or self.plan.video is None:
+            return []
+        head = ['encoding', 'kind', 'ratio to ape_learned', 'median ms', 'SDPA kernel', 'peak MB']
+        rows = [
+            [r['encoding'], encoding_kind(r['encoding']), ratio_text(r['ratio']), f'{r["median_ms"]:.1f}']
+            + [r.get('sdpa', '-'), f'{r["peak_mb"]:.0f}']
+            for r in report['results']
+        ]
+        return [f'## Video, {self.plan.video.label}', '', *table(head, rows)]
+
     def steps(self) -> list[str]:
         rows = [[r.key, r.title, r.status, f'{r.seconds:.0f}', r.note] for r in self.results.values()]
         return ['## Steps', '', *table(['step', 'what', 'status', 's', 'note'], rows)]
@@ -273,7 +285,7 @@ def summary_markdown(plan: Plan, results: Sequence[StepResult], budget_s: float,
         '',
     ]
     sections = [summary.targets(), summary.model_level(), summary.vs_timm(), summary.attention(), summary.flex()]
-    sections += [summary.mixed(), summary.steps()]
+    sections += [summary.mixed(), summary.video(), summary.steps()]
     body = [line for section in sections if section for line in [*section, '']]
     return '\n'.join(header + body)
 
