@@ -60,7 +60,7 @@ MULTIVIEW_VIEWS = 2
 #: the video model's name, and the rows it times by default: the absolute baselines and the rotary encodings on
 #: (t, h, w) grids (every video encoding is a valid row: ``list_encodings(ndim=3)``)
 VIDEO = 'video'
-VIDEO_DEFAULT = ('ape_learned', 'ape_sincos', 'rope_axial', 'mrope', 'videorope', 'vrope')
+VIDEO_DEFAULT = ('ape_learned', 'ape_sincos', 'rope_axial', 'rope_mixed', 'mrope', 'videorope', 'vrope')
 #: the video model's default arguments: the tiny video configs' (configs/_base_/models/video_tiny.py)
 VIDEO_ARGS = dict(num_frames=8, patch_size=4, tubelet_size=2, embed_dim=128, depth=4, num_heads=4, mlp_ratio=2.0)
 

@@ -40,7 +40,7 @@ TARGETS = {
 #: issue 43: the rotary encodings on video grids within 5% of ape_learned on CPU, on the video configs' tiny model
 #: (``--model video``: 8 frames of 32 px, batch 8, float32)
 VIDEO_TARGET_SETTING = {'model': 'video', 'img_size': [32, 32], 'level': 'model', 'batch_size': 8, 'amp': False}
-VIDEO_TARGETS = {'cpu': dict.fromkeys(['rope_axial', 'mrope', 'videorope', 'vrope'], 1.05)}
+VIDEO_TARGETS = {'cpu': dict.fromkeys(['rope_axial', 'rope_mixed', 'mrope', 'videorope', 'vrope'], 1.05)}
 #: how each kind of encoding's cost should grow with the token count N, against plain attention
 GROWTH_EXPECTED = {
     'embed': 'proportional: one (N, D) table added to the tokens, O(N D)',
