@@ -83,8 +83,17 @@ def rotary_encodings(names):
 def test_rotary_is_derived_from_the_rotate_hook():
     rotary = rotary_encodings(vispe.list_encodings())
     expected = {'rope_axial', 'rope_mixed', 'rope_dinov3', 'comrope_ap', 'comrope_ld', 'harope', 'gta', 'rope3d'}
-    expected |= {'liere', 'string_cayley', 'string_circulant', 'prope'}
+    expected |= {'liere', 'string_cayley', 'string_circulant', 'prope', 'mrope', 'videorope', 'vrope'}
     assert expected == set(rotary)
+
+
+def test_the_video_backbone_refuses_two_rotations_too():
+    from vispe.backbones import VideoTransformer
+
+    with pytest.raises(
+        ValueError, match=r"^VideoTransformer: mrope cannot be combined with \['rope_axial'\]: .*pick one"
+    ):
+        VideoTransformer(encoding=['mrope', 'rope_axial', 'ape_learned'], embed_dim=48, num_heads=2, depth=1)
 
 
 @pytest.mark.parametrize(
