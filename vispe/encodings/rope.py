@@ -68,8 +68,9 @@ class RoPEAxial(RotaryStrategies):
     TorchScript type), its tables come from a ``GridTableCache`` (a Python dict with tuple keys, filled by a lambda),
     and the strategies compute Python floats.
 
-    Cost (video): the same kernel and one cached table per grid as on images; see ``tools/benchmark.py --model
-    video``.
+    Cost (video): the same kernel and one cached table per grid as on images. CPU: 1.03-1.06x ape_learned (the
+    video configs' model, 8 frames of 32 px, batch 8, float32, two runs; ``tools/benchmark.py --model video``). GPU:
+    not measured.
 
     Args:
         dim (int): the attention's width; the head dim ``dim // num_heads`` must be even, with at least one
@@ -201,8 +202,9 @@ class RoPEMixed(RotaryStrategies):
 
     Cost: the (H, N, d/2) angles once per forward pass and layer (learned, so never cached), shared by the batch;
     then the fused rotary kernel, whose backward also sums the table's gradient. CPU: 1.02x ape_learned (ViT-S/16
-    224, batch 8, float32; docs). GPU: not yet measured with the kernel (1.59x before it, and Inductor failed on
-    its complex rotation, which compiled graphs no longer contain).
+    224, batch 8, float32; docs); on video (the video configs' model, 8 frames of 32 px, batch 8) 1.05-1.07x, its
+    angles (H, N, d/2) recomputed each forward in every layer of a small model. GPU: not yet measured with the
+    kernel (1.59x before it, and Inductor failed on its complex rotation, which compiled graphs no longer contain).
 
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
     script: its hook takes ``Positions`` (see VisionTransformerPE), ``train_grid`` is a tuple of any length (no
