@@ -3,10 +3,12 @@ frequencies, rotation by rows of a small table, and the resolution strategies' s
 machinery every rotary encoding with a training grid inherits. The rotation itself is ``vispe.kernels.rotary``.
 
 Resolution strategies (``strategy``; the backbone supplies the training grid as ``grid_size``). Per axis a the
-ratio is r_a = extent_a / train_a, the extent being ``pos.grid`` (or, without a grid, the number of integer
-positions the coordinates span); ``axis_scales`` turns it into the scale s_a each strategy uses, one per axis (a
-2:1 target scales rows and columns separately). An axis with s_a = 1 is untouched. d_a = head_dim / ndim rotary
-dims per axis, w_k the frequency of pair k < d_a / 2.
+ratio is r_a = extent_a / train_a, the extent being the grid's span (``Positions.grid_span``: ``pos.grid`` times a
+video's time spacing; without a grid, the number of integer positions the coordinates span); ``axis_scales`` turns
+it into the scale s_a each strategy uses, one per axis (a 2:1 target scales rows and columns separately; a video's
+frame count and frame size likewise). An axis with s_a = 1 is untouched. d_a = the rotary dims of axis a
+(head_dim / ndim on images; twice its section's pairs on video, ``rotary_sections``), w_k the frequency of pair
+k < d_a / 2.
 
 - ``none``: integer positions simply extend or stop short (the default); s_a = 1 at every size.
 - ``interpolate``: position interpolation (PI; Chen et al. 2023), positions / s_a, i.e. w_k / s_a, with s_a = r_a
