@@ -156,4 +156,4 @@ def test_a_sweep_registered_anywhere_reaches_merge_and_the_command_line(capsys):
     assert 'eval-dummy' not in cli.usage()
     with pytest.raises(SystemExit, match="unknown command 'eval-dummy'"):
         cli.main(['eval-dummy'])
-    assert list(SWEEPS)[:4] == ['resolution', 'points', 'cameras', 'generation']
+    assert list(SWEEPS)[:5] == ['resolution', 'points', 'video', 'cameras', 'generation']

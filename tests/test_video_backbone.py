@@ -205,7 +205,7 @@ def test_ape_learned_refuses_a_grid_of_the_other_kind() -> None:
 
 def test_ape_sincos_in_3d_is_column_row_time_sin_cos() -> None:
     coords = video_positions(3, 2, 4).coords
-    emb = sincos_embed(coords, 48)  # 24 pairs: 8 per axis
+    emb = sincos_embed(coords, 48, ndim=3)  # 24 pairs: 8 per axis
     w = 1.0 / 10000.0 ** (torch.arange(8) / 8)
     parts = []
     for axis in (2, 1, 0):

@@ -29,11 +29,11 @@ def grid_table(table: torch.Tensor, grid: list[int], train_grid: list[int], inte
     at the training grid (to the bit for bicubic and bilinear at scale 1), instead of a branch on the size that
     would specialise the graph to the training grid.
     """
-    concrete = all(isinstance(g, int) for g in grid)  # SymInts are not ints (Proxies never get here)
-    if concrete and all(g == t for g, t in zip(grid, train_grid)):
-        return table
     if len(grid) == 3:
         return video_table(table, grid, train_grid, interpolation)
+    concrete = isinstance(grid[0], int) and isinstance(grid[1], int)  # SymInts are not ints (Proxies never get here)
+    if concrete and grid[0] == train_grid[0] and grid[1] == train_grid[1]:
+        return table
     return resample_abs_pos_embed(
         table,
         new_size=grid,
@@ -49,10 +49,13 @@ def video_table(table: torch.Tensor, grid: list[int], train_grid: list[int], int
     space first, every frame's (h, w) table as one image (timm's ``resample_abs_pos_embed`` with ``interpolation``,
     the frames side by side in the channels), then time, every spatial entry's sequence linearly (nearest under
     ``nearest``; half-pixel centres, as the spatial resampling), so frame count and frame size change independently."""
-    (t0, h0, w0), (t1, h1, w1) = train_grid, grid
+    t0, h0, w0 = train_grid[0], train_grid[1], train_grid[2]  # indexing, not unpacking: TorchScript compiles this
+    t1, h1, w1 = grid[0], grid[1], grid[2]
+    if t1 == t0 and h1 == h0 and w1 == w0:
+        return table
     dim = table.shape[-1]
     frames = table.reshape(1, t0, h0 * w0, dim).transpose(1, 2).reshape(1, h0 * w0, t0 * dim)  # frames in channels
-    if (h1, w1) != (h0, w0):
+    if h1 != h0 or w1 != w0:
         frames = resample_abs_pos_embed(
             frames,
             new_size=[h1, w1],
@@ -62,9 +65,10 @@ def video_table(table: torch.Tensor, grid: list[int], train_grid: list[int], int
             antialias=interpolation != 'nearest',
         )
     series = frames.reshape(h1 * w1, t0, dim).permute(0, 2, 1)  # (h1*w1, D, t0): each entry's sequence in time
-    if t1 != t0:
-        mode = 'nearest' if interpolation == 'nearest' else 'linear'
-        series = F.interpolate(series, size=t1, mode=mode, **({} if mode == 'nearest' else {'align_corners': False}))
+    if t1 != t0 and interpolation == 'nearest':
+        series = F.interpolate(series, size=t1, mode='nearest')
+    elif t1 != t0:
+        series = F.interpolate(series, size=t1, mode='linear', align_corners=False)
     return series.permute(2, 0, 1).reshape(1, t1 * h1 * w1, dim)  # (t, h, w) row-major
 
 
@@ -293,15 +297,15 @@ def check_sincos_width(dim: int) -> None:
         raise ValueError(f'ape_sincos needs a model width divisible by 4 (sin, cos of rows, columns), got {dim}')
 
 
-def sincos_embed(coords: torch.Tensor, dim: int, temperature: float = 10000.0) -> torch.Tensor:
-    """Fixed sin-cos features of (..., N, ndim) coordinates -> (..., N, dim), in float32.
+def sincos_embed(coords: torch.Tensor, dim: int, temperature: float = 10000.0, ndim: int = 2) -> torch.Tensor:
+    """Fixed sin-cos features of (..., N, ndim) coordinates -> (..., N, dim), in float32 (``ndim`` given, not read
+    from the coordinates' shape, which an FX trace cannot branch on).
 
     Images, (row, col): the first half of the channels encodes the column, the second the row (MAE and DiT order),
     each as [sin(p * w_i), cos(p * w_i)] with w_i = 1 / temperature^(i / (dim/4)), i < dim/4. Video, (t, row, col):
     the column, the row, then time, each axis n_a frequencies w_i = 1 / temperature^(i / n_a) with the n_a split as
     rope_axial splits its pairs (``rotary_sections``: even where dim / 2 divides by 3, time on the fewest).
     """
-    ndim = coords.shape[-1]
     if ndim == 2:
         check_sincos_width(dim)
     parts = []
@@ -352,6 +356,7 @@ class ApeSincos(LayerAdaptive):
         if ndim == 2:
             check_sincos_width(dim)
         rotary_sections(dim, ndim)  # video: an even width, a pair or more per axis
+        self.ndim = ndim
         check_positive('ape_sincos', temperature=temperature)
         self.dim = dim
         self.temperature = temperature
@@ -361,5 +366,5 @@ class ApeSincos(LayerAdaptive):
     def position_table(self, pos: Positions, dtype: torch.dtype) -> torch.Tensor:
         # one table per (grid, prefix, device, dtype): a bf16 model does not cast the float32 table every forward
         return self._cache.get(
-            pos.cache_key(dtype), lambda: sincos_embed(pos.coords, self.dim, self.temperature).to(dtype)
+            pos.cache_key(dtype), lambda: sincos_embed(pos.coords, self.dim, self.temperature, self.ndim).to(dtype)
         )
