@@ -16,7 +16,7 @@ from typing import Any
 
 from vispe.datasets.shapes_video import TASKS
 from vispe.evaluation import report
-from vispe.experiments.compare import Run, encoding_option, train_and_sweep
+from vispe.experiments.compare import Run, encoding_option, schedule_options, train_and_sweep
 from vispe.experiments.leaderboard import collect, run_folder
 from vispe.experiments.leaderboard_report import Stats, markdown, strategy_pivot, summarize
 from vispe.sweeps.video import evaluate_video, factor_label, factor_order
@@ -43,7 +43,7 @@ def board_runs(
     tasks: Sequence[str], encodings: Sequence[str], seeds: Sequence[int], out: str, epochs: int | None = None
 ) -> list[Run]:
     """One run per (task, encoding, seed) in ``out/<task>/<encoding>/seed<k>``; ``epochs`` overrides the config's."""
-    schedule = [] if epochs is None else [f'train_cfg.max_epochs={epochs}', f'train_cfg.val_interval={epochs}']
+    schedule = schedule_options(epochs)
     return [
         Run(
             task,
