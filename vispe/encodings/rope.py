@@ -269,12 +269,13 @@ class RoPEMixed(RotaryStrategies):
             return None
         by_freq_axis = tuple(reversed(scales))  # freqs[0] multiplies the column, freqs[1] the row, freqs[2] time
         magnitudes = self.freqs.detach().float().norm(dim=0)  # (H, d/2); the strategy is no function to train
+        ntk = self.strategy in ('ntk', 'dype_ntk')  # the ranks are the same for every axis: found once
+        ranks = frequency_ranks(magnitudes, self.sections).split(list(self.sections), dim=-1) if ntk else ()
         factors = []
         for a, s in enumerate(by_freq_axis):
             if self.strategy == 'interpolate':
                 factors.append(torch.full_like(magnitudes, 1.0 / s))
-            elif self.strategy in ('ntk', 'dype_ntk'):
-                ranks = frequency_ranks(magnitudes, self.sections).split(list(self.sections), dim=-1)
+            elif ntk:
                 per_group = [ntk_factors(r, s, 2 * n, kappa) for r, n in zip(ranks, self.sections)]
                 lead = torch.broadcast_shapes(*(p.shape[:-1] for p in per_group))  # DyPE: a batch axis on some
                 factors.append(torch.cat([p.expand(*lead, p.shape[-1]) for p in per_group], dim=-1))
