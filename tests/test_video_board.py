@@ -4,6 +4,7 @@ and best strategy, and the files the command writes (training and sweeps replace
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +65,52 @@ def test_the_board_ranks_each_encoding_by_its_plain_and_best_strategy(monkeypatc
     assert '| rope_axial | interpolate (best) |' in text and '| rope_axial | none |' in text
     assert '| ape_learned | bicubic |' in text and 'bicubic (best)' not in text
     assert (out / 'leaderboard.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+#: a run's real sweep, committed with the board (rope_axial on direction, seed 0): every default column and strategy
+COMMITTED = Path(__file__).parents[1] / 'results/leaderboard_video/direction/rope_axial/seed0/results.json'
+
+
+def archived_run(tmp_path, results: dict):
+    """The rope_axial seed-0 run of a board in tmp_path/out, ``results`` in the archive tmp_path/archive."""
+    run = V.board_runs(['direction'], ['rope_axial'], [0], str(tmp_path / 'out'))[0]
+    archive = V.VideoArchive(str(tmp_path / 'archive'), str(tmp_path / 'out'))
+    folder = tmp_path / 'archive' / 'direction' / 'rope_axial' / 'seed0'
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / 'results.json').write_text(json.dumps(results))
+    return run, archive
+
+
+def test_the_archive_serves_a_complete_sweep_labelled_and_refuses_a_partial_one(tmp_path) -> None:
+    sweep = json.loads(COMMITTED.read_text())
+    run, archive = archived_run(tmp_path, sweep)
+    loaded = archive.load(run, [])
+    assert loaded is not None and len(loaded['results']) == len(sweep['results']) - 4  # 4 strategies' 1x size rows
+    assert {row['resolution'] for row in loaded['results']} == V.DEFAULT_COLUMNS
+    assert V.labelled(loaded) == loaded  # labelling twice changes nothing
+    rows = sweep['results']
+    for partial in (
+        dict(sweep, complete=False),  # a failed cell
+        dict(sweep, results=[r for r in rows if r['strategy'] != 'ntk']),  # a strategy the model has
+        dict(sweep, results=[r for r in rows if r['factor'] != 4.0]),  # a column
+    ):
+        run, archive = archived_run(tmp_path, partial)
+        assert archive.load(run, []) is None
+
+
+def test_a_board_with_an_archive_trains_only_the_runs_it_lacks(monkeypatch, tmp_path) -> None:
+    sweep = json.loads(COMMITTED.read_text())
+    trained = []
+
+    def real_sweep(run, _sweep, log=print) -> dict:
+        trained.append(run.seed)
+        return dict(sweep, results=[dict(row, value=row['value'] - run.seed) for row in sweep['results']])
+
+    monkeypatch.setattr(V, 'train_and_sweep', real_sweep)
+    archive = str(tmp_path / 'archive')
+    first, _ = V.board(['direction'], ['rope_axial'], [0, 1], str(tmp_path / 'out'), log=print, archive=archive)
+    assert trained == [0, 1] and (tmp_path / 'archive' / 'direction' / 'rope_axial' / 'seed1' / 'run.json').is_file()
+    # another machine: no work folder, nothing trains, the archive answers with the same statistics
+    again, _ = V.board(['direction'], ['rope_axial'], [0, 1], str(tmp_path / 'new'), train=False, archive=archive)
+    assert trained == [0, 1] and again == first
+    assert first[('direction', 'rope_axial', 'none', '4x frames')][2] == 2  # both seeds in each cell

@@ -88,7 +88,12 @@ class Archive:
             return None
         with open(path) as f:
             results = json.load(f)
-        return results if covers(results, resolutions, supported_strategies(run)) else None
+        return results if self.covers(run, results, resolutions) else None
+
+    def covers(self, run: Run, results: dict, resolutions: Sequence[str]) -> bool:
+        """Whether an archived result answers ``run`` at ``resolutions``: complete, with exactly those resolutions
+        and the strategies the run's model has."""
+        return covers(results, resolutions, supported_strategies(run))
 
     def store(self, run: Run, results: dict, timing: dict | None = None) -> None:
         """Write the run's results, and its record (``run.json``) with ``timing`` (``_timed``'s; None: the run was

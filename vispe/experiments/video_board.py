@@ -3,7 +3,9 @@ each run swept over frame counts and frame sizes with every strategy (``vispe.sw
 (task, encoding) with its plain strategy and its best one, as mean and spread over seeds.
 
 Runs live in ``out/<task>/<encoding>/seed<k>`` (a finished run is reused, an interrupted one resumes); each run's
-sweep in its ``eval`` folder. The tables' columns are the sweep's factors, the training setting first ('1x frames',
+sweep in its ``eval`` folder. With an archive (``VideoArchive``; the checkout's is ``results/leaderboard_video``)
+each finished run's results are kept there too, and a run found there is read instead of trained: the board grows
+seed by seed across machines. The tables' columns are the sweep's factors, the training setting first ('1x frames',
 which is also the training size), then T/2, 2T, 4T frames and 0.5x to 2x the frame size; an encoding's best
 strategy is the one with the highest mean over the columns other than the training one.
 """
@@ -16,10 +18,10 @@ from typing import Any
 
 from vispe.datasets.shapes_video import TASKS
 from vispe.evaluation import report
-from vispe.experiments.compare import Run, encoding_option, schedule_options, train_and_sweep
-from vispe.experiments.leaderboard import collect, run_folder
+from vispe.experiments.compare import Run, encoding_option, schedule_options, supported_strategies, train_and_sweep
+from vispe.experiments.leaderboard import Archive, collect, run_folder
 from vispe.experiments.leaderboard_report import Stats, markdown, strategy_pivot, summarize
-from vispe.sweeps.video import evaluate_video, factor_label, factor_order
+from vispe.sweeps.video import FRAME_FACTORS, SIZE_FACTORS, evaluate_video, factor_label, factor_order
 
 #: the config every run starts from (its task and encoding set by cfg-options)
 CONFIG = 'video/video_tiny_rope_axial_shapes_video.py'
@@ -28,6 +30,10 @@ CONFIG = 'video/video_tiny_rope_axial_shapes_video.py'
 DEFAULT_ENCODINGS = ('none', 'ape_learned', 'ape_sincos', 'rope_axial', 'rope_mixed', 'mrope', 'videorope', 'vrope')
 #: the training column: T frames of the training size
 TRAIN_COLUMN = '1x frames'
+#: the columns of a run swept at the defaults (the training size's own row is the training column's)
+DEFAULT_COLUMNS = frozenset(
+    [f'{f:g}x frames' for f in FRAME_FACTORS] + [f'{f:g}x size' for f in SIZE_FACTORS if f != 1]
+)
 
 
 def task_options(task: str) -> list[str]:
@@ -69,13 +75,36 @@ def train_and_sweep_video(run: Run, resolutions: Sequence[str], log: Callable[[s
     """``collect``'s work for one run: train it (or reuse / resume it), sweep it at the defaults (``eval-video``:
     T/2 to 4T frames, 0.5x to 2x the size, every strategy), and return its results with each row's column as its
     ``resolution`` (the training size's own row is the training column's, so it is dropped)."""
-    results = train_and_sweep(run, evaluate_video, log)
+    return labelled(train_and_sweep(run, evaluate_video, log))
+
+
+def labelled(results: dict) -> dict:
+    """A video sweep's results with each row's column as its ``resolution``, the training size's own row dropped
+    (it is the training column's); results already labelled come back the same."""
     rows = [
         dict(row, resolution=factor_label(row))
         for row in results['results']
         if not (row['sweep'] == 'size' and row['factor'] == 1.0)
     ]
     return dict(results, results=rows)
+
+
+class VideoArchive(Archive):
+    """The video board's archive (``leaderboard.Archive``: ``root/<task>/<encoding>/seed<k>/results.json`` and
+    ``run.json``). It holds a run's sweep (a ``vispe eval-video`` results.json as it is, or one already labelled),
+    which answers the run when it is complete, has the strategies of the run's model and the default columns."""
+
+    def load(self, run: Run, resolutions: Sequence[str]) -> dict | None:
+        results = super().load(run, resolutions)
+        return None if results is None else labelled(results)
+
+    def covers(self, run: Run, results: dict, resolutions: Sequence[str]) -> bool:
+        rows = results['results']
+        return (
+            results.get('complete', True)
+            and {factor_label(row) for row in rows} - {'1x size'} == DEFAULT_COLUMNS
+            and {row['strategy'] for row in rows} == set(supported_strategies(run))
+        )
 
 
 def board(
@@ -87,13 +116,17 @@ def board(
     jobs: int = 1,
     train: bool = True,
     log: Callable[[str], None] = print,
+    archive: str | None = None,
 ) -> tuple[Stats, list[str]]:
-    """Train and sweep every run (``jobs`` at a time; ``train=False`` reads the finished ones only); returns the
-    statistics per (task, encoding, strategy, column) and the columns."""
+    """Train and sweep every run (``jobs`` at a time; ``train=False`` reads the finished ones only), each found in
+    the ``archive`` folder read from it and each finished one kept there; returns the statistics per (task,
+    encoding, strategy, column) and the columns."""
     runs = board_runs(tasks, encodings, seeds, out, epochs)
-    values = collect(runs, [], log, jobs=jobs, work=train_and_sweep_video, train=train)
+    store = VideoArchive(archive, out) if archive else None
+    values = collect(runs, [], log, archive=store, jobs=jobs, work=train_and_sweep_video, train=train)
     if not values:
-        raise ValueError(f'no finished runs in {out}: train them first (leave out --no-train)')
+        where = f'{out} or {archive}' if archive else out
+        raise ValueError(f'no finished runs in {where}: train them first (leave out --no-train)')
     stats = summarize(values)
     return stats, columns_of([column for (_, _, _, column) in stats])
 
@@ -136,13 +169,16 @@ def plot(stats: Stats, tasks: Sequence[str], columns: Sequence[str], path: str) 
 
 __all__ = [
     'CONFIG',
+    'DEFAULT_COLUMNS',
     'DEFAULT_ENCODINGS',
     'TRAIN_COLUMN',
+    'VideoArchive',
     'board',
     'board_markdown',
     'board_rows',
     'board_runs',
     'columns_of',
+    'labelled',
     'plot',
     'task_options',
     'train_and_sweep_video',

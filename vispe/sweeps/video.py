@@ -39,6 +39,9 @@ from vispe.sweeps.settings import InputView, SettingsEvaluator
 PARTS = ('frames', 'size')
 #: how the positions count time (module doc)
 TIME_MODES = ('tubelets', 'clip')
+#: the default settings, as multiples of the training frame count and of the training frame size
+FRAME_FACTORS = (0.5, 1, 2, 4)
+SIZE_FACTORS = (0.5, 0.75, 1, 1.5, 2)
 
 
 def train_frames(cfg, meta: dict | None = None) -> int:
@@ -62,8 +65,8 @@ def default_settings(frames: int, size: int, tubelet: int, patch: int) -> dict[s
     def rounded(value: float, step: int) -> int:
         return max(step, round(value / step) * step)
 
-    counts = [rounded(frames * f, tubelet) for f in (0.5, 1, 2, 4)]
-    sizes = [rounded(size * f, patch) for f in (0.5, 0.75, 1, 1.5, 2)]
+    counts = [rounded(frames * f, tubelet) for f in FRAME_FACTORS]
+    sizes = [rounded(size * f, patch) for f in SIZE_FACTORS]
     return {'frames': list(dict.fromkeys(counts)), 'sizes': list(dict.fromkeys(sizes))}
 
 
