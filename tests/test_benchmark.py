@@ -379,8 +379,14 @@ def test_the_video_model_times_video_encodings_against_ape_learned() -> None:
         weight = subject.module.patch_embed.weight
         assert weight.grad is not None and weight.grad.abs().sum() > 0
     assert subjects['rope_axial'].module.num_frames == 4
-    report = dict(model='video', img_size=[32, 32], level='model', batch_size=8, amp=False, device='cpu')
+    # the target's setting: ViT-S on 8 frames of 112 px, as the command line gives its --model-kwargs
+    kwargs = {'patch_size': 16, 'embed_dim': 384, 'depth': 12, 'num_heads': 6, 'mlp_ratio': 4.0}
+    report = dict(model='video', img_size=[112, 112], level='model', batch_size=8, amp=False, device='cpu')
+    report['model_kwargs'] = kwargs
     assert target_of(report, 'rope_axial') == 1.05 and target_of(report, 'ape_sincos') is None
     assert target_of(dict(report, batch_size=4), 'rope_axial') is None  # another setting: no target
+    assert target_of(dict(report, model_kwargs={**kwargs, 'depth': 4}), 'rope_axial') is None  # another model
+    tiny = dict(report, img_size=[32, 32], model_kwargs={})  # the video configs' model: reported, no target
+    assert target_of(tiny, 'rope_axial') is None
     with pytest.raises(ValueError, match='video model is benchmarked whole: use --level model'):
         build_subjects(replace(cfg, level='attention'))

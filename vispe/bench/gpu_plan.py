@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vispe.bench.measure import BenchmarkConfig
+from vispe.bench.subjects import VIDEO_SMALL
 
 #: the encodings with a GPU target, most important first: compiled rows follow this order after ape_learned
 TARGET_ORDER = (
@@ -120,8 +121,8 @@ def plan_for(
         }  # H200 guesses: a step expected to overrun is skipped
         mixed = ('ape_learned', 'rope_axial', 'rope_mixed', 'irpe', 'alibi2d', 'lepe')
         huge = Setting('ViT-B/16 1024 px b2', 'vit_base_patch16_224', 1024, 2, warmup=2, repeats=6)
-        # ViT-S width on 16 frames of 224 px in 2 x 16 x 16 tubelets: 8 x 14 x 14 = 1568 tokens, head dim 64
-        video_args = dict(num_frames=16, patch_size=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6)
+        # ViT-S on 16 frames of 224 px in 2 x 16 x 16 tubelets: 8 x 14 x 14 = 1568 tokens, head dim 64
+        video_args = dict(VIDEO_SMALL, num_frames=16, tubelet_size=2)
         video = Setting('video ViT-S 16 x 224 px b8', 'video', 224, 8, warmup=2, repeats=6, model_kwargs=video_args)
         estimates['video'] = 40.0
         return Plan(
