@@ -355,3 +355,44 @@ def test_compiles_as_one_graph_without_complex_values(name):
     for got, want in zip(compiled(q, k), enc.rotate(q, k, pos)):
         torch.testing.assert_close(got, want)
     assert len(graphs) == 1 and not complex_nodes
+
+
+@pytest.mark.parametrize('name', ['rope_axial', 'rope_mixed', *VIDEO])
+def test_the_space_time_vit_rotates_through_the_fused_kernel(name, monkeypatch):
+    """On a GPU every video rotary encoding takes the Triton kernel (``rotary_backend``: 'triton' for CUDA tensors):
+    forced here through Triton's interpreter, the whole space-time ViT's logits and gradients (the learned
+    frequencies' too) equal the plain PyTorch reference's, and the kernel is what ran."""
+    pytest.importorskip('triton')
+    from vispe.backbones.video import VideoTransformer
+    from vispe.kernels import rotary
+    from vispe.kernels.rotary import use_rotary_backend
+
+    launches = []
+    module = rotary._triton_launch()
+
+    class Counting:
+        KERNEL_DTYPES = module.KERNEL_DTYPES
+
+        @staticmethod
+        def launch(*args, **kwargs):
+            launches.append(1)
+            return module.launch(*args, **kwargs)
+
+    monkeypatch.setattr(rotary, '_triton_launch', lambda: Counting)
+    torch.manual_seed(0)
+    model = VideoTransformer(encoding=name, img_size=8, num_frames=4, embed_dim=32, depth=1, num_heads=2)
+    clips = torch.randn(2, 3, 4, 8, 8)
+    results = {}
+    for backend in ('triton', 'torch'):
+        model.zero_grad()
+        with use_rotary_backend(backend):
+            logits = model(clips)
+            logits.square().sum().backward()
+        results[backend] = (logits, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+        if backend == 'triton':
+            assert len(launches) == 2  # forward and backward, one pass each over q and k
+    (got, got_grads), (ref, ref_grads) = results['triton'], results['torch']
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    assert got_grads.keys() == ref_grads.keys()
+    for key in ref_grads:
+        torch.testing.assert_close(got_grads[key], ref_grads[key], rtol=1e-4, atol=1e-5, msg=key)
