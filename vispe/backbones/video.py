@@ -51,8 +51,8 @@ class VideoTransformer(PEBackbone):
     patch, -> (B, num_classes); ``time_spacing`` is the time between tubelets in units of the training clips' (a
     property of the data: 2 for frames sampled at half the training rate; None: the model's ``time_spacing``, 1).
     A list of (C, T_i, H_i, W_i) clips of different sizes gives one row of logits per clip, in input order: the
-    clips of each size run as one batch (no padding, so no mask; the image backbone's padded and packed layouts
-    are 2D for now).
+    clips of each size run as one batch (no padding, so no mask, and on a GPU the fused flash kernel; a list of
+    many distinct sizes pays one pass per size). The image backbone's padded and packed layouts are 2D for now.
 
     Cost: as a ViT over T/tubelet x H/p x W/p tokens plus the cls token; the tubelet embedding is one Conv3d. The
     encodings' own cost is theirs (``tools/benchmark.py --model video``).
