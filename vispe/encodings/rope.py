@@ -202,8 +202,9 @@ class RoPEMixed(RotaryStrategies):
 
     Cost: the (H, N, d/2) angles once per forward pass and layer (learned, so never cached), shared by the batch;
     then the fused rotary kernel, whose backward also sums the table's gradient. CPU: 1.02x ape_learned (ViT-S/16
-    224, batch 8, float32; docs); on video (the video configs' model, 8 frames of 32 px, batch 8) 1.05-1.07x, its
-    angles (H, N, d/2) recomputed each forward in every layer of a small model. GPU: not yet measured with the
+    224, batch 8, float32; docs); on video 1.00x in ViT-S (8 frames of 112 px, 196 tokens, batch 8) and 1.05-1.07x
+    in the video configs' tiny model (width 128: the table and its gradient pass over q and k weigh more against
+    its matmuls). GPU: not yet measured with the
     kernel (1.59x before it, and Inductor failed on its complex rotation, which compiled graphs no longer contain).
 
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
