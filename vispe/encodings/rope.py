@@ -204,8 +204,8 @@ class RoPEMixed(RotaryStrategies):
     then the fused rotary kernel, whose backward also sums the table's gradient. CPU: 1.02x ape_learned (ViT-S/16
     224, batch 8, float32; docs); on video 1.00x in ViT-S (8 frames of 112 px, 196 tokens, batch 8) and 1.05-1.07x
     in the video configs' tiny model (width 128: the table and its gradient pass over q and k weigh more against
-    its matmuls). GPU: not yet measured with the
-    kernel (1.59x before it, and Inductor failed on its complex rotation, which compiled graphs no longer contain).
+    its matmuls). GPU: not yet measured with the kernel (1.59x before it, and Inductor failed on its complex
+    rotation, which compiled graphs no longer contain).
 
     TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
     script: its hook takes ``Positions`` (see VisionTransformerPE), ``train_grid`` is a tuple of any length (no
