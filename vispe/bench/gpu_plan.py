@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vispe.bench.measure import BenchmarkConfig
-from vispe.bench.subjects import VIDEO_SMALL
+from vispe.bench.subjects import VIDEO_SMALL, default_rows
 
 #: the encodings with a GPU target, most important first: compiled rows follow this order after ape_learned
 TARGET_ORDER = (
@@ -166,8 +166,6 @@ def plan_for(
 
 def video_rows() -> tuple[str, ...]:
     """The video step's rows: the benchmark's default video rows (``vispe.bench.subjects.default_rows('video')``)."""
-    from vispe.bench.subjects import default_rows
-
     return tuple(default_rows('video'))
 
 

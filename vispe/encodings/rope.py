@@ -68,9 +68,9 @@ class RoPEAxial(RotaryStrategies):
     TorchScript type), its tables come from a ``GridTableCache`` (a Python dict with tuple keys, filled by a lambda),
     and the strategies compute Python floats.
 
-    Cost (video): the same kernel and one cached table per grid as on images. CPU: 1.03-1.06x ape_learned (the
-    video configs' model, 8 frames of 32 px, batch 8, float32, two runs; ``tools/benchmark.py --model video``). GPU:
-    not measured.
+    Cost (video): the same kernel and one cached table per grid as on images. CPU: 0.99x ape_learned in ViT-S (8
+    frames of 112 px, 196 tokens, batch 8, float32) and 1.03-1.06x in the video configs' tiny model (8 frames of 32
+    px; ``tools/benchmark.py --model video``, docs/results/video.md). GPU: not measured.
 
     Args:
         dim (int): the attention's width; the head dim ``dim // num_heads`` must be even, with at least one

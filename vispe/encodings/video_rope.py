@@ -189,9 +189,9 @@ class MRoPE(ChannelMapRoPE):
 
     Strategies: ``none``, ``interpolate``, and ``ntk`` and ``yarn`` with each pair's frequency following its axis.
 
-    Cost: the (N, d/2) table once per grid (cached), then the fused rotary kernel as rope_axial. CPU: 1.01-1.04x
-    ape_learned (the video configs' model, 8 frames of 32 px, batch 8; ``tools/benchmark.py --model video``). GPU:
-    not measured here (no device).
+    Cost: the (N, d/2) table once per grid (cached), then the fused rotary kernel as rope_axial. CPU: 0.99-1.00x
+    ape_learned in ViT-S (8 frames of 112 px, batch 8) and 1.01-1.04x in the video configs' tiny model (8 frames of
+    32 px; ``tools/benchmark.py --model video``, docs/results/video.md). GPU: not measured here (no device).
 
     Args:
         dim (int): the attention's width; the head dim ``dim // num_heads`` must be even and give each axis a pair
@@ -256,9 +256,9 @@ class VideoRoPE(ChannelMapRoPE):
     Strategies: ``none``, ``interpolate``, and ``ntk`` and ``yarn`` with h pairs following h's scale, w pairs w's,
     time pairs time's (the delta t inside h_id and w_id is left to the spatial scales).
 
-    Cost: the (N, d/2) table once per grid (cached), then the fused rotary kernel as rope_axial. CPU: 1.01-1.04x
-    ape_learned (the video configs' model, 8 frames of 32 px, batch 8; ``tools/benchmark.py --model video``). GPU:
-    not measured here (no device).
+    Cost: the (N, d/2) table once per grid (cached), then the fused rotary kernel as rope_axial. CPU: 0.99-1.00x
+    ape_learned in ViT-S (8 frames of 112 px, batch 8) and 1.01-1.04x in the video configs' tiny model (8 frames of
+    32 px; ``tools/benchmark.py --model video``, docs/results/video.md). GPU: not measured here (no device).
 
     Args:
         dim (int): the attention's width; the head dim ``dim // num_heads`` must be even, at least 8 with the
@@ -328,9 +328,9 @@ class VRoPE(ChannelMapRoPE):
     Defaults: ``theta`` 10000 (the authors reuse the LLM's; 10000 is timm's default, not measured),
     ``time_stride`` 'grid' (the authors').
 
-    Cost: the (N, d/2) table once per grid (cached), then the fused rotary kernel as rope_axial. CPU: 1.01-1.04x
-    ape_learned (the video configs' model, 8 frames of 32 px, batch 8; ``tools/benchmark.py --model video``). GPU:
-    not measured here (no device).
+    Cost: the (N, d/2) table once per grid (cached), then the fused rotary kernel as rope_axial. CPU: 0.99-1.00x
+    ape_learned in ViT-S (8 frames of 112 px, batch 8) and 1.01-1.04x in the video configs' tiny model (8 frames of
+    32 px; ``tools/benchmark.py --model video``, docs/results/video.md). GPU: not measured here (no device).
 
     Args:
         dim (int): the attention's width; the head dim ``dim // num_heads`` must be even and at least 8 (a pair

@@ -99,10 +99,10 @@ class VideoArchive(Archive):
         return None if results is None else labelled(results)
 
     def covers(self, run: Run, results: dict, resolutions: Sequence[str]) -> bool:
-        rows = results['results']
+        rows = labelled(results)['results']
         return (
             results.get('complete', True)
-            and {factor_label(row) for row in rows} - {'1x size'} == DEFAULT_COLUMNS
+            and {row['resolution'] for row in rows} == DEFAULT_COLUMNS
             and {row['strategy'] for row in rows} == set(supported_strategies(run))
         )
 
