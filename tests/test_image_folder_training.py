@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from mmengine.config import Config
 from PIL import Image
 from timm.data.auto_augment import RandAugment
 from timm.data.random_erasing import RandomErasing
@@ -18,6 +17,7 @@ from vispe.datasets import ImageFolderDataset
 from vispe.datasets.augment import AUGMENT_DEFAULTS
 from vispe.datasets.sizes import native_size
 from vispe.engine.checkpoint import load_checkpoint
+from vispe.engine.config_record import recorded_config
 from vispe.engine.train import train
 from vispe.evaluation.image_inference import _prepare, image_view
 
@@ -151,7 +151,7 @@ def test_infer_serves_native_aspect_files_at_the_largest_budget(trained, tree, c
     policy = "{'type': 'NativeAspect', 'patch_size': 8, 'max_tokens': [16, 32]}"
     infer([trained, wide, '--cfg-options', f'test_dataloader.dataset.size_policy={policy}'])
     assert capsys.readouterr().out.startswith(f'{wide}: ')
-    cfg = Config.fromstring(load_checkpoint(trained)['meta']['cfg'], file_format='.py')
+    cfg = recorded_config(load_checkpoint(trained), trained, '')
     cfg.test_dataloader.dataset.size_policy = dict(type='NativeAspect', patch_size=8, max_tokens=[16, 32])
     assert _prepare(wide, image_view(cfg, {}))['image'].shape == (3, 32, 64)  # 4 x 8 patches: 32 tokens, 2:1
 

@@ -9,6 +9,7 @@ from mmengine.registry import init_default_scope
 
 from vispe.engine.checkpoint import load_checkpoint
 from vispe.engine.config import load_config
+from vispe.engine.config_record import RECORD_KEY, config_record, recorded_config
 from vispe.experiments.compare import Run
 from vispe.experiments.leaderboard_report import summarize
 from vispe.experiments.zoo import shipped_models, write_model_zoo
@@ -33,7 +34,8 @@ def _fake_finished_run(tmp_path, encoding='rope_axial', seed=0):
     cfg.dump(str(work_dir / 'vit_tiny_shapes2d_position.py'))
     ckpt = work_dir / 'epoch_30.pth'
     optimizer = torch.optim.AdamW(model.parameters())
-    meta = {'epoch': 30, 'iter': 2820, 'seed': seed, 'cfg': cfg.pretty_text, 'dataset_meta': {'classes': ['a']}}
+    meta = {'epoch': 30, 'iter': 2820, 'seed': seed, 'cfg': cfg.pretty_text, 'dataset_meta': {'classes': ['a']},
+            RECORD_KEY: config_record(cfg)}  # fmt: skip
     torch.save({'meta': meta, 'state_dict': model.state_dict(), 'optimizer': optimizer.state_dict()}, ckpt)
     (work_dir / 'last_checkpoint').write_text(str(ckpt))
     rows = [
@@ -68,6 +70,7 @@ def test_export_writes_a_slim_checkpoint_config_metrics_and_card(tmp_path):
     config_text = (out / name / 'config.py').read_text()
     assert 'work_dir' not in config_text
     cfg = load_config(str(out / name / 'config.py'))
+    assert recorded_config(slim, 'slim', '').model == cfg.model  # the config as data, read back without running it
     load_checkpoint(str(out / name / f'{name}.pth'), MODELS.build(cfg.model), strict=True)
     metrics = json.loads((out / name / 'metrics.json').read_text())
     assert metrics['sha256'] == sha256(str(out / name / f'{name}.pth'))

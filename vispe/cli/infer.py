@@ -2,7 +2,8 @@
 with a trained image classifier and print the top-k classes, with their names, one line per file.
 
 CONFIG (a .py file or a shipped config's name) is optional: without it, the config the checkpoint was trained from
-is used (mmengine saves its text in the checkpoint). Each file is prepared as the config's test images are (resized
+is used, as vispe's runner records it in the checkpoint as data (``vispe.engine.config_record``; the Python text
+mmengine also saves there is never run). Each file is prepared as the config's test images are (resized
 and centre-cropped to the test size, or to its size under a NaFlex token budget, and normalised); class names are
 the training data set's (an ImageFolder's class folders), which mmengine saves in the checkpoint. A file that cannot
 be read is one ``error: FILE: problem`` line on stderr and the others are still classified; the exit status is then
@@ -20,6 +21,7 @@ from mmengine.config import Config
 from vispe.cli.common import print_predictions
 from vispe.engine.checkpoint import CheckpointError, load_checkpoint
 from vispe.engine.config import CfgOptionsAction, ConfigError, load_config, merge_options
+from vispe.engine.config_record import recorded_config
 from vispe.evaluation.image_inference import image_view, predict_images
 from vispe.evaluation.trained_model import load_model
 
@@ -35,16 +37,14 @@ def split_paths(paths: Sequence[str]) -> tuple[str | None, str, list[str]]:
 
 
 def config_of(config: str | None, checkpoint: str, cfg_options: dict | None) -> Config:
-    """``config`` loaded (with --cfg-options), or the one the checkpoint's meta holds."""
+    """``config`` loaded (with --cfg-options), or the one the checkpoint records as data."""
     if config is not None:
         return load_config(config, cfg_options)
-    text = (load_checkpoint(checkpoint).get('meta') or {}).get('cfg')
-    if not isinstance(text, str):
-        raise ConfigError(
-            f'{checkpoint} holds no training config (meta.cfg, which mmengine saves); give the config it was trained '
-            'with: vispe infer CONFIG CKPT FILE ...'
-        )
-    cfg = Config.fromstring(text, file_format='.py')
+    cfg = recorded_config(
+        load_checkpoint(checkpoint),
+        checkpoint,
+        f'give the config it was trained with: vispe infer CONFIG {checkpoint} FILE ...',
+    )
     if cfg_options:
         merge_options(cfg, cfg_options)
     return cfg

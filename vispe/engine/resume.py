@@ -10,12 +10,12 @@ import re
 from typing import Any
 
 import torch
-from mmengine.config import Config
 from mmengine.optim import build_optim_wrapper
 from torch import nn
 
 from vispe.engine.checkpoint import CheckpointError, StateMismatch, upgrade_state
 from vispe.engine.config import differing_keys, flat_config, model_config_error
+from vispe.engine.config_record import recorded_config_or_none
 from vispe.registry import MODELS
 
 #: config sections compared between a checkpoint's run and a resuming one
@@ -26,15 +26,12 @@ def _shown(flat: dict[str, Any], key: str) -> str:
     return repr(flat[key]) if key in flat else 'unset'
 
 
-def config_differences(saved_text: str | None, cfg: Any, sections=COMPARED, first: int = 6) -> list[str]:
+def config_differences(ckpt: dict, cfg: Any, sections=COMPARED, first: int = 6) -> list[str]:
     """'model.backbone.encoding: 'rope_mixed' (checkpoint's run) -> 'rope_axial' (now)' for each setting of
-    ``sections`` that differs between the config text a checkpoint's meta holds and ``cfg``; [] when the text is
-    missing or does not parse."""
-    if not saved_text or cfg is None:
-        return []
-    try:
-        saved = Config.fromstring(saved_text, file_format='.py')
-    except Exception:  # a config that only parses with its custom imports: nothing to compare
+    ``sections`` that differs between the config the checkpoint ``ckpt`` records (as data: ``config_record``) and
+    ``cfg``; [] when it records none that reads as data."""
+    saved = recorded_config_or_none(ckpt)
+    if saved is None or cfg is None:
         return []
     old = {k: v for section in sections for k, v in flat_config(saved.get(section), section).items()}
     new = {k: v for section in sections for k, v in flat_config(cfg.get(section), section).items()}
@@ -76,8 +73,6 @@ def check_resumable(path, ckpt, model, cfg, optim_wrapper, param_scheduler) -> l
             'an exported or model-zoo checkpoint, or one saved with save_optimizer=False); to start a new run '
             f'from these weights, give it as load_from without --resume (--cfg-options load_from={path})'
         )
-    meta = ckpt.get('meta') or {}
-    saved_config = meta.get('cfg') or meta.get('config')  # mmengine saves the run's config text as 'cfg'
     problems = []
     built = meta_model(model)
     state = revised(ckpt['state_dict'], [(r'^module\.', '')]) if 'state_dict' in ckpt else {}
@@ -97,7 +92,7 @@ def check_resumable(path, ckpt, model, cfg, optim_wrapper, param_scheduler) -> l
             f'it was saved with {len(saved_schedulers)} parameter scheduler(s) and this config has '
             f'{len(configured)}, so some would restart from scratch'
         )
-    differences = config_differences(saved_config, cfg)
+    differences = config_differences(ckpt, cfg)
     if problems:
         changed = (
             '; the config differs from the one that run was trained with in: ' + '; '.join(differences)

@@ -14,6 +14,7 @@ from typing import Any
 
 from mmengine.hooks import Hook
 
+from vispe.engine.config_record import RECORD_KEY, config_record
 from vispe.registry import HOOKS
 
 #: checkpoint meta key -> the training data set's argument it records
@@ -101,9 +102,10 @@ def trained_on(cfg, meta: dict | None, key: str) -> Any | None:
 
 @HOOKS.register_module()
 class RunMetaHook(Hook):
-    """Writes what the model is trained on into every checkpoint's meta: ``train_resolution`` (the training data
-    set's image size, or its crop size) for images, or ``train_sizes`` (its size policy) for a run on several sizes;
-    ``train_points`` (its point count) for point clouds; ``train_frames`` (its frame count) for video.
+    """Writes what the model is trained on into every checkpoint's meta: the run's config as data
+    (``config_record``, which the tools read instead of mmengine's Python text of it); ``train_resolution`` (the
+    training data set's image size, or its crop size) for images, or ``train_sizes`` (its size policy) for a run on
+    several sizes; ``train_points`` (its point count) for point clouds; ``train_frames`` (its frame count) for video.
 
     Takes no arguments: ``dict(type='RunMetaHook')``.
     """
@@ -113,6 +115,7 @@ class RunMetaHook(Hook):
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         dataset = self._train_dataset(runner)
         meta = checkpoint.setdefault('meta', {})
+        meta[RECORD_KEY] = config_record(runner.cfg)
         sizes = size_policy_text(dataset)
         if sizes:  # several sizes: the policy, and no one training resolution (the nominal one would mislead)
             meta['train_sizes'] = sizes

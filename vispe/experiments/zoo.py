@@ -2,9 +2,10 @@
 
 Each ``models/<name>/`` holds
 
-- ``<name>.pth``: a slim checkpoint, the weights and the run's provenance (epoch, seed, dataset meta) without the
-  optimizer and scheduler state; it loads with ``torch.load(weights_only=True)``;
-- ``config.py``: the config that trained it (as tools/train.py dumped it, minus the work_dir);
+- ``<name>.pth``: a slim checkpoint, the weights, the run's provenance (epoch, seed, dataset meta) and its config as
+  data (``vispe.engine.config_record``), without the optimizer and scheduler state; it loads with
+  ``torch.load(weights_only=True)``;
+- ``config.py``: the config that trained it (as its checkpoint records it, minus the work_dir), for a user to name;
 - ``metrics.json``: its accuracy per resolution and strategy (tools/eval_resolution.py's schema) and the
   checkpoint's sha256;
 - ``README.md``: the card: what it is, how it was trained, its numbers, how to evaluate and retrain it.
@@ -23,6 +24,7 @@ from typing import Any
 import torch
 
 from vispe.engine.checkpoint import load_checkpoint, state_dict_of
+from vispe.engine.config_record import RECORD_KEY, recorded_config
 from vispe.engine.run_meta import META_KEYS
 from vispe.evaluation.outputs import write_json, write_text
 from vispe.evaluation.trained_model import resolution_label
@@ -30,9 +32,10 @@ from vispe.experiments.compare import Run, checkout_path, final_checkpoint, mark
 from vispe.experiments.leaderboard_report import Stats, best_strategy, card_note
 from vispe.files import sha256
 
-#: provenance kept from mmengine's checkpoint meta (the config text is in config.py, the rest is training state), and
-#: what the model was trained on (RunMetaHook's train_resolution / train_points, which the sweeps read)
-KEPT_META = ('epoch', 'iter', 'seed', 'experiment_name', 'mmengine_version', 'dataset_meta', *META_KEYS)
+#: provenance kept from mmengine's checkpoint meta (the rest is training state), the config as data (never its
+#: Python text), and what the model was trained on (RunMetaHook's train_resolution / train_points, which the sweeps
+#: read)
+KEPT_META = ('epoch', 'iter', 'seed', 'experiment_name', 'mmengine_version', 'dataset_meta', RECORD_KEY, *META_KEYS)
 
 
 def model_name(task: str, encoding: str) -> str:
@@ -53,14 +56,14 @@ def slim_checkpoint(src: str, dst: str) -> dict[str, Any]:
     return slim
 
 
-def dumped_config(work_dir: str):
-    """The config tools/train.py dumped into ``work_dir``, without its machine-specific work_dir."""
-    from mmengine.config import Config
-
-    dumped = sorted(glob.glob(os.path.join(work_dir, '*.py')))
-    if len(dumped) != 1:
-        raise FileNotFoundError(f'expected one dumped config in {work_dir}, found {dumped or "none"}')
-    cfg = Config.fromfile(dumped[0])
+def trained_config(checkpoint: str):
+    """The config that trained ``checkpoint``, as the checkpoint records it (read as data, never run), without its
+    machine-specific work_dir."""
+    cfg = recorded_config(
+        load_checkpoint(checkpoint),
+        checkpoint,
+        'export runs trained by this version of vispe, which records it as data',
+    )
     cfg.pop('work_dir', None)
     return cfg
 
@@ -74,7 +77,6 @@ def describe_backbone(backbone: dict[str, Any], params: int) -> str:
 
 
 def export_model(
-    work_dir: str,
     checkpoint: str,
     results: dict[str, Any],
     task: str,
@@ -94,8 +96,8 @@ def export_model(
     os.makedirs(folder, exist_ok=True)
     ckpt_path = os.path.join(folder, f'{name}.pth')
     slim = slim_checkpoint(checkpoint, ckpt_path)
-    cfg = dumped_config(work_dir)
-    header = f'# The config that trained {name} (seed {seed}); tools/train.py dumped it.\n'
+    cfg = trained_config(checkpoint)
+    header = f'# The config that trained {name} (seed {seed}), as its checkpoint records it.\n'
     write_text(os.path.join(folder, 'config.py'), header + cfg.pretty_text, None)  # the zoo's own folder
     resolutions = list(dict.fromkeys(resolution_label(r['resolution']) for r in results['results']))
     params = sum(v.numel() for v in slim['state_dict'].values())  # vispe keeps derived tables out of state dicts
@@ -186,7 +188,6 @@ def write_model_zoo(
         options = shlex.join(run.cfg_options)  # a literal value (a spec with several options) stays one word
         folders.append(
             export_model(
-                run.work_dir,
                 ckpt,
                 results,
                 run.task,

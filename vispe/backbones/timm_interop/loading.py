@@ -7,7 +7,6 @@ but a classifier head of another size, which starts afresh with a warning), ``pr
 
 from __future__ import annotations
 
-import glob
 import os
 import warnings
 from typing import Any
@@ -192,7 +191,7 @@ def load_checkpoint_into(model: VisionTransformerPE, path: str) -> None:
     try:
         load_vispe_weights(model, state_dict_of(ckpt, path), path)
     except CheckpointError as error:
-        trained = trained_backbone(ckpt, path)
+        trained = trained_backbone(ckpt)
         if trained is None:
             raise
         args = ', '.join(f'{k}={v!r}' for k, v in trained.items())
@@ -202,24 +201,14 @@ def load_checkpoint_into(model: VisionTransformerPE, path: str) -> None:
         warnings.warn(f'{path}: {note}', UserWarning, stacklevel=3)
 
 
-def trained_backbone(ckpt: dict[str, Any], path: str) -> dict[str, Any] | None:
-    """The ``model.backbone`` arguments of the config a checkpoint was trained from: the config text mmengine keeps
-    in its meta ('cfg'), else the one config beside it (the work dir's dump, a model-zoo folder's config.py); None
-    when neither is there or parses."""
-    from mmengine.config import Config
+def trained_backbone(ckpt: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``model.backbone`` arguments of the config a checkpoint was trained from, as the checkpoint records it
+    (``vispe.engine.config_record``); None when it records none that reads as data. No file beside the checkpoint
+    is read: a config runs only when the user names it."""
+    from vispe.engine.config_record import recorded_config_or_none
 
-    text = (ckpt.get('meta') or {}).get('cfg')
-    beside = sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(path)), '*.py')))
-    try:
-        if isinstance(text, str):
-            cfg = Config.fromstring(text, file_format='.py')
-        elif len(beside) == 1:
-            cfg = Config.fromfile(beside[0])
-        else:
-            return None
-    except Exception:  # a config that no longer parses (moved bases): the key mismatch alone must do
-        return None
-    backbone = cfg.get('model', {}).get('backbone')
+    cfg = recorded_config_or_none(ckpt)
+    backbone = cfg.get('model', {}).get('backbone') if cfg is not None else None
     return dict(backbone) if isinstance(backbone, dict) else None
 
 
