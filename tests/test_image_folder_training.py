@@ -3,6 +3,9 @@ budget, the ImageFolder config training a few steps, and ``vispe infer`` naming 
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
 from PIL import Image
@@ -12,14 +15,18 @@ from timm.data.transforms import RandomResizedCropAndInterpolation
 from torchvision import transforms
 from torchvision.transforms import functional as TF
 
+from vispe.cli import main as cli
 from vispe.cli.infer import main as infer
 from vispe.datasets import ImageFolderDataset
 from vispe.datasets.augment import AUGMENT_DEFAULTS
 from vispe.datasets.sizes import native_size
 from vispe.engine.checkpoint import load_checkpoint
+from vispe.engine.config import load_config
 from vispe.engine.config_record import recorded_config
 from vispe.engine.train import train
 from vispe.evaluation.image_inference import _prepare, image_view
+from vispe.evaluation.trained_model import load_model
+from vispe.registry import DATASETS
 
 COLORS = {'blue': (20, 40, 230), 'red': (230, 30, 20)}
 #: (width, height) of the images of each class: square, wide and tall
@@ -228,7 +235,6 @@ def test_an_evaluation_at_another_aspect_keeps_the_images_aspect_unless_told(tmp
 
 
 def test_the_resolution_sweep_records_how_it_resized(trained, tree, tmp_path) -> None:
-    from vispe.engine.config import load_config
     from vispe.evaluation import report
     from vispe.sweeps import resolution as R
 
@@ -244,3 +250,55 @@ def test_the_resolution_sweep_records_how_it_resized(trained, tree, tmp_path) ->
     shapes = load_config('configs/vit/vit_tiny_rope_mixed_shapes2d_position.py')
     with pytest.raises(ValueError, match=r'--resize pad: the test set \(Shapes2D\) renders each size itself'):
         R.resize_setting(shapes, 'pad')
+
+
+# --- labels follow class names, not folder order -------------------------------------------------------------------
+CONFIG = 'configs/vit/vit_tiny_imagefolder.py'
+
+
+def _eval_options(tmp_path) -> dict:
+    """The trained model's options, evaluating on ``tmp_path / 'data'``."""
+    options = _options(tmp_path / 'data', str(tmp_path / 'logs'))
+    return {k: v for k, v in options.items() if not k.startswith(('train', 'param_scheduler'))}
+
+
+def test_given_classes_label_by_name_in_any_folder_order(tree, tmp_path) -> None:
+    dataset = ImageFolderDataset(tree, 'val', image_size=16, classes=['red', 'blue'])
+    assert dataset.metainfo['classes'] == ('red', 'blue')
+    assert all(label == ['red', 'blue'].index(Path(path).parent.name) for path, label in dataset.base.samples)
+    shutil.copytree(tree / 'val' / 'red', tmp_path / 'val' / 'red')  # one class of two: its label is still 'red's
+    subset = ImageFolderDataset(tmp_path, 'val', image_size=16, classes=['blue', 'red'])
+    assert {label for _, label in subset.base.samples} == {1} and subset.num_classes == 2
+    (tmp_path / 'val' / 'red').rename(tmp_path / 'val' / 'zzz_red')
+    with pytest.raises(ValueError, match=r"class folder\(s\) 'zzz_red' under .* are not among the model's classes"):
+        ImageFolderDataset(tmp_path, 'val', image_size=16, classes=['blue', 'red'])
+
+
+@pytest.mark.parametrize('tool', ['test', 'eval-resolution'])
+def test_evaluation_refuses_a_renamed_class_folder(trained, tree, tmp_path, tool) -> None:
+    """Before: `mv val/blue val/zzz_blue` flipped every label (folder order), and the tools printed the flipped
+    accuracy with exit 0."""
+    shutil.copytree(tree, tmp_path / 'data')
+    (tmp_path / 'data' / 'val' / 'blue').rename(tmp_path / 'data' / 'val' / 'zzz_blue')
+    options = [f'{k}={v}' for k, v in _eval_options(tmp_path).items()]
+    args = [CONFIG, trained, '--cfg-options', *options]
+    args += ['--work-dir', str(tmp_path / 'logs')] if tool == 'test' else ['--out', str(tmp_path / 'out')]
+    with pytest.raises(SystemExit) as info:
+        cli([tool, *args])
+    assert "'zzz_blue'" in str(info.value.code) and "not among the model's classes" in str(info.value.code)
+
+
+def test_evaluation_maps_a_split_that_lacks_a_class_by_name(trained, tree, tmp_path, capsys) -> None:
+    """Before: a val folder with only 'red' numbered it 0 (the model's 'blue'); the advice to allow extra outputs
+    then gave a wrong score. Now its images keep label 1 and the score is the model's on them."""
+    shutil.copytree(tree / 'val' / 'red', tmp_path / 'data' / 'val' / 'red')
+    options = [f'{k}={v}' for k, v in _eval_options(tmp_path).items()]
+    cli(['test', CONFIG, trained, '--work-dir', str(tmp_path / 'logs'), '--cfg-options', *options])
+    score = float(capsys.readouterr().out.split('accuracy/top1: ')[1].split()[0])
+    cfg = load_config(CONFIG, _eval_options(tmp_path))
+    model, _ = load_model(cfg, trained, 'cpu')
+    data = DATASETS.build(cfg.test_dataloader.dataset)
+    with torch.no_grad():
+        predicted = [model(data[i]['inputs'][None], mode='tensor').argmax(-1).item() for i in range(len(data))]
+    assert {data[i]['labels'] for i in range(len(data))} == {1}
+    assert score == pytest.approx(100 * sum(p == 1 for p in predicted) / len(predicted))

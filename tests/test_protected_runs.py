@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import torch
 from conftest import ROOT
 from test_tools import run_tool, tiny_config
 
-from vispe.engine.checkpoint import CheckpointError, read_checkpoint
+from vispe.engine.checkpoint import CheckpointError, checkpoint_candidates, pointed_checkpoint, read_checkpoint
 from vispe.engine.config import load_config, without_validation
 from vispe.engine.runner import VispeRunner
 from vispe.engine.workdir import LOCK_NAME, WorkDirError, WorkDirLock
@@ -160,6 +161,37 @@ def test_overwrite_replaces_them_on_request(tmp_path) -> None:
     runner(config, work, randomness=dict(seed=1), overwrite_work_dir=True).train()
     second = read_checkpoint(str(work / 'epoch_1.pth'))['state_dict']
     assert not torch.equal(first['backbone.head.weight'], second['backbone.head.weight'])
+
+
+def test_overwrite_sets_the_replaced_runs_checkpoints_aside(trained, tmp_path) -> None:
+    """Before: after --overwrite and a Ctrl-C before the first save, --resume resumed the replaced run (exit 0, nothing
+    trained) and its later checkpoints stayed beside the new run's."""
+    config, original = trained
+    work = tmp_path / 'work'
+    shutil.copytree(original, work)
+    before = {p.name: p.read_bytes() for p in work.glob('*.pth')}
+    runner(config, work, overwrite_work_dir=True).release_work_dir()  # built, then stopped before any save
+    assert checkpoint_candidates(str(work)) == [] and not (work / 'last_checkpoint').exists()
+    (aside,) = work.glob('replaced-*')
+    assert {p.name: p.read_bytes() for p in aside.glob('*.pth')} == before and (aside / 'last_checkpoint').exists()
+    resumed = runner(config, work, resume=True)  # nothing of the replaced run is taken: a new run starts
+    assert resumed._resume is False
+    resumed.release_work_dir()
+
+
+def test_a_copied_work_dir_resumes_its_own_checkpoint_not_the_originals(trained, tmp_path) -> None:
+    """Before: mmengine's last_checkpoint holds an absolute path, so --resume in a copy loaded the original's."""
+    config, original = trained
+    copy = tmp_path / 'copy'
+    shutil.copytree(original, copy)
+    assert (copy / 'last_checkpoint').read_text().startswith(str(original))
+    assert pointed_checkpoint(str(copy)) == (str(copy / 'epoch_2.pth'), None)
+    assert checkpoint_candidates(str(copy))[0] == str(copy / 'epoch_2.pth')
+    lone = tmp_path / 'lone'  # only the pointer: the original's checkpoint is named, never resumed
+    lone.mkdir()
+    shutil.copy(copy / 'last_checkpoint', lone / 'last_checkpoint')
+    with pytest.raises(CheckpointError, match="outside this work dir.*nothing was changed"):
+        runner(config, lone, resume=True)
 
 
 def test_a_resume_with_a_changed_encoding_is_refused_before_anything_is_written(trained) -> None:

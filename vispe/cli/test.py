@@ -19,6 +19,7 @@ from vispe.engine.config import ConfigError, common_parser_args, load_config
 from vispe.engine.runner import build_runner
 from vispe.engine.train import release_instances
 from vispe.engine.workdir import WorkDirError
+from vispe.evaluation.trained_model import label_by_checkpoint
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
@@ -29,7 +30,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         cfg = load_config(args.config, args.cfg_options, args.work_dir)
-        load_checkpoint(args.checkpoint)  # a clear error for a missing or non-checkpoint file, before any work
+        ckpt = load_checkpoint(args.checkpoint)  # a clear error for a missing or non-checkpoint file, before any work
+        label_by_checkpoint(cfg, ckpt.get('meta'))  # labels follow the class names the checkpoint trained on
         cfg.load_from, cfg.resume = args.checkpoint, False
         # a test run: no training parts, so nothing of a training run in the same work dir is touched
         cfg.train_dataloader = cfg.train_cfg = cfg.optim_wrapper = cfg.param_scheduler = None
@@ -38,7 +40,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
             metrics = runner.test()
         finally:
             release_instances(runner.experiment_name)
-    except (ConfigError, CheckpointError, WorkDirError, FileNotFoundError) as err:
+    except (ConfigError, CheckpointError, WorkDirError, FileNotFoundError, ValueError) as err:
         sys.exit(f'error: {err}')
     for key, value in metrics.items():
         print(f'{key}: {value:.4f}' if isinstance(value, float) else f'{key}: {value}')

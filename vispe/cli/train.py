@@ -30,7 +30,9 @@ def parse_args(argv: Sequence[str] | None = None, prog: str | None = None) -> ar
         help="continue the work dir's run from its newest complete checkpoint (checked against the config first)",
     )
     parser.add_argument(
-        '--overwrite', action='store_true', help='replace the checkpoints of another run already in the work dir'
+        '--overwrite',
+        action='store_true',
+        help='replace another run already in the work dir (its checkpoints move into a replaced-<time> folder there)',
     )
     parser.add_argument(
         '--amp',

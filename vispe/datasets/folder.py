@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -133,6 +134,22 @@ def _image_folder(root: Path, loader) -> tv_datasets.ImageFolder:
         ) from None
 
 
+def _label_by_name(base: tv_datasets.ImageFolder, root: Path, classes: list[str]) -> None:
+    """Relabel ``base`` (torchvision numbers its sorted class folders) so that label i is ``classes[i]``."""
+    unknown = [name for name in base.classes if name not in classes]
+    if unknown:
+        raise ValueError(
+            f'class folder(s) {", ".join(map(repr, unknown))} under {root} are not among the model\'s classes '
+            f'{list(classes)}: its labels would mean other classes; name the folders as the training data did '
+            '(a renamed or another data set\'s folder), or evaluate a model trained on these classes'
+        )
+    index = {name: i for i, name in enumerate(classes)}
+    relabel = [index[name] for name in base.classes]
+    base.samples = [(path, relabel[label]) for path, label in base.samples]
+    base.imgs, base.targets = base.samples, [label for _, label in base.samples]
+    base.classes, base.class_to_idx = list(classes), index
+
+
 @DATASETS.register_module()
 class ImageFolderDataset(_DictDataset):
     """Images in ``data_root/split/<class>/*`` (or ``data_root/<class>/*``), via torchvision's ImageFolder.
@@ -163,6 +180,10 @@ class ImageFolderDataset(_DictDataset):
         resize (str): how the evaluation brings an image to ``image_size`` when their aspect ratios
             differ (``vispe.datasets.augment.RESIZE_MODES``): 'crop' (default: scale to cover, centre crop), 'pad'
             (scale to fit, pad with the mean colour) or 'stretch' (each side scaled on its own). Defaults to 'crop'.
+        classes (Sequence[str] | None): the class names in label order; None: the sorted class folders. The
+            evaluation tools pass a trained model's (its checkpoint's ``dataset_meta``), so that a label means the
+            class of that name whatever the folders' order: a class without a folder here is simply absent, and a
+            class folder whose name is not among ``classes`` (renamed, or another data set's) is refused.
 
     Every image is turned upright by its EXIF orientation and every Pillow mode is decoded to correctly scaled
     pixels (``vispe.datasets.images.load_image``, whose docstring tabulates the modes: 16-bit images keep their
@@ -186,6 +207,7 @@ class ImageFolderDataset(_DictDataset):
         size_policy: SizePolicy | dict | None = None,
         interpolation: str = 'bilinear',
         resize: str = 'crop',
+        classes: Sequence[str] | None = None,
     ) -> None:
         if channels not in (1, 3):
             raise ValueError(f'channels must be 1 (grey) or 3 (RGB), got {channels!r}')
@@ -200,6 +222,8 @@ class ImageFolderDataset(_DictDataset):
         self.loader = functools.partial(load_image, channels=channels, max_pixels=max_image_pixels)
         self.crop = as_pair(image_size, 'image_size')
         base = _image_folder(root, self.loader)
+        if classes is not None:
+            _label_by_name(base, root, list(classes))
         super().__init__(base, base.classes, on_error)
         self.warn_once = WarnsOnce(len(self))
 

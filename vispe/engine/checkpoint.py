@@ -355,16 +355,34 @@ def checkpoints_inside(directory: str) -> str:
 _STEP = re.compile(r'(?:epoch|iter)_(\d+)\.pth$')
 
 
-def checkpoint_candidates(work_dir: str) -> list[str]:
-    """The checkpoints of ``work_dir`` newest first: the one the ``last_checkpoint`` pointer names (when it exists),
-    then every ``epoch_N.pth`` / ``iter_N.pth`` by decreasing N. Nothing is read."""
-    named = []
+def pointed_checkpoint(work_dir: str) -> tuple[str | None, str | None]:
+    """(path, note) of the checkpoint that ``work_dir``'s ``last_checkpoint`` pointer names, when that file lies in
+    ``work_dir`` itself. mmengine writes an absolute path, so a copied or moved work dir points into the original
+    folder: the file of the same name in ``work_dir`` is taken instead, and a target outside it is never taken
+    (``note`` says so)."""
     pointer = osp.join(work_dir, 'last_checkpoint')
-    if osp.isfile(pointer):
-        with open(pointer) as f:
-            target = f.read().strip()
-        if target and osp.isfile(target):
-            named.append(target)
+    if not osp.isfile(pointer):
+        return None, None
+    with open(pointer) as f:
+        target = f.read().strip()
+    if not target:
+        return None, None
+    here = osp.join(work_dir, osp.basename(target))
+    if osp.isfile(here):
+        return here, None
+    if osp.isfile(target) and osp.realpath(osp.dirname(target)) != osp.realpath(work_dir):
+        return None, f"its last_checkpoint names {target!r}, outside this work dir (another run's), which is not used"
+    return None, None
+
+
+def checkpoint_candidates(work_dir: str) -> list[str]:
+    """The checkpoints of ``work_dir`` newest first: the one the ``last_checkpoint`` pointer names (when it lies in
+    ``work_dir``: ``pointed_checkpoint``), then every ``epoch_N.pth`` / ``iter_N.pth`` by decreasing N. Nothing is
+    read."""
+    named = []
+    target, _ = pointed_checkpoint(work_dir)
+    if target:
+        named.append(target)
     steps = []
     for path in glob.glob(osp.join(glob.escape(work_dir), '*.pth')):
         match = _STEP.search(osp.basename(path))
@@ -384,7 +402,8 @@ def latest_checkpoint(work_dir: str) -> str | None:
 def find_resume_checkpoint(work_dir: str) -> tuple:
     """(path, checkpoint dict, skipped) for the newest checkpoint of ``work_dir`` that reads back whole, or (None,
     None, skipped) when none does; ``skipped`` lists (path, reason) of the newer ones that did not read."""
-    skipped = []
+    _, outside = pointed_checkpoint(work_dir)
+    skipped = [(osp.join(work_dir, 'last_checkpoint'), outside)] if outside else []
     for path in checkpoint_candidates(work_dir):
         if not is_complete_checkpoint(path):
             skipped.append((path, 'incomplete: not a whole zip archive (a write that was cut short)'))

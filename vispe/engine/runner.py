@@ -6,7 +6,9 @@
   (``--non-strict`` in the tools) loads what fits and logs which keys were left at their initial values.
 * A protected work dir. A training run holds an exclusive lock on its work dir (``WorkDirLock``) from construction
   to the end of ``train()``; a second run is refused naming the holder. A fresh run refuses a work dir that holds
-  another run's checkpoints unless ``overwrite_work_dir = True`` (``--overwrite``). A work dir that is a file or
+  another run's checkpoints unless ``overwrite_work_dir = True`` (``--overwrite``), which moves them (and their
+  ``last_checkpoint`` pointer) into a ``replaced-<time>/`` folder there, so that none of them is taken for the new
+  run's. A work dir that is a file or
   cannot be written is refused before anything is written.
 * Resume that never half-happens. ``resume=True`` picks the work dir's newest checkpoint that reads back whole (an
   unreadable newer one is named in the log) and checks, before anything in the work dir is written, that it holds
@@ -55,6 +57,7 @@ from vispe.engine.workdir import (
     WorkDirLock,
     check_work_dir,
     config_dump_conflict,
+    set_aside,
     similar_dirs,
     takeover_message,
 )
@@ -112,6 +115,8 @@ class VispeRunner(Runner):
                 previous = self._lock.acquire()
                 if previous:
                     self._notices.append(takeover_message(work_dir, previous))
+                if not resume and cfg.get('overwrite_work_dir', False) and checkpoint_candidates(work_dir):
+                    self._notices.append(set_aside(work_dir, checkpoint_candidates(work_dir)))
         try:
             super().__init__(*bound.args[1:], **bound.kwargs)
         except BaseException:

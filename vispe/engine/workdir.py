@@ -29,6 +29,20 @@ LOCK_NAME = '.vispe.lock'
 _HELD: dict[str, WorkDirLock] = {}  # realpath of a lock file -> the lock this process holds on it
 
 
+def set_aside(work_dir: str, checkpoints: list[str]) -> str:
+    """Move the checkpoints of a run that ``--overwrite`` replaces, and its ``last_checkpoint`` pointer, into
+    ``<work_dir>/replaced-<time>/``: none of them can then be resumed as the new run's (a Ctrl-C before the new run's
+    first save once resumed the old run), and none is lost. Returns the line to log."""
+    dest = osp.join(work_dir, time.strftime('replaced-%Y%m%d-%H%M%S'))
+    while osp.exists(dest):
+        dest += '+'
+    os.makedirs(dest)
+    pointer = osp.join(work_dir, 'last_checkpoint')
+    for path in [*checkpoints, *([pointer] if osp.isfile(pointer) else [])]:
+        os.replace(path, osp.join(dest, osp.basename(path)))
+    return f'--overwrite: the replaced run\'s {len(checkpoints)} checkpoint(s) were moved into {dest}'
+
+
 class WorkDirError(RuntimeError):
     """A work dir that cannot be used for this run; the message says why and what to do."""
 

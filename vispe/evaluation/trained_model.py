@@ -4,6 +4,7 @@ resolution it was trained at, list and switch its encodings' resolution strategi
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -16,7 +17,7 @@ from mmengine.registry import init_default_scope
 from vispe.encodings.base import Encoding
 from vispe.engine.checkpoint import load_checkpoint
 from vispe.engine.run_meta import META_KEYS, align_training_grid, resolution_label, trained_on, trained_sizes
-from vispe.registry import MODELS
+from vispe.registry import DATASETS, MODELS
 
 Resolution = int | tuple[int, int]
 
@@ -147,15 +148,33 @@ def training_record(cfg: Any, meta: dict | None) -> dict[str, Any]:
     return {'train_resolution': train_resolution(cfg, meta)}
 
 
+def label_by_checkpoint(cfg: Any, meta: dict | None) -> None:
+    """Make the val and test data sets of ``cfg`` label by the class names the checkpoint trained on (its
+    ``dataset_meta['classes']``, which mmengine saves), where their type takes ``classes`` (ImageFolderDataset) and
+    the config does not set them: a label then means the class of that name, whatever the folders' order."""
+    names = ((meta or {}).get('dataset_meta') or {}).get('classes')
+    if not names:
+        return
+    for split in ('val', 'test'):
+        dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset')
+        if not isinstance(dataset, dict) or not isinstance(dataset.get('type'), str) or dataset.get('classes'):
+            continue
+        kind = DATASETS.get(dataset['type'])
+        if kind is not None and 'classes' in inspect.signature(kind).parameters:
+            dataset['classes'] = list(names)
+
+
 def load_model(cfg: Any, checkpoint: str, device: str) -> tuple[torch.nn.Module, dict]:
     """(the config's model with the checkpoint's weights, on ``device``, in eval mode; the checkpoint's meta). The
     checkpoint must fit the model key for key, unless the config says ``load_strict = False`` (``--non-strict``).
     Its encodings' training grid follows what the checkpoint records (``run_meta.align_training_grid``, said in a
-    warning where it differs from the config's model)."""
+    warning where it differs from the config's model), and the config's val and test data sets label by the class
+    names it trained on (``label_by_checkpoint``)."""
     init_default_scope(cfg.get('default_scope', 'vispe'))
     model = MODELS.build(copy.deepcopy(cfg.model))
     ckpt = load_checkpoint(checkpoint, model, strict=cfg.get('load_strict', True))
     meta = dict(ckpt.get('meta') or {})
+    label_by_checkpoint(cfg, meta)
     for note in align_training_grid(model, cfg, meta):  # the strategies scale from what the run trained on
         warnings.warn(note, UserWarning, stacklevel=2)
     return model.to(device).eval(), meta

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vispe.encodings.build import parse_encoding_spec, split_variant
+from vispe.engine.checkpoint import pointed_checkpoint
 from vispe.engine.config import load_config, parse_option_value
 from vispe.engine.config_files import configs_dir
 from vispe.engine.train import train as train_in_process
@@ -133,12 +134,9 @@ def shown(path: str) -> str:
 
 
 def last_checkpoint(run: Run) -> str | None:
-    """The checkpoint mmengine saved last in the run's work folder (its ``last_checkpoint`` pointer), or None."""
-    pointer = os.path.join(run.work_dir, 'last_checkpoint')
-    if not os.path.isfile(pointer):
-        return None
-    with open(pointer) as f:
-        return f.read().strip() or None
+    """The checkpoint mmengine saved last in the run's work folder (its ``last_checkpoint`` pointer, when it names a
+    file in that folder: ``pointed_checkpoint``), or None."""
+    return pointed_checkpoint(run.work_dir)[0]
 
 
 def final_checkpoint(run: Run) -> str | None:
