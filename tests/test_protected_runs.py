@@ -190,7 +190,7 @@ def test_a_copied_work_dir_resumes_its_own_checkpoint_not_the_originals(trained,
     lone = tmp_path / 'lone'  # only the pointer: the original's checkpoint is named, never resumed
     lone.mkdir()
     shutil.copy(copy / 'last_checkpoint', lone / 'last_checkpoint')
-    with pytest.raises(CheckpointError, match="outside this work dir.*nothing was changed"):
+    with pytest.raises(CheckpointError, match='outside this work dir.*nothing was changed'):
         runner(config, lone, resume=True)
 
 

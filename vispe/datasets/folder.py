@@ -139,9 +139,9 @@ def _label_by_name(base: tv_datasets.ImageFolder, root: Path, classes: list[str]
     unknown = [name for name in base.classes if name not in classes]
     if unknown:
         raise ValueError(
-            f'class folder(s) {", ".join(map(repr, unknown))} under {root} are not among the model\'s classes '
+            f"class folder(s) {', '.join(map(repr, unknown))} under {root} are not among the model's classes "
             f'{list(classes)}: its labels would mean other classes; name the folders as the training data did '
-            '(a renamed or another data set\'s folder), or evaluate a model trained on these classes'
+            "(a renamed or another data set's folder), or evaluate a model trained on these classes"
         )
     index = {name: i for i, name in enumerate(classes)}
     relabel = [index[name] for name in base.classes]

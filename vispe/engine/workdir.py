@@ -40,7 +40,7 @@ def set_aside(work_dir: str, checkpoints: list[str]) -> str:
     pointer = osp.join(work_dir, 'last_checkpoint')
     for path in [*checkpoints, *([pointer] if osp.isfile(pointer) else [])]:
         os.replace(path, osp.join(dest, osp.basename(path)))
-    return f'--overwrite: the replaced run\'s {len(checkpoints)} checkpoint(s) were moved into {dest}'
+    return f"--overwrite: the replaced run's {len(checkpoints)} checkpoint(s) were moved into {dest}"
 
 
 class WorkDirError(RuntimeError):
