@@ -12,10 +12,12 @@ from conftest import train_in_process
 from test_tools import tiny_config
 
 import vispe
+from vispe.cli.test import main as run_test_command
 from vispe.engine.checkpoint import load_checkpoint
 from vispe.engine.config import load_config
 from vispe.evaluation import report
-from vispe.evaluation.trained_model import model_encodings
+from vispe.engine.runner import build_runner
+from vispe.evaluation.trained_model import load_model, model_encodings
 from vispe.sweeps import resolution as R
 
 
@@ -77,3 +79,25 @@ def test_a_run_on_several_sizes_records_them_and_refuses_a_strategy_needing_one(
     assert {r['strategy'] for r in done['results']} == {'none'}  # the default: what the run can be evaluated with
     assert done['train_resolution'] is None
     assert 'trained on sizes SquareSizes(min_size=16, max_size=48, patch_size=4)' in report.describe(done)
+
+
+def test_the_test_tool_sees_the_training_grid_as_the_sweep_does(trained, tmp_path):
+    """Before: ``vispe test`` with a strategy on a model built at another size scaled from the size built (16x16
+    tokens), where eval-resolution scaled from the checkpoint's 8x8: two tools, two numbers for one cell."""
+    config, ckpt, _, _ = trained
+    options = {'model.backbone.img_size': 64, 'model.backbone.encoding.strategy': 'interpolate'}
+    cfg = load_config(config, options, work_dir=str(tmp_path))
+    cfg.load_from, cfg.train_dataloader = ckpt, None  # as vispe test runs it
+    cfg.train_cfg = cfg.optim_wrapper = cfg.param_scheduler = None
+    runner = build_runner(cfg)
+    runner.test()
+    assert {enc.train_grid for enc in model_encodings(runner.model)} == {(8, 8)}
+    model, _ = load_model(load_config(config, options), ckpt, 'cpu')  # the sweeps' loader agrees
+    assert {enc.train_grid for enc in model_encodings(model)} == {(8, 8)}
+
+
+def test_the_test_tool_refuses_a_strategy_for_a_run_on_several_sizes(trained_on_sizes, tmp_path):
+    config, ckpt, _, _ = trained_on_sizes
+    with pytest.raises(SystemExit, match="evaluate it with strategy 'none'"):
+        run_test_command([config, ckpt, '--work-dir', str(tmp_path), '--cfg-options',
+                          'model.backbone.encoding.strategy=interpolate'])  # fmt: skip

@@ -50,6 +50,7 @@ from vispe.engine.checkpoint import (
 )
 from vispe.engine.config import model_config_error
 from vispe.engine.resume import check_resumable, has_training_state, revised
+from vispe.engine.run_meta import align_training_grid
 from vispe.engine.schedules import RunLength, check_schedule_fits, fit_schedules
 from vispe.engine.workdir import (
     CONFIG_DUMP_MARK,
@@ -192,7 +193,9 @@ class VispeRunner(Runner):
         revise_keys: list = [(r'^module\.', '')],  # noqa: B006 (mmengine's signature)
     ) -> dict:
         """mmengine's ``load_checkpoint``, strict unless the config says ``load_strict = False`` (resumes always
-        strict): a mismatch is ``CheckpointError`` naming the keys; a non-strict load logs the keys it left."""
+        strict): a mismatch is ``CheckpointError`` naming the keys; a non-strict load logs the keys it left. Outside
+        training (``vispe test``, a val run), the encodings' training grid then follows what the checkpoint's run
+        trained on (``run_meta.align_training_grid``), as in the sweeps."""
         strict = True if self._resuming else (self._load_strict if strict is None else strict)
         checkpoint = self._preloaded.pop(filename, None) or _load_checkpoint(filename, map_location=map_location)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
@@ -206,6 +209,9 @@ class VispeRunner(Runner):
             mismatch = load_state(model, state, strict, filename)
         if mismatch:
             self.logger.warning(not_loaded_message(filename, mismatch))
+        if not isinstance(self._train_loop, BaseLoop):  # a test or val run: strategies scale from the checkpoint's run
+            for note in align_training_grid(model, self.cfg, checkpoint.get('meta') or {}):
+                self.logger.warning(f'{filename}: {note}')
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
