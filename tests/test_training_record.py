@@ -15,8 +15,8 @@ import vispe
 from vispe.cli.test import main as run_test_command
 from vispe.engine.checkpoint import load_checkpoint
 from vispe.engine.config import load_config
-from vispe.evaluation import report
 from vispe.engine.runner import build_runner
+from vispe.evaluation import report
 from vispe.evaluation.trained_model import load_model, model_encodings
 from vispe.sweeps import resolution as R
 
