@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from conftest import ROOT
 
 from vispe.engine.config import load_config
+from vispe.engine.config_files import ConfigError
 
 IMAGEFOLDER = os.path.join(ROOT, 'configs/vit/vit_tiny_imagefolder.py')
 SHAPES = os.path.join(ROOT, 'configs/vit/vit_tiny_ape_learned_shapes2d_position.py')
@@ -57,3 +59,30 @@ def test_a_nested_option_the_defining_file_does_not_hold_yet(tmp_path) -> None:
     cfg = load_config(str(config), {'loader.sampler.shuffle': False}, str(tmp_path))
     assert cfg.loader.sampler.shuffle is False and cfg.derived.inner.sampler.shuffle is False
     assert cfg.derived.inner.batch_size == 2
+
+
+def test_an_option_that_nothing_reads_is_refused_naming_the_keys_that_work() -> None:
+    """Before: ``image_size=48`` and ``num_classes=10`` became new top-level keys that nothing read, and the run went
+    on at 32 px with 3 classes."""
+    config = os.path.join(ROOT, 'configs/vit/vit_tiny_shapes2d_position.py')
+    with pytest.raises(ConfigError, match=r'image_size: .* old values; set train_dataloader\.dataset\.image_size or'):
+        load_config(config, {'image_size': 48})
+    with pytest.raises(ConfigError, match=r'num_classes: .* set model\.backbone\.num_classes$'):
+        load_config(config, {'num_classes': 10})
+    with pytest.raises(ConfigError, match=r'set model\.backbone\.depth$'):
+        load_config(config, {'modle.backbone.depth': 2})
+    with pytest.raises(ConfigError, match=r"did you mean 'model'"):
+        load_config(config, {'modle': {}})
+    assert load_config(config, {'model.backbone.num_classes': 10}).model.backbone.num_classes == 10
+
+
+def test_an_option_on_a_dumped_configs_unread_helper_is_refused(tmp_path) -> None:
+    """Before: ``data_root=...`` on a work dir's dumped config (whose data sets hold the old path as a literal) was
+    accepted, and the test ran on the old data."""
+    dumped = tmp_path / 'vit_tiny_imagefolder.py'
+    load_config(os.path.join(ROOT, 'configs/vit/vit_tiny_imagefolder.py')).dump(str(dumped))
+    with pytest.raises(ConfigError, match=r"'data_root' is a helper value that no part of the config reads.*"
+                                          r'set .*train_dataloader\.dataset\.data_root'):  # fmt: skip
+        load_config(str(dumped), {'data_root': str(tmp_path)})
+    cfg = load_config(os.path.join(ROOT, 'configs/vit/vit_tiny_imagefolder.py'), {'data_root': str(tmp_path)})
+    assert cfg.test_dataloader.dataset.data_root == str(tmp_path)  # in the source config the variable is read

@@ -19,16 +19,19 @@ from mmengine.runner import Runner
 from vispe.engine.config_files import ConfigError, read_config_file, resolve_config
 from vispe.engine.config_keys import check_section_keys
 from vispe.engine.config_overrides import read_with_options
-from vispe.registry import MODELS, check_arguments
+from vispe.registry import MODELS, check_arguments, closest
 
 # Top-level keys Runner.from_cfg reads, plus the ones vispe's tools read.
 RUNNER_KEYS = frozenset(p for p in inspect.signature(Runner.__init__).parameters if p not in ('self', 'cfg'))
 #: the default hooks mmengine's Runner registers by itself (Runner.register_default_hooks)
 MMENGINE_DEFAULT_HOOKS = frozenset({'runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler', 'checkpoint'})
-#: top-level keys vispe reads: helpers of the configs, and VispeRunner's switches (load_strict, overwrite_work_dir)
-VISPE_KEYS = frozenset(
-    {'train_resolution', 'custom_imports', 'max_epochs', 'runner_type', 'load_strict', 'overwrite_work_dir'}
-)
+#: top-level keys vispe reads: helpers of the configs, VispeRunner's switches (load_strict, overwrite_work_dir), what
+#: the evaluations read when a checkpoint does not record it (train_resolution, train_points, train_frames), the
+#: sweeps' settings, and what mmengine's Runner reads beside its arguments (compile, model_wrapper_cfg)
+VISPE_KEYS = frozenset({
+    'train_resolution', 'custom_imports', 'max_epochs', 'runner_type', 'load_strict', 'overwrite_work_dir',
+    'train_points', 'train_frames', 'generation_eval', 'point_eval', 'camera_eval', 'compile', 'model_wrapper_cfg',
+})  # fmt: skip
 
 
 def check_config(cfg: Config) -> None:
@@ -91,8 +94,9 @@ def load_config(path: str, cfg_options: dict | None = None, work_dir: str | None
     the name of a shipped config (``resolve_config``)."""
     resolved = resolve_config(path)
     # an option on a variable the config's code reads is applied where the variable is defined (config_overrides)
-    cfg = read_with_options(resolved, cfg_options)[0] if cfg_options else read_config_file(resolved)
+    cfg, applied = read_with_options(resolved, cfg_options) if cfg_options else (read_config_file(resolved), set())
     if cfg_options:
+        check_options_read(cfg, cfg_options, applied)
         promote_encoding_names(cfg, cfg_options)
         merge_options(cfg, cfg_options)
     check_config(cfg)
@@ -103,6 +107,23 @@ def load_config(path: str, cfg_options: dict | None = None, work_dir: str | None
     elif cfg.get('work_dir') is None:
         cfg.work_dir = osp.join('work_dirs', osp.splitext(osp.basename(path))[0])
     return cfg
+
+
+def check_options_read(cfg: Config, options: Mapping[str, Any], applied: set[str]) -> None:
+    """ConfigError for a ``--cfg-options`` key that nothing would read: its top-level name is no key the Runner or
+    vispe reads, and no variable the config's code reads (``applied``: ``config_overrides``). Such an option (a new
+    ``image_size=48``, or ``data_root=...`` on a dumped config, whose data sets hold the old path as a literal) was
+    accepted and the run went on with the old values. The refusal names the keys that would have worked."""
+    for key in options:
+        root = key.split('.')[0]
+        if root in RUNNER_KEYS or root in VISPE_KEYS or key in applied:
+            continue
+        last = key.split('.')[-1]
+        flat = [k for k in flat_config(cfg) if k.split('.')[0] in RUNNER_KEYS | VISPE_KEYS]
+        matches = [k for k in flat if k.split('.')[-1] == last][:4]
+        what = 'a helper value that no part of the config reads' if root in cfg else 'no key of this config'
+        hint = f'; set {" or ".join(matches)}' if matches else closest(root, sorted({k.split('.')[0] for k in flat}))
+        raise ConfigError(f'--cfg-options {key}: {root!r} is {what}, so the run would go on with its old values{hint}')
 
 
 def promote_encoding_names(cfg: Config, options: dict) -> None:
