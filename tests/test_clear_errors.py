@@ -15,7 +15,8 @@ import pytest
 from conftest import ROOT
 from test_tools import run_tool, tiny_config
 
-from vispe.engine.checkpoint import PARTIAL, latest_checkpoint, read_checkpoint
+from vispe.engine.atomic import PARTIAL
+from vispe.engine.checkpoint import latest_checkpoint, read_checkpoint
 from vispe.engine.config import CfgOptionsAction, load_config
 from vispe.registry import MODELS
 

@@ -10,6 +10,7 @@ from vispe import build_encoding
 from vispe import geometry as G
 from vispe.backbones.multiview import MultiViewTransformer
 from vispe.datasets.multiview import TARGET_COLOUR, make_mesh, render
+from vispe.encodings.build import encodings_declaring
 from vispe.positions import Cameras, Positions, grid_coords
 
 B, V, S, P = 2, 3, 16, 4
@@ -91,6 +92,44 @@ def test_an_encoding_given_degenerate_cameras_directly_refuses_them(encoding) ->
         )
         q = torch.randn(B, 2, V * h * w, 8)
         enc.embed(torch.randn(B, V * h * w, 16), pos) if encoding != 'gta' else enc.rotate(q, q, pos)
+
+
+def tiny_focal(K, poses):
+    K[1, 0, 0, 0] = 1e-30
+    return K, poses
+
+
+def huge_focal(K, poses):
+    K[0, 2, 1, 1] = 1e30
+    return K, poses
+
+
+def far_translation(K, poses):
+    poses[1, 2, 0, 3] = 1e25
+    return K, poses
+
+
+#: cameras that are valid in form but overflow float32 in the encodings: prope, plucker and gta gave NaN, exit 0
+EXTREME = {
+    'fx = 1e-30': (tiny_focal, 'batch 1, view 0', 'K has a focal length under 1e-09'),
+    'fy = 1e30': (huge_focal, 'batch 0, view 2', 'K has a focal length under 1e-09 or an entry over 1e[+]09'),
+    'translation 1e25': (far_translation, 'batch 1, view 2', 'cam_to_world has an entry over 1e[+]09'),
+}
+
+
+@pytest.mark.parametrize('case', list(EXTREME))
+@pytest.mark.parametrize('encoding', encodings_declaring('needs_cameras'))
+def test_extreme_cameras_are_refused_never_nan(encoding, case) -> None:
+    breaks, view, problem = EXTREME[case]
+    K, poses = cameras()
+    net = model(encoding).eval()
+    assert torch.isfinite(net(torch.rand(B, V, 3, S, S), K, poses)).all()
+    with pytest.raises(ValueError, match=rf'^camera \({view}\): {problem}.*rescale|^camera \({view}\): {problem}'):
+        net(torch.rand(B, V, 3, S, S), *breaks(K, poses))
+    edge = cameras()  # the largest values the check lets through still give finite outputs
+    edge[0][0, 0, 0, 0], edge[0][0, 0, 1, 1], edge[1][0, 0, :3, 3] = G.CAMERA_MAX, G.CAMERA_MAX, G.CAMERA_MAX
+    edge[0][1, 0, 0, 0] = edge[0][1, 0, 1, 1] = 1 / G.CAMERA_MAX
+    assert torch.isfinite(net(torch.rand(B, V, 3, S, S), *edge)).all()
 
 
 def test_the_message_counts_the_other_bad_views_and_checks_the_last_rows() -> None:

@@ -17,15 +17,8 @@ import torch
 from conftest import ROOT
 from test_tools import tiny_config
 
-from vispe.engine.checkpoint import (
-    PARTIAL,
-    atomic_open,
-    atomic_write,
-    is_complete_checkpoint,
-    latest_checkpoint,
-    read_checkpoint,
-    remove_partial_files,
-)
+from vispe.engine.atomic import PARTIAL, atomic_open, atomic_write, remove_partial_files
+from vispe.engine.checkpoint import is_complete_checkpoint, latest_checkpoint, read_checkpoint
 from vispe.files import sha256
 
 EPOCHS = 4  # of 2 iterations (16 images, batch 8): a checkpoint after each epoch, the last two kept
@@ -51,7 +44,7 @@ def test_a_killed_writer_leaves_the_old_file_and_a_partial_that_is_cleaned(tmp_p
     torch.save({'w': torch.ones(3)}, path)
     before = sha256(str(path))
     code = (
-        'import sys, time; sys.path.insert(0, sys.argv[2]); from vispe.engine.checkpoint import atomic_open\n'
+        'import sys, time; sys.path.insert(0, sys.argv[2]); from vispe.engine.atomic import atomic_open\n'
         "with atomic_open(sys.argv[1], 'wb') as f:\n"
         "    f.write(b'PK' * 1000); f.flush(); print('half', flush=True); time.sleep(60)\n"
     )

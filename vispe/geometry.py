@@ -130,17 +130,25 @@ def intrinsics(focal: Tensor | float, h: int, w: int) -> Tensor:
 #: get 4 eps of their dtype when that is larger.
 CAMERA_TOL = 1e-3
 
+#: the largest magnitude of a K or pose entry (and the inverse of the smallest focal length) the camera encodings
+#: compute in float32, which overflows at 3.4e38: PRoPE's projection chain multiplies a focal length by a translation
+#: and squares the product (NaN from about 1e12 each), Plucker's moment and GTA's pose chain square a translation
+CAMERA_MAX = 1e9
+
 _K_PROBLEMS = (
     'has NaN/Inf entries',
     'is singular (fx = K[0, 0] is 0)',
     'is singular (fy = K[1, 1] is 0)',
     'has last row other than (0, 0, 1)',
+    f'has a focal length under {1 / CAMERA_MAX:g} or an entry over {CAMERA_MAX:g} in magnitude, which the camera '
+    'encodings cannot compute in float32',
 )
 _POSE_PROBLEMS = (
     'has NaN/Inf entries',
     'is not rigid (R^T R is not I: a scaled, sheared or zero rotation)',
     'is not rigid (det R is not +1: a reflection)',
     'has last row other than (0, 0, 0, 1)',
+    f'has an entry over {CAMERA_MAX:g} in magnitude, which the camera encodings cannot compute in float32',
 )
 
 
@@ -150,8 +158,9 @@ def check_cameras(K: Tensor, cam_to_world: Tensor, tol: float = CAMERA_TOL) -> N
     K (..., 3, 3) must be a finite pinhole matrix that can be inverted the way kornia's ``unproject_points`` does:
     non-zero fx = K[0, 0] and fy = K[1, 1] and last row (0, 0, 1) (skew and K[1, 0] are not read by vispe, so not
     checked). cam_to_world (..., 4, 4) must be finite and rigid: R = [:3, :3] with R^T R = I and det R = +1, last
-    row (0, 0, 0, 1), all within ``tol`` (``CAMERA_TOL``). Leading dims (B, V) are named as (batch b, view v), one
-    leading dim as (view v).
+    row (0, 0, 0, 1), all within ``tol`` (``CAMERA_TOL``). No entry of either may pass ``CAMERA_MAX`` in magnitude,
+    nor a focal length fall under its inverse: the encodings' float32 products would overflow into NaN. Leading
+    dims (B, V) are named as (batch b, view v), one leading dim as (view v).
 
     Cost: a few pointwise ops per view (float32, autocast or not), then one host sync (``bool``) for the whole batch.
     Skipped while traced (torch.compile, torch.export, FX, TorchScript tracing): data-dependent errors would break
@@ -172,14 +181,19 @@ def check_cameras(K: Tensor, cam_to_world: Tensor, tol: float = CAMERA_TOL) -> N
         return
     if k_faults.any():
         _raise(
-            k_faults, 'K', _K_PROBLEMS, 'pass intrinsics in pixels with non-zero finite fx, fy and last row (0, 0, 1)'
+            k_faults,
+            'K',
+            _K_PROBLEMS,
+            f'pass intrinsics in pixels with finite fx, fy of magnitude {1 / CAMERA_MAX:g} to {CAMERA_MAX:g} and '
+            'last row (0, 0, 1)',
         )
     _raise(
         pose_faults,
         'cam_to_world',
         _POSE_PROBLEMS,
         f'pass a rigid camera-to-world pose: rotation R with R^T R = I '
-        f'and det R = +1, last row (0, 0, 0, 1), within {tol:g}',
+        f'and det R = +1, last row (0, 0, 0, 1), within {tol:g}, and a translation within {CAMERA_MAX:g} (rescale '
+        "the scene's units)",
     )
 
 
@@ -199,7 +213,10 @@ def _intrinsics_faults(K: Tensor, tol: float) -> Tensor:
     last = K.new_tensor([0.0, 0.0, 1.0])
     finite = torch.isfinite(K).all(dim=(-2, -1))
     near = (K[..., 2, :] - last).abs() <= tol  # (NaN fails)
-    return torch.stack([~finite, K[..., 0, 0] == 0, K[..., 1, 1] == 0, ~near.all(dim=-1)], dim=-1)
+    focal = K[..., [0, 1], [0, 1]].abs()
+    tiny = ((focal > 0) & (focal < 1 / CAMERA_MAX)).any(dim=-1)
+    out_of_range = tiny | (K.abs() > CAMERA_MAX).any(dim=(-2, -1))
+    return torch.stack([~finite, K[..., 0, 0] == 0, K[..., 1, 1] == 0, ~near.all(dim=-1), out_of_range], dim=-1)
 
 
 def _pose_faults(pose: Tensor, tol: float) -> Tensor:
@@ -211,7 +228,8 @@ def _pose_faults(pose: Tensor, tol: float) -> Tensor:
     orthonormal = ((gram - eye).abs() <= tol).all(dim=(-2, -1))
     det = (torch.linalg.cross(R[..., 0], R[..., 1], dim=-1) * R[..., 2]).sum(dim=-1)  # columns' triple product
     near = ((pose[..., 3, :] - last).abs() <= tol).all(dim=-1)
-    return torch.stack([~finite, ~orthonormal, ~((det - 1).abs() <= tol), ~near], dim=-1)
+    huge = (pose.abs() > CAMERA_MAX).any(dim=(-2, -1))
+    return torch.stack([~finite, ~orthonormal, ~((det - 1).abs() <= tol), ~near, huge], dim=-1)
 
 
 def _raise(faults: Tensor, what: str, problems: tuple[str, ...], fix: str) -> None:
@@ -227,6 +245,7 @@ def _raise(faults: Tensor, what: str, problems: tuple[str, ...], fix: str) -> No
 
 
 __all__ = [
+    'CAMERA_MAX',
     'CAMERA_TOL',
     'camera_points',
     'check_cameras',

@@ -11,7 +11,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from vispe.engine.checkpoint import CheckpointError, DiskFullError
+from vispe.engine.atomic import DiskFullError
+from vispe.engine.checkpoint import CheckpointError
 from vispe.engine.config import ConfigError, common_parser_args
 from vispe.engine.hooks import NonFiniteLossError
 from vispe.engine.runner import interrupted_message

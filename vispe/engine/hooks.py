@@ -28,20 +28,15 @@ from mmengine.fileio.backends import LocalBackend, register_backend
 from mmengine.hooks import CheckpointHook, Hook
 from mmengine.hooks import checkpoint_hook as _mm_checkpoint_hook
 
-from vispe.engine.checkpoint import (
-    DiskFullError,
-    atomic_open,
-    atomic_write,
-    latest_checkpoint,
-    remove_partial_files,
-)
+from vispe.engine.atomic import DiskFullError, atomic_open, atomic_write, remove_partial_files
+from vispe.engine.checkpoint import latest_checkpoint
 from vispe.engine.run_meta import dataset_chain
 from vispe.registry import HOOKS
 
 
 @register_backend('atomic_local', force=True)
 class AtomicLocalBackend(LocalBackend):
-    """mmengine's local file backend with atomic ``put`` / ``put_text`` (``vispe.engine.checkpoint.atomic_write``)."""
+    """mmengine's local file backend with atomic ``put`` / ``put_text`` (``vispe.engine.atomic.atomic_write``)."""
 
     def put(self, obj: bytes, filepath) -> None:
         try:

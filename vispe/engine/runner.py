@@ -38,9 +38,9 @@ from mmengine.runner.base_loop import BaseLoop
 from mmengine.runner.checkpoint import _load_checkpoint
 from torch import nn
 
+from vispe.engine.atomic import atomic_write
 from vispe.engine.checkpoint import (
     CheckpointError,
-    atomic_write,
     checkpoint_candidates,
     find_resume_checkpoint,
     latest_checkpoint,

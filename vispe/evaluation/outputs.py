@@ -13,7 +13,7 @@ The rule, for every tool that writes a report (JSON, markdown / text, a figure):
 * any other file of the same kind (a user's JSON, another run's report) is replaced only with ``force``
   (the tools' ``--force``); without it ``OutputConflict`` names the file and the fix.
 
-Writes are atomic (``vispe.engine.checkpoint.atomic_write``). ``forcing(flag)`` sets the default ``force`` of every
+Writes are atomic (``vispe.engine.atomic.atomic_write``). ``forcing(flag)`` sets the default ``force`` of every
 writer called inside it, so a tool passes its ``--force`` once, however deep its writers are.
 """
 
@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from vispe.engine.checkpoint import atomic_write
+from vispe.engine.atomic import atomic_write
 
 MARKER = 'vispe_report'
 RUN = 'vispe_run'

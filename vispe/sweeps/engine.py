@@ -31,7 +31,8 @@ from typing import Any
 
 import torch
 
-from vispe.engine.checkpoint import CheckpointError, remove_partial_files
+from vispe.engine.atomic import remove_partial_files
+from vispe.engine.checkpoint import CheckpointError
 from vispe.engine.config import ConfigError, differing_keys, flat_config, load_config
 from vispe.evaluation.outputs import OutputConflict, check_target, write_json
 from vispe.files import sha256
