@@ -302,3 +302,20 @@ def test_evaluation_maps_a_split_that_lacks_a_class_by_name(trained, tree, tmp_p
         predicted = [model(data[i]['inputs'][None], mode='tensor').argmax(-1).item() for i in range(len(data))]
     assert {data[i]['labels'] for i in range(len(data))} == {1}
     assert score == pytest.approx(100 * sum(p == 1 for p in predicted) / len(predicted))
+
+
+def test_a_finished_sweep_is_reused_only_while_its_data_is_unchanged(trained, tree, tmp_path, capfd) -> None:
+    """Before: the reuse check covered the checkpoint and the config, so results of an image folder that had since
+    gained, lost or changed files were reused as this data's."""
+    shutil.copytree(tree, tmp_path / 'data')
+    options = [f'{k}={v}' for k, v in _eval_options(tmp_path).items()]
+    args = ['eval-resolution', CONFIG, trained, '--out', str(tmp_path / 'out'), '--resolutions', '32', '48',
+            '--strategy', 'bicubic', '--no-progress', '--cfg-options', *options]  # fmt: skip
+    for _ in range(2):
+        with pytest.raises(SystemExit) as info:
+            cli(args)
+        assert not info.value.code
+    assert 'reusing 2 of 2 finished cells of ' in (out := capfd.readouterr().out) and '(bicubic @ 32, bicubic @ 48)' in out
+    shutil.copy(tmp_path / 'data' / 'val' / 'red' / '0.png', tmp_path / 'data' / 'val' / 'red' / 'new.png')
+    with pytest.raises(SystemExit, match=r'data that changed since .*--force'):
+        cli(args)

@@ -21,6 +21,7 @@ from vispe.evaluation.trained_model import train_resolution
 from vispe.registry import MODELS
 from vispe.sweeps import engine as E
 from vispe.sweeps import resolution as R
+from vispe.sweeps.identity import file_sha256
 from vispe.tasks.classification import ImageClassifier
 
 CPU_OOM = "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried to allocate"
@@ -121,7 +122,7 @@ def test_results_of_another_checkpoint_or_config_are_refused_and_left(setup, tmp
         sweep(setup, cfg=changed)
     assert on_disk(setup) == before
     replaced = sweep(setup, ckpt=other, force=True)
-    assert replaced['checkpoint_sha256'] == E.file_sha256(other) != before['checkpoint_sha256']
+    assert replaced['checkpoint_sha256'] == file_sha256(other) != before['checkpoint_sha256']
     # runtime-only keys (hooks, logging) change no evaluation: not a conflict
     sweep(setup, ckpt=other, cfg=load_config(tiny_config(tmp_path), {'default_hooks.logger.interval': 7}))
 
@@ -215,7 +216,7 @@ def test_eval_resolution_tool_resumes_refuses_and_forces(setup, tmp_path):
     assert refused.returncode == 1 and 'error:' in refused.stderr and 'another checkpoint' in refused.stderr
     assert 'Traceback' not in refused.stderr
     forced = run_tool(*[other if a == ckpt else a for a in args], '--out', out, '--force', '--no-progress')
-    assert 'reusing' not in forced.stdout and on_disk(setup)['checkpoint_sha256'] == E.file_sha256(other)
+    assert 'reusing' not in forced.stdout and on_disk(setup)['checkpoint_sha256'] == file_sha256(other)
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -239,13 +240,18 @@ def test_train_points_follows_the_data_set_not_the_base_configs_helper(tmp_path)
 
 
 def test_run_meta_hook_records_what_the_model_trains_on():
+    from mmengine.config import Config
+
     from vispe.datasets.transforms import TransformedDataset
+    from vispe.engine.config_record import RECORD_KEY, config_from_record
     from vispe.engine.run_meta import RunMetaHook
 
     def saved(dataset) -> dict:
-        runner = SimpleNamespace(_train_loop=SimpleNamespace(dataloader=SimpleNamespace(dataset=dataset)))
+        cfg = Config(dict(model=dict(type='ImageClassifier')))
+        runner = SimpleNamespace(cfg=cfg, _train_loop=SimpleNamespace(dataloader=SimpleNamespace(dataset=dataset)))
         checkpoint = {'meta': {'epoch': 1}}
         RunMetaHook().before_save_checkpoint(runner, checkpoint)
+        assert config_from_record(checkpoint['meta'].pop(RECORD_KEY)).model == cfg.model  # the config, as data
         return checkpoint['meta']
 
     assert saved(SimpleNamespace(image_size=(28, 28))) == {'epoch': 1, 'train_resolution': 28}

@@ -4,9 +4,9 @@ error, an out-of-memory cell or Ctrl-C never loses a finished cell.
 
 * Resumable: a rerun into the same folder reuses the rows of the cells already there and computes the others;
   ``force=True`` (the tools' ``--force``) recomputes everything.
-* Refusing: a results file of another checkpoint (sha256 of its content), another config (its resolved text after
-  --cfg-options, runtime-only keys aside) or another sweep is neither reused nor overwritten: ``SweepConflict``
-  says what differs and what to do.
+* Refusing: a results file of another checkpoint, config, data, vispe or torch version, or sweep
+  (``vispe.sweeps.identity``) is neither reused nor overwritten: ``SweepConflict`` says what differs and what to
+  do.
 * Out-of-memory safe: a cell that runs out of memory (CUDA, or the CPU allocator) is retried at half the batch size,
   down to 1; if it still does not fit, it is recorded under ``failed`` with the reason and the sweep goes on.
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import hashlib
 import json
 import os
 import sys
@@ -33,9 +32,9 @@ import torch
 
 from vispe.engine.atomic import remove_partial_files
 from vispe.engine.checkpoint import CheckpointError
-from vispe.engine.config import ConfigError, differing_keys, flat_config, load_config
+from vispe.engine.config import ConfigError, load_config
 from vispe.evaluation.outputs import OutputConflict, check_target, write_json
-from vispe.files import sha256
+from vispe.sweeps.identity import describe_difference, jsonable
 
 Row = dict[str, Any]
 Log = Callable[[str], None]
@@ -43,11 +42,6 @@ Log = Callable[[str], None]
 RESULTS = 'results.json'
 #: what torch's allocators say when they fail as plain RuntimeErrors (CPU, MPS); CUDA raises torch.OutOfMemoryError
 OOM_MESSAGES = ("can't allocate memory", 'not enough memory', 'out of memory')
-#: top-level config keys that only steer training runs (logging, hooks, where to write); they never change an
-#: evaluation, so they are left out of the config identity
-RUNTIME_KEYS = frozenset(
-    {'work_dir', 'default_hooks', 'custom_hooks', 'log_processor', 'log_level', 'visualizer', 'resume', 'load_from'}
-)
 REMEDY = 'pass another --out, or --force to replace it'
 
 
@@ -68,73 +62,12 @@ class Cell:
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# identity of a sweep: what a results file must match to be reused
-# ------------------------------------------------------------------------------------------------------------------
-
-
-def resolved_config(cfg) -> Row:
-    """The config after --cfg-options as {dotted key: JSON value}, runtime-only keys left out: what the config
-    identity hashes, and what a refusal quotes when the configs differ."""
-    flat = flat_config({k: v for k, v in cfg.to_dict().items() if k not in RUNTIME_KEYS})
-    return {key: _jsonable(value) for key, value in flat.items()}
-
-
-def file_sha256(path: str) -> str:
-    """The sha256 of a file's content (``vispe.files.sha256``, the model zoo's checksum)."""
-    return sha256(path)
-
-
-def sweep_identity(kind: str, cfg, checkpoint: str, **extra: Any) -> Row:
-    """What a rerun into the same folder must match: the sweep's kind, the checkpoint's sha256, the resolved config's
-    sha256 (and the config itself, to say what differs), and ``extra`` settings of the sweep that change its numbers
-    (a metric key, a sample count)."""
-    config = resolved_config(cfg)
-    text = json.dumps(config, sort_keys=True)
-    return {
-        'sweep': kind,
-        'checkpoint_sha256': file_sha256(checkpoint),
-        'config_sha256': hashlib.sha256(text.encode()).hexdigest(),
-        **{k: _jsonable(v) for k, v in extra.items()},
-        'resolved_config': config,
-    }
-
-
-def _jsonable(value: Any) -> Any:
-    """``value`` as it reads back from JSON (tuples become lists, unknown objects their repr)."""
-    return json.loads(json.dumps(value, default=repr))
-
-
-def _short(value: Any, width: int = 40) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= width else text[: width - 3] + '...'
-
-
-def config_differences(old: Row, new: Row, shown: int = 3) -> str:
-    """'test_dataloader.dataset.seed: 0, now 1; ...' for the first ``shown`` keys whose values differ."""
-    keys = differing_keys(old, new)
-    parts = [f'{k}: {_short(old.get(k, "<unset>"))}, now {_short(new.get(k, "<unset>"))}' for k in keys[:shown]]
-    more = f'; and {len(keys) - shown} more' if len(keys) > shown else ''
-    return '; '.join(parts) + more if parts else 'the resolved configs differ'
-
-
-def _difference(key: str, old: Row, new: Row) -> str:
-    if key == 'sweep':
-        return f'another sweep ({old.get("sweep")}, not {new["sweep"]})'
-    if key == 'checkpoint_sha256':
-        name = os.path.basename(str(old.get('checkpoint', '?')))
-        return f'another checkpoint ({name}, sha256 {str(old.get(key))[:12]}; this one is {new[key][:12]})'
-    if key == 'config_sha256':
-        return f'another config ({config_differences(old.get("resolved_config") or {}, new["resolved_config"])})'
-    return f'another {key} ({_short(old.get(key))}, now {_short(new[key])})'
-
-
-# ------------------------------------------------------------------------------------------------------------------
 # the results file
 # ------------------------------------------------------------------------------------------------------------------
 
 
 def _matches(row: Row, key: Row) -> bool:
-    return all(_jsonable(row.get(k)) == v for k, v in key.items())
+    return all(jsonable(row.get(k)) == v for k, v in key.items())
 
 
 class ResultsStore:
@@ -176,18 +109,18 @@ class ResultsStore:
             )
         differ = [k for k in self.identity if k != 'resolved_config' and old.get(k) != self.identity[k]]
         if differ:
-            reasons = '; '.join(_difference(k, old, self.identity) for k in differ)
+            reasons = '; '.join(describe_difference(k, old, self.identity) for k in differ)
             raise SweepConflict(f'{path} holds the results of {reasons}: {REMEDY}')
         return list(old['results']) + list(old.get('other_rows') or [])
 
     def finished(self, cell: Cell) -> list[Row]:
         """The earlier run's rows of ``cell`` ([] when it has none)."""
-        key = _jsonable(cell.key)
+        key = jsonable(cell.key)
         return [r for r in self.previous if _matches(r, key)]
 
     def document(self, cells: Sequence[Cell], rows: Mapping[int, list[Row]], failed: Sequence[Row]) -> Row:
         """results.json for the cells finished so far (``rows`` by cell index), in the order of ``cells``."""
-        keys = [_jsonable(c.key) for c in cells]
+        keys = [jsonable(c.key) for c in cells]
         other = [r for r in self.previous if not any(_matches(r, k) for k in keys)]
         doc = dict(self.header)
         doc['results'] = [r for i in range(len(cells)) for r in rows.get(i, [])]
@@ -272,7 +205,11 @@ def run_sweep(
         if store.finished(cell):
             rows[i] = store.finished(cell)
     if store.path is not None and rows:
-        log(f'reusing {len(rows)} of {len(cells)} finished cells of {store.path} (--force recomputes them)')
+        reused = ', '.join(cells[i].name for i in sorted(rows)[:6]) + (', ...' if len(rows) > 6 else '')
+        log(
+            f'reusing {len(rows)} of {len(cells)} finished cells of {store.path} ({reused}), computed from this '
+            'checkpoint, config, data and versions (--force recomputes them)'
+        )
     failed: list[Row] = []
     store.save(store.document(cells, rows, failed))  # the folder now names this checkpoint and config
     with progress_bar(show_progress) as progress:
@@ -380,8 +317,6 @@ __all__ = [
     'Cell',
     'ResultsStore',
     'SweepConflict',
-    'config_differences',
-    'file_sha256',
     'failure_message',
     'force_parser_args',
     'free_memory',
@@ -390,8 +325,6 @@ __all__ = [
     'progress_bar',
     'replace_args',
     'sweep_for_tool',
-    'resolved_config',
     'run_cell',
     'run_sweep',
-    'sweep_identity',
 ]

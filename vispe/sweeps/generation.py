@@ -32,7 +32,8 @@ from vispe.evaluation.generation_metrics import ShapesFeatures, generation_metri
 from vispe.files import check_file
 from vispe.registry import DATASETS
 from vispe.sweeps import resolution as R
-from vispe.sweeps.engine import Cell, file_sha256, run_sweep, sweep_identity
+from vispe.sweeps.engine import Cell, run_sweep
+from vispe.sweeps.identity import file_sha256, sweep_identity
 from vispe.sweeps.registry import SWEEPS
 from vispe.sweeps.settings import SettingsEvaluator
 

@@ -36,7 +36,8 @@ from vispe.engine.config import common_parser_args, sweep_parser_args
 from vispe.evaluation import report
 from vispe.evaluation.trained_model import model_patch_size
 from vispe.sweeps import engine as E
-from vispe.sweeps.engine import Cell, Log, run_sweep, sweep_identity
+from vispe.sweeps.engine import Cell, Log, run_sweep
+from vispe.sweeps.identity import sweep_identity
 from vispe.sweeps.registry import SWEEPS, finish_sweep
 from vispe.sweeps.resolution import open_classifier
 from vispe.sweeps.settings import InputView

@@ -21,7 +21,8 @@ import torch
 
 from vispe.evaluation import report
 from vispe.evaluation.trained_model import encoding_label, load_model, training_setting
-from vispe.sweeps.engine import Cell, Log, run_sweep, sweep_identity
+from vispe.sweeps.engine import Cell, Log, run_sweep
+from vispe.sweeps.identity import sweep_identity
 from vispe.sweeps.registry import SWEEPS
 from vispe.sweeps.settings import SettingsEvaluator
 

@@ -1,7 +1,7 @@
 """``SWEEPS``: every kind of evaluation sweep, registered by the module that runs it, as encodings are in
 ``vispe.registry.ENCODINGS``. A kind holds what the rest of vispe needs to know of it:
 
-* its identity: ``name``, the ``sweep`` string its results.json carries (``engine.sweep_identity``);
+* its identity: ``name``, the ``sweep`` string its results.json carries (``identity.sweep_identity``);
 * its pivot for ``vispe compare-results`` (``merge``): the row fields besides the run, each row's column, the
   columns' order, the x axis label, and ``row_metric``, the row field naming each row's metric when one results.json
   holds several (the generation sweep's);

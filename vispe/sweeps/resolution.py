@@ -29,7 +29,8 @@ from vispe.evaluation.trained_model import (
     training_record,
 )
 from vispe.registry import DATASETS
-from vispe.sweeps.engine import Cell, Log, run_sweep, sweep_identity
+from vispe.sweeps.engine import Cell, Log, run_sweep
+from vispe.sweeps.identity import sweep_identity
 from vispe.sweeps.registry import SWEEPS
 from vispe.sweeps.settings import SettingsEvaluator
 
