@@ -315,7 +315,8 @@ def test_a_finished_sweep_is_reused_only_while_its_data_is_unchanged(trained, tr
         with pytest.raises(SystemExit) as info:
             cli(args)
         assert not info.value.code
-    assert 'reusing 2 of 2 finished cells of ' in (out := capfd.readouterr().out) and '(bicubic @ 32, bicubic @ 48)' in out
+    out = capfd.readouterr().out
+    assert 'reusing 2 of 2 finished cells of ' in out and '(bicubic @ 32, bicubic @ 48)' in out
     shutil.copy(tmp_path / 'data' / 'val' / 'red' / '0.png', tmp_path / 'data' / 'val' / 'red' / 'new.png')
     with pytest.raises(SystemExit, match=r'data that changed since .*--force'):
         cli(args)
