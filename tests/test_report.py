@@ -87,7 +87,14 @@ def test_describe_names_model_data_and_training_size():
     one = {'model.backbone.type': 'ViT', 'model.backbone.encoding.type': 'rope_mixed'}
     assert report.describe({'resolved_config': one}) == 'ViT (rope_mixed)'  # one encoding as a dict
     one['model.backbone.encoding.strategy'] = 'interpolate'
-    assert report.describe({'resolved_config': one}) == 'ViT (rope_mixed, built with interpolate)'
+    assert report.describe({'resolved_config': one}) == 'ViT (rope_mixed:strategy=interpolate)'
+    options = {'model.backbone.type': 'ViT', 'model.backbone.encoding.0.type': 'ape_learned',
+               'model.backbone.encoding.0.lape': True, 'model.backbone.encoding.1': 'peg'}  # fmt: skip
+    assert report.describe({'resolved_config': options}) == 'ViT (ape_learned:lape=True+peg)'  # never the bare name
+    trained = {'model.backbone.type': 'ViT', 'model.backbone.encoding': 'lff',
+               'train_dataloader.dataset.num_samples': 300}  # fmt: skip
+    shipped = {**trained, 'model.backbone.encoding': 'ape_learned', 'train_dataloader.dataset.num_samples': 6000}
+    assert report.describe({'resolved_config': shipped, 'trained_config': trained}) == 'ViT (lff), 300 training samples'
     assert report.describe({'train_points': 512}) == 'trained on 512 points'
     assert report.describe({}) == ''
 

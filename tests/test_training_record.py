@@ -101,3 +101,18 @@ def test_the_test_tool_refuses_a_strategy_for_a_run_on_several_sizes(trained_on_
     with pytest.raises(SystemExit, match="evaluate it with strategy 'none'"):
         run_test_command([config, ckpt, '--work-dir', str(tmp_path), '--cfg-options',
                           'model.backbone.encoding.strategy=interpolate'])  # fmt: skip
+
+
+def test_a_sweep_describes_the_run_it_evaluates_with_its_encodings_options(tmp_path):
+    """Before: the title gave the evaluation config's training-set size (the shipped config's), not the run's, and
+    ``ape_learned`` with ``lape=True`` was labelled by its bare name."""
+    from vispe.engine.train import train
+
+    config = tiny_config(tmp_path, samples=8)
+    train(config, str(tmp_path / 'work'), {'model.backbone.encoding': 'ape_learned:lape=True'})
+    ckpt = str(tmp_path / 'work' / 'epoch_1.pth')
+    options = {'model.backbone.encoding': 'ape_learned:lape=True', 'train_dataloader.dataset.num_samples': 999}
+    got = sweep(config, ckpt, tmp_path / 'out', ['bicubic'], **options)
+    assert {row['encoding'] for row in got['results']} == {'ape_learned:lape=True'}
+    title = report.describe(got)
+    assert '(ape_learned:lape=True; depth 2, dim 32)' in title and '8 training samples' in title, title

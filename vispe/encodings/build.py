@@ -126,6 +126,25 @@ def parse_encoding_spec(spec: str) -> list[str | dict[str, Any]]:
     return parts
 
 
+def spec_text(spec: Any, skip: Sequence[str] = ()) -> str:
+    """The one-line spec of an encoding config (a name, a dict, a one-line spec or a list of them), the inverse of
+    ``parse_encoding_spec``: 'ape_learned:lape=True', 'rope_mixed+peg'; 'none' for none. What labels and titles
+    print, so that an encoding with options is never shown by its bare name; the options named in ``skip`` are left
+    out. Names are not looked up: a label describes what a file says."""
+    items = spec if isinstance(spec, (list, tuple)) else [spec]
+    items = [part for item in items for part in (parse_encoding_spec(item) if _one_line(item) else [item])]
+    parts = []
+    for item in items:
+        if isinstance(item, dict) and 'type' in item:
+            options = ','.join(f'{k}={v}' for k, v in sorted(item.items()) if k != 'type' and k not in skip)
+            parts.append(f'{item["type"]}:{options}' if options else str(item['type']))
+        elif isinstance(item, str) and item != 'none':
+            parts.append(item)
+        elif item is not None and item != 'none':
+            raise TypeError(f"an encoding is a name or a dict with a 'type' key, got {item!r}")
+    return '+'.join(parts) or 'none'
+
+
 #: named variants: an encoding spec that trains with further backbone arguments, for the rows an encoding spec alone
 #: cannot name (the leaderboard's entries, the benchmark's rows). ViTAR's fuzzy PE is ape_learned trained on token
 #: positions jittered within their cells and read at them (``grid_sample``).

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from vispe.encodings.build import spec_text
 from vispe.engine.run_meta import resolution_label
 from vispe.evaluation import outputs
 
@@ -213,29 +214,51 @@ def _flat_get(config: Mapping[str, Any], prefix: str, name: str) -> Any:
     return config.get(f'{prefix}.{name}')
 
 
+def _subtree(config: Mapping[str, Any], prefix: str) -> Any:
+    """The value a flat config (``engine.config.flat_config``) holds at ``prefix``, nested again: 'a.0.type' and
+    'a.0.lape' under 'a' -> [{'type': ..., 'lape': ...}]; None when it holds nothing there."""
+    if prefix in config:
+        return config[prefix]
+    tree: dict[str, Any] = {}
+    for key, value in config.items():
+        if key.startswith(prefix + '.'):
+            node = tree
+            *path, last = key[len(prefix) + 1 :].split('.')
+            for part in path:
+                node = node.setdefault(part, {})
+            node[last] = value
+    return _as_lists(tree) if tree else None
+
+
+def _as_lists(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return node
+    if node and all(k.isdigit() for k in node):
+        return [_as_lists(node[k]) for k in sorted(node, key=int)]
+    return {k: _as_lists(v) for k, v in node.items()}
+
+
 #: a results.json ``resize`` in words, for titles
 RESIZE_WORDS = {'crop': 'centre crop', 'pad': 'padding', 'stretch': 'stretching'}
 
 
 def describe(results: Mapping[str, Any]) -> str:
     """'vit_tiny_patch16_224 (rope_mixed; depth 4, dim 64) on Shapes2D, trained at 32 px, 6000 training samples'
-    of a results.json: the model (backbone type or timm name, its encoding and size) and data set type of its
-    resolved config (the innermost data set, not a wrapper) and the training size it records; only the parts it
-    holds ('' when none)."""
-    config = results.get('resolved_config') or {}
+    of a results.json: the model (backbone type or timm name, its encoding with its options, and size) and data set
+    type (the innermost data set, not a wrapper) of the config the checkpoint records (``trained_config``; else the
+    resolved config it was evaluated with), and the training size it records; only the parts it holds ('' when
+    none)."""
+    config = results.get('trained_config') or results.get('resolved_config') or {}
     backbone = {k[len('model.backbone.') :]: v for k, v in config.items() if k.startswith('model.backbone.')}
     model = backbone.get('type') or backbone.get('model_name') or config.get('model.type')
     shape = ', '.join(
         f'{name} {backbone[key]}' for key, name in (('depth', 'depth'), ('embed_dim', 'dim')) if key in backbone
     )
-    encoding = config.get('model.backbone.encoding')
-    listed = [config[k] for k in config if k.startswith('model.backbone.encoding.') and k.rsplit('.', 1)[1].isdigit()]
-    if isinstance(encoding, list) or listed:  # a flat config spells a list as encoding.0, encoding.1, ...
-        encoding = '+'.join(str(e) for e in (encoding if isinstance(encoding, list) else listed))
-    if encoding is None and 'model.backbone.encoding.type' in config:  # one encoding as a dict (strategy=...)
-        encoding = config['model.backbone.encoding.type']
-        strategy = config.get('model.backbone.encoding.strategy')
-        encoding = f'{encoding}, built with {strategy}' if strategy else encoding
+    spec = _subtree(config, 'model.backbone.encoding')
+    try:
+        encoding = spec_text(spec) if spec is not None else None
+    except (TypeError, ValueError):  # a results file of another schema: its value as it stands
+        encoding = str(spec)
     prefix = 'train_dataloader.dataset'
     while f'{prefix}.dataset.type' in config:
         prefix += '.dataset'

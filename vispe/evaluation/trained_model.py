@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -15,7 +16,10 @@ from mmengine.evaluator import Evaluator
 from mmengine.registry import init_default_scope
 
 from vispe.encodings.base import Encoding
+from vispe.encodings.build import spec_text
 from vispe.engine.checkpoint import load_checkpoint
+from vispe.engine.config import flat_config
+from vispe.engine.config_record import recorded_config_or_none
 from vispe.engine.run_meta import META_KEYS, align_training_grid, resolution_label, trained_on, trained_sizes
 from vispe.registry import DATASETS, MODELS
 
@@ -190,11 +194,30 @@ def model_encodings(model: torch.nn.Module) -> list[Encoding]:
     return [m for m in model.modules() if isinstance(m, Encoding)]
 
 
-def encoding_label(model: torch.nn.Module) -> str:
-    """The model's encodings as a row label: 'rope_mixed', 'ape_learned+rope_axial', or 'none'."""
+def encoding_label(model: torch.nn.Module, meta: dict | None = None) -> str:
+    """The model's encodings as a row label: 'rope_mixed', 'ape_learned+rope_axial', or 'none'; with the options
+    that change them ('ape_learned:lape=True') where the checkpoint's ``meta`` records its config and that config's
+    encodings are the model's. The strategy is left out: each cell says its own."""
     backbone = getattr(model, 'backbone', model)
     names = getattr(backbone, 'encoding_names', None)
-    return '+'.join(names) if names else 'none'
+    bare = '+'.join(names) if names else 'none'
+    recorded = recorded_config_or_none({'meta': meta or {}})
+    spec = ((recorded.get('model') or {}).get('backbone') or {}).get('encoding') if recorded is not None else None
+    if spec is None:
+        return bare
+    text = spec_text(spec, skip=('strategy',))
+    return text if sorted(p.split(':')[0] for p in text.split('+')) == sorted(names or ['none']) else bare
+
+
+def trained_config(meta: dict | None) -> dict[str, Any]:
+    """``{'trained_config': {dotted key: value}}``: the model and training-data entries of the config the checkpoint
+    records, for a results header, whose title then describes the run (``report.describe``) rather than the config it
+    is evaluated with; {} for a checkpoint that records none."""
+    recorded = recorded_config_or_none({'meta': meta or {}})
+    if recorded is None:
+        return {}
+    flat = flat_config({k: recorded.get(k) for k in ('model', 'train_dataloader') if recorded.get(k) is not None})
+    return {'trained_config': json.loads(json.dumps(flat, default=repr))}
 
 
 def _accepts(enc: Encoding, strategy: str) -> bool:
@@ -299,6 +322,7 @@ __all__ = [
     'resolution_label',
     'set_strategy',
     'train_resolution',
+    'trained_config',
     'training_record',
     'training_setting',
 ]

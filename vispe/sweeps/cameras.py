@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from vispe.evaluation import report
-from vispe.evaluation.trained_model import encoding_label, load_model
+from vispe.evaluation.trained_model import encoding_label, load_model, trained_config
 from vispe.sweeps.engine import Cell, Log, run_sweep
 from vispe.sweeps.identity import sweep_identity
 from vispe.sweeps.registry import SWEEPS
@@ -137,8 +137,8 @@ def sweep(
     (``force``: recompute them; vispe.sweeps.engine)."""
     settings = camera_settings(cfg, names)
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    model, _ = load_model(cfg, checkpoint, device)
-    label, evaluator = encoding_label(model), SettingsEvaluator(cfg, model)
+    model, meta = load_model(cfg, checkpoint, device)
+    label, evaluator = encoding_label(model, meta), SettingsEvaluator(cfg, model)
 
     def cell(name: str, overrides: dict[str, Any]) -> Cell:
         key = {'encoding': label, 'setting': name}
@@ -155,6 +155,7 @@ def sweep(
         'checkpoint': checkpoint,
         'metric': 'loc3d',
         'threshold': cfg.test_evaluator.get('threshold', 0.2),
+        **trained_config(meta),
     }
     cells = [cell(name, overrides) for name, overrides in settings.items()]
     return run_sweep(cells, header, sweep_identity('cameras', cfg, checkpoint), out_dir, force, show_progress, log)

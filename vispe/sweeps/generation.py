@@ -143,7 +143,7 @@ def sweep_generation(
     opts = dict(cfg.get('generation_eval') or {})
     settings = {k: opts[k] for k in ('steps', 'sampler', 'cfg_scale') if k in opts}
     features = load_classifier(*classifier, device) if classifier else None
-    label, evaluator = C.encoding_label(model), SettingsEvaluator(cfg, model)
+    label, evaluator = C.encoding_label(model, meta), SettingsEvaluator(cfg, model)
     reals: dict[str, tuple[torch.Tensor, dict[str, Any]]] = {}  # per resolution, made when a cell first needs them
 
     def cell(res: C.Resolution, strategy: str) -> Cell:
@@ -178,6 +178,7 @@ def sweep_generation(
         'metric': 'generation',
         'settings': run_settings,
         'feature_extractor': extractor,
+        **C.trained_config(meta),
     }
     identity = sweep_identity(
         'generation',

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from vispe.evaluation import report
-from vispe.evaluation.trained_model import encoding_label, load_model, training_setting
+from vispe.evaluation.trained_model import encoding_label, load_model, trained_config, training_setting
 from vispe.sweeps.engine import Cell, Log, run_sweep
 from vispe.sweeps.identity import sweep_identity
 from vispe.sweeps.registry import SWEEPS
@@ -137,7 +137,7 @@ def sweep(
     if min(points) < 1 or min(scales) <= 0:
         raise ValueError(f'point counts must be >= 1 and scales > 0, got points={points} scales={scales}')
     n_train = train_points(cfg, meta)
-    label, settings = encoding_label(model), SettingsEvaluator(cfg, model)
+    label, settings = encoding_label(model, meta), SettingsEvaluator(cfg, model)
 
     def cell(kind: str, setting: float, factor: float, count: int, scale: float) -> Cell:
         key = {'encoding': label, 'sweep': kind, 'setting': setting, 'factor': factor}
@@ -149,7 +149,7 @@ def sweep(
         return Cell(f'{kind} {setting:g}', key, run, settings.batch_size)
 
     cells = [cell('points', p, p / n_train, p, 1.0) for p in points] + [cell('scale', s, s, n_train, s) for s in scales]
-    header = {'config': cfg.filename, 'checkpoint': checkpoint, 'train_points': n_train}
+    header = {'config': cfg.filename, 'checkpoint': checkpoint, 'train_points': n_train, **trained_config(meta)}
     header['metric'] = metric_key.split('/')[0]
     identity = sweep_identity('points', cfg, checkpoint, metric_key=metric_key)
     return run_sweep(cells, header, identity, out_dir, force, show_progress, log)

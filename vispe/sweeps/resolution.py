@@ -26,6 +26,7 @@ from vispe.evaluation.trained_model import (
     load_model,
     model_patch_size,
     resolution_label,
+    trained_config,
     training_record,
 )
 from vispe.registry import DATASETS
@@ -62,8 +63,9 @@ def open_classifier(
         **record,
         **resizing,
         'metric': metric_key.split('/')[0],
+        **trained_config(meta),
     }
-    return OpenedClassifier(model, encoding_label(model), SettingsEvaluator(cfg, model), resizing, header)
+    return OpenedClassifier(model, encoding_label(model, meta), SettingsEvaluator(cfg, model), resizing, header)
 
 
 def resize_setting(cfg, resize: str | None) -> dict[str, str]:

@@ -30,7 +30,13 @@ from typing import Any
 import torch
 
 from vispe.evaluation import report
-from vispe.evaluation.trained_model import check_strategies, encoding_label, load_model, training_setting
+from vispe.evaluation.trained_model import (
+    check_strategies,
+    encoding_label,
+    load_model,
+    trained_config,
+    training_setting,
+)
 from vispe.sweeps.engine import Cell, Log, run_sweep
 from vispe.sweeps.identity import sweep_identity
 from vispe.sweeps.registry import SWEEPS
@@ -186,7 +192,7 @@ def sweep(
     for s in sizes:
         backbone.check_clip_size(n_frames, s, s, f'--sizes {s}')
     strategies = check_strategies(model, strategies)
-    label, settings = encoding_label(model), SettingsEvaluator(cfg, model)
+    label, settings = encoding_label(model, meta), SettingsEvaluator(cfg, model)
 
     def cell(strategy: str, kind: str, setting: int, factor: float, count: int, pixels: int) -> Cell:
         key = {'encoding': label, 'strategy': strategy, 'sweep': kind, 'setting': setting, 'factor': factor}
@@ -214,6 +220,7 @@ def sweep(
         'train_resolution': size,
         'time': time,
         'metric': metric_key.split('/')[0],
+        **trained_config(meta),
     }
     identity = sweep_identity('video', cfg, checkpoint, metric_key=metric_key, time=time)
     return run_sweep(cells, header, identity, out_dir, force, show_progress, log)
