@@ -52,8 +52,12 @@ def test_more_outputs_than_classes_is_refused_before_training(tmp_path) -> None:
 def test_test_runs_check_the_test_data_set(tmp_path) -> None:
     """tools/test.py runs Runner.test(): the test loader is checked, and the unbuilt train loop is left unbuilt."""
     runner = runner_for(tmp_path, **{'model.backbone.num_classes': 5})
-    with pytest.raises(ClassCountError, match=r'has 5 outputs but the test data set \(Shapes2D\) has 27 classes: '
-                       r'labels 5\.\.26 have no output; set model.backbone.num_classes=27'):  # fmt: skip
+    with pytest.raises(
+        ClassCountError,
+        match=r'has 5 outputs but the test data set \(Shapes2D\) has 27 classes: '
+        r'labels 5\.\.26 are classes it never learned; evaluate it on data of the classes it was '
+        r'trained on$',
+    ):  # fmt: skip  (a trained model's num_classes is not the fix)
         runner.test()
     assert isinstance(runner._train_loop, dict)
 
@@ -84,6 +88,9 @@ def test_point_classifiers_and_the_escape_hatch() -> None:
     model.backbone.num_classes = data.num_classes - 1
     with pytest.raises(ClassCountError, match='have no output'):  # fewer outputs: never allowed
         ClassCountHook(allow_extra_outputs=True).before_run(fake_runner(model, train=data))
+    model.backbone.num_classes = data.num_classes + 2  # evaluating only: the advice is the class names, never this
+    with pytest.raises(ClassCountError, match=r"give the data set the model's class names .*test_dataloader\.dataset"):
+        ClassCountHook(allow_extra_outputs=True).before_run(fake_runner(model, test=data))
 
 
 def test_val_classes_must_be_the_train_classes(tmp_path) -> None:

@@ -64,9 +64,11 @@ class ClassCountHook(Hook):
     test data set names other classes (or the same in another order) than the train data set.
 
     Args:
-        allow_extra_outputs (bool): accept more outputs than classes (never fewer). Off by default: the
-            extra logits are classes the data never shows, yet they take probability mass and can be predicted; it is
-            almost always a ``num_classes`` left from another config. Defaults to False.
+        allow_extra_outputs (bool): accept more outputs than classes (never fewer) in training. Off by default:
+            the extra logits are classes the data never shows, yet they take probability mass and can be predicted;
+            it is almost always a ``num_classes`` left from another config. Never taken by a run that only
+            evaluates, whose data must label by the model's class names instead (a split numbered by its own folders
+            would give other classes the model's numbers). Defaults to False.
 
     Data sets that do not say their classes (no ``metainfo['num_classes']`` or ``['classes']``) and models that are
     not vispe classifiers are not checked.
@@ -87,8 +89,9 @@ class ClassCountHook(Hook):
             if count is not None:
                 found.append((split, dataset, count, names))
         if outputs is not None:
+            evaluating = not any(split == 'train' for split, *_ in found)
             for split, dataset, count, _ in found:
-                self._check_count(runner.model, outputs, split, dataset, count)
+                self._check_count(runner.model, outputs, split, dataset, count, evaluating)
         for (split_a, _, _, names_a), (split_b, _, _, names_b) in zip(found, found[1:]):
             if names_a is not None and names_b is not None and tuple(names_a) != tuple(names_b):
                 raise ClassCountError(
@@ -97,12 +100,25 @@ class ClassCountHook(Hook):
                     'split the same classes (for ImageFolder trees: the same class folders)'
                 )
 
-    def _check_count(self, model: Any, outputs: int, split: str, dataset: Any, count: int) -> None:
-        if outputs == count or (outputs > count and self.allow_extra_outputs):
+    def _check_count(
+        self, model: Any, outputs: int, split: str, dataset: Any, count: int, evaluating: bool = False
+    ) -> None:
+        if outputs == count or (outputs > count and self.allow_extra_outputs and not evaluating):
             return
         model = model.module if is_model_wrapper(model) else model
         what = f'{type(model).__name__} has {outputs} outputs but the {split} data set ({_describe(dataset)}) has '
         fix = f'set model.backbone.num_classes={count}'
+        if evaluating:  # a trained model: its outputs are fixed, and the data's labels must mean its classes
+            own = 'evaluate it on data of the classes it was trained on'
+            if outputs < count:
+                raise ClassCountError(f'{what}{count} classes: labels {outputs}..{count - 1} are classes it never '
+                                      f'learned; {own}')  # fmt: skip
+            raise ClassCountError(
+                f'{what}{count} classes, numbered among themselves: a label need not mean the class the model gives '
+                f"that number; {own}, or give the data set the model's class names in its order "
+                f'({split}_dataloader.dataset.classes=[...]; vispe test and the sweeps take them from a checkpoint '
+                'that records them)'
+            )
         if outputs < count:
             raise ClassCountError(f'{what}{count} classes: labels {outputs}..{count - 1} have no output; {fix}')
         raise ClassCountError(
