@@ -235,6 +235,22 @@ def test_compare_results_names_incomplete_and_refuses_empty_sweeps(tmp_path, cap
     assert 'empty holds no results (an interrupted or failed sweep)' in said and not (tmp_path / 'out').exists()
 
 
+def test_compare_results_refuses_one_run_twice_and_runs_on_other_data(tmp_path, capsys):
+    """Before: the same file twice, two copies of one run, or runs on different data sets made one table, exit 0."""
+    a = results_file(tmp_path / 'a', 'rope', {32: 90.0}, checkpoint_sha256='c1', config_sha256='k1')
+    assert 'given twice' in refusal(capsys, a, a, '--out', str(tmp_path / 'out'))
+    copy = results_file(tmp_path / 'copy', 'rope', {32: 90.0}, checkpoint_sha256='c1', config_sha256='k1')
+    assert 'hold the results of one run' in refusal(capsys, a, copy, '--out', str(tmp_path / 'out'))
+    config = {'test_dataloader.dataset.type': 'ImageFolderDataset', 'test_dataloader.dataset.data_root': '/d/cats'}
+    cats = results_file(tmp_path / 'cats', 'rope', {32: 50.0}, resolved_config=config)
+    said = refusal(capsys, a, cats, '--out', str(tmp_path / 'out'))
+    assert 'evaluated on different data sets' in said and 'ImageFolderDataset /d/cats' in said
+    assert not (tmp_path / 'out').exists()
+    loose = results_file(tmp_path / 'loose', 'rope', {32: 10.0}, resolved_config={'load_strict': False})
+    compare_results().main([a, loose, '--out', str(tmp_path / 'cmp')])
+    assert 'note: loose was evaluated from a non-strict load' in capsys.readouterr().err
+
+
 def test_tables_printed_to_a_file_or_pipe_are_whole():
     """Before: a tool's table printed to a file or pipe came out at rich's assumed 80 columns, its cells cut
     ('rope_mi…', 'interp…'). Now every tool takes ``report.console``, which is as wide as the table needs there."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
+from vispe.engine.workdir import out_folder
 from vispe.experiments.compare import check_summary, sweep_runs, write_summary
 
 
@@ -61,7 +62,7 @@ def sweep_demo(
 def demo_parser(prog: str | None, doc: str | None, default_out: str) -> argparse.ArgumentParser:
     """A demo's parser: its module doc as the description, and --out (where its runs and summary go)."""
     parser = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--out', default=default_out, help='where the runs and the summary go')
+    parser.add_argument('--out', type=out_folder, default=default_out, help='where the runs and the summary go')
     parser.add_argument(
         '--force',
         action='store_true',

@@ -12,6 +12,7 @@ import argparse
 import os
 from collections.abc import Sequence
 
+from vispe.engine.workdir import out_folder
 from vispe.evaluation.outputs import check_target, forcing
 from vispe.experiments.compare import (
     SHAPES2D_TASK_CONFIGS,
@@ -32,7 +33,7 @@ def main(
     parser.add_argument('--epochs', type=int, default=None, help='override the schedule length (all runs alike)')
     parser.add_argument('--resolutions', nargs='+', default=['32', '48', '64'])
     parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--out', default=default_out)
+    parser.add_argument('--out', type=out_folder, default=default_out)
     parser.add_argument(
         '--force',
         action='store_true',

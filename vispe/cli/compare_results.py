@@ -16,8 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Sequence
 
+from vispe.engine.atomic import DiskFullError
+from vispe.engine.workdir import out_folder
 from vispe.evaluation import outputs, report
 from vispe.sweeps import merge
 from vispe.sweeps.registry import SWEEPS
@@ -37,7 +40,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> str:
         prog=prog, description="Merge several runs' results.json into one table and one figure"
     )
     parser.add_argument('results', nargs='+', help='results.json files of sweeps of one kind')
-    parser.add_argument('--out', required=True, help='folder for comparison.md / .json / .png')
+    parser.add_argument('--out', type=out_folder, required=True, help='folder for comparison.md / .json / .png')
     parser.add_argument('--labels', nargs='+', help='one label per results file (default: its folder name)')
     parser.add_argument('--metric', help="a generation sweep's metric (default: its first)")
     parser.add_argument(
@@ -49,12 +52,20 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> str:
     args = parser.parse_args(argv)
     if args.labels and len(args.labels) != len(args.results):
         parser.error(f'--labels gives {len(args.labels)} labels for {len(args.results)} results files')
+    twice = sorted(
+        {p for p in args.results if [os.path.realpath(q) for q in args.results].count(os.path.realpath(p)) > 1}
+    )
+    if twice:
+        parser.exit(2, f'compare_results: {", ".join(twice)} given twice: give each results file once\n')
     labels = args.labels or merge.run_labels(args.results)
     try:
         documents = [load(p) for p in args.results]
         kind, table, metric = merge.merge(documents, labels, args.metric)
     except merge.NotComparable as err:
         parser.exit(2, f'compare_results: {err}\n')
+    for label in merge.non_strict(documents, labels):
+        print(f'note: {label} was evaluated from a non-strict load (--non-strict): some of its weights kept their '
+              'initial values', file=sys.stderr)  # fmt: skip
     text = report.markdown(table, '.1f')
     sources = dict(zip(labels, map(os.path.abspath, args.results)))
     run = outputs.run_id({'sources': sources, 'metric': metric})  # a comparison of the same files is this one
@@ -68,7 +79,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> str:
             doc = {'sweep': kind, 'metric': metric, 'sources': sources, **table.to_json()}
             outputs.write_json(targets['json'], doc, 'comparison', run)
             png = plot(args, table, documents, labels, kind, metric)
-    except outputs.OutputConflict as err:
+    except (outputs.OutputConflict, DiskFullError) as err:
         parser.exit(2, f'compare_results: error: {err}\n')
     print(text)
     print(f'table: {targets["md"]}\nplot: {png}')

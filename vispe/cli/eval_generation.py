@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from vispe.engine.checkpoint import CheckpointError
 from vispe.engine.config import ConfigError, common_parser_args, load_config
+from vispe.engine.workdir import out_folder
 from vispe.evaluation.report import console as report_console
 from vispe.evaluation.trained_model import parse_resolution
 from vispe.sweeps import engine as E
@@ -41,7 +42,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     parser.add_argument('--classifier-checkpoint', default=None, help="default: the config's generation_eval")
     parser.add_argument('--no-fd', action='store_true', help='skip FD and KID (no feature extractor needed)')
     parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--out', required=True, help='output folder for results.json and the sample grids')
+    parser.add_argument(
+        '--out', type=out_folder, required=True, help='output folder for results.json and the sample grids'
+    )
     parser.add_argument('--device', default=None, help='cpu or cuda (default: cuda when available)')
     E.force_parser_args(parser)
     args = parser.parse_args(argv)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from vispe.datasets import three_cell
 from vispe.encodings import list_encodings
 from vispe.encodings.build import VARIANTS as NAMED_VARIANTS
+from vispe.engine.workdir import out_folder
 from vispe.evaluation.outputs import check_target, forcing, write_json, write_text
 from vispe.experiments.compare import (
     DEFAULT_TASKS,
@@ -92,7 +93,7 @@ def main(
         choices=list(REGIME_CONFIGS),
         help='training regimes (default: fixed; the issue-18 board trains all three)',
     )
-    parser.add_argument('--out', default=default_out)
+    parser.add_argument('--out', type=out_folder, default=default_out)
     parser.add_argument(
         '--force',
         action='store_true',

@@ -19,6 +19,7 @@ from mmengine.runner import Runner
 from vispe.engine.config_files import ConfigError, read_config_file, resolve_config
 from vispe.engine.config_keys import check_section_keys
 from vispe.engine.config_overrides import read_with_options
+from vispe.engine.workdir import out_folder
 from vispe.registry import MODELS, check_arguments, closest
 
 # Top-level keys Runner.from_cfg reads, plus the ones vispe's tools read.
@@ -359,7 +360,7 @@ def sweep_parser_args(parser) -> None:
     """The arguments the sweep commands (eval-resolution, eval-points, eval-cameras, eval-patch-shift) take after
     CONFIG: CKPT, --out, --device and --no-progress."""
     parser.add_argument('checkpoint')
-    parser.add_argument('--out', required=True, help='output folder for results.json and results.png')
+    parser.add_argument('--out', type=out_folder, required=True, help='output folder for results.json and results.png')
     parser.add_argument('--device', default=None, help='cpu or cuda (default: cuda when available)')
     parser.add_argument('--no-progress', action='store_true')
 

@@ -10,6 +10,7 @@ at once, and a lock is also tracked per process so that a second run inside the 
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import errno
 import json
@@ -47,21 +48,19 @@ class WorkDirError(RuntimeError):
     """A work dir that cannot be used for this run; the message says why and what to do."""
 
 
-def check_work_dir(work_dir: str) -> None:
+def check_work_dir(work_dir: str, what: str = 'work dir', flag: str = '--work-dir') -> None:
     """``WorkDirError`` when ``work_dir`` is a file, sits below a file, or cannot be written (tested by creating and
     removing a file where it is or would be created, since permission bits say nothing for root). Writes nothing
-    that stays."""
+    that stays. ``what`` and ``flag`` name the folder in the message (an output folder: 'output folder', '--out')."""
     if osp.exists(work_dir) and not osp.isdir(work_dir):
         raise WorkDirError(
-            f'work dir {work_dir!r} is a file, not a folder; choose another --work-dir (the file was left as it is)'
+            f'{what} {work_dir!r} is a file, not a folder; choose another {flag} (the file was left as it is)'
         )
     existing = osp.abspath(work_dir)
     while not osp.exists(existing):
         existing = osp.dirname(existing)
     if not osp.isdir(existing):
-        raise WorkDirError(
-            f'work dir {work_dir!r} cannot be created: {existing!r} is a file; choose another --work-dir'
-        )
+        raise WorkDirError(f'{what} {work_dir!r} cannot be created: {existing!r} is a file; choose another {flag}')
     try:
         fd, probe = tempfile.mkstemp(prefix='.vispe-write-test-', dir=existing)
         os.close(fd)
@@ -69,9 +68,29 @@ def check_work_dir(work_dir: str) -> None:
     except OSError as err:
         where = 'it' if existing == osp.abspath(work_dir) else f'{existing!r}, where it would be created,'
         raise WorkDirError(
-            f'work dir {work_dir!r} is not writable: {where} refuses new files ({err.strerror}); choose another '
-            '--work-dir or fix its permissions'
+            f'{what} {work_dir!r} is not writable: {where} refuses new files ({err.strerror}); choose another '
+            f'{flag} or fix its permissions'
         ) from None
+
+
+#: what an output folder is never named like: a checkpoint or a report file given where the folder belongs
+FILE_SUFFIXES = ('.pth', '.pt', '.ckpt', '.safetensors', '.bin', '.json', '.md', '.csv', '.png', '.pdf', '.svg')
+
+
+def out_folder(path: str) -> str:
+    """``path`` as an output folder: the ``type`` of the tools' folder ``--out``, so that argparse refuses it in one
+    line before any work. Not an existing file, not a name that ends like a checkpoint or report file (arguments in
+    another order), and a place where files can be created (``check_work_dir``)."""
+    ext = osp.splitext(path.rstrip('/'))[1].lower()
+    if ext in FILE_SUFFIXES and not osp.isdir(path):
+        raise argparse.ArgumentTypeError(
+            f'{path} names a {ext} file, not a folder (a checkpoint or report given in its place?): pass a folder'
+        )
+    try:
+        check_work_dir(path, 'output folder', '--out')
+    except WorkDirError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return path
 
 
 def similar_dirs(work_dir: str) -> str:
@@ -226,6 +245,8 @@ __all__ = [
     'WorkDirLock',
     'check_work_dir',
     'config_dump_conflict',
+    'out_folder',
+    'set_aside',
     'similar_dirs',
     'takeover_message',
 ]

@@ -48,6 +48,7 @@ def merge(
         listed = ', '.join(f'{label} is a {kind} sweep' for label, kind in zip(labels, kinds))
         raise NotComparable(f'results of different kinds cannot be one table ({listed}): compare one kind at a time')
     kind, spec = kinds[0], SWEEPS[kinds[0]]
+    check_same_data(documents, labels)
     labels = checked_labels(documents, labels)
     rows = [dict(r, run=label) for d, label in zip(documents, labels) for r in d['results']]
     if spec.row_metric is not None:  # rows of several metrics: one table holds one
@@ -60,6 +61,42 @@ def merge(
     else:
         metric = metric or str(documents[0].get('metric', 'value'))
     return kind, pivot(rows, ('run', *spec.fields), spec.column, order=spec.order), metric
+
+
+def data_of(document: Mapping[str, Any]) -> tuple[Any, ...]:
+    """(type, data_root, task) of the data set a results.json was evaluated on (its resolved config's test set,
+    the innermost of its wrappers)."""
+    config = document.get('resolved_config') or {}
+    prefix = 'test_dataloader.dataset'
+    while f'{prefix}.dataset.type' in config:
+        prefix += '.dataset'
+    return tuple(config.get(f'{prefix}.{key}') for key in ('type', 'data_root', 'task'))
+
+
+def check_same_data(documents: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> None:
+    """NotComparable for results of one run given twice (the same checkpoint, config and sweep: one table row would
+    hide the other) and for results evaluated on different data sets, whose numbers one table would set side by side
+    as if they measured the same thing."""
+    seen: dict[tuple, str] = {}
+    for document, label in zip(documents, labels):
+        key = tuple(document.get(k) for k in ('sweep', 'checkpoint_sha256', 'config_sha256'))
+        if key[1] is not None and key in seen:
+            raise NotComparable(f'{seen[key]} and {label} hold the results of one run (the same checkpoint, config and '
+                                'sweep): give each run once')  # fmt: skip
+        seen[key] = label
+    data = {label: data_of(d) for d, label in zip(documents, labels)}
+    if len(set(data.values())) > 1:
+        shown = '; '.join(f'{label}: {" ".join(str(v) for v in values if v is not None) or "?"}'
+                          for label, values in data.items())  # fmt: skip
+        raise NotComparable(f'these results were evaluated on different data sets ({shown}): compare runs on one')
+
+
+def non_strict(documents: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> list[str]:
+    """The labels of runs evaluated from a non-strict load (``--non-strict``: some of the model's weights were left
+    at their initial values), which a comparison must say."""
+    return [
+        label for d, label in zip(documents, labels) if (d.get('resolved_config') or {}).get('load_strict') is False
+    ]
 
 
 def checked_labels(documents: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> list[str]:
@@ -101,4 +138,14 @@ def merged_title(documents: Sequence[Mapping[str, Any]], labels: Sequence[str]) 
     return '\n'.join(f'{label}: {text or "?"}' for label, text in zip(labels, said))
 
 
-__all__ = ['NotComparable', 'checked_labels', 'merge', 'merged_title', 'run_labels', 'sweep_kind']
+__all__ = [
+    'NotComparable',
+    'check_same_data',
+    'checked_labels',
+    'data_of',
+    'merge',
+    'merged_title',
+    'non_strict',
+    'run_labels',
+    'sweep_kind',
+]
