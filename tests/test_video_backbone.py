@@ -9,6 +9,7 @@ from timm.layers import resample_abs_pos_embed
 
 import vispe
 from vispe.backbones import VideoTransformer
+from vispe.backbones.common import PatchConv3d
 from vispe.encodings.absolute import sincos_embed
 from vispe.encodings.rotary import rotary_sections
 from vispe.kernels.rotary import rotary_table
@@ -278,3 +279,20 @@ def test_2d_rope_mixed_is_unchanged() -> None:
     f = enc.freqs.detach()
     expected = coords[None, :, 1, None] * f[0][:, None] + coords[None, :, 0, None] * f[1][:, None]
     assert torch.equal(enc.angles(coords), expected)
+
+
+def test_a_clip_one_patch_column_wide_in_bf16_autocast_is_near_float32() -> None:
+    """oneDNN (torch 2.14, CPU) gets a strided bf16 convolution one column wide wrong (NaN at times): the tubelet
+    embedding takes the patch embeddings' workaround. Before: the space-time ViT gave NaN on such clips under bf16
+    autocast (the fuzz test found it)."""
+    torch.manual_seed(0)
+    conv = PatchConv3d(3, 48, kernel_size=(1, 2, 2), stride=(1, 2, 2))
+    x = torch.randn(1, 3, 3, 4, 2)  # 3 x 2 x 1 tubelets
+    ref = conv(x)
+    for _ in range(20):
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            out = conv(x)
+        assert torch.isfinite(out.float()).all() and (out.float() - ref).abs().max() < 0.1
+    model = VideoTransformer(num_classes=5, img_size=(2, 2), num_frames=1, patch_size=2, tubelet_size=1, embed_dim=48,
+                             depth=1, num_heads=1)  # fmt: skip
+    assert type(model.patch_embed) is PatchConv3d and 'patch_embed.weight' in model.state_dict()

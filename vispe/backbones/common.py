@@ -138,6 +138,24 @@ def check_input_dtype(owner: str, x: torch.Tensor, weight: torch.Tensor) -> None
     )
 
 
+def one_column_fault(conv: nn.Conv2d | nn.Conv3d, x: torch.Tensor) -> bool:
+    """Whether ``conv`` on ``x`` is the strided bfloat16 CPU convolution one column wide that oneDNN gets wrong in
+    torch 2.14 (``PatchConv2d``); False wherever shapes are symbolic (FX, export)."""
+    if is_fx_symbolic_tracing() or torch.compiler.is_exporting():  # FX and export: shapes are symbolic
+        return False
+    if x.device.type != 'cpu' or x.dim() != conv.weight.dim() or conv.padding_mode != 'zeros':
+        return False
+    if isinstance(conv.padding, str):
+        return False
+    if not (
+        x.dtype == torch.bfloat16
+        or (torch.is_autocast_enabled('cpu') and torch.get_autocast_dtype('cpu') == torch.bfloat16)
+    ):
+        return False
+    span = x.shape[-1] + 2 * conv.padding[-1] - conv.dilation[-1] * (conv.kernel_size[-1] - 1) - 1
+    return conv.stride[-1] > 1 and span // conv.stride[-1] + 1 == 1
+
+
 class PatchConv2d(nn.Conv2d):
     """``nn.Conv2d`` (same arguments, parameters and state-dict keys) for patch embeddings, working around a oneDNN
     fault of torch 2.14 on CPU: a strided bfloat16 convolution (a bf16 model, or CPU bf16 autocast) whose output is
@@ -157,17 +175,23 @@ class PatchConv2d(nn.Conv2d):
 
     @torch.jit.unused
     def _hits_onednn_fault(self, x: torch.Tensor) -> bool:
-        if is_fx_symbolic_tracing() or torch.compiler.is_exporting():  # FX and export: shapes are symbolic
-            return False
-        if x.device.type != 'cpu' or x.dim() != 4 or self.padding_mode != 'zeros' or isinstance(self.padding, str):
-            return False
-        if not (
-            x.dtype == torch.bfloat16
-            or (torch.is_autocast_enabled('cpu') and torch.get_autocast_dtype('cpu') == torch.bfloat16)
-        ):
-            return False
-        span = x.shape[-1] + 2 * self.padding[1] - self.dilation[1] * (self.kernel_size[1] - 1) - 1
-        return self.stride[1] > 1 and span // self.stride[1] + 1 == 1
+        return one_column_fault(self, x)
+
+
+class PatchConv3d(nn.Conv3d):
+    """``nn.Conv3d`` with ``PatchConv2d``'s workaround, for tubelet embeddings: a clip one patch column wide hits the
+    same oneDNN fault (NaN from finite frames under CPU bf16 autocast)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not torch.jit.is_scripting():
+            if self._hits_onednn_fault(x):
+                padded = nn.functional.pad(x, (0, self.stride[2]))
+                return self._conv_forward(padded, self.weight, self.bias)[..., :1]
+        return self._conv_forward(x, self.weight, self.bias)
+
+    @torch.jit.unused
+    def _hits_onednn_fault(self, x: torch.Tensor) -> bool:
+        return one_column_fault(self, x)
 
 
 def use_patch_conv(patch_embed: nn.Module) -> None:
@@ -197,6 +221,8 @@ def check_vit_kwargs(kwargs: dict[str, Any], defaults: bool) -> None:
 
 __all__ = [
     'PatchConv2d',
+    'PatchConv3d',
+    'one_column_fault',
     'check_channels',
     'check_image_dims',
     'check_img_size',

@@ -17,7 +17,7 @@ from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
 from vispe.backbones.base import PEBackbone, pe_blocks
-from vispe.backbones.common import check_input_dtype, check_rates, check_size
+from vispe.backbones.common import PatchConv3d, check_input_dtype, check_rates, check_size
 from vispe.checks import one_build
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Positions, video_positions
@@ -97,7 +97,7 @@ class VideoTransformer(PEBackbone):
         grid = (num_frames // tubelet_size, height // patch_size, width // patch_size)
         self.grid_size = grid
         kernel = (tubelet_size, patch_size, patch_size)
-        self.patch_embed = nn.Conv3d(in_chans, embed_dim, kernel_size=kernel, stride=kernel)
+        self.patch_embed = PatchConv3d(in_chans, embed_dim, kernel_size=kernel, stride=kernel)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
         per_layer = self.build_encodings(encoding, embed_dim, num_heads, depth, grid_size=grid, ndim=3)
         self.blocks = pe_blocks(embed_dim, num_heads, mlp_ratio, drop_path_rate, per_layer)

@@ -183,7 +183,8 @@ class ImageFolderDataset(_DictDataset):
         classes (Sequence[str] | None): the class names in label order; None: the sorted class folders. The
             evaluation tools pass a trained model's (its checkpoint's ``dataset_meta``), so that a label means the
             class of that name whatever the folders' order: a class without a folder here is simply absent, and a
-            class folder whose name is not among ``classes`` (renamed, or another data set's) is refused.
+            class folder whose name is not among ``classes`` (renamed, or another data set's) is refused. Defaults
+            to None.
 
     Every image is turned upright by its EXIF orientation and every Pillow mode is decoded to correctly scaled
     pixels (``vispe.datasets.images.load_image``, whose docstring tabulates the modes: 16-bit images keep their
