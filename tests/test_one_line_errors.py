@@ -270,3 +270,28 @@ def test_dit_and_the_multiview_transformer_name_images_they_cannot_take() -> Non
     with pytest.raises(ValueError, match=r'MultiViewTransformer: images \(1, 2, 1, 16, 16\) have 1 channel\(s\) per '
                        r'view, but the model takes 3'):  # fmt: skip
         views(torch.randn(1, 2, 1, 16, 16), K, poses)
+
+
+# --- a negative class count and a misspelt timm name ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    'build',
+    [
+        lambda: __import__('vispe').create_model('vit_tiny_patch16_224', num_classes=-1),
+        lambda: __import__('vispe').backbones.VideoTransformer(num_classes=-1),
+        lambda: __import__('vispe').backbones.PointTransformer(num_classes=-2),
+    ],
+    ids=['vit', 'video', 'point'],
+)
+def test_a_negative_class_count_is_refused(build) -> None:
+    """Before: num_classes=-1 built a model without a head (timm's Identity for counts <= 0), silently."""
+    with pytest.raises(ValueError, match=r'num_classes must be an int >= 0 \(0: no head'):
+        build()
+
+
+def test_a_misspelt_timm_name_names_the_closest() -> None:
+    """Before: timm's 'Unknown model (vit_tiny_patch16_244)' with no name to try."""
+    import vispe
+
+    with pytest.raises(ValueError, match=r"unknown model 'vit_tiny_patch16_244'; did you mean 'vit_tiny_patch16_224'"):
+        vispe.create_model('vit_tiny_patch16_244')
+    assert vispe.create_model('vit_tiny_patch16_224', num_classes=0).num_classes == 0  # 0: the features

@@ -27,6 +27,16 @@ def check_rates(owner: str, **rates: float) -> None:
             raise ValueError(f'{owner}: {name} is a probability in [0, 1], got {name}={rate!r}')
 
 
+def check_num_classes(owner: str, num_classes: Any) -> None:
+    """ValueError naming ``owner`` unless ``num_classes`` is an int >= 0 (0: no head, the features; timm's
+    convention). A negative count once built a model without a head, silently."""
+    if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral) or num_classes < 0:
+        raise ValueError(
+            f'{owner}: num_classes must be an int >= 0 (0: no head, the model returns its features), got '
+            f'num_classes={num_classes!r}'
+        )
+
+
 @once_per_build('owner')
 def check_size(owner: str, name: str, value: Any, pair: bool = True) -> tuple[int, int]:
     """(H, W) from ``value``, an int or (with ``pair``) an (H, W) pair of positive ints; anything else (a string from
@@ -214,6 +224,8 @@ def check_vit_kwargs(kwargs: dict[str, Any], defaults: bool) -> None:
         if name in kwargs:
             check_size('VisionTransformerPE', name, kwargs[name])
     check_rates('VisionTransformerPE', **{k: v for k, v in kwargs.items() if k.endswith('_rate')})
+    if 'num_classes' in kwargs:
+        check_num_classes('VisionTransformerPE', kwargs['num_classes'])
     args = {**TIMM_VIT_DEFAULTS, **kwargs} if defaults else kwargs
     if 'embed_dim' in args and 'num_heads' in args:
         check_heads(args['embed_dim'], args['num_heads'], 'VisionTransformerPE')
@@ -228,6 +240,7 @@ __all__ = [
     'check_img_size',
     'check_input_dtype',
     'check_patch_multiple',
+    'check_num_classes',
     'check_rates',
     'check_size',
     'check_vit_kwargs',

@@ -14,7 +14,7 @@ from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
 from vispe.backbones.base import PEBackbone, pe_blocks
-from vispe.backbones.common import check_input_dtype, check_rates
+from vispe.backbones.common import check_input_dtype, check_num_classes, check_rates
 from vispe.checks import one_build
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Positions
@@ -142,6 +142,7 @@ class PointTransformer(PEBackbone):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f'PointTransformer: {name} must be an int >= 1, got {name}={value!r}')
         check_rates('PointTransformer', drop_path_rate=drop_path_rate)
+        check_num_classes('PointTransformer', num_classes)
         self.num_classes, self.num_groups, self.group_size = num_classes, num_groups, group_size
         self.group_embed = MiniPointNet(embed_dim, hidden=group_hidden)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))

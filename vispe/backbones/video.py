@@ -17,7 +17,7 @@ from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
 from vispe.backbones.base import PEBackbone, pe_blocks
-from vispe.backbones.common import PatchConv3d, check_input_dtype, check_rates, check_size
+from vispe.backbones.common import PatchConv3d, check_input_dtype, check_num_classes, check_rates, check_size
 from vispe.checks import one_build
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Positions, video_positions
@@ -89,6 +89,7 @@ class VideoTransformer(PEBackbone):
         if global_pool not in POOLS:
             raise ValueError(f'{name}: global_pool must be one of {POOLS}, got {global_pool!r}')
         check_rates(name, drop_path_rate=drop_path_rate)
+        check_num_classes(name, num_classes)
         height, width = check_size(name, 'img_size', img_size)
         self.num_classes, self.global_pool, self.in_chans = num_classes, global_pool, in_chans
         self.patch_size, self.tubelet_size = patch_size, tubelet_size

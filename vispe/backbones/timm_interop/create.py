@@ -33,6 +33,7 @@ from vispe.checks import one_build
 from vispe.encodings.build import EncodingSpec, normalize_spec
 from vispe.flex import check_kernel
 from vispe.positions import build_position_sampler
+from vispe.registry import closest
 
 
 @one_build()
@@ -73,6 +74,7 @@ def create_model(
             if encoding != 'default':
                 kwargs['encoding'] = encoding
             return from_local_dir(cfg, architecture, model_args, pretrained, checkpoint_path, **kwargs)
+    check_model_name(model_name)
     features_only, feature_kwargs = split_feature_args(model_name, kwargs)
     overlay = kwargs.get('pretrained_cfg_overlay') or {}
     if pretrained and isinstance(overlay, dict) and overlay.get('file'):
@@ -117,6 +119,17 @@ def create_model(
     if features_only:
         return wrap_features(model, model_name, **feature_kwargs)
     return model
+
+
+def check_model_name(model_name: str) -> None:
+    """ValueError naming the closest timm and vispe names for a name timm does not know (timm's own error names
+    none); hub names (``hf-hub:``) are left to timm."""
+    if ':' in model_name or timm.is_model(model_name.split('.')[0]):
+        return
+    raise ValueError(
+        f'unknown model {model_name!r}{closest(model_name.split(".")[0], timm.list_models())} (the names: '
+        "timm.list_models('vit_*'), vispe's among them)"
+    )
 
 
 def adopt_converted(
@@ -171,4 +184,4 @@ def from_local_dir(
     return model
 
 
-__all__ = ['adopt_converted', 'create_model', 'from_local_dir']
+__all__ = ['adopt_converted', 'check_model_name', 'create_model', 'from_local_dir']
