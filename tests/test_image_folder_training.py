@@ -320,3 +320,17 @@ def test_a_finished_sweep_is_reused_only_while_its_data_is_unchanged(trained, tr
     shutil.copy(tmp_path / 'data' / 'val' / 'red' / '0.png', tmp_path / 'data' / 'val' / 'red' / 'new.png')
     with pytest.raises(SystemExit, match=r'data that changed since .*--force'):
         cli(args)
+
+
+@pytest.mark.parametrize('workers', [0, 2])
+def test_a_zero_byte_image_in_training_is_one_line(tree, tmp_path, workers) -> None:
+    """Before: mmengine's 45-line traceback of the training loop came first (a worker's re-raise carries its own)."""
+    shutil.copytree(tree, tmp_path / 'data')
+    (tmp_path / 'data' / 'train' / 'red' / '0.png').write_bytes(b'')
+    options = _options(tmp_path / 'data', str(tmp_path / 'work'))
+    options.update({'train_dataloader.num_workers': workers, 'train_dataloader.persistent_workers': False})
+    listed = [f'{k}={v}' for k, v in options.items() if not k.startswith('param_scheduler')]
+    with pytest.raises(SystemExit) as info:
+        cli(['train', CONFIG, '--work-dir', str(tmp_path / 'work'), '--cfg-options', *listed])
+    message = str(info.value.code)
+    assert message.startswith('error: ') and '\n' not in message and '0.png: unreadable image' in message

@@ -14,6 +14,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from vispe.datasets.samples import SampleError
 from vispe.engine.checkpoint import CheckpointError, load_checkpoint
 from vispe.engine.config import ConfigError, common_parser_args, load_config
 from vispe.engine.runner import build_runner
@@ -40,6 +41,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
             metrics = runner.test()
         finally:
             release_instances(runner.experiment_name)
+    except SampleError as err:  # an unreadable file in the data: named, before mmengine's traceback of the loop
+        sys.exit(f'error: {err.line()}')
     except (ConfigError, CheckpointError, WorkDirError, FileNotFoundError, ValueError) as err:
         sys.exit(f'error: {err}')
     for key, value in metrics.items():

@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from vispe.datasets.samples import SampleError
 from vispe.engine.atomic import DiskFullError
 from vispe.engine.checkpoint import CheckpointError
 from vispe.engine.config import ConfigError, common_parser_args
@@ -71,6 +72,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
         if os.environ.get('RANK', '0') == '0':
             print(interrupted_message(args.config, cfg, args, invoked_as(prog)), file=sys.stderr)
         sys.exit(130)
+    except SampleError as err:  # an unreadable file in the data: named, before mmengine's traceback of the loop
+        sys.exit(f'error: {err.line()}')
     except (ConfigError, CheckpointError, WorkDirError, DiskFullError, NonFiniteLossError, FileNotFoundError) as err:
         sys.exit(f'error: {err}')
     except MissingExtra as err:  # a 3D config without open3d: the one line that names the extra

@@ -35,6 +35,12 @@ PLY_SIZES = {
 class SampleError(ValueError):
     """A sample file that cannot be used; the message names the file and the problem."""
 
+    def line(self) -> str:
+        """The message as one line, also where a DataLoader worker raised it again with its traceback in the
+        message (torch does so), whose last line is then ``vispe.datasets.samples.SampleError: <message>``."""
+        last = [text for text in str(self).splitlines() if text.strip()][-1]
+        return last.split(f'{type(self).__name__}: ', 1)[-1]
+
 
 class SampleWarning(UserWarning):
     """A sample file that is used but looks wrong (an image far smaller than the crop, a cloud with far fewer points
