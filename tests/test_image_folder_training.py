@@ -334,3 +334,17 @@ def test_a_zero_byte_image_in_training_is_one_line(tree, tmp_path, workers) -> N
         cli(['train', CONFIG, '--work-dir', str(tmp_path / 'work'), '--cfg-options', *listed])
     message = str(info.value.code)
     assert message.startswith('error: ') and '\n' not in message and '0.png: unreadable image' in message
+
+
+def test_infer_advises_only_what_infer_can_set(trained, tree, capsys) -> None:
+    """Before: an image over the pixel limit was told to build a data set with max_image_pixels=N or on_error='skip',
+    neither of which infer reads. Now infer reads the limit from its config's test set, and says so."""
+    image = str(tree / 'val' / 'red' / '0.png')  # 40 x 40 = 1600 pixels
+    with pytest.raises(SystemExit, match='1 of 1 files failed'):
+        infer([trained, image, '--cfg-options', 'test_dataloader.dataset.max_image_pixels=1000'])
+    err = capsys.readouterr().err
+    assert 'over the limit of 1000 pixels' in err
+    assert 'pass --cfg-options test_dataloader.dataset.max_image_pixels=N' in err
+    assert 'on_error' not in err and 'build the data set' not in err
+    infer([trained, image, '--cfg-options', 'test_dataloader.dataset.max_image_pixels=2000'])
+    assert capsys.readouterr().out.startswith(f'{image}: ')

@@ -74,8 +74,8 @@ ALPHA_MODES = ('LA', 'La', 'PA', 'RGBA', 'RGBa')
 SMALL_IMAGE_FACTOR = 8
 
 
-def _fail(path: str, problem: str) -> SampleError:
-    return SampleError(f'{path}: {problem}; {SKIP_HINT}')
+def _fail(path: str, problem: str, advice: str = SKIP_HINT, too_large: bool = False) -> SampleError:
+    return SampleError(f'{path}: {problem}; {advice}', f'{path}: {problem}', too_large)
 
 
 def _has_alpha(image: Image.Image) -> bool:
@@ -181,8 +181,10 @@ def open_image(path: str, max_pixels: int | None = None) -> Image.Image:
                     raise _fail(
                         path,
                         f'{width}x{height} = {width * height} pixels, over the limit of {limit} pixels (a possible '
-                        'decompression bomb); if the file is genuine, build the data set with max_image_pixels=N '
-                        '(or set PIL.Image.MAX_IMAGE_PIXELS = N, None for no limit)',
+                        'decompression bomb)',
+                        'if the file is genuine, build the data set with max_image_pixels=N (or set '
+                        f'PIL.Image.MAX_IMAGE_PIXELS = N, None for no limit); {SKIP_HINT}',
+                        too_large=True,
                     )
                 image.load()
                 # in place: the same object keeps what the file says (format, TIFF tags) for decode_image

@@ -33,7 +33,13 @@ PLY_SIZES = {
 
 
 class SampleError(ValueError):
-    """A sample file that cannot be used; the message names the file and the problem."""
+    """A sample file that cannot be used; the message names the file and the problem, then what to do about it in a
+    data set. ``problem`` is the message without that advice (a tool that reads files itself, ``vispe infer``, gives
+    its own), and ``too_large`` says that the file is over the pixel limit (a possible decompression bomb)."""
+
+    def __init__(self, message: str, problem: str | None = None, too_large: bool = False) -> None:
+        super().__init__(message)
+        self.problem, self.too_large = problem or message, too_large
 
     def line(self) -> str:
         """The message as one line, also where a DataLoader worker raised it again with its traceback in the

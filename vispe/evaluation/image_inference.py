@@ -18,7 +18,7 @@ from vispe.datasets.augment import ImageTransform
 from vispe.datasets.folder import IMAGENET_MEAN, IMAGENET_STD, normalization_stats
 from vispe.datasets.images import image_size as decoded_size
 from vispe.datasets.images import load_image, small_image_message
-from vispe.datasets.samples import SampleWarning, read_sample_file
+from vispe.datasets.samples import SampleError, SampleWarning, read_sample_file
 from vispe.datasets.sizes import build_size_policy
 from vispe.evaluation.trained_model import rank_classes
 from vispe.files import check_file, files_inside
@@ -72,6 +72,7 @@ def image_view(cfg: Any, meta: dict | None = None) -> dict:
         'policy': policy,
         'size': size,
         'channels': channels,
+        'max_pixels': data_cfg.get('max_image_pixels'),
         'classes': _classes_of(data_cfg, meta or {}),
     }
 
@@ -81,7 +82,13 @@ def _prepare(path: str, view: dict) -> dict:
 
     def read() -> torch.Tensor:
         check_file(path, 'image', f'{path}: no such file', lambda d: files_inside(d, IMAGE_SUFFIXES, 'images'))
-        image = load_image(path, channels=view['channels'])
+        try:
+            image = load_image(path, channels=view['channels'], max_pixels=view['max_pixels'])
+        except SampleError as err:  # the data set's advice (on_error, max_image_pixels=) is not this tool's
+            setting = '--cfg-options test_dataloader.dataset.max_image_pixels=N'
+            raise SampleError(
+                f'{err.problem}; if the file is genuine, pass {setting}' if err.too_large else err.problem
+            ) from None
         policy = view['policy']
         draw = None if policy is None else policy.largest()  # deterministic: the largest side or budget
         hw = decoded_size(image)
