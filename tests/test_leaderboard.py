@@ -183,6 +183,7 @@ def test_a_resumed_run_records_where_it_resumed_and_its_threads(tmp_path, monkey
     monkeypatch.setattr(lb, 'final_checkpoint', lambda run: None)  # not finished: trained (here: resumed) now
     runs = leaderboard_runs({'position': 'p.py'}, ['peg'], [0, 1], str(tmp_path / 'out'))
     os.makedirs(runs[0].work_dir)
+    (Path(runs[0].work_dir) / 'epoch_24.pth').write_bytes(b'')  # the pointer names a file of its own work dir
     (Path(runs[0].work_dir) / 'last_checkpoint').write_text(os.path.join(runs[0].work_dir, 'epoch_24.pth'))
     archive = lb.Archive(str(tmp_path / 'archive'), str(tmp_path / 'out'))
     lb.collect(runs, ['32'], log=lambda _: None, archive=archive, work=lambda run, res, log: _results(res, ['default']))
