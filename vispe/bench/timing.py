@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import gc
 import itertools
+import os
 import statistics
+import sys
 import time
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -160,12 +162,43 @@ MEMORY_METHODS = {
 }
 
 
+@contextmanager
+def profiled(**kwargs: Any) -> Iterator[Any]:
+    """``torch.profiler.profile(activities=[CPU], **kwargs)`` with the native log lines of its start and stop
+    (kineto's 'USDT ... profiler_start', 'gpuGetDeviceCount failed' on a machine without a GPU) kept off stderr: a
+    benchmark's output is its table. Only the profiler's own start and stop write there; the step runs between them
+    with stderr as it was."""
+    from torch.profiler import ProfilerActivity, profile
+
+    prof = profile(activities=[ProfilerActivity.CPU], **kwargs)
+    with _native_stderr_muted():
+        prof.__enter__()
+    try:
+        yield prof
+    finally:
+        with _native_stderr_muted():
+            prof.__exit__(None, None, None)
+
+
+@contextmanager
+def _native_stderr_muted() -> Iterator[None]:
+    """File descriptor 2 pointed at the null device inside the block (what C++ libraries write to), then restored."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, 'w') as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _cpu_peak_bytes(step: Callable[[], None]) -> int:
     """Peak of the running sum of CPU allocations minus frees during ``step`` (0 = what was live before)."""
     from torch._C._profiler import _EventType  # allocation records; the public event list folds them into ops
-    from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with profiled(profile_memory=True) as prof:
         step()
     sizes: list[tuple[int, int]] = []
     stack = list(prof.profiler.kineto_results.experimental_event_tree())
@@ -208,9 +241,7 @@ NO_SDPA = 'none'
 def sdpa_backend(step: Callable[[], None]) -> str:
     """The SDPA kernel(s) one ``step`` ran ('flash', 'efficient', 'cudnn', 'cpu-flash', 'math', joined by '+'
     when several), read from the profiler's record of aten ops; ``NO_SDPA`` when none ran."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as prof:  # aten ops are recorded on the host for CUDA too
+    with profiled() as prof:  # aten ops are recorded on the host for CUDA too
         step()
     synchronize('cuda' if torch.cuda.is_available() else 'cpu')
     kernels = {SDPA_KERNELS[e.name] for e in prof.events() if e.name in SDPA_KERNELS}
@@ -218,19 +249,20 @@ def sdpa_backend(step: Callable[[], None]) -> str:
 
 
 __all__ = [
+    'COMPILE_SCOPES',
     'COMPILE_WARMUP',
     'MEMORY_METHODS',
     'NO_SDPA',
     'SDPA_KERNELS',
     'Steppable',
     'Subject',
-    'COMPILE_SCOPES',
     'compile_limits',
     'compile_module',
     'compile_subjects',
     'interleaved_times',
     'paired_ratio',
     'peak_memory_mb',
+    'profiled',
     'sdpa_backend',
     'synchronize',
     'time_step',
