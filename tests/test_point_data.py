@@ -11,8 +11,7 @@ import torch
 from conftest import needs_open3d
 
 from vispe.datasets import ModelNet40
-from vispe.datasets.modelnet import read_text_cloud
-from vispe.datasets.pointfiles import center, read_points, resample, unit_sphere
+from vispe.datasets.pointfiles import center, read_points, read_text_cloud, resample, unit_sphere
 from vispe.datasets.samples import SampleWarning
 
 o3d = needs_open3d()
@@ -114,8 +113,11 @@ def test_read_ply_pcd_and_mesh_files(tmp_path) -> None:
     assert surface.shape == (1000, 3) and np.allclose(np.linalg.norm(surface, axis=1), 2.0, atol=0.05)
     with pytest.raises(FileNotFoundError, match='no such point-cloud file'):
         read_points(str(tmp_path / 'missing.ply'))
-    (tmp_path / 'notes.txt').write_text('hello')
-    with pytest.raises(ValueError, match=r"unsupported file type '\.txt'; point clouds: \.ply"):
+    (tmp_path / 'notes.doc').write_text('hello')
+    with pytest.raises(ValueError, match=r"unsupported file type '\.doc'; point clouds: \.ply.*\.txt; meshes"):
+        read_points(str(tmp_path / 'notes.doc'))
+    (tmp_path / 'notes.txt').write_text('hello')  # a .txt is read as ModelNet40's comma-separated points
+    with pytest.raises(ValueError, match=r'notes\.txt: expected lines of x,y,z\[,nx,ny,nz\] numbers'):
         read_points(str(tmp_path / 'notes.txt'))
     (tmp_path / 'empty.pcd').write_text('')
     with pytest.raises(ValueError, match='read no points'):

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from conftest import changed_keys, needs_open3d, tiny_point_config, train_in_process
 from test_tools import run_tool
 
 from vispe.engine.checkpoint import read_checkpoint
+from vispe.engine.config import load_config
+from vispe.evaluation.point_inference import dataset_view, predict_files
+from vispe.evaluation.trained_model import build_model
 from vispe.sweeps import points as point_sweep
 
 o3d = needs_open3d()
@@ -142,3 +146,18 @@ def test_fps_benchmark_times_both_and_measures_coverage(tmp_path) -> None:
     assert ours['covering_radius'] < random['covering_radius'] and ours['spread'] > random['spread']
     bad = run_tool('tools/benchmark_fps.py', '--settings', '2x16x32', check=False)
     assert bad.returncode != 0 and 'picks <= points' in bad.stderr
+
+
+def test_infer_points_reads_modelnet_text_and_warns_of_a_shapeless_cloud(trained, tmp_path) -> None:
+    """Before: a ModelNet40 .txt (the format its own data set reads) was an unsupported file type, and 600 copies of
+    one point were classified like any cloud, without a word."""
+    config, ckpt, _, _ = trained
+    cfg = load_config(config)
+    points = np.asarray(o3d.geometry.TriangleMesh.create_torus(0.4, 0.12).sample_points_uniformly(600).points)
+    np.savetxt(tmp_path / 'torus.txt', np.concatenate([points, np.zeros_like(points)], 1), fmt='%.6f', delimiter=',')
+    np.savetxt(tmp_path / 'dot.xyz', np.tile([[0.1, 0.2, 0.3]], (600, 1)), fmt='%.6f')
+    files = [str(tmp_path / 'torus.txt'), str(tmp_path / 'dot.xyz')]
+    torus, dot = predict_files(build_model(cfg, ckpt, 'cpu'), files, dataset_view(cfg))
+    assert 'top' in torus and not torus['warnings'] and 'top' in dot
+    assert dot['warnings'] == [f'{files[1]}: its 600 points hold only 1 distinct position, no shape to classify: the '
+                               'classes below say nothing about it']  # fmt: skip

@@ -17,18 +17,15 @@ from __future__ import annotations
 import glob
 import os
 
-import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from vispe.datasets.pointfiles import MESH_SAMPLES, read_points, resample, unit_sphere
+from vispe.datasets.pointfiles import MESH_SAMPLES, read_points, read_text_cloud, resample, unit_sphere
 from vispe.datasets.samples import (
-    SampleError,
     SkipsBadSamples,
     WarnsOnce,
     check_on_error,
     few_points_message,
-    finite_points,
 )
 from vispe.registry import DATASETS
 
@@ -39,18 +36,6 @@ MODELNET40_CLASSES: tuple[str, ...] = (
     'monitor', 'night_stand', 'person', 'piano', 'plant', 'radio', 'range_hood', 'sink', 'sofa', 'stairs', 'stool',
     'table', 'tent', 'toilet', 'tv_stand', 'vase', 'wardrobe', 'xbox',
 )  # fmt: skip
-
-
-def read_text_cloud(path: str) -> np.ndarray:
-    """(N, 3) float32 xyz of a ``x,y,z[,nx,ny,nz]`` text file (comma or space separated)."""
-    with open(path) as f:
-        text = f.read()
-    first = text.lstrip().split('\n', 1)[0]
-    width = len(first.replace(',', ' ').split())
-    values = np.fromstring(text.replace(',', ' '), dtype=np.float32, sep=' ')
-    if width < 3 or values.size == 0 or values.size % width:
-        raise SampleError(f'{path}: expected lines of x,y,z[,nx,ny,nz] numbers (truncated or not a point file)')
-    return finite_points(values.reshape(-1, width)[:, :3].copy(), path)
 
 
 @DATASETS.register_module()
@@ -153,4 +138,4 @@ class ModelNet40(SkipsBadSamples, Dataset):
         return {'inputs': torch.from_numpy(points), 'labels': label}
 
 
-__all__ = ['MODELNET40_CLASSES', 'ModelNet40', 'read_text_cloud']
+__all__ = ['MODELNET40_CLASSES', 'ModelNet40']

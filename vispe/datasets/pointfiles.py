@@ -1,9 +1,10 @@
 """Reading a user's point clouds and meshes through open3d, and bringing them to a data set's frame.
 
-``read_points(path)`` takes the point-cloud formats open3d reads (.ply, .pcd, .xyz, .xyzn, .xyzrgb, .pts) and
-meshes (.off, .obj, .stl, .gltf, .glb; a .ply without vertices-only content is read as a point cloud first), whose
-surface is sampled. ``resample`` picks a fixed number of points (farthest-point via open3d, or seeded random), and
-``unit_sphere`` centres a cloud and scales it into the unit ball (ModelNet40's usual normalisation).
+``read_points(path)`` takes the point-cloud formats open3d reads (.ply, .pcd, .xyz, .xyzn, .xyzrgb, .pts), the
+comma-separated .txt of ModelNet40 (read by vispe), and meshes (.off, .obj, .stl, .gltf, .glb; a .ply without
+vertices-only content is read as a point cloud first), whose surface is sampled. ``resample`` picks a fixed number of
+points (farthest-point via open3d, or seeded random), and ``unit_sphere`` centres a cloud and scales it into the unit
+ball (ModelNet40's usual normalisation).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from vispe.files import check_file, files_inside
 from vispe.optional import require_open3d
 
 POINT_CLOUD_SUFFIXES = ('.ply', '.pcd', '.xyz', '.xyzn', '.xyzrgb', '.pts')
+#: point clouds as comma-separated text, which vispe reads itself (ModelNet40's x,y,z,nx,ny,nz files)
+CSV_CLOUD_SUFFIXES = ('.txt',)
 MESH_SUFFIXES = ('.off', '.obj', '.stl', '.gltf', '.glb', '.ply')
 #: points sampled from a mesh's surface before ``resample`` picks the final count
 MESH_SAMPLES = 8192
@@ -58,6 +61,21 @@ def check_text_points(path: str, suffix: str) -> None:
             columns = len(fields)
 
 
+def read_text_cloud(path: str) -> np.ndarray:
+    """(N, 3) float32 xyz of a ``x,y,z[,nx,ny,nz]`` text file, comma or space separated (ModelNet40's .txt)."""
+    with open(path) as f:
+        text = f.read()
+    first = text.lstrip().split('\n', 1)[0]
+    width = len(first.replace(',', ' ').split())
+    try:
+        values = np.array(text.replace(',', ' ').split(), dtype=np.float32)
+    except ValueError:  # a word that is not a number
+        values = np.zeros(0, dtype=np.float32)
+    if width < 3 or values.size == 0 or values.size % width:
+        raise SampleError(f'{path}: expected lines of x,y,z[,nx,ny,nz] numbers (truncated or not a point file)')
+    return finite_points(values.reshape(-1, width)[:, :3].copy(), path)
+
+
 def read_points(path: str, mesh_samples: int = MESH_SAMPLES, seed: int = 0) -> np.ndarray:
     """(N, 3) float32 points of a point-cloud file, or ``mesh_samples`` points sampled uniformly (area-weighted,
     seeded) from a mesh file's surface. Raises FileNotFoundError / ValueError naming the file and what to do."""
@@ -65,13 +83,15 @@ def read_points(path: str, mesh_samples: int = MESH_SAMPLES, seed: int = 0) -> n
         path,
         'point-cloud file',
         f'no such point-cloud file: {path}',
-        lambda d: files_inside(d, POINT_CLOUD_SUFFIXES + MESH_SUFFIXES, 'point clouds'),
+        lambda d: files_inside(d, POINT_CLOUD_SUFFIXES + CSV_CLOUD_SUFFIXES + MESH_SUFFIXES, 'point clouds'),
     )
     suffix = os.path.splitext(path)[1].lower()
+    if suffix in CSV_CLOUD_SUFFIXES:
+        return read_text_cloud(path)
     if suffix not in POINT_CLOUD_SUFFIXES + MESH_SUFFIXES:
         raise ValueError(
-            f'{path}: unsupported file type {suffix!r}; point clouds: {", ".join(POINT_CLOUD_SUFFIXES)}; '
-            f'meshes: {", ".join(MESH_SUFFIXES)}'
+            f'{path}: unsupported file type {suffix!r}; point clouds: '
+            f'{", ".join(POINT_CLOUD_SUFFIXES + CSV_CLOUD_SUFFIXES)}; meshes: {", ".join(MESH_SUFFIXES)}'
         )
     require_open3d(f'reading {path}')
     import open3d as o3d
@@ -137,12 +157,14 @@ def center(points: np.ndarray, frame: str | None) -> np.ndarray:
 
 
 __all__ = [
+    'CSV_CLOUD_SUFFIXES',
     'MESH_SUFFIXES',
     'POINT_CLOUD_SUFFIXES',
     'TEXT_COLUMNS',
     'center',
     'check_text_points',
     'read_points',
+    'read_text_cloud',
     'resample',
     'unit_sphere',
 ]

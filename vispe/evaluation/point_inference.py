@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from vispe.datasets.pointfiles import center, read_points, resample
@@ -13,6 +14,9 @@ from vispe.datasets.samples import SKIP_HINT, SampleWarning, few_points_message,
 from vispe.engine.checkpoint import load_checkpoint
 from vispe.evaluation.trained_model import rank_classes
 from vispe.registry import DATASETS
+
+#: the fewest distinct points of a cloud with a shape in 3D (a tetrahedron's corners)
+MIN_DISTINCT = 4
 
 
 def dataset_view(cfg, checkpoint: str | None = None) -> dict:
@@ -31,9 +35,16 @@ def dataset_view(cfg, checkpoint: str | None = None) -> dict:
 
 def load_cloud(path: str, num_points: int, frame: str) -> torch.Tensor:
     """(num_points, 3) float32: the file's points (or a mesh's surface), farthest-point sampled, then framed. A cloud
-    with under half of ``num_points`` points is padded with repeats and warned about (``SampleWarning``)."""
+    with under half of ``num_points`` points is padded with repeats and warned about (``SampleWarning``), and so is
+    one of fewer than ``MIN_DISTINCT`` distinct points (600 copies of one point: no shape at all)."""
     points = read_points(path)
     message = few_points_message(path, len(points), num_points)
+    distinct = len(np.unique(points, axis=0))
+    if distinct < MIN_DISTINCT:
+        message = (
+            f'{path}: its {len(points)} points hold only {distinct} distinct position{"s" * (distinct != 1)}, no '
+            'shape to classify: the classes below say nothing about it'
+        )
     if message:
         warnings.warn(message, SampleWarning, stacklevel=2)
     return torch.from_numpy(center(resample(points, num_points, 'fps'), frame))
@@ -69,4 +80,4 @@ def predict_files(
     )
 
 
-__all__ = ['dataset_view', 'load_cloud', 'predict_files']
+__all__ = ['MIN_DISTINCT', 'dataset_view', 'load_cloud', 'predict_files']
