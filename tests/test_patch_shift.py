@@ -112,6 +112,8 @@ def test_rows_are_keyed_resumable_and_merge_into_one_table(models, tmp_path, cap
 
     other = tmp_path / 'b' / 'eval'
     shutil.copytree(out, other)
+    doc = json.loads((other / 'results.json').read_text())  # another run's results: its own checkpoint
+    (other / 'results.json').write_text(json.dumps(dict(doc, checkpoint_sha256='another run')))
     compare_results.main([os.path.join(out, 'results.json'), str(other / 'results.json'), '--out', str(tmp_path / 'c')])
     table = (tmp_path / 'c' / 'comparison.md').read_text().splitlines()
     assert table[0] == '| run | encoding | direction | 0 | 0.25 | 0.5 |'
@@ -157,3 +159,15 @@ def test_a_sweep_registered_anywhere_reaches_merge_and_the_command_line(capsys):
     with pytest.raises(SystemExit, match="unknown command 'eval-dummy'"):
         cli.main(['eval-dummy'])
     assert list(SWEEPS)[:5] == ['resolution', 'points', 'video', 'cameras', 'generation']
+
+
+def test_a_task_whose_label_moves_with_the_image_is_warned_about(models):
+    """Before: eval-patch-shift on Shapes2D 'position' (the label is the shape's cell) ran without a word, though a
+    shift changes the right answer itself."""
+    cfg, ckpt = models['ape']
+    assert cfg.test_dataloader.dataset.get('task', 'position') == 'position'
+    said: list[str] = []
+    shift_sweep(cfg, ckpt, [0.5], log=said.append)
+    assert any(line.startswith("warning: the 'position' task's label says where things lie") for line in said)
+    relation = load_config(cfg.filename, {'test_dataloader.dataset.task': 'relation', 'model.backbone.num_classes': 4})
+    assert S.label_moves(relation) is None

@@ -180,6 +180,10 @@ def shape_color_of(label: int) -> tuple[str, str]:
     return SHAPE_COLOR_SHAPES[kind], COLOR_NAMES[color]
 
 
+#: the tasks whose label says where things lie in the image (a cell, a distance from the centre): translating the
+#: image changes the right answer, so an accuracy under translation (eval-patch-shift) is not robustness alone
+POSITION_LABELLED_TASKS = frozenset({'position', 'three_cell_loope'})
+
 TASKS: dict[str, tuple[Callable[[np.random.Generator], Scene], tuple[str, ...]]] = {
     'position': (_position_scene, tuple(f'{cell}-{kind}' for cell in CELL_NAMES for kind in BASIC_SHAPES)),
     'relation': (_relation_scene, DIRECTIONS),
@@ -300,7 +304,12 @@ class Shapes2D(Dataset):
         self._generate, names = TASKS[task]
         self.classes = list(names)
         self.num_classes = len(self.classes)
-        self.metainfo = {'task': task, 'classes': tuple(self.classes), 'num_classes': self.num_classes}
+        self.metainfo = {
+            'task': task,
+            'classes': tuple(self.classes),
+            'num_classes': self.num_classes,
+            'label_moves_with_image': task in POSITION_LABELLED_TASKS,
+        }
         if task == 'shape_color':
             self.metainfo.update(shapes=SHAPE_COLOR_SHAPES, colors=dict(zip(COLOR_NAMES, PALETTE)))
 

@@ -25,6 +25,7 @@ The JSON schema (cell by cell through ``vispe.sweeps.engine``)::
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -35,6 +36,7 @@ import torch
 from vispe.engine.config import common_parser_args, sweep_parser_args
 from vispe.evaluation import report
 from vispe.evaluation.trained_model import model_patch_size
+from vispe.registry import DATASETS
 from vispe.sweeps import engine as E
 from vispe.sweeps.engine import Cell, Log, run_sweep
 from vispe.sweeps.identity import sweep_identity
@@ -147,10 +149,27 @@ def sweep(
 
         return Cell(f'{direction} {shift:g} patch', key, run, opened.settings.batch_size)
 
+    moves = label_moves(cfg)
+    if moves:
+        log(f'warning: {moves}')
     header = dict(opened.header, patch_size=list(patch), translation='roll')
     identity = sweep_identity('patch_shift', cfg, checkpoint, metric_key=metric_key, **opened.resizing)
     cells = [cell(d, s) for d in directions for s in shifts]
     return run_sweep(cells, header, identity, out_dir, force, show_progress, log)
+
+
+def label_moves(cfg) -> str | None:
+    """The warning for a test set whose label moves with the image (its data set's ``metainfo`` says
+    ``label_moves_with_image``: Shapes2D ``position``), where a shift changes the right answer; None otherwise."""
+    dataset = DATASETS.build(copy.deepcopy(cfg.test_dataloader.dataset))
+    meta = getattr(dataset, 'metainfo', None) or {}
+    if not meta.get('label_moves_with_image'):
+        return None
+    return (
+        f"the {meta.get('task', 'test')!r} task's label says where things lie, so a shift changes the right answer "
+        'itself: its accuracy falls for that reason too, not only for want of robustness (a task whose label does not '
+        "move, such as Shapes2D 'relation', measures robustness alone)"
+    )
 
 
 #: a classifier checkpoint on shifted inputs into ``out_dir``, then its plot there
@@ -185,6 +204,7 @@ __all__ = [
     'DEFAULT_SHIFTS',
     'DIRECTIONS',
     'evaluate_patch_shift',
+    'label_moves',
     'main',
     'plot',
     'results_table',
