@@ -295,3 +295,16 @@ def test_a_misspelt_timm_name_names_the_closest() -> None:
     with pytest.raises(ValueError, match=r"unknown model 'vit_tiny_patch16_244'; did you mean 'vit_tiny_patch16_224'"):
         vispe.create_model('vit_tiny_patch16_244')
     assert vispe.create_model('vit_tiny_patch16_224', num_classes=0).num_classes == 0  # 0: the features
+
+
+@pytest.mark.parametrize('shape', [(1, 3, 0, 32), (1, 3, 32, 0), [(3, 0, 32)]], ids=['height', 'width', 'list'])
+def test_an_image_without_pixels_is_refused_in_one_line(shape) -> None:
+    """Before: torch's 'Calculated padded input size per channel: (0 x 32)' from inside the patch embedding."""
+    import torch
+
+    import vispe
+
+    model = vispe.create_model('vit_tiny_patch16_224', img_size=32, patch_size=8, depth=1).eval()
+    images = [torch.rand(*s) for s in shape] if isinstance(shape, list) else torch.rand(*shape)
+    with pytest.raises(ValueError, match=r'^VisionTransformerPE: image size \d+x\d+ has a side of no pixels'):
+        model(images)

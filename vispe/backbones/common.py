@@ -74,6 +74,11 @@ def check_patch_multiple(
     the fix. ``argument``: the size is the ``img_size`` argument at build (the border would never be seen), else an
     input's (to resize or crop)."""
     (h, w), (ph, pw) = size, patch
+    if min(h, w) < 1:
+        raise ValueError(
+            f'{owner}: image size {h}x{w} has a side of no pixels (an empty image or crop); pass images of at least '
+            f'one patch, {ph}x{pw}'
+        )
     if not (h % ph or w % pw):
         return
     near = f'{max(ph, round(h / ph) * ph)}x{max(pw, round(w / pw) * pw)}'
