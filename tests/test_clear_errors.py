@@ -145,7 +145,7 @@ class Full:
 def full_open(path, mode='r', *args, **kwargs):
     f = real_open(path, mode, *args, **kwargs)
     return Full(f) if 'epoch_2.pth' in str(path) and 'w' in mode else f
-import vispe.engine.checkpoint as ck
+import vispe.engine.atomic as ck
 ck.open = full_open
 sys.argv = sys.argv[1:]
 runpy.run_path('tools/train.py', run_name='__main__')
@@ -226,7 +226,7 @@ def test_a_dict_that_is_not_a_literal_says_how_to_quote_it(capsys) -> None:
 def test_atomic_write_on_a_full_disk_names_the_file_and_leaves_it(tmp_path, monkeypatch) -> None:
     import errno
 
-    import vispe.engine.checkpoint as ck
+    import vispe.engine.atomic as ck
 
     target = tmp_path / 'results.json'
     target.write_text('{"old": true}')

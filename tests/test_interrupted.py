@@ -155,7 +155,7 @@ def test_kill_9_at_random_moments_then_resume_ends_bit_exact(uninterrupted, tmp_
 #: tools/train.py with a fault injected into the save of epoch 2: the process SIGKILLs itself at one exact point
 KILL_AT = """
 import os, runpy, signal, sys
-import vispe.engine.checkpoint as ck
+import vispe.engine.atomic as ck
 where = os.environ['VISPE_TEST_KILL_AT']
 die = lambda: os.kill(os.getpid(), signal.SIGKILL)
 real_replace, real_write = os.replace, ck.atomic_write

@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from vispe.engine.atomic import DiskFullError
 from vispe.engine.checkpoint import CheckpointError
 from vispe.engine.config import ConfigError, common_parser_args, load_config
 from vispe.engine.workdir import out_folder
@@ -69,7 +70,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
         )
     except KeyboardInterrupt:
         sys.exit(E.interrupted_message(args.out))
-    except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
+    except (ConfigError, CheckpointError, FileNotFoundError, ValueError, DiskFullError) as err:
         sys.exit(f'error: {err}')
     for metric in METRICS:
         rows = metric_rows(results, metric)

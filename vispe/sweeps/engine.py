@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from vispe.engine.atomic import remove_partial_files
+from vispe.engine.atomic import DiskFullError, remove_partial_files
 from vispe.engine.checkpoint import CheckpointError
 from vispe.engine.config import ConfigError, load_config
 from vispe.evaluation.outputs import OutputConflict, check_target, write_json
@@ -292,7 +292,7 @@ def sweep_for_tool(args: Any, sweep: Callable[..., Row], *settings: Any, log: Ca
         )
     except KeyboardInterrupt:
         sys.exit(interrupted_message(args.out))
-    except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as err:
+    except (ConfigError, CheckpointError, FileNotFoundError, ValueError, DiskFullError) as err:
         sys.exit(f'error: {err}')
 
 
