@@ -226,3 +226,17 @@ def test_the_zoo_exports_only_a_recorded_config(trained, tmp_path) -> None:
         export_model(path, results, 'position', 'ape_learned', 0, 'train', str(tmp_path / 'models'))
     assert_nothing_ran(tmp_path / 'run')
     shutil.rmtree(tmp_path / 'models', ignore_errors=True)
+
+
+def test_compare_reuses_a_finished_run_reading_no_config_from_it(trained, tmp_path) -> None:
+    """``vispe compare`` reuses a run whose final checkpoint is in its work dir, then sweeps it."""
+    from vispe.experiments.compare import Run, train_and_sweep
+    from vispe.sweeps.resolution import evaluate_resolution
+
+    work = tmp_path / 'run'
+    path = crafted(trained, work, record='constructor', beside=True)
+    (work / 'last_checkpoint').write_text(path)
+    said: list[str] = []
+    results = train_and_sweep(Run('position', trained[0], str(work)), evaluate_resolution, said.append)
+    assert any(line.startswith('reusing ') for line in said) and results['results']
+    assert_nothing_ran(work)
