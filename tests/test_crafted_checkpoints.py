@@ -84,8 +84,9 @@ def crafted(trained, folder, record: str | None = None, text: bool = True, besid
     folder.mkdir(exist_ok=True)
     ckpt = load_checkpoint(trained[1])
     meta = ckpt['meta']
-    if text:
+    if text:  # mmengine writes 'cfg'; its resume runs 'config' (an older key) when it is there
         meta['cfg'] += payload_text(folder)
+        meta['config'] = meta['cfg']
     else:
         meta.pop('cfg')
     if record is None:

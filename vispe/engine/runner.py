@@ -198,6 +198,8 @@ class VispeRunner(Runner):
         trained on (``run_meta.align_training_grid``), as in the sweeps."""
         strict = True if self._resuming else (self._load_strict if strict is None else strict)
         checkpoint = self._preloaded.pop(filename, None) or _load_checkpoint(filename, map_location=map_location)
+        if isinstance(checkpoint.get('meta'), dict):  # mmengine's resume runs meta['config'] as Python: never
+            checkpoint['meta'].pop('config', None)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
         state = checkpoint.get('state_dict', checkpoint)
