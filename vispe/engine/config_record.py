@@ -87,7 +87,7 @@ def registered_names() -> set[str]:
 
 
 def unregistered_classes(node: Any, names: set[str], where: str = '') -> list[str]:
-    """'key: value' for every class name in ``node`` (``CLASS_KEYS``) that is not a registered name, bare or in one
+    """'key=value' for every class name in ``node`` (``CLASS_KEYS``) that is not a registered name, bare or in one
     of ``SCOPES``: what mmengine would import as a module path."""
     found = []
     if isinstance(node, Mapping):

@@ -8,8 +8,7 @@
   to the end of ``train()``; a second run is refused naming the holder. A fresh run refuses a work dir that holds
   another run's checkpoints unless ``overwrite_work_dir = True`` (``--overwrite``), which moves them (and their
   ``last_checkpoint`` pointer) into a ``replaced-<time>/`` folder there, so that none of them is taken for the new
-  run's. A work dir that is a file or
-  cannot be written is refused before anything is written.
+  run's. A work dir that is a file or cannot be written is refused before anything is written.
 * Resume that never half-happens. ``resume=True`` picks the work dir's newest checkpoint that reads back whole (an
   unreadable newer one is named in the log) and checks, before anything in the work dir is written, that it holds
   a training state (not weights only), that its weights fit the model the config builds, and that the optimizer's
