@@ -53,26 +53,24 @@ def test_markdown_table_rows_and_columns():
     assert table[3] == '| b | default | 10.0 | nan |'
 
 
-def test_previous_results_are_reused_only_for_the_same_checkpoint(tmp_path):
-    import json
-    import os
-    import time
+def test_a_run_is_evaluated_again_when_anything_its_cells_depend_on_changed(tmp_path):
+    """Before: a results.json newer than the checkpoint was reused whole, whatever config it was computed with. Now
+    the sweep engine reuses the cells whose checkpoint, config, data and versions are unchanged, and recomputes the
+    run's own folder otherwise, saying so."""
+    from test_tools import tiny_config
 
-    from vispe.experiments.compare import _previous_results
+    from vispe.experiments.compare import train_and_evaluate
 
-    ckpt = tmp_path / 'epoch_3.pth'
-    ckpt.write_bytes(b'x')
-    path = tmp_path / 'results.json'
-    assert _previous_results(str(path), str(ckpt), ['32']) is None  # nothing yet
-    rows = [{'encoding': 'a', 'strategy': 's', 'resolution': 32, 'value': 1.0}]
-    path.write_text(json.dumps({'checkpoint': str(ckpt), 'results': rows}))
-    assert _previous_results(str(path), str(ckpt), ['32'])['results'] == rows
-    assert _previous_results(str(path), str(ckpt), ['32', '48']) is None  # other resolutions
-    assert _previous_results(str(path), str(ckpt), ['32'], ['s']) is not None
-    assert _previous_results(str(path), str(ckpt), ['32'], ['s', 'ntk']) is None  # the model now has more strategies
-    later = time.time() + 10
-    os.utime(ckpt, (later, later))  # the checkpoint was rewritten after the evaluation
-    assert _previous_results(str(path), str(ckpt), ['32']) is None
+    run = Run('position', tiny_config(tmp_path), str(tmp_path / 'run'))
+    said: list[str] = []
+    first = train_and_evaluate(run, ['32'], said.append)
+    again = train_and_evaluate(run, ['32'], said.append)
+    assert any(line.startswith('reusing 3 of 3 finished cells') for line in said) and again == first
+    run.cfg_options = ['test_dataloader.dataset.num_samples=16']  # another test set: the old numbers are not its
+    said.clear()
+    other = train_and_evaluate(run, ['32'], said.append)
+    assert any('recomputing' in line and 'test_dataloader.dataset.num_samples' in line for line in said), said
+    assert other['resolved_config']['test_dataloader.dataset.num_samples'] == 16
 
 
 def test_supported_strategies_follow_the_encoding():

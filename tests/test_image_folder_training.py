@@ -348,3 +348,11 @@ def test_infer_advises_only_what_infer_can_set(trained, tree, capsys) -> None:
     assert 'on_error' not in err and 'build the data set' not in err
     infer([trained, image, '--cfg-options', 'test_dataloader.dataset.max_image_pixels=2000'])
     assert capsys.readouterr().out.startswith(f'{image}: ')
+
+
+def test_infer_refuses_an_option_that_nothing_reads(trained, tree) -> None:
+    """Before: ``--cfg-options image_size=48`` on the checkpoint's config was merged, read by nothing, and the files
+    were classified at the old size."""
+    image = str(tree / 'val' / 'red' / '0.png')
+    with pytest.raises(SystemExit, match=r'image_size: .* set test_dataloader\.dataset\.image_size'):
+        infer([trained, image, '--cfg-options', 'image_size=48'])

@@ -375,6 +375,7 @@ __all__: list[str] = [
     'ConfigError',
     'check_config',
     'check_model_arguments',
+    'check_options_read',
     'model_config_error',
     'CfgOptionsAction',
     'common_parser_args',

@@ -23,7 +23,7 @@ from vispe.engine.train import train as train_in_process
 from vispe.evaluation import outputs, report
 from vispe.evaluation.report import write_json
 from vispe.evaluation.trained_model import parse_resolution, resolution_label
-from vispe.sweeps.engine import failure_message, replace_args
+from vispe.sweeps.engine import SweepConflict, failure_message, replace_args
 from vispe.sweeps.resolution import evaluate_resolution, plot_results, resolution_column
 
 #: one shipped config per shapes2d task; the encoding is chosen per run with --cfg-options
@@ -179,7 +179,11 @@ def evaluate(run: Run, ckpt: str, sweep: Sweep, out: str, *settings: Any, log: C
     results, or raises when cells failed (out of memory even at batch size 1)."""
     log(f'{sweep.__name__} {shown(ckpt)} -> {shown(out)}')
     force = bool(replace_args(out, ckpt))
-    results = sweep(run_config(run), ckpt, *settings, out_dir=out, force=force, log=log)
+    try:
+        results = sweep(run_config(run), ckpt, *settings, out_dir=out, force=force, log=log)
+    except SweepConflict as err:  # the run's own folder, of another config, data or version: computed again
+        log(f'recomputing {shown(out)}: {err}')
+        results = sweep(run_config(run), ckpt, *settings, out_dir=out, force=True, log=log)
     if results['failed']:
         raise RuntimeError(failure_message(results, out))
     return results
@@ -189,10 +193,7 @@ def train_and_evaluate(run: Run, resolutions: Sequence[str], log: Callable[[str]
     """Train (or reuse / resume) one run, evaluate it at ``resolutions``; returns its results.json content."""
     ckpt = train(run, log)
     eval_dir = os.path.join(run.work_dir, 'eval')
-    previous = _previous_results(os.path.join(eval_dir, 'results.json'), ckpt, resolutions, supported_strategies(run))
-    if previous is not None:
-        log(f'reusing {shown(eval_dir)}/results.json')
-        return previous
+    # the sweep engine reuses each finished cell whose checkpoint, config, data and versions are unchanged
     evaluate(run, ckpt, evaluate_resolution, eval_dir, [parse_resolution(r) for r in resolutions], None, log=log)
     with open(os.path.join(eval_dir, 'results.json')) as f:
         return json.load(f)
@@ -204,12 +205,8 @@ def train_and_sweep(run: Run, sweep: Sweep, log: Callable[[str], None] = print) 
     returns its results.json."""
     ckpt = train(run, log)
     out = os.path.join(run.work_dir, 'eval')
-    path = os.path.join(out, 'results.json')
-    if os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(ckpt) and _complete(path):
-        log(f'reusing {shown(path)}')
-    else:
-        evaluate(run, ckpt, sweep, out, log=log)
-    with open(path) as f:
+    evaluate(run, ckpt, sweep, out, log=log)  # finished cells are reused where nothing they depend on changed
+    with open(os.path.join(out, 'results.json')) as f:
         return json.load(f)
 
 
@@ -241,19 +238,6 @@ def write_summary(out_dir: str, text: str, rows: Sequence[dict], plot: Callable[
     return plot(rows, os.path.join(out_dir, 'summary.png'))
 
 
-def _previous_results(
-    path: str, ckpt: str, resolutions: Sequence[str], strategies: Sequence[str] | None = None
-) -> dict | None:
-    """An earlier evaluation of the same checkpoint file (not modified since) at the same resolutions and, when
-    given, the same strategies (the set a model supports grows as vispe does)."""
-    if not os.path.isfile(path) or os.path.getmtime(path) < os.path.getmtime(ckpt):
-        return None
-    with open(path) as f:
-        results = json.load(f)
-    same = os.path.abspath(results['checkpoint']) == os.path.abspath(ckpt)
-    return results if same and covers(results, resolutions, strategies) else None
-
-
 def covers(results: dict, resolutions: Sequence[str], strategies: Sequence[str] | None = None) -> bool:
     """Whether an eval_resolution results.json is complete and holds exactly ``resolutions`` and, when given,
     ``strategies`` (an interrupted sweep, or one with failed cells, does not)."""
@@ -264,12 +248,6 @@ def covers(results: dict, resolutions: Sequence[str], strategies: Sequence[str] 
     if strategies is not None:
         same = same and {r['strategy'] for r in results['results']} == set(strategies)
     return same
-
-
-def _complete(path: str) -> bool:
-    """Whether a sweep's results.json holds every cell it was asked for (files older than that flag do)."""
-    with open(path) as f:
-        return json.load(f).get('complete', True)
 
 
 def supported_strategies(run: Run) -> list[str]:
