@@ -2,6 +2,7 @@
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,11 @@ def test_the_archive_keeps_each_run_and_serves_it_where_no_checkpoint_is(tmp_pat
     (stored / 'results.json').write_text(json.dumps(_results(['32', '64'], ['default'], complete=False)))
     lb.collect(runs[1:], ['32', '64'], log=lambda _: None, archive=archive)
     assert len(trained) == 4
+
+    # asked with other options (a board of another --epochs): the archived run is not its answer
+    longer = [replace(run, cfg_options=[*run.cfg_options, 'train_cfg.max_epochs=20']) for run in runs]
+    lb.collect(longer, ['32', '64'], log=lambda _: None, archive=archive)
+    assert len(trained) == 6
 
 
 def test_a_run_records_its_wall_time_and_its_cpu_time_apart(tmp_path, monkeypatch):

@@ -73,8 +73,9 @@ class Archive:
     the commit of the code that trained it (``_loaded_commit``), the mean training loss of each epoch
     (``epoch_losses``), machine). A run that has no final checkpoint in ``out`` but an archived result covering the
     asked resolutions and strategies is not trained again: its archived result is used as it is (delete the file to
-    retrain). The checkout's archive (``results/leaderboard``) holds the runs behind the docs' tables, so they
-    can be rebuilt, and continued, on another machine."""
+    retrain), unless its record names other options (another ``--epochs``): that run is trained anew. The
+    checkout's archive (``results/leaderboard``) holds the runs behind the docs' tables, so they can be rebuilt, and
+    continued, on another machine."""
 
     root: str
     out: str
@@ -88,7 +89,17 @@ class Archive:
             return None
         with open(path) as f:
             results = json.load(f)
-        return results if self.covers(run, results, resolutions) else None
+        return results if self.same_run(run) and self.covers(run, results, resolutions) else None
+
+    def same_run(self, run: Run) -> bool:
+        """Whether the archived run was trained as ``run`` is asked for: the config and options its ``run.json``
+        records (another ``--epochs``, another spec) are the run's; an archive without the record is taken as it is."""
+        path = os.path.join(self.folder(run), 'run.json')
+        if not os.path.isfile(path):
+            return True
+        with open(path) as f:
+            record = json.load(f)
+        return record.get('config', run.config) == run.config and record.get('cfg_options') in (None, run.cfg_options)
 
     def covers(self, run: Run, results: dict, resolutions: Sequence[str]) -> bool:
         """Whether an archived result answers ``run`` at ``resolutions``: complete, with exactly those resolutions
