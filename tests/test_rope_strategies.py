@@ -166,7 +166,7 @@ def test_yarn_scales_the_logits(name):
     q, k = torch.randn(1, 4, 2 + 64, 16), torch.randn(1, 4, 2 + 64, 16)
     pos = grid_positions(8, 8, num_prefix=2)  # s = 2
     q2, k2 = enc.rotate(q, k, pos)
-    factor = 0.1 * math.log(2.0) + 1
+    factor = (0.1 * math.log(2.0) + 1) ** 2  # YaRN: sqrt(1/t) = 0.1 ln s + 1 on q and k each (test_parity.py)
     # prefix tokens are not rotated: their logits are only scaled
     torch.testing.assert_close(
         q2[..., :2, :] @ k2[..., :2, :].transpose(-1, -2), factor * (q[..., :2, :] @ k[..., :2, :].mT)
@@ -293,7 +293,7 @@ def test_ntk_and_yarn_scale_only_the_grown_axis_of_an_aspect_change(name, strate
     assert enc.axis_scales(coords, (8, 2)) == (2.0, 1.0)
     tall = enc.angles(coords, (8, 2))
     assert torch.equal(tall, enc.angles(coords, (8, 4)))  # the same scales as 8 x 4, whose columns did not change
-    expected = math.sqrt(0.1 * math.log(math.sqrt(2.0)) + 1) if strategy == 'yarn' else 1.0
+    expected = 0.1 * math.log(math.sqrt(2.0)) + 1 if strategy == 'yarn' else 1.0  # q and k each: the paper's sqrt(1/t)
     assert enc.qk_scale(enc.axis_scales(coords, (8, 2))) == pytest.approx(expected)
 
 

@@ -270,10 +270,10 @@ def test_yarn_frequencies_and_logit_scale(name):
         own = enc.axis == axis
         torch.testing.assert_close(freqs[own], base[own] * yarn_factors(base[own], s, length))
     assert (freqs[enc.axis == 0] < base[enc.axis == 0]).all()  # 2 frames: every time pair interpolated
-    scale = math.sqrt(0.1 * math.log(2 ** (2 / 3)) + 1)
+    scale = 0.1 * math.log(2 ** (2 / 3)) + 1  # YaRN's sqrt(1/t) on q and k each
     q, k = torch.randn(1, 2, 1 + 128, 32), torch.randn(1, 2, 1 + 128, 32)
     qr, kr = enc.rotate(q, k, pos)
-    torch.testing.assert_close(qr.norm(dim=-1), scale * q.norm(dim=-1))  # logits scaled by 0.1 ln s + 1
+    torch.testing.assert_close(qr.norm(dim=-1), scale * q.norm(dim=-1))  # logits by (0.1 ln s + 1)^2
     torch.testing.assert_close(kr.norm(dim=-1), scale * k.norm(dim=-1))
 
 

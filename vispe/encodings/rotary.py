@@ -19,8 +19,11 @@ k < d_a / 2.
   s_a^(-2k / (d_a - 2)): the fastest pair is kept, the slowest divided by exactly s_a.
 - ``yarn``: YaRN (Peng et al. 2023): w'_k = (1 - g_k) w_k / s_a + g_k w_k with
   g_k = clamp((r_k - 1) / (32 - 1), 0, 1) and r_k = L_train,a w_k / (2 pi) the rotations of pair k over the
-  training extent; q and k are each multiplied by sqrt(0.1 ln s + 1) after rotation (logits by 0.1 ln s + 1),
-  with s the geometric mean of the axis scales (= s for a uniform zoom; our choice for aspect changes).
+  training extent; q and k are each multiplied by the paper's sqrt(1/t) = 0.1 ln s + 1 after rotation (``yarn_mscale``;
+  the logits grow by its square, as in transformers' YaRN, which scales cos and sin by it), with s the geometric mean of
+  the axis scales (= s for a uniform zoom; our choice for aspect changes). Departure: the authors' code (and HF
+  transformers') ramps g linearly over the pair index between the pairs at 32 and 1 rotations; vispe's ramp is the
+  paper's equation, linear in r_k, which also serves learned frequencies that have no index order.
 
 - ``dype_ntk``, ``dype_yarn``: DyPE (Issachar et al. 2025, "Dynamic Position Extrapolation for Ultra High
   Resolution Diffusion"), sampling-time schedules of the two for diffusion transformers, which follow the diffusion
@@ -29,7 +32,7 @@ k < d_a / 2.
   beta_fast = 32 rotations) by kappa(t), so g_k = clamp((r_k - kappa beta_slow) / (kappa (beta_fast - beta_slow)),
   0, 1): plain YaRN at t = 1, and as t -> 0 every pair's g_k -> 1, the trained frequencies, for the last steps,
   which form the fine detail (low frequencies settle early in sampling, high ones late); the temperature
-  0.1 ln s + 1 stays at every t, as in the authors' code. ``dype_ntk`` raises NTK's base factor to 2 kappa(t)
+  0.1 ln s + 1 stays at every t. ``dype_ntk`` raises NTK's base factor to 2 kappa(t)
   (lambda_s = 2): theta' = theta (s_a^(d_a / (d_a - 2)))^(2 kappa(t)), twice NTK's exponent at t = 1 (the
   authors' choice) and theta itself at t = 0. Departure: the authors apply the schedule to a two-ramp "vision
   YaRN" (an NTK blend at 1.25 / 0.75 rotations, then a return to the base at 16 / 2); vispe's YaRN is the
@@ -165,9 +168,10 @@ def yarn_factors(
     return (1.0 - gamma) / scale + gamma
 
 
-def yarn_logit_scale(scale: float) -> float:
-    """YaRN's attention temperature: logits are multiplied by 0.1 ln s + 1."""
-    return 0.1 * math.log(scale) + 1.0
+def yarn_mscale(scale: float) -> float:
+    """YaRN's attention temperature (Peng et al. 2023): sqrt(1/t) = 0.1 ln s + 1, what q and k are each multiplied
+    by, so that the logits grow by (0.1 ln s + 1)^2; 1 for s <= 1."""
+    return 0.1 * math.log(scale) + 1.0 if scale > 1.0 else 1.0
 
 
 def frequency_ranks(magnitudes: torch.Tensor, groups: int | Sequence[int]) -> torch.Tensor:
@@ -330,12 +334,12 @@ class RotaryStrategies(Encoding):
         return layout.segment_values([per_grid[g] for g in layout.grids], pos.coords.device)[:, None, :, None]
 
     def qk_scale(self, scales: Sequence[float]) -> float:
-        """What q and k are each multiplied by after rotation: sqrt(0.1 ln s + 1) for ``yarn`` and ``dype_yarn``,
-        else 1."""
+        """What q and k are each multiplied by after rotation: 0.1 ln s + 1 (``yarn_mscale``) for ``yarn`` and
+        ``dype_yarn``, else 1."""
         if self.strategy not in ('yarn', 'dype_yarn') or all(s == 1.0 for s in scales):
             return 1.0
         geometric_mean = math.exp(sum(math.log(s) for s in scales) / len(scales))
-        return math.sqrt(yarn_logit_scale(geometric_mean))
+        return yarn_mscale(geometric_mean)
 
 
 def train_grid_from(grid_size: Sequence[int] | None, ndim: int) -> tuple[int, ...] | None:
@@ -362,5 +366,5 @@ __all__ = [
     'rotate_by_rows',
     'train_grid_from',
     'yarn_factors',
-    'yarn_logit_scale',
+    'yarn_mscale',
 ]

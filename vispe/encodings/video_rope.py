@@ -1,5 +1,6 @@
-"""Rotary position encodings made for video token grids (t, h, w): M-RoPE as timm's ``RotaryEmbeddingMRope``
-(interleaved Qwen3-VL layout), VideoRoPE (Wei et al., ICML 2025) and VRoPE (Liu et al., EMNLP 2025).
+"""Rotary position encodings made for video token grids (t, h, w): M-RoPE in timm's ``RotaryEmbeddingMRope``
+interleaved layout (Qwen3-VL) or Qwen2-VL's sections, VideoRoPE (Wei et al., ICML 2025) and VRoPE (Liu et al., EMNLP
+2025).
 
 All three give channel pair i (i < d/2, d the head dim) a position id p_i, a fixed linear map of the token's
 (t, h, w) plus an offset from the grid, p_i = A[i] . ((t, h, w) + B[i]), and turn it by p_i w_i with
@@ -38,6 +39,8 @@ from vispe.registry import ENCODINGS
 #: what each channel reads as its frequency's axis, for ``ntk`` and ``yarn`` (coordinate order)
 TIME, ROW, COL = 0, 1, 2
 TIME_STRIDES = ('grid', 'train')
+#: M-RoPE's layouts of the axes over the channel pairs (``MRoPE``)
+MROPE_LAYOUTS = ('interleaved', 'sections')
 
 
 class ChannelMapRoPE(RotaryStrategies):
@@ -177,21 +180,22 @@ def _fixed_map(axes: Sequence[int], weights: Sequence[Sequence[float]]) -> torch
 
 @ENCODINGS.register_module(name='mrope')
 class MRoPE(ChannelMapRoPE):
-    """Multimodal RoPE in the interleaved layout of timm 1.0.31's ``RotaryEmbeddingMRope`` (Qwen3-VL's
-    ``apply_interleaved_mrope``; Qwen2-VL's M-RoPE with the axes interleaved instead of in blocks), on video.
+    """Multimodal RoPE (Qwen2-VL, Wang et al. 2024) on video, in one of two layouts of the axes over the pairs.
 
-    Channel pair i reads one axis, raw (no centring): p_i = t, h or w. With ``mrope_section`` = (s_t, s_h, s_w),
-    pairs 1, 4, 7, ... below 3 s_h read h, pairs 2, 5, 8, ... below 3 s_w read w, the rest t (s_t is nominal,
-    as in timm; the slices stop at d/2): d = 64 at (8, 12, 12) gives t / h / w 11 / 11 / 10 pairs, time spread over
-    every frequency, pair 0 included. timm encodes images with t = 0; here t is the tubelet index.
+    Channel pair i reads one axis, raw (no centring): p_i = t, h or w. With ``mrope_section`` = (s_t, s_h, s_w):
 
-    Defaults: timm's, ``mrope_section`` (8, 12, 12), ``theta`` 10000 (its ``temperature``; Qwen2-VL uses 1e6).
+    - ``layout='interleaved'`` (the default): timm 1.0.31's ``RotaryEmbeddingMRope`` (Qwen3-VL's
+      ``apply_interleaved_mrope``): pairs 1, 4, 7, ... below 3 s_h read h, pairs 2, 5, 8, ... below 3 s_w read w,
+      the rest t (s_t is nominal, as in timm; the slices stop at d/2): d = 64 at (8, 12, 12) gives t / h / w
+      11 / 11 / 10 pairs, time spread over every frequency, pair 0 included.
+    - ``layout='sections'``: Qwen2-VL's own ``apply_multimodal_rotary_pos_emb``: the first s_t pairs read t, the
+      next s_h h, the last s_w w (contiguous blocks, so time takes the fastest frequencies and w the slowest); the
+      sections must sum to d/2 (Qwen2-VL: (16, 24, 24) at d = 128).
 
-    Strategies: ``none``, ``interpolate``, and ``ntk`` and ``yarn`` with each pair's frequency following its axis.
-
-    Cost: the (N, d/2) table once per grid (cached), then the fused rotary kernel as rope_axial. CPU: 0.99-1.00x
-    ape_learned in ViT-S (8 frames of 112 px, batch 8) and 1.01-1.04x in the video configs' tiny model (8 frames of
-    32 px; ``tools/benchmark.py --model video``, docs/results/video.md). GPU: not measured here (no device).
+    timm and Qwen encode images with t = 0; here t is the tubelet index. Defaults: timm's, ``mrope_section``
+    (8, 12, 12), ``theta`` 10000 (its ``temperature``; Qwen2-VL uses 1e6). Strategies: ``none``, ``interpolate``,
+    and ``ntk`` and ``yarn`` with each pair's frequency following its axis. Cost: the (N, d/2) table once per grid
+    (cached), then the fused rotary kernel as rope_axial.
 
     Args:
         dim (int): the attention's width; the head dim ``dim // num_heads`` must be even and give each axis a pair
@@ -201,8 +205,9 @@ class MRoPE(ChannelMapRoPE):
         theta (float): base of the frequency ladder theta^(-2i/d), > 0. Defaults to 10000.0.
         grid_size (Sequence[int] | None): the training grid (t, h, w) (supplied by the backbone), needed by every
             strategy but ``none``. Defaults to None.
-        mrope_section (Sequence[int]): (s_t, s_h, s_w), the strided extents of timm's interleave; s_h and s_w
-            >= 1. Defaults to (8, 12, 12).
+        mrope_section (Sequence[int]): (s_t, s_h, s_w): the strided extents of timm's interleave, or the
+            pairs of each axis' block; s_h and s_w >= 1. Defaults to (8, 12, 12).
+        layout (str): 'interleaved' or 'sections' (above). Defaults to 'interleaved'.
     """
 
     weights: torch.Tensor  # buffer (d/2, 3): A, each pair's weights of (t, h, w)
@@ -215,21 +220,33 @@ class MRoPE(ChannelMapRoPE):
         theta: float = 10000.0,
         grid_size: Sequence[int] | None = None,
         mrope_section: Sequence[int] = (8, 12, 12),
+        layout: str = 'interleaved',
     ) -> None:
         super().__init__(dim, num_heads, ndim, theta, grid_size, min_pairs=1)
         section = tuple(int(s) for s in mrope_section)
         if len(section) != 3 or min(section) < 0:
             raise ValueError(f'mrope_section must be 3 ints >= 0 (t, h, w), got {tuple(mrope_section)}')
+        if layout not in MROPE_LAYOUTS:
+            raise ValueError(f'mrope layout must be one of {MROPE_LAYOUTS}, got {layout!r}')
+        if layout == 'sections' and sum(section) != self.pairs:
+            raise ValueError(
+                f"mrope layout='sections' needs mrope_section to sum to the head dim's {self.pairs} pairs, got "
+                f'{section} (Qwen2-VL: (16, 24, 24) at head dim 128)'
+            )
         axis = torch.full((self.pairs,), TIME)
-        axis[1 : 3 * section[1] : 3] = ROW  # timm's slices: the stop clamps at d/2, time takes the rest
-        axis[2 : 3 * section[2] : 3] = COL
+        if layout == 'interleaved':
+            axis[1 : 3 * section[1] : 3] = ROW  # timm's slices: the stop clamps at d/2, time takes the rest
+            axis[2 : 3 * section[2] : 3] = COL
+        else:
+            axis[section[0] : section[0] + section[1]] = ROW
+            axis[section[0] + section[1] :] = COL
         axes = axis.tolist()
         if ROW not in axes or COL not in axes:
             raise ValueError(
                 f'mrope gives no channel pair to h or w with head dim {self.head_dim} and mrope_section={section}; '
                 'use a head dim >= 6 and s_h, s_w >= 1'
             )
-        self.mrope_section = section
+        self.mrope_section, self.layout = section, layout
         self.set_axes(axes)
         self.register_buffer('weights', _fixed_map(axes, torch.eye(3).tolist()), persistent=False)
 
