@@ -20,7 +20,7 @@ from mmengine.config import Config
 
 from vispe.cli.common import print_predictions
 from vispe.engine.checkpoint import CheckpointError, load_checkpoint
-from vispe.engine.config import CfgOptionsAction, ConfigError, check_options_read, load_config, merge_options
+from vispe.engine.config import CfgOptionsAction, ConfigError, apply_options, load_config
 from vispe.engine.config_record import recorded_config
 from vispe.evaluation.image_inference import image_view, predict_images
 from vispe.evaluation.trained_model import load_model
@@ -46,8 +46,7 @@ def config_of(config: str | None, checkpoint: str, cfg_options: dict | None) -> 
         f'give the config it was trained with: vispe infer CONFIG {checkpoint} FILE ...',
     )
     if cfg_options:
-        check_options_read(cfg, cfg_options, set())  # a key nothing reads is refused, as for a named config
-        merge_options(cfg, cfg_options)
+        apply_options(cfg, cfg_options)  # as for a named config: a key nothing reads is refused
     return cfg
 
 

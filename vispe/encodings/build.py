@@ -126,22 +126,29 @@ def parse_encoding_spec(spec: str) -> list[str | dict[str, Any]]:
     return parts
 
 
-def spec_text(spec: Any, skip: Sequence[str] = ()) -> str:
-    """The one-line spec of an encoding config (a name, a dict, a one-line spec or a list of them), the inverse of
-    ``parse_encoding_spec``: 'ape_learned:lape=True', 'rope_mixed+peg'; 'none' for none. What labels and titles
-    print, so that an encoding with options is never shown by its bare name; the options named in ``skip`` are left
-    out. Names are not looked up: a label describes what a file says."""
+def spec_items(spec: Any) -> list[str | dict[str, Any]]:
+    """The encodings of a spec as written (a name, a dict, a one-line spec or a list of them): names and dicts, in
+    order, 'none' and None left out. Names are not looked up (``normalize_spec`` does): a label describes what a file
+    says."""
     items = spec if isinstance(spec, (list, tuple)) else [spec]
     items = [part for item in items for part in (parse_encoding_spec(item) if _one_line(item) else [item])]
-    parts = []
     for item in items:
-        if isinstance(item, dict) and 'type' in item:
+        if not (isinstance(item, str) or item is None or (isinstance(item, dict) and 'type' in item)):
+            raise TypeError(f"an encoding is a name or a dict with a 'type' key, got {item!r}")
+    return [item for item in items if item is not None and item != 'none']
+
+
+def spec_text(spec: Any, skip: Sequence[str] = ()) -> str:
+    """The one-line spec of ``spec_items(spec)``, the inverse of ``parse_encoding_spec``: 'ape_learned:lape=True',
+    'rope_mixed+peg'; 'none' for none. What labels and titles print, so that an encoding with options is never shown
+    by its bare name; the options named in ``skip`` are left out."""
+    parts = []
+    for item in spec_items(spec):
+        if isinstance(item, dict):
             options = ','.join(f'{k}={v}' for k, v in sorted(item.items()) if k != 'type' and k not in skip)
             parts.append(f'{item["type"]}:{options}' if options else str(item['type']))
-        elif isinstance(item, str) and item != 'none':
+        else:
             parts.append(item)
-        elif item is not None and item != 'none':
-            raise TypeError(f"an encoding is a name or a dict with a 'type' key, got {item!r}")
     return '+'.join(parts) or 'none'
 
 

@@ -97,9 +97,7 @@ def load_config(path: str, cfg_options: dict | None = None, work_dir: str | None
     # an option on a variable the config's code reads is applied where the variable is defined (config_overrides)
     cfg, applied = read_with_options(resolved, cfg_options) if cfg_options else (read_config_file(resolved), set())
     if cfg_options:
-        check_options_read(cfg, cfg_options, applied)
-        promote_encoding_names(cfg, cfg_options)
-        merge_options(cfg, cfg_options)
+        apply_options(cfg, cfg_options, applied)
     check_config(cfg)
     check_values(cfg)
     drop_disabled_hooks(cfg)
@@ -110,11 +108,18 @@ def load_config(path: str, cfg_options: dict | None = None, work_dir: str | None
     return cfg
 
 
-def check_options_read(cfg: Config, options: Mapping[str, Any], applied: set[str]) -> None:
-    """ConfigError for a ``--cfg-options`` key that nothing would read: its top-level name is no key the Runner or
-    vispe reads, and no variable the config's code reads (``applied``: ``config_overrides``). Such an option (a new
-    ``image_size=48``, or ``data_root=...`` on a dumped config, whose data sets hold the old path as a literal) was
-    accepted and the run went on with the old values. The refusal names the keys that would have worked."""
+def apply_options(cfg: Config, options: dict, applied: set[str] | frozenset[str] = frozenset()) -> None:
+    """``--cfg-options`` into ``cfg`` as every tool applies them: checked (``check_options_read``; ``applied``: keys
+    the config's code already took), encoding names promoted (``promote_encoding_names``), merged."""
+    check_options_read(cfg, options, applied)
+    promote_encoding_names(cfg, options)
+    merge_options(cfg, options)
+
+
+def check_options_read(cfg: Config, options: Mapping[str, Any], applied: set[str] | frozenset[str]) -> None:
+    """ConfigError naming the keys that would have worked for a ``--cfg-options`` key that nothing would read: its
+    top-level name is no key the Runner or vispe reads, nor a variable the config's code took (``applied``), as a
+    new ``image_size=48``, or ``data_root=...`` on a dumped config, whose data sets hold the old path literally."""
     for key in options:
         root = key.split('.')[0]
         if root in RUNNER_KEYS or root in VISPE_KEYS or key in applied:
@@ -373,6 +378,7 @@ def model_config_error(err: Exception) -> ConfigError:
 
 __all__: list[str] = [
     'ConfigError',
+    'apply_options',
     'check_config',
     'check_model_arguments',
     'check_options_read',

@@ -16,7 +16,7 @@ from mmengine.evaluator import Evaluator
 from mmengine.registry import init_default_scope
 
 from vispe.encodings.base import Encoding
-from vispe.encodings.build import spec_text
+from vispe.encodings.build import spec_items, spec_text
 from vispe.engine.checkpoint import load_checkpoint
 from vispe.engine.config import flat_config
 from vispe.engine.config_record import recorded_config_or_none
@@ -205,8 +205,8 @@ def encoding_label(model: torch.nn.Module, meta: dict | None = None) -> str:
     spec = ((recorded.get('model') or {}).get('backbone') or {}).get('encoding') if recorded is not None else None
     if spec is None:
         return bare
-    text = spec_text(spec, skip=('strategy',))
-    return text if sorted(p.split(':')[0] for p in text.split('+')) == sorted(names or ['none']) else bare
+    types = [item['type'] if isinstance(item, dict) else item for item in spec_items(spec)]
+    return spec_text(spec, skip=('strategy',)) if sorted(types) == sorted(names or []) else bare
 
 
 def trained_config(meta: dict | None) -> dict[str, Any]:
