@@ -115,8 +115,9 @@ class VispeRunner(Runner):
                 previous = self._lock.acquire()
                 if previous:
                     self._notices.append(takeover_message(work_dir, previous))
-                if not resume and cfg.get('overwrite_work_dir', False) and checkpoint_candidates(work_dir):
-                    self._notices.append(set_aside(work_dir, checkpoint_candidates(work_dir)))
+                replaced = checkpoint_candidates(work_dir) if not resume and cfg.get('overwrite_work_dir') else []
+                if replaced:
+                    self._notices.append(set_aside(work_dir, replaced))
         try:
             super().__init__(*bound.args[1:], **bound.kwargs)
         except BaseException:
