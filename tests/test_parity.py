@@ -1,85 +1,64 @@
-"""Parity with the authors' code, recorded: each file in tests/data/parity holds inputs and the outputs of a
-reference implementation, written by its recorder in tools/parity (which says which repository, release and
-function it ran); here vispe runs on the same inputs and must give the same outputs. No reference code is needed to
-run these tests.
+"""Parity coverage: every registered encoding and every resolution strategy has a recorded parity test in
+tests/parity (its ``METHODS``), or is named here with the reason it has none; the parity page lists the same set.
 
-Recorded so far: Qwen2-VL's M-RoPE (``mrope`` with ``layout='sections'``) and YaRN's attention temperature. The
-other methods are compared with their references elsewhere in the suite (timm's rotary modules, the DINOv3 and
-VideoRoPE ports), and are to move here."""
+The parity tests themselves (tests/parity/test_parity_*.py) compare vispe with values recorded from each method's
+reference code by the recorders in tools/parity; they need neither the network nor the reference at test time."""
 
 from __future__ import annotations
 
-import math
+import ast
+import glob
 import os
+import re
 
-import pytest
-import torch
+from vispe.registry import ENCODINGS
 
-from vispe import build_encoding
-from vispe.encodings.rotary import yarn_mscale
-from vispe.positions import grid_positions, video_positions
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGE = os.path.join(ROOT, 'docs', 'encodings', 'parity.md')
 
-PARITY = os.path.join(os.path.dirname(__file__), 'data', 'parity')
-
-
-def recorded(name: str) -> dict:
-    return torch.load(os.path.join(PARITY, f'{name}.pt'), weights_only=True)
+#: methods without a recorded reference, with the reason (the parity page gives the same)
+WITHOUT_REFERENCE = {
+    'strategy:none': 'positions as given: there is nothing to scale, so nothing to compare',
+}
 
 
-def interleaved(x: torch.Tensor) -> torch.Tensor:
-    """Channels in the references' rotate-half order (pair i = channels i and i + d/2) -> vispe's interleaved order
-    (pair i = channels 2i, 2i + 1): a permutation of q's and k's channels that leaves every q . k as it is."""
-    half = x.shape[-1] // 2
-    order = torch.stack([torch.arange(half), torch.arange(half) + half], -1).flatten()
-    return x[..., order]
+def declared_methods() -> dict[str, str]:
+    """Each name in a parity test file's ``METHODS`` -> that file (read as text, not imported)."""
+    found: dict[str, str] = {}
+    for path in sorted(glob.glob(os.path.join(ROOT, 'tests', 'parity', 'test_parity_*.py'))):
+        for node in ast.parse(open(path).read()).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, 'id', '') == 'METHODS' for t in node.targets):
+                for name in ast.literal_eval(node.value):
+                    assert name not in found, f'{name} is claimed by {found.get(name)} and {path}'
+                    found[name] = path
+    return found
 
 
-def mrope_logits(record: dict, layout: str) -> torch.Tensor:
-    heads, head_dim = record['heads'], record['head_dim']
-    enc = build_encoding(
-        {'type': 'mrope', 'layout': layout, 'mrope_section': record['mrope_section'], 'theta': record['theta']},
-        dim=heads * head_dim, num_heads=heads, ndim=3, grid_size=tuple(record['grid']),
-    )  # fmt: skip
-    q, k = enc.rotate(interleaved(record['q']), interleaved(record['k']), video_positions(*record['grid']))
-    return q @ k.transpose(-2, -1)
+def every_method() -> set[str]:
+    names = set(ENCODINGS.module_dict)
+    for cls in ENCODINGS.module_dict.values():
+        names |= {f'strategy:{s}' for s in getattr(cls, 'strategies', ())}
+    return names
 
 
-def test_mrope_sections_matches_qwen2_vl() -> None:
-    """Qwen2-VL's ``apply_multimodal_rotary_pos_emb`` (transformers v4.57.1): the same logits for every token pair of
-    a 2 x 3 x 4 clip; the default interleaved layout (timm, Qwen3-VL) gives others, so the test tells the two apart."""
-    record = recorded('mrope_sections')
-    torch.testing.assert_close(mrope_logits(record, 'sections'), record['logits'], atol=1e-4, rtol=1e-5)
-    assert (mrope_logits(record, 'interleaved') - record['logits']).abs().max() > 0.1
+def page_methods() -> set[str]:
+    """The first cells of the parity page's tables: `name` for an encoding, `name` (strategy) for a strategy."""
+    names = set()
+    for line in open(PAGE):
+        cell = line.split('|')[1].strip() if line.startswith('| `') else ''
+        for name in re.findall(r'`([^`]+)`', cell):
+            names.add(f'strategy:{name}' if '(strategy)' in cell else name)
+    return names
 
 
-def test_mrope_sections_take_contiguous_blocks_that_fill_the_pairs() -> None:
-    enc = build_encoding({'type': 'mrope', 'layout': 'sections', 'mrope_section': (4, 6, 6)}, dim=64, num_heads=2)
-    assert enc.axis.tolist() == [0] * 4 + [1] * 6 + [2] * 6  # t, then h, then w: Qwen2-VL's blocks
-    with pytest.raises(ValueError, match=r"layout='sections' needs mrope_section to sum to the head dim's 16 pairs"):
-        build_encoding({'type': 'mrope', 'layout': 'sections', 'mrope_section': (8, 12, 12)}, dim=64, num_heads=2)
-    with pytest.raises(ValueError, match=r"mrope layout must be one of \('interleaved', 'sections'\)"):
-        build_encoding({'type': 'mrope', 'layout': 'blocks'}, dim=64, num_heads=2)
+def test_every_encoding_and_strategy_has_parity_or_a_reason() -> None:
+    covered = set(declared_methods())
+    assert not covered & set(WITHOUT_REFERENCE), 'a method both tested and excused'
+    missing = every_method() - covered - set(WITHOUT_REFERENCE)
+    assert not missing, f'no parity test and no reason for: {sorted(missing)}'
+    unknown = (covered | set(WITHOUT_REFERENCE)) - every_method()
+    assert not unknown, f'parity declared for names vispe does not register: {sorted(unknown)}'
 
 
-def test_yarn_temperature_matches_the_reference_and_the_paper() -> None:
-    """YaRN (Peng et al. 2023): sqrt(1/t) = 0.1 ln s + 1 multiplies q and k each, so the logits grow by its square.
-    Recorded: transformers' ``_compute_yarn_parameters`` attention factor (it scales cos and sin). Before: vispe
-    multiplied q and k by the square root of it, so its logits grew by 0.1 ln s + 1 only (6.5% short at s = 2)."""
-    record = recorded('yarn_temperature')
-    ours = torch.tensor([yarn_mscale(float(s)) for s in record['scales']], dtype=torch.float64)
-    torch.testing.assert_close(ours, record['attention_factor'], rtol=1e-6, atol=0)
-    paper = 0.1 * torch.log(record['scales']) + 1
-    torch.testing.assert_close(ours, paper, rtol=1e-12, atol=0)
-
-
-@pytest.mark.parametrize('name', ['rope_axial', 'rope_mixed'])
-def test_yarn_grows_every_logit_by_the_temperature_squared(name) -> None:
-    """At twice the training grid on both axes (s = 2), q and k come out each (0.1 ln 2 + 1) times longer than
-    rotated (a rotation keeps lengths): every patch-to-patch logit is (0.1 ln 2 + 1)^2 times its unscaled value."""
-    enc = build_encoding({'type': name, 'strategy': 'yarn'}, dim=64, num_heads=2, ndim=2, grid_size=(4, 4))
-    pos = grid_positions(8, 8, num_prefix=1)
-    q, k = torch.randn(1, 2, 65, 32), torch.randn(1, 2, 65, 32)
-    q2, k2 = enc.rotate(q, k, pos)
-    m = 0.1 * math.log(2.0) + 1
-    torch.testing.assert_close(q2[..., 1:, :].norm(dim=-1), m * q[..., 1:, :].norm(dim=-1), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(k2[..., 1:, :].norm(dim=-1), m * k[..., 1:, :].norm(dim=-1), rtol=1e-5, atol=1e-5)
+def test_the_parity_page_lists_the_same_methods() -> None:
+    assert page_methods() == every_method()
