@@ -32,7 +32,7 @@ from vispe.attention import Attention
 from vispe.backbones import MultiViewTransformer, PointTransformer, VideoTransformer
 from vispe.encodings.build import encoding_class
 from vispe.encodings.irpe import METHODS
-from vispe.encodings.rotary import DYPE_STRATEGIES
+from vispe.encodings.rotary_scaling import DYPE_STRATEGIES
 from vispe.positions import RPE2D, Cameras, Positions, grid_coords, grid_positions
 
 IMAGE = vispe.list_encodings(ndim=2)

@@ -7,6 +7,7 @@ import torch
 
 import vispe
 from vispe.encodings.rotary import rotate_by_rows
+from vispe.encodings.rotary_scaling import yarn_factors
 from vispe.evaluation.trained_model import available_strategies, set_strategy
 from vispe.kernels.rotary import rotary_table, rotate_pairs
 from vispe.positions import Positions, grid_coords, grid_positions
@@ -135,8 +136,10 @@ def test_yarn_keeps_fast_pairs_and_interpolates_slow_ones():
     assert cols[-1] == w[-1] / 2  # under one rotation: interpolated
     mid = (rotations > 1) & (rotations < 32)
     assert mid.sum() >= 4 and ((cols[mid] < w[mid]) & (cols[mid] > w[mid] / 2)).all()  # blended
-    gamma = ((rotations - 1) / 31).clamp(0, 1)
-    torch.testing.assert_close(cols, (1 - gamma) * w / 2 + gamma * w)
+    keep = cols / w * 2 - 1  # g_k: 1 kept ... 0 interpolated, linear over the pair index inside the ramp
+    steps = keep[:-1] - keep[1:]
+    inside = steps > 1e-6
+    assert inside.sum() >= 3 and torch.allclose(steps[inside], steps[inside][0])  # the values: tests/parity
     assert torch.equal(enc.axis_frequencies((1.0, 2.0))[0], w)  # rows did not grow
 
 
@@ -144,19 +147,20 @@ def test_yarn_keeps_fast_pairs_and_interpolates_slow_ones():
 def test_yarn_uses_each_axis_training_length(name):
     enc = rotary(name, 'yarn', dim=128, num_heads=4, grid_size=(4, 256))  # 4 rows, 256 columns in training
 
-    def expected(w, length):
-        gamma = ((length * w.abs() / (2 * math.pi) - 1) / 31).clamp(0, 1)
-        return (1 - gamma) / 2 + gamma  # multiplier of w at s = 2
+    def expected(w, length, groups=1):
+        return yarn_factors(w, 2.0, length, groups)  # multiplier of w at s = 2 over that axis' training length
 
     if name == 'rope_axial':
         rows, cols = enc.axis_frequencies((2.0, 2.0))
         torch.testing.assert_close(cols, enc.ladder(0) * expected(enc.ladder(0), 256))
-        torch.testing.assert_close(rows, enc.ladder(0) / 2)  # 4 rows: every pair turns < 1 time, all interpolated
+        # 4 rows: every pair turns < 1 time; all interpolated but the fastest, which the references' ramp keeps
+        torch.testing.assert_close(rows[1:], enc.ladder(0)[1:] / 2)
+        assert rows[0] == enc.ladder(0)[0]
     else:
         factors = enc.frequency_factors((2.0, 2.0))
         mags = enc.freqs.detach().norm(dim=0)
-        torch.testing.assert_close(factors[0], expected(mags, 256))  # f_x multiplies the column
-        torch.testing.assert_close(factors[1], expected(mags, 4))
+        torch.testing.assert_close(factors[0], expected(mags, 256, enc.sections))  # f_x multiplies the column
+        torch.testing.assert_close(factors[1], expected(mags, 4, enc.sections))
         assert not torch.equal(factors[0], factors[1])
 
 

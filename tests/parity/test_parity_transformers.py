@@ -1,5 +1,6 @@
 """Parity with Hugging Face transformers v4.57.1 (recorders: tools/parity/record_mrope.py, record_yarn.py):
-Qwen2-VL's M-RoPE (``mrope`` with ``layout='sections'``) and YaRN's attention temperature."""
+Qwen2-VL's M-RoPE (``mrope`` with ``layout='sections'``), YaRN's attention temperature and frequency tables, and
+position interpolation's (transformers' 'linear' scaling)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import torch
 from recorded import interleaved, recorded
 
 from vispe import build_encoding
-from vispe.encodings.rotary import yarn_mscale
+from vispe.encodings.rope import RoPEAxial
+from vispe.encodings.rotary_scaling import yarn_mscale
 from vispe.positions import grid_positions, video_positions
 
 #: what this file holds parity for: encodings by name, strategies as 'strategy:<name>'
-METHODS = ('mrope', 'strategy:yarn')
+METHODS = ('mrope', 'strategy:yarn', 'strategy:interpolate')
 
 
 def mrope_logits(record: dict, layout: str) -> torch.Tensor:
@@ -66,3 +68,49 @@ def test_yarn_grows_every_logit_by_the_temperature_squared(name) -> None:
     m = 0.1 * math.log(2.0) + 1
     torch.testing.assert_close(q2[..., 1:, :].norm(dim=-1), m * q[..., 1:, :].norm(dim=-1), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(k2[..., 1:, :].norm(dim=-1), m * k[..., 1:, :].norm(dim=-1), rtol=1e-5, atol=1e-5)
+
+
+def axial_table(table: dict, strategy: str) -> torch.Tensor:
+    """rope_axial's frequencies on one axis, with the table's pairs per axis, theta, training extent and scale."""
+    enc = RoPEAxial(4 * table['pairs'], 1, theta=table['theta'], grid_size=(table['train'], table['train']))
+    enc.strategy = strategy
+    return enc.axis_frequencies((table['factor'], table['factor']))[0].double()
+
+
+def ramp_turns_over(table: dict) -> bool:
+    """Whether transformers' ramp has high < low: ceil of the pair index at 1 rotation is below 0, as on a training
+    extent shorter than 2 pi theta^(-1 / pairs) positions."""
+    pairs, theta, train = table['pairs'], table['theta'], table['train']
+    return math.ceil(pairs * math.log(train / (2 * math.pi)) / math.log(theta)) < 0
+
+
+TABLES = recorded('yarn_temperature')['tables']
+
+
+def table_id(table: dict) -> str:
+    return f'{table["pairs"]}pairs-theta{table["theta"]:g}-train{table["train"]}-x{table["factor"]}'
+
+
+@pytest.mark.parametrize('table', TABLES, ids=table_id)
+def test_interpolate_is_transformers_linear_scaling(table: dict) -> None:
+    torch.testing.assert_close(axial_table(table, 'interpolate'), table['linear'], rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize('table', [t for t in TABLES if not ramp_turns_over(t)], ids=table_id)
+def test_yarn_frequencies_match_transformers(table: dict) -> None:
+    """From an LLM's training extent (256 positions, pairs at 41 down to 0.7 rotations) to a ViT's (14 or 4), where
+    the ramp's ends are clamped to the ladder's: the fastest pair is kept, the ramp is linear in the pair index."""
+    torch.testing.assert_close(axial_table(table, 'yarn'), table['yarn'], rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize('table', [t for t in TABLES if ramp_turns_over(t)], ids=table_id)
+def test_yarn_where_transformers_ramp_turns_over(table: dict) -> None:
+    """A 4-position training extent with 16 pairs: every pair turns under one time, and transformers' ramp
+    (low = 0, high = -1) divides by a negative width and keeps every pair; vispe clamps both ends into the ladder,
+    so the ramp is a step at pair 0: the fastest pair kept, as where the ends meet, the others interpolated, as
+    the paper's ramp does under one rotation (a stated departure)."""
+    ladder = RoPEAxial(4 * table['pairs'], 1, theta=table['theta']).ladder(0).double()
+    torch.testing.assert_close(table['yarn'], ladder, rtol=1e-6, atol=0)  # the reference: nothing scaled
+    ours = axial_table(table, 'yarn')
+    assert ours[0] == ladder[0]
+    torch.testing.assert_close(ours[1:], ladder[1:] / table['factor'], rtol=1e-6, atol=0)

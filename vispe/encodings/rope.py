@@ -12,7 +12,7 @@ float32 even under autocast. Hook: rotate, q and k (B, H, N_total, d) -> same.
 Cost: CPU, 1.01x ape_learned (ViT-S/16 224, batch 8, float32; docs). GPU: one read and write of q and k by the
 kernel plus a (N, d/2) table per grid (cached); not yet measured on a GPU with the kernel (1.28x before it).
 
-Resolution strategies (``strategy``): ``vispe.encodings.rotary``, which holds the rotary maths these encodings
+Resolution strategies (``strategy``): ``vispe.encodings.rotary_scaling``, which holds the rotary maths these encodings
 share with dinov3, comrope, harope and gta.
 """
 
@@ -27,17 +27,20 @@ from torch import nn
 
 from vispe.encodings.base import GridTableCache, check_positive
 from vispe.encodings.rotary import (
-    DYPE_STRATEGIES,
     RotaryStrategies,
     axial_frequencies,
     frequency_ladder,
-    frequency_ranks,
-    ntk_factors,
-    ntk_theta,
     random_rotation,
     rotary_sections,
     rotate_by_rows,
     train_grid_from,
+)
+from vispe.encodings.rotary_scaling import (
+    DYPE_STRATEGIES,
+    dype_yarn_factors,
+    frequency_ranks,
+    ntk_factors,
+    ntk_theta,
     yarn_factors,
 )
 from vispe.kernels.rotary import rotary_table, rotate_qk, rotate_rows
@@ -136,7 +139,10 @@ class RoPEAxial(RotaryStrategies):
             ranks = torch.arange(freqs.shape[0], device=freqs.device)
             return freqs * ntk_factors(ranks, scale, self.axis_dims[axis], kappa)
         assert self.train_grid is not None  # a scale other than 1 needs one (axis_scales)
-        return freqs * yarn_factors(freqs, scale, self.train_grid[axis], kappa)  # yarn, dype_yarn
+        if self.strategy == 'dype_yarn':
+            assert kappa is not None  # dype_kappa gives one under DyPE
+            return freqs * dype_yarn_factors(freqs, scale, self.train_grid[axis], kappa)
+        return freqs * yarn_factors(freqs, scale, self.train_grid[axis])
 
     def angles(
         self,
@@ -282,7 +288,12 @@ class RoPEMixed(RotaryStrategies):
                 factors.append(torch.cat([p.expand(*lead, p.shape[-1]) for p in per_group], dim=-1))
             else:  # yarn and dype_yarn, with the training extent of the axis this component multiplies
                 assert self.train_grid is not None  # a scale other than 1 needs one (axis_scales)
-                factors.append(yarn_factors(magnitudes, s, self.train_grid[self.ndim - 1 - a], kappa))
+                train = self.train_grid[self.ndim - 1 - a]
+                if self.strategy == 'dype_yarn':
+                    assert kappa is not None  # dype_kappa gives one under DyPE
+                    factors.append(dype_yarn_factors(magnitudes, s, train, kappa, self.sections))
+                else:
+                    factors.append(yarn_factors(magnitudes, s, train, self.sections))
         return torch.stack(torch.broadcast_tensors(*factors), dim=-3)
 
     def angles(

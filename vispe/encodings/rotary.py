@@ -2,49 +2,8 @@
 frequencies, rotation by rows of a small table, and the resolution strategies' scales with ``RotaryStrategies``, the
 machinery every rotary encoding with a training grid inherits. The rotation itself is ``vispe.kernels.rotary``.
 
-Resolution strategies (``strategy``; the backbone supplies the training grid as ``grid_size``). Per axis a the
-ratio is r_a = extent_a / train_a, the extent being the grid's span (``Positions.grid_span``: ``pos.grid`` times a
-video's time spacing; without a grid, the number of integer positions the coordinates span); ``axis_scales`` turns
-it into the scale s_a each strategy uses, one per axis (a 2:1 target scales rows and columns separately; a video's
-frame count and frame size likewise). An axis with s_a = 1 is untouched. d_a = the rotary dims of axis a
-(head_dim / ndim on images; twice its section's pairs on video, ``rotary_sections``), w_k the frequency of pair
-k < d_a / 2.
-
-- ``none``: integer positions simply extend or stop short (the default); s_a = 1 at every size.
-- ``interpolate``: position interpolation (PI; Chen et al. 2023), positions / s_a, i.e. w_k / s_a, with s_a = r_a
-  above and below the training size: a grid of any size is stretched onto the training range, token p landing
-  at p * train_a / extent_a (a 4x4 grid's tokens on the even positions of an 8x8 training grid, each covering the
-  same fraction of the image). This is the only strategy that acts below the training size.
-- ``ntk``: NTK-aware scaling (bloc97 2023): theta' = theta * s_a^(d_a / (d_a - 2)), which multiplies w_k by
-  s_a^(-2k / (d_a - 2)): the fastest pair is kept, the slowest divided by exactly s_a.
-- ``yarn``: YaRN (Peng et al. 2023): w'_k = (1 - g_k) w_k / s_a + g_k w_k with
-  g_k = clamp((r_k - 1) / (32 - 1), 0, 1) and r_k = L_train,a w_k / (2 pi) the rotations of pair k over the
-  training extent; q and k are each multiplied by the paper's sqrt(1/t) = 0.1 ln s + 1 after rotation (``yarn_mscale``;
-  the logits grow by its square, as in transformers' YaRN, which scales cos and sin by it), with s the geometric mean of
-  the axis scales (= s for a uniform zoom; our choice for aspect changes). Departure: the authors' code (and HF
-  transformers') ramps g linearly over the pair index between the pairs at 32 and 1 rotations; vispe's ramp is the
-  paper's equation, linear in r_k, which also serves learned frequencies that have no index order.
-
-- ``dype_ntk``, ``dype_yarn``: DyPE (Issachar et al. 2025, "Dynamic Position Extrapolation for Ultra High
-  Resolution Diffusion"), sampling-time schedules of the two for diffusion transformers, which follow the diffusion
-  time t in [0, 1] (1: pure noise, 0: data; ``Positions.noise_level``, set by the DiT from its sampler). With
-  kappa(t) = t^2 (the authors' lambda_t = 2): ``dype_yarn`` multiplies YaRN's ramp thresholds (beta_slow = 1,
-  beta_fast = 32 rotations) by kappa(t), so g_k = clamp((r_k - kappa beta_slow) / (kappa (beta_fast - beta_slow)),
-  0, 1): plain YaRN at t = 1, and as t -> 0 every pair's g_k -> 1, the trained frequencies, for the last steps,
-  which form the fine detail (low frequencies settle early in sampling, high ones late); the temperature
-  0.1 ln s + 1 stays at every t. ``dype_ntk`` raises NTK's base factor to 2 kappa(t)
-  (lambda_s = 2): theta' = theta (s_a^(d_a / (d_a - 2)))^(2 kappa(t)), twice NTK's exponent at t = 1 (the
-  authors' choice) and theta itself at t = 0. Departure: the authors apply the schedule to a two-ramp "vision
-  YaRN" (an NTK blend at 1.25 / 0.75 rotations, then a return to the base at 16 / 2); vispe's YaRN is the
-  one-ramp form above, and the schedule scales its thresholds the same way. The time is a tensor, so the tables
-  follow it inside a compiled graph without a recompilation per step; they are not cached.
-
-``ntk`` and ``yarn`` (and their DyPE schedules) take s_a = max(1, r_a): below the training size they are ``none``
-on that axis (a 1:2 target at the training token count, 4x16 for 8x8, is scaled on its columns only). Both are
-defined for s >= 1 and fix one failure, angles beyond the range a pair turned through in training, which a smaller
-grid never reaches. Their mirror images (s < 1 in the same formulas) would be a partial interpolation that stretches
-the slow pairs and keeps the fast ones, and YaRN's temperature would drop below 1: new methods with no paper behind
-them, while what a smaller grid changes (the content spans fewer tokens) is what ``interpolate`` addresses.
+Resolution strategies (``strategy``): their frequency maths and the references they follow are in
+``vispe.encodings.rotary_scaling``; ``RotaryStrategies`` turns a grid into the scales they take.
 """
 
 from __future__ import annotations
@@ -57,17 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from vispe.encodings.base import Encoding
+from vispe.encodings.rotary_scaling import DYPE_STRATEGIES, DYPE_TIME_EXPONENT, yarn_mscale
 from vispe.kernels.rotary import rotary_table, rotate_rows
 from vispe.positions import Positions, grid_coords
-
-#: YaRN's ramp, in rotations over the training extent: pairs above BETA_FAST extrapolate, below BETA_SLOW interpolate
-YARN_BETA_FAST = 32.0
-YARN_BETA_SLOW = 1.0
-#: DyPE's schedule (module doc): kappa(t) = t^DYPE_TIME_EXPONENT; dype_ntk raises NTK's factor to DYPE_SCALE kappa
-DYPE_TIME_EXPONENT = 2.0
-DYPE_SCALE = 2.0
-#: the strategies that follow the diffusion time
-DYPE_STRATEGIES = ('dype_ntk', 'dype_yarn')
 
 
 def axial_frequencies(head_dim: int, ndim: int, theta: float) -> torch.Tensor:
@@ -127,62 +78,6 @@ def rotate_by_rows(
     gathered table, without building it (``vispe.kernels.rotary.rotate_rows``)."""
     rows3 = rows if rows.dim() == 3 else rows.unsqueeze(1)
     return rotate_rows(q, k, rotary_table(rows3), index, scale)
-
-
-# --- extrapolation strategies: pure functions of the scale s of one axis ------------------------------------------
-def ntk_theta(theta: float, scale: float, axis_dims: int) -> float:
-    """NTK-aware base: theta' = theta * s^(d_a / (d_a - 2)), d_a = rotary dims per axis."""
-    if axis_dims <= 2:  # one pair per axis: its frequency is theta^0 = 1 whatever the base
-        return theta
-    return theta * scale ** (axis_dims / (axis_dims - 2))
-
-
-def ntk_factors(ranks: torch.Tensor, scale: float, axis_dims: int, kappa: torch.Tensor | None = None) -> torch.Tensor:
-    """Multipliers s^(-2k / (d_a - 2)) for pairs of frequency rank k (0 = fastest): what ``ntk_theta`` does to
-    w_k = 1 / theta^(2k / d_a), for frequencies that have no theta (learned ones). With DyPE's ``kappa`` (a tensor
-    of any shape that broadcasts in front of ``ranks``' dims), the exponent is multiplied by DYPE_SCALE kappa."""
-    if axis_dims <= 2:
-        return torch.ones_like(ranks, dtype=torch.float32)
-    exponent = -2.0 * ranks.float() / (axis_dims - 2)
-    if kappa is not None:
-        exponent = exponent * (DYPE_SCALE * kappa)
-    return scale**exponent
-
-
-def yarn_factors(
-    freqs: torch.Tensor, scale: float, train_len: float, kappa: torch.Tensor | None = None
-) -> torch.Tensor:
-    """YaRN multipliers (1 - g_k) / s + g_k for angular frequencies ``freqs`` (any shape; their magnitude counts).
-
-    r_k = L_train |w_k| / (2 pi) rotations over the training extent; g_k = clamp((r_k - beta_slow) /
-    (beta_fast - beta_slow), 0, 1): pairs turning >= 32 times keep their frequency, <= 1 time are divided by s.
-    With DyPE's ``kappa`` (a tensor that broadcasts in front of ``freqs``' dims) both thresholds are multiplied by
-    it; kappa = 0 keeps every frequency (g_k = 1; a zero frequency has no angle to keep).
-    """
-    rotations = train_len * freqs.detach().abs().float() / (2 * math.pi)
-    if kappa is None:
-        gamma = ((rotations - YARN_BETA_SLOW) / (YARN_BETA_FAST - YARN_BETA_SLOW)).clamp(0.0, 1.0)
-    else:
-        width = (kappa * (YARN_BETA_FAST - YARN_BETA_SLOW)).clamp_min(1e-12)  # kappa = 0: every ramp a step at 0
-        gamma = ((rotations - kappa * YARN_BETA_SLOW) / width).clamp(0.0, 1.0)
-    return (1.0 - gamma) / scale + gamma
-
-
-def yarn_mscale(scale: float) -> float:
-    """YaRN's attention temperature (Peng et al. 2023): sqrt(1/t) = 0.1 ln s + 1, what q and k are each multiplied
-    by, so that the logits grow by (0.1 ln s + 1)^2; 1 for s <= 1."""
-    return 0.1 * math.log(scale) + 1.0 if scale > 1.0 else 1.0
-
-
-def frequency_ranks(magnitudes: torch.Tensor, groups: int | Sequence[int]) -> torch.Tensor:
-    """Rank (0 = largest) of each of the (..., P) magnitudes within its block of consecutive pairs: ``groups``
-    blocks of P / groups pairs, or blocks of the given sizes (summing to P)."""
-    if isinstance(groups, int):
-        blocks = magnitudes.reshape(*magnitudes.shape[:-1], groups, -1)
-        ranks = blocks.argsort(dim=-1, descending=True).argsort(dim=-1)
-        return ranks.reshape(magnitudes.shape)
-    parts = magnitudes.split(list(groups), dim=-1)
-    return torch.cat([p.argsort(dim=-1, descending=True).argsort(dim=-1) for p in parts], dim=-1)
 
 
 #: the property ``Encoding.strategy`` itself (mypy reads ``Encoding.strategy`` as the getter, which has no setter)
@@ -353,18 +248,11 @@ def train_grid_from(grid_size: Sequence[int] | None, ndim: int) -> tuple[int, ..
 
 
 __all__ = [
-    'YARN_BETA_FAST',
-    'YARN_BETA_SLOW',
     'RotaryStrategies',
     'axial_frequencies',
     'frequency_ladder',
-    'frequency_ranks',
-    'ntk_factors',
-    'ntk_theta',
     'random_rotation',
     'rotary_sections',
     'rotate_by_rows',
     'train_grid_from',
-    'yarn_factors',
-    'yarn_mscale',
 ]

@@ -15,8 +15,9 @@ references next to text tokens, and are kept so that the position ids are the re
 
 Resolution strategies act on each axis separately, frame count and spatial size (``RotaryStrategies.axis_scales``
 on the grid's span, grid times time spacing, against the training grid): ``interpolate`` divides the coordinates by
-s_a before the map; ``ntk`` and ``yarn`` rescale each channel's frequency by the scale of its axis (module doc of
-``vispe.encodings.rotary``), with its rank among that axis' channels (0 = fastest) and that axis' training length.
+s_a before the map; ``ntk`` and ``yarn`` rescale each channel's frequency by the scale of its axis
+(``vispe.encodings.rotary_scaling``), with its rank among that axis' channels (0 = fastest) and that axis' training
+length.
 DyPE's schedules are not offered. A mixed-size batch is refused: video backbones batch clips of one size.
 
 Hook: rotate, q and k (B, H, N_total, d) -> same. No parameters. Angles and the rotation run in float32 even under
@@ -31,7 +32,8 @@ from typing import ClassVar
 import torch
 
 from vispe.encodings.base import GridTableCache, check_positive
-from vispe.encodings.rotary import RotaryStrategies, ntk_factors, train_grid_from, yarn_factors
+from vispe.encodings.rotary import RotaryStrategies, train_grid_from
+from vispe.encodings.rotary_scaling import ntk_factors, yarn_factors
 from vispe.kernels.rotary import rotary_table, rotate_qk
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
@@ -123,7 +125,8 @@ class ChannelMapRoPE(RotaryStrategies):
                 own = ntk_factors(self.rank, s, 2 * self.axis_pairs[a])
             else:
                 assert self.train_grid is not None  # a scale other than 1 needs one (axis_scales)
-                own = yarn_factors(freqs, s, self.train_grid[a])
+                own = torch.ones_like(freqs, dtype=torch.float32)
+                own[self.axis == a] = yarn_factors(freqs[self.axis == a], s, self.train_grid[a])
             factors = torch.where(self.axis == a, own, factors)
         return freqs * factors
 

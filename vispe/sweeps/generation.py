@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from vispe.encodings.rotary import DYPE_STRATEGIES
+from vispe.encodings.rotary_scaling import DYPE_STRATEGIES
 from vispe.engine.checkpoint import checkpoints_inside
 from vispe.engine.config import load_config
 from vispe.evaluation import report

@@ -1,0 +1,201 @@
+"""The resolution strategies of the rotary encodings as frequency maths: pure functions of one axis' scale, used by
+``RotaryStrategies`` (``vispe.encodings.rotary``) and the encodings that inherit it.
+
+Resolution strategies (``strategy``; the backbone supplies the training grid as ``grid_size``). Per axis a the
+ratio is r_a = extent_a / train_a, the extent being the grid's span (``Positions.grid_span``: ``pos.grid`` times a
+video's time spacing; without a grid, the number of integer positions the coordinates span); ``axis_scales`` turns
+it into the scale s_a each strategy uses, one per axis (a 2:1 target scales rows and columns separately; a video's
+frame count and frame size likewise). An axis with s_a = 1 is untouched. d_a = the rotary dims of axis a
+(head_dim / ndim on images; twice its section's pairs on video, ``rotary_sections``), w_k the frequency of pair
+k < d_a / 2.
+
+- ``none``: integer positions simply extend or stop short (the default); s_a = 1 at every size.
+- ``interpolate``: position interpolation (PI; Chen et al. 2023), positions / s_a, i.e. w_k / s_a, with s_a = r_a
+  above and below the training size: a grid of any size is stretched onto the training range, token p landing
+  at p * train_a / extent_a (a 4x4 grid's tokens on the even positions of an 8x8 training grid, each covering the
+  same fraction of the image). This is the only strategy that acts below the training size.
+- ``ntk``: NTK-aware scaling (bloc97 2023): theta' = theta * s_a^(d_a / (d_a - 2)), which multiplies w_k by
+  s_a^(-2k / (d_a - 2)): the fastest pair is kept, the slowest divided by exactly s_a.
+- ``yarn``: YaRN (Peng et al. 2023) as its authors' code and transformers' ``_compute_yarn_parameters`` compute it:
+  w'_k = (1 - g_k) w_k / s_a + g_k w_k, g_k = 1 - clamp((k - low) / (high - low), 0, 1) over the pair index k of
+  the axis' ladder (0 = fastest), low and high the pairs turning 32 and 1 times over the training extent, floored
+  and ceiled to whole pairs and clamped into the ladder (``correction_ramp``): fast pairs keep their frequency,
+  slow ones are interpolated. On a ViT's short training extents every pair turns fewer than 32 times: the fastest
+  is kept and the ramp runs from it. q and k are each multiplied by the paper's sqrt(1/t) = 0.1 ln s + 1 after
+  rotation (``yarn_mscale``; the logits grow by its square, as the references scale cos and sin by it), with s the
+  geometric mean of the axis scales (= s for a uniform zoom; our choice for aspect changes).
+
+- ``dype_ntk``, ``dype_yarn``: DyPE (Issachar et al. 2025, "Dynamic Position Extrapolation for Ultra High
+  Resolution Diffusion") as its authors' code computes it, sampling-time schedules for diffusion transformers
+  that follow the diffusion time t in [0, 1] (1: pure noise, 0: data; ``Positions.noise_level``, set by the DiT
+  from its sampler), with kappa(t) = t^2 (the authors' lambda_t = 2). ``dype_yarn`` is their two-ramp "vision
+  YaRN" (``dype_yarn_factors``): a ramp from PI (slow pairs) to NTK's frequency between the pairs turning 0.75
+  and 1.25 kappa times, then a ramp from that blend back to the trained frequency between 2 and 16 kappa times
+  (their ramps' upper ends clamped at d_a / 2, not d_a - 1); at t -> 0 every threshold falls below the slowest
+  pair, whose trained frequencies then serve the last steps, which form the fine detail; the temperature
+  0.1 ln s + 1 stays at every t. ``dype_ntk`` raises NTK's base factor to 2 kappa(t) (lambda_s = 2):
+  theta' = theta (s_a^(d_a / (d_a - 2)))^(2 kappa(t)), twice NTK's exponent at t = 1 (the authors' choice) and
+  theta itself at t = 0. The time is a tensor, so the tables follow it inside a compiled graph without a
+  recompilation per step; they are not cached.
+
+Departures from the references, where their formula breaks: they clamp a ramp's low end only from below and its
+high end only from above, so when a threshold passes the end of the ladder (a training extent under
+2 pi theta^(-1 / pairs) positions for YaRN, 4 on a 16-pair axis at theta 100; DyPE's thresholds near t = 0) the
+ramp's width turns negative and the ramp turns over: transformers' YaRN then keeps every pair, DyPE's interpolates
+every pair at its last steps. vispe clamps both ends into the ladder, which makes the ramp a step: YaRN keeps the
+fastest pair and interpolates the others, DyPE keeps the trained frequencies, the paper's limit. The temperature
+is one factor on q and k at the geometric mean of the axis scales; DyPE scales each axis' cos and sin by its own
+(the same on a square grid). tests/parity records both references and tests the departures.
+
+``ntk`` and ``yarn`` (and their DyPE schedules) take s_a = max(1, r_a): below the training size they are ``none``
+on that axis (a 1:2 target at the training token count, 4x16 for 8x8, is scaled on its columns only). Both are
+defined for s >= 1 and fix one failure, angles beyond the range a pair turned through in training, which a smaller
+grid never reaches. Their mirror images (s < 1 in the same formulas) would be a partial interpolation that stretches
+the slow pairs and keeps the fast ones, and YaRN's temperature would drop below 1: new methods with no paper behind
+them, while what a smaller grid changes (the content spans fewer tokens) is what ``interpolate`` addresses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+
+#: YaRN's ramp, in rotations over the training extent: pairs above BETA_FAST extrapolate, below BETA_SLOW interpolate
+YARN_BETA_FAST = 32.0
+YARN_BETA_SLOW = 1.0
+#: DyPE's schedule (module doc): kappa(t) = t^DYPE_TIME_EXPONENT; dype_ntk raises NTK's factor to DYPE_SCALE kappa
+DYPE_TIME_EXPONENT = 2.0
+DYPE_SCALE = 2.0
+#: DyPE's vision YaRN, in rotations over the training extent (times kappa): the ramp from PI to NTK, then the ramp
+#: from that blend back to the trained frequencies
+DYPE_NTK_RAMP = (1.25, 0.75)
+DYPE_BASE_RAMP = (16.0, 2.0)
+#: the strategies that follow the diffusion time
+DYPE_STRATEGIES = ('dype_ntk', 'dype_yarn')
+
+
+def ntk_theta(theta: float, scale: float, axis_dims: int) -> float:
+    """NTK-aware base: theta' = theta * s^(d_a / (d_a - 2)), d_a = rotary dims per axis."""
+    if axis_dims <= 2:  # one pair per axis: its frequency is theta^0 = 1 whatever the base
+        return theta
+    return theta * scale ** (axis_dims / (axis_dims - 2))
+
+
+def ntk_factors(ranks: torch.Tensor, scale: float, axis_dims: int, kappa: torch.Tensor | None = None) -> torch.Tensor:
+    """Multipliers s^(-2k / (d_a - 2)) for pairs of frequency rank k (0 = fastest): what ``ntk_theta`` does to
+    w_k = 1 / theta^(2k / d_a), for frequencies that have no theta (learned ones). With DyPE's ``kappa`` (a tensor
+    of any shape that broadcasts in front of ``ranks``' dims), the exponent is multiplied by DYPE_SCALE kappa."""
+    if axis_dims <= 2:
+        return torch.ones_like(ranks, dtype=torch.float32)
+    exponent = -2.0 * ranks.float() / (axis_dims - 2)
+    if kappa is not None:
+        exponent = exponent * (DYPE_SCALE * kappa)
+    return scale**exponent
+
+
+def descending_ranks(values: torch.Tensor) -> torch.Tensor:
+    """Rank (0 = largest) of each of the (..., n) values along the last dim."""
+    return values.argsort(dim=-1, descending=True).argsort(dim=-1)
+
+
+def correction_ramp(
+    rotations: torch.Tensor, fast: float | torch.Tensor, slow: float | torch.Tensor, high_cap: str
+) -> torch.Tensor:
+    """The references' YaRN ramp over one ladder of pairs, the last dim of (..., n) ``rotations`` (turns of each
+    pair over the training extent): 0 for a pair that keeps its frequency, 1 for one that is interpolated, linear in
+    the pair index k (0 = fastest) from low = floor(k(fast)), clamped at 0, to high = ceil(k(slow)), clamped at
+    2n - 1 (``high_cap='dims'``: transformers' ``find_correction_range``) or n (``'pairs'``: DyPE's), k(beta) being
+    the index of the pair turning beta times. A ladder's pair k turns r_0 rho^k times, so k(beta) = ln(r_0 / beta) /
+    ln(1 / rho), with r_0 and rho read from its fastest and slowest pair (exact for a geometric ladder; learned
+    frequencies ranked by magnitude). ``fast`` and ``slow`` may be tensors that broadcast in front (DyPE's
+    thresholds times kappa).
+
+    Both ends are clamped into [0, cap]; where they meet, the ramp is a step and the pairs after it are
+    interpolated (the references clamp one side of each end only: module doc, departures).
+    """
+    r = rotations.detach().double()
+    n = r.shape[-1]
+    ranks = descending_ranks(r).double()
+    top = r.amax(dim=-1, keepdim=True)
+    step = ((top / r.amin(dim=-1, keepdim=True).clamp_min(1e-300)).log() / max(n - 1, 1)).clamp_min(1e-12)
+    fast, slow = torch.as_tensor(fast, dtype=torch.float64), torch.as_tensor(slow, dtype=torch.float64)
+    cap = float(2 * n - 1 if high_cap == 'dims' else n)
+    low = ((top / fast).log() / step).floor().clamp(0.0, cap)
+    high = ((top / slow).log() / step).ceil().clamp(0.0, cap)
+    ramp = torch.where(high > low, ((ranks - low) / (high - low)).clamp(0.0, 1.0), (ranks > high).double())
+    return ramp.float()
+
+
+def per_group(
+    fn: Callable[[torch.Tensor], torch.Tensor], values: torch.Tensor, groups: int | Sequence[int]
+) -> torch.Tensor:
+    """``fn`` applied to each block of consecutive pairs of the (..., P) ``values``: ``groups`` blocks of P / groups
+    pairs, or blocks of the given sizes; the results concatenated back."""
+    sizes = [values.shape[-1] // groups] * groups if isinstance(groups, int) else list(groups)
+    parts = [fn(part) for part in values.split(sizes, dim=-1)]
+    lead = torch.broadcast_shapes(*(p.shape[:-1] for p in parts))  # DyPE: a batch axis in front
+    return torch.cat([p.expand(*lead, p.shape[-1]) for p in parts], dim=-1)
+
+
+def yarn_factors(freqs: torch.Tensor, scale: float, train_len: float, groups: int | Sequence[int] = 1) -> torch.Tensor:
+    """YaRN multipliers (1 - g_k) / s + g_k for the angular frequencies ``freqs`` (..., P) (their magnitudes count),
+    ladders of consecutive pairs as ``groups`` (``per_group``): g_k = 1 - ``correction_ramp`` at beta_fast = 32 and
+    beta_slow = 1 rotations over the training extent ``train_len``, as transformers' ``_compute_yarn_parameters``."""
+    rotations = train_len * freqs.detach().abs().float() / (2 * math.pi)
+
+    def one(r: torch.Tensor) -> torch.Tensor:
+        ramp = correction_ramp(r, YARN_BETA_FAST, YARN_BETA_SLOW, 'dims')
+        return ramp / scale + (1.0 - ramp)
+
+    return per_group(one, rotations, groups)
+
+
+def dype_yarn_factors(
+    freqs: torch.Tensor, scale: float, train_len: float, kappa: torch.Tensor, groups: int | Sequence[int] = 1
+) -> torch.Tensor:
+    """DyPE's vision YaRN multipliers at kappa(t) (module doc): a ramp from PI (1 / s) to NTK between
+    ``DYPE_NTK_RAMP`` rotations, then a ramp back to the trained frequency (1) between ``DYPE_BASE_RAMP``, every
+    threshold times kappa; ladders as ``groups``, ``kappa`` broadcasting in front of ``freqs``' dims."""
+    rotations = train_len * freqs.detach().abs().float() / (2 * math.pi)
+
+    def one(r: torch.Tensor) -> torch.Tensor:
+        ntk = ntk_factors(descending_ranks(r), scale, 2 * r.shape[-1])
+        to_ntk = 1.0 - correction_ramp(r, DYPE_NTK_RAMP[0] * kappa, DYPE_NTK_RAMP[1] * kappa, 'pairs')
+        blend = (1.0 - to_ntk) / scale + to_ntk * ntk
+        to_base = 1.0 - correction_ramp(r, DYPE_BASE_RAMP[0] * kappa, DYPE_BASE_RAMP[1] * kappa, 'pairs')
+        return (1.0 - to_base) * blend + to_base
+
+    return per_group(one, rotations, groups)
+
+
+def yarn_mscale(scale: float) -> float:
+    """YaRN's attention temperature (Peng et al. 2023): sqrt(1/t) = 0.1 ln s + 1, what q and k are each multiplied
+    by, so that the logits grow by (0.1 ln s + 1)^2; 1 for s <= 1."""
+    return 0.1 * math.log(scale) + 1.0 if scale > 1.0 else 1.0
+
+
+def frequency_ranks(magnitudes: torch.Tensor, groups: int | Sequence[int]) -> torch.Tensor:
+    """Rank (0 = largest) of each of the (..., P) magnitudes within its block of consecutive pairs (``per_group``)."""
+    return per_group(descending_ranks, magnitudes, groups)
+
+
+__all__ = [
+    'DYPE_BASE_RAMP',
+    'DYPE_NTK_RAMP',
+    'DYPE_SCALE',
+    'DYPE_STRATEGIES',
+    'DYPE_TIME_EXPONENT',
+    'YARN_BETA_FAST',
+    'YARN_BETA_SLOW',
+    'correction_ramp',
+    'descending_ranks',
+    'dype_yarn_factors',
+    'frequency_ranks',
+    'ntk_factors',
+    'ntk_theta',
+    'per_group',
+    'yarn_factors',
+    'yarn_mscale',
+]
