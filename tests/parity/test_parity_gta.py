@@ -27,7 +27,7 @@ def reference_to_vispe(head_dim: int, freqs: int) -> torch.Tensor:
     return torch.tensor(list(range(se3)) + so2)
 
 
-def vispe_attention(record: dict, so2: str) -> tuple[torch.Tensor, torch.Tensor]:
+def vispe_attention(record: dict, so2: str, transform_values: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """vispe's gta around plain softmax attention, on the recorded inputs: (attention weights, output) in the
     reference's channel order."""
     heads, head_dim, (h, w), p = record['heads'], record['head_dim'], record['grid'], record['patch_size']
@@ -38,7 +38,8 @@ def vispe_attention(record: dict, so2: str) -> tuple[torch.Tensor, torch.Tensor]
         torch.arange(views).repeat_interleave(h * w), (h * p, w * p), p,
     )  # fmt: skip
     pos = Positions(grid_coords(h, w).repeat(views, 1), cameras=cameras)
-    enc = build_encoding({'type': 'gta', 'so2': so2}, dim=heads * head_dim, num_heads=heads, ndim=2, grid_size=(h, w))
+    spec = {'type': 'gta', 'so2': so2, 'transform_values': transform_values}
+    enc = build_encoding(spec, dim=heads * head_dim, num_heads=heads, ndim=2, grid_size=(h, w))
     with torch.no_grad():
         enc.translation_scale.fill_(record['translation_scale'])
     index = reference_to_vispe(head_dim, record['so2_freqs'])
@@ -56,6 +57,14 @@ def test_reference_frequencies_match_the_authors_attention() -> None:
     attn, out = vispe_attention(record, 'reference')
     torch.testing.assert_close(attn.double(), record['attn'], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(out.double(), record['out'], atol=1e-5, rtol=1e-5)
+
+
+def test_untransformed_values_match_the_authors_v_transform_off() -> None:
+    """``transform_values=False`` is the reference's ``v_transform=False``: values and output left as they are."""
+    record = recorded('gta')
+    _, out = vispe_attention(record, 'reference', transform_values=False)
+    torch.testing.assert_close(out.double(), record['out_plain_values'], atol=1e-5, rtol=1e-5)
+    assert (record['out_plain_values'] - record['out']).abs().max() > 0.1
 
 
 def test_the_default_frequencies_differ_from_the_authors() -> None:

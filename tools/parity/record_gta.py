@@ -24,8 +24,8 @@ here): a stand-in is put under that name before the import. Commands:
     pip install --target /tmp/ref-einops --no-deps einops==0.8.1
     GTA_ROOT=/tmp/ref/gta PYTHONPATH=/tmp/ref-einops:. python tools/parity/record_gta.py
 
-The file holds the cameras, q, k, v, the translation scale, and the reference's attention weights and outputs, in
-float64.
+The file holds the cameras, q, k, v, the translation scale, and the reference's attention weights and outputs (with
+values and output transformed, and with ``v_transform=False``, vispe's ``transform_values=False``), in float64.
 """
 
 from __future__ import annotations
@@ -83,13 +83,17 @@ def main() -> None:
             q, k, v, attn_fn=attention.attn_fn, f_dims=args['f_dims'], reps=extras,
             trans_coeff=attention.trans_coeff, v_transform=True,
         )  # fmt: skip
+        out_plain_values, _ = gta.multihead_geometric_transform_attention(
+            q, k, v, attn_fn=attention.attn_fn, f_dims=args['f_dims'], reps=extras,
+            trans_coeff=attention.trans_coeff, v_transform=False,
+        )  # fmt: skip
     record = {
         'reference': f'autonomousvision/gta@{COMMIT}:source/utils/gta.py:make_SO2mats,'
         'multihead_geometric_transform_attention',
         'source_sha256': stand_ins.sha256(os.path.join(ROOT, 'source', 'utils', 'gta.py')),
         'heads': HEADS, 'head_dim': HEAD_DIM, 'grid': list(GRID), 'patch_size': 1 << STEPS, 'so2_freqs': n,
         'translation_scale': TRANSLATION_SCALE, 'cam_to_world': cam_to_world, 'coord': coord,
-        'q': q, 'k': k, 'v': v, 'attn': attn, 'out': out,
+        'q': q, 'k': k, 'v': v, 'attn': attn, 'out': out, 'out_plain_values': out_plain_values,
     }  # fmt: skip
     assert np.isfinite(out.numpy()).all()
     torch.save(record, OUT)
