@@ -156,11 +156,12 @@ def check_cameras(K: Tensor, cam_to_world: Tensor, tol: float = CAMERA_TOL) -> N
     """Refuse degenerate cameras with a one-line ValueError naming the first bad view and what to fix.
 
     K (..., 3, 3) must be a finite pinhole matrix that can be inverted the way kornia's ``unproject_points`` does:
-    non-zero fx = K[0, 0] and fy = K[1, 1] and last row (0, 0, 1) (skew and K[1, 0] are not read by vispe, so not
-    checked). cam_to_world (..., 4, 4) must be finite and rigid: R = [:3, :3] with R^T R = I and det R = +1, last
-    row (0, 0, 0, 1), all within ``tol`` (``CAMERA_TOL``). No entry of either may pass ``CAMERA_MAX`` in magnitude,
-    nor a focal length fall under its inverse: the encodings' float32 products would overflow into NaN. Leading
-    dims (B, V) are named as (batch b, view v), one leading dim as (view v).
+    non-zero fx = K[0, 0] and fy = K[1, 1] and last row (0, 0, 1) (the skew K[0, 1] and K[1, 0] are read by prope only,
+    the ray encodings unproject with fx, fy, cx, cy: neither is checked). cam_to_world (..., 4, 4) must be finite and
+    rigid: R = [:3, :3] with R^T R = I and det R = +1, last row (0, 0, 0, 1), all within ``tol`` (``CAMERA_TOL``). No
+    entry of either may pass ``CAMERA_MAX`` in magnitude, nor a focal length fall under its inverse: the encodings'
+    float32 products would overflow into NaN. Leading dims (B, V) are named as (batch b, view v), one leading dim as
+    (view v).
 
     Cost: a few pointwise ops per view (float32, autocast or not), then one host sync (``bool``) for the whole batch.
     Skipped while traced (torch.compile, torch.export, FX, TorchScript tracing): data-dependent errors would break

@@ -29,7 +29,8 @@ The depth (``depth_source``):
 
 Departures from the reference: its depth network is a camera-aware convolutional net on backbone features
 (``CameraAwareDepthNet``); vispe's is an MLP on the patch embedding, as small as the tiny models it serves. Its
-pixels are the feature cells' top-left corners; vispe takes the patch centres, like its PETR. Points outside
+pixels are the feature cells' top-left corners; vispe takes the patch centres, like its PETR (``anchor='corner'``
+takes the corners, as the reference: tests/parity/test_parity_3dppe.py). Points outside
 the box are masked out of its attention; vispe's saturate, like its PETR, since masking would drop tokens from
 the backbone's attention. Depth supervision comes from rendered depth maps (the multiview scenes) instead of
 projected LiDAR points.
@@ -53,7 +54,7 @@ from torch import nn
 from vispe import geometry as G
 from vispe.encodings.base import Encoding, check_positive
 from vispe.encodings.camera import camera_poses, require_cameras
-from vispe.encodings.petr import depth_and_scene, inverse_sigmoid
+from vispe.encodings.petr import check_anchor, depth_and_scene, inverse_sigmoid, token_pixels
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
@@ -89,6 +90,8 @@ class PPE3D(Encoding):
         temperature (float): the sinusoid's tau (the reference's 10000). Defaults to 10000.0.
         depth_loss_weight (float): weight of ``loss_depth``. Defaults to 1.0.
         detach_depth (bool): keep the localisation loss out of the depth head. Defaults to False.
+        anchor (str): the pixel each token's point lies on the ray of: ``'centre'`` of its patch, or ``'corner'``,
+            the patch's top-left corner, as the reference (module doc). Defaults to 'centre'.
 
     Weight decay: nothing to declare: the encoder and the depth head are ordinary linear layers, decayed as the
     reference trains them; their biases, 1-D, take none.
@@ -114,8 +117,10 @@ class PPE3D(Encoding):
         temperature: float = 10000.0,
         depth_loss_weight: float = 1.0,
         detach_depth: bool = False,
+        anchor: str = 'centre',
     ) -> None:
         super().__init__()
+        self.anchor = check_anchor('3dppe', anchor)
         if depth_source not in self.depth_sources:
             raise ValueError(f'3dppe depth_source is one of {self.depth_sources}, got {depth_source!r}')
         if dim % 2:
@@ -163,11 +168,10 @@ class PPE3D(Encoding):
         return predicted.detach() if self.detach_depth else predicted
 
     def points(self, pos: Positions, depth: torch.Tensor) -> torch.Tensor:
-        """(B, V * N, 3) float32 points at ``depth`` (B, V * N) along each token's ray through its patch centre."""
+        """(B, V * N, 3) float32 points at ``depth`` (B, V * N) on each token's ray through its ``anchor`` pixel."""
         cameras = require_cameras(pos, '3dppe')
-        (h, w), p = cameras.grid, cameras.patch_size
+        (h, w), uv = cameras.grid, token_pixels(cameras, self.anchor)
         B, V = cameras.K.shape[:2]
-        uv = G.pixel_centres(h, w, stride=p, device=cameras.K.device)
         with torch.autocast(cameras.K.device.type, enabled=False):
             cam = G.camera_points(cameras.K.float(), uv, depth.reshape(B, V, h * w, 1))  # z = depth
             world = transform_points(camera_poses(cameras, self.relative)[:, :, None], cam)  # (B, V, N, 3)
@@ -182,7 +186,10 @@ class PPE3D(Encoding):
         return x + self.encoder(features.to(linear.weight.dtype)).to(x.dtype)
 
     def extra_repr(self) -> str:
-        return f'depth_source={self.depth_source!r}, depth_range={self.depth_range}, relative={self.relative}'
+        return (
+            f'depth_source={self.depth_source!r}, depth_range={self.depth_range}, relative={self.relative}, '
+            f'anchor={self.anchor!r}'
+        )
 
 
 __all__ = ['PPE3D', 'sine_embedding_3d']

@@ -22,7 +22,12 @@ token coordinates, frequencies 100^(-j/n), j = 0..n-1, n = d/8 pairs per axis (v
 ``so2='rope_axial'``). ``intrinsics=False`` drops K' (P = E): the reference's formula without intrinsics, GTA with
 an unscaled translation.
 
-Conventions against the reference (``tests/test_prope.py`` checks parity on equal inputs): the projective blocks are
+Departure: K' keeps the skew s = K[0, 1] (s / W above), so P is the camera's exact projection. The reference's K'
+keeps f_x, f_y, c_x and c_y only, and its inverse assumes no skew: a skewed K gives it the same attention as the
+unskewed one. ``skew=False`` drops it the same way (tests/parity/test_parity_prope.py records both).
+
+Conventions against the reference (prope/per_img_camera.py; tests/parity/test_parity_prope.py checks parity on
+recorded outputs of the authors' code, ``tests/test_prope.py`` on a re-derivation): the projective blocks are
 the same channels in the same order; the RoPE channels differ by a fixed permutation: the reference pairs channel j
 of a d/4 block with channel j + d/8 ("split" halves) and turns the pair by -angle, vispe pairs neighbours (2j, 2j+1)
 and turns by +angle, so reference (x_j, x_{j+d/8}) is vispe's (x_{2j+1}, x_{2j}). The learned q, k, v projections
@@ -46,6 +51,9 @@ from vispe.encodings.camera import camera_poses
 from vispe.encodings.gta import ViewTransformAttention
 from vispe.positions import Cameras
 from vispe.registry import ENCODINGS
+
+#: the entries of K that the reference reads (f_x, f_y, c_x, c_y and the last row): ``skew=False`` keeps only these
+_NO_SKEW = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [0.0, 0.0, 1.0]])
 
 
 def normalized_intrinsics(K: torch.Tensor, image_size: tuple[int, int]) -> torch.Tensor:
@@ -72,6 +80,8 @@ class PRoPE(ViewTransformAttention):
         intrinsics (bool): include the normalised intrinsics K' (PRoPE); False: P = E, the reference's formula
             when it is given no intrinsics. Defaults to True.
         theta (float): the RoPE half's frequency base (the reference's 100). Defaults to 100.0.
+        skew (bool): keep the intrinsics' skew K[0, 1] in K'; False drops it, as the reference does (module doc).
+            Defaults to True.
 
     Weight decay: nothing to declare, PRoPE has no parameters.
 
@@ -81,14 +91,16 @@ class PRoPE(ViewTransformAttention):
 
     label = 'prope'
 
-    def __init__(self, dim: int, num_heads: int, intrinsics: bool = True, theta: float = 100.0) -> None:
+    def __init__(
+        self, dim: int, num_heads: int, intrinsics: bool = True, theta: float = 100.0, skew: bool = True
+    ) -> None:
         if (dim // num_heads) % 8:
             raise ValueError(
                 f'prope splits each head into 4-channel blocks and two axes of rotated pairs: the head dim must '
                 f'divide by 8, got {dim // num_heads} (dim {dim} / {num_heads} heads); change dim or num_heads'
             )
         super().__init__(dim, num_heads, se3_fraction=0.5, theta=theta, transform_values=True, so2='rope_axial')
-        self.intrinsics = bool(intrinsics)
+        self.intrinsics, self.skew = bool(intrinsics), bool(skew)
 
     def view_blocks(self, cameras: Cameras) -> tuple[torch.Tensor, torch.Tensor]:
         """rho = P^-1 = T lift(K'^-1) and its inverse P = lift(K') E, (B, V, 4, 4) float32."""
@@ -96,11 +108,12 @@ class PRoPE(ViewTransformAttention):
         E = G.rigid_inverse(T)  # world-to-camera
         if not self.intrinsics:
             return T, E
-        k = normalized_intrinsics(cameras.K, cameras.image_size)
+        K = cameras.K if self.skew else cameras.K * _NO_SKEW.to(cameras.K.device)
+        k = normalized_intrinsics(K, cameras.image_size)
         return T @ lift(torch.linalg.inv(k)), lift(k) @ E
 
     def extra_repr(self) -> str:
-        return f'{super().extra_repr()}, intrinsics={self.intrinsics}'
+        return f'{super().extra_repr()}, intrinsics={self.intrinsics}, skew={self.skew}'
 
 
 __all__ = ['PRoPE', 'lift', 'normalized_intrinsics']
