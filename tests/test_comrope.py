@@ -155,6 +155,28 @@ def test_prefix_tokens_untouched_and_bf16_finite(name):
     assert (q16.float() - q2).abs().max() < 0.1
 
 
+@pytest.mark.parametrize('block_size', [2, 4, 8])
+@pytest.mark.parametrize('name', VARIANTS)
+def test_prefix_position_turns_prefix_tokens_as_a_patch_there(name, block_size):
+    """prefix_position=0.5 (the reference code's cls position): each prefix token is rotated as a token at the
+    normalised position (0.5, 0.5); patches are as with the default."""
+    torch.manual_seed(0)
+    enc, centred = build(name, block_size), build(name, block_size, randomize=False, prefix_position=0.5)
+    centred.load_state_dict(enc.state_dict())
+    q, k = torch.randn(1, 2, 2 + 9, 16), torch.randn(1, 2, 2 + 9, 16)
+    pos = grid_positions(3, 3, num_prefix=2)
+    q2, k2 = centred.rotate(q, k, pos)
+    q1, k1 = enc.rotate(q, k, pos)
+    torch.testing.assert_close(q2[:, :, 2:], q1[:, :, 2:])
+    centre = torch.full((2, 2), 0.5)
+    q3, k3 = enc.rotate_normalized(q[:, :, :2], k[:, :, :2], centre)
+    torch.testing.assert_close(q2[:, :, :2], q3, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(k2[:, :, :2], k3, atol=1e-6, rtol=1e-5)
+    assert (q2[:, :, :2] - q[:, :, :2]).abs().max() > 1e-2
+    with pytest.raises(ValueError, match='prefix_position'):
+        build(name, prefix_position='centre')
+
+
 def test_positions_are_normalised_and_jittered_in_training_only():
     enc = build('comrope_ap', jitter=True)
     pos = grid_positions(2, 4)

@@ -66,6 +66,23 @@ def test_mixing_has_a_closed_form_inverse_and_keeps_prefix_scores():
     torch.testing.assert_close(scores[..., :2, :2], (q @ k.transpose(-1, -2))[..., :2, :2], atol=1e-4, rtol=1e-4)
 
 
+def test_generator_scale_multiplies_the_skew_generators():
+    """generator_scale g: U = exp(g (A_u - A_u^T)); g = 0.5 with A equals g = 1 with A / 2 (the authors' code's
+    (A - A^T) / 2)."""
+    enc = build()
+    half = build(randomize=False, generator_scale=0.5)
+    with torch.no_grad():
+        for name in ('A_u', 'A_v', 'sigma'):
+            getattr(half, name).copy_(getattr(enc, name) * (2.0 if name != 'sigma' else 1.0))
+    for got, want in zip(half.mixing(), enc.mixing()):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    a = enc.A_u.detach()
+    torch.testing.assert_close(enc.factors()[0], torch.linalg.matrix_exp(a - a.transpose(-1, -2)), atol=1e-5, rtol=0)
+    for bad in (0.0, -1.0, True, 'half'):
+        with pytest.raises(ValueError, match='generator_scale'):
+            build(generator_scale=bad)
+
+
 @pytest.mark.parametrize('std', [0.0, 0.01, 0.3, 3.0])
 def test_expm_matches_matrix_exp(std):
     a = torch.randn(6, 16, 16, dtype=torch.float64) * std

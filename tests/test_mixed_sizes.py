@@ -61,6 +61,15 @@ def test_comrope_blocks_of_every_size_rotate_each_image_by_its_own_grid(encoding
         torch.testing.assert_close(model(batch), torch.cat([model(x[None]) for x in batch]), atol=2e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize('mode', ['pad', 'pack'])
+def test_comrope_prefix_position_in_a_mixed_batch(mode):
+    # the per-cell rotation table's last row, shared by prefix and padding tokens, is the prefix position's
+    model = model_for(dict(type='comrope_ld', prefix_position=0.5), mode)
+    batch = images()
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch), torch.cat([model(x[None]) for x in batch]), atol=2e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize('encoding', ENCODINGS)
 def test_padding_tokens_never_change_real_ones(encoding):
     model = model_for(encoding, 'pack', pack_tokens=80)

@@ -19,7 +19,8 @@ its hand-written backward) where per-token quaternion products would cost 1.5x t
 b = 8: ``expm`` on (H, N, J, 8, 8) and a batched matmul, about 8x slower than b = 4. Angles, frames and rotations
 are float32 with autocast off; b = 4 applies its frames in q's dtype (``transform_heads``: frames rounded once, the
 same for every token, so q . k stays relative) and rotates with the fused rotary kernel. Prefix tokens get t = 0 (the
-identity, bit for bit).
+identity, bit for bit) by default, the position x = 0; ``prefix_position=0.5`` puts them at the image centre
+x = (0.5, 0.5) instead, as the reference code does with its cls token (its ``cls_position``, 0.5 by default).
 
 Cost: what depends on positions and parameters (t, the frames, the angle table) once per forward pass and layer,
 shared by the batch (per sample only with ``jitter``). b = 4 on CPU: 1.13x ape_learned (ViT-S/16 224, batch 8,
@@ -87,6 +88,9 @@ class ComRoPE(Encoding):
         rate_range (tuple[float, float]): (lowest, highest) initial RMS rotation rate in
             radians per image side, both > 0; the blocks' rates start geometric over it (module doc, Init).
             Defaults to (0.16, 16.0).
+        prefix_position (float): the normalised position of prefix (cls) tokens on every axis: 0 gives them the
+            identity, unrotated; the reference code places its cls token at 0.5, the image centre, so its cls rows
+            and columns turn with the offset from the centre. Defaults to 0.0.
     """
 
     #: every axis owns whole blocks (AP), so the head dim must divide by block_size * ndim
@@ -101,9 +105,14 @@ class ComRoPE(Encoding):
         block_size: int = 4,
         jitter: bool = False,
         rate_range: tuple[float, float] = (0.16, 16.0),
+        prefix_position: float = 0.0,
     ) -> None:
         super().__init__()
         head_dim, name = dim // num_heads, self.registry_name()
+        if isinstance(prefix_position, bool) or not isinstance(prefix_position, (int, float)):
+            raise ValueError(f'{name}: prefix_position is a number (0: the identity; 0.5: the image centre)')
+        if not math.isfinite(prefix_position):
+            raise ValueError(f'{name}: prefix_position must be finite, got {prefix_position!r}')
         if block_size not in BLOCK_SIZES:
             raise ValueError(f'{name}: block_size must be one of {BLOCK_SIZES}, got {block_size}')
         if len(rate_range) != 2 or not min(rate_range) > 0:
@@ -121,6 +130,7 @@ class ComRoPE(Encoding):
         self.num_heads, self.head_dim, self.ndim = num_heads, head_dim, ndim
         self.block_size, self.num_blocks = block_size, head_dim // block_size
         self.jitter, self.rate_range = jitter, tuple(rate_range)
+        self.prefix_position = float(prefix_position)
         self.P = nn.Parameter(torch.empty(num_heads, self.num_blocks, block_size, block_size))
         self.build_axis_weights()
         self.reset_parameters()
@@ -163,7 +173,11 @@ class ComRoPE(Encoding):
         return (coords - lo) / span
 
     def multipliers(self, x: torch.Tensor, num_prefix: int = 0) -> torch.Tensor:
-        """t = x W (..., num_prefix + N, J), float32; prefix tokens get t = 0, the identity."""
+        """t = x W (..., num_prefix + N, J), float32; prefix tokens at x = ``prefix_position`` on every axis (0 by
+        default: t = 0, the identity)."""
+        if num_prefix and self.prefix_position:
+            x = torch.cat([x.new_full((*x.shape[:-2], num_prefix, x.shape[-1]), self.prefix_position), x], dim=-2)
+            num_prefix = 0
         t = x.float() @ self.axis_weights().float()
         return F.pad(t, [0, 0, num_prefix, 0]) if num_prefix else t
 
@@ -191,18 +205,20 @@ class ComRoPE(Encoding):
         if pos.layout is not None and pos.key is not None and not (self.jitter and self.training):
             return self.rotate_grid_cells(q, k, pos.layout)
         x = self.normalized_coords(pos, q.shape[0])
-        if pos.layout is not None:  # a mixed batch: its prefix (and padding) tokens at x = 0, the identity
-            x = x * pos.layout.patch_mask(x.device)[..., None]
+        if pos.layout is not None:  # a mixed batch: its prefix (and padding) tokens at x = prefix_position
+            mask = pos.layout.patch_mask(x.device)[..., None]
+            x = x * mask if not self.prefix_position else torch.where(mask, x, self.prefix_position)
         return self.rotate_normalized(q, k, x, pos.num_prefix)
 
     def rotate_grid_cells(
         self, q: torch.Tensor, k: torch.Tensor, layout: TokenLayout
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """A mixed batch on its images' own grids: the rotations are computed once per cell of each distinct grid
-        (at ((r + 0.5) / h, (c + 0.5) / w), as ``normalized_coords``) plus one identity row, and each token takes
-        its row (``layout.table_index``; prefix and padding tokens the identity), not once per token of the batch."""
+        (at ((r + 0.5) / h, (c + 0.5) / w), as ``normalized_coords``) plus one row at ``prefix_position`` (the
+        identity by default), and each token takes its row (``layout.table_index``; prefix and padding tokens that
+        last row), not once per token of the batch."""
         coords, sizes = layout.grid_cells(q.device)
-        x = torch.cat([(coords + 0.5) / sizes, coords.new_zeros(1, coords.shape[-1])])  # (R, ndim)
+        x = torch.cat([(coords + 0.5) / sizes, coords.new_full((1, coords.shape[-1]), self.prefix_position)])
         index = layout.table_index(q.device)  # (B, T)
 
         def per_token(rows: torch.Tensor) -> torch.Tensor:  # (H, R, ...) -> (B, H, T, ...), token-major in memory

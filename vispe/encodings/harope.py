@@ -6,7 +6,8 @@ channels per axis): q -> M q and k -> M^-T k, so that the score
     (R_m M q)^T (R_n M^-T k) = q^T M^T R(n - m) M^-T k
 
 still depends only on the offset n - m, while each head chooses which channel directions rotate at which
-frequency. U = exp(A_u - A_u^T) and V = exp(A_v - A_v^T) are orthogonal, s = softplus(sigma) + 1e-6 > 0, so
+frequency. U = exp(g (A_u - A_u^T)) and V = exp(g (A_v - A_v^T)) are orthogonal (g = ``generator_scale``, 1 by
+default; the authors' code, Studentxll/HARoPE, uses g = 1/2), s = softplus(sigma) + 1e-6 > 0, so
 M^-1 = V diag(1/s) U^T in closed form (and M^-T = U diag(1/s) V^T: M and M^-T differ only in s vs 1/s).
 Init A_u = A_v = 0, sigma = log(e - 1) (softplus = 1): M = I up to the 1e-6, and training starts as plain
 RoPE; the gradients there are non-zero (the differential of exp at 0 is the identity).
@@ -66,6 +67,9 @@ class HARoPE(RoPEAxial):
         theta (float): base of RoPEAxial's frequency ladder, > 0. Defaults to 10000.0.
         grid_size (Sequence[int] | None): the training grid (supplied by the backbone), needed by
             every strategy but ``none``. Defaults to None.
+        generator_scale (float): g > 0 in U = exp(g (A_u - A_u^T)), V likewise. The same matrices either way (A
+            scaled by 1 / g); g sets how fast a step on A turns U and V. 0.5 is the authors' code's
+            ``(A - A^T) / 2``, whose A are then loaded as they are. Defaults to 1.0.
     """
 
     ndims = (2,)  # images: its video form (RoPEAxial's sections under M) is not built yet
@@ -78,9 +82,13 @@ class HARoPE(RoPEAxial):
         ndim: int = 2,
         theta: float = 10000.0,
         grid_size: Sequence[int] | None = None,
+        generator_scale: float = 1.0,
     ) -> None:
         super().__init__(dim, num_heads, ndim=ndim, theta=theta, grid_size=grid_size)
-        self.num_heads = num_heads
+        number = isinstance(generator_scale, (int, float)) and not isinstance(generator_scale, bool)
+        if not number or not 0 < generator_scale < math.inf:
+            raise ValueError(f'harope: generator_scale must be a number > 0 (authors: 0.5), got {generator_scale!r}')
+        self.num_heads, self.generator_scale = num_heads, float(generator_scale)
         d = self.head_dim
         self.A_u = nn.Parameter(torch.empty(num_heads, d, d))
         self.A_v = nn.Parameter(torch.empty(num_heads, d, d))
@@ -96,7 +104,8 @@ class HARoPE(RoPEAxial):
         """U, V (H, d, d) orthogonal and s (H, d) > 0, float32, with M = U diag(s) V^T."""
         a = torch.cat([self.A_u, self.A_v]).float()  # one exponential for both: one norm read, half the calls
         with autocast_off(a):  # expm's matmuls would otherwise run in bf16
-            u, v = expm(a - a.transpose(-1, -2)).chunk(2)
+            skew = a - a.transpose(-1, -2)
+            u, v = expm(skew if self.generator_scale == 1.0 else skew * self.generator_scale).chunk(2)
         return u, v, F.softplus(self.sigma.float()) + 1e-6
 
     def mixing(self) -> tuple[torch.Tensor, torch.Tensor]:
