@@ -81,6 +81,26 @@ def test_lape_adds_each_blocks_own_norm_of_the_table_at_its_attention_input(name
         h.remove()
 
 
+def test_lape_progressive_chains_the_norms_through_the_blocks():
+    """``lape_progressive=True`` (the authors' code): block l's attention input adds LN'_l(...LN'_0(P)) at the patch
+    tokens, the table through every norm up to its own."""
+    model = vit(dict(type='ape_learned', lape=True, lape_progressive=True))
+    enc = model.pe.ape_learned
+    with torch.no_grad():
+        for norm in enc.lape_norms:
+            norm.weight.normal_()
+            norm.bias.normal_()
+    blocks, attns, handles = capture_block_inputs(model)
+    model(torch.randn(2, 3, 32, 32))
+    chained = enc.position_table(grid_positions(4, 4, 1), torch.float32)
+    for i, (blk, x_i, attn_in) in enumerate(zip(model.blocks, blocks, attns)):
+        chained = enc.lape_norms[i](chained)
+        torch.testing.assert_close(attn_in[:, 1:], blk.norm1(x_i)[:, 1:] + chained)
+    assert len(attns) == TINY_VIT['depth'] > 1
+    for h in handles:
+        h.remove()
+
+
 def test_lape_changes_the_output_and_trains_its_norms_without_decay():
     """Same weights and table, lape on vs off: different outputs; the loss reaches the table and every LN'_l; the
     LN' parameters are 1-D, so timm's optimizer puts them in the no-decay group, beside the declared table."""
@@ -144,6 +164,8 @@ def test_lape_refused_where_blocks_do_not_call_the_hook_and_needs_depth():
     MultiViewTransformer(encoding='ape_learned', img_size=16, patch_size=4, embed_dim=32, depth=2, num_heads=2)
     with pytest.raises(ValueError, match='needs depth'):
         build_encoding(dict(type='ape_sincos', lape=True), dim=32)
+    with pytest.raises(ValueError, match='lape_progressive=True chains the LaPE norms; set lape=True'):
+        build_encoding(dict(type='ape_learned', lape_progressive=True), dim=32, depth=2)
 
 
 def test_lape_with_gradient_checkpointing_matches():

@@ -15,7 +15,7 @@ from test_compile import GraphCheck, train_step
 from torch._dynamo.utils import counters
 
 import vispe
-from vispe.encodings.loope import curve_cells, curve_ranks, order_ranks, traced_gilbert_ranks
+from vispe.encodings.loope import curve_cells, curve_ranks, order_ranks, sine_table, traced_gilbert_ranks
 from vispe.positions import grid_coords, grid_positions
 
 SHAPES = [(14, 14), (8, 8), (5, 7), (7, 5), (1, 6), (6, 1), (3, 10), (4, 5), (5, 4), (9, 2), (1, 1), (2, 2), (16, 24)]
@@ -135,6 +135,19 @@ def test_options_are_checked():
         vispe.build_encoding('loope', dim=33)
     with pytest.raises(ValueError, match='at least 1 x 1'):
         curve_cells(0, 3)
+    for start in (-1, True, 1.5):
+        with pytest.raises(ValueError, match='start is the index of the first patch'):
+            encoding(start=start)
+
+
+def test_start_shifts_every_patch_position_by_the_same_index():
+    """``start=1`` (the authors' numbering) is the table of the positions one further along the curve."""
+    grid = grid_positions(4, 6)
+    base = encoding(context=False).position_table(grid, torch.float32)
+    shifted = encoding(context=False, start=1).position_table(grid, torch.float32)
+    ranks = torch.tensor(order_ranks('gilbert', 4, 6), dtype=torch.float32)
+    torch.testing.assert_close(base, sine_table(ranks, 32, 10000.0), atol=1e-6, rtol=0)
+    torch.testing.assert_close(shifted, sine_table(ranks + 1, 32, 10000.0), atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize('options', [{}, dict(order='raster', context=False)], ids=['gilbert', 'raster-1d-sine'])

@@ -105,7 +105,11 @@ class LayerAdaptive(Encoding):
     token stream, plus P through a LayerNorm of its own per layer (``lape_norms[l]``, the ``attn_input`` hook),
     zero at prefix tokens (they carry no position). The residual stream x_l and the MLP branch never see P, and the
     one table P is shared by every layer: what differs per layer is LN'_l's scale and shift. LN'_l starts as
-    LayerNorm does (weight 1, bias 0). In DiT's adaLN blocks LN_l(x_l) is the modulated norm.
+    LayerNorm does (weight 1, bias 0; eps 1e-6, the norm layer of the authors' DeiT). In DiT's adaLN blocks
+    LN_l(x_l) is the modulated norm. ``lape_progressive=True`` is the authors' code (Ingrid725/LaPE, the ICCV
+    paper's "progressive" delivery): block l reads P_l = LN'_l(P_(l-1)), P_0 = P, the table through every LN' up to
+    its own, instead of LN'_l(P) (the default, the arXiv v1 formulation); cost: l + 1 LayerNorms at block l. The
+    authors' cls token has an entry of its own; here prefix tokens get nothing, as everywhere in vispe.
 
     A subclass gives its table as ``position_table(pos, dtype)``, (1 or B, N, D) over the non-prefix tokens; this
     mixin supplies ``embed``, ``attn_input`` and ``active_hooks`` from it (``embed`` without LaPE, ``attn_input``
@@ -122,10 +126,15 @@ class LayerAdaptive(Encoding):
     option_hooks = frozenset({'attn_input'})
     #: LaPE on: the table enters every block's attention input through its own LayerNorm, not the token stream
     lape: bool = False
+    #: LaPE's chain: block l's LayerNorm reads block l-1's normalised table (the authors' code)
+    lape_progressive: bool = False
 
-    def init_lape(self, lape: bool, dim: int, depth: int | None) -> None:
-        """Switch LaPE on (``lape``): one LayerNorm of width ``dim`` per block, ``depth`` of them (the backbone's)."""
-        self.lape = bool(lape)
+    def init_lape(self, lape: bool, dim: int, depth: int | None, progressive: bool = False) -> None:
+        """Switch LaPE on (``lape``): one LayerNorm of width ``dim`` per block, ``depth`` of them (the backbone's),
+        chained with ``progressive``."""
+        self.lape, self.lape_progressive = bool(lape), bool(progressive)
+        if self.lape_progressive and not self.lape:
+            raise ValueError(f'{self.registry_name()}: lape_progressive=True chains the LaPE norms; set lape=True')
         if not self.lape:
             return
         if depth is None or isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
@@ -133,7 +142,7 @@ class LayerAdaptive(Encoding):
                 f'{self.registry_name()} with lape=True needs depth, the number of blocks (one LayerNorm each); a '
                 f'backbone supplies it, a standalone build passes depth=..., got depth={depth!r}'
             )
-        self.lape_norms = nn.ModuleList(nn.LayerNorm(dim) for _ in range(depth))
+        self.lape_norms = nn.ModuleList(nn.LayerNorm(dim, eps=1e-6) for _ in range(depth))
 
     def active_hooks(self) -> frozenset[str]:
         return type(self).hooks() - ({'embed'} if self.lape else {'attn_input'})
@@ -146,15 +155,18 @@ class LayerAdaptive(Encoding):
         return x + self.position_table(pos, x.dtype)
 
     def attn_input(self, x: torch.Tensor, pos: Positions, i: int) -> torch.Tensor:
-        norm = cast(nn.LayerNorm, self.lape_norms[i])
-        term = norm(self.position_table(pos, norm.weight.dtype)).to(x.dtype)  # (1 or B, N, D)
+        norms = list(self.lape_norms[: i + 1]) if self.lape_progressive else [self.lape_norms[i]]
+        term = self.position_table(pos, cast(nn.LayerNorm, norms[-1]).weight.dtype)
+        for norm in norms:  # LN'_i(P), or LN'_i(...LN'_0(P)) with lape_progressive
+            term = norm(term)
+        term = term.to(x.dtype)  # (1 or B, N, D)
         if pos.layout is not None:  # a mixed batch: prefix and padding tokens sit inside the rows, and get nothing
             return x + torch.where(pos.layout.patch_mask(x.device)[..., None], term, term.new_zeros(()))
         p = pos.num_prefix
         return torch.cat([x[:, :p], x[:, p:] + term], dim=1) if p else x + term
 
     def extra_repr(self) -> str:
-        return f'lape={self.lape}'
+        return f'lape={self.lape}, lape_progressive={self.lape_progressive}'
 
 
 @ENCODINGS.register_module(name='ape_learned')
@@ -204,6 +216,8 @@ class ApeLearned(LayerAdaptive):
             instead of being added to the tokens once. Defaults to False.
         depth (int | None): the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
             Defaults to None.
+        lape_progressive (bool): with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the
+            authors' code (``LayerAdaptive``). Defaults to False.
     """
 
     strategies = ('bicubic', 'bilinear', 'nearest', 'grid_sample')
@@ -213,7 +227,12 @@ class ApeLearned(LayerAdaptive):
     ndims = (2, 3)
 
     def __init__(
-        self, dim: int, grid_size: Sequence[int] = (14, 14), lape: bool = False, depth: int | None = None
+        self,
+        dim: int,
+        grid_size: Sequence[int] = (14, 14),
+        lape: bool = False,
+        depth: int | None = None,
+        lape_progressive: bool = False,
     ) -> None:
         super().__init__()
         if len(grid_size) not in (2, 3) or min(int(g) for g in grid_size) < 1:
@@ -223,7 +242,7 @@ class ApeLearned(LayerAdaptive):
             )
         self.grid_size: tuple[int, ...] = tuple(int(g) for g in grid_size)
         self.pos_embed = nn.Parameter(torch.zeros(1, math.prod(self.grid_size), dim))
-        self.init_lape(lape, dim, depth)
+        self.init_lape(lape, dim, depth, lape_progressive)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -345,12 +364,20 @@ class ApeSincos(LayerAdaptive):
             Defaults to None.
         ndim (int): position axes (the backbone supplies it: 2 for images, 3 for video), for the width check.
             Defaults to 2.
+        lape_progressive (bool): with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the
+            authors' code (``LayerAdaptive``). Defaults to False.
     """
 
     ndims = (2, 3)
 
     def __init__(
-        self, dim: int, temperature: float = 10000.0, lape: bool = False, depth: int | None = None, ndim: int = 2
+        self,
+        dim: int,
+        temperature: float = 10000.0,
+        lape: bool = False,
+        depth: int | None = None,
+        ndim: int = 2,
+        lape_progressive: bool = False,
     ) -> None:
         super().__init__()
         if ndim == 2:
@@ -361,7 +388,7 @@ class ApeSincos(LayerAdaptive):
         self.dim = dim
         self.temperature = temperature
         self._cache = GridTableCache()
-        self.init_lape(lape, dim, depth)
+        self.init_lape(lape, dim, depth, lape_progressive)
 
     def position_table(self, pos: Positions, dtype: torch.dtype) -> torch.Tensor:
         # one table per (grid, prefix, device, dtype): a bf16 model does not cast the float32 table every forward

@@ -71,6 +71,8 @@ class LFF(LayerAdaptive):
             block, instead of being added to the tokens once. Defaults to False.
         depth (int | None): the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
             Defaults to None.
+        lape_progressive (bool): with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the
+            authors' code (``LayerAdaptive``). Defaults to False.
 
     The Fourier features are computed in float32 even under autocast; the MLP follows
     autocast. Shared positions (N, M) give one (N, D) table broadcast over the batch.
@@ -106,6 +108,7 @@ class LFF(LayerAdaptive):
         normalize: bool | None = None,
         lape: bool = False,
         depth: int | None = None,
+        lape_progressive: bool = False,
     ) -> None:
         super().__init__()
         num_features = dim if num_features is None else num_features
@@ -122,7 +125,7 @@ class LFF(LayerAdaptive):
         self.register_buffer('position_unit', torch.tensor(UNIT_CODES[self.normalize]))
         self.mlp = nn.Sequential(nn.Linear(num_features, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
         self._cache = GridTableCache()
-        self.init_lape(lape, dim, depth)
+        self.init_lape(lape, dim, depth, lape_progressive)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

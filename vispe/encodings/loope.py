@@ -3,10 +3,12 @@ Transformers", arXiv 2504.14386): a 1D sinusoidal absolute embedding of the patc
 space-filling curve, plus a learned per-patch offset of that order.
 
 Patch p gets one scalar position X_p = X_G(p) + X_C(p): X_G(p) its index along a generalised Hilbert ("Gilbert")
-curve of the grid, X_C(p) a learned context bias. The embedding E(X) = [sin(X w_0), ..., sin(X w_(D/2-1)),
+curve of the grid, X_C(p) a learned context bias (per patch here; the authors' is computed from the image: ``LOOPE``
+has the departures). The embedding E(X) = [sin(X w_0), ..., sin(X w_(D/2-1)),
 cos(X w_0), ..., cos(X w_(D/2-1))], w_k = 1 / temperature^(2k / D), is added to the patch tokens.
 
-The curve (``curve_cells``) is written here from its definition: a rectangle is cut in two halves along its major
+The curve (``curve_cells``) is written here from its definition (the authors' ``gilbert_2d`` gives the same order on
+square grids; tests/parity/test_parity_loope.py): a rectangle is cut in two halves along its major
 axis when it is long, else in three parts (a half-width strip up the minor axis, the full length across, and back
 down), each walked recursively so that consecutive cells always share an edge. Which cell of a grid comes where is
 a Python computation on the grid's (static) size, cached per size (``curve_ranks``); a traced model whose grid is
@@ -56,16 +58,17 @@ def _walk(x: int, y: int, ax: int, ay: int, bx: int, by: int) -> Iterator[tuple[
         for i in range(steps):
             yield x + i * sx, y + i * sy
         return
-    half_a, half_b = length // 2, width // 2
+    # halves by floor division of the signed edges (gilbert2d's, the LOOPE authors'): a negative odd edge halves
+    # away from zero, which decides on which side of the middle the curve turns
+    a2x, a2y, b2x, b2y = ax // 2, ay // 2, bx // 2, by // 2
     if 2 * length > 3 * width:  # long: two halves along a, the first of even length where it can be
-        if half_a % 2 and length > 2:
-            half_a += 1
-        yield from _walk(x, y, dax * half_a, day * half_a, bx, by)
-        yield from _walk(x + dax * half_a, y + day * half_a, ax - dax * half_a, ay - day * half_a, bx, by)
+        if abs(a2x + a2y) % 2 and length > 2:
+            a2x, a2y = a2x + dax, a2y + day
+        yield from _walk(x, y, a2x, a2y, bx, by)
+        yield from _walk(x + a2x, y + a2y, ax - a2x, ay - a2y, bx, by)
         return
-    if half_b % 2 and width > 2:  # an even strip, so that the walk up it ends beside the next part
-        half_b += 1
-    a2x, a2y, b2x, b2y = dax * half_a, day * half_a, dbx * half_b, dby * half_b
+    if abs(b2x + b2y) % 2 and width > 2:  # an even strip, so that the walk up it ends beside the next part
+        b2x, b2y = b2x + dbx, b2y + dby
     yield from _walk(x, y, b2x, b2y, a2x, a2y)  # up the strip, over half of a
     yield from _walk(x + b2x, y + b2y, ax, ay, bx - b2x, by - b2y)  # the rest of b, across all of a
     # back down the strip over the other half of a, to the far end of a
@@ -86,7 +89,9 @@ def curve_cells(h: int, w: int) -> list[tuple[int, int]]:
     one before (a Hamiltonian path of the grid with unit steps), from (0, 0).
 
     Major axis by ``along_columns``. Červený's gilbert2d takes the longer side, and on an odd x even rectangle
-    makes one diagonal step; taking the even side there keeps every step a unit one.
+    makes one diagonal step; taking the even side there keeps every step a unit one. The LOOPE authors'
+    ``gilbert_2d`` (used on square grids) always runs along the columns: wherever this does too (every square), the
+    two give the same order, edges halved by floor division as both halve them.
     """
     if h < 1 or w < 1:
         raise ValueError(f'a Gilbert curve needs a grid of at least 1 x 1 cells, got {h} x {w}')
@@ -138,8 +143,10 @@ def traced_gilbert_ranks(sizes: torch.Tensor, cells: torch.Tensor, steps: int = 
         v = (px - x) * dbx + (py - y) * dby
         active = (length > 1) & (width > 1)
         long = 2 * length > 3 * width
-        half_a = length // 2 + (long & (length // 2 % 2 == 1) & (length > 2)).long()
-        half_b = width // 2 + (~long & (width // 2 % 2 == 1) & (width > 2)).long()
+        floor_a = torch.div(ax + ay, 2, rounding_mode='floor').abs()  # |a // 2|, floor of the signed edge
+        floor_b = torch.div(bx + by, 2, rounding_mode='floor').abs()
+        half_a = floor_a + (long & (floor_a % 2 == 1) & (length > 2)).long()
+        half_b = floor_b + (~long & (floor_b % 2 == 1) & (width > 2)).long()
         a2x, a2y, b2x, b2y = dax * half_a, day * half_a, dbx * half_b, dby * half_b
         # long: the first half (u < half_a) or the second
         second = u >= half_a
@@ -187,26 +194,30 @@ def sine_table(positions: torch.Tensor, dim: int, temperature: float) -> torch.T
 class LOOPE(LayerAdaptive):
     """LOOPE: 1D sine features of each patch's index along a Gilbert curve, plus a learned per-patch offset.
 
-    Patch p of the grid gets the scalar X_p = s X_G(p) + X_C(p) and the tokens receive E(X_p) =
+    Patch p of the grid gets the scalar X_p = start + s X_G(p) + X_C(p) and the tokens receive E(X_p) =
     [sin(X_p w) | cos(X_p w)], w_k = 1 / temperature^(2k / D), k < D/2 (the frequencies of the classic 1D
-    transformer sinusoid; fixed, not learned). X_G is the patch's index (0 to N - 1) along the grid's Gilbert curve
-    (``order='gilbert'``) or in row-major order (``order='raster'``): ``order='raster', context=False`` is the
-    plain 1D sine baseline of the paper's tables (a 1D sinusoid of the raster index), which vispe had not had. At
-    init (X_C = 0) LOOPE is that 1D sinusoid along the curve. Prefix tokens (cls, registers) carry no position and
-    get nothing, as with ape_sincos.
+    transformer sinusoid; fixed, not learned). The authors' code (AbtahiMajeed144/LOOPE) interleaves the channels
+    (sin at even ones, cos at odd ones): a fixed permutation of the model's channels. X_G is the patch's index (0 to
+    N - 1) along the grid's Gilbert curve (``order='gilbert'``; on square grids the authors' ``gilbert_2d``, cell
+    for cell) or in row-major order (``order='raster'``). ``start`` is the first patch's index: 0 by default
+    (prefix tokens carry no position, so the patches begin the sequence), 1 in the authors' code (their index 0 is
+    the cls token's). ``order='raster', context=False`` is the plain 1D sine baseline of the paper's tables (a 1D
+    sinusoid of the raster index), which vispe had not had. At init (X_C = 0) LOOPE is that 1D sinusoid along the
+    curve. Prefix tokens (cls, registers) carry no position and get nothing, as with ape_sincos.
 
     The context bias X_C (``context=True``): one learned scalar per patch of the training grid (``grid_size``),
-    ``context_bias`` (h, w), zero at init. This is vispe's reading of the paper's "context bias", whose exact
-    parameterisation (e.g. whether it is computed from the image content) could not be read from the abstract and
-    summary available: an assumption, a learned per-patch shift of the order, which moves patches along the 1D
-    position axis.
+    ``context_bias`` (h, w), zero at init: a learned per-patch shift of the order, the same for every image. A
+    departure: the authors' X_C (``ArtPE``) is computed from each image, 2 sigmoid(f(image, coordinates)) - 1 in
+    (-1, 1), f a small CNN over the pixels and two coordinate channels with a linear map to the patches; vispe's
+    encodings see the tokens, not the pixels, so there is no option for it. Given the same X_C the tables agree.
 
     Resolution: at another grid the curve is that grid's own (its ranks are recomputed; an N_train-cell curve is not
     resampled), and X_C is resized bilinearly to the grid (timm's ``resample_abs_pos_embed``, antialiased when
     shrinking). ``strategy``: ``interpolate`` (default) scales the index by s = N_train / N, so the positions span
-    the trained range [0, N_train) (a Hilbert-type curve is self-similar: the same fraction of the curve lands in
-    about the same place of the image at any size); ``extend`` keeps the raw index (s = 1): a larger grid reaches
-    positions never trained. At the training grid both are the encoding itself.
+    the trained range start + [0, N_train) (a Hilbert-type curve is self-similar: the same fraction of the curve
+    lands in about the same place of the image at any size); ``extend`` keeps the raw index (s = 1): a larger grid
+    reaches positions never trained, and is what the authors' construction gives at that grid. At the training grid
+    both are the encoding itself.
 
     Positions from samplers (``rpe2d``, ``fuzzy``) are not read: like ape_learned's table, LOOPE is a function of the
     patch grid, so a sampler leaves it unchanged. A mixed-size batch gets each image's table for its own grid.
@@ -242,6 +253,9 @@ class LOOPE(LayerAdaptive):
             instead of being added to the tokens once. Defaults to False.
         depth (int | None): the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
             Defaults to None.
+        start (int): the index of the curve's first patch, >= 0: 1 gives the authors' table. Defaults to 0.
+        lape_progressive (bool): with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the
+            authors' code (``LayerAdaptive``). Defaults to False.
     """
 
     strategies = ('interpolate', 'extend')
@@ -256,6 +270,8 @@ class LOOPE(LayerAdaptive):
         temperature: float = 10000.0,
         lape: bool = False,
         depth: int | None = None,
+        start: int = 0,
+        lape_progressive: bool = False,
     ) -> None:
         super().__init__()
         if dim % 2:
@@ -263,6 +279,9 @@ class LOOPE(LayerAdaptive):
         if order not in ORDERS:
             raise ValueError(f'loope: order must be one of {list(ORDERS)}, got order={order!r}')
         check_positive('loope', temperature=temperature)
+        if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+            raise ValueError(f'loope: start is the index of the first patch on the curve, an int >= 0, got {start!r}')
+        self.start = start
         grid = train_grid_from(grid_size, 2)
         assert grid is not None
         self.grid_size: tuple[int, int] = (grid[0], grid[1])
@@ -273,9 +292,13 @@ class LOOPE(LayerAdaptive):
         if self.context:
             self.context_bias = nn.Parameter(torch.zeros(self.grid_size))
         self._cache = GridTableCache()
-        self.init_lape(lape, dim, depth)
+        self.init_lape(lape, dim, depth, lape_progressive)
 
     def index_positions(self, grid: Sequence[int], device: torch.device) -> torch.Tensor:
+        """(N,) float32 ``start`` + s X_G of an h x w ``grid``: the index along the order, scaled by the strategy."""
+        return self.scaled_index(grid, device) + self.start
+
+    def scaled_index(self, grid: Sequence[int], device: torch.device) -> torch.Tensor:
         """(N,) float32 s X_G of an h x w ``grid``: the index along the order, scaled by the strategy."""
         h, w = grid
         if is_symbolic(h, w):  # a traced size: the ranks as tensor operations, the scale as a tensor
@@ -334,7 +357,7 @@ class LOOPE(LayerAdaptive):
     def extra_repr(self) -> str:
         return (
             f'order={self.order!r}, context={self.context}, grid_size={self.grid_size}, '
-            f'temperature={self.temperature}, lape={self.lape}'
+            f'temperature={self.temperature}, start={self.start}, lape={self.lape}'
         )
 
 
