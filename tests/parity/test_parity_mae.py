@@ -47,8 +47,9 @@ def test_sincos_rows_and_columns_match_mae_on_a_rectangular_grid() -> None:
 
 def test_bicubic_without_antialias_matches_mae_interpolate_pos_embed() -> None:
     """MAE's (DeiT's) ``interpolate_pos_embed`` from 4 x 4 to 6 x 6 and to 3 x 3: ape_learned with
-    ``strategy='bicubic'`` and ``antialias=False`` adds the same table (timm resamples in float32, MAE here in
-    float64); vispe's default (antialiased, timm's) differs from it at both sizes, so the test tells them apart."""
+    ``strategy='bicubic'`` and ``antialias=False`` adds the same table up to float32 rounding (timm resamples in
+    float32, MAE here in float64); vispe's default (antialiased, timm's) differs from it at both sizes, so the test
+    tells them apart."""
     record = recorded('ape_learned_mae')
     for antialias in (False, True):
         enc = build_encoding(
@@ -63,4 +64,4 @@ def test_bicubic_without_antialias_matches_mae_interpolate_pos_embed() -> None:
             if antialias:
                 assert (ours - case['table']).abs().max() > 0.05
             else:
-                torch.testing.assert_close(ours, case['table'], atol=1e-6, rtol=1e-6)
+                torch.testing.assert_close(ours, case['table'], atol=1e-5, rtol=0)
