@@ -20,8 +20,11 @@ from vispe.registry import ENCODINGS
 
 
 @torch.fx.wrap
-def grid_table(table: torch.Tensor, grid: list[int], train_grid: list[int], interpolation: str) -> torch.Tensor:
-    """A learned (1, h*w, D) ``table`` of the ``train_grid`` for ``grid``: itself there, resampled elsewhere.
+def grid_table(
+    table: torch.Tensor, grid: list[int], train_grid: list[int], interpolation: str, antialias: bool = True
+) -> torch.Tensor:
+    """A learned (1, h*w, D) ``table`` of the ``train_grid`` for ``grid``: itself there, resampled elsewhere (timm's
+    ``resample_abs_pos_embed`` with ``interpolation``, antialiased when ``antialias`` and not ``nearest``).
 
     An FX leaf (``torch.fx.wrap``): the choice needs the grid as ints, so an FX graph calls this at run time, and a
     graph traced at one size serves every size exactly as the eager model does; TorchScript can compile it.
@@ -30,7 +33,7 @@ def grid_table(table: torch.Tensor, grid: list[int], train_grid: list[int], inte
     would specialise the graph to the training grid.
     """
     if len(grid) == 3:
-        return video_table(table, grid, train_grid, interpolation)
+        return video_table(table, grid, train_grid, interpolation, antialias)
     concrete = isinstance(grid[0], int) and isinstance(grid[1], int)  # SymInts are not ints (Proxies never get here)
     if concrete and grid[0] == train_grid[0] and grid[1] == train_grid[1]:
         return table
@@ -40,11 +43,13 @@ def grid_table(table: torch.Tensor, grid: list[int], train_grid: list[int], inte
         old_size=train_grid,
         num_prefix_tokens=0,
         interpolation=interpolation,
-        antialias=interpolation != 'nearest',
+        antialias=antialias and interpolation != 'nearest',
     )
 
 
-def video_table(table: torch.Tensor, grid: list[int], train_grid: list[int], interpolation: str) -> torch.Tensor:
+def video_table(
+    table: torch.Tensor, grid: list[int], train_grid: list[int], interpolation: str, antialias: bool = True
+) -> torch.Tensor:
     """A learned (1, t*h*w, D) table of the (t, h, w) ``train_grid`` resampled to ``grid``, each axis separately:
     space first, every frame's (h, w) table as one image (timm's ``resample_abs_pos_embed`` with ``interpolation``,
     the frames side by side in the channels), then time, every spatial entry's sequence linearly (nearest under
@@ -62,7 +67,7 @@ def video_table(table: torch.Tensor, grid: list[int], train_grid: list[int], int
             old_size=[h0, w0],
             num_prefix_tokens=0,
             interpolation=interpolation,
-            antialias=interpolation != 'nearest',
+            antialias=antialias and interpolation != 'nearest',
         )
     series = frames.reshape(h1 * w1, t0, dim).permute(0, 2, 1)  # (h1*w1, D, t0): each entry's sequence in time
     if t1 != t0 and interpolation == 'nearest':
@@ -175,7 +180,12 @@ class ApeLearned(LayerAdaptive):
 
     A (1, h*w, D) table for the training grid, trunc-normal std 0.02, added to the patch tokens
     (prefix tokens carry no position). At another grid the table is resampled with ``strategy``
-    (bicubic by default, as DeiT and timm do; bilinear and nearest selectable).
+    (bicubic by default, as DeiT and timm do; bilinear and nearest selectable), as timm's ViT resamples it
+    (``resample_abs_pos_embed``, ``align_corners=False``): antialiased by default. DeiT's and MAE's
+    ``interpolate_pos_embed`` do not antialias, and PyTorch's antialiased bicubic is another kernel (Keys' a = -0.5,
+    the taps past the border dropped; the plain one has a = -0.75 and repeats the border), so the two differ at
+    every new grid, larger or smaller; ``antialias=False`` gives theirs (bilinear differs only when shrinking; nearest
+    never antialiases).
 
     Video: a (1, t*h*w, D) table of the (t, h, w) training grid (ViViT's and VideoMAE's learned table), resampled per
     axis (``video_table``): frames with ``strategy``, time linearly (nearest under ``nearest``), so frame count and
@@ -218,6 +228,8 @@ class ApeLearned(LayerAdaptive):
             Defaults to None.
         lape_progressive (bool): with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the
             authors' code (``LayerAdaptive``). Defaults to False.
+        antialias (bool): antialias the bicubic and bilinear resampling, as timm does; False: plain
+            ``F.interpolate``, as DeiT and MAE resize a pretrained table. Defaults to True.
     """
 
     strategies = ('bicubic', 'bilinear', 'nearest', 'grid_sample')
@@ -233,6 +245,7 @@ class ApeLearned(LayerAdaptive):
         lape: bool = False,
         depth: int | None = None,
         lape_progressive: bool = False,
+        antialias: bool = True,
     ) -> None:
         super().__init__()
         if len(grid_size) not in (2, 3) or min(int(g) for g in grid_size) < 1:
@@ -241,6 +254,7 @@ class ApeLearned(LayerAdaptive):
                 f'ints; got {tuple(grid_size)}'
             )
         self.grid_size: tuple[int, ...] = tuple(int(g) for g in grid_size)
+        self.antialias = bool(antialias)
         self.pos_embed = nn.Parameter(torch.zeros(1, math.prod(self.grid_size), dim))
         self.init_lape(lape, dim, depth, lape_progressive)
         self.reset_parameters()
@@ -251,7 +265,7 @@ class ApeLearned(LayerAdaptive):
     def table(self, grid: tuple[int, ...]) -> torch.Tensor:
         """The (1, h*w, D) table for ``grid`` ((1, t*h*w, D) for video), resampled from the training grid when they
         differ."""
-        return grid_table(self.pos_embed, list(grid), list(self.grid_size), self.strategy)
+        return grid_table(self.pos_embed, list(grid), list(self.grid_size), self.strategy, self.antialias)
 
     def adopt_pos_embed(self, table: torch.Tensor) -> None:
         if len(self.grid_size) != 2:

@@ -2,7 +2,8 @@
 
 ALiBi adds -m_h |i - j| to the logit of query i and key j in head h, with fixed per-head slopes m_h; here the
 distance is the Euclidean distance between the patches' (row, col) positions in token-grid units, so the bias
-depends only on relative positions and extends to any grid without a table.
+depends only on relative positions and extends to any grid without a table. This 2D form is CROMA's (Fuller et al.,
+NeurIPS 2023, ``get_2dalibi``), the reference vispe's is compared with (ALiBi's authors released the 1D one only).
 
 The distance has no sign: a flip or (on a square grid) a transpose of the patch tokens leaves the bias as it was, so
 alibi2d alone cannot tell left from right or up from down (in causal language models the mask breaks that symmetry;

@@ -2,7 +2,8 @@
 Positional Encodings for Vision Transformers", ICLR 2023).
 
 The encoding is generated from the tokens themselves by a depthwise conv over the token grid; its zero padding
-is what tells a token where the image border is, hence its absolute position. Hook: after_block.
+is what tells a token where the image border is, hence its absolute position. Hook: after_block. The authors
+released it in their Twins repository (``gvt.PosCNN``), the reference vispe's is compared with.
 """
 
 from __future__ import annotations

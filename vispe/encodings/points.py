@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import cast
 
 import torch
+from timm.layers import trunc_normal_
 from torch import nn
 
 from vispe.encodings.base import Encoding, check_positive
@@ -47,12 +48,17 @@ class PointMLP(Encoding):
         depth (int | None): the backbone's blocks (supplied by it); before block 0 is the ``embed``
             hook, before block i + 1 the ``after_block`` hook of block i (i < depth - 1). None: before block 0 only.
             Defaults to None.
+        prefix_pos (bool): Point-MAE's classifier's ``cls_pos``: one learned (1, 1, D) vector (trunc-normal std
+            0.02, as Point-MAE's) added to the prefix tokens before every block after the first; before the first,
+            Point-MAE adds it to its learned cls token, which the backbone's learned cls token absorbs (the same
+            functions, parametrised once). False: prefix tokens get nothing (Point-MAE's pretraining encoder has no
+            cls token). Defaults to False.
 
     The MLP is recomputed at each hook: on G group centres it costs G x (ndim x h + h x D) multiply-adds, small
     next to a block, and nothing derived from the positions is kept between calls.
 
     Weight decay: nothing to declare: the MLP's weights are ordinary linear weights, decayed as in Point-MAE
-    (its biases, 1-D, take none).
+    (its biases, 1-D, take none); so is ``prefix_pos``, as Point-MAE decays ``cls_pos``.
 
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
     """
@@ -60,11 +66,16 @@ class PointMLP(Encoding):
     ndims = (3,)
     needs_grid = False  # reads coordinates alone: points, and video grids too
 
-    def __init__(self, dim: int, ndim: int = 3, hidden_dim: int = 128, depth: int | None = None) -> None:
+    prefix_pos: nn.Parameter | None
+
+    def __init__(
+        self, dim: int, ndim: int = 3, hidden_dim: int = 128, depth: int | None = None, prefix_pos: bool = False
+    ) -> None:
         super().__init__()
         check_positive('point_mlp', hidden_dim=hidden_dim)
         self.mlp = nn.Sequential(nn.Linear(ndim, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
         self.blocks = tuple(range(depth - 1)) if depth else ()
+        self.prefix_pos = nn.Parameter(trunc_normal_(torch.zeros(1, 1, dim), std=0.02)) if prefix_pos else None
 
     def table(self, pos: Positions, dtype: torch.dtype) -> torch.Tensor:
         """(N, D) or (B, N, D) embeddings of the positions."""
@@ -75,7 +86,8 @@ class PointMLP(Encoding):
 
     def after_block(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         p = pos.num_prefix
-        return torch.cat([x[:, :p], x[:, p:] + self.table(pos, x.dtype)], dim=1)
+        prefix = x[:, :p] if self.prefix_pos is None else x[:, :p] + self.prefix_pos.to(x.dtype)
+        return torch.cat([prefix, x[:, p:] + self.table(pos, x.dtype)], dim=1)
 
 
 @ENCODINGS.register_module(name='rope3d')
