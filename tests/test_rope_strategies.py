@@ -44,8 +44,8 @@ def logits(enc, q, k, pos):
 def test_rotary_encodings_offer_the_strategies():
     for name in ROTARY:
         enc = rotary(name)
-        assert type(enc).strategies == ('none', 'interpolate', 'ntk', 'yarn', 'dype_ntk', 'dype_yarn')
-        assert type(enc).opt_in_strategies == ('dype_ntk', 'dype_yarn')  # they follow a DiT's sampling time
+        assert type(enc).strategies == ('none', 'interpolate', 'ntk', 'yarn', 'yarn_paper', 'dype_ntk', 'dype_yarn')
+        assert type(enc).opt_in_strategies == ('yarn_paper', 'dype_ntk', 'dype_yarn')  # a variant; a DiT's time
         assert enc.strategy == 'none' and enc.train_grid == (4, 4)
 
 

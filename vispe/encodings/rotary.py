@@ -90,9 +90,10 @@ class RotaryStrategies(Encoding):
     Subclasses set ``self.train_grid`` with ``train_grid_from``; without one only ``none`` may be chosen.
     """
 
-    strategies: ClassVar[tuple[str, ...]] = ('none', 'interpolate', 'ntk', 'yarn', *DYPE_STRATEGIES)
-    #: DyPE follows the diffusion time: a sweep runs it only when named (the generation sweep of a DiT)
-    opt_in_strategies: ClassVar[tuple[str, ...]] = DYPE_STRATEGIES
+    strategies: ClassVar[tuple[str, ...]] = ('none', 'interpolate', 'ntk', 'yarn', 'yarn_paper', *DYPE_STRATEGIES)
+    #: a sweep runs these only when named: DyPE follows the diffusion time (the generation sweep of a DiT), and
+    #: yarn_paper is the variant of yarn
+    opt_in_strategies: ClassVar[tuple[str, ...]] = ('yarn_paper', *DYPE_STRATEGIES)
     train_grid: tuple[int, ...] | None = None
 
     def _set_strategy(self, value: str) -> None:
@@ -231,7 +232,7 @@ class RotaryStrategies(Encoding):
     def qk_scale(self, scales: Sequence[float]) -> float:
         """What q and k are each multiplied by after rotation: 0.1 ln s + 1 (``yarn_mscale``) for ``yarn`` and
         ``dype_yarn``, else 1."""
-        if self.strategy not in ('yarn', 'dype_yarn') or all(s == 1.0 for s in scales):
+        if self.strategy not in ('yarn', 'yarn_paper', 'dype_yarn') or all(s == 1.0 for s in scales):
             return 1.0
         geometric_mean = math.exp(sum(math.log(s) for s in scales) / len(scales))
         return yarn_mscale(geometric_mean)

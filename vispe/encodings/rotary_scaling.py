@@ -25,6 +25,13 @@ k < d_a / 2.
   rotation (``yarn_mscale``; the logits grow by its square, as the references scale cos and sin by it), with s the
   geometric mean of the axis scales (= s for a uniform zoom; our choice for aspect changes).
 
+- ``yarn_paper``: YaRN with the ramp as the paper's equation writes it, g_k = clamp((r_k - 1) / (32 - 1), 0, 1)
+  in the rotations r_k = L_train,a w_k / (2 pi) of each pair, and the same temperature. The two ramps agree on an
+  LLM's context, where many pairs turn more than 32 times; on a ViT's training grid of 8 to 16 positions the
+  fastest pair turns 1 to 3 times, so the paper interpolates nearly every pair (close to ``interpolate``) while the
+  code keeps the fastest one and the ramp runs from it (close to ``none`` for absolute layouts). Opt-in: a sweep
+  runs it when named.
+
 - ``dype_ntk``, ``dype_yarn``: DyPE (Issachar et al. 2025, "Dynamic Position Extrapolation for Ultra High
   Resolution Diffusion") as its authors' code computes it, sampling-time schedules for diffusion transformers
   that follow the diffusion time t in [0, 1] (1: pure noise, 0: data; ``Positions.noise_level``, set by the DiT
@@ -139,11 +146,18 @@ def per_group(
     return torch.cat([p.expand(*lead, p.shape[-1]) for p in parts], dim=-1)
 
 
-def yarn_factors(freqs: torch.Tensor, scale: float, train_len: float, groups: int | Sequence[int] = 1) -> torch.Tensor:
-    """YaRN multipliers (1 - g_k) / s + g_k for the angular frequencies ``freqs`` (..., P) (their magnitudes count),
-    ladders of consecutive pairs as ``groups`` (``per_group``): g_k = 1 - ``correction_ramp`` at beta_fast = 32 and
-    beta_slow = 1 rotations over the training extent ``train_len``, as transformers' ``_compute_yarn_parameters``."""
+def yarn_factors(
+    freqs: torch.Tensor, scale: float, train_len: float, groups: int | Sequence[int] = 1, ramp: str = 'reference'
+) -> torch.Tensor:
+    """YaRN multipliers (1 - g_k) / s + g_k for the angular frequencies ``freqs`` (..., P) (their magnitudes count)
+    over the training extent ``train_len``. ``ramp='reference'`` (``yarn``): g_k = 1 - ``correction_ramp`` at
+    beta_fast = 32 and beta_slow = 1 rotations, ladders of consecutive pairs as ``groups`` (``per_group``), as
+    transformers' ``_compute_yarn_parameters``; ``'paper'`` (``yarn_paper``): the paper's equation,
+    g_k = clamp((r_k - 1) / (32 - 1), 0, 1) in the rotations r_k of each pair."""
     rotations = train_len * freqs.detach().abs().float() / (2 * math.pi)
+    if ramp == 'paper':
+        gamma = ((rotations - YARN_BETA_SLOW) / (YARN_BETA_FAST - YARN_BETA_SLOW)).clamp(0.0, 1.0)
+        return (1.0 - gamma) / scale + gamma
 
     def one(r: torch.Tensor) -> torch.Tensor:
         ramp = correction_ramp(r, YARN_BETA_FAST, YARN_BETA_SLOW, 'dims')
