@@ -31,7 +31,7 @@ def paper(table: dict) -> torch.Tensor:
     return (1 - gamma) * w / s + gamma * w
 
 
-@pytest.mark.parametrize('table', TABLES, ids=lambda t: f"{t['pairs']}pairs-train{t['train']}-x{t['factor']}")
+@pytest.mark.parametrize('table', TABLES, ids=lambda t: f'{t["pairs"]}pairs-train{t["train"]}-x{t["factor"]}')
 def test_yarn_paper_is_the_papers_ramp(table: dict) -> None:
     torch.testing.assert_close(frequencies(table, 'yarn_paper'), paper(table), rtol=1e-6, atol=0)
 
