@@ -1,7 +1,7 @@
 """Parity with the LaPE authors' code, Ingrid725/LaPE (recorder: tools/parity/record_lape.py): the attention input
 of every block of their DeiT with ``join_type='LaPE'``, LN_l(x_l) + P_l with P_l = LN'_l(P_(l-1)).
 
-LaPE is an option of the absolute encodings (``lape=True``, ``vispe.encodings.absolute.LayerAdaptive``), not a
+LaPE is an option of the absolute encodings (``lape=True``, ``vispe.encodings.lape.LayerAdaptive``), not a
 registered name, so this file claims no method in ``METHODS``; it is tested here on ``ape_learned``, the learned
 table of the reference. vispe's hook is run on the reference's own normalised input of each block, so that the
 comparison is of what LaPE adds, block by block, in float64. Departures (tested as such): the default chains no

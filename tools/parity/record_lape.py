@@ -1,5 +1,5 @@
 """Record LaPE (Yu et al., ICCV 2023) into tests/data/parity/lape.pt, which tests/parity/test_parity_lape.py compares
-vispe's ``lape=True`` option of the absolute encodings (``vispe.encodings.absolute.LayerAdaptive``) with.
+vispe's ``lape=True`` option of the absolute encodings (``vispe.encodings.lape.LayerAdaptive``) with.
 
 The reference is the authors' repository Ingrid725/LaPE at commit e188f7e56126b788c28afca0454c57b7d033b963,
 ``vision_transformer.py``: ``VisionTransformer(join_type='LaPE', pe='learnable')``, whose ``forward_features`` hands

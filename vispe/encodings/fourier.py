@@ -24,8 +24,8 @@ from typing import cast
 import torch
 from torch import nn
 
-from vispe.encodings.absolute import LayerAdaptive
 from vispe.encodings.base import GridTableCache, check_positive
+from vispe.encodings.lape import LayerAdaptive
 from vispe.positions import Positions, autocast_off, is_symbolic
 from vispe.registry import ENCODINGS
 
@@ -83,7 +83,7 @@ class LFF(LayerAdaptive):
 
     Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
 
-    LaPE (``lape=True``, ``vispe.encodings.absolute.LayerAdaptive``): the MLP's output enters each block's attention
+    LaPE (``lape=True``, ``vispe.encodings.lape.LayerAdaptive``): the MLP's output enters each block's attention
     input through a LayerNorm of its own per block, instead of the tokens; the features and the MLP then run once
     per block (cost: depth times the MLP on (N, F), still small against a block).
 

@@ -23,8 +23,9 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch import nn
 
-from vispe.encodings.absolute import LayerAdaptive, grid_table
+from vispe.encodings.absolute import grid_table
 from vispe.encodings.base import GridTableCache, check_positive
+from vispe.encodings.lape import LayerAdaptive
 from vispe.encodings.rotary import train_grid_from
 from vispe.positions import Positions, autocast_off, grid_coords, is_symbolic, sizes_tensor
 from vispe.registry import ENCODINGS

@@ -16,9 +16,8 @@ references next to text tokens, and are kept so that the position ids are the re
 Resolution strategies act on each axis separately, frame count and spatial size (``RotaryStrategies.axis_scales``
 on the grid's span, grid times time spacing, against the training grid): ``interpolate`` divides the coordinates by
 s_a before the map; ``ntk`` and ``yarn`` rescale each channel's frequency by the scale of its axis
-(``vispe.encodings.rotary_scaling``), with its rank among that axis' channels (0 = fastest) and that axis' training
-length.
-DyPE's schedules are not offered. A mixed-size batch is refused: video backbones batch clips of one size.
+(``vispe.encodings.rotary_scaling``), its rank among that axis' channels (0 = fastest) and that axis' training
+length. DyPE's schedules are not offered. A mixed-size batch is refused: video backbones batch clips of one size.
 
 Hook: rotate, q and k (B, H, N_total, d) -> same. No parameters. Angles and the rotation run in float32 even under
 autocast.
@@ -117,17 +116,14 @@ class ChannelMapRoPE(RotaryStrategies):
         freqs = self.inv_freq
         if self.strategy not in ('ntk', 'yarn'):
             return freqs
-        factors = torch.ones_like(freqs)
+        factors = torch.ones_like(freqs, dtype=torch.float32)
         for a, s in enumerate(scales):
-            if s == 1.0:
-                continue
-            if self.strategy == 'ntk':
-                own = ntk_factors(self.rank, s, 2 * self.axis_pairs[a])
-            else:
+            own = self.axis == a
+            if s != 1.0 and self.strategy == 'ntk':
+                factors = torch.where(own, ntk_factors(self.rank, s, 2 * self.axis_pairs[a]), factors)
+            elif s != 1.0:  # yarn: the ramp runs over this axis' own ladder
                 assert self.train_grid is not None  # a scale other than 1 needs one (axis_scales)
-                own = torch.ones_like(freqs, dtype=torch.float32)
-                own[self.axis == a] = yarn_factors(freqs[self.axis == a], s, self.train_grid[a])
-            factors = torch.where(self.axis == a, own, factors)
+                factors[own] = yarn_factors(freqs[own], s, self.train_grid[a])
         return freqs * factors
 
     def channel_positions(
