@@ -47,7 +47,9 @@ def test_an_encoding_config_sets_its_strategy(name):
 
 
 def test_an_unknown_or_misplaced_strategy_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"unknown strategy 'lanczos'.*\['none', 'interpolate', 'ntk', 'yarn', 'dype"):
+    with pytest.raises(
+        ValueError, match=r"unknown strategy 'lanczos'.*\['none', 'interpolate', 'ntk', 'yarn', 'yarn_paper', 'dype"
+    ):
         vispe.build_encoding(dict(type='rope_mixed', strategy='lanczos'), dim=64, num_heads=4, grid_size=(4, 4))
     with pytest.raises(ValueError, match=r"choose one of \['bicubic', 'bilinear', 'nearest', 'grid_sample'\]"):
         vispe.build_encoding(dict(type='ape_learned', strategy='ntk'), dim=64, grid_size=(4, 4))
