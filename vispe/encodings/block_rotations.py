@@ -104,10 +104,9 @@ def transform_heads(
     q, k) is read as a view; the result is token-major too.
 
     ``one_gemm`` (default: on CUDA): one (B*N, C) x (C, C) GEMM on the token-major rows with the heads' matrices on
-    the diagonal of a C x C matrix: no copy in or out, H times the multiply-adds, which tensor cores absorb (ViT-B/16
-    at 448 px, batch 16: 15 GFLOP, tens of microseconds on an H100-class GPU; not yet measured there). Otherwise one
-    (B*N, d) x (d, d) matmul per head (bmm): on CPU half the time of a 4 x 4 einsum per block and a quarter of 16
-    elementwise products (0.8, 1.5 and 3.0 ms at B=32, N=65, H=3, d=64), and no wasted multiply-adds."""
+    the diagonal of a C x C matrix: no copy in or out, H times the multiply-adds, for tensor cores to absorb.
+    Otherwise one (B*N, d) x (d, d) matmul per head (bmm), no wasted multiply-adds: on CPU faster than an einsum
+    per block or elementwise products."""
     B, H, N, d = x.shape
     w = (dense if transpose else dense.transpose(-1, -2)).to(x.dtype)  # rows @ w[h]
     if one_gemm is None:  # an FX trace (device unknown, a Proxy) records the per-head form
@@ -296,8 +295,7 @@ class _Expm(torch.autograd.Function):
 
 def _layout(a: torch.Tensor) -> tuple[torch.Tensor, bool]:
     """a (..., n, n) as (batch, n, n), or for n <= 8 "batch last", (n, n, batch) (a copy), and which: there a
-    product is n broadcast multiply-adds over the batch, at n = 8 0.7-0.8 ms for 9456 matrices on one CPU thread
-    against 1.1 ms for ``torch.bmm`` (1.4 ms with a transposed operand, a free view here)."""
+    product is n broadcast multiply-adds over the batch, faster on CPU than ``torch.bmm`` on small matrices."""
     flat = a.reshape(-1, a.shape[-2], a.shape[-1])
     last = a.shape[-1] <= 8  # a literal: TorchScript reads no global ints
     return (flat.permute(1, 2, 0).contiguous() if last else flat), last
@@ -336,17 +334,12 @@ def expm_plain(a: torch.Tensor) -> torch.Tensor:
 def expm(a: torch.Tensor) -> torch.Tensor:
     """exp(a) for a batch (..., n, n), float32- (float64-) accurate: a Taylor polynomial of degree m in 8, 12, .. 24
     on A / 2^s, evaluated by Paterson-Stockmeyer (m / 4 + 2 matmuls), then s squarings; m and s give the fewest
-    matmuls under a bound on the batch's spectral radii (``exp_thetas``, ``_exp_plan``): 10 batched matmuls at
-    LieRE's init norms, where the former degree-8 Taylor on the 1-norm took 15.
+    matmuls under a bound on the batch's spectral radii (``exp_thetas``, ``_exp_plan``).
 
     Backward (``_Expm``): the hand-written adjoint of the same chain, two matmuls per forward matmul, no autograd
     graph; equal to autograd through the same operations to rounding, and to ``torch.linalg.matrix_exp``'s gradient
-    to the truncation error. Matrices up to 8 x 8 are kept batch last (``_layout``). CPU, 1 thread, LieRE's
-    (6, 197, 8, 8, 8) float32 at init (ViT-S/16 224; degree 12, 5 squarings): forward + backward 33 ms (min of 7;
-    median 37), against 61 ms (65) for autograd through the former degree-8 Taylor on the 1-norm (15 matmuls), 86 ms
-    for autograd through this forward (``expm_plain``) and 174 ms (186) for ``torch.linalg.matrix_exp``, whose
-    backward exponentiates 2n x 2n block matrices; forward alone 13 ms against 18. HARoPE's (12, 64, 64): 2.6 ms
-    against 4.0 (bmm layout). Noisy shared machine; GPU: not measured.
+    to the truncation error, without ``torch.linalg.matrix_exp``'s backward, which exponentiates 2n x 2n block
+    matrices. Matrices up to 8 x 8 are kept batch last (``_layout``).
 
     Degree and squarings come from the norms, read on the host (a device sync on GPU); under ``torch.compile`` that
     read would break the graph, so compiled code calls ``torch.linalg.matrix_exp``. An FX leaf (``torch.fx.wrap``):
