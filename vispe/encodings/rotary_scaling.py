@@ -29,8 +29,8 @@ k < d_a / 2.
   in the rotations r_k = L_train,a w_k / (2 pi) of each pair, and the same temperature. The two ramps agree on an
   LLM's context, where many pairs turn more than 32 times; on a ViT's training grid of 8 to 16 positions the
   fastest pair turns 1 to 3 times, so the paper interpolates nearly every pair (close to ``interpolate``) while the
-  code keeps the fastest one and the ramp runs from it (close to ``none`` for absolute layouts). Opt-in: a sweep
-  runs it when named.
+  code keeps the fastest one and the ramp runs from it (close to ``none`` on the leaderboard's position task).
+  Opt-in: a sweep runs it when named.
 
 - ``dype_ntk``, ``dype_yarn``: DyPE (Issachar et al. 2025, "Dynamic Position Extrapolation for Ultra High
   Resolution Diffusion") as its authors' code computes it, sampling-time schedules for diffusion transformers
@@ -38,8 +38,8 @@ k < d_a / 2.
   from its sampler), with kappa(t) = t^2 (the authors' lambda_t = 2). ``dype_yarn`` is their two-ramp "vision
   YaRN" (``dype_yarn_factors``): a ramp from PI (slow pairs) to NTK's frequency between the pairs turning 0.75
   and 1.25 kappa times, then a ramp from that blend back to the trained frequency between 2 and 16 kappa times
-  (their ramps' upper ends clamped at d_a / 2, not d_a - 1); at t -> 0 every threshold falls below the slowest
-  pair, whose trained frequencies then serve the last steps, which form the fine detail; the temperature
+  (their ramps' upper ends clamped at d_a / 2, not d_a - 1); as t -> 0 every threshold falls below the slowest
+  pair, so every pair keeps its trained frequency for the last steps, which form the fine detail; the temperature
   0.1 ln s + 1 stays at every t. ``dype_ntk`` raises NTK's base factor to 2 kappa(t) (lambda_s = 2):
   theta' = theta (s_a^(d_a / (d_a - 2)))^(2 kappa(t)), twice NTK's exponent at t = 1 (the authors' choice) and
   theta itself at t = 0. The time is a tensor, so the tables follow it inside a compiled graph without a
