@@ -20,3 +20,8 @@ def interleaved(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     order = torch.stack([torch.arange(half), torch.arange(half) + half], -1).flatten()
     return x[..., order]
+
+
+def view_tokens(embedding: torch.Tensor) -> torch.Tensor:
+    """A camera reference's (B, V, C, h, w) embedding as vispe's tokens (B, V h w, C), view-major and row-major."""
+    return embedding.permute(0, 1, 3, 4, 2).flatten(1, 3)

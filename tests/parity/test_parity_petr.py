@@ -7,7 +7,7 @@ tells the two apart."""
 from __future__ import annotations
 
 import torch
-from recorded import recorded
+from recorded import recorded, view_tokens
 
 from vispe import build_encoding
 from vispe.positions import Cameras, Positions, grid_coords
@@ -37,19 +37,13 @@ def vispe_petr(record: dict, anchor: str) -> torch.Tensor:
         return enc.embed(x, pos) - x
 
 
-def reference_tokens(record: dict) -> torch.Tensor:
-    """The reference's (B, V, C, h, w) embedding as vispe's tokens (B, V h w, C), view-major and row-major."""
-    embedding = record['embedding']
-    return embedding.permute(0, 1, 3, 4, 2).flatten(1, 3)
-
-
 def test_corner_anchor_matches_the_authors_embedding() -> None:
     """Every token's embedding, channel by channel (values of order 0.1-1), to float32 rounding."""
     record = recorded('petr')
     assert record['reference'].startswith('megvii-research/PETR@f7525f9')
-    torch.testing.assert_close(vispe_petr(record, 'corner'), reference_tokens(record), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(vispe_petr(record, 'corner'), view_tokens(record['embedding']), atol=1e-5, rtol=1e-5)
 
 
 def test_the_default_patch_centres_differ_from_the_authors_corners() -> None:
     record = recorded('petr')
-    assert (vispe_petr(record, 'centre') - reference_tokens(record)).abs().max() > 1e-3
+    assert (vispe_petr(record, 'centre') - view_tokens(record['embedding'])).abs().max() > 1e-3

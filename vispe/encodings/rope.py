@@ -142,8 +142,7 @@ class RoPEAxial(RotaryStrategies):
         if self.strategy == 'dype_yarn':
             assert kappa is not None  # dype_kappa gives one under DyPE
             return freqs * dype_yarn_factors(freqs, scale, self.train_grid[axis], kappa)
-        ramp = 'paper' if self.strategy == 'yarn_paper' else 'reference'
-        return freqs * yarn_factors(freqs, scale, self.train_grid[axis], ramp=ramp)
+        return freqs * yarn_factors(freqs, scale, self.train_grid[axis], ramp=self.yarn_ramp)
 
     def angles(
         self,
@@ -294,8 +293,7 @@ class RoPEMixed(RotaryStrategies):
                     assert kappa is not None  # dype_kappa gives one under DyPE
                     factors.append(dype_yarn_factors(magnitudes, s, train, kappa, self.sections))
                 else:
-                    ramp = 'paper' if self.strategy == 'yarn_paper' else 'reference'
-                    factors.append(yarn_factors(magnitudes, s, train, self.sections, ramp))
+                    factors.append(yarn_factors(magnitudes, s, train, self.sections, self.yarn_ramp))
         return torch.stack(torch.broadcast_tensors(*factors), dim=-3)
 
     def angles(

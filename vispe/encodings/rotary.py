@@ -108,6 +108,11 @@ class RotaryStrategies(Encoding):
     #: torch.compile's graph)
     strategy = _ENCODING_STRATEGY.setter(_set_strategy)
 
+    @property
+    def yarn_ramp(self) -> str:
+        """``yarn_factors``' ramp under the strategy: the paper's for ``yarn_paper``, else the references'."""
+        return 'paper' if self.strategy == 'yarn_paper' else 'reference'
+
     def axis_scales(self, coords: torch.Tensor, grid: Sequence[float] | None = None) -> tuple[float, ...]:
         """The strategy's scale s_a per coordinate axis, (row, col) for images (module doc): extent_a / train_a for
         ``interpolate`` (below 1 too), max(1, extent_a / train_a) for ``ntk`` and ``yarn``, all 1 under ``none``.

@@ -108,12 +108,17 @@ def descending_ranks(values: torch.Tensor) -> torch.Tensor:
 
 
 def correction_ramp(
-    rotations: torch.Tensor, fast: float | torch.Tensor, slow: float | torch.Tensor, high_cap: str
+    rotations: torch.Tensor,
+    ranks: torch.Tensor,
+    fast: float | torch.Tensor,
+    slow: float | torch.Tensor,
+    high_cap: str,
 ) -> torch.Tensor:
     """The references' YaRN ramp over one ladder of pairs, the last dim of (..., n) ``rotations`` (turns of each
     pair over the training extent): 0 for a pair that keeps its frequency, 1 for one that is interpolated, linear in
-    the pair index k (0 = fastest) from low = floor(k(fast)), clamped at 0, to high = ceil(k(slow)), clamped at
-    2n - 1 (``high_cap='dims'``: transformers' ``find_correction_range``) or n (``'pairs'``: DyPE's), k(beta) being
+    the pair index k (``ranks``: ``descending_ranks`` of the rotations, 0 = fastest) from low = floor(k(fast)),
+    clamped at 0, to high = ceil(k(slow)), clamped at 2n - 1 (``high_cap='dims'``: transformers'
+    ``find_correction_range``) or n (``'pairs'``: DyPE's), k(beta) being
     the index of the pair turning beta times. A ladder's pair k turns r_0 rho^k times, so k(beta) = ln(r_0 / beta) /
     ln(1 / rho), with r_0 and rho read from its fastest and slowest pair (exact for a geometric ladder; learned
     frequencies ranked by magnitude). ``fast`` and ``slow`` may be tensors that broadcast in front (DyPE's
@@ -124,7 +129,7 @@ def correction_ramp(
     """
     r = rotations.detach().double()
     n = r.shape[-1]
-    ranks = descending_ranks(r).double()
+    ranks = ranks.double()
     top = r.amax(dim=-1, keepdim=True)
     step = ((top / r.amin(dim=-1, keepdim=True).clamp_min(1e-300)).log() / max(n - 1, 1)).clamp_min(1e-12)
     fast, slow = torch.as_tensor(fast, dtype=torch.float64), torch.as_tensor(slow, dtype=torch.float64)
@@ -160,7 +165,7 @@ def yarn_factors(
         return (1.0 - gamma) / scale + gamma
 
     def one(r: torch.Tensor) -> torch.Tensor:
-        ramp = correction_ramp(r, YARN_BETA_FAST, YARN_BETA_SLOW, 'dims')
+        ramp = correction_ramp(r, descending_ranks(r), YARN_BETA_FAST, YARN_BETA_SLOW, 'dims')
         return ramp / scale + (1.0 - ramp)
 
     return per_group(one, rotations, groups)
@@ -175,10 +180,11 @@ def dype_yarn_factors(
     rotations = train_len * freqs.detach().abs().float() / (2 * math.pi)
 
     def one(r: torch.Tensor) -> torch.Tensor:
-        ntk = ntk_factors(descending_ranks(r), scale, 2 * r.shape[-1])
-        to_ntk = 1.0 - correction_ramp(r, DYPE_NTK_RAMP[0] * kappa, DYPE_NTK_RAMP[1] * kappa, 'pairs')
+        ranks = descending_ranks(r)  # one ladder's order serves the NTK factors and both ramps
+        ntk = ntk_factors(ranks, scale, 2 * r.shape[-1])
+        to_ntk = 1.0 - correction_ramp(r, ranks, DYPE_NTK_RAMP[0] * kappa, DYPE_NTK_RAMP[1] * kappa, 'pairs')
         blend = (1.0 - to_ntk) / scale + to_ntk * ntk
-        to_base = 1.0 - correction_ramp(r, DYPE_BASE_RAMP[0] * kappa, DYPE_BASE_RAMP[1] * kappa, 'pairs')
+        to_base = 1.0 - correction_ramp(r, ranks, DYPE_BASE_RAMP[0] * kappa, DYPE_BASE_RAMP[1] * kappa, 'pairs')
         return (1.0 - to_base) * blend + to_base
 
     return per_group(one, rotations, groups)
