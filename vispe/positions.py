@@ -251,7 +251,7 @@ class RPE2D:
     does not call it and the plain grid positions are used.
 
     Args:
-        max_grid (Sequence[int]): (H_max, W_max), L per axis: the largest token grid to be served.
+        max_grid: (H_max, W_max), L per axis: the largest token grid to be served.
 
     ``__call__(pos, batch_size, generator=None)``: grid positions -> per-sample coords (B, h*w, 2) (row, col),
     ``key=None`` (nothing may cache them); ``grid``, ``num_prefix`` and ``cameras`` are kept, so encodings that
@@ -327,7 +327,7 @@ class FuzzyPositions:
     so with them this sampler leaves ape_learned unchanged.
 
     Args:
-        radius (float): half-width of the uniform offset per axis, in cells, in (0, 0.5]. Defaults to 0.5.
+        radius: half-width of the uniform offset per axis, in cells, in (0, 0.5].
 
     ``__call__(pos, batch_size, generator=None)``: grid positions -> per-sample coords (B, N, 2) (row, col),
     ``key=None`` (nothing may cache them); ``grid``, ``num_prefix``, ``extent`` and ``cameras`` are kept. In a mixed

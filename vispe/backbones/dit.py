@@ -193,24 +193,21 @@ class DiT(PEBackbone):
     """Diffusion transformer (Peebles and Xie, ICCV 2023) with vispe encodings.
 
     Args:
-        img_size (int | tuple[int, int]): training image size (int or (H, W)); with ``patch_size`` it fixes
-            the training token grid ``grid_size`` that rotary strategies and ``ape_learned`` refer to. Any H x W
-            divisible by the patch runs. Defaults to 32.
-        patch_size (int): p. Defaults to 2.
-        in_chans (int): C (4 for SD latents, 3 for pixels). Defaults to 3.
-        embed_dim (int): model width (see ``DIT_SIZES`` and ``dit``). Defaults to 384.
-        depth (int): blocks. Defaults to 12.
-        num_heads (int): attention heads, dividing embed_dim. Defaults to 6.
-        mlp_ratio (float): MLP width over embed_dim. Defaults to 4.0.
-        num_classes (int): classes; the label table has one more row, the null class. Defaults to 1000.
-        class_dropout_prob (float): training label dropout for classifier-free guidance. Defaults to 0.1.
-        learn_sigma (bool): output 2C channels (prediction and variance), as the paper's DDPM setup. Defaults to False.
-        encoding (EncodingSpec): a name, config dict or list of them (``ape_sincos``, DiT's own,
-            by default). Defaults to 'ape_sincos'.
-        position_sampler (None | dict[str, Any] | PositionSampler): training-time position sampler (a
-            config dict or a built sampler), e.g. ``dict(type='rpe2d', max_grid=(32, 32))``; None: the grid's own
-            positions. Defaults to None.
-        crop_condition (bool): add the crop box micro-condition to c. Defaults to False.
+        img_size: training image size (int or (H, W)); with ``patch_size`` it fixes the training token grid
+            ``grid_size`` that rotary strategies and ``ape_learned`` refer to. Any H x W divisible by the patch runs.
+        patch_size: p.
+        in_chans: C (4 for SD latents, 3 for pixels).
+        embed_dim: model width (see ``DIT_SIZES`` and ``dit``).
+        depth: blocks.
+        num_heads: attention heads, dividing embed_dim.
+        mlp_ratio: MLP width over embed_dim.
+        num_classes: classes; the label table has one more row, the null class.
+        class_dropout_prob: training label dropout for classifier-free guidance.
+        learn_sigma: output 2C channels (prediction and variance), as the paper's DDPM setup.
+        encoding: a name, config dict or list of them (``ape_sincos``, DiT's own, by default).
+        position_sampler: training-time position sampler (a config dict or a built sampler), e.g. ``dict(type='rpe2d',
+            max_grid=(32, 32))``; None: the grid's own positions.
+        crop_condition: add the crop box micro-condition to c.
 
     ``forward(x, t, y, crop=None)``: x (B, C, H, W), t (B,) float in [0, 1000], y (B,) long (num_classes = null;
     None = all null), crop (B, 4) (top, left, height, width) fractions or None (the full image) ->
@@ -348,9 +345,9 @@ def dit(name: str = 'DiT-S/2', **overrides: Any) -> DiT:
     guidance lives in ``vispe.tasks.diffusion.DiffusionModel.denoise``.
 
     Args:
-        name (str): 'DiT-{Ti,S,B,L,XL}/{patch}' (e.g. 'DiT-XL/2'): the size sets embed_dim, depth
-            and num_heads (``DIT_SIZES``), the number after the slash the patch size. Defaults to 'DiT-S/2'.
-        **overrides (Any): passed to ``DiT``, over the preset's values (e.g. ``img_size``, ``encoding``).
+        name: 'DiT-{Ti,S,B,L,XL}/{patch}' (e.g. 'DiT-XL/2'): the size sets embed_dim, depth and num_heads
+            (``DIT_SIZES``), the number after the slash the patch size.
+        **overrides: passed to ``DiT``, over the preset's values (e.g. ``img_size``, ``encoding``).
     """
     return DiT(**{**dit_preset_args(name), **overrides})
 

@@ -37,17 +37,16 @@ class MultiViewTransformer(PEBackbone):
     """Joint attention over the patch tokens of V views, mean-pooled into ``num_outputs`` values.
 
     Args:
-        num_outputs (int): outputs of the head. Defaults to 3.
-        encoding (EncodingSpec): vispe encoding spec (camera and per-view image encodings). Defaults to None.
-        img_size (int | tuple[int, int]): training image size (H, W or one int; other sizes work when
-            divisible by the patch). Defaults to 32.
-        patch_size (int): the patch side p (square patches). Defaults to 4.
-        in_chans (int): channels of each view. Defaults to 3.
-        embed_dim (int): model width. Defaults to 128.
-        depth (int): blocks. Defaults to 4.
-        num_heads (int): attention heads (dividing embed_dim). Defaults to 4.
-        mlp_ratio (float): MLP width over embed_dim. Defaults to 2.0.
-        drop_path_rate (float): stochastic depth of the last block (rising linearly from 0). Defaults to 0.0.
+        num_outputs: outputs of the head.
+        encoding: vispe encoding spec (camera and per-view image encodings).
+        img_size: training image size (H, W or one int; other sizes work when divisible by the patch).
+        patch_size: the patch side p (square patches).
+        in_chans: channels of each view.
+        embed_dim: model width.
+        depth: blocks.
+        num_heads: attention heads (dividing embed_dim).
+        mlp_ratio: MLP width over embed_dim.
+        drop_path_rate: stochastic depth of the last block (rising linearly from 0).
 
     ``forward(images, K, cam_to_world, depth=None)``: images (B, V, C, H, W), intrinsics (B, V, 3, 3) in pixels,
     poses (B, V, 4, 4) camera-to-world, optional depth maps (B, V, 1, H, W) (0: no surface; 3DPPE reads them)

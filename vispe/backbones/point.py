@@ -101,20 +101,18 @@ class PointTransformer(PEBackbone):
     token, pre-norm transformer blocks on vispe's attention, and a head on [cls, max-pool of the group tokens].
 
     Args:
-        num_classes (int): outputs of the head. Defaults to 40.
-        encoding (EncodingSpec): vispe encoding spec; positions are the group centres (ndim 3, the data's
-            unit), the cls token has none. Defaults to None.
-        num_groups (int): G, the group centres. Defaults to 64.
-        group_size (int): K, the points per group. Defaults to 32.
-        embed_dim (int): model width (Point-MAE: 384). Defaults to 384.
-        depth (int): blocks (Point-MAE: 12). Defaults to 12.
-        num_heads (int): attention heads, dividing embed_dim (Point-MAE: 6). Defaults to 6.
-        mlp_ratio (float): MLP width over embed_dim (Point-MAE: 4). Defaults to 4.0.
-        drop_path_rate (float): stochastic depth of the last block, rising linearly from 0 (Point-MAE:
-            0.1). Defaults to 0.1.
-        group_hidden (int): the mini-PointNet's width h (Point-MAE: 128; its second MLP is 4h wide and runs
-            on every point of every group, so it dominates the cost of small models: lower it for CPU training).
-            Defaults to 128.
+        num_classes: outputs of the head.
+        encoding: vispe encoding spec; positions are the group centres (ndim 3, the data's unit), the cls token has
+            none.
+        num_groups: G, the group centres.
+        group_size: K, the points per group.
+        embed_dim: model width (Point-MAE: 384).
+        depth: blocks (Point-MAE: 12).
+        num_heads: attention heads, dividing embed_dim (Point-MAE: 6).
+        mlp_ratio: MLP width over embed_dim (Point-MAE: 4).
+        drop_path_rate: stochastic depth of the last block, rising linearly from 0 (Point-MAE: 0.1).
+        group_hidden: the mini-PointNet's width h (Point-MAE: 128; its second MLP is 4h wide and runs on every point of
+            every group, so it dominates the cost of small models: lower it for CPU training).
 
     ``forward(points)`` takes (B, N, 3) clouds, N >= group_size, and returns (B, num_classes) logits; a cloud of
     fewer than num_groups points gets one group per point.

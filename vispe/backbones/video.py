@@ -32,20 +32,19 @@ class VideoTransformer(PEBackbone):
     """Joint space-time attention over the tubelet tokens of a clip, with a cls token and a linear head.
 
     Args:
-        num_classes (int): outputs of the head. Defaults to 4.
-        encoding (EncodingSpec): vispe encoding spec for 3D grid positions (``list_encodings(ndim=3)``).
-            Defaults to 'rope_axial'.
-        img_size (int | tuple[int, int]): training frame size (H, W or one int). Defaults to 32.
-        num_frames (int): training frames T. Defaults to 8.
-        patch_size (int): the tubelet's side p in pixels. Defaults to 4.
-        tubelet_size (int): the tubelet's length in frames (VideoMAE: 2). Defaults to 2.
-        in_chans (int): channels of each frame. Defaults to 3.
-        embed_dim (int): model width. Defaults to 128.
-        depth (int): blocks. Defaults to 4.
-        num_heads (int): attention heads (dividing embed_dim). Defaults to 4.
-        mlp_ratio (float): MLP width over embed_dim. Defaults to 2.0.
-        drop_path_rate (float): stochastic depth of the last block (rising linearly from 0). Defaults to 0.1.
-        global_pool (str): 'token' (the cls token) or 'avg' (the mean of the tubelet tokens). Defaults to 'token'.
+        num_classes: outputs of the head.
+        encoding: vispe encoding spec for 3D grid positions (``list_encodings(ndim=3)``).
+        img_size: training frame size (H, W or one int).
+        num_frames: training frames T.
+        patch_size: the tubelet's side p in pixels.
+        tubelet_size: the tubelet's length in frames (VideoMAE: 2).
+        in_chans: channels of each frame.
+        embed_dim: model width.
+        depth: blocks.
+        num_heads: attention heads (dividing embed_dim).
+        mlp_ratio: MLP width over embed_dim.
+        drop_path_rate: stochastic depth of the last block (rising linearly from 0).
+        global_pool: 'token' (the cls token) or 'avg' (the mean of the tubelet tokens).
 
     ``forward(clips, time_spacing=None)``: clips (B, C, T, H, W), any T divisible by the tubelet and H, W by the
     patch, -> (B, num_classes); ``time_spacing`` is the time between tubelets in units of the training clips' (a

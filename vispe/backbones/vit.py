@@ -72,20 +72,17 @@ class VisionTransformerPE(PEBackbone, VisionTransformer):
     sampler in training or a non-default resolution strategy (both need concrete sizes: an error says so).
 
     Args:
-        encoding (EncodingSpec): the encodings: a registered name, a config dict or a list of
-            them (None: none). Defaults to 'ape_learned'.
-        position_sampler (None | dict[str, Any] | PositionSampler): training-time positions, e.g.
-            ``RPE2D`` built from ``dict(type='rpe2d', max_grid=(16, 16))``; None: the grid's own. Defaults to None.
-        mixed_sizes (str): how the tokens of images of different sizes share the batch: 'pad' (one
-            image per row, padded to the longest) or 'pack' (several per row, each with its prefix tokens, in rows of
-            P + ``pack_tokens`` tokens, P the prefix tokens). Defaults to 'pad'.
-        pack_tokens (int | None): patch tokens a packed row holds, >= 1; None: the longest image's
-            patches. Defaults to None.
-        attention_kernel (str): 'auto', 'sdpa' or 'flex': where the blocks add a logit-bias
-            encoding's term (iRPE, 2D ALiBi): materialised as SDPA's mask, or inside FlexAttention; 'auto' picks by
-            device and token count (``vispe.flex``). A config sets it with ``model.backbone.attention_kernel``.
-            Defaults to 'auto'.
-        **kwargs (Any): passed to timm's ``VisionTransformer`` (img_size, patch_size, embed_dim, depth, num_heads,
+        encoding: the encodings: a registered name, a config dict or a list of them (None: none).
+        position_sampler: training-time positions, e.g. ``RPE2D`` built from ``dict(type='rpe2d', max_grid=(16, 16))``;
+            None: the grid's own.
+        mixed_sizes: how the tokens of images of different sizes share the batch: 'pad' (one image per row, padded to
+            the longest) or 'pack' (several per row, each with its prefix tokens, in rows of P + ``pack_tokens`` tokens,
+            P the prefix tokens).
+        pack_tokens: patch tokens a packed row holds, >= 1; None: the longest image's patches.
+        attention_kernel: 'auto', 'sdpa' or 'flex': where the blocks add a logit-bias encoding's term (iRPE, 2D ALiBi):
+            materialised as SDPA's mask, or inside FlexAttention; 'auto' picks by device and token count
+            (``vispe.flex``). A config sets it with ``model.backbone.attention_kernel``.
+        **kwargs: passed to timm's ``VisionTransformer`` (img_size, patch_size, embed_dim, depth, num_heads,
             num_classes, ...), its defaults filling in the rest; img_size, patch_size, drop rates and num_heads are
             checked first.
     """

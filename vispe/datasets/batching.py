@@ -44,10 +44,9 @@ class SharedSizeBatchSampler(Sampler[list[SizedIndex]]):
     """Batches of ``sampler``'s indices, each index paired with a key shared by its batch: ``[(i, key), ...]``.
 
     Args:
-        sampler (Sampler | Sequence[int]): the index sampler (mmengine's DefaultSampler or InfiniteSampler; the Runner
-            passes the config's).
-        batch_size (int): items per batch (the Runner passes the loader's ``batch_size``).
-        drop_last (bool): drop the last batch when it is short. Defaults to False.
+        sampler: the index sampler (mmengine's DefaultSampler or InfiniteSampler; the Runner passes the config's).
+        batch_size: items per batch (the Runner passes the loader's ``batch_size``).
+        drop_last: drop the last batch when it is short.
 
     Keys come from the global torch RNG, drawn as the batches are made (in the main process, which mmengine seeds
     with the run's seed, so a seeded run draws the same sizes again; each rank of a distributed run draws its own).
@@ -107,7 +106,7 @@ def mixed_size_collate(data_batch: Sequence[dict]) -> dict[str, Any]:
     batch.
 
     Args:
-        data_batch (Sequence[dict]): the batch's items, dicts with an ``inputs`` key (as vispe's data sets serve them).
+        data_batch: the batch's items, dicts with an ``inputs`` key (as vispe's data sets serve them).
     """
     if not data_batch or not all(isinstance(item, dict) and 'inputs' in item for item in data_batch):
         raise TypeError("mixed_size_collate takes a batch of dict items with an 'inputs' key, like vispe's data sets")

@@ -155,36 +155,31 @@ class ImageFolderDataset(_DictDataset):
     """Images in ``data_root/split/<class>/*`` (or ``data_root/<class>/*``), via torchvision's ImageFolder.
 
     Args:
-        data_root (str | Path): root of the tree.
-        split (str): sub-folder to read; also picks the transform (augmentation only for 'train'). Defaults to 'train'.
-        image_size (int | tuple[int, int]): int (square crop) or (H, W). Defaults to 224.
-        normalize (bool | str): True: ImageNet mean / std; 'symmetric': values in [-1, 1] (for diffusion);
-            False: [0, 1]. Defaults to True.
-        augment (bool | dict | None): timm's training augmentation (``vispe.datasets.augment``): True for
-            vispe's defaults (random resized crop at scale 0.5-1, horizontal flip), a dict of
-            ``timm.data.create_transform`` arguments over them (``dict(scale=(0.08, 1.0),
-            auto_augment='rand-m9-mstd0.5', re_prob=0.25, hflip=0.0)``), False for the deterministic eval transform
-            (short side resized, centre crop); default: ``split == 'train'``. Defaults to None.
-        on_error (str): 'raise' (a corrupt or truncated image stops with an error naming it) or 'skip'
-            (warn, serve the next image, count it). Defaults to 'raise'.
-        channels (int): 3 (RGB) or 1 (grey, for a model with ``in_chans=1``). Defaults to 3.
-        max_image_pixels (int | None): images with more pixels are refused as possible decompression
-            bombs; None: Pillow's ``PIL.Image.MAX_IMAGE_PIXELS`` (about 89 million). Defaults to None.
-        size_policy (SizePolicy | dict | None): mixed-resolution training (``vispe.datasets.sizes``, a
-            config dict or a policy): each item's size is drawn instead of ``image_size``: ``NativeAspect`` keeps each
-            image's aspect ratio under a token budget (the random crop's ratio range is then relative to it),
-            ``SquareSizes`` a random square side. One draw per item, or one per batch with ``SharedSizeBatchSampler``
-            (indices ``(i, key)``). Defaults to None.
-        interpolation (str): the resize's, as timm names it ('bilinear', 'bicubic'; 'random' in
-            training). Defaults to 'bilinear'.
-        resize (str): how the evaluation brings an image to ``image_size`` when their aspect ratios
-            differ (``vispe.datasets.augment.RESIZE_MODES``): 'crop' (default: scale to cover, centre crop), 'pad'
-            (scale to fit, pad with the mean colour) or 'stretch' (each side scaled on its own). Defaults to 'crop'.
-        classes (Sequence[str] | None): the class names in label order; None: the sorted class folders. The
-            evaluation tools pass a trained model's (its checkpoint's ``dataset_meta``), so that a label means the
-            class of that name whatever the folders' order: a class without a folder here is simply absent, and a
-            class folder whose name is not among ``classes`` (renamed, or another data set's) is refused. Defaults
-            to None.
+        data_root: root of the tree.
+        split: sub-folder to read; also picks the transform (augmentation only for 'train').
+        image_size: int (square crop) or (H, W).
+        normalize: True: ImageNet mean / std; 'symmetric': values in [-1, 1] (for diffusion); False: [0, 1].
+        augment: timm's training augmentation (``vispe.datasets.augment``): True for vispe's defaults (random resized
+            crop at scale 0.5-1, horizontal flip), a dict of ``timm.data.create_transform`` arguments over them
+            (``dict(scale=(0.08, 1.0), auto_augment='rand-m9-mstd0.5', re_prob=0.25, hflip=0.0)``), False for the
+            deterministic eval transform (short side resized, centre crop); default: ``split == 'train'``.
+        on_error: 'raise' (a corrupt or truncated image stops with an error naming it) or 'skip' (warn, serve the next
+            image, count it).
+        channels: 3 (RGB) or 1 (grey, for a model with ``in_chans=1``).
+        max_image_pixels: images with more pixels are refused as possible decompression bombs; None: Pillow's
+            ``PIL.Image.MAX_IMAGE_PIXELS`` (about 89 million).
+        size_policy: mixed-resolution training (``vispe.datasets.sizes``, a config dict or a policy): each item's size
+            is drawn instead of ``image_size``: ``NativeAspect`` keeps each image's aspect ratio under a token budget
+            (the random crop's ratio range is then relative to it), ``SquareSizes`` a random square side. One draw per
+            item, or one per batch with ``SharedSizeBatchSampler`` (indices ``(i, key)``).
+        interpolation: the resize's, as timm names it ('bilinear', 'bicubic'; 'random' in training).
+        resize: how the evaluation brings an image to ``image_size`` when their aspect ratios differ
+            (``vispe.datasets.augment.RESIZE_MODES``): 'crop' (default: scale to cover, centre crop), 'pad' (scale to
+            fit, pad with the mean colour) or 'stretch' (each side scaled on its own).
+        classes: the class names in label order; None: the sorted class folders. The evaluation tools pass a trained
+            model's (its checkpoint's ``dataset_meta``), so that a label means the class of that name whatever the
+            folders' order: a class without a folder here is simply absent, and a class folder whose name is not among
+            ``classes`` (renamed, or another data set's) is refused.
 
     Every image is turned upright by its EXIF orientation and every Pillow mode is decoded to correctly scaled
     pixels (``vispe.datasets.images.load_image``, whose docstring tabulates the modes: 16-bit images keep their
@@ -243,14 +238,13 @@ class CIFAR10Dataset(_DictDataset):
     """CIFAR-10 from the python-version batches in ``data_root/cifar-10-batches-py`` (never downloaded).
 
     Args:
-        data_root (str | Path): folder that contains ``cifar-10-batches-py``. Defaults to 'data/cifar10'.
-        split (str): 'train' (50k images) or 'val' / 'test' (both the 10k test batch). Defaults to 'train'.
-        image_size (int | tuple[int, int]): images are resized when this differs from 32. Defaults to 32.
-        normalize (bool | str): True: CIFAR-10 mean / std; 'symmetric': values in [-1, 1] (for diffusion);
-            False: [0, 1]. Defaults to True.
-        augment (bool | None): 4-pixel padded random crop + flip; default: ``split == 'train'``. Defaults to None.
-        resize (str): how a 32x32 image becomes an ``image_size`` of another aspect ratio
-            (``ImageFolderDataset``'s): 'crop' (default), 'pad' or 'stretch'. Defaults to 'crop'.
+        data_root: folder that contains ``cifar-10-batches-py``.
+        split: 'train' (50k images) or 'val' / 'test' (both the 10k test batch).
+        image_size: images are resized when this differs from 32.
+        normalize: True: CIFAR-10 mean / std; 'symmetric': values in [-1, 1] (for diffusion); False: [0, 1].
+        augment: 4-pixel padded random crop + flip; default: ``split == 'train'``.
+        resize: how a 32x32 image becomes an ``image_size`` of another aspect ratio (``ImageFolderDataset``'s): 'crop'
+            (default), 'pad' or 'stretch'.
     """
 
     def __init__(

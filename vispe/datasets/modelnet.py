@@ -43,15 +43,15 @@ class ModelNet40(SkipsBadSamples, Dataset):
     """ModelNet40 point clouds from disk, labelled by class.
 
     Args:
-        data_root (str): the data folder (either layout above). Defaults to 'data/modelnet40_normal_resampled'.
-        split (str): 'train' or 'test' ('val' reads 'test': ModelNet40 has no validation split). Defaults to 'train'.
-        num_points (int): N points per cloud. Defaults to 1024.
-        sample (str): 'fps', 'random' or 'first' (how N points are chosen from the file's). Defaults to 'fps'.
-        scale (float): multiplies every normalised cloud. Defaults to 1.0.
-        seed (int): for mesh sampling and 'random'. Defaults to 0.
-        variant (str): the text layout's file prefix ('modelnet10' for ModelNet10). Defaults to 'modelnet40'.
-        on_error (str): 'raise' (a truncated, unreadable or NaN file stops with an error naming it) or
-            'skip' (warn, serve the next sample, count it; ``vispe.datasets.samples``). Defaults to 'raise'.
+        data_root: the data folder (either layout above).
+        split: 'train' or 'test' ('val' reads 'test': ModelNet40 has no validation split).
+        num_points: N points per cloud.
+        sample: 'fps', 'random' or 'first' (how N points are chosen from the file's).
+        scale: multiplies every normalised cloud.
+        seed: for mesh sampling and 'random'.
+        variant: the text layout's file prefix ('modelnet10' for ModelNet10).
+        on_error: 'raise' (a truncated, unreadable or NaN file stops with an error naming it) or 'skip' (warn, serve the
+            next sample, count it; ``vispe.datasets.samples``).
 
     A file with fewer than ``num_points`` points is padded with repeats of its own points; under half of
     ``num_points`` it is used with a ``SampleWarning`` naming it once. Meshes are sampled at ``max(8192, num_points)``

@@ -210,22 +210,17 @@ class MultiViewScenes(Dataset):
     positional encodings) and combine views (triangulate) to answer; without them the target is ambiguous.
 
     Args:
-        split (str): 'train', 'val' or 'test' (different scenes). Defaults to 'train'.
-        num_samples (int): items. Defaults to 2000.
-        num_views (int): V cameras per scene. Defaults to 2.
-        image_size (int | tuple[int, int]): int or (H, W). Defaults to 32.
-        seed (int): non-negative int. Defaults to 0.
-        num_objects (tuple[int, int]): (min, max) objects per scene, inclusive, red target included; at
-            most 6. Defaults to (1, 3).
-        fov_range (tuple[float, float]): horizontal field of view in degrees, drawn per view:
-            focal = (W / 2) / tan(fov / 2) pixels. Defaults to (40.0, 70.0).
-        distance_range (tuple[float, float]): camera distance from its look-at point. Defaults to (3.0, 4.5).
-        elevation_range (tuple[float, float]): degrees above the horizontal (world +z is up).
-            Azimuths are uniform in [0, 360). Defaults to (15.0, 55.0).
-        look_jitter (float): std of the Gaussian offset of each camera's look-at point from the origin.
-            Defaults to 0.15.
-        size_range (tuple[float, float]): object size (sphere radius, half box side, cylinder and
-            cone radius; those are 2 size high). Defaults to (0.2, 0.45).
+        split: 'train', 'val' or 'test' (different scenes).
+        num_samples: items.
+        num_views: V cameras per scene.
+        image_size: int or (H, W).
+        seed: non-negative int.
+        num_objects: (min, max) objects per scene, inclusive, red target included; at most 6.
+        fov_range: horizontal field of view in degrees, drawn per view: focal = (W / 2) / tan(fov / 2) pixels.
+        distance_range: camera distance from its look-at point.
+        elevation_range: degrees above the horizontal (world +z is up). Azimuths are uniform in [0, 360).
+        look_jitter: std of the Gaussian offset of each camera's look-at point from the origin.
+        size_range: object size (sphere radius, half box side, cylinder and cone radius; those are 2 size high).
 
     Object centres are uniform in [-0.8, 0.8] x [-0.8, 0.8] x [-0.4, 0.4], re-drawn (at most 100 times, after
     which a distractor is dropped) while an object's bounding sphere overlaps another's. A camera is re-drawn (at

@@ -49,20 +49,18 @@ class Primitives3D(Dataset):
     """Point clouds of primitive shapes, labelled by shape.
 
     Args:
-        split (str): 'train', 'val' or 'test' (different objects). Defaults to 'train'.
-        num_samples (int): items. Defaults to 2000.
-        num_points (int): N points per cloud. Defaults to 1024.
-        seed (int): non-negative int. Defaults to 0.
-        sampling (str): 'uniform' (area-weighted) or 'poisson' (Poisson-disk, more even, slower). Defaults to 'uniform'.
-        rotation (str): 'z' (about the vertical axis) or 'so3' (any). Defaults to 'z'.
-        scale_range (tuple[float, float]): (low, high) of the per-axis random scale factors. Defaults to (0.7, 1.3).
-        scale (float): multiplies every cloud (evaluation at unseen object sizes). Defaults to 1.0.
-        jitter (float): std of the Gaussian noise added to each point, in units of the (unscaled) object.
-            Defaults to 0.005.
-        cache_dir (str | None): when set (e.g. 'data/primitives3d_cache'), each cloud is generated once
-            and kept there as .npy, under a folder named by the settings that shape it (``scale`` is applied after
-            reading). Worth it for 'poisson' sampling (about 15 ms a cloud against 0.25 ms for 'uniform').
-            Defaults to None.
+        split: 'train', 'val' or 'test' (different objects).
+        num_samples: items.
+        num_points: N points per cloud.
+        seed: non-negative int.
+        sampling: 'uniform' (area-weighted) or 'poisson' (Poisson-disk, more even, slower).
+        rotation: 'z' (about the vertical axis) or 'so3' (any).
+        scale_range: (low, high) of the per-axis random scale factors.
+        scale: multiplies every cloud (evaluation at unseen object sizes).
+        jitter: std of the Gaussian noise added to each point, in units of the (unscaled) object.
+        cache_dir: when set (e.g. 'data/primitives3d_cache'), each cloud is generated once and kept there as .npy, under
+            a folder named by the settings that shape it (``scale`` is applied after reading). Worth it for 'poisson'
+            sampling (about 15 ms a cloud against 0.25 ms for 'uniform').
 
     Items are ``{'inputs': FloatTensor (N, 3), 'labels': int}``; ``metainfo`` holds the classes.
     """

@@ -245,32 +245,28 @@ class Shapes2D(Dataset):
     """Procedural shape scenes for probing positional encodings, rendered at any resolution.
 
     Args:
-        task (str): one of ``TASKS``: 'position' (27 classes: 3x3 cell x 3 shapes), 'relation' (4:
-            direction from the red object to the blue one), 'three_cell' (3: farthest pair of coloured cells on a
-            6 x 6 grid), 'three_cell_loope' (6: LOOPE's Three-Cell benchmark on a 14 x 14 grid, the colours' order by
-            distance from the centre, ``vispe.datasets.three_cell``; 56 or 224 px), 'shape'
-            (5 shapes), 'shape_color' (20: 'red circle', ...: a palette colour x a shape, for class-conditional
-            generation). Defaults to 'position'.
-        split (str): 'train', 'val' or 'test'; each split draws different scenes. Defaults to 'train'.
-        num_samples (int): length of the dataset. Defaults to 2000.
-        image_size (int | tuple[int, int]): int or (H, W); a non-square size stretches the scene to the
-            image. Defaults to 32.
-        seed (int): non-negative int; scene ``i`` depends only on (seed, split, i). Defaults to 0.
-        normalize (bool): map pixel values from [0, 1] to [-1, 1] with (x - 0.5) / 0.5. Defaults to True.
-        crop_scale (tuple[float, float] | None): (min, max) area of a random window of the scene, as a
-            fraction of it, rendered directly at ``image_size`` (an analytic random resized crop: no resampling blur).
-            None: the whole scene. The window of item ``i`` depends only on (seed, split, i), and is drawn from its own
-            random stream, so the scenes are the same with and without cropping. Objects may be cut or left out, as with
-            any random crop: the crop box tells a conditional model where the window lies. Defaults to None.
-        crop_ratio (tuple[float, float]): (min, max) aspect ratio (width / height, in output pixels)
-            of the window; the default keeps windows square on square images, so shapes are never stretched.
-            Defaults to (1.0, 1.0).
-        return_crop (bool | None): add ``crop`` to the items; default: whenever ``crop_scale`` is set. Defaults to None.
-        size_policy (SizePolicy | dict | None): mixed-resolution training (``vispe.datasets.sizes``, a
-            config dict or a policy): each item is rendered at a size the policy draws for it (of a square scene:
-            ``NativeAspect`` gives squares within its token budget), instead of at ``image_size``; a crop window keeps
-            the shape ``image_size`` gives it. One draw per item, or one per batch with ``SharedSizeBatchSampler``
-            (indices ``(i, key)``). Defaults to None.
+        task: one of ``TASKS``: 'position' (27 classes: 3x3 cell x 3 shapes), 'relation' (4: direction from the red
+            object to the blue one), 'three_cell' (3: farthest pair of coloured cells on a 6 x 6 grid),
+            'three_cell_loope' (6: LOOPE's Three-Cell benchmark on a 14 x 14 grid, the colours' order by distance from
+            the centre, ``vispe.datasets.three_cell``; 56 or 224 px), 'shape' (5 shapes), 'shape_color' (20: 'red
+            circle', ...: a palette colour x a shape, for class-conditional generation).
+        split: 'train', 'val' or 'test'; each split draws different scenes.
+        num_samples: length of the dataset.
+        image_size: int or (H, W); a non-square size stretches the scene to the image.
+        seed: non-negative int; scene ``i`` depends only on (seed, split, i).
+        normalize: map pixel values from [0, 1] to [-1, 1] with (x - 0.5) / 0.5.
+        crop_scale: (min, max) area of a random window of the scene, as a fraction of it, rendered directly at
+            ``image_size`` (an analytic random resized crop: no resampling blur). None: the whole scene. The window of
+            item ``i`` depends only on (seed, split, i), and is drawn from its own random stream, so the scenes are the
+            same with and without cropping. Objects may be cut or left out, as with any random crop: the crop box tells
+            a conditional model where the window lies.
+        crop_ratio: (min, max) aspect ratio (width / height, in output pixels) of the window; the default keeps windows
+            square on square images, so shapes are never stretched.
+        return_crop: add ``crop`` to the items; default: whenever ``crop_scale`` is set.
+        size_policy: mixed-resolution training (``vispe.datasets.sizes``, a config dict or a policy): each item is
+            rendered at a size the policy draws for it (of a square scene: ``NativeAspect`` gives squares within its
+            token budget), instead of at ``image_size``; a crop window keeps the shape ``image_size`` gives it. One draw
+            per item, or one per batch with ``SharedSizeBatchSampler`` (indices ``(i, key)``).
 
     Items are ``dict(inputs=FloatTensor (3, H, W), labels=int)``, plus ``crop=FloatTensor(4)`` = (top, left, height,
     width) of the rendered window as fractions of the full image (the whole image is (0, 0, 1, 1)) when

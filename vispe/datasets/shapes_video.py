@@ -254,20 +254,18 @@ class ShapesVideo(Dataset):
     frame count and size.
 
     Args:
-        task (str): one of ``TASKS``: 'direction' (4), 'first_mover' (2), 'count' (3), 'half' (2). Defaults to
-            'direction'.
-        split (str): 'train', 'val' or 'test'; each split draws different clips. Defaults to 'train'.
-        num_samples (int): length of the dataset. Defaults to 2000.
-        num_frames (int): frames per clip; the same clip at any count (the frame rate changes, not the clip).
-            Defaults to 8.
-        image_size (int | tuple[int, int]): int or (H, W). Defaults to 32.
-        seed (int): non-negative int; clip ``i`` depends only on (seed, split, i). Defaults to 0.
-        normalize (bool): map pixel values from [0, 1] to [-1, 1] with (x - 0.5) / 0.5. Defaults to True.
-        exposure (int | None): instants averaged into each frame; None: ``ceil(32 / num_frames)``, so a clip is
-            always seen at 32 instants or more. Defaults to None.
-        cache (bool): keep every item rendered once in memory, for the epochs after the first (items are a
-            function of their index, so the cached ones are the same): 3 T H W float32s an item, about 100 KB for
-            8 frames of 32 px, 200 MB for 2,000 clips (per data worker process). Defaults to False.
+        task: one of ``TASKS``: 'direction' (4), 'first_mover' (2), 'count' (3), 'half' (2).
+        split: 'train', 'val' or 'test'; each split draws different clips.
+        num_samples: length of the dataset.
+        num_frames: frames per clip; the same clip at any count (the frame rate changes, not the clip).
+        image_size: int or (H, W).
+        seed: non-negative int; clip ``i`` depends only on (seed, split, i).
+        normalize: map pixel values from [0, 1] to [-1, 1] with (x - 0.5) / 0.5.
+        exposure: instants averaged into each frame; None: ``ceil(32 / num_frames)``, so a clip is always seen at 32
+            instants or more.
+        cache: keep every item rendered once in memory, for the epochs after the first (items are a function of their
+            index, so the cached ones are the same): 3 T H W float32s an item, about 100 KB for 8 frames of 32 px, 200
+            MB for 2,000 clips (per data worker process).
 
     Cost: rendering is NumPy on the CPU, T * exposure still renders per clip (32 for 8 frames): 10-18 ms per 8-frame
     32 px clip on one core (measured while two training runs shared the 2-core machine), so 2,000 clips take 20-35 s

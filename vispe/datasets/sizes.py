@@ -96,9 +96,8 @@ class FixedSize(SizePolicy):
     """Every image at one size.
 
     Args:
-        size (int | Sequence[int]): the size, int (square) or (H, W).
-        patch_size (int | None): when given, both sides must be multiples of it (checked here);
-            None: not checked. Defaults to None.
+        size: the size, int (square) or (H, W).
+        patch_size: when given, both sides must be multiples of it (checked here); None: not checked.
     """
 
     def __init__(self, size: int | Sequence[int], patch_size: int | None = None) -> None:
@@ -130,9 +129,9 @@ class SquareSizes(SizePolicy):
     [``min_size``, ``max_size``] (both included when they are multiples).
 
     Args:
-        min_size (int): smallest side in pixels, >= 1.
-        max_size (int): largest side in pixels, >= 1; at least one multiple of ``patch_size`` must lie in the range.
-        patch_size (int): the model's patch size in pixels, >= 1.
+        min_size: smallest side in pixels, >= 1.
+        max_size: largest side in pixels, >= 1; at least one multiple of ``patch_size`` must lie in the range.
+        patch_size: the model's patch size in pixels, >= 1.
     """
 
     def __init__(self, min_size: int, max_size: int, patch_size: int) -> None:
@@ -185,11 +184,10 @@ class NativeAspect(SizePolicy):
     a square one at 128 x 128.
 
     Args:
-        patch_size (int): the model's patch size in pixels.
-        max_tokens (int | Sequence[int]): the token budget (patches per image, prefix tokens not counted), or a list of
-            budgets of which one is drawn uniformly (NaFlex's training sequence lengths).
-        min_tokens (int | None): with an int ``max_tokens``, draw the budget uniformly in [min_tokens,
-            max_tokens] instead. Defaults to None.
+        patch_size: the model's patch size in pixels.
+        max_tokens: the token budget (patches per image, prefix tokens not counted), or a list of budgets of which one
+            is drawn uniformly (NaFlex's training sequence lengths).
+        min_tokens: with an int ``max_tokens``, draw the budget uniformly in [min_tokens, max_tokens] instead.
     """
 
     keeps_aspect = True
@@ -240,12 +238,11 @@ class RandomAspect(NativeAspect):
     patches), of ratio 1 32 x 32. Shapes2D renders its scene stretched to the drawn size.
 
     Args:
-        patch_size (int): the model's patch size in pixels.
-        max_tokens (int | Sequence[int]): the token budget (patches per image, prefix tokens not counted), or a list of
-            budgets of which one is drawn uniformly.
-        min_tokens (int | None): with an int ``max_tokens``, draw the budget uniformly in [min_tokens,
-            max_tokens] instead. Defaults to None.
-        max_ratio (float): the widest (and, inverted, the tallest) aspect ratio drawn, >= 1. Defaults to 3.0.
+        patch_size: the model's patch size in pixels.
+        max_tokens: the token budget (patches per image, prefix tokens not counted), or a list of budgets of which one
+            is drawn uniformly.
+        min_tokens: with an int ``max_tokens``, draw the budget uniformly in [min_tokens, max_tokens] instead.
+        max_ratio: the widest (and, inverted, the tallest) aspect ratio drawn, >= 1.
     """
 
     keeps_aspect = False

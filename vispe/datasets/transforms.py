@@ -61,15 +61,12 @@ class RandomResizedCropBox:
     """Random resized crop of an image tensor that also reports its box (see ``random_resized_crop``).
 
     Args:
-        size (int | tuple[int, int]): output size, int or (H, W).
-        scale (Sequence[float]): as torchvision's ``RandomResizedCrop``: (min, max) area of the
-            crop, as a fraction of the image. Defaults to (0.08, 1.0).
-        ratio (Sequence[float]): as torchvision's: (min, max) aspect ratio (width /
-            height) of the crop. Defaults to (3.0 / 4.0, 4.0 / 3.0).
-        interpolation (str | InterpolationMode): as torchvision's: the resize's
-            interpolation mode (or its name, e.g. 'bicubic'). Defaults to InterpolationMode.BILINEAR.
-        antialias (bool): as torchvision's: antialias when downsizing. Defaults to True.
-        key (str): the image's key when called on a dict item. Defaults to 'inputs'.
+        size: output size, int or (H, W).
+        scale: as torchvision's ``RandomResizedCrop``: (min, max) area of the crop, as a fraction of the image.
+        ratio: as torchvision's: (min, max) aspect ratio (width / height) of the crop.
+        interpolation: as torchvision's: the resize's interpolation mode (or its name, e.g. 'bicubic').
+        antialias: as torchvision's: antialias when downsizing.
+        key: the image's key when called on a dict item.
 
     Called on a dict item (``{'inputs': (C, H, W), ...}``) it returns a new dict with the crop in ``key`` and the
     box in ``'crop'``; called on a tensor, the pair (image, crop).
@@ -115,9 +112,9 @@ class TransformedDataset(Dataset):
     gives DiT items with a ``crop`` micro-condition. ``metainfo`` is the wrapped data set's.
 
     Args:
-        dataset (MapDataset | dict): the data set whose items are transformed: a built one, or a ``DATASETS`` config.
-        transforms (Sequence[Any]): the transforms, applied in order to each item (a dict): callables, or
-            ``TRANSFORMS`` configs, which are built.
+        dataset: the data set whose items are transformed: a built one, or a ``DATASETS`` config.
+        transforms: the transforms, applied in order to each item (a dict): callables, or ``TRANSFORMS`` configs, which
+            are built.
     """
 
     def __init__(self, dataset: MapDataset | dict, transforms: Sequence[Any]) -> None:

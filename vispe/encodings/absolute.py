@@ -146,18 +146,16 @@ class ApeLearned(LayerAdaptive):
     bicubic ``resample_abs_pos_embed``) when its grid differs.
 
     Args:
-        dim (int): model width D (the backbone supplies its embed_dim).
-        grid_size (Sequence[int]): (h, w) of the table, the training grid in patches, or (t, h, w) for video (the
-            backbone supplies its token grid; a config may set another, e.g. the grid of a pretrained table).
-            Defaults to (14, 14).
-        lape (bool): LaPE: the table enters each block's attention input through a LayerNorm of its own per block,
-            instead of being added to the tokens once. Defaults to False.
-        depth (int | None): the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
-            Defaults to None.
-        lape_progressive (bool): with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the
-            authors' code (``LayerAdaptive``). Defaults to False.
-        antialias (bool): antialias the bicubic and bilinear resampling, as timm does; False: plain
-            ``F.interpolate``, as DeiT and MAE resize a pretrained table. Defaults to True.
+        dim: model width D (the backbone supplies its embed_dim).
+        grid_size: (h, w) of the table, the training grid in patches, or (t, h, w) for video (the backbone supplies its
+            token grid; a config may set another, e.g. the grid of a pretrained table).
+        lape: LaPE: the table enters each block's attention input through a LayerNorm of its own per block, instead of
+            being added to the tokens once.
+        depth: the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
+        lape_progressive: with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the authors' code
+            (``LayerAdaptive``).
+        antialias: antialias the bicubic and bilinear resampling, as timm does; False: plain ``F.interpolate``, as DeiT
+            and MAE resize a pretrained table.
     """
 
     strategies = ('bicubic', 'bilinear', 'nearest', 'grid_sample')
@@ -298,16 +296,14 @@ class ApeSincos(LayerAdaptive):
     are then the encoding's only parameters.
 
     Args:
-        dim (int): model width D; must be divisible by 4 (two axes x sin/cos) for images, even for video.
-        temperature (float): base of the frequency ladder, > 0. Defaults to 10000.0.
-        lape (bool): LaPE: the table enters each block's attention input through a LayerNorm of its own per block,
-            instead of being added to the tokens once. Defaults to False.
-        depth (int | None): the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
-            Defaults to None.
-        ndim (int): position axes (the backbone supplies it: 2 for images, 3 for video), for the width check.
-            Defaults to 2.
-        lape_progressive (bool): with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the
-            authors' code (``LayerAdaptive``). Defaults to False.
+        dim: model width D; must be divisible by 4 (two axes x sin/cos) for images, even for video.
+        temperature: base of the frequency ladder, > 0.
+        lape: LaPE: the table enters each block's attention input through a LayerNorm of its own per block, instead of
+            being added to the tokens once.
+        depth: the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
+        ndim: position axes (the backbone supplies it: 2 for images, 3 for video), for the width check.
+        lape_progressive: with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the authors' code
+            (``LayerAdaptive``).
     """
 
     ndims = (2, 3)

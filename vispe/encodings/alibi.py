@@ -42,8 +42,8 @@ class ALiBi2D(Encoding):
     patches i and j (token-grid units), 0 for any pair with a prefix (cls / register) token, which has no position.
 
     Args:
-        num_heads (int): heads of the attention, >= 1 (the slopes follow ALiBi's schedule for that many heads).
-        scale (float): multiplies every slope, > 0 (1: the paper's). Defaults to 1.0.
+        num_heads: heads of the attention, >= 1 (the slopes follow ALiBi's schedule for that many heads).
+        scale: multiplies every slope, > 0 (1: the paper's).
 
     Shapes: logit_bias -> (1, H, N, N) on a grid, (B, H, N, N) for per-sample (sampled) positions.
 

@@ -33,12 +33,12 @@ class Plucker(Encoding):
     """Plucker rays (o x d, d) of each patch, embedded linearly and added to its token (ENCODINGS.md, camera).
 
     Args:
-        dim (int): model width.
-        patch_size (int): pixels per token side (the backbone passes it). Defaults to 16.
-        patchify (bool): embed the rays of every pixel of the patch (6 p^2 values, like the patch
-            embedding of the image) instead of the ray through the patch centre (6 values). Defaults to True.
-        relative (bool): poses relative to the first view (its camera becomes the world frame), which
-            makes the encoding independent of the world frame. Defaults to False.
+        dim: model width.
+        patch_size: pixels per token side (the backbone passes it).
+        patchify: embed the rays of every pixel of the patch (6 p^2 values, like the patch embedding of the image)
+            instead of the ray through the patch centre (6 values).
+        relative: poses relative to the first view (its camera becomes the world frame), which makes the encoding
+            independent of the world frame.
 
     Rays are computed in float32 with autocast off; the linear layer follows autocast. Absolute by design: moving
     every camera by the same rigid transform changes the rays, and the tokens, unless ``relative``.

@@ -78,19 +78,18 @@ class ComRoPE(Encoding):
     Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
 
     Args:
-        dim (int): model width D; the head dim ``dim // num_heads`` must divide by ``block_size`` (comrope_ap: by
-            ``block_size * ndim``, every axis owning whole blocks).
-        num_heads (int): heads of the attention; each head has its own generators ``P``.
-        ndim (int): position axes (2: rows and columns). Defaults to 2.
-        block_size (int): b, the size of each rotation block: 2, 4 or 8 (8 is about 8x slower than 4). Defaults to 4.
-        jitter (bool): in training, add U(-0.5, 0.5) coordinate units per sample and token before
-            normalising (the paper's position perturbation). Defaults to False.
-        rate_range (tuple[float, float]): (lowest, highest) initial RMS rotation rate in
-            radians per image side, both > 0; the blocks' rates start geometric over it (module doc, Init).
-            Defaults to (0.16, 16.0).
-        prefix_position (float): the normalised position of prefix (cls) tokens on every axis: 0 gives them the
-            identity, unrotated; the reference code places its cls token at 0.5, the image centre, so its cls rows
-            and columns turn with the offset from the centre. Defaults to 0.0.
+        dim: model width D; the head dim ``dim // num_heads`` must divide by ``block_size`` (comrope_ap: by ``block_size
+            * ndim``, every axis owning whole blocks).
+        num_heads: heads of the attention; each head has its own generators ``P``.
+        ndim: position axes (2: rows and columns).
+        block_size: b, the size of each rotation block: 2, 4 or 8 (8 is about 8x slower than 4).
+        jitter: in training, add U(-0.5, 0.5) coordinate units per sample and token before normalising (the paper's
+            position perturbation).
+        rate_range: (lowest, highest) initial RMS rotation rate in radians per image side, both > 0; the blocks' rates
+            start geometric over it (module doc, Init).
+        prefix_position: the normalised position of prefix (cls) tokens on every axis: 0 gives them the identity,
+            unrotated; the reference code places its cls token at 0.5, the image centre, so its cls rows and columns
+            turn with the offset from the centre.
     """
 
     #: every axis owns whole blocks (AP), so the head dim must divide by block_size * ndim

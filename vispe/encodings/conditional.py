@@ -74,12 +74,10 @@ class PEG(Encoding):
     (DeiT's recipe, which excludes only 1-D parameters, the tables and the tokens); its bias, 1-D, takes none.
 
     Args:
-        dim (int): model width D.
-        kernel_size (int): odd conv size >= 1 (3 in the paper). Defaults to 3.
-        blocks (int | Sequence[int]): block index or indices (>= 0) the PEG follows (one PEG, shared
-            weights). Defaults to (0,).
-        depth (int | None): the model's block count (supplied by the backbone) to validate ``blocks``;
-            None: not checked. Defaults to None.
+        dim: model width D.
+        kernel_size: odd conv size >= 1 (3 in the paper).
+        blocks: block index or indices (>= 0) the PEG follows (one PEG, shared weights).
+        depth: the model's block count (supplied by the backbone) to validate ``blocks``; None: not checked.
 
     Attention path: none of its own (a conv between blocks): fused SDPA without a mask stays.
 

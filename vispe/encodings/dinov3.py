@@ -98,23 +98,17 @@ class RoPEDinoV3(Encoding):
     """DINOv3's RoPE (module doc): axial rotation of per-image normalised coordinates, augmented in training.
 
     Args:
-        dim (int): the attention's width (head dim ``dim // num_heads`` divisible by 4).
-        num_heads (int): the attention's heads.
-        ndim (int): position axes; only 2 (image grids) is accepted. Defaults to 2.
-        base (float | None): the period ladder's base, > 0; None needs ``min_period`` and
-            ``max_period``. Defaults to 100.0.
-        min_period (float | None): shortest period of a geometric ladder; given with ``max_period``,
-            the two replace ``base``. Defaults to None.
-        max_period (float | None): longest period of that ladder; give both or neither. Defaults to None.
-        normalize (str): 'separate', 'min' or 'max' (module doc, Coordinates). Defaults to 'separate'.
-        shift (float | None): training augmentation: bound >= 0 of the per-axis shift s (module doc);
-            None: off. Defaults to None.
-        jitter (float | None): training augmentation: factor >= 1 of the per-axis scale f_a; None: off.
-            Defaults to None.
-        rescale (float | None): training augmentation: factor >= 1 of the scale r shared by the axes;
-            None: off. Defaults to 2.0.
-        grid_size (Sequence[int] | None): the training grid (the backbone passes it), needed by the
-            ``extend`` strategy. Defaults to None.
+        dim: the attention's width (head dim ``dim // num_heads`` divisible by 4).
+        num_heads: the attention's heads.
+        ndim: position axes; only 2 (image grids) is accepted.
+        base: the period ladder's base, > 0; None needs ``min_period`` and ``max_period``.
+        min_period: shortest period of a geometric ladder; given with ``max_period``, the two replace ``base``.
+        max_period: longest period of that ladder; give both or neither.
+        normalize: 'separate', 'min' or 'max' (module doc, Coordinates).
+        shift: training augmentation: bound >= 0 of the per-axis shift s (module doc); None: off.
+        jitter: training augmentation: factor >= 1 of the per-axis scale f_a; None: off.
+        rescale: training augmentation: factor >= 1 of the scale r shared by the axes; None: off.
+        grid_size: the training grid (the backbone passes it), needed by the ``extend`` strategy.
 
     Weight decay: nothing to declare, it has no parameters.
 

@@ -56,23 +56,20 @@ class LFF(LayerAdaptive):
     """Learnable Fourier features + MLP, added to the patch tokens (prefix tokens carry no position).
 
     Args:
-        dim (int): model width D.
-        ndim (int): position dimensions M (2 for images, 3 for points). Defaults to 2.
-        num_features (int | None): F, even, >= 2 (None: F = D). Defaults to None.
-        hidden_dim (int): MLP width (32 in the paper). Defaults to 32.
-        gamma (float): > 0; W_r init std is 1 / gamma, per unit of position (10: Algorithm 1's
-            hyperparameter, here per token). Defaults to 10.0.
-        normalize (bool | None): whether positions go through ``normalize_positions`` first. None: grid
-            tokens stay in token-grid units, point clouds are min-max normalised per cloud and axis. True: grids too are
-            normalised, (coord + 0.5) / size, into [0, 1] (resolution-independent; then pick gamma near 10 / the
-            training grid's size, since with gamma = 10 the features barely vary over [0, 1]). False: points too stay in
-            the data's unit. Defaults to None.
-        lape (bool): LaPE: the MLP's output enters each block's attention input through a LayerNorm of its own per
-            block, instead of being added to the tokens once. Defaults to False.
-        depth (int | None): the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
-            Defaults to None.
-        lape_progressive (bool): with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the
-            authors' code (``LayerAdaptive``). Defaults to False.
+        dim: model width D.
+        ndim: position dimensions M (2 for images, 3 for points).
+        num_features: F, even, >= 2 (None: F = D).
+        hidden_dim: MLP width (32 in the paper).
+        gamma: > 0; W_r init std is 1 / gamma, per unit of position (10: Algorithm 1's hyperparameter, here per token).
+        normalize: whether positions go through ``normalize_positions`` first. None: grid tokens stay in token-grid
+            units, point clouds are min-max normalised per cloud and axis. True: grids too are normalised, (coord + 0.5)
+            / size, into [0, 1] (resolution-independent; then pick gamma near 10 / the training grid's size, since with
+            gamma = 10 the features barely vary over [0, 1]). False: points too stay in the data's unit.
+        lape: LaPE: the MLP's output enters each block's attention input through a LayerNorm of its own per block,
+            instead of being added to the tokens once.
+        depth: the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
+        lape_progressive: with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the authors' code
+            (``LayerAdaptive``).
 
     The Fourier features are computed in float32 even under autocast; the MLP follows
     autocast. Shared positions (N, M) give one (N, D) table broadcast over the batch.

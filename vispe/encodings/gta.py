@@ -57,14 +57,13 @@ class ViewTransformAttention(Encoding):
     the identity. Float32 throughout; the result is cast back.
 
     Args:
-        dim (int): model width.
-        num_heads (int): heads (head dim d = dim / num_heads).
-        se3_fraction (float): share, in [0, 1], of each head's channels in 4 x 4 camera blocks (rounded down to a
-            multiple of 4; the rest, made even, rotate as RoPE; pairs that do not split evenly over the two axes stay
-            unrotated).
-        theta (float): SO(2) frequency base, > 0 (``so2='rope_axial'`` only).
-        transform_values (bool): also transform v and the output; False leaves them as they are (logits only).
-        so2 (str): SO(2) frequencies and coordinates, ``'rope_axial'`` or ``'reference'`` (GTA's code).
+        dim: model width.
+        num_heads: heads (head dim d = dim / num_heads).
+        se3_fraction: share, in [0, 1], of each head's channels in 4 x 4 camera blocks (rounded down to a multiple of 4;
+            the rest, made even, rotate as RoPE; pairs that do not split evenly over the two axes stay unrotated).
+        theta: SO(2) frequency base, > 0 (``so2='rope_axial'`` only).
+        transform_values: also transform v and the output; False leaves them as they are (logits only).
+        so2: SO(2) frequencies and coordinates, ``'rope_axial'`` or ``'reference'`` (GTA's code).
     """
 
     ndims = (2,)
@@ -181,20 +180,16 @@ class GTA(ViewTransformAttention):
     """Geometric transform attention: SE(3) blocks of each token's camera plus SO(2) blocks of its patch position.
 
     Args:
-        dim (int): model width.
-        num_heads (int): heads (head dim d = dim / num_heads).
-        se3_fraction (float): share, in [0, 1], of each head's channels in 4 x 4 camera blocks (rounded
-            down to a multiple of 4; the rest, made even, rotate as RoPE; pairs that do not split evenly over the two
-            axes stay unrotated). Defaults to 0.5.
-        theta (float): SO(2) frequency base, > 0 (``so2='rope_axial'`` only). Defaults to 100.0.
-        so2 (str): SO(2) frequencies and coordinates, ``'rope_axial'`` (integer coordinates,
-            rope_axial's ladder) or ``'reference'`` (the authors' code: 2 pi 2^(j - n) on (p + 0.5) / P); see the module
-            docstring. Defaults to 'rope_axial'.
-        translation_scale (float): init of the learned translation scale s. Defaults to 0.01.
-        transform_values (bool): also transform v and the output (GTA); False leaves them as they are
-            (logits only). Defaults to True.
-        relative (bool): poses relative to the first view (the logits are the same; float rounding
-            aside). Defaults to False.
+        dim: model width.
+        num_heads: heads (head dim d = dim / num_heads).
+        se3_fraction: share, in [0, 1], of each head's channels in 4 x 4 camera blocks (rounded down to a multiple of 4;
+            the rest, made even, rotate as RoPE; pairs that do not split evenly over the two axes stay unrotated).
+        theta: SO(2) frequency base, > 0 (``so2='rope_axial'`` only).
+        so2: SO(2) frequencies and coordinates, ``'rope_axial'`` (integer coordinates, rope_axial's ladder) or
+            ``'reference'`` (the authors' code: 2 pi 2^(j - n) on (p + 0.5) / P); see the module docstring.
+        translation_scale: init of the learned translation scale s.
+        transform_values: also transform v and the output (GTA); False leaves them as they are (logits only).
+        relative: poses relative to the first view (the logits are the same; float rounding aside).
 
     Prefix tokens (no camera) get the identity. Everything is computed in float32; the result is cast back.
 

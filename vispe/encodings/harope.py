@@ -61,15 +61,14 @@ class HARoPE(RoPEAxial):
     length; tables from a ``GridTableCache``).
 
     Args:
-        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 2 * ndim.
-        num_heads (int): the attention's heads (each has its own M).
-        ndim (int): position axes. Defaults to 2.
-        theta (float): base of RoPEAxial's frequency ladder, > 0. Defaults to 10000.0.
-        grid_size (Sequence[int] | None): the training grid (supplied by the backbone), needed by
-            every strategy but ``none``. Defaults to None.
-        generator_scale (float): g > 0 in U = exp(g (A_u - A_u^T)), V likewise. The same matrices either way (A
-            scaled by 1 / g); g sets how fast a step on A turns U and V. 0.5 is the authors' code's
-            ``(A - A^T) / 2``, whose A are then loaded as they are. Defaults to 1.0.
+        dim: the attention's width; the head dim ``dim // num_heads`` must divide by 2 * ndim.
+        num_heads: the attention's heads (each has its own M).
+        ndim: position axes.
+        theta: base of RoPEAxial's frequency ladder, > 0.
+        grid_size: the training grid (supplied by the backbone), needed by every strategy but ``none``.
+        generator_scale: g > 0 in U = exp(g (A_u - A_u^T)), V likewise. The same matrices either way (A scaled by 1 /
+            g); g sets how fast a step on A turns U and V. 0.5 is the authors' code's ``(A - A^T) / 2``, whose A are
+            then loaded as they are.
     """
 
     ndims = (2,)  # images: its video form (RoPEAxial's sections under M) is not built yet

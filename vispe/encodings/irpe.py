@@ -135,15 +135,14 @@ class IRPE(Encoding):
     """iRPE (Wu et al., ICCV 2021) on keys (default), queries and / or values, one instance per attention layer.
 
     Args:
-        dim (int): model width.
-        num_heads (int): attention heads (head dim d = dim / num_heads).
-        method (str): 'product', 'cross', 'euclidean' or 'quant' (see the module docstring). Defaults to 'product'.
-        mode (str): 'contextual': a learned vector r per bucket, interacting with q, k or the
-            attention; 'bias': a learned scalar per bucket added to the logits, which only makes sense on 'k'.
-            Defaults to 'contextual'.
-        on (str): any of 'q', 'k', 'v' ('qkv' all three). Defaults to 'k'.
-        shared_heads (bool): True: one table for all heads; False: one per head. Defaults to True.
-        ratio (float): scales (alpha, beta, gamma) = ratio * (1, 2, 8); 1.9 gives b = 3. Defaults to 1.9.
+        dim: model width.
+        num_heads: attention heads (head dim d = dim / num_heads).
+        method: 'product', 'cross', 'euclidean' or 'quant' (see the module docstring).
+        mode: 'contextual': a learned vector r per bucket, interacting with q, k or the attention; 'bias': a learned
+            scalar per bucket added to the logits, which only makes sense on 'k'.
+        on: any of 'q', 'k', 'v' ('qkv' all three).
+        shared_heads: True: one table for all heads; False: one per head.
+        ratio: scales (alpha, beta, gamma) = ratio * (1, 2, 8); 1.9 gives b = 3.
 
     Terms (scale = d^-0.5; the reference scales q before the contextual term):
         K: logits_ij += scale * q_i . W_k[bucket(i, j)]   Q: logits_ij += scale * k_j . W_q[bucket(j, i)]

@@ -46,9 +46,9 @@ class LePE(Encoding):
     ModuleDict (see VisionTransformerPE).
 
     Args:
-        dim (int): model width D = H*d (the conv's channels).
-        num_heads (int): heads H of the attention; must divide ``dim``.
-        kernel_size (int): odd conv size >= 1. Defaults to 3.
+        dim: model width D = H*d (the conv's channels).
+        num_heads: heads H of the attention; must divide ``dim``.
+        kernel_size: odd conv size >= 1.
     """
 
     def __init__(self, dim: int, num_heads: int, kernel_size: int = 3) -> None:

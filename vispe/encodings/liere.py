@@ -92,15 +92,14 @@ class LieRE(Encoding):
     in ``autocast_off``, a context TorchScript's ``with`` refuses.
 
     Args:
-        dim (int): model width D; the head dim ``dim // num_heads`` must divide by ``block_size``.
-        num_heads (int): heads of the attention; each head has its own generators.
-        ndim (int): position axes: 2 for images (rows, columns), 3 for volumes or points. Defaults to 2.
-        block_size (int): b, the size of each rotation block, at least 2 (2 is RoPE-Mixed; the reference runs 8 on
-            ImageNet and 64 on CIFAR-100). Defaults to 8.
-        grid_size (Sequence[int] | None): the training grid, ndim ints (supplied by the backbone): positions are
-            [0, 1] across it and scale by n / g at other sizes, as in the reference. Defaults to None.
-        init_scale (float): generator entries start U(0, init_scale), the reference's 2 pi.
-            Defaults to 6.283185307179586.
+        dim: model width D; the head dim ``dim // num_heads`` must divide by ``block_size``.
+        num_heads: heads of the attention; each head has its own generators.
+        ndim: position axes: 2 for images (rows, columns), 3 for volumes or points.
+        block_size: b, the size of each rotation block, at least 2 (2 is RoPE-Mixed; the reference runs 8 on ImageNet
+            and 64 on CIFAR-100).
+        grid_size: the training grid, ndim ints (supplied by the backbone): positions are [0, 1] across it and scale by
+            n / g at other sizes, as in the reference.
+        init_scale: generator entries start U(0, init_scale), the reference's 2 pi.
     """
 
     ndims: ClassVar[tuple[int, ...]] = (2, 3)

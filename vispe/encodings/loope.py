@@ -242,21 +242,18 @@ class LOOPE(LayerAdaptive):
     script: its hook takes ``Positions``, and the ranks come from a recursive generator and Python dict caches.
 
     Args:
-        dim (int): model width D; must be even (sin and cos halves).
-        grid_size (Sequence[int]): (h, w), the training grid in patches: the shape of X_C and N_train of
-            ``interpolate`` (the backbone supplies its patch grid). Defaults to (14, 14).
-        order (str): 'gilbert' (the patches in the order of the grid's Gilbert curve) or 'raster' (row-major).
-            Defaults to 'gilbert'.
-        context (bool): learn the per-patch context bias X_C (init 0); False: the fixed order alone.
-            Defaults to True.
-        temperature (float): base of the frequency ladder, > 0. Defaults to 10000.0.
-        lape (bool): LaPE: the table enters each block's attention input through a LayerNorm of its own per block,
-            instead of being added to the tokens once. Defaults to False.
-        depth (int | None): the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
-            Defaults to None.
-        start (int): the index of the curve's first patch, >= 0: 1 gives the authors' table. Defaults to 0.
-        lape_progressive (bool): with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the
-            authors' code (``LayerAdaptive``). Defaults to False.
+        dim: model width D; must be even (sin and cos halves).
+        grid_size: (h, w), the training grid in patches: the shape of X_C and N_train of ``interpolate`` (the backbone
+            supplies its patch grid).
+        order: 'gilbert' (the patches in the order of the grid's Gilbert curve) or 'raster' (row-major).
+        context: learn the per-patch context bias X_C (init 0); False: the fixed order alone.
+        temperature: base of the frequency ladder, > 0.
+        lape: LaPE: the table enters each block's attention input through a LayerNorm of its own per block, instead of
+            being added to the tokens once.
+        depth: the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
+        start: the index of the curve's first patch, >= 0: 1 gives the authors' table.
+        lape_progressive: with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the authors' code
+            (``LayerAdaptive``).
     """
 
     strategies = ('interpolate', 'extend')

@@ -68,17 +68,16 @@ class PETR(Encoding):
     """PETR 3D position embedding of each token's camera frustum.
 
     Args:
-        dim (int): model width.
-        num_depths (int): D depth bins (64 in PETR). Defaults to 64.
-        depth_range (Sequence[float]): (near, far) of the bins in the data's unit. Defaults to (1.0, 8.0).
-        scene_range (Sequence[float]): (x_min, y_min, z_min, x_max, y_max,
-            z_max), the world box the points are normalised to (points outside saturate).
-            Defaults to (-3.0, -3.0, -3.0, 3.0, 3.0, 3.0).
-        hidden_dim (int | None): width of the first 1x1 conv (None: 4 dim, as PETR). Defaults to None.
-        feature_guided (bool): PETRv2's variant, PE * sigmoid(MLP(token features)). Defaults to False.
-        relative (bool): poses relative to the first view. Defaults to False.
-        anchor (str): the pixel each token's ray goes through: ``'centre'`` of its patch, or ``'corner'``, the
-            patch's top-left corner, as the reference (module doc). Defaults to 'centre'.
+        dim: model width.
+        num_depths: D depth bins (64 in PETR).
+        depth_range: (near, far) of the bins in the data's unit.
+        scene_range: (x_min, y_min, z_min, x_max, y_max, z_max), the world box the points are normalised to (points
+            outside saturate).
+        hidden_dim: width of the first 1x1 conv (None: 4 dim, as PETR).
+        feature_guided: PETRv2's variant, PE * sigmoid(MLP(token features)).
+        relative: poses relative to the first view.
+        anchor: the pixel each token's ray goes through: ``'centre'`` of its patch, or ``'corner'``, the patch's
+            top-left corner, as the reference (module doc).
 
     Weight decay: nothing to declare: the position encoder's layers are ordinary 1x1 convs (linear layers here),
     decayed as PETR trains them; their biases, 1-D, take none.

@@ -42,17 +42,15 @@ class PointMLP(Encoding):
     """MLP of the token positions, added to the non-prefix tokens before every block.
 
     Args:
-        dim (int): model width D.
-        ndim (int): position dimensions (3 for points). Defaults to 3.
-        hidden_dim (int): MLP width (128 in Point-MAE). Defaults to 128.
-        depth (int | None): the backbone's blocks (supplied by it); before block 0 is the ``embed``
-            hook, before block i + 1 the ``after_block`` hook of block i (i < depth - 1). None: before block 0 only.
-            Defaults to None.
-        prefix_pos (bool): Point-MAE's classifier's ``cls_pos``: one learned (1, 1, D) vector (trunc-normal std
-            0.02, as Point-MAE's) added to the prefix tokens before every block after the first; before the first,
-            Point-MAE adds it to its learned cls token, which the backbone's learned cls token absorbs (the same
-            functions, parametrised once). False: prefix tokens get nothing (Point-MAE's pretraining encoder has no
-            cls token). Defaults to False.
+        dim: model width D.
+        ndim: position dimensions (3 for points).
+        hidden_dim: MLP width (128 in Point-MAE).
+        depth: the backbone's blocks (supplied by it); before block 0 is the ``embed`` hook, before block i + 1 the
+            ``after_block`` hook of block i (i < depth - 1). None: before block 0 only.
+        prefix_pos: Point-MAE's classifier's ``cls_pos``: one learned (1, 1, D) vector (trunc-normal std 0.02, as
+            Point-MAE's) added to the prefix tokens before every block after the first; before the first, Point-MAE adds
+            it to its learned cls token, which the backbone's learned cls token absorbs (the same functions,
+            parametrised once). False: prefix tokens get nothing (Point-MAE's pretraining encoder has no cls token).
 
     The MLP is recomputed at each hook: on G group centres it costs G x (ndim x h + h x D) multiply-adds, small
     next to a block, and nothing derived from the positions is kept between calls.
@@ -95,16 +93,15 @@ class RoPE3D(Encoding):
     """Rotary embedding of ndim-D point positions (default 3: x, y, z in the data's unit), axial or mixed.
 
     Args:
-        dim (int): model width.
-        num_heads (int): attention heads (head dim d = dim / num_heads).
-        ndim (int): position dimensions (the backbone passes 3). Defaults to 3.
-        mode (str): 'axial' (fixed frequencies, each pair turns with one axis; theta 100 as rope_axial)
-            or 'mixed' (learned frequency vectors per layer, head and pair; theta 10 as rope_mixed).
-            Defaults to 'axial'.
-        theta (float | None): frequency base (None: the mode's default). Defaults to None.
-        freq_scale (float): rad per data unit of the fastest pair. Defaults to 8.0.
-        prefix (str): where prefix tokens (cls) sit: 'centroid' (the mean of the sample's positions)
-            or 'none' (unrotated, as rope_axial does on images). Defaults to 'centroid'.
+        dim: model width.
+        num_heads: attention heads (head dim d = dim / num_heads).
+        ndim: position dimensions (the backbone passes 3).
+        mode: 'axial' (fixed frequencies, each pair turns with one axis; theta 100 as rope_axial) or 'mixed' (learned
+            frequency vectors per layer, head and pair; theta 10 as rope_mixed).
+        theta: frequency base (None: the mode's default).
+        freq_scale: rad per data unit of the fastest pair.
+        prefix: where prefix tokens (cls) sit: 'centroid' (the mean of the sample's positions) or 'none' (unrotated, as
+            rope_axial does on images).
 
     Prefix position: an unrotated cls token meets group j through q_cls . R(p_j) k_j, which depends on the
     absolute position p_j; placing it at the centroid makes every logit a function of differences, so the whole

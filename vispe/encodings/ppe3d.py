@@ -79,19 +79,17 @@ class PPE3D(Encoding):
     depth sources and the departures from the reference).
 
     Args:
-        dim (int): model width (even: two sinusoid halves per axis).
-        depth_source (str): ``'predicted'`` (a depth head trained with the model) or ``'gt'`` (the depth maps'
-            own). Defaults to 'predicted'.
-        num_depths (int): D, the depth head's bins (the reference's 64). Defaults to 64.
-        depth_range (Sequence[float]): (near, far) of the bins, in the data's unit. Defaults to (1.0, 8.0).
-        scene_range (Sequence[float]): (x_min, y_min, z_min, x_max, y_max, z_max), the box points are normalised
-            to. Defaults to (-3.0, -3.0, -3.0, 3.0, 3.0, 3.0).
-        relative (bool): poses relative to the first view. Defaults to False.
-        temperature (float): the sinusoid's tau (the reference's 10000). Defaults to 10000.0.
-        depth_loss_weight (float): weight of ``loss_depth``. Defaults to 1.0.
-        detach_depth (bool): keep the localisation loss out of the depth head. Defaults to False.
-        anchor (str): the pixel each token's point lies on the ray of: ``'centre'`` of its patch, or ``'corner'``,
-            the patch's top-left corner, as the reference (module doc). Defaults to 'centre'.
+        dim: model width (even: two sinusoid halves per axis).
+        depth_source: ``'predicted'`` (a depth head trained with the model) or ``'gt'`` (the depth maps' own).
+        num_depths: D, the depth head's bins (the reference's 64).
+        depth_range: (near, far) of the bins, in the data's unit.
+        scene_range: (x_min, y_min, z_min, x_max, y_max, z_max), the box points are normalised to.
+        relative: poses relative to the first view.
+        temperature: the sinusoid's tau (the reference's 10000).
+        depth_loss_weight: weight of ``loss_depth``.
+        detach_depth: keep the localisation loss out of the depth head.
+        anchor: the pixel each token's point lies on the ray of: ``'centre'`` of its patch, or ``'corner'``, the patch's
+            top-left corner, as the reference (module doc).
 
     Weight decay: nothing to declare: the encoder and the depth head are ordinary linear layers, decayed as the
     reference trains them; their biases, 1-D, take none.

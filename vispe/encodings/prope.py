@@ -75,13 +75,12 @@ class PRoPE(ViewTransformAttention):
     RoPE of its patch position on the other half (module doc: the maths and the reference's conventions).
 
     Args:
-        dim (int): model width.
-        num_heads (int): heads; the head dim must divide by 8 (4-channel blocks, then two axes of pairs).
-        intrinsics (bool): include the normalised intrinsics K' (PRoPE); False: P = E, the reference's formula
-            when it is given no intrinsics. Defaults to True.
-        theta (float): the RoPE half's frequency base (the reference's 100). Defaults to 100.0.
-        skew (bool): keep the intrinsics' skew K[0, 1] in K'; False drops it, as the reference does (module doc).
-            Defaults to True.
+        dim: model width.
+        num_heads: heads; the head dim must divide by 8 (4-channel blocks, then two axes of pairs).
+        intrinsics: include the normalised intrinsics K' (PRoPE); False: P = E, the reference's formula when it is given
+            no intrinsics.
+        theta: the RoPE half's frequency base (the reference's 100).
+        skew: keep the intrinsics' skew K[0, 1] in K'; False drops it, as the reference does (module doc).
 
     Weight decay: nothing to declare, PRoPE has no parameters.
 

@@ -76,15 +76,14 @@ class RoPEAxial(RotaryStrategies):
     px; ``tools/benchmark.py --model video``, docs/results/video.md). GPU: not measured.
 
     Args:
-        dim (int): the attention's width; the head dim ``dim // num_heads`` must be even, with at least one
-            pair per axis (images: divisible by 4 without ``sections``, as before).
-        num_heads (int): the attention's heads.
-        ndim (int): position axes (the backbone supplies it; 2 for images, 3 for video). Defaults to 2.
-        theta (float): base of the frequency ladders, > 0. Defaults to 100.0.
-        grid_size (Sequence[int] | None): the training grid, ndim ints (supplied by the backbone),
-            needed by every strategy but ``none``. Defaults to None.
-        sections (Sequence[int] | None): channel pairs per axis in coordinate order ((t, h, w) for video), adding
-            up to d/2; None: as even as the head dim allows (``rotary_sections``). Defaults to None.
+        dim: the attention's width; the head dim ``dim // num_heads`` must be even, with at least one pair per axis
+            (images: divisible by 4 without ``sections``, as before).
+        num_heads: the attention's heads.
+        ndim: position axes (the backbone supplies it; 2 for images, 3 for video).
+        theta: base of the frequency ladders, > 0.
+        grid_size: the training grid, ndim ints (supplied by the backbone), needed by every strategy but ``none``.
+        sections: channel pairs per axis in coordinate order ((t, h, w) for video), adding up to d/2; None: as even as
+            the head dim allows (``rotary_sections``).
     """
 
     ndims: ClassVar[tuple[int, ...]] = (2, 3)
@@ -218,15 +217,14 @@ class RoPEMixed(RotaryStrategies):
     TorchScript type), and the strategies compute Python float scales with generator expressions.
 
     Args:
-        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 4 (images) or be even
-            with a pair per axis (video).
-        num_heads (int): the attention's heads (each learns its own frequencies).
-        ndim (int): position axes: 2 for images, 3 for video (the backbone supplies it). Defaults to 2.
-        theta (float): base of the initial frequency magnitudes, > 0. Defaults to 10.0.
-        grid_size (Sequence[int] | None): the training grid (supplied by the backbone), needed by
-            every strategy but ``none``. Defaults to None.
-        sections (Sequence[int] | None): video: the pairs of the init's three groups (``rotary_sections``; None:
-            as even as the head dim allows). Images always take two groups of d/4. Defaults to None.
+        dim: the attention's width; the head dim ``dim // num_heads`` must divide by 4 (images) or be even with a pair
+            per axis (video).
+        num_heads: the attention's heads (each learns its own frequencies).
+        ndim: position axes: 2 for images, 3 for video (the backbone supplies it).
+        theta: base of the initial frequency magnitudes, > 0.
+        grid_size: the training grid (supplied by the backbone), needed by every strategy but ``none``.
+        sections: video: the pairs of the init's three groups (``rotary_sections``; None: as even as the head dim
+            allows). Images always take two groups of d/4.
     """
 
     ndims: ClassVar[tuple[int, ...]] = (2, 3)

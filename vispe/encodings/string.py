@@ -79,11 +79,9 @@ class StringRoPE(Encoding):
     rotation every STRING applies after its change of basis. Not registered (built by ``fold_string``).
 
     Args:
-        freqs (torch.Tensor): (ndim, H or 1, d/2) frequencies in coordinate order (pair j of head h turns by
-            sum_i x_i freqs[i, h, j]).
-        prefix (str): 'none' (prefix tokens unrotated) or 'centroid' (at the mean position of their sample).
-            Defaults to 'none'.
-        learned (bool): keep ``freqs`` as a parameter (else a non-persistent buffer). Defaults to True.
+        freqs: (ndim, H or 1, d/2) frequencies in coordinate order (pair j of head h turns by sum_i x_i freqs[i, h, j]).
+        prefix: 'none' (prefix tokens unrotated) or 'centroid' (at the mean position of their sample).
+        learned: keep ``freqs`` as a parameter (else a non-persistent buffer).
 
     Weight decay: none on ``freqs``, as rope_mixed's. Cost: rope_mixed's (an (H, N, d/2) table per forward pass and
     layer, then the fused rotary kernel).
@@ -207,20 +205,17 @@ class CayleySTRING(STRING):
     ``autocast_off``, a context TorchScript's ``with`` refuses.
 
     Args:
-        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 4 for images and be at
-            least 6 for points (rope3d's rule: pairs beyond a multiple of 2 * ndim start unrotated).
-        num_heads (int): the attention's heads (each has its own skew generator A (d x d) and frequencies).
-        ndim (int): position axes: 2 (images, supplied by the backbone) or 3 (points). Defaults to 2.
-        frequencies (str): the RoPE underneath: 'mixed' (learned frequency vectors per layer and head, rope_mixed's
-            init in 2D, rope3d mixed's in 3D) or 'axial' (rope_axial's / rope3d axial's fixed ladder). Defaults to
-            'mixed'.
-        theta (float | None): frequency base (None: 10 for 'mixed', 100 for 'axial', as rope_mixed / rope_axial).
-            Defaults to None.
-        freq_scale (float | None): multiplies every initial frequency (None: 1 for images, whose positions count
-            tokens; 8 rad per unit for points, rope3d's). Defaults to None.
-        prefix (str | None): prefix tokens 'none' (unrotated) or 'centroid' (at their sample's mean position; a
-            translated point cloud then gives the same logits, cls rows included). None: 'none' for images,
-            'centroid' for points. Defaults to None.
+        dim: the attention's width; the head dim ``dim // num_heads`` must divide by 4 for images and be at least 6 for
+            points (rope3d's rule: pairs beyond a multiple of 2 * ndim start unrotated).
+        num_heads: the attention's heads (each has its own skew generator A (d x d) and frequencies).
+        ndim: position axes: 2 (images, supplied by the backbone) or 3 (points).
+        frequencies: the RoPE underneath: 'mixed' (learned frequency vectors per layer and head, rope_mixed's init in
+            2D, rope3d mixed's in 3D) or 'axial' (rope_axial's / rope3d axial's fixed ladder).
+        theta: frequency base (None: 10 for 'mixed', 100 for 'axial', as rope_mixed / rope_axial).
+        freq_scale: multiplies every initial frequency (None: 1 for images, whose positions count tokens; 8 rad per unit
+            for points, rope3d's).
+        prefix: prefix tokens 'none' (unrotated) or 'centroid' (at their sample's mean position; a translated point
+            cloud then gives the same logits, cls rows included). None: 'none' for images, 'centroid' for points.
     """
 
     no_weight_decay_params = ('A', 'freqs')
@@ -276,20 +271,17 @@ class CirculantSTRING(STRING):
     ``autocast_off``, a context TorchScript's ``with`` refuses.
 
     Args:
-        dim (int): the attention's width; the head dim ``dim // num_heads`` must divide by 4 for images and be at
-            least 6 for points (rope3d's rule: pairs beyond a multiple of 2 * ndim start unrotated).
-        num_heads (int): the attention's heads (each has its own circulant coefficients).
-        ndim (int): position axes: 2 (images, supplied by the backbone) or 3 (points). Defaults to 2.
-        frequencies (str): the RoPE underneath: 'mixed' (learned frequency vectors per layer and head, rope_mixed's
-            init in 2D, rope3d mixed's in 3D) or 'axial' (rope_axial's / rope3d axial's fixed ladder). Defaults to
-            'mixed'.
-        theta (float | None): frequency base (None: 10 for 'mixed', 100 for 'axial', as rope_mixed / rope_axial).
-            Defaults to None.
-        freq_scale (float | None): multiplies every initial frequency (None: 1 for images, whose positions count
-            tokens; 8 rad per unit for points, rope3d's). Defaults to None.
-        prefix (str | None): prefix tokens 'none' (unrotated) or 'centroid' (at their sample's mean position; a
-            translated point cloud then gives the same logits, cls rows included). None: 'none' for images,
-            'centroid' for points. Defaults to None.
+        dim: the attention's width; the head dim ``dim // num_heads`` must divide by 4 for images and be at least 6 for
+            points (rope3d's rule: pairs beyond a multiple of 2 * ndim start unrotated).
+        num_heads: the attention's heads (each has its own circulant coefficients).
+        ndim: position axes: 2 (images, supplied by the backbone) or 3 (points).
+        frequencies: the RoPE underneath: 'mixed' (learned frequency vectors per layer and head, rope_mixed's init in
+            2D, rope3d mixed's in 3D) or 'axial' (rope_axial's / rope3d axial's fixed ladder).
+        theta: frequency base (None: 10 for 'mixed', 100 for 'axial', as rope_mixed / rope_axial).
+        freq_scale: multiplies every initial frequency (None: 1 for images, whose positions count tokens; 8 rad per unit
+            for points, rope3d's).
+        prefix: prefix tokens 'none' (unrotated) or 'centroid' (at their sample's mean position; a translated point
+            cloud then gives the same logits, cls rows included). None: 'none' for images, 'centroid' for points.
     """
 
     no_weight_decay_params = ('coeffs',)

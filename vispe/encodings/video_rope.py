@@ -53,12 +53,12 @@ class ChannelMapRoPE(RotaryStrategies):
     (``GridTableCache``), then q and k go through the fused rotary kernel (``vispe.kernels.rotary.rotate_qk``).
 
     Args:
-        dim (int): the attention's width.
-        num_heads (int): the attention's heads.
-        ndim (int): position axes; only 3, (t, h, w), is accepted.
-        theta (float): base of the frequency ladder, > 0.
-        grid_size (Sequence[int] | None): the training grid (t, h, w), needed by every strategy but ``none``.
-        min_pairs (int): the fewest channel pairs the subclass' layout needs.
+        dim: the attention's width.
+        num_heads: the attention's heads.
+        ndim: position axes; only 3, (t, h, w), is accepted.
+        theta: base of the frequency ladder, > 0.
+        grid_size: the training grid (t, h, w), needed by every strategy but ``none``.
+        min_pairs: the fewest channel pairs the subclass' layout needs.
     """
 
     ndims: ClassVar[tuple[int, ...]] = (3,)
@@ -197,16 +197,15 @@ class MRoPE(ChannelMapRoPE):
     (cached), then the fused rotary kernel as rope_axial.
 
     Args:
-        dim (int): the attention's width; the head dim ``dim // num_heads`` must be even and give each axis a pair
-            (at least 6).
-        num_heads (int): the attention's heads.
-        ndim (int): position axes; only 3, (t, h, w), is accepted. Defaults to 3.
-        theta (float): base of the frequency ladder theta^(-2i/d), > 0. Defaults to 10000.0.
-        grid_size (Sequence[int] | None): the training grid (t, h, w) (supplied by the backbone), needed by every
-            strategy but ``none``. Defaults to None.
-        mrope_section (Sequence[int]): (s_t, s_h, s_w): the strided extents of timm's interleave, or the
-            pairs of each axis' block; s_h and s_w >= 1. Defaults to (8, 12, 12).
-        layout (str): 'interleaved' or 'sections' (above). Defaults to 'interleaved'.
+        dim: the attention's width; the head dim ``dim // num_heads`` must be even and give each axis a pair (at least
+            6).
+        num_heads: the attention's heads.
+        ndim: position axes; only 3, (t, h, w), is accepted.
+        theta: base of the frequency ladder theta^(-2i/d), > 0.
+        grid_size: the training grid (t, h, w) (supplied by the backbone), needed by every strategy but ``none``.
+        mrope_section: (s_t, s_h, s_w): the strided extents of timm's interleave, or the pairs of each axis' block; s_h
+            and s_w >= 1.
+        layout: 'interleaved' or 'sections' (above).
     """
 
     weights: torch.Tensor  # buffer (d/2, 3): A, each pair's weights of (t, h, w)
@@ -277,16 +276,14 @@ class VideoRoPE(ChannelMapRoPE):
     32 px; ``tools/benchmark.py --model video``, docs/results/video.md). GPU: not measured here (no device).
 
     Args:
-        dim (int): the attention's width; the head dim ``dim // num_heads`` must be even, at least 8 with the
-            default ``time_pairs``.
-        num_heads (int): the attention's heads.
-        ndim (int): position axes; only 3, (t, h, w), is accepted. Defaults to 3.
-        theta (float): base of the frequency ladder theta^(-2i/d), > 0. Defaults to 10000.0.
-        grid_size (Sequence[int] | None): the training grid (t, h, w) (supplied by the backbone), needed by every
-            strategy but ``none``. Defaults to None.
-        delta (float): ATS, the temporal spacing delta, > 0. Defaults to 2.0.
-        time_pairs (int | None): the lowest-frequency pairs given to time, leaving h and w a pair each at least;
-            None: head dim // 8. Defaults to None.
+        dim: the attention's width; the head dim ``dim // num_heads`` must be even, at least 8 with the default
+            ``time_pairs``.
+        num_heads: the attention's heads.
+        ndim: position axes; only 3, (t, h, w), is accepted.
+        theta: base of the frequency ladder theta^(-2i/d), > 0.
+        grid_size: the training grid (t, h, w) (supplied by the backbone), needed by every strategy but ``none``.
+        delta: ATS, the temporal spacing delta, > 0.
+        time_pairs: the lowest-frequency pairs given to time, leaving h and w a pair each at least; None: head dim // 8.
     """
 
     weights: torch.Tensor  # buffer (d/2, 3): A, each pair's weights of (t, h, w)
@@ -349,14 +346,14 @@ class VRoPE(ChannelMapRoPE):
     32 px; ``tools/benchmark.py --model video``, docs/results/video.md). GPU: not measured here (no device).
 
     Args:
-        dim (int): the attention's width; the head dim ``dim // num_heads`` must be even and at least 8 (a pair
-            for each combination).
-        num_heads (int): the attention's heads.
-        ndim (int): position axes; only 3, (t, h, w), is accepted. Defaults to 3.
-        theta (float): base of the frequency ladder theta^(-2i/d), > 0. Defaults to 10000.0.
-        grid_size (Sequence[int] | None): the training grid (t, h, w) (supplied by the backbone), needed by
-            ``interpolate`` and by ``time_stride='train'``. Defaults to None.
-        time_stride (str): 'grid' (H + W - 1 of the clip) or 'train' (of the training grid). Defaults to 'grid'.
+        dim: the attention's width; the head dim ``dim // num_heads`` must be even and at least 8 (a pair for each
+            combination).
+        num_heads: the attention's heads.
+        ndim: position axes; only 3, (t, h, w), is accepted.
+        theta: base of the frequency ladder theta^(-2i/d), > 0.
+        grid_size: the training grid (t, h, w) (supplied by the backbone), needed by ``interpolate`` and by
+            ``time_stride='train'``.
+        time_stride: 'grid' (H + W - 1 of the clip) or 'train' (of the training grid).
     """
 
     strategies: ClassVar[tuple[str, ...]] = ('none', 'interpolate')

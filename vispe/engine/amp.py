@@ -26,13 +26,11 @@ class BF16OptimWrapper(OptimWrapper):
     No loss scaler: bfloat16 keeps float32's exponent range, so gradients do not underflow the way float16's do.
 
     Args:
-        optimizer (Optimizer): the optimizer (a config's ``optimizer=dict(...)``, which the optimizer wrapper
-            constructor builds).
-        accumulative_counts (int): iterations whose gradients are accumulated before each update
-            (mmengine's ``OptimWrapper``). Defaults to 1.
-        clip_grad (dict | None): gradient clipping, as mmengine's ``OptimWrapper``: e.g.
-            ``dict(max_norm=1.0)`` (``clip_grad_norm_``) or ``dict(type='value', clip_value=...)``; None: none.
-            Defaults to None.
+        optimizer: the optimizer (a config's ``optimizer=dict(...)``, which the optimizer wrapper constructor builds).
+        accumulative_counts: iterations whose gradients are accumulated before each update (mmengine's
+            ``OptimWrapper``).
+        clip_grad: gradient clipping, as mmengine's ``OptimWrapper``: e.g. ``dict(max_norm=1.0)`` (``clip_grad_norm_``)
+            or ``dict(type='value', clip_value=...)``; None: none.
     """
 
     cast_dtype = torch.bfloat16

@@ -64,11 +64,11 @@ class ClassCountHook(Hook):
     test data set names other classes (or the same in another order) than the train data set.
 
     Args:
-        allow_extra_outputs (bool): accept more outputs than classes (never fewer) in training. Off by default:
-            the extra logits are classes the data never shows, yet they take probability mass and can be predicted;
-            it is almost always a ``num_classes`` left from another config. Never taken by a run that only
-            evaluates, whose data must label by the model's class names instead (a split numbered by its own folders
-            would give other classes the model's numbers). Defaults to False.
+        allow_extra_outputs: accept more outputs than classes (never fewer) in training. Off by default: the extra
+            logits are classes the data never shows, yet they take probability mass and can be predicted; it is almost
+            always a ``num_classes`` left from another config. Never taken by a run that only evaluates, whose data must
+            label by the model's class names instead (a split numbered by its own folders would give other classes the
+            model's numbers).
 
     Data sets that do not say their classes (no ``metainfo['num_classes']`` or ``['classes']``) and models that are
     not vispe classifiers are not checked.

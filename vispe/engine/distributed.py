@@ -21,10 +21,10 @@ class CPUDistributedDataParallel(MMDistributedDataParallel):
     """mmengine's DDP wrapper for CPU modules, which DDP requires to get ``device_ids=None``.
 
     Args:
-        module (nn.Module): the model to wrap (the Runner passes it).
-        device_ids (Any): ignored: DDP is always given None, as CPU modules require. Defaults to None.
-        **kwargs (Any): passed to mmengine's ``MMDistributedDataParallel`` (and on to torch's
-            ``DistributedDataParallel``, e.g. ``find_unused_parameters``).
+        module: the model to wrap (the Runner passes it).
+        device_ids: ignored: DDP is always given None, as CPU modules require.
+        **kwargs: passed to mmengine's ``MMDistributedDataParallel`` (and on to torch's ``DistributedDataParallel``,
+            e.g. ``find_unused_parameters``).
     """
 
     def __init__(self, module, device_ids=None, **kwargs):

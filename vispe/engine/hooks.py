@@ -69,10 +69,10 @@ class AtomicCheckpointHook(CheckpointHook):
     ``backend_args`` (another storage backend) the checkpoint is written through that backend as given.
 
     Args:
-        *args (Any): passed to mmengine's ``CheckpointHook`` (its first, ``interval``).
-        backend_args (dict | None): the file backend checkpoints are written through; None: vispe's
-            atomic local backend (``{'backend': 'atomic_local'}``). Defaults to None.
-        **kwargs (Any): passed to mmengine's ``CheckpointHook`` (``interval``, ``by_epoch``, ``max_keep_ckpts``,
+        *args: passed to mmengine's ``CheckpointHook`` (its first, ``interval``).
+        backend_args: the file backend checkpoints are written through; None: vispe's atomic local backend
+            (``{'backend': 'atomic_local'}``).
+        **kwargs: passed to mmengine's ``CheckpointHook`` (``interval``, ``by_epoch``, ``max_keep_ckpts``,
             ``save_best``, ...).
     """
 

@@ -16,11 +16,10 @@ class Accuracy(BaseMetric):
     """Top-1 accuracy in percent, from per-sample ``{'pred', 'label'}`` predictions; reported as 'accuracy/top1'.
 
     Args:
-        collect_device (str): where results of the ranks are gathered in distributed evaluation,
-            'cpu' or 'gpu' (mmengine's ``BaseMetric``). Defaults to 'cpu'.
-        prefix (str | None): the metric names' prefix; None: 'accuracy'. Defaults to None.
-        collect_dir (str | None): folder for gathering results of the ranks when ``collect_device``
-            is 'cpu'; None: a temporary one. Defaults to None.
+        collect_device: where results of the ranks are gathered in distributed evaluation, 'cpu' or 'gpu' (mmengine's
+            ``BaseMetric``).
+        prefix: the metric names' prefix; None: 'accuracy'.
+        collect_dir: folder for gathering results of the ranks when ``collect_device`` is 'cpu'; None: a temporary one.
     """
 
     default_prefix = 'accuracy'
@@ -44,11 +43,10 @@ class DenoisingLoss(BaseMetric):
     last 10 values, so a val metric named '...loss' would show a running mean of past validations.
 
     Args:
-        collect_device (str): where results of the ranks are gathered in distributed evaluation,
-            'cpu' or 'gpu' (mmengine's ``BaseMetric``). Defaults to 'cpu'.
-        prefix (str | None): the metric names' prefix; None: 'denoising'. Defaults to None.
-        collect_dir (str | None): folder for gathering results of the ranks when ``collect_device``
-            is 'cpu'; None: a temporary one. Defaults to None.
+        collect_device: where results of the ranks are gathered in distributed evaluation, 'cpu' or 'gpu' (mmengine's
+            ``BaseMetric``).
+        prefix: the metric names' prefix; None: 'denoising'.
+        collect_dir: folder for gathering results of the ranks when ``collect_device`` is 'cpu'; None: a temporary one.
     """
 
     default_prefix = 'denoising'
@@ -70,9 +68,8 @@ class Localization3D(BaseMetric):
     target ('loc3d/within', in percent).
 
     Args:
-        threshold (float): the distance, > 0 and in the data's unit, within which a prediction counts
-            for 'loc3d/within'. Defaults to 0.2.
-        **kwargs (Any): passed to mmengine's ``BaseMetric`` (``collect_device``, ``prefix``: None gives 'loc3d',
+        threshold: the distance, > 0 and in the data's unit, within which a prediction counts for 'loc3d/within'.
+        **kwargs: passed to mmengine's ``BaseMetric`` (``collect_device``, ``prefix``: None gives 'loc3d',
             ``collect_dir``).
     """
 

@@ -94,9 +94,9 @@ class ParamGroupsOptimWrapperConstructor:
     layer's scale and the multiplier, its ``weight_decay`` the optimizer's or 0. The groups are logged at INFO.
 
     Args:
-        optim_wrapper_cfg (dict): the config's ``optim_wrapper`` (the Runner passes it), which must hold
+        optim_wrapper_cfg: the config's ``optim_wrapper`` (the Runner passes it), which must hold
             ``optimizer=dict(type=..., lr=...)``; its other keys (``type``, ``clip_grad``, ...) build the wrapper.
-        paramwise_cfg (dict | None): the keys listed above; None: none of them. Defaults to None.
+        paramwise_cfg: the keys listed above; None: none of them.
     """
 
     def __init__(self, optim_wrapper_cfg: dict, paramwise_cfg: dict | None = None) -> None:

@@ -79,8 +79,8 @@ class VispeRunner(Runner):
     ``overwrite_work_dir`` (default False) from ``cfg``.
 
     Args:
-        *args (Any): passed to mmengine's ``Runner``, in its order (``model``, ``work_dir``, ...).
-        **kwargs (Any): passed to mmengine's ``Runner`` (``model``, ``work_dir``, the data loaders, ``train_cfg``,
+        *args: passed to mmengine's ``Runner``, in its order (``model``, ``work_dir``, ...).
+        **kwargs: passed to mmengine's ``Runner`` (``model``, ``work_dir``, the data loaders, ``train_cfg``,
             ``optim_wrapper``, ``cfg``, ...); ``work_dir`` is checked and, for a training run, locked first.
     """
 

@@ -249,8 +249,8 @@ class ShapesFeatures(nn.Module):
 
     Args:
         classifier: a vispe ``ImageClassifier`` (its ``backbone`` is used) or a vispe / timm ViT.
-        mean: the classifier's input normalisation (with ``std``), applied to images mapped from [-1, 1] to
-            [0, 1]; the default 0.5 / 0.5 is Shapes2D's ``normalize=True``, i.e. the images are passed on unchanged.
+        mean: the classifier's input normalisation (with ``std``), applied to images mapped from [-1, 1] to [0, 1]; the
+            default 0.5 / 0.5 is Shapes2D's ``normalize=True``, i.e. the images are passed on unchanged.
         std: see ``mean``.
 
     ``forward`` takes float images (B, 3, H, W) in [-1, 1] at any H, W divisible by the patch size and returns

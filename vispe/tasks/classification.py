@@ -25,13 +25,13 @@ class Classifier(BaseModel):
     (``build_backbone``).
 
     Args:
-        backbone (dict[str, Any]): the backbone's config, as the subclass reads it (``ImageClassifier``:
-            ``vispe.create_model``'s keyword arguments; ``PointClassifier``: a registry config).
-        label_smoothing (float): cross-entropy label smoothing. Defaults to 0.0.
-        data_preprocessor (dict | None): mmengine data preprocessor config (None: mmengine's default,
-            which moves the batch to the device). Defaults to None.
-        init_cfg (dict | None): mmengine weight-initialisation config (``BaseModule.init_cfg``); None:
-            the modules' own initialisation. Defaults to None.
+        backbone: the backbone's config, as the subclass reads it (``ImageClassifier``: ``vispe.create_model``'s keyword
+            arguments; ``PointClassifier``: a registry config).
+        label_smoothing: cross-entropy label smoothing.
+        data_preprocessor: mmengine data preprocessor config (None: mmengine's default, which moves the batch to the
+            device).
+        init_cfg: mmengine weight-initialisation config (``BaseModule.init_cfg``); None: the modules' own
+            initialisation.
 
     Batches are dicts ``{'inputs': ..., 'labels': (B,)}`` (``inputs`` whatever the backbone takes: a tensor, or
     for a vispe ViT also a list of (C, H_i, W_i) images of different sizes, from ``mixed_size_collate``),

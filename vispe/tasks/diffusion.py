@@ -146,20 +146,18 @@ class DiffusionModel(BaseModel):
     """Wraps a denoising backbone (``MODELS.build(backbone)``, e.g. vispe's DiT) for mmengine's Runner.
 
     Args:
-        backbone (dict[str, Any]): config of a network ``net(x, t, y, crop=None)`` with a ``num_classes`` attribute (see
-            module doc); one with a ``noise_level`` argument (vispe's DiT) also gets the time in [0, 1] (1: pure
-            noise), which DyPE's strategies follow.
-        objective (str): 'flow' (velocity, rectified flow) or 'ddpm' (eps, linear betas). Defaults to 'flow'.
-        num_train_timesteps (int): T; the backbone sees times in [0, T]. Defaults to 1000.
-        class_dropout (float): probability of replacing a training label by the null label, for
-            classifier-free guidance. 0 by default because vispe's DiT already does it (``class_dropout_prob=0.1``); do
-            not stack both. Defaults to 0.0.
-        val_seed (int): seed of the noise in ``mode='predict'`` / ``'tensor'``, whose times are stratified
-            over the batch, so held-out losses compare between checkpoints and resolutions. Defaults to 0.
-        data_preprocessor (dict | None): mmengine data preprocessor config (default: move the batch to the
-            device). Defaults to None.
-        init_cfg (dict | None): mmengine weight-initialisation config (``BaseModule.init_cfg``); None:
-            the modules' own initialisation. Defaults to None.
+        backbone: config of a network ``net(x, t, y, crop=None)`` with a ``num_classes`` attribute (see module doc); one
+            with a ``noise_level`` argument (vispe's DiT) also gets the time in [0, 1] (1: pure noise), which DyPE's
+            strategies follow.
+        objective: 'flow' (velocity, rectified flow) or 'ddpm' (eps, linear betas).
+        num_train_timesteps: T; the backbone sees times in [0, T].
+        class_dropout: probability of replacing a training label by the null label, for classifier-free guidance. 0 by
+            default because vispe's DiT already does it (``class_dropout_prob=0.1``); do not stack both.
+        val_seed: seed of the noise in ``mode='predict'`` / ``'tensor'``, whose times are stratified over the batch, so
+            held-out losses compare between checkpoints and resolutions.
+        data_preprocessor: mmengine data preprocessor config (default: move the batch to the device).
+        init_cfg: mmengine weight-initialisation config (``BaseModule.init_cfg``); None: the modules' own
+            initialisation.
 
     Batches are dicts ``{'inputs': (B, C, H, W) in [-1, 1], 'labels': (B,), 'crop': optional (B, 4)}``; without
     labels the model is unconditional (null class). ``mode='loss'`` returns ``{'loss': ...}``, ``mode='predict'`` one

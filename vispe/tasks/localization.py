@@ -16,12 +16,11 @@ class MultiViewLocalizer(BaseModel):
     """Predict a world-frame 3D point (the target object's centre) from V posed views.
 
     Args:
-        backbone (dict[str, Any]): registry config of a multi-view network ``(images, K, cam_to_world) -> (B, 3)``, e.g.
+        backbone: registry config of a multi-view network ``(images, K, cam_to_world) -> (B, 3)``, e.g.
             ``dict(type='MultiViewTransformer', encoding='gta')``.
-        data_preprocessor (dict | None): mmengine data preprocessor config (default: move the batch to the
-            device). Defaults to None.
-        init_cfg (dict | None): mmengine weight-initialisation config (``BaseModule.init_cfg``); None:
-            the modules' own initialisation. Defaults to None.
+        data_preprocessor: mmengine data preprocessor config (default: move the batch to the device).
+        init_cfg: mmengine weight-initialisation config (``BaseModule.init_cfg``); None: the modules' own
+            initialisation.
 
     The backbone's output is read in the first view's camera frame and taken to the world with that view's pose,
     x_world = T_0 y: a model whose features do not depend on the world frame (gta) can then still answer in it,

@@ -17,10 +17,9 @@ class MultiScaleDataPreprocessor(BaseDataPreprocessor):
     """Multi-scale training: each training batch is resized to one size drawn from ``sizes``.
 
     Args:
-        sizes (Sequence[int]): square sizes in pixels, drawn uniformly (global torch RNG) once per batch; every size
-            must be divisible by the model's patch size.
-        non_blocking (bool): copy the batch to the device asynchronously (mmengine's
-            ``BaseDataPreprocessor``). Defaults to False.
+        sizes: square sizes in pixels, drawn uniformly (global torch RNG) once per batch; every size must be divisible
+            by the model's patch size.
+        non_blocking: copy the batch to the device asynchronously (mmengine's ``BaseDataPreprocessor``).
 
     mmengine's default preprocessor runs first (casts the batch, moves it to the device); then, in training only,
     ``inputs`` (B, C, H, W) are resized with antialiased bilinear interpolation. Validation and test batches are
