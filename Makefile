@@ -20,8 +20,8 @@ test: $(STAMP)
 
 # ruff (lint and format) over the code, mypy over vispe/ (its settings: [tool.mypy] in pyproject.toml); CI runs it
 lint: $(STAMP)
-	$(VENV)/bin/ruff check vispe tools tests configs
-	$(VENV)/bin/ruff format --check vispe tools tests configs
+	$(VENV)/bin/ruff check vispe tools tests configs workbench
+	$(VENV)/bin/ruff format --check vispe tools tests configs workbench
 	$(PY) -m mypy
 
 venv: $(STAMP)

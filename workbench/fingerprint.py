@@ -20,11 +20,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / 'tests')]
 
-import vispe  # noqa: E402
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from test_fuzz import IMAGE, VIDEO, build_case, fuzz, video_case  # noqa: E402
 
+import vispe  # noqa: E402
 from vispe.backbones.dit import DiT  # noqa: E402
 from vispe.encodings.build import encoding_class  # noqa: E402
 from vispe.encodings.rotary_scaling import DYPE_STRATEGIES  # noqa: E402
@@ -89,8 +89,15 @@ def strategy_cases(store: dict, name: str) -> None:
             continue
         torch.manual_seed(0)
         model = vispe.create_model(
-            'vit_tiny_patch16_224', encoding=name, img_size=(8, 12), patch_size=2, embed_dim=32, depth=2,
-            num_heads=2, num_classes=3, reg_tokens=1,
+            'vit_tiny_patch16_224',
+            encoding=name,
+            img_size=(8, 12),
+            patch_size=2,
+            embed_dim=32,
+            depth=2,
+            num_heads=2,
+            num_classes=3,
+            reg_tokens=1,
         ).eval()
         for enc in model.modules():
             if isinstance(enc, vispe.Encoding) and type(enc).strategies:
