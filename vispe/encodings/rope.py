@@ -25,31 +25,21 @@ import torch
 from timm.layers.pos_embed_sincos import init_random_2d_freqs
 from torch import nn
 
-from vispe.encodings.base import GridTableCache, check_positive
+from vispe.encodings.base import check_positive
 from vispe.encodings.rotary import (
-    RotaryStrategies,
+    GridRoPE,
     axial_frequencies,
     frequency_ladder,
     random_rotation,
     rotary_sections,
-    rotate_by_rows,
     train_grid_from,
 )
-from vispe.encodings.rotary_scaling import (
-    DYPE_STRATEGIES,
-    dype_yarn_factors,
-    frequency_ranks,
-    ntk_factors,
-    ntk_theta,
-    yarn_factors,
-)
-from vispe.kernels.rotary import rotary_table, rotate_qk, rotate_rows
-from vispe.positions import Positions
+from vispe.encodings.rotary_scaling import ntk_theta
 from vispe.registry import ENCODINGS
 
 
 @ENCODINGS.register_module(name='rope_axial')
-class RoPEAxial(RotaryStrategies):
+class RoPEAxial(GridRoPE):
     """Axial RoPE on image and video grids: pair k of axis a rotates by coord_a * w_k, w_k = 1/theta^(k/n_a) for
     the n_a pairs of axis a (theta = 100): 1/theta^(4k/d) on images, where each axis has d/4 pairs.
 
@@ -109,7 +99,6 @@ class RoPEAxial(RotaryStrategies):
         self.sections = rotary_sections(self.head_dim, ndim, sections)
         ladders = [frequency_ladder(n, theta) for n in self.sections]
         self.register_buffer('freqs', torch.cat(ladders), persistent=False)
-        self._cache = GridTableCache()
 
     @property
     def axis_dims(self) -> tuple[int, ...]:
@@ -131,17 +120,12 @@ class RoPEAxial(RotaryStrategies):
             return freqs
         if self.strategy == 'interpolate':
             return freqs / scale
-        if self.strategy == 'ntk':
+        if self.strategy == 'ntk':  # a ladder's NTK is its theta's: the closed form
             theta = ntk_theta(self.theta, scale, self.axis_dims[axis])
             return frequency_ladder(self.sections[axis], theta).to(freqs.device)
-        if self.strategy == 'dype_ntk':  # pair k has rank k: the ladder runs from the fastest
-            ranks = torch.arange(freqs.shape[0], device=freqs.device)
-            return freqs * ntk_factors(ranks, scale, self.axis_dims[axis], kappa)
         assert self.train_grid is not None  # a scale other than 1 needs one (axis_scales)
-        if self.strategy == 'dype_yarn':
-            assert kappa is not None  # dype_kappa gives one under DyPE
-            return freqs * dype_yarn_factors(freqs, scale, self.train_grid[axis], kappa)
-        return freqs * yarn_factors(freqs, scale, self.train_grid[axis], ramp=self.yarn_ramp)
+        n = (self.sections[axis],)
+        return freqs * self.strategy_factors(freqs, scale, self.train_grid[axis], n, kappa)
 
     def angles(
         self,
@@ -158,31 +142,9 @@ class RoPEAxial(RotaryStrategies):
         per_axis = [coords[..., a, None].float() * freqs[a].to(coords.device) for a in reversed(range(self.ndim))]
         return torch.cat(per_axis, dim=-1)
 
-    def table(self, pos: Positions) -> torch.Tensor:
-        """The (cos, sin) table (1, num_prefix + N, d/2, 2), or (B, 1, num_prefix + N, d/2, 2) for per-sample
-        positions: a head axis in front of the tokens either way (shared by the heads), without a branch on the
-        table's rank, which an FX trace cannot take."""
-        if self.strategy in DYPE_STRATEGIES:  # follows the diffusion time: computed anew each step
-            return self.rotation_table(pos).unsqueeze(-4)
-        key = pos.cache_key(self.strategy)  # the strategy may change between evaluations of one model
-        table = self._cache.get(key, lambda: self.rotation_table(pos))
-        return table.unsqueeze(-4)
-
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        scale = self.qk_scales(pos)
-        if pos.layout is not None and pos.key is not None:  # a mixed batch on its grids: rows per grid cell
-            rows, index = self._cache.get(pos.cache_key(self.strategy, 'rows'), lambda: self.grid_rows(pos))
-            return rotate_rows(q, k, rows, index, scale)
-        return rotate_qk(q, k, self.table(pos), scale)
-
-    def grid_rows(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        """A mixed batch's (cos, sin) rows (R, 1, d/2, 2) per distinct grid cell and each token's row (B, T)."""
-        rows, index = self.grid_angles(pos)
-        return rotary_table(rows.unsqueeze(1)), index
-
 
 @ENCODINGS.register_module(name='rope_mixed')
-class RoPEMixed(RotaryStrategies):
+class RoPEMixed(GridRoPE):
     """Mixed RoPE with learnable frequencies, one set per attention layer and head, on image and video grids.
 
     The angle of pair j in head h is f_x[h, j] * col + f_y[h, j] * row. Init: magnitudes
@@ -229,6 +191,8 @@ class RoPEMixed(RotaryStrategies):
 
     ndims: ClassVar[tuple[int, ...]] = (2, 3)
     no_weight_decay_params = ('freqs',)
+    fixed_frequencies = False
+    shared_heads = False
 
     def __init__(
         self,
@@ -274,24 +238,10 @@ class RoPEMixed(RotaryStrategies):
             return None
         by_freq_axis = tuple(reversed(scales))  # freqs[0] multiplies the column, freqs[1] the row, freqs[2] time
         magnitudes = self.freqs.detach().float().norm(dim=0)  # (H, d/2); the strategy is no function to train
-        ntk = self.strategy in ('ntk', 'dype_ntk')  # the ranks are the same for every axis: found once
-        ranks = frequency_ranks(magnitudes, self.sections).split(list(self.sections), dim=-1) if ntk else ()
         factors = []
         for a, s in enumerate(by_freq_axis):
-            if self.strategy == 'interpolate':
-                factors.append(torch.full_like(magnitudes, 1.0 / s))
-            elif ntk:
-                per_group = [ntk_factors(r, s, 2 * n, kappa) for r, n in zip(ranks, self.sections)]
-                lead = torch.broadcast_shapes(*(p.shape[:-1] for p in per_group))  # DyPE: a batch axis on some
-                factors.append(torch.cat([p.expand(*lead, p.shape[-1]) for p in per_group], dim=-1))
-            else:  # yarn and dype_yarn, with the training extent of the axis this component multiplies
-                assert self.train_grid is not None  # a scale other than 1 needs one (axis_scales)
-                train = self.train_grid[self.ndim - 1 - a]
-                if self.strategy == 'dype_yarn':
-                    assert kappa is not None  # dype_kappa gives one under DyPE
-                    factors.append(dype_yarn_factors(magnitudes, s, train, kappa, self.sections))
-                else:
-                    factors.append(yarn_factors(magnitudes, s, train, self.sections, self.yarn_ramp))
+            train = self.train_grid[self.ndim - 1 - a] if self.train_grid is not None else 1
+            factors.append(self.strategy_factors(magnitudes, s, train, self.sections, kappa))
         return torch.stack(torch.broadcast_tensors(*factors), dim=-3)
 
     def angles(
@@ -314,14 +264,6 @@ class RoPEMixed(RotaryStrategies):
         if self.ndim == 3:
             angles = angles + coords[..., 0].float()[..., None, :, None] * freqs[..., 2, :, None, :]
         return angles
-
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        scale = self.qk_scales(pos)
-        if pos.layout is not None and pos.key is not None:  # a mixed batch on its grids: rows per grid cell
-            rows, index = self.grid_angles(pos)  # (R, H, d/2), (B, T)
-            return rotate_by_rows(q, k, rows, index, scale)
-        table = self.rotation_table(pos)  # (..., H, N, d/2, 2)
-        return rotate_qk(q, k, table, scale)
 
 
 __all__ = ['RoPEAxial', 'RoPEMixed']

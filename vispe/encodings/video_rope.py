@@ -30,10 +30,9 @@ from typing import ClassVar
 
 import torch
 
-from vispe.encodings.base import GridTableCache, check_positive
-from vispe.encodings.rotary import RotaryStrategies, train_grid_from
-from vispe.encodings.rotary_scaling import ntk_factors, yarn_factors
-from vispe.kernels.rotary import rotary_table, rotate_qk
+from vispe.encodings.base import check_positive
+from vispe.encodings.rotary import GridRoPE, train_grid_from
+from vispe.kernels.rotary import rotary_table
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
@@ -44,7 +43,7 @@ TIME_STRIDES = ('grid', 'train')
 MROPE_LAYOUTS = ('interleaved', 'sections')
 
 
-class ChannelMapRoPE(RotaryStrategies):
+class ChannelMapRoPE(GridRoPE):
     """The shared core: per-channel position ids p_i = sum_a A[i, a] (x_a + B[i, a]) / s_a for coordinates
     x = (t, h, w), with s_a the ``interpolate`` scales (1 otherwise), turned by w_i = theta^(-2i/d).
 
@@ -66,7 +65,6 @@ class ChannelMapRoPE(RotaryStrategies):
     opt_in_strategies: ClassVar[tuple[str, ...]] = ()
     inv_freq: torch.Tensor  # buffer (d/2,): theta^(-2i/d)
     axis: torch.Tensor  # buffer (d/2,) long: the axis whose scale each channel's frequency follows (-1: none)
-    rank: torch.Tensor  # buffer (d/2,) long: the channel's rank among its axis' channels, 0 = fastest
 
     def __init__(
         self,
@@ -94,16 +92,11 @@ class ChannelMapRoPE(RotaryStrategies):
         exponent = torch.arange(0, self.head_dim, 2, dtype=torch.int64).float() / self.head_dim
         self.register_buffer('inv_freq', 1.0 / theta**exponent, persistent=False)  # timm's freq_bands
         self.set_axes([-1] * self.pairs)
-        self._cache = GridTableCache()
 
     def set_axes(self, axes: Sequence[int]) -> None:
-        """Each channel's axis (``TIME``, ``ROW``, ``COL``, -1 for none), and from it its rank and the counts."""
+        """Each channel's axis (``TIME``, ``ROW``, ``COL``, -1 for none), and the pairs of each axis."""
         axis = torch.tensor(list(axes), dtype=torch.long)
-        rank = torch.zeros_like(axis)
-        for a in (TIME, ROW, COL):
-            rank[axis == a] = torch.arange(int((axis == a).sum()))  # the ladder falls with i: index order is rank
         self.register_buffer('axis', axis, persistent=False)
-        self.register_buffer('rank', rank, persistent=False)
         self.axis_pairs = tuple(int((axis == a).sum()) for a in (TIME, ROW, COL))
 
     def channel_map(self, grid: Sequence[int], scales: Sequence[float]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -119,11 +112,9 @@ class ChannelMapRoPE(RotaryStrategies):
         factors = torch.ones_like(freqs, dtype=torch.float32)
         for a, s in enumerate(scales):
             own = self.axis == a
-            if s != 1.0 and self.strategy == 'ntk':
-                factors = torch.where(own, ntk_factors(self.rank, s, 2 * self.axis_pairs[a]), factors)
-            elif s != 1.0:  # yarn: the ramp runs over this axis' own ladder
+            if s != 1.0:
                 assert self.train_grid is not None  # a scale other than 1 needs one (axis_scales)
-                factors[own] = yarn_factors(freqs[own], s, self.train_grid[a])
+                factors[own] = self.strategy_factors(freqs[own], s, self.train_grid[a], (self.axis_pairs[a],))
         return freqs * factors
 
     def channel_positions(
@@ -166,11 +157,6 @@ class ChannelMapRoPE(RotaryStrategies):
         assert pos.grid is not None
         scales = self.axis_scales(pos.coords, pos.grid_span)
         return rotary_table(self.angles(pos.coords, pos.grid, scales), pos.num_prefix)
-
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        self.check_positions(pos)
-        table = self._cache.get(pos.cache_key(self.strategy), lambda: self.rotation_table(pos))
-        return rotate_qk(q, k, table.unsqueeze(-4), self.qk_scales(pos))  # a head axis in front of the tokens
 
 
 def _fixed_map(axes: Sequence[int], weights: Sequence[Sequence[float]]) -> torch.Tensor:
