@@ -21,20 +21,9 @@ from timm.layers import trunc_normal_
 from torch import nn
 
 from vispe.encodings.base import Encoding, check_positive
-from vispe.encodings.rotary import random_rotation
-from vispe.kernels.rotary import rotary_table, rotate_qk
+from vispe.encodings.rotary import VectorRoPE, random_rotation
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
-
-
-def centroid_prefix(coords: torch.Tensor, num_prefix: int) -> tuple[torch.Tensor, int]:
-    """Positions for the prefix tokens too: each sample's ``num_prefix`` prefix tokens placed at the mean of its
-    token positions (``coords`` (..., N, ndim) -> (..., num_prefix + N, ndim)), so that a translated cloud rotates
-    them alike; returns the coordinates and the prefix count left to the table (0)."""
-    if not num_prefix:
-        return coords, num_prefix
-    centroid = coords.mean(dim=-2, keepdim=True)
-    return torch.cat([centroid.expand(*coords.shape[:-2], num_prefix, -1), coords], dim=-2), 0
 
 
 @ENCODINGS.register_module(name='point_mlp')
@@ -89,7 +78,7 @@ class PointMLP(Encoding):
 
 
 @ENCODINGS.register_module(name='rope3d')
-class RoPE3D(Encoding):
+class RoPE3D(VectorRoPE):
     """Rotary embedding of ndim-D point positions (default 3: x, y, z in the data's unit), axial or mixed.
 
     Args:
@@ -140,70 +129,48 @@ class RoPE3D(Encoding):
         freq_scale: float = 8.0,
         prefix: str = 'centroid',
     ) -> None:
-        super().__init__()
         if mode not in self.modes:
             raise ValueError(f'rope3d mode must be one of {list(self.modes)}, got {mode!r}')
         if prefix not in ('centroid', 'none'):
             raise ValueError(f"rope3d prefix must be 'centroid' or 'none', got {prefix!r}")
-        self.prefix = prefix
         head_dim = dim // num_heads
-        per_axis = head_dim // (2 * ndim)
-        if per_axis < 1:
+        if head_dim // (2 * ndim) < 1:
             raise ValueError(f'rope3d needs a head dim of at least {2 * ndim} for {ndim}D positions, got {head_dim}')
         if not freq_scale > 0:
             raise ValueError(f'rope3d needs freq_scale > 0 (rad per data unit), got {freq_scale}')
         check_positive('rope3d', theta=theta)
+        theta = float(theta if theta is not None else (100.0 if mode == 'axial' else 10.0))
+        freqs = point_frequencies(head_dim, num_heads, ndim, mode, theta, float(freq_scale))
+        # axial: (ndim, 1, d/2) shared by the heads, fixed; mixed: (ndim, H, d/2) learned
+        super().__init__(freqs if mode == 'mixed' else freqs[:, :1], prefix, learned=mode == 'mixed')
         self.mode, self.ndim, self.num_heads, self.head_dim = mode, ndim, num_heads, head_dim
-        self.theta = float(theta if theta is not None else (100.0 if mode == 'axial' else 10.0))
-        self.freq_scale = float(freq_scale)
-        self.rotated_pairs = per_axis * ndim
-        freqs = self.initial_frequencies()
-        if mode == 'axial':
-            self.register_buffer('freqs', freqs[:, :1], persistent=False)  # (ndim, 1, d/2): shared by the heads
-        else:
-            self.freqs = nn.Parameter(freqs)  # (ndim, H, d/2)
-
-    def initial_frequencies(self) -> torch.Tensor:
-        """(ndim, H, d/2) frequency vectors: pair k of group a along direction a (axial: the axes; mixed: the
-        columns of a random rotation per head) with magnitude freq_scale / theta^(k / P_a); unused pairs 0."""
-        per_axis = self.rotated_pairs // self.ndim
-        magnitudes = self.freq_scale / self.theta ** (torch.arange(per_axis, dtype=torch.float32) / per_axis)
-        freqs = torch.zeros(self.ndim, self.num_heads, self.head_dim // 2)
-        for h in range(self.num_heads):
-            basis = random_rotation(self.ndim) if self.mode == 'mixed' else torch.eye(self.ndim)
-            for a in range(self.ndim):
-                freqs[:, h, a * per_axis : (a + 1) * per_axis] = basis[:, a, None] * magnitudes
-        return freqs
+        self.theta, self.freq_scale = theta, float(freq_scale)
+        self.rotated_pairs = head_dim // (2 * ndim) * ndim
 
     def reset_parameters(self) -> None:
         if self.mode == 'mixed':
             with torch.no_grad():
-                self.freqs.copy_(self.initial_frequencies())
-
-    def angles(self, coords: torch.Tensor) -> torch.Tensor:
-        """(..., N, ndim) -> (..., H or 1, N, d/2) float32: sum_a coord_a * freqs[a]."""
-        if coords.shape[-1] != self.ndim:
-            raise ValueError(
-                f'rope3d was built for {self.ndim}D positions but got {coords.shape[-1]}D; build it with '
-                f'ndim={coords.shape[-1]}'
-            )
-        coords = coords.float()[..., None, :, :, None]  # (..., 1, N, ndim, 1)
-        freqs = self.freqs.float().transpose(0, 1)[:, None]  # (H, 1, ndim, d/2)
-        return (coords * freqs).sum(dim=-2)
-
-    def table(self, pos: Positions) -> torch.Tensor:
-        """The (cos, sin) rotation table (..., H or 1, num_prefix + N, d/2, 2)."""
-        # float32 from the start (the angles are float32 anyway): CPU autocast cannot promote a float16 cat
-        coords, num_prefix = pos.coords.float(), pos.num_prefix
-        if self.prefix == 'centroid':
-            coords, num_prefix = centroid_prefix(coords, num_prefix)
-        return rotary_table(self.angles(coords), num_prefix)
-
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        return rotate_qk(q, k, self.table(pos))
+                args = (self.head_dim, self.num_heads, self.ndim, self.mode, self.theta, self.freq_scale)
+                self.freqs.copy_(point_frequencies(*args))
 
     def extra_repr(self) -> str:
         return (
             f'mode={self.mode}, theta={self.theta:g}, freq_scale={self.freq_scale:g}, pairs={self.rotated_pairs}, '
             f'prefix={self.prefix}'
         )
+
+
+def point_frequencies(
+    head_dim: int, num_heads: int, ndim: int, mode: str, theta: float, freq_scale: float
+) -> torch.Tensor:
+    """rope3d's initial (ndim, H, d/2) frequency vectors: pair k of group a (P_a = d // (2 ndim) pairs a group) along
+    direction a (axial: the axes; mixed: the columns of a random rotation per head) with magnitude
+    freq_scale / theta^(k / P_a); the pairs beyond ndim P_a stay 0 (unrotated)."""
+    per_axis = head_dim // (2 * ndim)
+    magnitudes = freq_scale / theta ** (torch.arange(per_axis, dtype=torch.float32) / per_axis)
+    freqs = torch.zeros(ndim, num_heads, head_dim // 2)
+    for h in range(num_heads):
+        basis = random_rotation(ndim) if mode == 'mixed' else torch.eye(ndim)
+        for a in range(ndim):
+            freqs[:, h, a * per_axis : (a + 1) * per_axis] = basis[:, a, None] * magnitudes
+    return freqs

@@ -36,7 +36,7 @@ cls rows included. Angles and the transform run in float32 under autocast; the t
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
 import torch
 from timm.layers.pos_embed_sincos import init_random_2d_freqs
@@ -44,13 +44,11 @@ from torch import nn
 
 from vispe.encodings.base import Encoding, check_positive
 from vispe.encodings.block_rotations import transform_heads
-from vispe.encodings.points import RoPE3D, centroid_prefix
-from vispe.encodings.rotary import axial_frequencies
-from vispe.kernels.rotary import rotary_table, rotate_qk
-from vispe.positions import Positions, autocast_off, is_symbolic
+from vispe.encodings.points import point_frequencies
+from vispe.encodings.rotary import VectorRoPE, axial_frequencies
+from vispe.positions import Positions, autocast_off
 from vispe.registry import ENCODINGS
 
-PREFIX_MODES = ('none', 'centroid')
 FREQUENCY_MODES = ('mixed', 'axial')
 
 
@@ -70,70 +68,15 @@ def initial_frequencies(
             col_row = init_random_2d_freqs(head_dim, 1, num_heads, temperature=theta)[:, 0]  # (2, H, d/2)
             freqs = col_row.flip(0)
         return freqs * freq_scale if freq_scale != 1.0 else freqs
-    rope = RoPE3D(head_dim * num_heads, num_heads, ndim=ndim, mode=mode, theta=theta, freq_scale=freq_scale)
-    return rope.freqs.detach().clone()
+    freqs = point_frequencies(head_dim, num_heads, ndim, mode, theta, freq_scale)
+    return freqs if mode == 'mixed' else freqs[:, :1]
 
 
-class StringRoPE(Encoding):
-    """RoPE with general frequency vectors on ndim-D positions: what a STRING is after ``fold_string``, and the
-    rotation every STRING applies after its change of basis. Not registered (built by ``fold_string``).
-
-    Args:
-        freqs: (ndim, H or 1, d/2) frequencies in coordinate order (pair j of head h turns by sum_i x_i freqs[i, h, j]).
-        prefix: 'none' (prefix tokens unrotated) or 'centroid' (at the mean position of their sample).
-        learned: keep ``freqs`` as a parameter (else a non-persistent buffer).
-
-    Weight decay: none on ``freqs``, as rope_mixed's. Cost: rope_mixed's (an (H, N, d/2) table per forward pass and
-    layer, then the fused rotary kernel).
-    """
-
-    ndims = (2, 3)
-    needs_grid = False  # reads coordinates alone: points as well as grids
-    no_weight_decay_params: ClassVar[tuple[str, ...]] = ('freqs',)
-    freqs: torch.Tensor
-
-    def __init__(self, freqs: torch.Tensor, prefix: str = 'none', learned: bool = True) -> None:
-        super().__init__()
-        if prefix not in PREFIX_MODES:
-            raise ValueError(f'{self.registry_name()}: prefix must be one of {list(PREFIX_MODES)}, got {prefix!r}')
-        self.prefix = prefix
-        if learned:
-            self.freqs = nn.Parameter(freqs.float())
-        else:
-            self.register_buffer('freqs', freqs.float(), persistent=False)
-
-    def frequencies(self) -> torch.Tensor:
-        """(ndim, H or 1, d/2) float32 frequency vectors."""
-        return self.freqs.float()
-
-    def angles(self, coords: torch.Tensor) -> torch.Tensor:
-        """(..., N, ndim) -> (..., H or 1, N, d/2) float32: sum_i coord_i * freqs[i], without a matmul (autocast and
-        TF32 leave it alone)."""
-        freqs = self.frequencies()
-        if not is_symbolic(coords.shape[-1]) and coords.shape[-1] != freqs.shape[0]:  # FX: no branch on a Proxy
-            raise ValueError(
-                f'{self.registry_name()} was built for {freqs.shape[0]}D positions but got {coords.shape[-1]}D; '
-                f'build it with ndim={coords.shape[-1]}'
-            )
-        per_axis = coords.float()[..., None, :, :, None] * freqs.transpose(0, 1)[:, None]  # (..., H, N, ndim, d/2)
-        return per_axis.sum(dim=-2)
-
-    def table(self, pos: Positions) -> torch.Tensor:
-        """The (cos, sin) table (..., H or 1, num_prefix + N, d/2, 2); prefix rows (1, 0), or the centroid's."""
-        coords, num_prefix = pos.coords.float(), pos.num_prefix
-        if self.prefix == 'centroid':
-            coords, num_prefix = centroid_prefix(coords, num_prefix)
-        with autocast_off(coords):  # Circulant-STRING's rates are a matmul
-            return rotary_table(self.angles(coords), num_prefix)
-
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        return rotate_qk(q, k, self.table(pos))
-
-    def extra_repr(self) -> str:
-        return f'freqs={tuple(self.frequencies().shape)}, prefix={self.prefix}'
+#: what ``fold_string`` leaves: RoPE with the STRING's frequency vectors
+StringRoPE = VectorRoPE
 
 
-class STRING(StringRoPE):
+class STRING(VectorRoPE):
     """The shared part of the STRING variants: q -> B q, k -> B k per head with B = P^T (``basis``), then
     ``StringRoPE``'s rotation. Subclasses define ``basis``."""
 
@@ -175,7 +118,7 @@ class STRING(StringRoPE):
     def folded(self) -> StringRoPE:
         """The plain RoPE that remains once ``basis`` is folded into the q and k projections."""
         freqs = self.frequencies().detach().clone()
-        return StringRoPE(freqs, self.prefix, learned=self.mode == 'mixed').to(freqs.device)
+        return VectorRoPE(freqs, self.prefix, learned=self.mode == 'mixed').to(freqs.device)
 
     def extra_repr(self) -> str:
         return f'frequencies={self.mode}, theta={self.theta:g}, freq_scale={self.freq_scale:g}, prefix={self.prefix}'
