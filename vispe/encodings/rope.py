@@ -127,17 +127,11 @@ class RoPEAxial(GridRoPE):
         n = (self.sections[axis],)
         return freqs * self.strategy_factors(freqs, scale, self.train_grid[axis], n, kappa)
 
-    def angles(
-        self,
-        coords: torch.Tensor,
-        grid: Sequence[int] | None = None,
-        scales: Sequence[float] | None = None,
-        kappa: torch.Tensor | None = None,
+    def scaled_angles(
+        self, coords: torch.Tensor, scales: Sequence[float], kappa: torch.Tensor | None, grid: Sequence[int] | None
     ) -> torch.Tensor:
-        """(..., N, ndim) -> (..., N, d/2) float32, with the strategy applied at ``scales`` (None: those of
-        ``grid``, the token grid; without it the coordinates' extent) and, under DyPE, ``kappa``. The last axis
-        comes first (x before y for (row, col))."""
-        freqs = self.axis_frequencies(self.axis_scales(coords, grid) if scales is None else scales, kappa)
+        """(..., N, ndim) -> (..., N, d/2): the last axis' pairs first (x before y for (row, col))."""
+        freqs = self.axis_frequencies(scales, kappa)
         # the buffers follow the module; a table asked for on another device (positions there) gets them moved
         per_axis = [coords[..., a, None].float() * freqs[a].to(coords.device) for a in reversed(range(self.ndim))]
         return torch.cat(per_axis, dim=-1)
@@ -244,17 +238,13 @@ class RoPEMixed(GridRoPE):
             factors.append(self.strategy_factors(magnitudes, s, train, self.sections, kappa))
         return torch.stack(torch.broadcast_tensors(*factors), dim=-3)
 
-    def angles(
-        self,
-        coords: torch.Tensor,
-        grid: Sequence[int] | None = None,
-        scales: Sequence[float] | None = None,
-        kappa: torch.Tensor | None = None,
+    def scaled_angles(
+        self, coords: torch.Tensor, scales: Sequence[float], kappa: torch.Tensor | None, grid: Sequence[int] | None
     ) -> torch.Tensor:
-        """(..., N, ndim) (row, col) or (t, row, col) -> (..., H, N, d/2) at ``scales`` (None: those of ``grid``)
-        and, under DyPE, ``kappa``; float32 and matmul-free so autocast cannot downcast it."""
+        """(..., N, ndim) (row, col) or (t, row, col) -> (..., H, N, d/2); float32 and matmul-free so autocast cannot
+        downcast it."""
         freqs = self.freqs.float()
-        factors = self.frequency_factors(self.axis_scales(coords, grid) if scales is None else scales, kappa)
+        factors = self.frequency_factors(scales, kappa)
         if factors is not None:
             freqs = freqs * factors  # (ndim, H, d/2), or (B, ndim, H, d/2) with a time per sample
         col, row = coords[..., -1].float(), coords[..., -2].float()

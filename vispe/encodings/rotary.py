@@ -281,8 +281,15 @@ class GridRoPE(Encoding):
         scales: Sequence[float] | None = None,
         kappa: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """(..., N, ndim) coordinates -> (..., [H,] N, d/2) float32 angles at ``scales`` (None: those of ``grid``);
-        under a DyPE strategy at ``kappa`` (per sample: a batch axis in front)."""
+        """(..., N, ndim) coordinates -> (..., [H,] N, d/2) float32 angles at ``scales`` (None: those of ``grid``, the
+        token grid, or without one of the coordinates' extent); under a DyPE strategy at ``kappa`` (per sample: a
+        batch axis in front)."""
+        return self.scaled_angles(coords, self.axis_scales(coords, grid) if scales is None else scales, kappa, grid)
+
+    def scaled_angles(
+        self, coords: torch.Tensor, scales: Sequence[float], kappa: torch.Tensor | None, grid: Sequence[int] | None
+    ) -> torch.Tensor:
+        """``angles`` at the given scales: what a subclass defines."""
         raise NotImplementedError
 
     def check_positions(self, pos: Positions) -> None:

@@ -77,20 +77,35 @@ StringRoPE = VectorRoPE
 
 
 class STRING(VectorRoPE):
-    """The shared part of the STRING variants: q -> B q, k -> B k per head with B = P^T (``basis``), then
-    ``StringRoPE``'s rotation. Subclasses define ``basis``."""
+    """The shared part of the STRING variants: q -> B q, k -> B k per head with B = P^T (``basis``), then the RoPE
+    rotation of ``VectorRoPE``. Subclasses define ``init_basis`` and ``basis``.
+
+    Args:
+        dim: the attention's width; the head dim ``dim // num_heads`` must divide by 4 for images and be at least 6 for
+            points (rope3d's rule: pairs beyond a multiple of 2 * ndim start unrotated).
+        num_heads: the attention's heads (each has its own change of basis P and frequencies).
+        ndim: position axes: 2 (images, supplied by the backbone) or 3 (points).
+        frequencies: the RoPE underneath: 'mixed' (learned frequency vectors per layer and head, rope_mixed's init in
+            2D, rope3d mixed's in 3D) or 'axial' (rope_axial's / rope3d axial's fixed ladder).
+        theta: frequency base (None: 10 for 'mixed', 100 for 'axial', as rope_mixed / rope_axial).
+        freq_scale: multiplies every initial frequency (None: 1 for images, whose positions count tokens; 8 rad per unit
+            for points, rope3d's).
+        prefix: prefix tokens 'none' (unrotated) or 'centroid' (at their sample's mean position; a translated point
+            cloud then gives the same logits, cls rows included). None: 'none' for images, 'centroid' for points.
+    """
 
     def __init__(
         self,
         dim: int,
         num_heads: int,
-        ndim: int,
-        frequencies: str,
-        theta: float | None,
-        freq_scale: float | None,
-        prefix: str | None,
+        ndim: int = 2,
+        frequencies: str = 'mixed',
+        theta: float | None = None,
+        freq_scale: float | None = None,
+        prefix: str | None = None,
     ) -> None:
         owner = self.registry_name()
+        self.check_head_dim(dim // num_heads)
         if frequencies not in FREQUENCY_MODES:
             raise ValueError(f'{owner}: frequencies must be one of {list(FREQUENCY_MODES)}, got {frequencies!r}')
         if ndim not in self.ndims:
@@ -104,6 +119,14 @@ class STRING(VectorRoPE):
         super().__init__(freqs, prefix or default_prefix, learned=frequencies == 'mixed')
         self.head_dim, self.num_heads, self.ndim = head_dim, num_heads, ndim
         self.mode, self.theta, self.freq_scale = frequencies, theta, freq_scale
+        self.init_basis()
+
+    def check_head_dim(self, head_dim: int) -> None:
+        """ValueError for a head dim the variant cannot take (before anything else is checked)."""
+
+    def init_basis(self) -> None:
+        """Create the variant's parameters of P (the RoPE underneath exists already)."""
+        raise NotImplementedError
 
     def basis(self) -> torch.Tensor:
         """B = P^T, (H or 1, d, d) float32 orthogonal: q -> B q before the rotation."""
@@ -147,34 +170,13 @@ class CayleySTRING(STRING):
     not script: its hook takes ``Positions`` (see VisionTransformerPE) and its float32 sections run in
     ``autocast_off``, a context TorchScript's ``with`` refuses.
 
-    Args:
-        dim: the attention's width; the head dim ``dim // num_heads`` must divide by 4 for images and be at least 6 for
-            points (rope3d's rule: pairs beyond a multiple of 2 * ndim start unrotated).
-        num_heads: the attention's heads (each has its own skew generator A (d x d) and frequencies).
-        ndim: position axes: 2 (images, supplied by the backbone) or 3 (points).
-        frequencies: the RoPE underneath: 'mixed' (learned frequency vectors per layer and head, rope_mixed's init in
-            2D, rope3d mixed's in 3D) or 'axial' (rope_axial's / rope3d axial's fixed ladder).
-        theta: frequency base (None: 10 for 'mixed', 100 for 'axial', as rope_mixed / rope_axial).
-        freq_scale: multiplies every initial frequency (None: 1 for images, whose positions count tokens; 8 rad per unit
-            for points, rope3d's).
-        prefix: prefix tokens 'none' (unrotated) or 'centroid' (at their sample's mean position; a translated point
-            cloud then gives the same logits, cls rows included). None: 'none' for images, 'centroid' for points.
+    Arguments: as `STRING`.
     """
 
     no_weight_decay_params = ('A', 'freqs')
 
-    def __init__(
-        self,
-        dim: int,
-        num_heads: int,
-        ndim: int = 2,
-        frequencies: str = 'mixed',
-        theta: float | None = None,
-        freq_scale: float | None = None,
-        prefix: str | None = None,
-    ) -> None:
-        super().__init__(dim, num_heads, ndim, frequencies, theta, freq_scale, prefix)
-        self.A = nn.Parameter(torch.zeros(num_heads, self.head_dim, self.head_dim))
+    def init_basis(self) -> None:
+        self.A = nn.Parameter(torch.zeros(self.num_heads, self.head_dim, self.head_dim))
 
     def skew(self) -> torch.Tensor:
         """S = A - A^T, (H, d, d) float32."""
@@ -213,18 +215,7 @@ class CirculantSTRING(STRING):
     not script: its hook takes ``Positions`` (see VisionTransformerPE) and its float32 sections run in
     ``autocast_off``, a context TorchScript's ``with`` refuses.
 
-    Args:
-        dim: the attention's width; the head dim ``dim // num_heads`` must divide by 4 for images and be at least 6 for
-            points (rope3d's rule: pairs beyond a multiple of 2 * ndim start unrotated).
-        num_heads: the attention's heads (each has its own circulant coefficients).
-        ndim: position axes: 2 (images, supplied by the backbone) or 3 (points).
-        frequencies: the RoPE underneath: 'mixed' (learned frequency vectors per layer and head, rope_mixed's init in
-            2D, rope3d mixed's in 3D) or 'axial' (rope_axial's / rope3d axial's fixed ladder).
-        theta: frequency base (None: 10 for 'mixed', 100 for 'axial', as rope_mixed / rope_axial).
-        freq_scale: multiplies every initial frequency (None: 1 for images, whose positions count tokens; 8 rad per unit
-            for points, rope3d's).
-        prefix: prefix tokens 'none' (unrotated) or 'centroid' (at their sample's mean position; a translated point
-            cloud then gives the same logits, cls rows included). None: 'none' for images, 'centroid' for points.
+    Arguments: as `STRING`.
     """
 
     no_weight_decay_params = ('coeffs',)
@@ -232,24 +223,17 @@ class CirculantSTRING(STRING):
     sines: torch.Tensor  # buffer (d/2, d)
     fourier: torch.Tensor  # buffer (d, d)
 
-    def __init__(
-        self,
-        dim: int,
-        num_heads: int,
-        ndim: int = 2,
-        frequencies: str = 'mixed',
-        theta: float | None = None,
-        freq_scale: float | None = None,
-        prefix: str | None = None,
-    ) -> None:
-        sines, fourier = circulant_bases(dim // num_heads)
-        super().__init__(dim, num_heads, ndim, frequencies, theta, freq_scale, prefix)
+    def check_head_dim(self, head_dim: int) -> None:
+        circulant_bases(head_dim)  # refuses an odd one
+
+    def init_basis(self) -> None:
+        sines, fourier = circulant_bases(self.head_dim)
         self.register_buffer('sines', sines, persistent=False)
         self.register_buffer('fourier', fourier, persistent=False)
         # the coefficients whose sine transform is RoPE's frequencies (pair 0's rate dropped) replace them
         coeffs = self.freqs.detach() @ sines / sines.shape[-1]
         del self.freqs
-        if frequencies == 'mixed':
+        if self.mode == 'mixed':
             self.coeffs = nn.Parameter(coeffs)
         else:
             self.register_buffer('coeffs', coeffs, persistent=False)

@@ -129,18 +129,13 @@ class ChannelMapRoPE(GridRoPE):
         shifted = coords.float()[..., None, :] + shifts.to(coords.device)  # (..., N, d/2, 3)
         return (shifted * weights.to(coords.device)).sum(-1)  # no matmul: autocast cannot downcast it
 
-    def angles(
-        self,
-        coords: torch.Tensor,
-        grid: Sequence[int] | None = None,
-        scales: Sequence[float] | None = None,
-        kappa: torch.Tensor | None = None,
+    def scaled_angles(
+        self, coords: torch.Tensor, scales: Sequence[float], kappa: torch.Tensor | None, grid: Sequence[int] | None
     ) -> torch.Tensor:
-        """(..., N, 3) -> (..., N, d/2) float32 angles p_i w_i on the token grid ``grid`` (required: the offsets
-        and VRoPE's stride read it) at ``scales`` (None: those of ``grid``). ``kappa``: unused, no DyPE."""
+        """(..., N, 3) -> (..., N, d/2) angles p_i w_i on the token grid ``grid`` (required: the offsets and VRoPE's
+        stride read it). ``kappa``: unused, no DyPE."""
         if grid is None:
             raise ValueError(f'{self.registry_name()} reads the token grid (t, h, w) for its offsets; pass grid')
-        scales = self.axis_scales(coords, grid) if scales is None else scales
         return self.channel_positions(coords, grid, scales) * self.frequencies(scales).to(coords.device)
 
     def check_positions(self, pos: Positions) -> None:
