@@ -48,16 +48,14 @@ from collections.abc import Sequence
 
 import torch
 
-from vispe.encodings.base import Encoding, GridTableCache, check_positive
-from vispe.encodings.rotary import axial_frequencies, train_grid_from
+from vispe.encodings.base import GridTableCache, check_positive
+from vispe.encodings.rotary import TrainGridStrategies, axial_frequencies, train_grid_from
 from vispe.kernels.rotary import rotary_table, rotate_qk
 from vispe.positions import Positions, sizes_tensor
 from vispe.registry import ENCODINGS
 
 NORMALIZE = ('separate', 'min', 'max')
 
-#: the property ``Encoding.strategy`` itself, to give it this class's setter
-_ENCODING_STRATEGY: property = vars(Encoding)['strategy']
 
 
 @torch.fx.wrap
@@ -94,7 +92,7 @@ def dinov3_periods(
 
 
 @ENCODINGS.register_module(name='rope_dinov3')
-class RoPEDinoV3(Encoding):
+class RoPEDinoV3(TrainGridStrategies):
     """DINOv3's RoPE (module doc): axial rotation of per-image normalised coordinates, augmented in training.
 
     Args:
@@ -124,6 +122,7 @@ class RoPEDinoV3(Encoding):
     """
 
     strategies = ('none', 'extend')
+    train_grid_use = 'normalises by the training grid'
     periods: torch.Tensor  # buffer (d/4,)
 
     def __init__(
@@ -164,16 +163,6 @@ class RoPEDinoV3(Encoding):
         periods = dinov3_periods(self.head_dim, base, min_period, max_period)
         self.register_buffer('periods', periods, persistent=False)
         self._cache = GridTableCache()
-
-    def _set_strategy(self, value: str) -> None:
-        if value == 'extend' and self.train_grid is None:
-            raise ValueError(
-                "rope_dinov3: strategy 'extend' normalises by the training grid, and none is known; build it with "
-                "grid_size=(h, w) (vispe's backbones pass it) or keep strategy 'none'"
-            )
-        _ENCODING_STRATEGY.__set__(self, value)
-
-    strategy = _ENCODING_STRATEGY.setter(_set_strategy)
 
     @property
     def augmented(self) -> bool:

@@ -171,12 +171,33 @@ _T = TypeVar('_T')
 _ENCODING_STRATEGY: property = vars(Encoding)['strategy']
 
 
-class GridRoPE(Encoding):
+class TrainGridStrategies(Encoding):
+    """Resolution strategies that read the training grid: ``train_grid`` (``train_grid_from``; the backbone passes
+    ``grid_size``) must be known for any strategy but ``none``."""
+
+    train_grid: tuple[int, ...] | None = None
+    #: what the strategies do with the training grid (the error's words)
+    train_grid_use: ClassVar[str] = 'scales positions by the training grid'
+
+    def _set_strategy(self, value: str) -> None:
+        if value != 'none' and value in self.strategies and self.train_grid is None:
+            raise ValueError(
+                f'{self.registry_name()}: strategy {value!r} {self.train_grid_use}, and none is known; build it with '
+                "grid_size=(h, w) (vispe's backbones pass it) or keep strategy 'none'"
+            )
+        _ENCODING_STRATEGY.__set__(self, value)  # the base setter: checks the name, stores it
+
+    #: the base's property with this setter; its getter is the base's own (a getter calling super() breaks
+    #: torch.compile's graph)
+    strategy = _ENCODING_STRATEGY.setter(_set_strategy)
+
+
+class GridRoPE(TrainGridStrategies):
     """The core of the rotary encodings on token grids with a training grid (module doc).
 
-    A subclass sets ``self.train_grid`` (``train_grid_from``; without one only ``none`` may be chosen) and defines
-    ``angles``; ``fixed_frequencies`` says whether its tables may be cached per grid, ``shared_heads`` whether its
-    angles have no head axis.
+    A subclass sets ``self.train_grid`` (without one only ``none`` may be chosen) and defines ``scaled_angles``;
+    ``fixed_frequencies`` says whether its tables may be cached per grid, ``shared_heads`` whether its angles have
+    no head axis.
     """
 
     strategies: ClassVar[tuple[str, ...]] = ('none', 'interpolate', 'ntk', 'yarn', 'yarn_paper', *DYPE_STRATEGIES)
@@ -187,23 +208,10 @@ class GridRoPE(Encoding):
     fixed_frequencies: ClassVar[bool] = True
     #: angles (..., N, d/2) shared by the heads (else (..., H, N, d/2))
     shared_heads: ClassVar[bool] = True
-    train_grid: tuple[int, ...] | None = None
 
     def __init__(self) -> None:
         super().__init__()
         self._cache = GridTableCache()
-
-    def _set_strategy(self, value: str) -> None:
-        if value != 'none' and value in self.strategies and self.train_grid is None:
-            raise ValueError(
-                f'{type(self).__name__}: strategy {value!r} scales positions by the training grid, and none is known; '
-                "build it with grid_size=(h, w) (vispe's backbones pass it) or keep strategy 'none'"
-            )
-        _ENCODING_STRATEGY.__set__(self, value)  # the base setter: checks the name, stores it
-
-    #: the base's property with this setter; its getter is the base's own (a getter calling super() breaks
-    #: torch.compile's graph)
-    strategy = _ENCODING_STRATEGY.setter(_set_strategy)
 
     @property
     def yarn_ramp(self) -> str:
@@ -407,6 +415,7 @@ def train_grid_from(grid_size: Sequence[int] | None, ndim: int) -> tuple[int, ..
 __all__ = [
     'GridRoPE',
     'RotaryStrategies',
+    'TrainGridStrategies',
     'VectorRoPE',
     'axial_frequencies',
     'centroid_prefix',
