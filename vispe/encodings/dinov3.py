@@ -57,7 +57,6 @@ from vispe.registry import ENCODINGS
 NORMALIZE = ('separate', 'min', 'max')
 
 
-
 @torch.fx.wrap
 def coordinate_augmentation(
     shift: float | None, jitter: float | None, rescale: float | None, device: torch.device

@@ -1,15 +1,11 @@
-"""Encodings for point clouds, on positions in the data's metric unit (ndim 3).
+"""Encodings for point clouds, on positions in the data's unit (ndim 3).
 
 ``point_mlp`` is Point-MAE's (Pang et al., ECCV 2022): the group centres through Linear(3, 128) - GELU -
-Linear(128, D), added to the group tokens before every transformer block. It is absolute: translating the cloud
-changes it, where the centred groups themselves do not.
-
-``rope3d`` is rotary embedding on (x, y, z) (ENCODINGS.md: ``rope_axial`` / ``rope_mixed`` with ndim = 3): relative,
-so a model whose tokens are translation-invariant (centred groups) gives the same logits for a translated cloud.
-Image RoPE counts positions in tokens, so its fastest pair turns 1 rad from one token to the next; points come in
-metres (or whatever the data's unit is), so every frequency is multiplied by ``freq_scale`` (rad per unit), which
-should be about 1 / (distance between neighbouring group centres): 8 for objects of about unit size with 64
-groups (measured median 0.14 on primitives3d), about 4 for clouds normalised into the unit sphere (0.23).
+Linear(128, D), added to the group tokens before every block; absolute. ``rope3d`` is rotary embedding on (x, y, z):
+relative, so with translation-invariant tokens (centred groups) a translated cloud gives the same logits. Points come
+in metres (or the data's unit), not tokens, so every frequency is multiplied by ``freq_scale`` (rad per unit), about
+1 / (distance between neighbouring group centres): 8 for unit-size objects with 64 groups, about 4 for clouds
+normalised into the unit sphere.
 """
 
 from __future__ import annotations
@@ -28,26 +24,17 @@ from vispe.registry import ENCODINGS
 
 @ENCODINGS.register_module(name='point_mlp')
 class PointMLP(Encoding):
-    """MLP of the token positions, added to the non-prefix tokens before every block.
+    """MLP of the token positions, added to the non-prefix tokens before every block (recomputed at each hook).
 
     Args:
         dim: model width D.
         ndim: position dimensions (3 for points).
         hidden_dim: MLP width (128 in Point-MAE).
-        depth: the backbone's blocks (supplied by it); before block 0 is the ``embed`` hook, before block i + 1 the
-            ``after_block`` hook of block i (i < depth - 1). None: before block 0 only.
-        prefix_pos: Point-MAE's classifier's ``cls_pos``: one learned (1, 1, D) vector (trunc-normal std 0.02, as
-            Point-MAE's) added to the prefix tokens before every block after the first; before the first, Point-MAE adds
-            it to its learned cls token, which the backbone's learned cls token absorbs (the same functions,
-            parametrised once). False: prefix tokens get nothing (Point-MAE's pretraining encoder has no cls token).
-
-    The MLP is recomputed at each hook: on G group centres it costs G x (ndim x h + h x D) multiply-adds, small
-    next to a block, and nothing derived from the positions is kept between calls.
-
-    Weight decay: nothing to declare: the MLP's weights are ordinary linear weights, decayed as in Point-MAE
-    (its biases, 1-D, take none); so is ``prefix_pos``, as Point-MAE decays ``cls_pos``.
-
-    Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
+        depth: the backbone's blocks (supplied by it): the ``embed`` hook serves block 0, the ``after_block`` hook of
+            block i block i + 1. None: block 0 only.
+        prefix_pos: Point-MAE's classifier's ``cls_pos``: one learned (1, 1, D) vector added to the prefix tokens before
+            every block after the first (before the first the backbone's learned cls token absorbs it). False: prefix
+            tokens get nothing (Point-MAE's pretraining encoder has no cls token).
     """
 
     ndims = (3,)
@@ -79,39 +66,22 @@ class PointMLP(Encoding):
 
 @ENCODINGS.register_module(name='rope3d')
 class RoPE3D(VectorRoPE):
-    """Rotary embedding of ndim-D point positions (default 3: x, y, z in the data's unit), axial or mixed.
+    """Rotary embedding of ndim-D point positions (default 3: x, y, z), axial or mixed.
+
+    P_a = d // (2 ndim) pairs per axis, pair k with magnitude freq_scale / theta^(k / P_a); pairs beyond ndim P_a start
+    at frequency 0 (unrotated). Axial: group a turns with coordinate a. Mixed: rope_mixed's init generalised, per head
+    a random rotation U with group a along U's column a; learned, without weight decay. A cls token at the centroid
+    makes every logit a function of position differences, so the whole network is translation-invariant.
 
     Args:
         dim: model width.
         num_heads: attention heads (head dim d = dim / num_heads).
         ndim: position dimensions (the backbone passes 3).
-        mode: 'axial' (fixed frequencies, each pair turns with one axis; theta 100 as rope_axial) or 'mixed' (learned
-            frequency vectors per layer, head and pair; theta 10 as rope_mixed).
+        mode: 'axial' (fixed frequencies; theta 100 as rope_axial) or 'mixed' (learned per layer, head and pair; theta
+            10 as rope_mixed).
         theta: frequency base (None: the mode's default).
         freq_scale: rad per data unit of the fastest pair.
-        prefix: where prefix tokens (cls) sit: 'centroid' (the mean of the sample's positions) or 'none' (unrotated, as
-            rope_axial does on images).
-
-    Prefix position: an unrotated cls token meets group j through q_cls . R(p_j) k_j, which depends on the
-    absolute position p_j; placing it at the centroid makes every logit a function of differences, so the whole
-    network is translation-invariant (tested). The centroid moves with the cloud, so nothing absolute comes back.
-
-    Pairs: P_a = d // (2 ndim) per axis, pair k of an axis with magnitude freq_scale / theta^(k / P_a). When d is
-    not a multiple of 2 ndim (d = 64, ndim = 3: 30 of 32 pairs used), the remaining pairs get frequency 0 and pass
-    through unrotated (partial rotary), in 'mixed' mode until training moves them. Axial: pair group a (a < ndim)
-    turns with coordinate a. Mixed init generalises rope_mixed's: per head a random rotation U, and group a points
-    along U's column a (for 2D, the (cos t, sin t) and t + pi/2 directions). Angles are sums of coordinate x
-    frequency products in float32, without a matmul, so neither autocast nor TF32 lowers their precision.
-    Positions change with every cloud, so nothing is cached. Hook: rotate, q and k (B, H, N_total, d) -> same.
-
-    Cost: the (B, H or 1, N, d/2) angle table once per forward pass and layer, then the fused rotary kernel
-    (``vispe.kernels.rotary``: one pass over q and k on CUDA, one complex product per tensor on CPU); no complex
-    dtype under torch.compile. Not yet measured on a GPU.
-
-    Weight decay: none on the learned ``freqs`` of 'mixed' mode, as rope_mixed's (the RoPE-ViT reference): decay
-    would pull every frequency toward 0, i.e. toward no rotation. In 'axial' mode ``freqs`` is a buffer.
-
-    Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
+        prefix: where prefix tokens sit: 'centroid' (the mean of the sample's positions) or 'none' (unrotated).
     """
 
     ndims = (3,)

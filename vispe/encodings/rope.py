@@ -1,19 +1,9 @@
-"""Rotary position embeddings for vision: axial and mixed (Heo et al., "Rotary Position Embedding for
-Vision Transformer", ECCV 2024), with resolution strategies for grids larger or smaller than the training grid.
+"""Rotary position embeddings for vision: axial and mixed (Heo et al., "Rotary Position Embedding for Vision
+Transformer", ECCV 2024), on image and video grids, with the resolution strategies of the rotary core
+(``vispe.encodings.rotary``).
 
-Channel layout follows timm's naver-ai RoPE-ViT models, so their weights load unchanged: pairs are
-interleaved (channels 2j, 2j+1 form pair j) and, for images, the first half of the pairs rotates with the
-column (x) and the second half with the row (y). The rotation is ``vispe.kernels.rotary``: a real (cos, sin) table,
-the fused Triton kernel on CUDA (q and k in one pass), one complex multiplication per tensor in CPU eager mode, and
-real-valued ops that Inductor fuses under ``torch.compile`` (no complex dtype in a compiled graph). Prefix tokens are
-left unrotated ((1, 0) rows in the table, which avoids slicing q and k). Angles and the rotation are computed in
-float32 even under autocast. Hook: rotate, q and k (B, H, N_total, d) -> same.
-
-Cost: CPU, 1.01x ape_learned (ViT-S/16 224, batch 8, float32; docs). GPU: one read and write of q and k by the
-kernel plus a (N, d/2) table per grid (cached); not yet measured on a GPU with the kernel (1.28x before it).
-
-Resolution strategies (``strategy``): ``vispe.encodings.rotary_scaling``, which holds the rotary maths these encodings
-share with dinov3, comrope, harope and gta.
+The channel layout is timm's naver-ai RoPE-ViT's, so their weights load unchanged: pairs are interleaved channels
+(2j, 2j+1), and on images the first half of the pairs turns with the column (x), the second half with the row (y).
 """
 
 from __future__ import annotations
@@ -40,38 +30,20 @@ from vispe.registry import ENCODINGS
 
 @ENCODINGS.register_module(name='rope_axial')
 class RoPEAxial(GridRoPE):
-    """Axial RoPE on image and video grids: pair k of axis a rotates by coord_a * w_k, w_k = 1/theta^(k/n_a) for
-    the n_a pairs of axis a (theta = 100): 1/theta^(4k/d) on images, where each axis has d/4 pairs.
+    """Axial RoPE: pair k of axis a turns by coord_a * w_k, w_k = 1/theta^(k/n_a) over the n_a pairs of axis a
+    (theta = 100); on images each axis has d/4 pairs, so w_k = 1/theta^(4k/d).
 
-    Video (t, h, w): the d/2 pairs split into ``sections`` per axis, (t, h, w) order, each axis its own ladder from
-    1 down towards 1/theta; by default as even as the head dim allows, time taking the fewest (a head dim of 64:
-    10, 11 and 11 pairs). The channel order is the images' extended: the column's pairs first, then the row's,
-    then time's, so a 2D model is unchanged. A clip at another frame rate carries its time spacing in its
-    positions (``Positions.spacing``), and the strategies compare the grid's span (grid times spacing) with the
-    training grid, per axis: frame count and spatial size scale separately.
-
-    No parameters; the (cos, sin) tables are cached per grid, prefix count, device and strategy.
-
-    Weight decay: nothing to declare, it has no parameters.
-
-    Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
-    script: its hook takes ``Positions`` (see VisionTransformerPE), ``train_grid`` is a tuple of any length (no
-    TorchScript type), its tables come from a ``GridTableCache`` (a Python dict with tuple keys, filled by a lambda),
-    and the strategies compute Python floats.
-
-    Cost (video): the same kernel and one cached table per grid as on images. CPU: 0.99x ape_learned in ViT-S (8
-    frames of 112 px, 196 tokens, batch 8, float32) and 1.03-1.06x in the video configs' tiny model (8 frames of 32
-    px; ``tools/benchmark.py --model video``, docs/results/video.md). GPU: not measured.
+    Video (t, h, w): the d/2 pairs split into ``sections`` per axis, each with its own ladder; by default as even as the
+    head dim allows, time taking the fewest (head dim 64: 10, 11, 11). The column's pairs come first, then the row's,
+    then time's, so a 2D model is unchanged. No parameters; tables are cached per grid.
 
     Args:
         dim: the attention's width; the head dim ``dim // num_heads`` must be even, with at least one pair per axis
-            (images: divisible by 4 without ``sections``, as before).
+            (images: divisible by 4 without ``sections``).
         num_heads: the attention's heads.
-        ndim: position axes (the backbone supplies it; 2 for images, 3 for video).
+        ndim: position axes (2 for images, 3 for video; the backbone supplies it).
         theta: base of the frequency ladders, > 0.
-        grid_size: the training grid, ndim ints (supplied by the backbone), needed by every strategy but ``none``.
+        grid_size: the training grid, ndim ints (the backbone supplies it), needed by every strategy but ``none``.
         sections: channel pairs per axis in coordinate order ((t, h, w) for video), adding up to d/2; None: as even as
             the head dim allows (``rotary_sections``).
     """
@@ -139,38 +111,17 @@ class RoPEAxial(GridRoPE):
 
 @ENCODINGS.register_module(name='rope_mixed')
 class RoPEMixed(GridRoPE):
-    """Mixed RoPE with learnable frequencies, one set per attention layer and head, on image and video grids.
+    """Mixed RoPE: learned frequencies, one set per layer and head; pair j of head h turns by
+    f_x[h, j] col + f_y[h, j] row (+ f_t[h, j] t on video).
 
-    The angle of pair j in head h is f_x[h, j] * col + f_y[h, j] * row. Init: magnitudes
-    1/theta^(4k/d); a random angle a per head; the first d/4 pairs point along (cos a, sin a), the last d/4
-    along a + pi/2.
+    Init (timm's, so timm's RoPE-ViT weights and seeds give the same model): magnitudes 1/theta^(4k/d), a random angle a
+    per head, the first d/4 pairs along (cos a, sin a), the last d/4 along a + pi/2. Video: per head a random 3D
+    rotation U, the pairs in three groups of ``sections`` sizes, group g along U's column g with magnitudes
+    1/theta^(k/n_g). No weight decay on ``freqs``, as the reference code.
 
-    Video (t, h, w): a third component f_t multiplies time (angle f_x col + f_y row + f_t t). The init generalises
-    the 2D one as rope3d's mixed mode does: per head a random 3D rotation U, the pairs in three groups of
-    ``sections`` sizes (rope_axial's split), group g along U's column g with magnitudes 1/theta^(k/n_g), so each
-    pair starts turning with a random mixture of time, rows and columns.
-
-    Weight decay: none on ``freqs`` (ndim, H, d/2), as in the RoPE-ViT reference code (its ``no_weight_decay``
-    names ``freqs``): decay would pull every frequency toward 0, i.e. toward no rotation and no position.
-
-    Strategies act on each axis' component of the frequencies (f_x with the column scale, f_y with the row
-    scale, f_t with the frame-count scale). Learned frequencies have no theta, so ``ntk`` applies its equivalent
-    per-pair factor s^(-2k / (d_a - 2)), k the rank of |f_j| within its block of d/4 pairs (the blocks are the
-    groups of the init, ``sections`` in 3D, d_a twice the block's pairs; rank 0 = largest magnitude, kept);
-    ``yarn`` counts the rotations of pair j with |f_j|.
-
-    Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
-
-    Cost: the (H, N, d/2) angles once per forward pass and layer (learned, so never cached), shared by the batch;
-    then the fused rotary kernel, whose backward also sums the table's gradient. CPU: 1.02x ape_learned (ViT-S/16
-    224, batch 8, float32; docs); on video 1.00x in ViT-S (8 frames of 112 px, 196 tokens, batch 8) and 1.05-1.07x
-    in the video configs' tiny model (width 128: the table and its gradient pass over q and k weigh more against
-    its matmuls). GPU: not yet measured with the kernel (1.59x before it, and Inductor failed on its complex
-    rotation, which compiled graphs no longer contain).
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
-    script: its hook takes ``Positions`` (see VisionTransformerPE), ``train_grid`` is a tuple of any length (no
-    TorchScript type), and the strategies compute Python float scales with generator expressions.
+    Strategies scale each axis' component (f_x by the column scale, f_y by the row's, f_t by the frame count's).
+    Learned frequencies have no theta, so ``ntk`` applies its per-pair factor s^(-2k / (d_a - 2)) with k the rank of
+    |f_j| within its group, and ``yarn`` counts the rotations of |f_j|.
 
     Args:
         dim: the attention's width; the head dim ``dim // num_heads`` must divide by 4 (images) or be even with a pair
@@ -178,9 +129,9 @@ class RoPEMixed(GridRoPE):
         num_heads: the attention's heads (each learns its own frequencies).
         ndim: position axes: 2 for images, 3 for video (the backbone supplies it).
         theta: base of the initial frequency magnitudes, > 0.
-        grid_size: the training grid (supplied by the backbone), needed by every strategy but ``none``.
-        sections: video: the pairs of the init's three groups (``rotary_sections``; None: as even as the head dim
-            allows). Images always take two groups of d/4.
+        grid_size: the training grid (the backbone supplies it), needed by every strategy but ``none``.
+        sections: video: the pairs of the init's three groups (None: as even as the head dim allows). Images always take
+            two groups of d/4.
     """
 
     ndims: ClassVar[tuple[int, ...]] = (2, 3)

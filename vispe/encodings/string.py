@@ -1,36 +1,21 @@
-"""STRING: separable translationally invariant position encodings (Schenck et al., "Learning the RoPEs: Better 2D and
-3D Position Encodings with STRING", ICML 2025).
+"""STRING: separable translationally invariant position encodings (Schenck et al., "Learning the RoPEs: Better 2D
+and 3D Position Encodings with STRING", ICML 2025).
 
 A STRING rotates q and k by R(x) = exp(sum_i x_i L_i) with commuting skew-symmetric generators L_i (d x d per head),
-so R(x_m)^T R(x_n) = R(x_n - x_m) and every logit q_m^T R(x_n - x_m) k_n depends on positions only through their
-difference, in any number of position dimensions. Commuting skew matrices share one orthogonal eigenbasis, so every
-STRING is R(x) = P RoPE_f(x) P^T: an orthogonal change of basis P around RoPE with frequency vectors f (pair j of
-head h turns by sum_i x_i f[i, h, j]). The two variants the paper proposes, registered here, differ in P:
+so every logit q_m^T R(x_n - x_m) k_n depends on positions only through their difference. Commuting skew matrices
+share an orthogonal eigenbasis, so R(x) = P RoPE_f(x) P^T: a change of basis P around RoPE with frequency vectors f.
+The two variants differ in P:
 
-- ``string_cayley``: P = (I - S)(I + S)^-1, the Cayley transform of a learned skew-symmetric S (d x d, one per layer
-  and head here), which is orthogonal for every S and the identity at S = 0. S starts at 0, so the encoding starts
-  as exactly the RoPE underneath (rope_axial, rope_mixed or rope3d, by the options). The frequencies are rope_mixed's
-  learned ones by default (the paper builds on RoPE with learned frequencies), or rope_axial's fixed ladder.
-- ``string_circulant``: L_i = C_i - C_i^T with C_i circulant (learned first column c_i, d entries, per layer, axis and
-  head). Circulant matrices are all diagonalised by the discrete Fourier basis, so the L_i commute. In real
-  arithmetic (no complex dtype anywhere): with the orthonormal real Fourier basis F (rows 1/sqrt(d), (-1)^m/sqrt(d),
-  then sqrt(2/d) cos(2 pi m k / d), sqrt(2/d) sin(2 pi m k / d) for k = 1 .. d/2 - 1), L_i = F^T J_i F where J_i
-  rotates channel pair k at rate f[i, k] = 2 sum_m c_i[m] sin(2 pi m k / d), a discrete sine transform of c_i, and
-  pair 0 (the constant and alternating vectors) at rate 0. So Circulant-STRING is exactly a fixed P = F^T and RoPE
-  whose frequencies are sine transforms of the learned coefficients; only the odd part c[m] - c[-m] matters. The
-  paper computes exp through the FFT in O(d log d) per token; here F is one fixed d x d matmul per head (a GEMM).
+- ``string_cayley``: P = (I - S)(I + S)^-1, S a learned skew matrix per layer and head, starting at 0 (exactly the
+  RoPE underneath: rope_mixed's learned frequencies by default, rope_axial's with ``frequencies='axial'``).
+- ``string_circulant``: L_i = C_i - C_i^T with C_i circulant (learned first column c_i). All circulants share the real
+  Fourier basis F, so P = F^T is fixed and pair k turns at f[i, k] = 2 sum_m c_i[m] sin(2 pi m k / d), a sine
+  transform of c_i (pair 0 never turns). The paper's FFT is replaced by one d x d matmul per head (no complex dtype).
 
-Applying R(x) = P RoPE(x) P^T: the logits are (RoPE(x_m) P^T q)^T (RoPE(x_n) P^T k) because P is orthogonal, so the
-left P cancels and only q -> P^T q, k -> P^T k (one (B*N, d) x (d, d) matmul per head, ``transform_heads``) precede
-the fused rotary kernel (``vispe.kernels.rotary.rotate_qk``). Every logit equals the full R(x)'s, prefix tokens
-included; the q and k vectors themselves differ by the orthogonal P, which SDPA never sees. Since the transform does
-not depend on the position, it can be folded into the q and k rows of the attention's qkv projection once training
-is over: ``fold_string(model)`` does so and leaves plain RoPE of the same frequencies (``StringRoPE``), so a trained
-STRING runs at RoPE's cost with the same outputs.
-
-Positions: images in token-grid units (row, col), prefix tokens unrotated (as rope_axial); points (ndim 3) in the
-data's unit with rope3d's ``freq_scale`` and its 'centroid' prefix, so a translated cloud gives the same logits,
-cls rows included. Angles and the transform run in float32 under autocast; the transform is rounded once to q's dtype.
+Since P is orthogonal, only q -> P^T q and k -> P^T k precede the rotary kernel, and the logits equal the full
+R(x)'s. The transform does not depend on position, so ``fold_string`` folds it into the qkv projection after training
+and leaves plain RoPE (``StringRoPE``) at RoPE's cost. Images use token-grid positions with prefix tokens unrotated;
+points (ndim 3) use rope3d's ``freq_scale`` and its centroid prefix.
 """
 
 from __future__ import annotations
@@ -149,26 +134,11 @@ class STRING(VectorRoPE):
 
 @ENCODINGS.register_module(name='string_cayley')
 class CayleySTRING(STRING):
-    """Cayley-STRING: R(x) = P RoPE(x) P^T with P = (I - S)(I + S)^-1, S = A - A^T learned per layer and head.
+    """Cayley-STRING: P = (I - S)(I + S)^-1, S = A - A^T learned per layer and head.
 
-    At init A = 0, so P = I and the encoding equals the RoPE underneath bit for bit (rope_mixed with the same
-    frequencies, rope_axial with ``frequencies='axial'``, rope3d in 3D; tested). q and k are multiplied by
-    P^T = (I - S)^-1 (I + S), one (H, d, d) linear solve per forward pass and layer in float32 (no inverse), then
-    rotated by the fused rotary kernel. No resolution strategies: positions simply extend, as rope3d's.
-
-    Weight decay: none on ``A`` and ``freqs``. ``freqs`` as rope_mixed's (decay pulls frequencies toward no
-    rotation); A because the paper's text, as read here, states no decay on S, and decay would be a prior pulling
-    every head back toward plain RoPE that the method does not ask for.
-
-    Cost: the solve and the (H, N, d/2) table per forward pass and layer, never per sample; then per head one
-    (B*N, d) x (d, d) matmul on q and one on k before the rotary kernel (on CUDA one (B*N, C) x (C, C) GEMM each).
-    CPU: 1.08x ape_learned (ViT-S/16 224, batch 8, float32, one thread, median of 6, nothing else running;
-    rope_mixed 1.035x in the same run; docs/guide/speed.md). GPU: not measured. After ``fold_string``: rope_mixed's
-    cost.
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE; tested); its Python code does
-    not script: its hook takes ``Positions`` (see VisionTransformerPE) and its float32 sections run in
-    ``autocast_off``, a context TorchScript's ``with`` refuses.
+    A = 0 at init, so the encoding is the RoPE underneath bit for bit. P^T = (I - S)^-1 (I + S) comes from one (H, d, d)
+    linear solve per forward pass and layer in float32. No resolution strategies: positions simply extend. No weight
+    decay on A (none stated in the paper; decay would pull every head back to plain RoPE) nor on ``freqs``.
 
     Arguments: as `STRING`.
     """
@@ -192,28 +162,13 @@ class CayleySTRING(STRING):
 
 @ENCODINGS.register_module(name='string_circulant')
 class CirculantSTRING(STRING):
-    """Circulant-STRING: R(x) = exp(sum_i x_i (C_i - C_i^T)), C_i circulant with learned first column ``coeffs[i, h]``
-    (d entries per axis, layer and head), computed as F^T RoPE_f(x) F with the fixed real Fourier basis F and
-    f[i, h, k] = 2 sum_m coeffs[i, h, m] sin(2 pi m k / d) (module doc; tested against the matrix exponential).
+    """Circulant-STRING: R(x) = exp(sum_i x_i (C_i - C_i^T)), C_i circulant with learned first column
+    ``coeffs[i, h]``, applied as F^T RoPE_f(x) F with the real Fourier basis F (module doc).
 
-    Init: the coefficients are solved from the RoPE frequencies of the options (coeffs = f S / d with S[k, m] =
-    sin(2 pi m k / d), inverting the sine transform), so the rates start at RoPE's scales; pair 0 spans the
-    constant and alternating Fourier vectors, whose rate is 0 for every circulant: 2 of the d channels never turn.
-    With ``frequencies='axial'`` the coefficients are a fixed buffer (a non-learned Circulant-STRING). Unlike
-    Cayley-STRING it never equals RoPE in the channel basis: F is not the identity.
-
-    Weight decay: none on ``coeffs``: they are the frequencies in another basis, and decay would pull them toward
-    0, i.e. toward no rotation, as for rope_mixed's ``freqs``.
-
-    Cost: F q and F k as one (B*N, d) x (d, d) matmul per head (F is a fixed buffer), the (ndim, H, d/2) rates from a
-    (d/2, d) sine matrix and the (H, N, d/2) table per forward pass and layer, then the fused rotary kernel. The
-    paper's FFT form, O(d log d) per token, is left out for the GEMM (no complex dtype). CPU: 1.05x ape_learned
-    (ViT-S/16 224, batch 8, float32, one thread, median of 6, nothing else running; docs/guide/speed.md). GPU: not
-    measured. After ``fold_string``: rope_mixed's cost.
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE; tested); its Python code does
-    not script: its hook takes ``Positions`` (see VisionTransformerPE) and its float32 sections run in
-    ``autocast_off``, a context TorchScript's ``with`` refuses.
+    Init: the coefficients invert the sine transform of the RoPE frequencies of the options (coeffs = f S / d), so the
+    rates start at RoPE's; 2 of the d channels (the constant and alternating vectors) never turn. With
+    ``frequencies='axial'`` the coefficients are a fixed buffer. Unlike Cayley-STRING it never equals RoPE in the
+    channel basis. No weight decay on ``coeffs`` (frequencies in another basis).
 
     Arguments: as `STRING`.
     """
