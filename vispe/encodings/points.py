@@ -88,6 +88,7 @@ class RoPE3D(VectorRoPE):
     needs_grid = False  # reads coordinates alone: points, and video grids too
     modes = ('axial', 'mixed')
     no_weight_decay_params = ('freqs',)
+    weight_decay_note = "as rope_mixed's (mixed mode)"
 
     def __init__(
         self,

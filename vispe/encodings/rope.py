@@ -136,6 +136,7 @@ class RoPEMixed(GridRoPE):
 
     ndims: ClassVar[tuple[int, ...]] = (2, 3)
     no_weight_decay_params = ('freqs',)
+    weight_decay_note = 'as the RoPE-ViT reference; decay pulls frequencies toward no rotation'
     fixed_frequencies = False
     shared_heads = False
 

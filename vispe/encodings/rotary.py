@@ -2,8 +2,8 @@
 coordinate x frequency, through one real (cos, sin) table and the rotation of ``vispe.kernels.rotary``; prefix tokens
 take (1, 0) rows and pass unrotated (or sit at their sample's centroid).
 
-- Frequencies: ``frequency_ladder`` (one axis' fixed ladder), ``axial_frequencies``, ``rotary_sections`` (pairs per
-  axis), ``random_rotation`` (the mixed inits).
+- Frequencies (``vispe.encodings.rotary_scaling``, re-exported here): ``frequency_ladder`` (one axis' fixed ladder),
+  ``axial_frequencies``, ``rotary_sections`` (pairs per axis), ``random_rotation`` (the mixed inits).
 - ``VectorRoPE``: frequency vectors F (ndim, H or 1, d/2), angle_j = sum_a x_a F[a, h, j], on any coordinates
   (rope3d, STRING).
 - ``GridRoPE``: rotary encodings on token grids that know their training grid (rope_axial, rope_mixed, the video
@@ -15,6 +15,7 @@ take (1, 0) rows and pass unrotated (or sit at their sample's centroid).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import ClassVar, TypeVar
 
@@ -26,9 +27,14 @@ from vispe.encodings.base import Encoding, GridTableCache
 from vispe.encodings.rotary_scaling import (
     DYPE_STRATEGIES,
     DYPE_TIME_EXPONENT,
+    axial_frequencies,
     dype_yarn_factors,
+    frequency_ladder,
     frequency_ranks,
     ntk_factors,
+    random_rotation,
+    rotary_sections,
+    train_grid_from,
     yarn_factors,
     yarn_mscale,
 )
@@ -36,68 +42,18 @@ from vispe.kernels.rotary import rotary_table, rotate_qk, rotate_rows
 from vispe.positions import Positions, autocast_off, grid_coords, is_symbolic
 
 
-def axial_frequencies(head_dim: int, ndim: int, theta: float) -> torch.Tensor:
-    """w_k = 1 / theta^(k / (d / (2 ndim))), k < d / (2 ndim): for 2D, 1 / theta^(4k/d)."""
-    if head_dim % (2 * ndim):
-        raise ValueError(
-            f'rotary encodings need a head dim (embed_dim / num_heads) divisible by {2 * ndim} for {ndim}D positions '
-            f'(a pair of channels per frequency and axis), got {head_dim}; change embed_dim or num_heads'
-        )
-    return frequency_ladder(head_dim // (2 * ndim), theta)
-
-
-def frequency_ladder(pairs: int, theta: float) -> torch.Tensor:
-    """The (pairs,) float32 frequencies 1 / theta^(k / pairs), k < pairs: one axis' ladder, from 1 down towards
-    1 / theta whatever the number of pairs."""
-    return 1.0 / theta ** (torch.arange(pairs, dtype=torch.float32) / pairs)
-
-
-def random_rotation(ndim: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """A uniformly random (ndim, ndim) rotation matrix (QR of a Gaussian matrix with the signs fixed, det +1)."""
-    q, r = torch.linalg.qr(torch.randn(ndim, ndim, generator=generator, dtype=torch.float64))
-    q = q * torch.sign(torch.diagonal(r))
-    if torch.det(q) < 0:
-        q[:, 0] = -q[:, 0]
-    return q.float()
-
-
-def rotary_sections(head_dim: int, ndim: int, sections: Sequence[int] | None = None) -> tuple[int, ...]:
-    """Channel pairs per position axis, in coordinate order ((row, col) for images, (t, row, col) for video), summing
-    to d/2. None: an even split; when d/2 does not divide by ndim, the last axes take one pair more (a head dim of 64
-    in 3D: (10, 11, 11), time on the fewest). ValueError for an odd head dim or sections that do not fit."""
-    if head_dim % 2 or head_dim < 2 * ndim:
-        raise ValueError(
-            f'rotary encodings need an even head dim (embed_dim / num_heads) of at least {2 * ndim} for {ndim}D '
-            f'positions (a pair of channels per frequency, one or more per axis), got {head_dim}; change embed_dim '
-            'or num_heads'
-        )
-    pairs = head_dim // 2
-    if sections is None:
-        base, extra = divmod(pairs, ndim)
-        return tuple(base + (a >= ndim - extra) for a in range(ndim))
-    sections = tuple(int(n) for n in sections)
-    if len(sections) != ndim or min(sections) < 1 or sum(sections) != pairs:
-        raise ValueError(
-            f'sections={sections} must give each of the {ndim} position axes at least one channel pair and add up to '
-            f'the head dim / 2 = {pairs}; e.g. sections={rotary_sections(head_dim, ndim)}'
-        )
-    return sections
-
-
 def rotate_by_rows(
     q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, index: torch.Tensor, scale: float | torch.Tensor = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """q and k (B, H, T, d) rotated per token by a row of a small angle table: ``rows`` (R, [H,] d/2) angles, ``index``
-    (B, T) each token's row, ``scale`` as in ``rotate_qk``. The values and gradients of rotating by the gathered
-    table, without building it."""
+    """q and k (B, H, T, d) rotated per token by a row of ``rows`` (R, [H,] d/2) angles, ``index`` (B, T) each
+    token's row, without gathering the table."""
     rows3 = rows if rows.dim() == 3 else rows.unsqueeze(1)
     return rotate_rows(q, k, rotary_table(rows3), index, scale)
 
 
 def centroid_prefix(coords: torch.Tensor, num_prefix: int) -> tuple[torch.Tensor, int]:
-    """Each sample's ``num_prefix`` prefix tokens placed at the mean of its token positions, (..., N, ndim) ->
-    (..., num_prefix + N, ndim), so that a translated cloud rotates them alike; returns the coordinates and the prefix
-    count left to the table (0)."""
+    """Prefix tokens at the mean of their sample's positions: (..., N, ndim) -> (..., num_prefix + N, ndim), and the
+    prefix count left to the table (0)."""
     if not num_prefix:
         return coords, num_prefix
     centroid = coords.mean(dim=-2, keepdim=True)
@@ -111,9 +67,7 @@ class VectorRoPE(Encoding):
     """RoPE with frequency vectors on ndim-D coordinates: pair j of head h turns by sum_a x_a freqs[a, h, j].
 
     Prefix tokens pass unrotated (``prefix='none'``) or sit at their sample's centroid (``'centroid'``: every logit is
-    then a function of position differences, so a translated cloud gives the same logits). Nothing is cached: the
-    positions of points change with every sample. Not registered: rope3d and STRING build on it, and
-    ``fold_string`` leaves one.
+    then relative). Nothing is cached. Not registered: rope3d and STRING build on it.
 
     Args:
         freqs: (ndim, H or 1, d/2) frequency vectors in coordinate order.
@@ -141,7 +95,7 @@ class VectorRoPE(Encoding):
         return self.freqs.float()
 
     def angles(self, coords: torch.Tensor) -> torch.Tensor:
-        """(..., N, ndim) -> (..., H or 1, N, d/2) float32, without a matmul (autocast and TF32 leave it alone)."""
+        """(..., N, ndim) -> (..., H or 1, N, d/2) float32, matmul-free (autocast and TF32 leave it alone)."""
         freqs = self.frequencies()
         if not is_symbolic(coords.shape[-1]) and coords.shape[-1] != freqs.shape[0]:  # FX: no branch on a Proxy
             raise ValueError(
@@ -172,8 +126,7 @@ _ENCODING_STRATEGY: property = vars(Encoding)['strategy']
 
 
 class TrainGridStrategies(Encoding):
-    """Resolution strategies that read the training grid: ``train_grid`` (``train_grid_from``; the backbone passes
-    ``grid_size``) must be known for any strategy but ``none``."""
+    """Resolution strategies that need ``train_grid`` (the backbone's ``grid_size``) for any strategy but ``none``."""
 
     train_grid: tuple[int, ...] | None = None
     #: what the strategies do with the training grid (the error's words)
@@ -187,22 +140,16 @@ class TrainGridStrategies(Encoding):
             )
         _ENCODING_STRATEGY.__set__(self, value)  # the base setter: checks the name, stores it
 
-    #: the base's property with this setter; its getter is the base's own (a getter calling super() breaks
-    #: torch.compile's graph)
+    #: the base's getter (a getter calling super() breaks torch.compile's graph) with this setter
     strategy = _ENCODING_STRATEGY.setter(_set_strategy)
 
 
 class GridRoPE(TrainGridStrategies):
-    """The core of the rotary encodings on token grids with a training grid (module doc).
-
-    A subclass sets ``self.train_grid`` (without one only ``none`` may be chosen) and defines ``scaled_angles``;
-    ``fixed_frequencies`` says whether its tables may be cached per grid, ``shared_heads`` whether its angles have
-    no head axis.
-    """
+    """The core of the rotary encodings on token grids (module doc): a subclass sets ``train_grid`` and defines
+    ``scaled_angles``."""
 
     strategies: ClassVar[tuple[str, ...]] = ('none', 'interpolate', 'ntk', 'yarn', 'yarn_paper', *DYPE_STRATEGIES)
-    #: a sweep runs these only when named: DyPE follows the diffusion time (the generation sweep of a DiT), and
-    #: yarn_paper is the variant of yarn
+    #: run by a sweep only when named: DyPE follows a DiT sampler's time, yarn_paper is a variant
     opt_in_strategies: ClassVar[tuple[str, ...]] = ('yarn_paper', *DYPE_STRATEGIES)
     #: frequencies that never train: tables are cached per grid, prefix count, device and strategy
     fixed_frequencies: ClassVar[bool] = True
@@ -215,7 +162,7 @@ class GridRoPE(TrainGridStrategies):
 
     @property
     def yarn_ramp(self) -> str:
-        """``yarn_factors``' ramp under the strategy: the paper's for ``yarn_paper``, else the references'."""
+        """``yarn_factors``' ramp: the paper's for ``yarn_paper``, else the references'."""
         return 'paper' if self.strategy == 'yarn_paper' else 'reference'
 
     def axis_scales(self, coords: torch.Tensor, grid: Sequence[float] | None = None) -> tuple[float, ...]:
@@ -242,9 +189,8 @@ class GridRoPE(TrainGridStrategies):
         groups: Sequence[int],
         kappa: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Multipliers of the frequencies ``magnitudes`` (..., n) that follow one axis of scale ``scale`` and training
-        length ``train_len``, under the strategy; ``groups``: the pairs of each ladder along the last axis, within
-        which the frequencies rank (0 = fastest). ``kappa``: DyPE's time factor (``dype_kappa``)."""
+        """Multipliers of the frequencies ``magnitudes`` (..., n) of one axis under the strategy; ``groups``: the pairs
+        of each ladder along the last axis, within which the frequencies rank (0 = fastest)."""
         if self.strategy == 'interpolate':
             return torch.full_like(magnitudes, 1.0 / scale)
         if self.strategy in ('ntk', 'dype_ntk'):
@@ -258,8 +204,8 @@ class GridRoPE(TrainGridStrategies):
         return yarn_factors(magnitudes, scale, train_len, groups, self.yarn_ramp)
 
     def dype_kappa(self, pos: Positions) -> torch.Tensor | None:
-        """DyPE's kappa(t) = t^2 of the positions' diffusion time, float32, () or (B, 1, 1) for a time per sample;
-        None under any other strategy. ValueError when the positions carry no time, or are a mixed-size batch."""
+        """DyPE's kappa(t) = t^2, () or (B, 1, 1); None under another strategy. ValueError without a time, or for a
+        mixed-size batch."""
         if self.strategy not in DYPE_STRATEGIES:
             return None
         name = type(self).__name__
@@ -289,9 +235,8 @@ class GridRoPE(TrainGridStrategies):
         scales: Sequence[float] | None = None,
         kappa: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """(..., N, ndim) coordinates -> (..., [H,] N, d/2) float32 angles at ``scales`` (None: those of ``grid``, the
-        token grid, or without one of the coordinates' extent); under a DyPE strategy at ``kappa`` (per sample: a
-        batch axis in front)."""
+        """(..., N, ndim) -> (..., [H,] N, d/2) float32 angles at ``scales`` (None: those of ``grid``, else of the
+        coordinates' extent), under DyPE at ``kappa``."""
         return self.scaled_angles(coords, self.axis_scales(coords, grid) if scales is None else scales, kappa, grid)
 
     def scaled_angles(
@@ -304,8 +249,8 @@ class GridRoPE(TrainGridStrategies):
         """ValueError for positions the encoding cannot take (nothing here)."""
 
     def rotation_table(self, pos: Positions) -> torch.Tensor:
-        """The (cos, sin) table of ``pos`` (prefix rows (1, 0)), (..., [H,] N_total, d/2, 2): ``angles`` at the
-        scales of the positions' grid, or in a mixed batch at each image's own (``image_angles``)."""
+        """The (cos, sin) table (..., [H,] N_total, d/2, 2) at the scales of the positions' grid (each image's own in
+        a mixed batch)."""
         return rotary_table(self.image_angles(pos), pos.num_prefix)
 
     def image_angles(self, pos: Positions) -> torch.Tensor:
@@ -332,9 +277,8 @@ class GridRoPE(TrainGridStrategies):
         return out
 
     def grid_angles(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        """A mixed batch on its grids' own coordinates: ``angles`` once per distinct grid at that grid's scales, as
-        rows (R, [H,] d/2) float32 (the grids' cells one after the other, then a zero row: no rotation), and each
-        token's row, (B, T) long (prefix and padding tokens: the zero row)."""
+        """A mixed batch: ``angles`` once per distinct grid cell as rows (R, [H,] d/2), then a zero row (prefix and
+        padding), and each token's row (B, T)."""
         layout = pos.layout
         assert layout is not None
         self.dype_kappa(pos)  # refuses a mixed batch under DyPE
@@ -360,8 +304,7 @@ class GridRoPE(TrainGridStrategies):
         return rotary_table(rows.unsqueeze(1) if self.shared_heads else rows), index
 
     def cached(self, pos: Positions, build: Callable[[Positions], _T], *what: str) -> _T:
-        """``build(pos)``, kept per grid when the frequencies are fixed (and the strategy does not follow the
-        diffusion time)."""
+        """``build(pos)``, kept per grid when the frequencies are fixed and the strategy ignores the diffusion time."""
         if not self.fixed_frequencies or self.strategy in DYPE_STRATEGIES:
             return build(pos)
         return self._cache.get(pos.cache_key(self.strategy, *what), lambda: build(pos))
@@ -390,31 +333,22 @@ class GridRoPE(TrainGridStrategies):
         return layout.segment_values([per_grid[g] for g in layout.grids], pos.coords.device)[:, None, :, None]
 
     def qk_scale(self, scales: Sequence[float]) -> float:
-        """What q and k are each multiplied by after rotation: 0.1 ln s + 1 (``yarn_mscale``) at the geometric mean
-        of the scales for ``yarn``, ``yarn_paper`` and ``dype_yarn``, else 1."""
+        """q's and k's factor after rotation: 0.1 ln s + 1 at the scales' geometric mean for the YaRNs, else 1."""
         if self.strategy not in ('yarn', 'yarn_paper', 'dype_yarn') or all(s == 1.0 for s in scales):
             return 1.0
         geometric_mean = math.exp(sum(math.log(s) for s in scales) / len(scales))
         return yarn_mscale(geometric_mean)
 
 
-#: the former name of ``GridRoPE``
-RotaryStrategies = GridRoPE
-
-
-def train_grid_from(grid_size: Sequence[int] | None, ndim: int) -> tuple[int, ...] | None:
-    """The training grid as a tuple of ndim ints (None stays None)."""
-    if grid_size is None:
-        return None
-    grid = tuple(int(g) for g in grid_size)
-    if len(grid) != ndim or min(grid) < 1:
-        raise ValueError(f'grid_size must be {ndim} positive ints (one per position axis), got {tuple(grid_size)}')
-    return grid
+def __getattr__(name: str) -> type:
+    if name == 'RotaryStrategies':  # the former name of GridRoPE
+        warnings.warn('RotaryStrategies is deprecated: use GridRoPE', DeprecationWarning, stacklevel=2)
+        return GridRoPE
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 
 __all__ = [
     'GridRoPE',
-    'RotaryStrategies',
     'TrainGridStrategies',
     'VectorRoPE',
     'axial_frequencies',

@@ -144,6 +144,7 @@ class CayleySTRING(STRING):
     """
 
     no_weight_decay_params = ('A', 'freqs')
+    weight_decay_note = "freqs as rope_mixed's; decay on A would pull each head back to RoPE"
 
     def init_basis(self) -> None:
         self.A = nn.Parameter(torch.zeros(self.num_heads, self.head_dim, self.head_dim))
@@ -174,6 +175,7 @@ class CirculantSTRING(STRING):
     """
 
     no_weight_decay_params = ('coeffs',)
+    weight_decay_note = 'the frequencies in another basis'
     coeffs: torch.Tensor  # parameter ('mixed') or buffer ('axial'), (ndim, H or 1, d)
     sines: torch.Tensor  # buffer (d/2, d)
     fourier: torch.Tensor  # buffer (d, d)
