@@ -25,9 +25,46 @@ def encoding_count() -> str:
     return str(len(vispe.list_encodings()))
 
 
+def timm_name_count() -> str:
+    import vispe
+
+    return str(len(vispe.TIMM_NAMES))
+
+
+def hook_count() -> str:
+    from vispe.encodings import HOOK_TABLE
+
+    return str(len(HOOK_TABLE))
+
+
+def hook_table() -> str:
+    from vispe.encodings import HOOK_TABLE
+
+    rows = ['| hook | signature | called |', '|---|---|---|']
+    rows += [f'| `{h.name}` | `{h.signature}` | {h.call_point} |' for h in HOOK_TABLE.values()]
+    return '\n' + '\n'.join(rows) + '\n'
+
+
+def layer_diagram() -> str:
+    from workbench import layers
+
+    return layers.diagram()
+
+
+def layer_table() -> str:
+    from workbench import layers
+
+    return layers.table()
+
+
 #: section name -> a function returning its text
 SECTIONS: dict[str, Callable[[], str]] = {
     'encoding-count': encoding_count,
+    'timm-name-count': timm_name_count,
+    'hook-count': hook_count,
+    'hook-table': hook_table,
+    'layer-diagram': layer_diagram,
+    'layer-table': layer_table,
 }
 
 
