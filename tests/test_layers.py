@@ -5,11 +5,12 @@ and no chain of imports between modules runs in a circle. Imports inside functio
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
 
-from workbench.layers import LAYERS, ROOT, ROOTS, allowed, layer_of
+from workbench.layers import BELOW, LAYERS, ROOT, ROOTS, allowed, layer_of
 
 
 def module_name(path: Path) -> str:
@@ -22,12 +23,17 @@ def house() -> dict[str, Path]:
     return {module_name(p): p for root in ROOTS for p in sorted((ROOT / root).rglob('*.py'))}
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding='utf-8'), str(path))
+
+
 def imports(name: str, path: Path, modules: dict[str, Path]) -> list[tuple[int, str]]:
     """(line, module) for every import in module ``name`` (file ``path``) of a module under ROOTS; ``from a import b``
     names ``a.b`` when that is a module, else ``a``."""
     package = name if path.name == '__init__.py' else name.rpartition('.')[0]
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding='utf-8'), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -128,7 +134,7 @@ def shortest_circle(graph: dict[str, set[str]], component: set[str]) -> list[str
 def test_the_table_only_rises() -> None:
     for name, layer in LAYERS.items():
         for other in layer.may_import:
-            if other != 'below':
+            if other != BELOW:
                 assert other in LAYERS, f'{name} may import {other}, which is no layer'
                 assert LAYERS[other].floor < layer.floor, f'{name} may import {other}, which is not on a lower floor'
 
