@@ -115,8 +115,15 @@ def video_strategy_cases(store: dict, name: str) -> None:
     for strategy in cls.strategies:
         torch.manual_seed(0)
         model = VideoTransformer(
-            num_classes=3, encoding=name, img_size=(8, 8), num_frames=4, patch_size=2, tubelet_size=2, embed_dim=48,
-            depth=2, num_heads=2,
+            num_classes=3,
+            encoding=name,
+            img_size=(8, 8),
+            num_frames=4,
+            patch_size=2,
+            tubelet_size=2,
+            embed_dim=48,
+            depth=2,
+            num_heads=2,
         ).eval()
         for enc in model.modules():
             if isinstance(enc, vispe.Encoding) and type(enc).strategies:

@@ -74,11 +74,39 @@ def hook_table() -> str:
     return '\n' + '\n'.join(rows) + '\n'
 
 
+def timm_name_count() -> str:
+    import vispe
+
+    return str(len(vispe.TIMM_NAMES))
+
+
+def hook_count() -> str:
+    from vispe.encodings import HOOK_TABLE
+
+    return str(len(HOOK_TABLE))
+
+
+def layer_diagram() -> str:
+    from workbench import layers
+
+    return layers.diagram()
+
+
+def layer_table() -> str:
+    from workbench import layers
+
+    return layers.table()
+
+
 #: section name -> a function returning its text
 SECTIONS: dict[str, Callable[[], str]] = {
     'encoding-count': encoding_count,
     'encoding-capabilities': encoding_capabilities,
     'hook-table': hook_table,
+    'timm-name-count': timm_name_count,
+    'hook-count': hook_count,
+    'layer-diagram': layer_diagram,
+    'layer-table': layer_table,
 }
 
 
