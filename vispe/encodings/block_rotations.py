@@ -1,14 +1,10 @@
-"""Rotations of b-channel blocks for rotary encodings with learned generators (ComRoPE, HARoPE): the maths, apart
-from the encodings that use it.
+"""Rotations of b-channel blocks for rotary encodings with learned generators (ComRoPE, HARoPE, LieRE).
 
-* b = 4: so(4) splits into commuting left and right quaternion multiplications (``so4_split``,
-  ``quaternion_matrices``), so exp(t S) = exp(t a) x exp(t b), and ``isoclinic_frame`` turns both axes onto i: a fixed
-  orthogonal frame per head and block and two plane rotations, so that only angles depend on the token.
-* Any b: ``expm``, a matrix exponential (float32-accurate) with a hand-written backward, ``exp_skew`` with closed
-  forms for b = 2 and 4, and ``apply_blocks`` / ``transform_heads`` / ``rotate_in_frame`` to apply them to q and k.
-
-Cost: tables of (H, N, J, b, b) or frames of (H, d, d), computed once per forward and layer and shared by the batch;
-see each function.
+* b = 4: so(4) splits into commuting left and right quaternion multiplications (``so4_split``), so
+  exp(t S) = exp(t a) x exp(t b), and ``isoclinic_frame`` turns both axes onto i: a fixed frame and two plane
+  rotations, so that only angles depend on the token.
+* Any b: ``expm`` (float32-accurate, with its own backward), ``exp_skew`` with closed forms for b = 2 and 4, and
+  ``apply_blocks`` / ``transform_heads`` / ``rotate_in_frame`` to apply them to q and k.
 """
 
 from __future__ import annotations
@@ -98,15 +94,12 @@ def block_diagonal(blocks: torch.Tensor) -> torch.Tensor:
 def transform_heads(
     x: torch.Tensor, dense: torch.Tensor, transpose: bool = False, one_gemm: bool | None = None
 ) -> torch.Tensor:
-    """x (B, H, N, d) times dense[h]^T per head (dense (H, d, d) float32: ComRoPE's block-diagonal frames, HARoPE's
-    M), or times dense[h] with ``transpose``, in x's dtype (bf16 under autocast: the matrices depend only on
-    parameters and are rounded once; every token gets the same matrix, so q . k stays relative). Token-major x (timm's
-    q, k) is read as a view; the result is token-major too.
+    """x (B, H, N, d) times dense[h]^T per head (dense (H, d, d) float32), or times dense[h] with ``transpose``, in
+    x's dtype: the matrices depend only on parameters and are rounded once, so q . k stays relative.
 
-    ``one_gemm`` (default: on CUDA): one (B*N, C) x (C, C) GEMM on the token-major rows with the heads' matrices on
-    the diagonal of a C x C matrix: no copy in or out, H times the multiply-adds, for tensor cores to absorb.
-    Otherwise one (B*N, d) x (d, d) matmul per head (bmm), no wasted multiply-adds: on CPU faster than an einsum
-    per block or elementwise products."""
+    ``one_gemm`` (default: on CUDA): one (B*N, C) x (C, C) GEMM with the heads' matrices on the diagonal (no copies, H
+    times the multiply-adds, for tensor cores); otherwise one bmm over the heads.
+    """
     B, H, N, d = x.shape
     w = (dense if transpose else dense.transpose(-1, -2)).to(x.dtype)  # rows @ w[h]
     if one_gemm is None:  # an FX trace (device unknown, a Proxy) records the per-head form
@@ -333,19 +326,13 @@ def expm_plain(a: torch.Tensor) -> torch.Tensor:
 @torch.fx.wrap
 def expm(a: torch.Tensor) -> torch.Tensor:
     """exp(a) for a batch (..., n, n), float32- (float64-) accurate: a Taylor polynomial of degree m in 8, 12, .. 24
-    on A / 2^s, evaluated by Paterson-Stockmeyer (m / 4 + 2 matmuls), then s squarings; m and s give the fewest
-    matmuls under a bound on the batch's spectral radii (``exp_thetas``, ``_exp_plan``).
+    on A / 2^s by Paterson-Stockmeyer, then s squarings, m and s giving the fewest matmuls under a bound on the batch's
+    spectral radii (``exp_thetas``, ``_exp_plan``).
 
-    Backward (``_Expm``): the hand-written adjoint of the same chain, two matmuls per forward matmul, no autograd
-    graph; equal to autograd through the same operations to rounding, and to ``torch.linalg.matrix_exp``'s gradient
-    to the truncation error, without ``torch.linalg.matrix_exp``'s backward, which exponentiates 2n x 2n block
-    matrices. Matrices up to 8 x 8 are kept batch last (``_layout``).
-
-    Degree and squarings come from the norms, read on the host (a device sync on GPU); under ``torch.compile`` that
-    read would break the graph, so compiled code calls ``torch.linalg.matrix_exp``. An FX leaf (``torch.fx.wrap``):
-    an FX graph calls it at run time, where the norm is a number, so the traced model computes what the eager one
-    does, bit for bit; scripted (TorchScript, which cannot call an autograd.Function) it runs ``expm_plain``, the same
-    forward, differentiated by autograd.
+    Backward (``_Expm``): the adjoint of the same chain, two matmuls per forward matmul, no autograd graph; faster
+    than ``torch.linalg.matrix_exp`` on LieRE's and HARoPE's matrices (``workbench/expm_bench.py`` measures it).
+    Degree and squarings are read on the host, so compiled code calls ``torch.linalg.matrix_exp`` instead; an FX
+    leaf; scripted, it runs ``expm_plain``, the same forward.
     """
     if torch.compiler.is_compiling():  # the norm read would break the graph; matrix_exp traces as one op
         return torch.linalg.matrix_exp(a)
