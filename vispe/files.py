@@ -20,8 +20,7 @@ def check_file(path: str, what: str, missing: str | None = None, inside: Callabl
 
 
 def files_inside(directory: str, suffixes: tuple[str, ...], kind: str, first: int = 3) -> str:
-    """The hint naming the first ``suffixes`` files directly in ``directory`` to pass instead, or saying there are
-    none."""
+    """The hint naming the first ``suffixes`` files directly in ``directory`` to pass instead (or that none is)."""
     found = sorted(p for p in glob.glob(os.path.join(glob.escape(directory), '*')) if p.lower().endswith(suffixes))
     if not found:
         return f'; it holds no {kind} ({", ".join(suffixes)})'

@@ -88,8 +88,7 @@ def _compiled_flex() -> Callable[..., torch.Tensor]:
 def flex_attend(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, terms: Sequence[ScoreTerm], block_mask: Any = None
 ) -> torch.Tensor:
-    """softmax(q k^T / sqrt(d) + sum of the terms) v for (B, H, N, d) q, k, v; ``block_mask`` keeps queries in their
-    segment."""
+    """softmax(q k^T / sqrt(d) + sum of the terms) v for (B, H, N, d) q, k, v, masked by ``block_mask``."""
     from torch.nn.attention.flex_attention import flex_attention
 
     def score_mod(score, b, h, q_idx, kv_idx):

@@ -130,8 +130,7 @@ class TokenLayout:
         return self._cached('patch_mask', device, lambda dev: self.token_tables(dev)['grid_index'] >= 0)
 
     def table_index(self, device: torch.device | None = None) -> torch.Tensor:
-        """(B, T) long: each token's row in the ``distinct_grids``' tables concatenated plus a last row (prefix,
-        padding)."""
+        """(B, T) long: each token's row in the ``distinct_grids``' tables, concatenated, plus a last row of none."""
 
         def build(dev: torch.device) -> torch.Tensor:
             tokens = self.token_tables(dev)

@@ -1,6 +1,5 @@
 """Backbones that take vispe encodings: ``base`` (the shared forward protocol), ``common`` (checks), the backbones
-(``vit``, ``dit``, ``point``, ``multiview``, ``video``), ``mixed_sizes`` and ``timm_interop`` (timm names, Eva,
-weights)."""
+(``vit``, ``dit``, ``point``, ``multiview``, ``video``), ``mixed_sizes`` and ``timm_interop``."""
 
 from vispe.backbones.base import PEBlock, build_backbone_encodings
 from vispe.backbones.dit import DIT_SIZES, DiT, dit

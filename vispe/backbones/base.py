@@ -240,8 +240,7 @@ class EncodingHost(nn.Module):
         return len(self.attentions())
 
     def layer_id(self, name: str) -> int:
-        """BEiT's layer of parameter ``name``: 0 for the stem and ``pe``, i + 1 for block i, ``num_layers + 1``
-        after."""
+        """BEiT's layer of parameter ``name``: 0 stem and ``pe``, i + 1 block i, ``num_layers + 1`` the rest."""
         block = re.match(r'blocks\.(\d+)(?:\.|$)', name)
         if block:
             return int(block.group(1)) + 1
@@ -281,8 +280,7 @@ class PEBackbone(EncodingHost):
         raise NotImplementedError(f'{type(self).__name__} does not say how its inputs become tokens (tokens)')
 
     def run_block(self, i: int, x: torch.Tensor, pos: Positions, *block_args: Any) -> torch.Tensor:
-        """Block ``i`` (checkpointed when ``grad_checkpointing``; with ``attn_input=`` when an encoding uses it), then
-        after_block."""
+        """Block ``i`` (checkpointed if ``grad_checkpointing``; ``attn_input=`` if used), then the after_block hooks."""
         block = self._blocks()[i]
         stack = self.encoding_stack
         hook = stack.attn_input_fn(i, pos)  # None unless an encoding uses attn_input (LaPE)

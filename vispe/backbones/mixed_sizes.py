@@ -56,8 +56,7 @@ class MixedSizeViT(Protocol):
 
 
 def check_images(owner: str, images: list | tuple, in_chans: int | None = None) -> list[torch.Tensor]:
-    """The images as a list of (C, H, W) tensors of one dtype and ``in_chans`` channels; ValueError naming the first
-    that is not."""
+    """The images as a list of (C, H, W) tensors of one dtype and ``in_chans`` channels; ValueError otherwise."""
     if not images:
         raise ValueError(f'{owner}: got an empty list of images')
     bad = [i for i, x in enumerate(images) if not isinstance(x, torch.Tensor) or x.dim() != 3]

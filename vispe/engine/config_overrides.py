@@ -129,8 +129,7 @@ class _Rewriter:
 
 
 def read_with_options(path: str, options: Mapping[str, Any]) -> tuple[Config, set[str]]:
-    """The config at ``path`` evaluated with the ``options`` on its variables; returns it and the option keys
-    applied."""
+    """The config at ``path`` evaluated with the ``options`` on its variables, and the option keys so applied."""
     with tempfile.TemporaryDirectory(prefix='vispe_config_') as folder:
         rewrite = _Rewriter(options, folder)
         rewritten = rewrite(path)

@@ -154,8 +154,7 @@ def _dataset_with_skips(loader: Any) -> Any:
 
 @HOOKS.register_module()
 class SkippedSamplesHook(Hook):
-    """Logs the unreadable samples an ``on_error='skip'`` data set skipped, after each epoch where they grew, and at the
-    end.
+    """Logs the unreadable samples an ``on_error='skip'`` data set skipped, after each epoch where they grew and at end.
 
     Takes no arguments.
     """
