@@ -2,6 +2,8 @@
 
     {"config": ..., "checkpoint": ..., "train_resolution": ..., "metric": "accuracy",
      "results": [{"encoding": ..., "strategy": ..., "resolution": ..., "value": ...}, ...]}
+
+Each (strategy, resolution) is one ``vispe.sweeps.engine`` cell.
 """
 
 from __future__ import annotations
