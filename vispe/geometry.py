@@ -33,7 +33,6 @@ def patch_pixel_centres(h: int, w: int, patch: int, device: torch.device | None 
 
 
 def _expand_points(uv: Tensor, K: Tensor) -> Tensor:
-    """uv (N, 2) or (..., N, 2) broadcast to K's leading dims (...): (..., N, 2)."""
     return uv.expand(*K.shape[:-2], *uv.shape[-2:]).to(K.dtype)
 
 
@@ -186,12 +185,10 @@ def _traced(*tensors: Tensor) -> bool:
 
 
 def _work(x: Tensor) -> Tensor:
-    """float64 stays; anything else is checked in float32."""
     return x if x.dtype == torch.float64 else x.float()
 
 
 def _intrinsics_faults(K: Tensor, tol: float) -> Tensor:
-    """(..., 4) bool per view, in ``_K_PROBLEMS``' order."""
     last = K.new_tensor([0.0, 0.0, 1.0])
     finite = torch.isfinite(K).all(dim=(-2, -1))
     near = (K[..., 2, :] - last).abs() <= tol  # (NaN fails)
@@ -202,7 +199,6 @@ def _intrinsics_faults(K: Tensor, tol: float) -> Tensor:
 
 
 def _pose_faults(pose: Tensor, tol: float) -> Tensor:
-    """(..., 4) bool per view, in ``_POSE_PROBLEMS``' order."""
     R = pose[..., :3, :3]
     eye, last = torch.eye(3, dtype=pose.dtype, device=pose.device), pose.new_tensor([0.0, 0.0, 0.0, 1.0])
     finite = torch.isfinite(pose).all(dim=(-2, -1))
@@ -215,7 +211,6 @@ def _pose_faults(pose: Tensor, tol: float) -> Tensor:
 
 
 def _raise(faults: Tensor, what: str, problems: tuple[str, ...], fix: str) -> None:
-    """The ValueError for the first view with a fault (faults (..., n) bool)."""
     bad = faults.any(dim=-1)
     first = [int(i) for i in bad.nonzero()[0]]
     names = ('batch', 'view')[-len(first) :] if 0 < len(first) <= 2 else ('index',) * len(first)

@@ -69,7 +69,6 @@ def check_arguments(target: Callable, keys: Iterable[str], owner: str) -> None:
 
 
 def _build_model(cfg: Any, registry: Registry, default_args: dict | None = None) -> Any:
-    """mmengine's model build function, after checking each config's keys against its class."""
     for one in cfg if isinstance(cfg, list) else [cfg]:
         obj_type = one.get('type') if isinstance(one, dict) else None
         target = registry.get(obj_type) if isinstance(obj_type, str) else obj_type

@@ -67,7 +67,6 @@ def patchify(x: torch.Tensor, patch_size: int) -> torch.Tensor:
 
 
 def _linear(layers: nn.Sequential, index: int) -> nn.Linear:
-    """The Linear at ``index`` of a Sequential built with one there."""
     return cast(nn.Linear, layers[index])
 
 
@@ -270,7 +269,6 @@ class DiT(PEBackbone):
 
     # --- forward ---------------------------------------------------------------------------------------------
     def _check_size(self, height: int, width: int) -> None:
-        """ValueError unless an input of ``height`` x ``width`` divides into whole patches."""
         check_patch_multiple('DiT', (height, width), (self.patch_size, self.patch_size))
 
     def tokens(self, x: torch.Tensor, noise_level: torch.Tensor | None = None) -> tuple[torch.Tensor, Positions]:

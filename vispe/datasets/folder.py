@@ -62,7 +62,6 @@ def normalization_stats(normalize: Normalize, mean: tuple[float, ...], std: tupl
 
 
 def _missing(path: Path, how: str) -> FileNotFoundError:
-    """A FileNotFoundError that names the missing path and how to provide the data."""
     return FileNotFoundError(f'{path} not found. {how} vispe never downloads data; see data/README.md.')
 
 
@@ -86,7 +85,6 @@ class _DictDataset(SkipsBadSamples, Dataset):
 
 
 def _find_image_root(data_root: Path, split: str) -> Path:
-    """``data_root/split`` if it exists, else ``data_root`` itself when it directly holds class folders."""
     split_dir = data_root / split
     if split_dir.is_dir():
         return split_dir

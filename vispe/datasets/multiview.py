@@ -67,14 +67,12 @@ def make_mesh(kind: str, size: float, angle: float = 0.0) -> Mesh:
 
 
 def _o3d_tensor(array: np.ndarray) -> o3d.core.Tensor:
-    """An open3d tensor holding a copy of ``array``, in its dtype, on the CPU."""
     import open3d as o3d
 
     return o3d.core.Tensor(array)  # type: ignore[call-overload]  # open3d's stubs drop the dtype / device defaults
 
 
 def _extrinsic(cam_to_world: np.ndarray) -> np.ndarray:
-    """World-to-camera 4x4 (float64) of a camera-to-world pose."""
     rot, centre = cam_to_world[:3, :3], cam_to_world[:3, 3]
     out = np.eye(4)
     out[:3, :3], out[:3, 3] = rot.T, -rot.T @ centre
@@ -174,7 +172,6 @@ def render(
 
 
 def _check_range(name: str, value: Sequence[float], low: float, high: float) -> tuple[float, float]:
-    """``value`` as a (min, max) float pair with low < min <= max < high."""
     try:
         lo, hi = (float(v) for v in value)
     except (TypeError, ValueError):

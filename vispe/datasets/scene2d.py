@@ -91,7 +91,6 @@ def as_hw(image_size: ImageSize) -> tuple[int, int]:
 
 @lru_cache(maxsize=32)
 def _pixel_centres(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Scene coordinates of pixel centres: x as (1, W) and y as (H, 1), to broadcast instead of meshgrid."""
     x = ((np.arange(width) + 0.5) / width)[None, :]
     y = ((np.arange(height) + 0.5) / height)[:, None]
     x.flags.writeable = False  # shared through the cache

@@ -84,13 +84,11 @@ def _position_scene(rng: np.random.Generator) -> Scene:
 
 
 def _uniform_center(rng: np.random.Generator, size: float) -> tuple[float, float]:
-    """A centre that keeps a shape of half-extent ``size`` inside the image with MARGIN to spare."""
     lo, hi = size + MARGIN, 1.0 - size - MARGIN
     return float(rng.uniform(lo, hi)), float(rng.uniform(lo, hi))
 
 
 def _boxes_apart(a: Shape, b: Shape, gap: float) -> bool:
-    """True when the boxes of ``a`` and ``b`` are at least ``gap`` apart along some axis."""
     ax0, ay0, ax1, ay1 = a.bbox()
     bx0, by0, bx1, by1 = b.bbox()
     return max(bx0 - ax1, ax0 - bx1, by0 - ay1, ay0 - by1) >= gap

@@ -92,7 +92,6 @@ def _inside(point: tuple[float, float], reach: float) -> bool:
 
 
 def _spot(rng: np.random.Generator, reach: float) -> tuple[float, float]:
-    """A centre that keeps a shape of that reach inside the image."""
     lo, hi = reach + MARGIN, 1.0 - reach - MARGIN
     return float(rng.uniform(lo, hi)), float(rng.uniform(lo, hi))
 
@@ -102,7 +101,6 @@ def _apart(a: tuple[float, float], b: tuple[float, float], gap: float) -> bool:
 
 
 def _shape(rng: np.random.Generator) -> tuple[str, float, float]:
-    """A random kind, size and reach."""
     kind = str(rng.choice(ALL_SHAPES))
     size = float(rng.uniform(*SIZES))
     return kind, size, reach(kind, size)
@@ -159,7 +157,6 @@ def _first_mover_clip(rng: np.random.Generator) -> Clip:
 
 
 def _ends(track: Track) -> tuple[tuple[float, float], tuple[float, float]]:
-    """Where a track starts and where it ends."""
     return track.start, (track.start[0] + track.shift[0], track.start[1] + track.shift[1])
 
 

@@ -36,7 +36,6 @@ def _positive_int(value: Any, what: str) -> int:
 
 
 def _randint(low: int, high: int, generator: torch.Generator | None) -> int:
-    """Uniform int in [low, high], from ``generator`` (None: the global torch RNG)."""
     return int(torch.randint(low, high + 1, (), generator=generator))
 
 

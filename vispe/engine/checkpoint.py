@@ -48,7 +48,6 @@ def _history_buffer_state(self: HistoryBuffer) -> dict:
 
 
 def _mmengine_local_loader(filename: str, map_location: Any = None) -> dict[str, Any]:
-    """mmengine's loader for local paths (Runner ``load_from`` / ``resume``), replaced by vispe's."""
     return load_checkpoint(osp.expanduser(filename), map_location=map_location)
 
 

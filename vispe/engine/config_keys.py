@@ -52,7 +52,6 @@ def check_section_keys(cfg: Mapping[str, Any]) -> None:
 
 
 def _resolve(registry: Any, type_: Any) -> Callable | None:
-    """The class or function a ``type`` names, or None when it does not resolve (the check is then skipped)."""
     if isinstance(type_, str):
         try:
             target = registry.get(type_)
@@ -107,7 +106,6 @@ def _accepted(target: Callable) -> set[str] | None:
 
 
 def _check_typed(node: Any, path: str, registry: Any, default: Any = None, **kwargs: Any) -> None:
-    """Check a ``dict(type=..., ...)`` against the class its ``type`` names (``default`` when it names none)."""
     if not isinstance(node, Mapping):
         return
     type_ = node.get('type', default)
@@ -117,7 +115,6 @@ def _check_typed(node: Any, path: str, registry: Any, default: Any = None, **kwa
 
 
 def _check_entries(node: Any, path: str, registry: Any, **kwargs: Any) -> None:
-    """Check one typed dict, or each of a list of them (``custom_hooks``, ``param_scheduler``)."""
     if isinstance(node, (list, tuple)):
         for i, item in enumerate(node):
             _check_typed(item, f'{path}[{i}]', registry, **kwargs)

@@ -21,7 +21,6 @@ from vispe.engine.config_files import read_config_file
 
 
 def _assigned(tree: ast.Module) -> dict[str, list[ast.Assign]]:
-    """Top-level ``name = value`` statements by name."""
     found: dict[str, list[ast.Assign]] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign):
@@ -46,7 +45,6 @@ def _bases(tree: ast.Module) -> tuple[ast.Assign | None, list[str]]:
 
 
 def _span(node: ast.expr | ast.stmt) -> tuple[int, int, int, int]:
-    """(line, byte column, end line, end byte column) of a parsed node."""
     assert node.end_lineno is not None and node.end_col_offset is not None
     return node.lineno, node.col_offset, node.end_lineno, node.end_col_offset
 
@@ -123,7 +121,6 @@ class _Rewriter:
         return base if '::' in base or not osp.isfile(full) else osp.abspath(full)
 
     def _base(self, path: str, base: str) -> str:
-        """A ``_base_`` entry of ``path``: the absolute path of its rewritten copy, or of itself."""
         full = self._absolute(path, base)
         return full if full == base else self(full)
 

@@ -78,10 +78,7 @@ class AtomicCheckpointHook(CheckpointHook):
 
 @HOOKS.register_module()
 class RNGStateHook(Hook):
-    """Saves the random number generators' states with each checkpoint and restores them on resume.
-
-    Takes no arguments.
-    """
+    """Saves the random generators' states with each checkpoint, restores them on resume. Takes no arguments."""
 
     priority = 'VERY_LOW'
 
@@ -114,10 +111,7 @@ class NonFiniteLossError(RuntimeError):
 @HOOKS.register_module()
 class NonFiniteLossHook(Hook):
     """Raises ``NonFiniteLossError`` at the first NaN or Inf loss, before any other hook of that iteration (no
-    checkpoint of the diverged weights), naming the last good checkpoint.
-
-    Takes no arguments.
-    """
+    checkpoint of the diverged weights), naming the last good checkpoint. Takes no arguments."""
 
     priority = 'HIGHEST'
 
@@ -154,10 +148,8 @@ def _dataset_with_skips(loader: Any) -> Any:
 
 @HOOKS.register_module()
 class SkippedSamplesHook(Hook):
-    """Logs the unreadable samples an ``on_error='skip'`` data set skipped, after each epoch where they grew and at end.
-
-    Takes no arguments.
-    """
+    """Logs the unreadable samples an ``on_error='skip'`` data set skipped, after each epoch where they grew and at
+    the end. Takes no arguments."""
 
     priority = 'VERY_LOW'
 

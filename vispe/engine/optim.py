@@ -138,7 +138,6 @@ class ParamGroupsOptimWrapperConstructor:
         return 1.0
 
     def _layers(self, model: nn.Module) -> tuple[dict[str, int], int] | None:
-        """(name -> layer id, num_layers), or None without layer decay."""
         if self.layer_decay_rate is None:
             return None
         hosts: list[tuple[str, _LayerNumbering]] = []

@@ -16,7 +16,6 @@ META_KEYS = {'train_resolution': 'image_size', 'train_points': 'num_points', 'tr
 
 
 def _square(value: Any) -> Any:
-    """32 for 32, (32, 32) or [32, 32]; (h, w) for a non-square size."""
     if isinstance(value, (list, tuple)):
         value = tuple(int(v) for v in value)
         return value[0] if len(value) == 2 and value[0] == value[1] else value
@@ -91,10 +90,7 @@ def trained_on(cfg, meta: dict | None, key: str) -> Any | None:
 @HOOKS.register_module()
 class RunMetaHook(Hook):
     """Writes into every checkpoint's meta what the model is trained on: the config as data (``config_record``),
-    ``train_resolution`` or ``train_sizes``, ``train_points``, ``train_frames``.
-
-    Takes no arguments.
-    """
+    ``train_resolution`` or ``train_sizes``, ``train_points``, ``train_frames``. Takes no arguments."""
 
     priority = 'VERY_LOW'
 

@@ -31,7 +31,6 @@ _FORCED = ForcedBackend('depthwise', DEPTHWISE_BACKENDS, 'VISPE_DEPTHWISE_BACKEN
 
 
 def _triton_launch() -> Any:
-    """The module ``vispe.kernels.depthwise_triton``, or None without Triton."""
     return triton_module('depthwise_triton')
 
 

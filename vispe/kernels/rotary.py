@@ -37,7 +37,6 @@ _FORCED = ForcedBackend('rotary', ROTARY_BACKENDS, 'VISPE_ROTARY_BACKEND')
 
 
 def _triton_launch() -> Any:
-    """The module ``vispe.kernels.rotary_triton`` (its ``launch`` and ``KERNEL_DTYPES``), or None without Triton."""
     return triton_module('rotary_triton')
 
 
@@ -117,7 +116,6 @@ def _complex(table: torch.Tensor, scale: float | torch.Tensor, inverse: bool) ->
 
 
 def _turn(xs: Sequence[torch.Tensor], turn: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """Each x's complex pairs times ``turn`` (complex64, broadcastable to them), back in x's dtype."""
     return tuple(torch.view_as_real(_pairs(x) * turn).flatten(-2).type_as(x) for x in xs)
 
 
@@ -201,7 +199,6 @@ def _apply(
     scale: float | torch.Tensor,
     inverse: bool,
 ) -> tuple[torch.Tensor, ...]:
-    """The forward of ``_Rotate`` without autograd: ``triton`` launches the kernel, ``complex`` multiplies."""
     if not xs:
         return ()
     if backend == 'triton':

@@ -217,7 +217,6 @@ class DiffusionModel(BaseModel):
         return self.backbone(x, t_net, y, crop=crop)
 
     def _labels(self, labels: Tensor | Sequence[int] | None, batch: int, device: torch.device) -> Tensor:
-        """Labels as a long (B,) tensor on ``device``; none means unconditional (the null class)."""
         if labels is None:
             return torch.full((batch,), self.num_classes, dtype=torch.long, device=device)
         labels = torch.as_tensor(labels, device=device).long().reshape(-1)

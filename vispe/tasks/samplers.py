@@ -29,7 +29,6 @@ PredictFn = Callable[[Tensor, float], Tensor]
 
 
 def _per_sample(t: TimeLike, x: Tensor) -> Tensor:
-    """A scalar or (B,) time as a tensor that broadcasts against x (B, ...)."""
     t = torch.as_tensor(t, dtype=x.dtype, device=x.device)
     return t.reshape(-1, *([1] * (x.dim() - 1))) if t.dim() else t
 

@@ -31,7 +31,6 @@ def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> nn.Module:
 
 
 def _make_entrypoint(name: str):
-    """timm's entrypoint for the vispe name ``name``, named and documented as timm lists it."""
 
     def entrypoint(pretrained: bool = False, **kwargs: Any) -> nn.Module:
         return _create(name, pretrained=pretrained, **kwargs)
