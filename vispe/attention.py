@@ -1,11 +1,9 @@
 """The one attention module every vispe backbone uses, with the encoding hooks at fixed points.
 
-qkv -> q/k norm -> rotate (and transform_v) -> SDPA(attn_mask = sum of logit biases) -> transform_out -> + value terms
--> proj, or FlexAttention (``vispe.flex``). Parameter names match timm's ``Attention``.
-
-When the (B, H, N, N) bias would pass the byte budget (``bias_budget``, else ``BIAS_BUDGET_BYTES``), attention runs
-``query_rows`` queries at a time, each chunk checkpointed under autograd; results equal the one-shot path's to float
-tolerance. Traced graphs (FX, torch.export) always take the one-shot path.
+qkv -> q/k norm -> rotate (and transform_v) -> SDPA(attn_mask = sum of logit biases) or FlexAttention -> transform_out
+-> + value terms -> proj. Parameter names match timm's ``Attention``. When the (B, H, N, N) bias would pass the byte
+budget (``bias_budget``, else ``BIAS_BUDGET_BYTES``), eager attention runs ``query_rows`` queries at a time, each chunk
+checkpointed under autograd, with the one-shot path's results to float tolerance.
 """
 
 from __future__ import annotations

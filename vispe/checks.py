@@ -47,9 +47,8 @@ def _frozen(value: Any) -> Hashable:
 def once_per_build(*wording: str) -> Callable[[_Check], _Check]:
     """Decorator of a check (raises on a bad argument, else returns None or the normalised value).
 
-    Inside ``one_build``, a call whose arguments (those named in ``wording`` aside, which only word the message) equal a
-    passed call's returns that call's result without checking. Outside a build, or with an unhashable argument, it
-    checks every time.
+    Inside ``one_build``, a call whose arguments (but those in ``wording``) equal a passed call's returns its result
+    unchecked; outside a build, or with an unhashable argument, it always checks.
     """
 
     def decorate(check: _Check) -> _Check:

@@ -1,18 +1,12 @@
-"""FlexAttention for the encodings that add a term to the attention scores (iRPE, 2D ALiBi): the term is computed inside
-the kernel from small tables (``Encoding.score_term``), so the (B, H, N, N) bias is never materialised.
+"""FlexAttention for encodings that add a term to the attention scores (iRPE, 2D ALiBi), computed inside the kernel from
+small tables (``Encoding.score_term``): the (B, H, N, N) bias is never materialised.
 
-The kernel of a call (``choose_kernel``) follows the module's ``attention_kernel`` (``set_attention_kernel``; the ViT's
-``attention_kernel`` argument):
+``choose_kernel`` follows the module's ``attention_kernel``: ``'sdpa'`` (the summed biases as SDPA's float mask),
+``'flex'`` (FlexAttention, else a ValueError saying why) or ``'auto'`` (FlexAttention on CUDA from ``FLEX_MIN_TOKENS``
+tokens, and for mixed-size batches with the layout's ``BlockMask``; SDPA otherwise and on CPU).
 
-- ``'sdpa'``: fused SDPA with the summed biases as its float mask.
-- ``'flex'``: FlexAttention whenever the call allows it, else a ValueError saying why.
-- ``'auto'`` (default): FlexAttention on CUDA from ``FLEX_MIN_TOKENS`` tokens, and for mixed-size batches at any count
-  (with the layout's ``BlockMask``, which skips blocks holding no pair of one image); SDPA otherwise, and always on CPU
-  (no CPU backward).
-
-FlexAttention serves a call only when every logit-bias encoding has a score term, none needs the softmax weights (iRPE
-on V), the caller passes no mask nor causal flag, and no attention dropout runs. Eager callers get it
-``torch.compile``'d.
+FlexAttention serves a call only when every logit-bias encoding has a score term, none needs the softmax weights, the
+caller passes no mask nor causal flag, and no attention dropout runs. Eager callers get it compiled.
 """
 
 from __future__ import annotations

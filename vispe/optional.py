@@ -1,8 +1,7 @@
 """Optional dependencies, imported where they are used.
 
-open3d serves only point clouds and meshes (point-cloud files, Primitives3D, ModelNet40, MultiViewScenes, the FPS
-benchmark) and comes with ``pip install 'vispe[3d]'``. Modules import it inside the functions that need it, after
-``require_open3d``, so everything else runs without it.
+open3d (``pip install 'vispe[3d]'``) serves only point clouds and meshes; modules import it inside the functions that
+need it, after ``require_open3d``, so everything else runs without it.
 """
 
 from __future__ import annotations

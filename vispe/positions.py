@@ -94,8 +94,8 @@ class Positions:
         spacing: per axis, the distance between neighbouring grid tokens when not 1 (a video's time); in ``coords``.
         noise_level: the diffusion time in [0, 1] (1: pure noise), () or (B,), set by the DiT; else None.
         draws: random values all layers share within the pass, by name; kept by ``dataclasses.replace``.
-        aux_losses: auxiliary losses of this pass, by name; tables: what the layers share within the pass, by name.
-            Neither is an argument, and ``dataclasses.replace`` starts both empty.
+        aux_losses: auxiliary losses of this pass, and tables: what the layers share in it, by name; not arguments,
+            and ``dataclasses.replace`` starts both empty.
     """
 
     coords: torch.Tensor
