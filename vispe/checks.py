@@ -1,9 +1,5 @@
-"""Checks that run once per model build.
-
-Builders nest (``create_model`` -> timm's builder -> ``VisionTransformerPE`` -> ``apply_encoding`` ->
-``build_encoding``) and each is an entry point that keeps its checks. Inside ``one_build`` a ``once_per_build`` check
-runs once per set of arguments, at the outermost builder; outside a build every call checks.
-"""
+"""Checks that run once per model build: builders nest (``create_model`` -> ... -> ``build_encoding``), each keeping its
+checks; inside ``one_build`` a ``once_per_build`` check runs once per set of arguments."""
 
 from __future__ import annotations
 

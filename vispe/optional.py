@@ -1,8 +1,5 @@
-"""Optional dependencies, imported where they are used.
-
-open3d (``pip install 'vispe[3d]'``) serves only point clouds and meshes; modules import it inside the functions that
-need it, after ``require_open3d``, so everything else runs without it.
-"""
+"""Optional dependencies: open3d (``pip install 'vispe[3d]'``), imported only inside the functions that need it, after
+``require_open3d``."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""DiT (Peebles and Xie, "Scalable Diffusion Models with Transformers", ICCV 2023) with vispe positions and encodings.
-
-Images (B, C, H, W) -> tokens (B, h*w, D) -> ``depth`` adaLN-Zero blocks conditioned on c = t_emb + y_emb (+ crop_emb)
--> final adaLN + Linear -> unpatchify -> (B, C_out, H, W), C_out = 2 C with ``learn_sigma``. The output is 0 at init.
-Positions are the token grid (no cls token).
-"""
+"""DiT (Peebles and Xie, ICCV 2023) with vispe positions and encodings: patch tokens -> ``depth`` adaLN-Zero blocks
+conditioned on c = t_emb + y_emb (+ crop_emb) -> final adaLN + Linear -> unpatchify; output 0 at init."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The vispe ViT on a list of (C, H_i, W_i) images of different sizes (``vispe.layout``).
-
-``forward`` returns (len(list), num_classes) logits, ``forward_features`` a list of (P + h_i * w_i, D) token tensors,
-``forward_head`` pools each. Images are laid out by the model's ``mixed_sizes`` and attend within their own image only,
-so every output equals that of the image alone, to float tolerance.
-"""
+"""The vispe ViT on a list of (C, H_i, W_i) images of different sizes (``vispe.layout``): laid out by ``mixed_sizes``,
+each attending only within itself, so every output equals that of the image alone, to float tolerance."""
 
 from __future__ import annotations
 

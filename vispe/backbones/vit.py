@@ -1,8 +1,4 @@
-"""timm's VisionTransformer with positions and encoding hooks.
-
-``apply_encoding`` converts a plain timm ViT (weights kept); the result takes any H x W divisible by the patch size.
-Building by timm name is ``vispe.backbones.timm_interop``'s.
-"""
+"""timm's VisionTransformer with positions and encoding hooks; ``apply_encoding`` converts a timm ViT, weights kept."""
 
 from __future__ import annotations
 
@@ -40,27 +36,21 @@ from vispe.registry import MODELS
 
 @MODELS.register_module()
 class VisionTransformerPE(PEBackbone, VisionTransformer):
-    """A timm ``VisionTransformer`` driven by vispe encodings; build it directly, with ``vispe.create_model`` or
-    ``vispe.apply_encoding``.
+    """A timm ``VisionTransformer`` driven by vispe encodings, taking any H x W divisible by the patch size.
 
-    A position sampler acts in training only. Every forward also takes a list of (C, H_i, W_i) images
-    (``forward_features`` then returns one token tensor per image), with the same output whichever ``mixed_sizes``. With
-    every registered 2D encoding, ``torch.fx`` gives one graph for every image size, ``torch.export`` with dynamic H and
-    W one program, both equal to the eager model.
+    A position sampler acts in training only. Every forward also takes a list of (C, H_i, W_i) images (then one token
+    tensor per image). ``torch.fx`` and ``torch.export`` (dynamic H, W) give one graph for every size.
 
-    TorchScript: ``torch.jit.script(model)`` scripts the model's FX graph (``__prepare_scriptable__``), which runs
-    without vispe; the scripted module has ``forward`` only, in the mode it was scripted in, and refuses a position
-    sampler in training or a non-default resolution strategy.
+    TorchScript: ``torch.jit.script(model)`` scripts the model's FX graph, ``forward`` only, in the mode it was scripted
+    in, without a training-time sampler or a non-default resolution strategy.
 
     Args:
         encoding: a registered name, a config dict or a list of them (None: none).
-        position_sampler: training-time positions, a config dict (``dict(type='rpe2d', max_grid=(16, 16))``) or a
-            callable; None: the grid's own.
-        mixed_sizes: how images of different sizes share the batch: 'pad' (one per row) or 'pack' (several per row, in
-            rows of P + ``pack_tokens`` tokens).
+        position_sampler: training-time positions, a config dict or a callable; None: the grid's own.
+        mixed_sizes: how images of different sizes share the batch: 'pad' (one per row) or 'pack' (several per row).
         pack_tokens: patch tokens a packed row holds, >= 1; None: the longest image's.
         attention_kernel: 'auto', 'sdpa' or 'flex': where logit-bias terms are added (``vispe.flex``).
-        **kwargs: timm's ``VisionTransformer`` arguments (img_size, patch_size, embed_dim, depth, ...), checked first.
+        **kwargs: timm's ``VisionTransformer`` arguments, checked first.
     """
 
     #: training-time position sampler ``(pos, batch_size) -> Positions``, or None

@@ -1,10 +1,8 @@
 """The image pipeline of vispe's file-backed data sets: timm's ``create_transform``, sized by a size policy.
 
-Training augmentation is timm's, set by ``augment=dict(...)`` (``create_transform``'s keys); vispe's defaults keep at
-least half of the image (``scale=(0.5, 1.0)``) and add no colour jitter, so small images survive. Evaluation scales to
-cover the size and centre-crops (``resize='crop'``; 'pad' fits and pads with the mean colour, 'stretch' scales each
-side). With a size policy the crop is resized to the size drawn for the item; an aspect-keeping policy's ``ratio`` is
-relative to the image's own, and evaluation resizes the whole image under the budget.
+Training takes ``augment=dict(...)`` as ``create_transform``'s keys; vispe's defaults keep at least half of the image
+and add no colour jitter. Evaluation covers and centre-crops (``resize='crop'``), or pads or stretches. With a size
+policy the crop is resized to the drawn size (aspect-keeping policies: ``ratio`` relative to the image's).
 """
 
 from __future__ import annotations

@@ -146,8 +146,7 @@ def _label_by_name(base: tv_datasets.ImageFolder, root: Path, classes: list[str]
 class ImageFolderDataset(_DictDataset):
     """Images in ``data_root/split/<class>/*`` (or ``data_root/<class>/*``), via torchvision's ImageFolder.
 
-    Images are read by ``vispe.datasets.images.load_image`` (upright, every mode correctly scaled). A tiny image is used
-    with a ``SampleWarning``; an empty class folder is an error.
+    Images are read by ``vispe.datasets.images.load_image``; a tiny one is used with a ``SampleWarning``.
 
     Args:
         data_root: root of the tree.

@@ -1,9 +1,5 @@
-"""ModelNet40 (Wu et al., CVPR 2015) read from the user's disk; nothing is downloaded.
-
-Two layouts under ``data_root``: ``text`` (``modelnet40_normal_resampled``: shape names, split lists,
-``<class>/<item>.txt`` of ``x,y,z,nx,ny,nz``) and ``mesh`` (``<class>/{train,test}/*.off``, sampled on the surface).
-Each cloud is reduced to ``num_points``, centred and scaled into the unit sphere, then multiplied by ``scale``.
-"""
+"""ModelNet40 (Wu et al., CVPR 2015) from the user's disk, in the ``text`` (``modelnet40_normal_resampled``) or ``mesh``
+(``.off``) layout; clouds reduced to ``num_points``, centred, scaled into the unit sphere, times ``scale``."""
 
 from __future__ import annotations
 

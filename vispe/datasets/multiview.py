@@ -152,9 +152,8 @@ def render(
         return_ids: also return each pixel's mesh index (-1: background).
 
     Returns:
-        rgb float32 (3, H, W) (or (V, 3, H, W)) in [0, 1], ``colour * (0.3 + 0.7 max(0, n . l))`` with ``l`` =
-            ``LIGHT_DIRECTION``, background grey 0.2; depth float32 (H, W) (or (V, H, W)), camera z of the first hit, 0
-            on a miss; with ``return_ids`` the ids int64.
+        rgb float32 (3, H, W) or (V, 3, H, W) in [0, 1] (Lambert shading, grey 0.2 background), depth float32 (H, W)
+            or (V, H, W) (camera z, 0 on a miss), and with ``return_ids`` the int64 mesh ids.
     """
     K, cam_to_world = np.asarray(K, dtype=np.float64), np.asarray(cam_to_world, dtype=np.float64)
     single = K.ndim == 2
@@ -185,9 +184,8 @@ def _check_range(name: str, value: Sequence[float], low: float, high: float) -> 
 class MultiViewScenes(Dataset):
     """Multi-view renders of primitive objects; the task is to regress the red object's 3D world position.
 
-    Each item renders one scene (one to ``num_objects`` primitives, the red target always among them) from ``num_views``
-    random cameras with random focal lengths; sizes and poses are random, so a model must use ``K`` and ``cam_to_world``
-    and combine views to answer. Every camera sees the target's centre inside its image.
+    Sizes, focal lengths and poses are random, so a model must use ``K`` and ``cam_to_world`` and combine the views;
+    every camera sees the target's centre.
 
     Args:
         split: 'train', 'val' or 'test' (different scenes).

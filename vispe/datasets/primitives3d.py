@@ -1,9 +1,5 @@
-"""Primitives3D: procedural point clouds of open3d's primitive meshes, for point-cloud encodings.
-
-Item ``i`` depends only on ``(seed, split, i)``: class ``i mod num_classes``, an anisotropic scale, a rotation, the
-surface sample and jitter. Meshes are centred on their bounding box, so ``scale`` multiplies the object's extent (1:
-about the unit cube).
-"""
+"""Primitives3D: procedural point clouds of open3d's primitive meshes; item ``i`` (class ``i mod num_classes``, scale,
+rotation, sample, jitter) depends only on ``(seed, split, i)``."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Bad samples on disk: errors that name the file and what is wrong, or skipping them when the config asks.
-
-Readers raise ``SampleError`` for a file they cannot use; a data set with ``on_error='skip'`` (``SkipsBadSamples``)
-warns once per file and serves the next sample instead, counting skips across workers. Files that can be used but look
-wrong are used with a ``SampleWarning``, once per file (``WarnsOnce``).
-"""
+"""Bad samples on disk: ``SampleError`` naming the file and problem, or (``on_error='skip'``, ``SkipsBadSamples``) a
+warning and the next sample; usable but odd files get a ``SampleWarning`` once (``WarnsOnce``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""2D scenes of coloured shapes in ``[0, 1]^2`` (x right, y down) and their analytic renderer: each pixel's coverage is
-``clip(0.5 - sdf * pixels_per_unit, 0, 1)``, so a scene looks the same at every resolution, and any window renders
-directly at the output size."""
+"""2D scenes of coloured shapes in ``[0, 1]^2`` (x right, y down), rendered with analytic anti-aliasing: coverage
+``clip(0.5 - sdf * pixels_per_unit, 0, 1)``."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Shapes2D: procedural image classification where the position of things matters.
-
-A scene is a list of coloured shapes in ``[0, 1]^2`` (x right, y down), drawn from ``(seed, split, index)`` and rendered
-at any resolution with analytic anti-aliasing (``vispe.datasets.scene2d``), so it looks the same at every size. Any
-window can be rendered at the output size: random resized crops without resampling blur.
-"""
+"""Shapes2D: procedural image classification where the position of things matters; scenes (``vispe.datasets.scene2d``)
+drawn from ``(seed, split, index)`` and rendered analytically at any resolution, crops without resampling blur."""
 
 from __future__ import annotations
 
@@ -230,9 +226,8 @@ def check_index(name: str, index: int, length: int) -> int:
 class Shapes2D(Dataset):
     """Procedural shape scenes for probing positional encodings, rendered at any resolution.
 
-    Items are ``dict(inputs=FloatTensor (3, H, W), labels=int)``, plus with ``return_crop`` ``crop=FloatTensor(4)``, the
-    window's (top, left, height, width) as fractions of the image. ``metainfo`` holds the task and classes (and for
-    'shape_color' the shapes and palette).
+    Items are ``dict(inputs=FloatTensor (3, H, W), labels=int)``, with ``return_crop`` also ``crop=FloatTensor(4)``,
+    the window's (top, left, height, width) as fractions of the image.
 
     Args:
         task: one of ``TASKS``: 'position' (27 classes: 3x3 cell x 3 shapes), 'relation' (4: direction from red to

@@ -1,13 +1,9 @@
 """ShapesVideo: procedural clips of moving and turning shapes, for probing positional encodings along time.
 
-A clip is a set of tracks on a ``scene2d`` scene over clip time ``t`` in [0, 1), drawn from ``(seed, split, index)``;
-frame ``i`` of ``T`` averages ``[i / T, (i + 1) / T)``, so a clip looks the same at any frame count. Tasks (``TASKS``),
-each needing temporal order or time, with a grey shape turning as a nuisance:
-
-- ``direction`` (4): one shape moves right, down, left or up; played backwards, the opposite label.
-- ``first_mover`` (2): a red and a blue shape each move once; which starts first (by >= 0.2).
-- ``count`` (3): a shape flashes 1-3 times, at least 0.2 apart.
-- ``half`` (2): a shape shows once, in the first or the second half (absolute time).
+Clips live on a ``scene2d`` scene over time ``t`` in [0, 1), drawn from ``(seed, split, index)``; each frame averages
+its time interval, so a clip looks the same at any frame count. Tasks (``TASKS``) need temporal order or time:
+``direction`` (4: where one shape moves), ``first_mover`` (2: red or blue starts first), ``count`` (3: flashes),
+``half`` (2: absolute time of a flash).
 """
 
 from __future__ import annotations

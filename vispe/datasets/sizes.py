@@ -1,8 +1,7 @@
 """Size policies (``SIZE_POLICIES``): the (H, W) of each image in mixed-resolution training (FlexiViT, NaFlex).
 
-A policy answers in two steps: ``draw(generator)``, a hashable draw, then ``size(draw, image_hw)``, a multiple of the
-patch size on both sides. A data set draws once per item from the global torch RNG, or, given an index ``(i, key)``
-(``SharedSizeBatchSampler``), from a generator seeded with ``key``: one draw per batch.
+``draw(generator)`` gives a hashable draw, ``size(draw, image_hw)`` a size in whole patches. A data set draws per item
+from the global RNG, or from ``key`` for an index ``(i, key)``: one draw per batch.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The Three-Cell benchmark (after LOOPE, Chowdhury et al. 2025, arXiv 2504.14386): Shapes2D task ``three_cell_loope``.
 
-A reconstruction from the paper's description: on a ``GRID`` x ``GRID`` (14 x 14) grid of black cells, three distinct
-cells are painted red, green and blue; each cell is one patch when the side is 14 patches, so every image holds the same
-multiset of patches and a ViT without positions is at chance (1/6). The label (6 classes) is the order of the colours by
-distance from the image centre, nearest first: it needs absolute position and a comparison. Distances differ pairwise by
-at least ``MARGIN``; labels are uniform. Departure from the paper: its exact six classes are not published, and its
-no-PE score (59.4) shows its task leaves some answer in the patches' contents, which this one does not.
+Three distinct cells of a 14 x 14 grid are painted red, green and blue; each cell is one patch at 14 patches a side, so
+without positions a ViT is at chance (1/6). The label is the colours' order by distance from the centre (pairwise at
+least ``MARGIN`` apart), uniform. A reconstruction: the paper's exact classes are not published, and its no-PE score
+shows its task leaks some answer into the patches.
 """
 
 from __future__ import annotations

@@ -44,17 +44,10 @@ def create_model(
 ) -> nn.Module:
     """Build any timm ViT name with ``encoding``; extra keyword arguments go to ``timm.create_model``.
 
-    ``encoding='default'`` keeps what the name implies (a plain ViT's learned table, the rotary encoding of ``*_rope_*``
-    names, a vispe name's encoding). ``features_only=True`` returns timm's feature wrapper; ``position_sampler``,
-    ``mixed_sizes``, ``pack_tokens`` and ``attention_kernel`` are ``VisionTransformerPE``'s. ``'local-dir:PATH'``
-    rebuilds a model ``timm.models.save_for_hf`` saved.
-
-    ``checkpoint_path``: weights loaded strictly after building (a state dict, a safetensors file or a training
-    checkpoint); only a head of another ``num_classes`` may differ, left fresh with a warning. A checkpoint that does
-    not fit raises, naming the keys that differ.
-
-    A converted model's ``pretrained_cfg`` is its own: its vispe name as the architecture, its input size and classes,
-    no hub id or url, and the preprocessing of the weights it holds.
+    ``encoding='default'`` keeps what the name implies (a plain ViT's learned table, a ``*_rope_*`` name's rotary
+    encoding). ``features_only=True`` returns timm's feature wrapper; ``'local-dir:PATH'`` rebuilds a ``save_for_hf``
+    folder. ``checkpoint_path`` is loaded strictly (only a head of another ``num_classes`` may differ, left fresh with
+    a warning). A converted model's ``pretrained_cfg`` is its own (its vispe name, input size, classes; no hub id).
     """
     native = model_name.split('.')[0] in default_cfgs
     if model_name.startswith('local-dir:'):
