@@ -1,13 +1,5 @@
-"""Checks that run once per model build.
-
-A build nests builders: ``create_model`` calls timm's builder, which calls ``VisionTransformerPE.__init__``, which
-converts the model (``apply_encoding``), which builds the encodings of every layer (``build_backbone_encodings``,
-``build_encoding``), each encoding and attention layer checking its own arguments. Every builder is also an entry
-point of its own, so each keeps its checks; ``one_build`` makes them run once: the outermost builder opens the
-build's scope, the builders inside it join that scope, and a check decorated with ``once_per_build`` runs the first
-time it meets a set of arguments (at the outermost builder, which checks first) and is not run again for the same
-arguments by the layers built inside. Outside a build every call checks.
-"""
+"""Checks that run once per model build: builders nest (``create_model`` -> ... -> ``build_encoding``), each keeping its
+checks; inside ``one_build`` a ``once_per_build`` check runs once per set of arguments."""
 
 from __future__ import annotations
 
@@ -27,8 +19,7 @@ _PASSED: ContextVar[dict[Hashable, Any] | None] = ContextVar('vispe_passed_check
 
 @contextmanager
 def one_build() -> Iterator[None]:
-    """The scope of one model build (the module docstring): the outermost ``one_build`` holds the build, one opened
-    inside it joins it. Inside, each ``once_per_build`` check runs once per set of arguments."""
+    """The scope of one model build; a ``one_build`` opened inside another joins it."""
     if _PASSED.get() is not None:
         yield
         return
@@ -40,8 +31,7 @@ def one_build() -> Iterator[None]:
 
 
 def _frozen(value: Any) -> Hashable:
-    """``value`` as a hashable key that tells types apart (224 and 224.0 are different arguments to a check);
-    lists, tuples and dicts recursively. A TypeError for anything else unhashable."""
+    """``value`` as a hashable key that tells types apart, lists, tuples and dicts recursively; TypeError otherwise."""
     if isinstance(value, (list, tuple)):
         return type(value), tuple(_frozen(v) for v in value)
     if isinstance(value, dict):
@@ -51,10 +41,11 @@ def _frozen(value: Any) -> Hashable:
 
 
 def once_per_build(*wording: str) -> Callable[[_Check], _Check]:
-    """Decorator of a check (a function that raises on a bad argument and otherwise returns None or the value it
-    normalised): inside ``one_build``, a call whose arguments equal those of a call that passed, the arguments named
-    in ``wording`` aside (those that only word its message, such as ``owner``), returns what that call returned
-    without checking again. Outside a build, or with an argument that cannot be a key, it checks every time."""
+    """Decorator of a check (raises on a bad argument, else returns None or the normalised value).
+
+    Inside ``one_build``, a call whose arguments (but those in ``wording``) equal a passed call's returns its result
+    unchecked; outside a build, or with an unhashable argument, it always checks.
+    """
 
     def decorate(check: _Check) -> _Check:
         signature = inspect.signature(check)

@@ -1,24 +1,19 @@
-"""The two diffusion objectives' maths as plain functions: paths x_t, regression targets and samplers.
+"""The two diffusion objectives' maths: paths x_t, regression targets and samplers. Time runs from data (0) to noise;
+samplers integrate it backwards.
 
-Conventions (both objectives): time runs from data to noise, and samplers integrate it backwards.
+``flow``: rectified flow / linear-path flow matching (Liu et al. 2023; Lipman et al. 2023; SiT)::
 
-``objective='flow'``: rectified flow / linear-path flow matching (Liu et al. 2023; Lipman et al. 2023; SiT, Ma et
-al. 2024)::
+    x_t = (1 - t) * x0 + t * eps,    t ~ U[0, 1],    v = d x_t / dt = eps - x0
 
-    x_t = (1 - t) * x0 + t * eps,    t ~ U[0, 1],    eps ~ N(0, I)
-    v   = d x_t / dt = eps - x0      (points from data towards noise)
+The backbone predicts ``v`` and sees ``num_train_timesteps * t``; sampling integrates from t = 1 to 0 on a uniform grid.
 
-``t = 0`` is data and ``t = 1`` pure noise. The backbone predicts ``v`` (MSE loss) and sees the time as
-``num_train_timesteps * t`` (DiT's scale, [0, 1000]). Sampling integrates ``dx/dt = v(x, t)`` from ``t = 1`` down
-to ``t = 0`` on a uniform grid, so a step is ``x <- x + (t_next - t) * v`` with ``t_next < t``.
-
-``objective='ddpm'``: DDPM (Ho et al. 2020) with DiT's schedule: betas linear from 1e-4 to 0.02 over T = 1000
-steps (scaled by 1000 / T for other T, as in Improved DDPM), ``ab_t = prod_{s <= t} (1 - beta_s)``::
+``ddpm``: DDPM (Ho et al. 2020) with DiT's betas, linear from 1e-4 to 0.02 over T = 1000 (scaled by 1000 / T), ``ab_t =
+prod_{s <= t} (1 - beta_s)``::
 
     x_t = sqrt(ab_t) * x0 + sqrt(1 - ab_t) * eps,    t ~ U{0, ..., T - 1}
 
-The backbone predicts ``eps`` (MSE loss) and sees the integer ``t``. Sampling is DDIM with eta = 0 (Song et al.
-2021) on ``steps`` evenly spaced timesteps from T - 1 to 0, then to the clean image (``ab = 1``).
+The backbone predicts ``eps`` at integer ``t``; sampling is DDIM (eta = 0) on ``steps`` timesteps from T - 1 to 0, then
+to the clean image.
 """
 
 from __future__ import annotations
@@ -34,7 +29,6 @@ PredictFn = Callable[[Tensor, float], Tensor]
 
 
 def _per_sample(t: TimeLike, x: Tensor) -> Tensor:
-    """A scalar or (B,) time as a tensor that broadcasts against x (B, ...)."""
     t = torch.as_tensor(t, dtype=x.dtype, device=x.device)
     return t.reshape(-1, *([1] * (x.dim() - 1))) if t.dim() else t
 
