@@ -1,25 +1,12 @@
-"""ComRoPE: rotary encodings with trainable commuting angle matrices (Yu et al., "ComRoPE: Scalable and Robust
-Rotary Position Embedding Parameterized by Trainable Commuting Angle Matrices", CVPR 2025).
+"""ComRoPE: rotary encodings with trainable commuting angle matrices (Yu et al., CVPR 2025).
 
-R(x) = exp(sum_i A_i x_i) for normalised positions x, with skew-symmetric, pairwise commuting A_i, so q_m . k_n
-depends only on x_n - x_m. Each A_i is block diagonal with b x b blocks (b = ``block_size``, J = d/b per head), block
-j a multiple of one generator S_j = P_j - P_j^T per head, A_i[j] = W[i, j] S_j. ``comrope_ap`` (axis-partitioned):
-W[i, j] = 1 if j = i (mod ndim), else 0. ``comrope_ld`` (linearly dependent): W = theta, learned per axis and block
-(shared by the heads, as the reference code).
-
-Block j of token n is exp(t_nj S_j), t = x W, never the reference's dense d x d matrix per token: b = 2 is RoPE's
-rotation; b = 4 splits so(4) into commuting quaternion multiplications, which is M^T D(t omega) M with a fixed
-orthogonal frame M per head and block (``isoclinic_frame``) around RoPE's rotation; b = 8 takes ``expm``. Angles,
-frames and rotations run in float32.
-
-Positions: ((r + 0.5) / h, (c + 0.5) / w) of the grid (or rpe2d's range); without a grid, min-max per sample and axis
-to [0, 1]. ``jitter``: in training, U(-0.5, 0.5) coordinate units per sample and token, the paper's perturbation.
-Prefix tokens sit at ``prefix_position`` on every axis: 0 (the identity, default) or the reference's 0.5.
-
-Init (vispe's; the reference draws P ~ N(0, 1)): P_j ~ N(0, sigma_j^2), sigma_j = r_j / sqrt(2 (b - 1)), r_j the
-RMS rotation rate of block j in radians per image side, geometric over ``rate_range`` = (0.16, 16) like RoPE's ladder
-on a 16-patch side. AP ranks each axis' blocks on the ladder; LD ranks all blocks and points theta_j in a random unit
-direction.
+R(x) = exp(sum_i A_i x_i) with skew-symmetric, pairwise commuting A_i, so q_m . k_n depends only on x_n - x_m. Each
+A_i is block diagonal (b x b blocks, J = d/b per head) with block j a multiple of one generator S_j = P_j - P_j^T:
+A_i[j] = W[i, j] S_j. ``comrope_ap``: W[i, j] = 1 if j = i (mod ndim); ``comrope_ld``: W = theta, learned per axis
+and block. Block j of token n is exp(t_nj S_j), t = x W: RoPE's rotation for b = 2, a fixed frame around RoPE's
+rotation for b = 4 (``isoclinic_frame``), ``expm`` for b = 8. Positions are ((r + 0.5) / h, (c + 0.5) / w) of the grid,
+prefix tokens at ``prefix_position``. Init (vispe's; the reference draws N(0, 1)): RMS rotation rates geometric over
+``rate_range`` radians per image side, like RoPE's ladder (docs/encodings/rotary.md).
 """
 
 from __future__ import annotations

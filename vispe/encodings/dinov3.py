@@ -1,23 +1,10 @@
-"""DINOv3's rotary position embedding (Simeoni et al., "DINOv3", 2025; timm's ``RotaryEmbeddingDinoV3`` ports it):
-axial RoPE on coordinates normalised per image, with a training-time augmentation of those coordinates.
-
-Coordinates: token p of an axis of L tokens sits at c = 2 (p + 1/2) / L - 1, inside (-1, 1) whatever L, so the
-encoding interpolates by construction. ``normalize``: 'separate' (DINOv3's default) each axis by its own length,
-'min' / 'max' both axes by the shorter / longer one (keeping the aspect ratio). Sampled positions with an enlarged
-range (rpe2d) are normalised by that range, tokens off one grid by the range their coordinates span.
-
-Frequencies: pair j of an axis (j < d/4) turns by 2 pi c / P_j, P_j = base^(4j / d), or geometric from
-``min_period`` to ``max_period`` when both are given. The first d/4 pairs follow the row, the last d/4 the column
-(DINOv3's order); DINOv3 pairs channel j with j + d/2, so timm's DINOv3 weights load through a fixed permutation of
-q's and k's channels (``vispe.backbones.timm_interop.eva``).
-
-Augmentation (training only): c -> (c + s) f_a r, s ~ U(-shift, shift) and f_a = exp(U(-ln jitter, ln jitter)) per
-axis, r = exp(U(-ln rescale, ln rescale)) shared; each off when None. One draw per forward pass shared by every layer,
-in DINOv3's order from torch's global generator. Defaults: DINOv3's pretraining (rescale 2, shift and jitter off).
-
-Strategies: ``none`` (DINOv3's own: every grid spans (-1, 1)) and ``extend`` (normalised by the training grid:
-neighbouring tokens keep the training spacing, as plain RoPE's positions). ``interpolate`` would be ``none`` itself,
-and ``ntk`` and ``yarn`` have no range to keep, so none is offered.
+"""DINOv3's rotary position embedding (Simeoni et al., 2025; timm's ``RotaryEmbeddingDinoV3``): axial RoPE on
+coordinates normalised per image, c = 2 (p + 1/2) / L - 1 in (-1, 1) for token p of L, with a training-time
+augmentation c -> (c + s) f_a r (shift, per-axis jitter, shared rescale; one draw per forward pass shared by the
+layers, in DINOv3's order from torch's global generator). Pair j of an axis turns by 2 pi c / P_j, P_j = base^(4j / d)
+or geometric between ``min_period`` and ``max_period``; the row's pairs first. DINOv3 pairs channel j with j + d/2, so
+its weights load through a fixed permutation of q's and k's channels (``vispe.backbones.timm_interop.eva``).
+Strategies: ``none`` (DINOv3's own: every grid spans (-1, 1)) and ``extend`` (normalised by the training grid).
 """
 
 from __future__ import annotations
@@ -71,23 +58,21 @@ def dinov3_periods(
 
 @ENCODINGS.register_module(name='rope_dinov3')
 class RoPEDinoV3(TrainGridStrategies):
-    """DINOv3's RoPE (module doc): axial rotation of per-image normalised coordinates, augmented in training.
-
-    Trace (FX, torch.export) in eval mode for inference; a graph traced in training mode draws the augmentation at
-    every step (``coordinate_augmentation`` is a leaf).
+    """DINOv3's RoPE (module doc). Trace (FX, torch.export) in eval mode: a graph traced in training draws the
+    augmentation at every step.
 
     Args:
-        dim: the attention's width (head dim ``dim // num_heads`` divisible by 4).
+        dim: the attention's width (head dim divisible by 4).
         num_heads: the attention's heads.
         ndim: position axes; only 2.
         base: the period ladder's base, > 0; None needs ``min_period`` and ``max_period``.
-        min_period: shortest period of a geometric ladder; given with ``max_period``, the two replace ``base``.
+        min_period: shortest period of a geometric ladder (with ``max_period``, replaces ``base``).
         max_period: longest period of that ladder.
-        normalize: 'separate', 'min' or 'max'.
+        normalize: 'separate' (each axis by its own length), 'min' or 'max' (both by the shorter / longer one).
         shift: bound >= 0 of the per-axis shift; None: off.
         jitter: factor >= 1 of the per-axis scale; None: off.
         rescale: factor >= 1 of the scale shared by the axes; None: off.
-        grid_size: the training grid (the backbone passes it), needed by ``extend``.
+        grid_size: the training grid, needed by ``extend``.
     """
 
     strategies = ('none', 'extend')

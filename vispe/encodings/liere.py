@@ -1,25 +1,13 @@
-"""LieRE: Lie rotational positional encodings (Ostmeier et al., "LieRE: Lie Rotational Positional Encodings",
-ICML 2025; code: github.com/StanfordMIMI/LieRE).
+"""LieRE: Lie rotational positional encodings (Ostmeier et al., ICML 2025; github.com/StanfordMIMI/LieRE).
 
-Token n at normalised position x_n has the rotation R(x_n) = exp(sum_a x_na A_a), one learned skew-symmetric
-generator A_a per position axis, block diagonal with J = d / b blocks of b x b (b = ``block_size``), every head and
-layer its own; q_n, k_n -> R(x_n) q_n, R(x_n) k_n. The generators need not commute, so q . k depends on both
-positions, not only on their difference. What holds: R(0) = I, every R(x) is orthogonal, and along one axis
-R(x)^T R(y) = R(y - x).
-
-Parameters: ``generators`` (ndim, H, J, b (b - 1) / 2), the strict upper triangles of the blocks (row-major), A = U -
-U^T; the reference's full (ndim, layers, H J, b, b) tensors map onto them by ``raw[a, layer, h * J + j][triu]``.
-Init: the reference's, U(0, 2 pi) per entry. No weight decay (the reference trains with plain Adam).
-
-Positions, as the reference: grid index r of an n-token axis at training size g maps to x = r (n / g) / (n - 1);
-off a grid, min-max per sample and axis to [0, 1]. Prefix tokens get x = 0, the identity.
-
-Block sizes: the reference runs b = 64 on CIFAR-100 and 8 on ImageNet; vispe defaults to 8. b = 2 is RoPE-Mixed
-through the rotary kernel; b = 4 takes the closed form ``exp_so4``; other b take ``expm``. The head dim must divide
-by b (the reference would leave the remainder unrotated).
-
-Departure: the reference's Transformer loop ends up using layer 0's generators in every layer (the others get no
-gradient); vispe gives each layer its own, the stated intent. Per layer the two agree to 1e-5.
+Token n at normalised position x_n is rotated by R(x_n) = exp(sum_a x_na A_a), one learned skew-symmetric generator
+per axis, block diagonal (J = d / b blocks of b x b), every head and layer its own. The generators need not commute:
+q . k depends on both positions; R(0) = I, R(x) is orthogonal, and along one axis R(x)^T R(y) = R(y - x).
+``generators`` (ndim, H, J, b (b - 1) / 2) hold the blocks' strict upper triangles (the reference's full tensors map
+onto them by ``raw[a, layer, h * J + j][triu]``). Positions as the reference: x = r (n / g) / (n - 1) on an n-token
+axis at training size g; off a grid, min-max per sample; prefix tokens at x = 0. b = 2 takes the rotary kernel, b = 4
+the closed form ``exp_so4``, others ``expm``. Departure: the reference ends up using layer 0's generators in every
+layer; vispe gives each layer its own (docs/encodings/rotary.md).
 """
 
 from __future__ import annotations

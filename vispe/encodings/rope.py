@@ -30,22 +30,16 @@ from vispe.registry import ENCODINGS
 
 @ENCODINGS.register_module(name='rope_axial')
 class RoPEAxial(GridRoPE):
-    """Axial RoPE: pair k of axis a turns by coord_a * w_k, w_k = 1/theta^(k/n_a) over the n_a pairs of axis a
-    (theta = 100); on images each axis has d/4 pairs, so w_k = 1/theta^(4k/d).
-
-    Video (t, h, w): the d/2 pairs split into ``sections`` per axis, each with its own ladder; by default as even as the
-    head dim allows, time taking the fewest (head dim 64: 10, 11, 11). The column's pairs come first, then the row's,
-    then time's, so a 2D model is unchanged. No parameters; tables are cached per grid.
+    """Axial RoPE: pair k of axis a turns by coord_a / theta^(k/n_a) over the n_a pairs of axis a; on images d/4 pairs
+    per axis. On video the pairs split into ``sections`` per axis, after the column's and the row's. No parameters.
 
     Args:
-        dim: the attention's width; the head dim ``dim // num_heads`` must be even, with at least one pair per axis
-            (images: divisible by 4 without ``sections``).
+        dim: the attention's width; the head dim must be even with a pair per axis (images: divisible by 4).
         num_heads: the attention's heads.
-        ndim: position axes (2 for images, 3 for video; the backbone supplies it).
+        ndim: position axes (2 for images, 3 for video).
         theta: base of the frequency ladders, > 0.
-        grid_size: the training grid, ndim ints (the backbone supplies it), needed by every strategy but ``none``.
-        sections: channel pairs per axis in coordinate order ((t, h, w) for video), adding up to d/2; None: as even as
-            the head dim allows (``rotary_sections``).
+        grid_size: the training grid, needed by every strategy but ``none``.
+        sections: channel pairs per axis in coordinate order, adding up to d/2; None: as even as possible.
     """
 
     ndims: ClassVar[tuple[int, ...]] = (2, 3)
@@ -111,27 +105,19 @@ class RoPEAxial(GridRoPE):
 
 @ENCODINGS.register_module(name='rope_mixed')
 class RoPEMixed(GridRoPE):
-    """Mixed RoPE: learned frequencies, one set per layer and head; pair j of head h turns by
-    f_x[h, j] col + f_y[h, j] row (+ f_t[h, j] t on video).
+    """Mixed RoPE: learned frequencies per layer and head; pair j of head h turns by f_x[h, j] col + f_y[h, j] row
+    (+ f_t[h, j] t on video).
 
-    Init (timm's, so timm's RoPE-ViT weights and seeds give the same model): magnitudes 1/theta^(4k/d), a random angle a
-    per head, the first d/4 pairs along (cos a, sin a), the last d/4 along a + pi/2. Video: per head a random 3D
-    rotation U, the pairs in three groups of ``sections`` sizes, group g along U's column g with magnitudes
-    1/theta^(k/n_g). No weight decay on ``freqs``, as the reference code.
-
-    Strategies scale each axis' component (f_x by the column scale, f_y by the row's, f_t by the frame count's).
-    Learned frequencies have no theta, so ``ntk`` applies its per-pair factor s^(-2k / (d_a - 2)) with k the rank of
-    |f_j| within its group, and ``yarn`` counts the rotations of |f_j|.
+    Init: timm's (so timm's RoPE-ViT weights and seeds give the same model); on video per head a random 3D rotation with
+    pair group g along its column g. The strategies scale each axis' component; ``ntk`` ranks |f_j| within its group.
 
     Args:
-        dim: the attention's width; the head dim ``dim // num_heads`` must divide by 4 (images) or be even with a pair
-            per axis (video).
-        num_heads: the attention's heads (each learns its own frequencies).
-        ndim: position axes: 2 for images, 3 for video (the backbone supplies it).
+        dim: the attention's width; the head dim must divide by 4 (images) or be even with a pair per axis (video).
+        num_heads: the attention's heads.
+        ndim: position axes: 2 for images, 3 for video.
         theta: base of the initial frequency magnitudes, > 0.
-        grid_size: the training grid (the backbone supplies it), needed by every strategy but ``none``.
-        sections: video: the pairs of the init's three groups (None: as even as the head dim allows). Images always take
-            two groups of d/4.
+        grid_size: the training grid, needed by every strategy but ``none``.
+        sections: video: the pairs of the init's three groups; None: as even as possible.
     """
 
     ndims: ClassVar[tuple[int, ...]] = (2, 3)

@@ -1,42 +1,21 @@
 """The rotary encodings' frequency maths: the fixed ladders and their split over the axes, and the resolution
-strategies as pure functions of one axis' scale, applied by ``GridRoPE.strategy_factors`` (``vispe.encodings.rotary``).
+strategies as pure functions of one axis' scale s_a (``GridRoPE.axis_scales``), applied by
+``GridRoPE.strategy_factors``. d_a: the rotary dims of axis a; w_k: the frequency of its pair k (0 = fastest).
 
-Per axis a the ratio r_a = extent_a / train_a compares the grid's span (``Positions.grid_span``: a video's time
-spacing included) with the training grid; ``axis_scales`` turns it into the scale s_a of the strategy, one per axis
-(rows and columns, frames and frame size, apart). s_a = 1 leaves the axis untouched. d_a: the rotary dims of axis a,
-w_k: the frequency of its pair k (0 = fastest).
+- ``none``: positions simply extend or stop short.
+- ``interpolate`` (PI, Chen et al. 2023): w_k / s_a, above and below the training size.
+- ``ntk`` (bloc97 2023): theta' = theta s_a^(d_a / (d_a - 2)), i.e. w_k s_a^(-2k / (d_a - 2)).
+- ``yarn`` (Peng et al. 2023) as transformers' ``_compute_yarn_parameters``: w'_k = (1 - g_k) w_k / s_a + g_k w_k
+  with g_k a ramp over the pair index between the pairs turning 32 and 1 times over the training extent
+  (``correction_ramp``), and q, k each times 0.1 ln s + 1 (``yarn_mscale``) at the axes' geometric mean scale.
+- ``yarn_paper``: the paper's ramp, in each pair's rotations r_k: g_k = clamp((r_k - 1) / 31, 0, 1).
+- ``dype_ntk``, ``dype_yarn`` (DyPE, Issachar et al. 2025, as its authors' code): NTK with its exponent times
+  2 kappa(t), and a two-ramp vision YaRN, following the diffusion time t through kappa(t) = t^2.
 
-- ``none``: integer positions simply extend or stop short (the default).
-- ``interpolate``: position interpolation (PI; Chen et al. 2023): w_k / s_a with s_a = r_a above and below the training
-  size, so any grid is stretched onto the training range; the only strategy that acts below the training size.
-- ``ntk``: NTK-aware scaling (bloc97 2023): theta' = theta s_a^(d_a / (d_a - 2)), i.e. w_k s_a^(-2k / (d_a - 2)): the
-  fastest pair is kept, the slowest divided by s_a.
-- ``yarn``: YaRN (Peng et al. 2023) as its authors' code and transformers' ``_compute_yarn_parameters``:
-  w'_k = (1 - g_k) w_k / s_a + g_k w_k, g_k = 1 - clamp((k - low) / (high - low), 0, 1) over the pair index, low and
-  high the pairs turning 32 and 1 times over the training extent, floored and ceiled (``correction_ramp``). On a
-  ViT's short training extents no pair turns 32 times, so the fastest is kept and the ramp runs from it. q and k are
-  each multiplied by 0.1 ln s + 1 (``yarn_mscale``; the logits grow by its square), s the geometric mean of the axis
-  scales.
-- ``yarn_paper``: YaRN's ramp as the paper's equation writes it, g_k = clamp((r_k - 1) / (32 - 1), 0, 1) in each
-  pair's rotations r_k over the training extent, with the same temperature. On a ViT's grid it interpolates nearly
-  every pair (close to ``interpolate``) where ``yarn`` keeps the fastest. Opt-in: a sweep runs it when named.
-- ``dype_ntk``, ``dype_yarn``: DyPE (Issachar et al. 2025) as its authors' code, sampling-time schedules of a
-  diffusion transformer that follow the diffusion time t in [0, 1] (``Positions.noise_level``) through
-  kappa(t) = t^2. ``dype_yarn`` is their two-ramp vision YaRN (``dype_yarn_factors``): from PI to NTK's frequency
-  between the pairs turning 0.75 and 1.25 kappa times, then back to the trained frequency between 2 and 16 kappa
-  times; as t -> 0 every pair keeps its trained frequency; the temperature stays at every t. ``dype_ntk``:
-  theta' = theta (s_a^(d_a / (d_a - 2)))^(2 kappa(t)). The time is a tensor, so a compiled graph follows it without
-  recompiling; the tables are not cached.
-
-``ntk``, ``yarn`` and DyPE's take s_a = max(1, r_a): they keep angles within the range a pair turned through in
-training, which a smaller grid never leaves, so below the training size they are ``none`` on that axis.
-
-Departures from the references (tests/parity records both): where a ramp end passes the end of the ladder (a training
-extent under 2 pi theta^(-1 / pairs) positions for YaRN; DyPE's thresholds near t = 0), the references clamp one
-side of each end only and the ramp turns over (transformers' YaRN then keeps every pair, DyPE interpolates every
-pair); vispe clamps both ends, so YaRN keeps the fastest pair and DyPE the trained frequencies, the paper's limit.
-The temperature is one factor at the geometric mean of the axis scales; DyPE scales each axis by its own (the same
-on a square grid).
+``ntk``, ``yarn`` and DyPE's act only above the training size (s_a = max(1, r_a)). Departures from the references,
+tested in tests/parity: a ramp whose end passes the end of the ladder is clamped at both ends (the references turn it
+over), and the temperature is one factor at the geometric mean of the axis scales (DyPE: one per axis).
+docs/encodings/rotary.md explains each strategy.
 """
 
 from __future__ import annotations

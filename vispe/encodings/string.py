@@ -1,21 +1,11 @@
-"""STRING: separable translationally invariant position encodings (Schenck et al., "Learning the RoPEs: Better 2D
-and 3D Position Encodings with STRING", ICML 2025).
+"""STRING: separable translationally invariant position encodings (Schenck et al., ICML 2025).
 
-A STRING rotates q and k by R(x) = exp(sum_i x_i L_i) with commuting skew-symmetric generators L_i (d x d per head),
-so every logit q_m^T R(x_n - x_m) k_n depends on positions only through their difference. Commuting skew matrices
-share an orthogonal eigenbasis, so R(x) = P RoPE_f(x) P^T: a change of basis P around RoPE with frequency vectors f.
-The two variants differ in P:
-
-- ``string_cayley``: P = (I - S)(I + S)^-1, S a learned skew matrix per layer and head, starting at 0 (exactly the
-  RoPE underneath: rope_mixed's learned frequencies by default, rope_axial's with ``frequencies='axial'``).
-- ``string_circulant``: L_i = C_i - C_i^T with C_i circulant (learned first column c_i). All circulants share the real
-  Fourier basis F, so P = F^T is fixed and pair k turns at f[i, k] = 2 sum_m c_i[m] sin(2 pi m k / d), a sine
-  transform of c_i (pair 0 never turns). The paper's FFT is replaced by one d x d matmul per head (no complex dtype).
-
-Since P is orthogonal, only q -> P^T q and k -> P^T k precede the rotary kernel, and the logits equal the full
-R(x)'s. The transform does not depend on position, so ``fold_string`` folds it into the qkv projection after training
-and leaves plain RoPE (``StringRoPE``) at RoPE's cost. Images use token-grid positions with prefix tokens unrotated;
-points (ndim 3) use rope3d's ``freq_scale`` and its centroid prefix.
+R(x) = exp(sum_i x_i L_i) with commuting skew generators is R(x) = P RoPE_f(x) P^T, so q -> P^T q and k -> P^T k
+precede the rotary kernel and every logit depends only on position differences. ``string_cayley``: P = (I - S)(I +
+S)^-1, S learned per layer and head, 0 at init (the RoPE underneath exactly). ``string_circulant``: circulant
+generators, so P = F^T, the fixed real Fourier basis, and pair k turns at a sine transform of the learned
+coefficients (one d x d matmul per head, no FFT or complex dtype). ``fold_string`` folds P^T into the qkv projection
+after training, leaving plain RoPE (``StringRoPE``).
 """
 
 from __future__ import annotations
@@ -62,21 +52,17 @@ StringRoPE = VectorRoPE
 
 
 class STRING(VectorRoPE):
-    """The shared part of the STRING variants: q -> B q, k -> B k per head with B = P^T (``basis``), then the RoPE
-    rotation of ``VectorRoPE``. Subclasses define ``init_basis`` and ``basis``.
+    """The shared part of the STRING variants: q -> P^T q, k -> P^T k per head (``basis``), then ``VectorRoPE``'s
+    rotation. Subclasses define ``init_basis`` and ``basis``.
 
     Args:
-        dim: the attention's width; the head dim ``dim // num_heads`` must divide by 4 for images and be at least 6 for
-            points (rope3d's rule: pairs beyond a multiple of 2 * ndim start unrotated).
-        num_heads: the attention's heads (each has its own change of basis P and frequencies).
-        ndim: position axes: 2 (images, supplied by the backbone) or 3 (points).
-        frequencies: the RoPE underneath: 'mixed' (learned frequency vectors per layer and head, rope_mixed's init in
-            2D, rope3d mixed's in 3D) or 'axial' (rope_axial's / rope3d axial's fixed ladder).
-        theta: frequency base (None: 10 for 'mixed', 100 for 'axial', as rope_mixed / rope_axial).
-        freq_scale: multiplies every initial frequency (None: 1 for images, whose positions count tokens; 8 rad per unit
-            for points, rope3d's).
-        prefix: prefix tokens 'none' (unrotated) or 'centroid' (at their sample's mean position; a translated point
-            cloud then gives the same logits, cls rows included). None: 'none' for images, 'centroid' for points.
+        dim: the attention's width; the head dim must divide by 4 for images and be at least 6 for points.
+        num_heads: the attention's heads.
+        ndim: position axes: 2 (images) or 3 (points).
+        frequencies: the RoPE underneath: 'mixed' (learned, rope_mixed's or rope3d mixed's init) or 'axial' (fixed).
+        theta: frequency base (None: 10 for 'mixed', 100 for 'axial').
+        freq_scale: multiplies every initial frequency (None: 1 for images, 8 rad per unit for points).
+        prefix: 'none' (unrotated) or 'centroid'; None: 'none' for images, 'centroid' for points.
     """
 
     def __init__(

@@ -1,16 +1,8 @@
-"""Rotary encodings made for video token grids (t, h, w): M-RoPE (timm's ``RotaryEmbeddingMRope`` interleaved
-layout, as Qwen3-VL, or Qwen2-VL's sections), VideoRoPE (Wei et al., ICML 2025) and VRoPE (Liu et al., EMNLP 2025).
-
-All three give channel pair i a position id p_i = A[i] . ((t, h, w) + B[i]), a fixed linear map of the token's
-coordinates plus an offset from the grid, and turn it by p_i w_i with one ladder w_i = theta^(-2i/d) over all pairs;
-they differ in A and B alone (``ChannelMapRoPE``). The references pair channel i with i + d/2 (rotate-half); vispe's
-pairs are interleaved channels, a fixed permutation of q's and k's channels that leaves every q . k as it is.
-
-Time counts the training clips' tubelets (a clip at half the frame rate has time spacing 2). Between patch tokens
-q . k depends only on the (t, h, w) offset, so the offsets B change nothing there; they are kept so that the position
-ids are the references'. The strategies act per axis (frame count and frame size apart): ``interpolate`` divides the
-coordinates by s_a before the map, ``ntk`` and ``yarn`` rescale each channel's frequency by its axis' scale. No DyPE;
-mixed-size batches are refused (video backbones batch clips of one size).
+"""Rotary encodings made for video token grids (t, h, w): M-RoPE (timm's interleaved layout or Qwen2-VL's
+sections), VideoRoPE (Wei et al., ICML 2025) and VRoPE (Liu et al., EMNLP 2025). Each gives channel pair i a position
+id p_i = A[i] . ((t, h, w) + B[i]) and turns it by p_i w_i, w_i = theta^(-2i/d) (``ChannelMapRoPE``); they differ in A
+and B. vispe's pairs are interleaved channels where the references rotate halves: a fixed permutation that leaves
+every q . k as it is. The strategies act per axis; no DyPE; one clip size per batch.
 """
 
 from __future__ import annotations
@@ -34,9 +26,8 @@ MROPE_LAYOUTS = ('interleaved', 'sections')
 
 
 class ChannelMapRoPE(GridRoPE):
-    """The shared core: p_i = sum_a A[i, a] (x_a + B[i, a]) / s_a for x = (t, h, w), s_a the ``interpolate`` scales
-    (1 otherwise), turned by w_i = theta^(-2i/d). A subclass gives A and B for a grid (``channel_map``) and each
-    channel's axis (``set_axes``), which ``ntk`` and ``yarn`` follow.
+    """The shared core: p_i = sum_a A[i, a] (x_a + B[i, a]) / s_a (s_a: ``interpolate``'s scales), turned by
+    w_i = theta^(-2i/d); a subclass gives A and B (``channel_map``) and each channel's axis (``set_axes``).
 
     Args:
         dim: the attention's width.
@@ -44,7 +35,7 @@ class ChannelMapRoPE(GridRoPE):
         ndim: position axes; only 3, (t, h, w).
         theta: base of the frequency ladder, > 0.
         grid_size: the training grid (t, h, w), needed by every strategy but ``none``.
-        min_pairs: the fewest channel pairs the subclass' layout needs.
+        min_pairs: the fewest channel pairs the layout needs.
     """
 
     ndims: ClassVar[tuple[int, ...]] = (3,)
@@ -147,24 +138,18 @@ def _fixed_map(axes: Sequence[int], weights: Sequence[Sequence[float]]) -> torch
 
 @ENCODINGS.register_module(name='mrope')
 class MRoPE(ChannelMapRoPE):
-    """Multimodal RoPE (Qwen2-VL, Wang et al. 2024) on video: pair i reads one axis, raw, p_i = t, h or w.
+    """Multimodal RoPE (Qwen2-VL, Wang et al. 2024): pair i reads one axis, raw: p_i = t, h or w.
 
-    With ``mrope_section`` = (s_t, s_h, s_w):
-
-    - ``layout='interleaved'`` (default): timm's ``RotaryEmbeddingMRope`` (Qwen3-VL): pairs 1, 4, 7, ... below
-      3 s_h read h, pairs 2, 5, 8, ... below 3 s_w read w, the rest t (d = 64 at (8, 12, 12): 11 / 11 / 10 pairs);
-    - ``layout='sections'``: Qwen2-VL's contiguous blocks, s_t pairs for t, then s_h for h and s_w for w, summing
-      to d/2.
-
-    timm and Qwen encode images at t = 0; here t is the tubelet index. Defaults are timm's (theta 10000; Qwen2-VL: 1e6).
+    ``layout='interleaved'``: timm's ``RotaryEmbeddingMRope`` (Qwen3-VL): pairs 1, 4, 7, ... below 3 s_h read h, pairs
+    2, 5, 8, ... below 3 s_w read w, the rest t. ``layout='sections'``: Qwen2-VL's blocks of s_t, s_h, s_w pairs.
 
     Args:
-        dim: the attention's width; the head dim must be even and give h and w a pair each.
+        dim: the attention's width; the head dim must give h and w a pair each.
         num_heads: the attention's heads.
         ndim: position axes; only 3.
-        theta: base of the ladder theta^(-2i/d), > 0.
+        theta: base of the ladder, > 0 (timm's 10000; Qwen2-VL: 1e6).
         grid_size: the training grid (t, h, w), needed by every strategy but ``none``.
-        mrope_section: (s_t, s_h, s_w): the strided extents of timm's interleave, or the pairs of each block.
+        mrope_section: (s_t, s_h, s_w); with ``'sections'`` summing to d/2.
         layout: 'interleaved' or 'sections'.
     """
 
@@ -214,23 +199,17 @@ class MRoPE(ChannelMapRoPE):
 
 @ENCODINGS.register_module(name='videorope')
 class VideoRoPE(ChannelMapRoPE):
-    """VideoRoPE (Wei et al., ICML 2025; Wiselnn570/VideoRoPE): low-frequency temporal allocation, diagonal layout
-    and adjustable temporal spacing, on video-only tokens.
-
-    The lowest ``time_pairs`` pairs read time, the others alternate h, w from pair 0. Position ids t_id = delta t,
-    h_id = delta t + h - (H-1)//2, w_id = delta t + w - (W-1)//2 (the frame centre on the diagonal, as the authors'
-    code): consecutive frames sit delta apart along the diagonal. The authors reuse the LLM's theta (1e6); a ViT's clips
-    span tens of positions, so the default is timm's 10000. ``ntk`` and ``yarn`` scale each pair by its own axis (the
-    delta t inside h_id and w_id follows the spatial scales).
+    """VideoRoPE (Wei et al., ICML 2025; Wiselnn570/VideoRoPE): the lowest ``time_pairs`` pairs read time, the others
+    alternate h, w; t_id = delta t, h_id = delta t + h - (H-1)//2, w_id = delta t + w - (W-1)//2.
 
     Args:
         dim: the attention's width; the head dim must be even, at least 8 with the default ``time_pairs``.
         num_heads: the attention's heads.
         ndim: position axes; only 3.
-        theta: base of the ladder theta^(-2i/d), > 0.
+        theta: base of the ladder, > 0 (timm's 10000; the authors reuse the LLM's 1e6).
         grid_size: the training grid (t, h, w), needed by every strategy but ``none``.
-        delta: the temporal spacing, > 0 (the authors' 2).
-        time_pairs: the lowest-frequency pairs given to time, leaving h and w a pair each; None: head dim // 8.
+        delta: the temporal spacing, > 0.
+        time_pairs: the pairs given to time, leaving h and w a pair each; None: head dim // 8.
     """
 
     weights: torch.Tensor  # buffer (d/2, 3): A, each pair's weights of (t, h, w)
@@ -268,21 +247,17 @@ class VideoRoPE(ChannelMapRoPE):
 
 @ENCODINGS.register_module(name='vrope')
 class VRoPE(ChannelMapRoPE):
-    """VRoPE (Liu et al., EMNLP 2025; johncaged/VRoPE ``generate_nd_positions``), on video-only tokens.
-
-    Four spatial combinations c0 = h + w, c1 = h + (W-1-w), c2 = (H-1-h) + w, c3 = (H-1-h) + (W-1-w), so that no
-    corner is nearer than another; pair i reads p_i = t (H + W - 1) + c_{i mod 4}. No time pairs (as the released code):
-    time is the frame stride H + W - 1. ``time_stride='grid'`` (the authors') takes the clip's stride, ``'train'`` the
-    training grid's, which keeps the trained time spacing at any frame size. Only ``none`` and ``interpolate``: every
-    pair mixes h, w and time, so a per-axis frequency rescale has no axis to follow.
+    """VRoPE (Liu et al., EMNLP 2025; johncaged/VRoPE): pair i reads p_i = t (H + W - 1) + c_{i mod 4}, with c0 = h + w,
+    c1 = h + (W-1-w), c2 = (H-1-h) + w, c3 = (H-1-h) + (W-1-w). Only ``none`` and ``interpolate``: every pair mixes the
+    axes.
 
     Args:
         dim: the attention's width; the head dim must be even and at least 8.
         num_heads: the attention's heads.
         ndim: position axes; only 3.
-        theta: base of the ladder theta^(-2i/d), > 0 (timm's default; the authors reuse the LLM's).
-        grid_size: the training grid (t, h, w), needed by ``interpolate`` and by ``time_stride='train'``.
-        time_stride: 'grid' or 'train'.
+        theta: base of the ladder, > 0.
+        grid_size: the training grid (t, h, w), needed by ``interpolate`` and ``time_stride='train'``.
+        time_stride: 'grid' (the clip's H + W - 1, the authors') or 'train' (the training grid's).
     """
 
     strategies: ClassVar[tuple[str, ...]] = ('none', 'interpolate')
