@@ -120,11 +120,8 @@ class STRING(VectorRoPE):
 
 @ENCODINGS.register_module(name='string_cayley')
 class CayleySTRING(STRING):
-    """Cayley-STRING: P = (I - S)(I + S)^-1, S = A - A^T learned per layer and head.
-
-    A = 0 at init, so the encoding is the RoPE underneath bit for bit. P^T = (I - S)^-1 (I + S) comes from one (H, d, d)
-    linear solve per forward pass and layer in float32. No resolution strategies: positions simply extend. No weight
-    decay on A (none stated in the paper; decay would pull every head back to plain RoPE) nor on ``freqs``.
+    """Cayley-STRING: P = (I - S)(I + S)^-1, S = A - A^T learned per layer and head, A = 0 at init (the RoPE underneath
+    bit for bit); P^T from one linear solve per forward pass.
 
     Arguments: as `STRING`.
     """
@@ -149,13 +146,9 @@ class CayleySTRING(STRING):
 
 @ENCODINGS.register_module(name='string_circulant')
 class CirculantSTRING(STRING):
-    """Circulant-STRING: R(x) = exp(sum_i x_i (C_i - C_i^T)), C_i circulant with learned first column
-    ``coeffs[i, h]``, applied as F^T RoPE_f(x) F with the real Fourier basis F (module doc).
-
-    Init: the coefficients invert the sine transform of the RoPE frequencies of the options (coeffs = f S / d), so the
-    rates start at RoPE's; 2 of the d channels (the constant and alternating vectors) never turn. With
-    ``frequencies='axial'`` the coefficients are a fixed buffer. Unlike Cayley-STRING it never equals RoPE in the
-    channel basis. No weight decay on ``coeffs`` (frequencies in another basis).
+    """Circulant-STRING: circulant generators with learned first columns ``coeffs[i, h]``, applied as F^T RoPE_f(x) F.
+    The coefficients start at the inverse sine transform of the options' RoPE frequencies; 2 of the d channels never
+    turn; fixed with ``frequencies='axial'``.
 
     Arguments: as `STRING`.
     """
@@ -215,14 +208,10 @@ def circulant_bases(head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 @torch.no_grad()
 def fold_string(model: nn.Module) -> nn.Module:
-    """Fold every STRING's change of basis B = P^T into the q and k rows (weights and bias) of its attention's qkv
-    projection, W_q,h -> B_h W_q,h and b_q,h -> B_h b_q,h (the same for k), and replace the encoding by the plain
-    RoPE of its frequencies (``StringRoPE``), in place; returns the model. Outputs are unchanged up to rounding (the
-    product is formed in float64) and the attention then costs RoPE's.
-
-    The model's state dict changes with it (no ``A``, new qkv weights; Circulant-STRING's ``freqs`` become the
-    rates): load a folded checkpoint into a folded model. Refused (ValueError) where the fold would change outputs:
-    a q/k norm between the projection and the encoding, or another rotating encoding before the STRING.
+    """Fold every STRING's P^T into the q and k rows (weights and bias) of its attention's qkv projection and replace
+    the encoding by the plain RoPE of its frequencies (``StringRoPE``), in place; outputs unchanged up to rounding. The
+    state dict changes with it. ValueError where the fold would change outputs: a q/k norm after the projection, or
+    another rotating encoding before the STRING.
     """
     for module in model.modules():
         if not all(hasattr(module, a) for a in ('pe', 'qkv', 'num_heads', 'head_dim', 'q_norm', 'k_norm')):
