@@ -19,8 +19,6 @@ import torch
 import torch.fx
 from torch import nn
 
-from vispe.checks import once_per_build
-
 #: the settings of ``Attention.attention_kernel``
 ATTENTION_KERNELS = ('auto', 'sdpa', 'flex')
 #: 'auto' takes FlexAttention on CUDA from this many tokens
@@ -31,7 +29,6 @@ FLEX_MIN_TOKENS = 1024
 ScoreTerm = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-@once_per_build()
 def check_kernel(kernel: str) -> str:
     """``kernel`` if it is one of ``ATTENTION_KERNELS``, else a ValueError."""
     if kernel not in ATTENTION_KERNELS:

@@ -103,7 +103,7 @@ LAYERS: dict[str, Layer] = {
             'vispe.optional',
         ),
         (),
-        'registries, mixed-size layouts, camera geometry, argument checks, file and optional-dependency helpers',
+        'registries, mixed-size layouts, camera geometry, file and optional-dependency helpers',
     ),
     'kernels': Layer(
         1,

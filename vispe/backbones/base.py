@@ -13,7 +13,6 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from vispe.attention import Attention
-from vispe.checks import one_build
 from vispe.encodings.base import Encoding, check_heads
 from vispe.encodings.build import EncodingSpec, build_encoding, encoding_class, list_encodings, normalize_spec
 from vispe.encodings.stack import EncodingStack
@@ -86,7 +85,6 @@ def check_one_rotation(names: Sequence[str], backbone: str) -> None:
         )
 
 
-@one_build()
 def build_backbone_encodings(
     spec: EncodingSpec,
     dim: int,

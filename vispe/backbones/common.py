@@ -13,12 +13,10 @@ from timm.models import VisionTransformer
 from torch import nn
 from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 
-from vispe.checks import once_per_build
 from vispe.encodings.base import check_heads
 from vispe.positions import is_symbolic
 
 
-@once_per_build('owner')
 def check_rates(owner: str, **rates: float) -> None:
     """ValueError naming ``owner`` and the argument unless each rate is a probability in [0, 1]."""
     for name, rate in rates.items():
@@ -35,7 +33,6 @@ def check_num_classes(owner: str, num_classes: Any) -> None:
         )
 
 
-@once_per_build('owner')
 def check_size(owner: str, name: str, value: Any, pair: bool = True) -> tuple[int, int]:
     """(H, W) from ``value``, a positive int or (with ``pair``) an (H, W) pair of them; ValueError otherwise."""
     given = tuple(value) if pair and isinstance(value, (tuple, list)) else (value, value)
@@ -47,7 +44,6 @@ def check_size(owner: str, name: str, value: Any, pair: bool = True) -> tuple[in
     raise ValueError(f'{owner}: {name} must be {expected}, got {name}={value!r}')
 
 
-@once_per_build('owner', 'alternative')
 def check_img_size(
     owner: str,
     img_size: int | Sequence[int],

@@ -25,7 +25,6 @@ from vispe.backbones.common import (
     check_size,
     use_patch_conv,
 )
-from vispe.checks import one_build
 from vispe.encodings.base import Encoding
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Positions, build_position_sampler, grid_positions
@@ -198,7 +197,6 @@ class DiT(PEBackbone):
     #: the embeddings before the first block (layer 0 of layer-wise lr decay, with the model-level encodings)
     stem_prefixes = ('x_embedder', 't_embedder', 'y_embedder', 'crop_embedder')
 
-    @one_build()
     def __init__(
         self,
         img_size: int | tuple[int, int] = 32,

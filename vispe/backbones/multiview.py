@@ -15,7 +15,6 @@ from torch import Tensor, nn
 
 from vispe.backbones.base import PEBackbone, backbone_encodings, pe_blocks
 from vispe.backbones.common import check_img_size, check_input_dtype, check_patch_multiple, check_rates, use_patch_conv
-from vispe.checks import one_build
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Cameras, Positions, grid_coords, grid_positions
 from vispe.registry import MODELS
@@ -54,7 +53,6 @@ class MultiViewTransformer(PEBackbone):
     #: the shared patch embedding (layer 0 of layer-wise lr decay, with the model-level encodings)
     stem_prefixes = ('patch_embed',)
 
-    @one_build()
     def __init__(
         self,
         num_outputs: int = 3,

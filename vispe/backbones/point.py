@@ -10,7 +10,6 @@ from torch import Tensor, nn
 
 from vispe.backbones.base import PEBackbone, pe_blocks
 from vispe.backbones.common import check_input_dtype, check_num_classes, check_rates
-from vispe.checks import one_build
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Positions
 from vispe.registry import MODELS
@@ -111,7 +110,6 @@ class PointTransformer(PEBackbone):
     #: the group tokeniser and the cls token (layer 0 of layer-wise lr decay, with the model-level encodings)
     stem_prefixes = ('group_embed', 'cls_token')
 
-    @one_build()
     def __init__(
         self,
         num_classes: int = 40,

@@ -11,7 +11,6 @@ from torch import Tensor, nn
 
 from vispe.backbones.base import PEBackbone, pe_blocks
 from vispe.backbones.common import PatchConv3d, check_input_dtype, check_num_classes, check_rates, check_size
-from vispe.checks import one_build
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Positions, video_positions
 from vispe.registry import MODELS
@@ -51,7 +50,6 @@ class VideoTransformer(PEBackbone):
     #: a classifier sets it; ``vispe.sweeps.video``)
     time_spacing: float = 1.0
 
-    @one_build()
     def __init__(
         self,
         num_classes: int = 4,

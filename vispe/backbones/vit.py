@@ -25,7 +25,6 @@ from vispe.backbones.common import (
     use_patch_conv,
 )
 from vispe.backbones.mixed_sizes import check_images, mixed_features, pool_list, same_size
-from vispe.checks import one_build
 from vispe.encodings.base import Encoding
 from vispe.encodings.build import EncodingSpec, normalize_spec
 from vispe.flex import check_kernel
@@ -69,7 +68,6 @@ class VisionTransformerPE(PEBackbone, VisionTransformer):
     #: timm's record of the model's traits (``fixed_input_size``)
     _traits: dict[str, Any]
 
-    @one_build()
     def __init__(
         self,
         encoding: EncodingSpec = 'ape_learned',
@@ -275,7 +273,6 @@ def _check_convertible(model: nn.Module) -> VisionTransformer:
     return model
 
 
-@one_build()
 def apply_encoding(
     model: nn.Module,
     encoding: EncodingSpec,

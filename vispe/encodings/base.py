@@ -15,7 +15,6 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import nn
 
-from vispe.checks import once_per_build
 from vispe.flex import ScoreTerm
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
@@ -220,9 +219,8 @@ _PATH_STEPS = {
 }
 
 
-@once_per_build('owner')
 def check_heads(dim: int, num_heads: int, owner: str) -> None:
-    """ValueError naming ``owner`` unless ``num_heads`` >= 1 divides ``dim`` (once per build: ``vispe.checks``)."""
+    """ValueError naming ``owner`` unless ``num_heads`` >= 1 divides ``dim``."""
     if isinstance(num_heads, int) and num_heads >= 1 and dim % num_heads == 0:
         return
     divisors = [h for h in range(1, min(dim, 64) + 1) if dim % h == 0]
@@ -233,7 +231,6 @@ def check_heads(dim: int, num_heads: int, owner: str) -> None:
     )
 
 
-@once_per_build('owner')
 def check_positive(owner: str, **values: float | None) -> None:
     """ValueError naming ``owner`` and the argument when a value is not > 0 (NaN included); None passes."""
     for name, value in values.items():

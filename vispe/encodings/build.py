@@ -7,7 +7,6 @@ import inspect
 from collections.abc import Sequence
 from typing import Any, TypeGuard
 
-from vispe.checks import one_build
 from vispe.encodings.base import Encoding, check_heads
 from vispe.registry import ENCODINGS, closest
 
@@ -161,7 +160,6 @@ def _accepted(cls: type[Encoding]) -> dict[str, inspect.Parameter]:
     return dict(inspect.signature(cls).parameters)  # the constructor's, without self
 
 
-@one_build()
 def build_encoding(spec: str | dict[str, Any], **context: Any) -> Encoding:
     """Build one encoding from its name or config dict; ``context`` is what a backbone supplies (dim, num_heads, ...),
     of which the class takes what its constructor names. Unknown keys raise TypeError naming the closest argument;

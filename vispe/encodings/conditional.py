@@ -7,7 +7,6 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from vispe.checks import once_per_build
 from vispe.encodings.base import Encoding
 from vispe.layout import add_per_grid
 from vispe.positions import Positions, is_symbolic
@@ -29,9 +28,8 @@ def require_grid(pos: Positions, name: str) -> tuple[int, int]:
     return int(h), int(w)
 
 
-@once_per_build('name')
 def check_kernel_size(kernel_size: int, name: str) -> int:
-    """``kernel_size`` if it is an odd int >= 1, else a ValueError naming ``name`` (once per build)."""
+    """``kernel_size`` if it is an odd int >= 1, else a ValueError naming ``name``."""
     if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
         raise ValueError(
             f'{name} needs an odd kernel_size >= 1 (so the output stays on the token grid), got {kernel_size!r}; '

@@ -27,14 +27,12 @@ from vispe.backbones.timm_interop.names import (
     vispe_cfg,
 )
 from vispe.backbones.vit import VisionTransformerPE, apply_encoding
-from vispe.checks import one_build
 from vispe.encodings.build import EncodingSpec, normalize_spec
 from vispe.flex import check_kernel
 from vispe.positions import build_position_sampler
 from vispe.registry import closest
 
 
-@one_build()
 def create_model(
     model_name: str,
     encoding: EncodingSpec = 'default',
