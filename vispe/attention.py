@@ -98,7 +98,6 @@ class Attention(nn.Module):
 
     @property
     def stack(self) -> EncodingStack:
-        """The per-layer encodings as an ``EncodingStack``, which calls their attention hooks."""
         return EncodingStack(self.pe)
 
     def attention_weights(
@@ -271,11 +270,9 @@ def merged_mask(
     q: torch.Tensor,
     k: torch.Tensor,
 ) -> torch.Tensor | None:
-    """One float attn_mask for the query rows ``start:stop``, or None when there is nothing to add.
-
-    The sum of the bias rows, the caller's mask (a boolean one attends where True) and, with ``is_causal``, -inf above
-    the diagonal. TorchScript-compatible, as ``full_mask`` runs in scripted graphs.
-    """
+    """One float attn_mask for the query rows ``start:stop``, or None when there is nothing to add: the sum of the bias
+    rows, the caller's mask (a boolean one attends where True) and, with ``is_causal``, -inf above the diagonal.
+    TorchScript-compatible, as ``full_mask`` runs in scripted graphs."""
     mask: torch.Tensor | None = None
     for bias in biases:
         bias = bias.to(q.dtype)

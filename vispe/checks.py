@@ -41,11 +41,9 @@ def _frozen(value: Any) -> Hashable:
 
 
 def once_per_build(*wording: str) -> Callable[[_Check], _Check]:
-    """Decorator of a check (raises on a bad argument, else returns None or the normalised value).
-
-    Inside ``one_build``, a call whose arguments (but those in ``wording``) equal a passed call's returns its result
-    unchecked; outside a build, or with an unhashable argument, it always checks.
-    """
+    """Decorator of a check (raises on a bad argument, else returns None or the normalised value): inside
+    ``one_build``, a call whose arguments (but those in ``wording``) equal a passed call's returns its result
+    unchecked; outside a build, or with an unhashable argument, it always checks."""
 
     def decorate(check: _Check) -> _Check:
         signature = inspect.signature(check)
