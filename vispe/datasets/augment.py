@@ -97,14 +97,12 @@ def augment_settings(augment: bool | Mapping[str, Any] | None) -> dict[str, Any]
 
 
 def _final(mean: Sequence[float], std: Sequence[float]) -> transforms.Compose:
-    """timm's last eval stage: a float tensor in [0, 1], then (x - mean) / std."""
     return transforms.Compose([MaybeToTensor(), transforms.Normalize(mean=torch.tensor(mean), std=torch.tensor(std))])
 
 
 class ImageTransform:
-    """PIL image (or float image tensor) -> normalised float tensor (C, H, W), through timm's transforms.
-
-    Tensor images (16- and 32-bit sources) skip timm's PIL-only stages (RandAugment, colour jitter), with a warning.
+    """PIL image (or float image tensor) -> normalised float tensor (C, H, W), through timm's transforms; tensor images
+    (16- and 32-bit sources) skip timm's PIL-only stages (RandAugment, colour jitter), with a warning.
 
     Args:
         image_size: the crop without a size policy: int (square) or (H, W).
@@ -170,7 +168,6 @@ class ImageTransform:
         )  # fmt: skip
 
     def _eval_cached(self, size: HW) -> transforms.Compose:
-        """The eval transform at ``size``, built once per size a policy draws."""
         if size not in self._eval_sizes:
             self._eval_sizes[size] = self._eval_at(size)
         return self._eval_sizes[size]

@@ -51,7 +51,6 @@ class SizePolicy:
         raise NotImplementedError
 
     def sample(self, image_hw: HW, generator: torch.Generator | None = None) -> HW:
-        """One size for an image of ``image_hw`` pixels: ``size(draw(generator), image_hw)``."""
         return self.size(self.draw(generator), image_hw)
 
     def nominal_side(self) -> int:
@@ -134,8 +133,7 @@ class SquareSizes(SizePolicy):
 
 
 def native_size(image_hw: HW, patch_size: int, max_tokens: int) -> HW:
-    """The (H, W) of the largest patch grid of ``image_hw``'s aspect ratio with at most ``max_tokens`` tokens (timm's
-    ``get_image_size_for_seq``)."""
+    """(H, W) of the largest patch grid of ``image_hw``'s aspect ratio with at most ``max_tokens`` tokens (timm's)."""
     height, width = image_hw
     if height <= 0 or width <= 0:
         raise ValueError(f'image size must be positive, got {image_hw}')

@@ -109,5 +109,5 @@ class PointClassifier(RegistryClassifier):
 
 @MODELS.register_module()
 class VideoClassifier(RegistryClassifier):
-    """A video classifier: ``backbone`` configures a network on (B, C, T, H, W) clips or a list of clips. Arguments: as
-    `Classifier`."""
+    """A video classifier: ``backbone`` configures a network on (B, C, T, H, W) clips or a list of them.
+    Arguments: as `Classifier`."""
