@@ -3,8 +3,7 @@
 qkv -> q/k norm -> rotate (and transform_v) -> SDPA(attn_mask = sum of logit biases) or FlexAttention -> transform_out
 -> + value terms -> proj. Parameter names match timm's ``Attention``. When the (B, H, N, N) bias would pass the byte
 budget (``bias_budget``, else ``BIAS_BUDGET_BYTES``), eager attention runs ``query_rows`` queries at a time, each chunk
-checkpointed under autograd, with the one-shot path's results to float tolerance.
-"""
+checkpointed under autograd, with the one-shot path's results to float tolerance."""
 
 from __future__ import annotations
 

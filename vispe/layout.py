@@ -2,8 +2,7 @@
 
 Each image gets one segment of a row: its P prefix tokens, then its h*w patch tokens, row-major. ``pad``: one image
 per row (NaFlex); ``pack``: first-fit into rows (NaViT). Attention runs within a segment (``attn_mask``); padding sees
-only padding. Prefix tokens sit inside the rows (``patch_mask`` is False there) and get no position.
-"""
+only padding. Prefix tokens sit inside the rows (``patch_mask`` is False there) and get no position."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""vispe's registries: children of mmengine's root registries, in scope ``vispe``.
-
-Each names the package that fills it (``locations=``), so a config's ``type`` resolves without a prior import. Models
-built through MODELS have their config keys checked first: an unknown one is a TypeError naming the closest.
-"""
+"""vispe's registries: children of mmengine's root registries, in scope ``vispe``. Each names the package that fills it
+(``locations=``), so a config's ``type`` resolves without a prior import. Models built through MODELS have their
+config keys checked first: an unknown one is a TypeError naming the closest."""
 
 from __future__ import annotations
 

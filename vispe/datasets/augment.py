@@ -2,8 +2,7 @@
 
 Training takes ``augment=dict(...)`` as ``create_transform``'s keys; vispe's defaults keep at least half of the image
 and add no colour jitter. Evaluation covers and centre-crops (``resize='crop'``), or pads or stretches. With a size
-policy the crop is resized to the drawn size (aspect-keeping policies: ``ratio`` relative to the image's).
-"""
+policy the crop is resized to the drawn size (aspect-keeping policies: ``ratio`` relative to the image's)."""
 
 from __future__ import annotations
 
@@ -21,10 +20,9 @@ from torchvision.transforms import functional as TF
 from vispe.datasets.sizes import HW, SizePolicy
 from vispe.registry import closest
 
-#: how an evaluation brings an image to a size of another aspect ratio (the file-backed data sets' ``resize``), as
-#: timm's eval ``crop_mode``: 'crop' scales the image to cover the size and cuts the centre out (the default: no
-#: distortion, the borders lost), 'pad' scales it to fit inside and pads with the mean colour (nothing lost, nothing
-#: distorted), 'stretch' scales each side to the size (the aspect ratio lost: what timm calls 'squash')
+#: how evaluation meets a size of another aspect ratio (``resize``), as timm's eval ``crop_mode``: 'crop' covers the
+#: size and cuts the centre out (the borders lost), 'pad' fits inside and pads with the mean colour (nothing lost),
+#: 'stretch' scales each side to the size (the aspect ratio lost: timm's 'squash')
 RESIZE_MODES = {'crop': 'center', 'pad': 'border', 'stretch': 'squash'}
 
 
@@ -194,7 +192,6 @@ class ImageTransform:
         return self.final(image)
 
     def _crop(self, image: Image.Image | torch.Tensor, draw: Hashable | None) -> Image.Image | torch.Tensor:
-        """timm's random resized crop, to the drawn size with a policy."""
         policy = self.size_policy
         if policy is None:
             return self.crop(image)

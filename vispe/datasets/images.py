@@ -2,8 +2,7 @@
 
 ``load_image`` = ``decode_image`` of ``open_image``. Modes: 8-bit ones via Pillow's RGB conversion; alpha or a
 transparent colour composited over black; I;16* and I from a 16-bit file / 65535; other 32-bit I read as 16-bit when its
-maximum is in 256..65535, refused outside 0..65535 or at a maximum in 1..255; F as is when finite in [0, 1].
-"""
+maximum is in 256..65535, refused outside 0..65535 or at a maximum in 1..255; F as is when finite in [0, 1]."""
 
 from __future__ import annotations
 

@@ -169,7 +169,6 @@ def render_scene(scene: Scene, image_size: ImageSize, window: Window | None = No
 
 
 def to_uint8(image: np.ndarray) -> np.ndarray:
-    """Float image in [0, 1] (H, W, 3) -> uint8 (H, W, 3), e.g. for PIL.Image.fromarray."""
     return (np.clip(image, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
 
 

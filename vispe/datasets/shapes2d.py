@@ -286,7 +286,6 @@ class Shapes2D(Dataset):
         return check_index('Shapes2D', index, self.num_samples)
 
     def scene(self, index: int) -> Scene:
-        """The scene (shapes in scene units, and label) of item ``index``."""
         index = self._check_index(index)
         rng = np.random.default_rng([self.seed, SPLITS[self.split], index])
         return self._generate(rng)
@@ -309,7 +308,6 @@ class Shapes2D(Dataset):
         return torch.from_numpy(self.render_numpy(index, image_size).transpose(2, 0, 1).copy())
 
     def render_uint8(self, index: int, image_size: ImageSize | None = None) -> np.ndarray:
-        """Item ``index`` as a uint8 (H, W, 3) array for visualisation."""
         return to_uint8(self.render_numpy(index, image_size))
 
     def __getitem__(self, index: int | SizedIndex) -> dict:

@@ -262,7 +262,6 @@ class ShapesVideo(Dataset):
         return self.num_samples
 
     def clip(self, index: int) -> Clip:
-        """The clip (tracks and label) of item ``index``."""
         rng = np.random.default_rng(
             [self.seed, SPLITS[self.split], check_index('ShapesVideo', index, self.num_samples)]
         )

@@ -1,8 +1,6 @@
 """Size policies (``SIZE_POLICIES``): the (H, W) of each image in mixed-resolution training (FlexiViT, NaFlex).
-
 ``draw(generator)`` gives a hashable draw, ``size(draw, image_hw)`` a size in whole patches. A data set draws per item
-from the global RNG, or from ``key`` for an index ``(i, key)``: one draw per batch.
-"""
+from the global RNG, or from ``key`` for an index ``(i, key)``: one draw per batch."""
 
 from __future__ import annotations
 
@@ -237,7 +235,6 @@ class RandomAspect(NativeAspect):
 
 
 def build_size_policy(policy: SizePolicy | dict | None) -> SizePolicy | None:
-    """A policy from a ``SIZE_POLICIES`` config dict, or the policy (or None) as it is."""
     if policy is None or isinstance(policy, SizePolicy):
         return policy
     if isinstance(policy, dict):

@@ -247,18 +247,11 @@ class DiffusionModel(BaseModel):
         crop: Tensor | None = None,
         noise: Tensor | None = None,
     ) -> Tensor:
-        """Generate images in [-1, 1] (clamped), one per label, in eval mode.
-
-        Args:
-            labels: (B,) class indices; ``num_classes`` gives unconditional samples.
-            size: int or (H, W); not needed with ``noise``.
-            steps: integration steps (flow; Heun evaluates twice per step) or DDIM timesteps (ddpm).
-            sampler: 'euler' or 'heun' (flow, default 'heun'), 'ddim' (ddpm).
-            cfg_scale: guidance scale s; 1 is the plain conditional model.
-            generator: draws the initial noise.
-            crop: (B, 4) or (4,) crop boxes passed to the backbone.
-            noise: (B, C, H, W) initial noise instead of drawing it.
-        """
+        """Generate images in [-1, 1] (clamped), one per label (``num_classes``: unconditional), in eval mode, from
+        ``noise`` (B, C, H, W) or from noise drawn with ``generator`` at ``size`` (int or (H, W)). ``steps``:
+        integration steps (flow; Heun evaluates twice per step) or DDIM timesteps (ddpm); ``sampler``: 'euler' or
+        'heun' (flow, default 'heun'), 'ddim' (ddpm); ``cfg_scale``: the guidance scale s (1: the plain conditional
+        model); ``crop``: (B, 4) or (4,) boxes passed to the backbone."""
         sampler = sampler or self.objective.default_sampler
         if sampler not in self.objective.samplers:
             raise ValueError(
