@@ -3,8 +3,7 @@
 qkv -> q/k norm -> rotate (and transform_v) -> SDPA(attn_mask = sum of logit biases) or FlexAttention -> transform_out
 -> + value terms -> proj. Parameter names match timm's ``Attention``. When the (B, H, N, N) bias would pass the byte
 budget (``bias_budget``, else ``BIAS_BUDGET_BYTES``), eager attention runs ``query_rows`` queries at a time, each chunk
-checkpointed under autograd, with the one-shot path's results to float tolerance.
-"""
+checkpointed under autograd, with the one-shot path's results to float tolerance."""
 
 from __future__ import annotations
 
@@ -98,7 +97,6 @@ class Attention(nn.Module):
 
     @property
     def stack(self) -> EncodingStack:
-        """The per-layer encodings as an ``EncodingStack``, which calls their attention hooks."""
         return EncodingStack(self.pe)
 
     def attention_weights(
@@ -271,11 +269,9 @@ def merged_mask(
     q: torch.Tensor,
     k: torch.Tensor,
 ) -> torch.Tensor | None:
-    """One float attn_mask for the query rows ``start:stop``, or None when there is nothing to add.
-
-    The sum of the bias rows, the caller's mask (a boolean one attends where True) and, with ``is_causal``, -inf above
-    the diagonal. TorchScript-compatible, as ``full_mask`` runs in scripted graphs.
-    """
+    """One float attn_mask for the query rows ``start:stop``, or None when there is nothing to add: the sum of the bias
+    rows, the caller's mask (a boolean one attends where True) and, with ``is_causal``, -inf above the diagonal.
+    TorchScript-compatible, as ``full_mask`` runs in scripted graphs."""
     mask: torch.Tensor | None = None
     for bias in biases:
         bias = bias.to(q.dtype)

@@ -29,7 +29,6 @@ def files_inside(directory: str, suffixes: tuple[str, ...], kind: str, first: in
 
 
 def sha256(path: str) -> str:
-    """The sha256 hex digest of a file's content."""
     digest = hashlib.sha256()
     with open(path, 'rb') as f:
         for block in iter(lambda: f.read(1 << 20), b''):

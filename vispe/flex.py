@@ -1,13 +1,9 @@
-"""FlexAttention for encodings that add a term to the attention scores (iRPE, 2D ALiBi), computed inside the kernel from
-small tables (``Encoding.score_term``): the (B, H, N, N) bias is never materialised.
-
-``choose_kernel`` follows the module's ``attention_kernel``: ``'sdpa'`` (the summed biases as SDPA's float mask),
-``'flex'`` (FlexAttention, else a ValueError saying why) or ``'auto'`` (FlexAttention on CUDA from ``FLEX_MIN_TOKENS``
-tokens, and for mixed-size batches with the layout's ``BlockMask``; SDPA otherwise and on CPU).
-
+"""FlexAttention for encodings that add a term to the attention scores (iRPE, 2D ALiBi), computed inside the kernel
+from small tables (``Encoding.score_term``): the (B, H, N, N) bias is never materialised. ``choose_kernel`` follows
+``attention_kernel``: ``'sdpa'`` (the summed biases as SDPA's float mask), ``'flex'`` (else a ValueError saying why)
+or ``'auto'`` (FlexAttention on CUDA from ``FLEX_MIN_TOKENS`` tokens and for mixed-size batches; SDPA otherwise).
 FlexAttention serves a call only when every logit-bias encoding has a score term, none needs the softmax weights, the
-caller passes no mask nor causal flag, and no attention dropout runs. Eager callers get it compiled.
-"""
+caller passes no mask nor causal flag, and no attention dropout runs (``why_not_flex``)."""
 
 from __future__ import annotations
 
@@ -30,7 +26,6 @@ ScoreTerm = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], t
 
 
 def check_kernel(kernel: str) -> str:
-    """``kernel`` if it is one of ``ATTENTION_KERNELS``, else a ValueError."""
     if kernel not in ATTENTION_KERNELS:
         raise ValueError(f'attention_kernel must be one of {list(ATTENTION_KERNELS)}, got {kernel!r}')
     return kernel

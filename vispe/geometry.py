@@ -139,14 +139,11 @@ _POSE_PROBLEMS = (
 
 
 def check_cameras(K: Tensor, cam_to_world: Tensor, tol: float = CAMERA_TOL) -> None:
-    """Refuse degenerate cameras with a ValueError naming the first bad view and what to fix.
-
-    K must be finite with non-zero fx, fy and last row (0, 0, 1) (skew is not checked). cam_to_world must be finite and
-    rigid: R^T R = I, det R = +1, last row (0, 0, 0, 1), within ``tol`` (at least 4 eps for half dtypes). No entry may
-    pass ``CAMERA_MAX`` in magnitude, nor a focal length fall under its inverse (float32 overflow in the encodings). One
-    host sync per call. Skipped while traced (torch.compile, torch.export, FX, TorchScript): call it before a compiled
-    model to keep the check.
-    """
+    """Refuse degenerate cameras with a ValueError naming the first bad view and what to fix: K finite with non-zero
+    fx, fy and last row (0, 0, 1) (skew unchecked); cam_to_world finite and rigid (R^T R = I, det R = +1, last row
+    (0, 0, 0, 1)) within ``tol`` (at least 4 eps for half dtypes); no entry over ``CAMERA_MAX`` in magnitude nor a
+    focal length under its inverse. One host sync per call; skipped while traced (torch.compile, torch.export, FX,
+    TorchScript): call it before a compiled model to keep the check."""
     if _traced(K, cam_to_world):
         return
     if K.shape[-2:] != (3, 3) or cam_to_world.shape[-2:] != (4, 4):

@@ -2,8 +2,7 @@
 
 Each image gets one segment of a row: its P prefix tokens, then its h*w patch tokens, row-major. ``pad``: one image
 per row (NaFlex); ``pack``: first-fit into rows (NaViT). Attention runs within a segment (``attn_mask``); padding sees
-only padding. Prefix tokens sit inside the rows (``patch_mask`` is False there) and get no position.
-"""
+only padding. Prefix tokens sit inside the rows (``patch_mask`` is False there) and get no position."""
 
 from __future__ import annotations
 
@@ -91,7 +90,6 @@ class TokenLayout:
         return base[image] + torch.arange(P).repeat(self.num_images), image
 
     def _patch_tokens(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(sum of h*w,) flat indices of every image's patch tokens (input order, each row-major) and their images."""
         cells = self._per_cell()
         return cells['token'], cells['image']
 
@@ -278,10 +276,8 @@ def add_per_grid(
     fn: Callable[[torch.Tensor], torch.Tensor],
     source: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``x`` (B, T, C) plus, on each image's patch tokens, ``fn`` of that image's ``source`` tokens on its grid.
-
-    ``fn`` maps (n, C, h, w) to the same shape. Prefix and padding keep their value; no image sees another's tokens.
-    """
+    """``x`` (B, T, C) plus, on each image's patch tokens, ``fn`` ((n, C, h, w) -> same shape) of that image's
+    ``source`` tokens on its grid; prefix and padding keep their value, and no image sees another's tokens."""
     B, T, C = x.shape
     flat = x.reshape(B * T, C)
     src = flat if source is None else source.reshape(B * T, C)
@@ -300,11 +296,9 @@ def add_per_grid(
 def make_layout(
     grids: Sequence[tuple[int, int]], prefix_per_image: int, mode: str = 'pad', capacity: int | None = None
 ) -> TokenLayout:
-    """The layout of images with token ``grids`` (h, w), each with ``prefix_per_image`` prefix tokens.
-
-    ``pad``: one image per row. ``pack``: first-fit by decreasing token count into rows of ``capacity`` + P tokens
-    (None: the longest image's h*w); an image larger than ``capacity`` raises ValueError.
-    """
+    """The layout of images with token ``grids`` (h, w), each with ``prefix_per_image`` prefix tokens. ``pad``: one
+    image per row. ``pack``: first-fit by decreasing token count into rows of ``capacity`` + P tokens (None: the
+    longest image's h*w); an image larger than ``capacity`` raises ValueError."""
     if mode not in MODES:
         raise ValueError(
             f'mixed_sizes must be one of {list(MODES)} (padding to the longest image, or packing), got {mode!r}'

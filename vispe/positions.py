@@ -1,9 +1,5 @@
 """Token positions, computed once per forward pass by a backbone and handed to every encoding, and the training-time
-position samplers (``POSITION_SAMPLERS``: ``rpe2d``, ``fuzzy``).
-
-While a model is traced the grid holds symbolic sizes: such positions get ``key=None`` (no cache is keyed on them),
-and work that needs int sizes runs in ``torch.fx.wrap`` leaves (``sizes_tensor``).
-"""
+position samplers (``rpe2d``, ``fuzzy``). Traced (symbolic) sizes get ``key=None``: nothing is cached on them."""
 
 from __future__ import annotations
 
@@ -20,8 +16,7 @@ from vispe.geometry import check_cameras
 from vispe.layout import TokenLayout
 from vispe.registry import POSITION_SAMPLERS
 
-#: what a size is while a model is traced instead of run: an FX Proxy (symbolic tracing) or a SymInt (torch.export,
-#: torch.compile with dynamic shapes)
+#: a size while a model is traced: FX Proxy (symbolic tracing), SymInt (torch.export, dynamic torch.compile)
 _SYMBOLIC = (torch.fx.Proxy, torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
@@ -39,7 +34,7 @@ def autocast_off(x: torch.Tensor):
 
 @torch.fx.wrap
 def sizes_tensor(sizes: list[int], device: torch.device | None) -> torch.Tensor:
-    """The (ndim,) float32 tensor of ``sizes``; an FX leaf, so a traced graph calls it with the concrete sizes."""
+    """An FX leaf: a traced graph calls it with the concrete sizes."""
     return torch.tensor(sizes, dtype=torch.float32, device=device)
 
 
@@ -70,7 +65,6 @@ class Cameras:
 
     @property
     def grid(self) -> tuple[int, int]:
-        """The (h, w) token grid of one view."""
         return self.image_size[0] // self.patch_size, self.image_size[1] // self.patch_size
 
     def per_token(self, per_view: torch.Tensor) -> torch.Tensor:
@@ -83,19 +77,16 @@ class Positions:
     """Where the tokens of one forward pass sit.
 
     Attributes:
-        coords: (N, ndim) or (B, N, ndim) float coordinates of the non-prefix tokens: (row, col) in token-grid units
-            for images, the data's metric unit for point clouds.
+        coords: (N, ndim) or (B, N, ndim) non-prefix token coordinates: (row, col) in grid cells, or points' units.
         grid: (h, w) for a row-major token grid, (t, h, w) for a video's tubelets, else None.
         num_prefix: cls / register tokens in front of the N tokens; they carry no position.
-        cameras: ``Cameras`` for camera encodings, or None.
         key: a hashable naming ``coords`` when the grid determines them (tables may be cached on it), else None.
         extent: per axis, the range [0, extent) the coordinates were drawn from when larger than the grid (rpe2d).
         layout: a mixed-size batch's ``TokenLayout``; then ``coords`` are (B, T, 2), ``grid`` None, ``num_prefix`` 0.
         spacing: per axis, the distance between neighbouring grid tokens when not 1 (a video's time); in ``coords``.
         noise_level: the diffusion time in [0, 1] (1: pure noise), () or (B,), set by the DiT; else None.
-        draws: random values all layers share within the pass, by name; kept by ``dataclasses.replace``.
-        aux_losses: auxiliary losses of this pass, and tables: what the layers share in it, by name; not arguments,
-            and ``dataclasses.replace`` starts both empty.
+        draws: random values all layers share within the pass, kept by ``dataclasses.replace``; ``aux_losses`` and
+            ``tables`` (what the layers share in the pass) are not arguments and start empty in a replace.
     """
 
     coords: torch.Tensor
@@ -118,12 +109,10 @@ class Positions:
 
     @property
     def span(self) -> tuple[float, ...] | None:
-        """Per axis, the integer range the coordinates span: ``extent`` when set, else ``grid_span``."""
         return self.extent if self.extent is not None else self.grid_span
 
     @property
     def grid_span(self) -> tuple[float, ...] | None:
-        """Per axis, ``grid`` times ``spacing`` (the grid itself without spacing); None without a grid."""
         if self.grid is None or self.spacing is None:
             return self.grid
         return tuple(g * s for g, s in zip(self.grid, self.spacing))
@@ -163,7 +152,6 @@ def lattice_coords(sizes: Sequence[int], device: torch.device | None = None) -> 
 
 
 def grid_coords(h: int, w: int, device: torch.device | None = None) -> torch.Tensor:
-    """(h*w, 2) float32 (row, col) integer coordinates of an h x w grid, row-major."""
     return lattice_coords((h, w), device)
 
 
@@ -195,10 +183,8 @@ def sorted_subsets(batch_size: int, count: int, limit: int, generator=None, devi
 
 @POSITION_SAMPLERS.register_module(name='rpe2d')
 class RPE2D:
-    """RPE-2D, randomized 2D positions for resolution generalisation.
-
-    In training, an h x w grid gets h sorted distinct rows and w sorted distinct columns drawn uniformly from [0, L)
-    per axis and sample; evaluation uses the plain grid. ``grid`` is kept, so grid encodings see the image grid.
+    """RPE-2D: in training an h x w grid gets h sorted distinct rows and w sorted distinct columns drawn uniformly
+    from [0, L) per axis and sample; evaluation uses the plain grid. ``grid`` is kept for grid encodings.
 
     Args:
         max_grid: (H_max, W_max), L per axis: the largest token grid to be served.
@@ -244,7 +230,6 @@ class RPE2D:
         )
 
     def sample_layout(self, pos: Positions, generator: torch.Generator | None = None) -> Positions:
-        """A mixed batch: each image's rows and columns drawn as for its own grid."""
         layout = pos.layout
         assert layout is not None
         device = generator.device if generator is not None else pos.coords.device
@@ -261,11 +246,11 @@ class RPE2D:
 
 @POSITION_SAMPLERS.register_module(name='fuzzy')
 class FuzzyPositions:
-    """ViTAR's fuzzy positions (Fan et al. 2024): in training, each patch token's (row, col) moves by an offset
-    drawn uniformly from [-radius, radius) per axis, token and sample; evaluation uses the exact grid.
+    """ViTAR's fuzzy positions (Fan et al. 2024): in training each patch token moves by an offset drawn uniformly
+    from [-radius, radius) per axis, token and sample; evaluation uses the exact grid.
 
     Args:
-        radius: half-width of the offset per axis, in cells, in (0, 0.5].
+        radius: half-width of the offset in cells, in (0, 0.5].
     """
 
     def __init__(self, radius: float = 0.5) -> None:

@@ -1,8 +1,6 @@
-"""vispe's registries: children of mmengine's root registries, in scope ``vispe``.
-
-Each names the package that fills it (``locations=``), so a config's ``type`` resolves without a prior import. Models
-built through MODELS have their config keys checked first: an unknown one is a TypeError naming the closest.
-"""
+"""vispe's registries: children of mmengine's root registries, in scope ``vispe``. Each names the package that fills it
+(``locations=``), so a config's ``type`` resolves without a prior import. Models built through MODELS have their
+config keys checked first: an unknown one is a TypeError naming the closest."""
 
 from __future__ import annotations
 
@@ -28,10 +26,8 @@ def closest(name: str, choices: Sequence[str]) -> str:
 
 
 def accepted_arguments(target: Callable) -> set[str] | None:
-    """The keyword arguments a class or function takes, or None when it forwards ``**kwargs`` where no check can follow.
-
-    ``**kwargs`` is followed up a class's bases, and for a function to the class its return annotation names.
-    """
+    """The keyword arguments a class or function takes, or None when it forwards ``**kwargs`` where no check can
+    follow (``**kwargs`` is followed up a class's bases, and for a function to the class its return type names)."""
     if inspect.isclass(target):
         chain = [vars(cls)['__init__'] for cls in target.__mro__ if '__init__' in vars(cls)]
     else:

@@ -2,8 +2,7 @@
 
 Training takes ``augment=dict(...)`` as ``create_transform``'s keys; vispe's defaults keep at least half of the image
 and add no colour jitter. Evaluation covers and centre-crops (``resize='crop'``), or pads or stretches. With a size
-policy the crop is resized to the drawn size (aspect-keeping policies: ``ratio`` relative to the image's).
-"""
+policy the crop is resized to the drawn size (aspect-keeping policies: ``ratio`` relative to the image's)."""
 
 from __future__ import annotations
 
@@ -21,10 +20,9 @@ from torchvision.transforms import functional as TF
 from vispe.datasets.sizes import HW, SizePolicy
 from vispe.registry import closest
 
-#: how an evaluation brings an image to a size of another aspect ratio (the file-backed data sets' ``resize``), as
-#: timm's eval ``crop_mode``: 'crop' scales the image to cover the size and cuts the centre out (the default: no
-#: distortion, the borders lost), 'pad' scales it to fit inside and pads with the mean colour (nothing lost, nothing
-#: distorted), 'stretch' scales each side to the size (the aspect ratio lost: what timm calls 'squash')
+#: how evaluation meets a size of another aspect ratio (``resize``), as timm's eval ``crop_mode``: 'crop' covers the
+#: size and cuts the centre out (the borders lost), 'pad' fits inside and pads with the mean colour (nothing lost),
+#: 'stretch' scales each side to the size (the aspect ratio lost: timm's 'squash')
 RESIZE_MODES = {'crop': 'center', 'pad': 'border', 'stretch': 'squash'}
 
 
@@ -97,14 +95,12 @@ def augment_settings(augment: bool | Mapping[str, Any] | None) -> dict[str, Any]
 
 
 def _final(mean: Sequence[float], std: Sequence[float]) -> transforms.Compose:
-    """timm's last eval stage: a float tensor in [0, 1], then (x - mean) / std."""
     return transforms.Compose([MaybeToTensor(), transforms.Normalize(mean=torch.tensor(mean), std=torch.tensor(std))])
 
 
 class ImageTransform:
-    """PIL image (or float image tensor) -> normalised float tensor (C, H, W), through timm's transforms.
-
-    Tensor images (16- and 32-bit sources) skip timm's PIL-only stages (RandAugment, colour jitter), with a warning.
+    """PIL image (or float image tensor) -> normalised float tensor (C, H, W), through timm's transforms; tensor images
+    (16- and 32-bit sources) skip timm's PIL-only stages (RandAugment, colour jitter), with a warning.
 
     Args:
         image_size: the crop without a size policy: int (square) or (H, W).
@@ -170,7 +166,6 @@ class ImageTransform:
         )  # fmt: skip
 
     def _eval_cached(self, size: HW) -> transforms.Compose:
-        """The eval transform at ``size``, built once per size a policy draws."""
         if size not in self._eval_sizes:
             self._eval_sizes[size] = self._eval_at(size)
         return self._eval_sizes[size]
@@ -197,7 +192,6 @@ class ImageTransform:
         return self.final(image)
 
     def _crop(self, image: Image.Image | torch.Tensor, draw: Hashable | None) -> Image.Image | torch.Tensor:
-        """timm's random resized crop, to the drawn size with a policy."""
         policy = self.size_policy
         if policy is None:
             return self.crop(image)

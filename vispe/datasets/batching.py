@@ -19,10 +19,8 @@ KEY_RANGE = 2**62
 
 @DATA_SAMPLERS.register_module()
 class SharedSizeBatchSampler(Sampler[list[SizedIndex]]):
-    """Batches of ``sampler``'s indices, each paired with a key shared by its batch: ``[(i, key), ...]``.
-
-    Keys come from the global torch RNG as batches are made, so a seeded run draws the same sizes. A data set without a
-    ``size_policy`` is refused.
+    """Batches of ``sampler``'s indices, each paired with a key shared by its batch, ``[(i, key), ...]``; keys come
+    from the global torch RNG, so a seeded run draws the same sizes. A data set without a ``size_policy`` is refused.
 
     Args:
         sampler: the index sampler.
@@ -63,7 +61,6 @@ class SharedSizeBatchSampler(Sampler[list[SizedIndex]]):
 
 
 def _has_size_policy(dataset: Any, depth: int = 8) -> bool:
-    """Whether ``dataset``, or a data set it wraps in ``dataset`` (TransformedDataset), has a size policy."""
     for _ in range(depth):
         if dataset is None:
             return False

@@ -101,7 +101,6 @@ def _find_image_root(data_root: Path, split: str) -> Path:
 
 
 def _empty_class_folders(root: Path) -> list[Path]:
-    """The class folders under ``root`` that hold no file torchvision's ImageFolder takes (searched recursively)."""
     extensions = tv_datasets.folder.IMG_EXTENSIONS
     empty = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
@@ -144,9 +143,8 @@ def _label_by_name(base: tv_datasets.ImageFolder, root: Path, classes: list[str]
 
 @DATASETS.register_module()
 class ImageFolderDataset(_DictDataset):
-    """Images in ``data_root/split/<class>/*`` (or ``data_root/<class>/*``), via torchvision's ImageFolder.
-
-    Images are read by ``vispe.datasets.images.load_image``; a tiny one is used with a ``SampleWarning``.
+    """Images in ``data_root/split/<class>/*`` (or ``data_root/<class>/*``), via torchvision's ImageFolder, read by
+    ``vispe.datasets.images.load_image``; a tiny one is used with a ``SampleWarning``.
 
     Args:
         data_root: root of the tree.
@@ -160,8 +158,7 @@ class ImageFolderDataset(_DictDataset):
         max_image_pixels: larger images are refused as possible decompression bombs; None: Pillow's limit.
         size_policy: draw each item's size (``vispe.datasets.sizes``) instead of ``image_size``.
         interpolation: the resize's, as timm names it ('random' in training only).
-        resize: how evaluation meets ``image_size`` at another aspect ratio: 'crop', 'pad' or 'stretch'
-            (``RESIZE_MODES``).
+        resize: how evaluation meets ``image_size`` at another aspect ratio: 'crop', 'pad' or 'stretch'.
         classes: the class names in label order; None: the sorted class folders. A folder not among them is refused.
     """
 

@@ -2,8 +2,7 @@
 
 ``load_image`` = ``decode_image`` of ``open_image``. Modes: 8-bit ones via Pillow's RGB conversion; alpha or a
 transparent colour composited over black; I;16* and I from a 16-bit file / 65535; other 32-bit I read as 16-bit when its
-maximum is in 256..65535, refused outside 0..65535 or at a maximum in 1..255; F as is when finite in [0, 1].
-"""
+maximum is in 256..65535, refused outside 0..65535 or at a maximum in 1..255; F as is when finite in [0, 1]."""
 
 from __future__ import annotations
 
@@ -47,7 +46,6 @@ def _over_black(image: Image.Image) -> Image.Image:
 
 
 def _grey_tensor(values: np.ndarray, channels: int) -> tv_tensors.Image:
-    """(H, W) float values in [0, 1] -> float32 (channels, H, W) image."""
     grey = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32))[None]
     return tv_tensors.Image(grey.expand(channels, -1, -1).contiguous())
 
@@ -120,9 +118,7 @@ def _pillow_size_check_off() -> Iterator[None]:
 
 def open_image(path: str, max_pixels: int | None = None) -> Image.Image:
     """The image at ``path`` decoded in full, upright by its EXIF orientation: the one place vispe opens images.
-
-    SampleError naming the file when corrupt, truncated, not an image, or over ``max_pixels`` (None: Pillow's limit).
-    """
+    SampleError naming the file when corrupt, truncated, not an image, or over ``max_pixels`` (None: Pillow's limit)."""
     limit = Image.MAX_IMAGE_PIXELS if max_pixels is None else max_pixels
     try:
         with _pillow_size_check_off():
@@ -158,15 +154,13 @@ def load_image(path: str, channels: int = 3, max_pixels: int | None = None) -> D
 
 
 def image_size(image: Decoded) -> tuple[int, int]:
-    """(height, width) of a decoded image."""
     if isinstance(image, Image.Image):
         return image.height, image.width
     return int(image.shape[-2]), int(image.shape[-1])
 
 
 def small_image_message(path: str, size: tuple[int, int], crop: tuple[int, int]) -> str | None:
-    """A warning when an image of ``size`` is far smaller than its ``crop`` (a side of 1 or under
-    1/SMALL_IMAGE_FACTOR)."""
+    """A warning when an image of ``size`` is far smaller than its ``crop`` (a side of 1 or under 1/8 of the crop's)."""
     (height, width), (crop_h, crop_w) = size, crop
     if min(height, width) > 1 and height * SMALL_IMAGE_FACTOR >= crop_h and width * SMALL_IMAGE_FACTOR >= crop_w:
         return None

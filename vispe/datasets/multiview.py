@@ -141,20 +141,10 @@ def render(
     width: int,
     return_ids: bool = False,
 ) -> tuple[np.ndarray, ...]:
-    """Render world-frame ``(legacy TriangleMesh, (r, g, b))`` pairs with pinhole cameras.
-
-    Args:
-        meshes_with_colours: the scene, colours in [0, 1].
-        K: (3, 3) or (V, 3, 3) intrinsics in pixels.
-        cam_to_world: (4, 4) or (V, 4, 4) poses.
-        height: image height in pixels.
-        width: image width in pixels.
-        return_ids: also return each pixel's mesh index (-1: background).
-
-    Returns:
-        rgb float32 (3, H, W) or (V, 3, H, W) in [0, 1] (Lambert shading, grey 0.2 background), depth float32 (H, W)
-            or (V, H, W) (camera z, 0 on a miss), and with ``return_ids`` the int64 mesh ids.
-    """
+    """Render world-frame ``(legacy TriangleMesh, (r, g, b) in [0, 1])`` pairs with pinhole cameras, ``K`` (3, 3) or
+    (V, 3, 3) in pixels and ``cam_to_world`` (4, 4) or (V, 4, 4): rgb float32 (3, H, W) or (V, 3, H, W) in [0, 1]
+    (Lambert shading, grey 0.2 background), depth float32 (H, W) or (V, H, W) (camera z, 0 on a miss), and with
+    ``return_ids`` each pixel's int64 mesh index (-1: background)."""
     K, cam_to_world = np.asarray(K, dtype=np.float64), np.asarray(cam_to_world, dtype=np.float64)
     single = K.ndim == 2
     if single != (cam_to_world.ndim == 2) or K.shape[-2:] != (3, 3) or cam_to_world.shape[-2:] != (4, 4):
@@ -182,10 +172,10 @@ def _check_range(name: str, value: Sequence[float], low: float, high: float) -> 
 
 @DATASETS.register_module()
 class MultiViewScenes(Dataset):
-    """Multi-view renders of primitive objects; the task is to regress the red object's 3D world position.
-
-    Sizes, focal lengths and poses are random, so a model must use ``K`` and ``cam_to_world`` and combine the views;
-    every camera sees the target's centre.
+    """Multi-view renders of primitive objects; the task is to regress the red object's 3D world position. Sizes,
+    focal lengths and poses are random, so a model must use ``K`` and ``cam_to_world`` and combine the views; every
+    camera sees the target's centre. Items: ``'inputs'`` (V, 3, H, W) RGB in [0, 1], ``'depth'`` (V, 1, H, W)
+    (0: background), ``'K'`` (V, 3, 3), ``'cam_to_world'`` (V, 4, 4), ``'target'`` (3,), all float32.
 
     Args:
         split: 'train', 'val' or 'test' (different scenes).
@@ -199,9 +189,6 @@ class MultiViewScenes(Dataset):
         elevation_range: degrees above the horizontal (world +z up); azimuths are uniform.
         look_jitter: std of each camera's look-at offset from the origin.
         size_range: object size (radius or half side).
-
-    Items are dicts: ``'inputs'`` (V, 3, H, W) RGB in [0, 1], ``'depth'`` (V, 1, H, W) (0: background), ``'K'`` (V, 3,
-    3), ``'cam_to_world'`` (V, 4, 4), ``'target'`` (3,), all float32.
     """
 
     def __init__(

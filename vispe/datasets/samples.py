@@ -160,10 +160,8 @@ def check_ply(path: str) -> None:
 
 class SkipsBadSamples:
     """Mixin for map-style data sets whose ``load(index)`` may raise ``SampleError``: ``__getitem__`` re-raises it
-    (``on_error='raise'``) or warns and serves the next index (``'skip'``).
-
-    A data set calls ``track_skips(on_error)`` at the end of its ``__init__``, before any DataLoader worker starts.
-    """
+    (``on_error='raise'``) or warns and serves the next index (``'skip'``). A data set calls ``track_skips(on_error)``
+    at the end of its ``__init__``, before any DataLoader worker starts."""
 
     on_error: str = 'raise'
     _skip_flags: torch.Tensor | None = None  # (len,) bool in shared memory; None under on_error='raise'

@@ -80,7 +80,6 @@ FULL_WINDOW: Window = (0.0, 0.0, 1.0, 1.0)
 
 
 def as_hw(image_size: ImageSize) -> tuple[int, int]:
-    """Normalise ``image_size`` (int or (H, W)) to a (H, W) tuple of positive ints."""
     if isinstance(image_size, int):
         image_size = (image_size, image_size)
     if len(image_size) != 2 or not all(isinstance(v, int) and v > 0 for v in image_size):
@@ -137,11 +136,9 @@ def shape_sdf(shape: Shape, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def render_scene(scene: Scene, image_size: ImageSize, window: Window | None = None) -> np.ndarray:
-    """Render ``scene`` to float32 (H, W, 3) in [0, 1] on black.
-
-    Non-square sizes stretch the scene; the anti-aliasing ramp uses the geometric mean of the two pixel densities.
-    ``window`` (top, left, height, width, scene units) renders that part stretched to ``image_size``.
-    """
+    """Render ``scene`` to float32 (H, W, 3) in [0, 1] on black. Non-square sizes stretch the scene; the anti-aliasing
+    ramp uses the geometric mean of the two pixel densities. ``window`` (top, left, height, width, scene units) renders
+    that part stretched to ``image_size``."""
     height, width = as_hw(image_size)
     x, y = _pixel_centres(height, width)
     pixels_per_unit = math.sqrt(height * width)
@@ -172,7 +169,6 @@ def render_scene(scene: Scene, image_size: ImageSize, window: Window | None = No
 
 
 def to_uint8(image: np.ndarray) -> np.ndarray:
-    """Float image in [0, 1] (H, W, 3) -> uint8 (H, W, 3), e.g. for PIL.Image.fromarray."""
     return (np.clip(image, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
 
 

@@ -206,7 +206,6 @@ def random_window(
 
 
 def check_procedural_args(name: str, task: str, tasks: dict, split: str, num_samples: int, seed: int) -> None:
-    """ValueError naming the valid values for an unknown task or split, or a negative length or seed."""
     if task not in tasks:
         raise ValueError(f'unknown {name} task {task!r}; valid tasks: {sorted(tasks)}')
     if split not in SPLITS:
@@ -224,10 +223,9 @@ def check_index(name: str, index: int, length: int) -> int:
 
 @DATASETS.register_module()
 class Shapes2D(Dataset):
-    """Procedural shape scenes for probing positional encodings, rendered at any resolution.
-
-    Items are ``dict(inputs=FloatTensor (3, H, W), labels=int)``, with ``return_crop`` also ``crop=FloatTensor(4)``,
-    the window's (top, left, height, width) as fractions of the image.
+    """Procedural shape scenes for probing positional encodings, rendered at any resolution. Items are
+    ``dict(inputs=FloatTensor (3, H, W), labels=int)``, with ``return_crop`` also ``crop=FloatTensor(4)``, the
+    window's (top, left, height, width) as fractions of the image.
 
     Args:
         task: one of ``TASKS``: 'position' (27 classes: 3x3 cell x 3 shapes), 'relation' (4: direction from red to
@@ -288,7 +286,6 @@ class Shapes2D(Dataset):
         return check_index('Shapes2D', index, self.num_samples)
 
     def scene(self, index: int) -> Scene:
-        """The scene (shapes in scene units, and label) of item ``index``."""
         index = self._check_index(index)
         rng = np.random.default_rng([self.seed, SPLITS[self.split], index])
         return self._generate(rng)
@@ -311,7 +308,6 @@ class Shapes2D(Dataset):
         return torch.from_numpy(self.render_numpy(index, image_size).transpose(2, 0, 1).copy())
 
     def render_uint8(self, index: int, image_size: ImageSize | None = None) -> np.ndarray:
-        """Item ``index`` as a uint8 (H, W, 3) array for visualisation."""
         return to_uint8(self.render_numpy(index, image_size))
 
     def __getitem__(self, index: int | SizedIndex) -> dict:

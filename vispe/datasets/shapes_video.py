@@ -1,9 +1,7 @@
-"""ShapesVideo: procedural clips of moving and turning shapes, for probing positional encodings along time.
-
-Clips live on a ``scene2d`` scene over time ``t`` in [0, 1), drawn from ``(seed, split, index)``; each frame averages
-its time interval, so a clip looks the same at any frame count. Tasks (``TASKS``) need temporal order or time:
-``direction`` (4: where one shape moves), ``first_mover`` (2: red or blue starts first), ``count`` (3: flashes),
-``half`` (2: absolute time of a flash).
+"""ShapesVideo: procedural clips of moving and turning shapes, for probing positional encodings along time. A clip is a
+``scene2d`` scene over time t in [0, 1), drawn from ``(seed, split, index)``; each frame averages its time interval, so
+a clip looks the same at any frame count. Tasks (``TASKS``) need temporal order or time: ``direction`` (4: where one
+shape moves), ``first_mover`` (2: red or blue starts first), ``count`` (3: flashes), ``half`` (2: when one flash is).
 """
 
 from __future__ import annotations
@@ -73,7 +71,6 @@ class Clip:
     tracks: tuple[Track, ...]
 
     def scene(self, t: float) -> Scene:
-        """The still scene at time ``t``."""
         return Scene(self.label, tuple(s for s in (track.at(t) for track in self.tracks) if s is not None))
 
 
@@ -265,7 +262,6 @@ class ShapesVideo(Dataset):
         return self.num_samples
 
     def clip(self, index: int) -> Clip:
-        """The clip (tracks and label) of item ``index``."""
         rng = np.random.default_rng(
             [self.seed, SPLITS[self.split], check_index('ShapesVideo', index, self.num_samples)]
         )

@@ -1,8 +1,6 @@
 """Size policies (``SIZE_POLICIES``): the (H, W) of each image in mixed-resolution training (FlexiViT, NaFlex).
-
 ``draw(generator)`` gives a hashable draw, ``size(draw, image_hw)`` a size in whole patches. A data set draws per item
-from the global RNG, or from ``key`` for an index ``(i, key)``: one draw per batch.
-"""
+from the global RNG, or from ``key`` for an index ``(i, key)``: one draw per batch."""
 
 from __future__ import annotations
 
@@ -51,7 +49,6 @@ class SizePolicy:
         raise NotImplementedError
 
     def sample(self, image_hw: HW, generator: torch.Generator | None = None) -> HW:
-        """One size for an image of ``image_hw`` pixels: ``size(draw(generator), image_hw)``."""
         return self.size(self.draw(generator), image_hw)
 
     def nominal_side(self) -> int:
@@ -134,8 +131,7 @@ class SquareSizes(SizePolicy):
 
 
 def native_size(image_hw: HW, patch_size: int, max_tokens: int) -> HW:
-    """The (H, W) of the largest patch grid of ``image_hw``'s aspect ratio with at most ``max_tokens`` tokens (timm's
-    ``get_image_size_for_seq``)."""
+    """(H, W) of the largest patch grid of ``image_hw``'s aspect ratio with at most ``max_tokens`` tokens (timm's)."""
     height, width = image_hw
     if height <= 0 or width <= 0:
         raise ValueError(f'image size must be positive, got {image_hw}')
@@ -239,7 +235,6 @@ class RandomAspect(NativeAspect):
 
 
 def build_size_policy(policy: SizePolicy | dict | None) -> SizePolicy | None:
-    """A policy from a ``SIZE_POLICIES`` config dict, or the policy (or None) as it is."""
     if policy is None or isinstance(policy, SizePolicy):
         return policy
     if isinstance(policy, dict):

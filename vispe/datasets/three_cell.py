@@ -1,10 +1,7 @@
-"""The Three-Cell benchmark (after LOOPE, Chowdhury et al. 2025, arXiv 2504.14386): Shapes2D task ``three_cell_loope``.
-
-Three distinct cells of a 14 x 14 grid are painted red, green and blue; each cell is one patch at 14 patches a side, so
-without positions a ViT is at chance (1/6). The label is the colours' order by distance from the centre (pairwise at
-least ``MARGIN`` apart), uniform. A reconstruction: the paper's exact classes are not published, and its no-PE score
-shows its task leaks some answer into the patches.
-"""
+"""The Three-Cell benchmark (after LOOPE, Chowdhury et al. 2025), Shapes2D task ``three_cell_loope``: three distinct
+cells of a 14 x 14 grid (one patch each) painted red, green and blue; the label is the colours' order by distance from
+the centre (pairwise at least ``MARGIN`` apart), so without positions a ViT is at chance (1/6). A reconstruction: the
+paper's classes are not published (docs: the leaderboard's Three-Cell section)."""
 
 from __future__ import annotations
 

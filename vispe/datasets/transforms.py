@@ -49,9 +49,8 @@ def random_resized_crop(
 
 @TRANSFORMS.register_module()
 class RandomResizedCropBox:
-    """Random resized crop of an image tensor that also reports its box.
-
-    On a dict item it returns a new dict with the crop in ``key`` and the box in ``'crop'``; on a tensor, (image, crop).
+    """Random resized crop of an image tensor that also reports its box: on a dict item, a new dict with the crop in
+    ``key`` and the box in ``'crop'``; on a tensor, (image, crop).
 
     Args:
         size: output size, int or (H, W).

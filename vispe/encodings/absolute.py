@@ -85,10 +85,9 @@ def sample_table(table: torch.Tensor, grid: Sequence[int], u: torch.Tensor) -> t
 
 @ENCODINGS.register_module(name='ape_learned')
 class ApeLearned(LayerAdaptive):
-    """Learned table (Dosovitskiy et al., ICLR 2021; DeiT), (1, h*w, D), trunc-normal std 0.02, added to the patch
-    tokens and resampled by ``strategy`` at other grids as timm's ViT does, antialiased (departure: DeiT's and MAE's
-    is not, ``antialias=False``). ``grid_sample`` (ViTAR, Fan et al. 2024): read bilinearly at
-    u = (coord + 1/2) G / span - 1/2 per axis, for models trained with the ``fuzzy`` sampler.
+    """Learned (1, h*w, D) table (ViT; DeiT) added to the patch tokens, resampled by ``strategy`` at other grids as
+    timm's ViT does, antialiased (departure: DeiT's and MAE's is not, ``antialias=False``). ``grid_sample`` (ViTAR,
+    Fan et al. 2024): read bilinearly at u = (coord + 1/2) G / span - 1/2 per axis (for the ``fuzzy`` sampler).
 
     Args:
         dim: model width.

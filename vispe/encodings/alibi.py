@@ -32,7 +32,7 @@ class ALiBi2D(Encoding):
     with a prefix token. Nothing is learned.
 
     Args:
-        num_heads: attention heads (the slopes follow ALiBi's schedule for that many).
+        num_heads: attention heads (ALiBi's slope schedule for that many).
         scale: multiplies every slope (1: the paper's).
     """
 
@@ -69,7 +69,6 @@ class ALiBi2D(Encoding):
         return padded, is_patch
 
     def score_term(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> ScoreTerm:
-        """The bias inside FlexAttention, from the two tokens' coordinates."""
         padded, is_patch = self.geometry(pos)
         # Python bools from the shapes: the term indexes the sample, or sample 0 of a table shared by the batch
         coords_per_sample, patch_per_sample = padded.shape[0] != 1, is_patch.shape[0] != 1

@@ -2,8 +2,7 @@
 
 Encodings with an attention hook are built once per attention layer (parameters under ``blocks.i.attn.pe``), the
 others once per model (``pe``). ``value_term`` gets the softmax weights only when the instance's
-``needs_attn_weights``; past the attention's byte budget a bias is asked for by query rows (``logit_bias_rows``).
-"""
+``needs_attn_weights``; past the attention's byte budget a bias is asked for by query rows (``logit_bias_rows``)."""
 
 from __future__ import annotations
 
@@ -66,8 +65,7 @@ class Encoding(nn.Module):
 
     #: resolution strategies, the default first
     strategies: ClassVar[tuple[str, ...]] = ()
-    #: strategies of ``strategies`` that a sweep runs only when named (``--strategy``): adding one to an encoding then
-    #: leaves what its default sweep measures, and the results already archived for it, as they were
+    #: strategies a sweep runs only when named (``--strategy``), so that adding one leaves the default sweep as it was
     opt_in_strategies: ClassVar[tuple[str, ...]] = ()
     #: the position dimensions it works on: 2 (image token grids), 3 (points, or video token grids (t, h, w));
     #: ``list_encodings(ndim)`` filters on it and backbones refuse the others
@@ -81,12 +79,10 @@ class Encoding(nn.Module):
     #: this instance's value_term needs the softmax weights (materialised instead of fused SDPA); set per instance
     #: where options decide it (``attn_weights_option``), and the stack reads the instance's value
     needs_attn_weights: bool = False
-    #: for ``after_block`` encodings, the indices of the blocks whose output the hook receives (an instance
-    #: attribute, set from the encoding's options); the default, none, leaves the hook uncalled
+    #: ``after_block`` encodings: the blocks whose output the hook receives (per instance); none: the hook is not called
     blocks: tuple[int, ...] = ()
-    #: parameters its paper keeps out of weight decay, relative to the encoding (``fnmatch`` patterns; names a
-    #: configuration does not create are skipped). The one declaration both optimizers read (timm's through the
-    #: backbones' ``no_weight_decay()``, ``vispe.engine.optim``); 1-D parameters take no decay anyway
+    #: parameters its paper keeps out of weight decay (``fnmatch`` patterns relative to the encoding), read by both
+    #: optimizers (timm's through ``no_weight_decay()``, ``vispe.engine.optim``); 1-D parameters take no decay anyway
     no_weight_decay_params: ClassVar[tuple[str, ...]] = ()
     #: why, in a few words (the paper's or reference's recipe, what decay would do)
     weight_decay_note: ClassVar[str] = ''
@@ -97,9 +93,8 @@ class Encoding(nn.Module):
     has_score_term: ClassVar[bool] = False
     #: the option under which ``value_term`` needs the softmax weights (iRPE: "'v' in on"); '' for never
     attn_weights_option: ClassVar[str] = ''
-    #: hooks the class implements only under an option (the absolute encodings' ``attn_input`` with ``lape=True``):
-    #: a backbone's acceptance check of the class leaves them out, and ``build_backbone_encodings`` refuses a built
-    #: instance whose ``active_hooks()`` use one the backbone does not call
+    #: hooks the class implements only under an option (``attn_input`` with ``lape=True``): a backbone's check of the
+    #: class leaves them out, and ``build_backbone_encodings`` refuses an instance using one the backbone does not call
     option_hooks: ClassVar[frozenset[str]] = frozenset()
     #: the hooks the class overrides, found once when the class is created (``__init_subclass__``)
     _hooks: ClassVar[frozenset[str]] = frozenset()

@@ -12,7 +12,6 @@ from vispe.registry import ENCODINGS
 
 
 def require_cameras(pos: Positions, name: str) -> Cameras:
-    """``pos.cameras``, or a ValueError that says which backbone supplies them."""
     if pos.cameras is None:
         raise ValueError(f'{name} needs cameras in the positions; the multi-view transformer supplies them')
     return pos.cameras

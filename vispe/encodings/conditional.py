@@ -29,7 +29,6 @@ def require_grid(pos: Positions, name: str) -> tuple[int, int]:
 
 
 def check_kernel_size(kernel_size: int, name: str) -> int:
-    """``kernel_size`` if it is an odd int >= 1, else a ValueError naming ``name``."""
     if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
         raise ValueError(
             f'{name} needs an odd kernel_size >= 1 (so the output stays on the token grid), got {kernel_size!r}; '

@@ -1,8 +1,7 @@
-"""Learnable Fourier features (Li et al., NeurIPS 2021): r = (1/sqrt(F)) [cos(p W_r^T), sin(p W_r^T)], W_r (F/2 x M)
-learned from N(0, gamma^-2), then Linear - GELU - Linear, added to the tokens (Algorithm 1). Grid tokens are in
-token-grid units (features of tokens Delta apart have expected similarity exp(-|Delta|^2 / (2 gamma^2)); a larger
-grid extrapolates); ``normalize=True`` maps them to [0, 1] (a larger grid interpolates; pick gamma near 10 / the
-grid's size). Departure: point clouds are min-max normalised per cloud, the paper's are not (``normalize=False``)."""
+"""Learnable Fourier features (Li et al., NeurIPS 2021, Algorithm 1): r = (1/sqrt(F)) [cos(p W_r^T), sin(p W_r^T)],
+W_r (F/2 x M) learned from N(0, gamma^-2), then Linear - GELU - Linear, added to the tokens. Grid positions are in
+token-grid units (``normalize=True``: [0, 1], with gamma near 10 / the grid's size). Departure: point clouds are
+min-max normalised per cloud, the paper's are not (``normalize=False``)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """GTA, geometric transform attention (Miyato et al., ICLR 2024): each token's g = (camera-to-world pose T, patch
 position) acts on each head's channels as rho(g), 4 x 4 blocks [[R, s t], [0, 1]] (s learned) then 2 x 2 rotations
-of the patch (row, col), and
-
-    q' = rho(g_q)^-T q,   k' = rho(g_k) k,   v' = rho(g_k) v,   out = rho(g_q)^-1 (softmax(q'^T k') v'),
-
-so attention depends on g_q^-1 g_k only. Departure: the SO(2) angles default to rope_axial's theta^(-j/n) on
-integer coordinates; the authors' 2 pi 2^(j - n) on (p + 0.5) / P is ``so2='reference'``.
-"""
+of the patch: q' = rho(g_q)^-T q, k' = rho(g_k) k, v' = rho(g_k) v, out = rho(g_q)^-1 (softmax(q'^T k') v').
+Departure: the SO(2) angles default to rope_axial's theta^(-j/n) on integer coordinates; the authors' 2 pi 2^(j - n)
+on (p + 0.5) / P is ``so2='reference'``."""
 
 from __future__ import annotations
 
@@ -24,15 +20,14 @@ from vispe.registry import ENCODINGS
 
 
 class ViewTransformAttention(Encoding):
-    """GTA's scheme for any per-view 4 x 4 rho (``view_blocks``): q' = rho_q^-T q, k' = rho_k k, v' = rho_k v,
-    out = rho_q^-1 o on the first ``se3_dims`` channels, SO(2) rotations of the patch on the next ``so2_dims``; prefix
-    tokens get the identity. Arguments as ``GTA``'s."""
+    """GTA's scheme (module docstring) for any per-view 4 x 4 rho (``view_blocks``) on the first ``se3_dims``
+    channels, SO(2) rotations of the patch on the next ``so2_dims``; prefix tokens get the identity. Arguments as
+    ``GTA``'s."""
 
     ndims = (2,)
     needs_cameras = True
     #: (so2_dims / 4,) SO(2) frequencies, a buffer
     freqs: torch.Tensor
-    #: the ``so2`` choices
     so2_variants = ('rope_axial', 'reference')
     #: the registered name, for messages
     label = 'gta'
@@ -98,7 +93,6 @@ class ViewTransformAttention(Encoding):
     def _transform(
         self, x: torch.Tensor, blocks: torch.Tensor, transpose: bool, table: torch.Tensor, inverse: bool = False
     ) -> torch.Tensor:
-        """x (B, H, N, d): SE(3) channels by ``blocks``, SO(2) channels by ``table``."""
         B, H, N, _ = x.shape
         xf = x.float()
         se3, so2, rest = xf.split([self.se3_dims, self.so2_dims, self.head_dim - self.se3_dims - self.so2_dims], -1)

@@ -100,7 +100,6 @@ def _check_args(method: str, mode: str, on: str, ratio: float) -> str:
 
 
 def _expand(idx: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """(N, N) or (B, N, N) indices -> a (B, H, N, M) view for gather / scatter on ``like``."""
     shape = like.shape
     return idx.unsqueeze(-3).expand(shape[0], shape[1], shape[2], idx.shape[-1])
 
@@ -222,7 +221,6 @@ class IRPE(Encoding):
         return out if out.dim() == 4 else out.unsqueeze(0)
 
     def score_term(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> ScoreTerm:
-        """``logit_bias`` inside FlexAttention, read from the bucket ids and per-bucket values."""
         ids = self.buckets(pos, q.shape[-2])
         per_sample = ids[0].dim() == 3  # sampled positions: ids (B, N, N)
 

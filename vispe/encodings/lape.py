@@ -24,7 +24,6 @@ class LayerAdaptive(Encoding):
     lape_progressive: bool = False
 
     def init_lape(self, lape: bool, dim: int, depth: int | None, progressive: bool = False) -> None:
-        """One LayerNorm of width ``dim`` per block (``depth`` of them) when ``lape``; chained with ``progressive``."""
         self.lape, self.lape_progressive = bool(lape), bool(progressive)
         if self.lape_progressive and not self.lape:
             raise ValueError(f'{self.registry_name()}: lape_progressive=True chains the LaPE norms; set lape=True')

@@ -1,5 +1,5 @@
-"""LePE, the locally-enhanced positional encoding of CSWin (Dong et al., CVPR 2022):
-out = softmax(q k^T / sqrt(d)) v + DWConv(v), the conv over the values on the token grid."""
+"""LePE, CSWin's locally-enhanced positional encoding (Dong et al., CVPR 2022): softmax(q k^T / sqrt d) v + DWConv(v)
+with the depthwise conv over the values on the token grid."""
 
 from __future__ import annotations
 

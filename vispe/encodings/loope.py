@@ -86,7 +86,6 @@ def order_ranks(order: str, h: int, w: int) -> tuple[int, ...]:
 
 
 def curve_ranks(order: str, h: int, w: int) -> tuple[int, ...]:
-    """``order_ranks``, cached per (order, h, w) outside torch.compile."""
     if torch.compiler.is_compiling():
         return order_ranks(order, h, w)
     key = (order, h, w)

@@ -19,7 +19,6 @@ from vispe.registry import ENCODINGS
 
 
 def inverse_sigmoid(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    """log(x / (1 - x)) with x clamped to [0, 1] and both terms floored at eps."""
     x = x.clamp(0.0, 1.0)
     return torch.log(x.clamp_min(eps) / (1.0 - x).clamp_min(eps))
 
@@ -29,8 +28,7 @@ ANCHORS = ('centre', 'corner')
 
 
 def token_pixels(cameras: Cameras, anchor: str) -> torch.Tensor:
-    """(h * w, 2) float32 (u, v) of each token of a view, row-major: its patch centre, or with ``anchor='corner'`` its
-    top-left corner."""
+    """(h * w, 2) float32 (u, v) of each token of a view, row-major: its patch centre, or top-left corner."""
     (h, w), p = cameras.grid, cameras.patch_size
     uv = G.pixel_centres(h, w, stride=p, device=cameras.K.device)
     return uv if anchor == 'centre' else uv - 0.5 * p
@@ -54,7 +52,7 @@ def depth_and_scene(owner: str, depth_range: Sequence[float], scene_range: Seque
 
 @ENCODINGS.register_module(name='petr')
 class PETR(Encoding):
-    """PETR 3D position embedding, added to each token.
+    """PETR 3D position embedding (module docstring), added to each token.
 
     Args:
         dim: model width.

@@ -1,11 +1,9 @@
-"""3DPPE, 3D point positional encoding (Shu et al., ICCV 2023), registered as ``3dppe``: each token's ray embedded at
-the point p = T K^-1 (u d, v d, d)^T of the surface it sees ((u, v) the patch centre, d its depth, T the
-camera-to-world pose), normalised to ``scene_range``, through the inverse sigmoid, a sinusoid per axis (y, x, z),
-s(x)_2i = sin(2 pi x / tau^(2i / F)), s(x)_2i+1 = cos(...), F = dim / 2, and an MLP. ``depth_source='predicted'``:
-d is the expectation of a depth head over D bins, trained by smooth L1 (beta 1/9) against the depth maps
-(``loss_depth``); ``'gt'``: the maps' own depth. Departures: the depth head is an MLP on the patch embedding, not
-a camera-aware conv net; the ray goes through the patch centre (``anchor='corner'``: the reference's); points
-outside the box saturate instead of being masked."""
+"""3DPPE, 3D point positional encoding (Shu et al., ICCV 2023), registered as ``3dppe``: the point
+p = T K^-1 (u d, v d, d)^T each token sees at depth d, normalised to ``scene_range``, through the inverse sigmoid, an
+interleaved sinusoid per axis (y, x, z; angle 2 pi x / tau^(2i / F), F = dim / 2) and an MLP. ``'predicted'`` depth:
+the expectation of a head over D bins, trained by smooth L1 (beta 1/9) against the depth maps (``loss_depth``).
+Departures: the depth head is an MLP on the patch embedding, not a camera-aware conv net; the ray goes through the
+patch centre (``anchor='corner'``: the reference's); points outside the box saturate instead of being masked."""
 
 from __future__ import annotations
 

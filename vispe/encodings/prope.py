@@ -1,11 +1,7 @@
-"""PRoPE, projective positional encoding (Li et al., NeurIPS 2025, arXiv 2507.10496).
-
-GTA's scheme (``ViewTransformAttention``) with the projection P = K' E in the 4 x 4 blocks, E the world-to-camera
-pose, K' = [[f_x / W, s / W, c_x / W - 1/2], [0, f_y / H, c_y / H - 1/2], [0, 0, 1]] for a W x H image. On half of
-each head's channels q' = P_q^T q, k' = P_k^-1 k, v' = P_k^-1 v, out = P_q o: attention depends on P_q P_k^-1 only;
-on the other half RoPE of the patch (theta 100, integer coordinates). Departure: K' keeps the skew s, which the
-reference drops (``skew=False``).
-"""
+"""PRoPE, projective positional encoding (Li et al., NeurIPS 2025): GTA's scheme (``ViewTransformAttention``) with
+P = K' E in the 4 x 4 blocks on half of each head (E world-to-camera, K' = [[f_x / W, s / W, c_x / W - 1/2],
+[0, f_y / H, c_y / H - 1/2], [0, 0, 1]] for a W x H image), RoPE of the patch (theta 100) on the other half.
+Departure: K' keeps the skew s, which the reference drops (``skew=False``)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,6 @@ from torch import nn
 from vispe.backbones import create_model
 from vispe.registry import MODELS, closest
 
-#: the batch keys a classifier takes
 BATCH_KEYS = ('inputs', 'labels')
 #: batch keys a classifier accepts and does not use: ``crop``, the box ``RandomResizedCropBox`` reports (a
 #: micro-condition for generators), so that one data pipeline serves both
@@ -21,10 +20,9 @@ IGNORED_BATCH_KEYS = ('crop',)
 
 class Classifier(BaseModel):
     """Cross-entropy classification around a backbone (inputs -> logits) that subclasses build (``build_backbone``).
-
-    Batches are dicts ``{'inputs': ..., 'labels': (B,)}``, optionally with a ``crop`` box (ignored); any other key is an
-    error naming it. ``mode='loss'``: ``{'loss': ...}``; ``'predict'``: one ``{pred, label, score}`` per sample
-    (``Accuracy``); ``'tensor'``: the logits.
+    Batches are dicts ``{'inputs': ..., 'labels': (B,)}``, optionally with a ``crop`` box (ignored); any other key
+    raises TypeError naming it. ``mode='loss'``: ``{'loss': ...}``; ``'predict'``: one ``{pred, label, score}`` per
+    sample (``Accuracy``); ``'tensor'``: the logits.
 
     Args:
         backbone: the backbone's config, as the subclass reads it.
@@ -53,7 +51,6 @@ class Classifier(BaseModel):
         return int(count) if count is not None else None
 
     def _run_forward(self, data: Any, mode: str) -> Any:
-        """mmengine's forward of a batch, after refusing unknown keys by name (with the closest known one)."""
         if isinstance(data, dict):
             known = BATCH_KEYS + IGNORED_BATCH_KEYS
             unknown = [key for key in data if key not in known]
@@ -72,7 +69,6 @@ class Classifier(BaseModel):
         mode: str = 'tensor',
         crop: torch.Tensor | None = None,
     ) -> torch.Tensor | dict[str, torch.Tensor] | list[dict[str, torch.Tensor]]:
-        """``inputs`` go to the backbone as they are; ``crop`` is accepted and unused (``IGNORED_BATCH_KEYS``)."""
         logits = self.backbone(inputs)  # (B, num_classes)
         if mode == 'tensor':
             return logits
@@ -88,10 +84,8 @@ class Classifier(BaseModel):
 
 @MODELS.register_module()
 class ImageClassifier(Classifier):
-    """A vispe ViT classifier; ``backbone`` holds ``vispe.create_model``'s keyword arguments.
-
-    ``inputs`` are (B, C, H, W) or a list of (C, H_i, W_i) images of mixed sizes. Arguments: as `Classifier`.
-    """
+    """A vispe ViT classifier; ``backbone`` holds ``vispe.create_model``'s keyword arguments, ``inputs`` are
+    (B, C, H, W) or a list of (C, H_i, W_i) images of mixed sizes. Arguments: as `Classifier`."""
 
     def build_backbone(self, cfg: dict[str, Any]) -> nn.Module:
         if 'model_name' not in cfg:
@@ -115,7 +109,5 @@ class PointClassifier(RegistryClassifier):
 
 @MODELS.register_module()
 class VideoClassifier(RegistryClassifier):
-    """A video classifier: ``backbone`` configures a network on (B, C, T, H, W) clips or a list of clips.
-
-    Arguments: as `Classifier`.
-    """
+    """A video classifier: ``backbone`` configures a network on (B, C, T, H, W) clips or a list of them.
+    Arguments: as `Classifier`."""

@@ -1,8 +1,6 @@
-"""Class-conditional image diffusion as an mmengine model: flow matching (default) or DDPM (``vispe.tasks.samplers``),
-sampled with classifier-free guidance: ``out = out_null + s * (out_cond - out_null)``.
-
-Label ``num_classes`` is the null class. The backbone is ``net(x, t, y, crop=None) -> (B, C or 2C, H, W)``; of 2C
-outputs (learned sigma) the first C are used.
+"""Class-conditional image diffusion as an mmengine model: flow matching (default) or DDPM (``vispe.tasks.samplers``)
+with classifier-free guidance, ``out = out_null + s * (out_cond - out_null)``; label ``num_classes`` is the null class.
+The backbone is ``net(x, t, y, crop=None) -> (B, C or 2C, H, W)``; of 2C outputs (learned sigma) the first C are used.
 """
 
 from __future__ import annotations
@@ -39,7 +37,6 @@ class Objective(nn.Module):
     default_sampler: ClassVar[str] = ''
 
     def train_times(self, n: int, device: torch.device) -> Tensor:
-        """(n,) random training times on ``device``."""
         raise NotImplementedError
 
     def eval_times(self, n: int) -> Tensor:
@@ -59,7 +56,6 @@ class Objective(nn.Module):
         raise NotImplementedError
 
     def sample(self, predict: PredictFn, noise: Tensor, steps: int, sampler: str) -> Tensor:
-        """Integrate from ``noise`` back to data in ``steps`` steps of ``sampler``."""
         raise NotImplementedError
 
 
@@ -146,8 +142,7 @@ class DiffusionModel(BaseModel):
             gets the time in [0, 1].
         objective: 'flow' (velocity, rectified flow) or 'ddpm' (eps, linear betas).
         num_train_timesteps: T; the backbone sees times in [0, T].
-        class_dropout: probability of a training label becoming the null label; 0 since vispe's DiT drops labels itself
-            (do not stack both).
+        class_dropout: probability of a training label becoming the null label (vispe's DiT drops labels itself).
         val_seed: seed of the noise in 'predict' / 'tensor' (times stratified), so held-out losses compare.
         data_preprocessor: mmengine data preprocessor config.
         init_cfg: mmengine weight-initialisation config; None: the modules' own.
@@ -211,7 +206,6 @@ class DiffusionModel(BaseModel):
         return [{'loss': loss, 't': ti, 'label': yi} for loss, ti, yi in zip(losses, t, y)]
 
     def _backbone(self, x: Tensor, t_net: TimeLike, y: Tensor, crop: Tensor | None, t: Tensor) -> Tensor:
-        """The backbone at network time ``t_net``, and, if it takes it, the objective time ``t`` in [0, 1]."""
         if self._noise_level_arg:
             return self.backbone(x, t_net, y, crop=crop, noise_level=self.objective.noise_level(t))
         return self.backbone(x, t_net, y, crop=crop)
@@ -253,18 +247,11 @@ class DiffusionModel(BaseModel):
         crop: Tensor | None = None,
         noise: Tensor | None = None,
     ) -> Tensor:
-        """Generate images in [-1, 1] (clamped), one per label, in eval mode.
-
-        Args:
-            labels: (B,) class indices; ``num_classes`` gives unconditional samples.
-            size: int or (H, W); not needed with ``noise``.
-            steps: integration steps (flow; Heun evaluates twice per step) or DDIM timesteps (ddpm).
-            sampler: 'euler' or 'heun' (flow, default 'heun'), 'ddim' (ddpm).
-            cfg_scale: guidance scale s; 1 is the plain conditional model.
-            generator: draws the initial noise.
-            crop: (B, 4) or (4,) crop boxes passed to the backbone.
-            noise: (B, C, H, W) initial noise instead of drawing it.
-        """
+        """Generate images in [-1, 1] (clamped), one per label (``num_classes``: unconditional), in eval mode, from
+        ``noise`` (B, C, H, W) or from noise drawn with ``generator`` at ``size`` (int or (H, W)). ``steps``:
+        integration steps (flow; Heun evaluates twice per step) or DDIM timesteps (ddpm); ``sampler``: 'euler' or
+        'heun' (flow, default 'heun'), 'ddim' (ddpm); ``cfg_scale``: the guidance scale s (1: the plain conditional
+        model); ``crop``: (B, 4) or (4,) boxes passed to the backbone."""
         sampler = sampler or self.objective.default_sampler
         if sampler not in self.objective.samplers:
             raise ValueError(

@@ -13,12 +13,10 @@ from vispe.registry import MODELS
 
 @MODELS.register_module()
 class MultiViewLocalizer(BaseModel):
-    """Predict a world-frame 3D point (the target's centre) from V posed views.
-
-    The backbone's output is read in the first view's camera frame and taken to the world by its pose, x_world = T_0 y,
-    so a world-frame-invariant model can still answer. Batches hold ``inputs`` (B, V, 3, H, W), ``K``, ``cam_to_world``,
-    ``target`` (B, 3) and optional ``depth`` (for ``forward_with_losses``). ``mode='loss'``: mean Euclidean error plus
-    the encodings' auxiliary losses; ``'predict'``: ``{pred, target}`` per sample; ``'tensor'``: (B, 3).
+    """Predict a world-frame 3D point (the target's centre) from V posed views: the backbone's output y, in the first
+    view's camera frame, goes to the world as x_world = T_0 y. Batches hold ``inputs`` (B, V, 3, H, W), ``K``,
+    ``cam_to_world``, ``target`` (B, 3) and optional ``depth``. ``mode='loss'``: mean Euclidean error plus the
+    encodings' auxiliary losses; ``'predict'``: ``{pred, target}`` per sample; ``'tensor'``: (B, 3).
 
     Args:
         backbone: registry config of a multi-view network ``(images, K, cam_to_world) -> (B, 3)``.

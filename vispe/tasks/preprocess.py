@@ -15,9 +15,7 @@ from vispe.registry import MODELS
 @MODELS.register_module()
 class MultiScaleDataPreprocessor(BaseDataPreprocessor):
     """Multi-scale training: after mmengine's preprocessing, each training batch is resized (antialiased bilinear) to
-    one size drawn from ``sizes``.
-
-    Validation and test batches keep their size; a list batch of mixed sizes is refused in training.
+    one size drawn from ``sizes``; validation and test batches keep their size; a mixed-size list batch is refused.
 
     Args:
         sizes: square sizes in pixels, divisible by the patch, drawn uniformly once per batch (global RNG).
