@@ -11,7 +11,7 @@ import torch
 
 from vispe.backbones.dit import DiT
 from vispe.encodings.rope import RoPEAxial, RoPEMixed
-from vispe.encodings.rotary import axial_frequencies
+from vispe.encodings.rotary_core import axial_frequencies
 from vispe.encodings.rotary_scaling import ntk_theta
 from vispe.evaluation.trained_model import available_strategies
 from vispe.positions import grid_positions
@@ -39,7 +39,7 @@ def test_dype_yarn_is_the_trained_frequencies_at_the_last_step_and_keeps_the_tem
     """The tables at t = 1, 0.5 and near 0 are compared with the authors' in tests/parity/test_parity_dype.py."""
     for dype, base in zip(axis_freqs(axial('dype_yarn'), 0.0), axis_freqs(axial('none'), None)):
         torch.testing.assert_close(dype, base)
-    assert axial('dype_yarn').qk_scale((2.0, 3.0)) == axial('yarn').qk_scale((2.0, 3.0)) > 1  # temperature kept
+    assert axial('dype_yarn').mscale((2.0, 3.0)) == axial('yarn').mscale((2.0, 3.0)) > 1  # temperature kept
 
 
 def test_dype_ntk_is_the_authors_base_factor_to_the_power_two_kappa() -> None:

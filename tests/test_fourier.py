@@ -7,7 +7,7 @@ import timm
 import torch
 
 import vispe
-from vispe.encodings.fourier import normalize_positions
+from vispe.encodings.lff import normalize_positions
 from vispe.positions import Positions, grid_positions
 
 TINY = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=5)

@@ -516,7 +516,7 @@ def test_grid_rotary_patch_logits_depend_only_on_offsets(name: str, data) -> Non
     assert_logits_match(name, patch_logits(q3, k3, num_prefix), want, q2, k2, dtype, f'patch logits ({strategy})')
     assert_moves(name, q3[..., num_prefix:, :], q2[..., num_prefix:, :], 'the rotated q')
     # yarn multiplies q and k by one scale after the rotation, prefix tokens included; the others by 1
-    yarn = 1.0 if name == 'rope_dinov3' else enc.qk_scale(enc.axis_scales(pos.coords, pos.grid))
+    yarn = 1.0 if name == 'rope_dinov3' else enc.mscale(enc.axis_scales(pos.coords, pos.grid))
     assert yarn == 1.0 or strategy in ('yarn', 'yarn_paper'), f'{name}: {strategy} scales q and k by {yarn}'
     if name == 'harope':  # M and M^-T cancel between prefix tokens, which RoPE leaves unrotated
         torch.testing.assert_close(

@@ -8,7 +8,7 @@ import torch
 from vispe import build_encoding, list_encodings
 from vispe.backbones.point import PointTransformer
 from vispe.encodings.points import RoPE3D
-from vispe.encodings.rotary import random_rotation
+from vispe.encodings.rotary_core import random_rotation
 from vispe.positions import Positions
 
 SHIFT = torch.tensor([3.0, -1.5, 2.0])

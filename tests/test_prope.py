@@ -15,7 +15,7 @@ from vispe import build_encoding, list_encodings
 from vispe import geometry as G
 from vispe.backbones.multiview import MultiViewTransformer, multiview_encodings
 from vispe.encodings.prope import PRoPE, lift, normalized_intrinsics
-from vispe.kernels.rotary import rotary_table, rotate_pairs
+from vispe.kernels.rotary import cos_sin_table, rotate_pairs
 from vispe.positions import Cameras, Positions, grid_coords
 
 
@@ -114,7 +114,7 @@ def test_one_view_is_rope_on_half_the_channels() -> None:
     pos = Positions(grid_coords(h, w), cameras=Cameras(K, pose, torch.zeros(h * w, dtype=torch.long), (H, W), P))
     enc = PRoPE(64, 2)
     q, k, v = (torch.randn(1, 2, h * w, 32, generator=g) for _ in range(3))
-    table = rotary_table(torch.cat([grid_coords(h, w)[:, 1:] * enc.freqs, grid_coords(h, w)[:, :1] * enc.freqs], -1))
+    table = cos_sin_table(torch.cat([grid_coords(h, w)[:, 1:] * enc.freqs, grid_coords(h, w)[:, :1] * enc.freqs], -1))
 
     def half_rope(x, inverse=False):
         return torch.cat([x[..., :16], rotate_pairs(x[..., 16:], table, inverse=inverse)], dim=-1)

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 import vispe
-from vispe.encodings.rotary import rotate_by_rows
+from vispe.encodings.rotary_core import rotate_by_angle_rows
 from vispe.encodings.rotary_scaling import yarn_factors
 from vispe.evaluation.trained_model import available_strategies, set_strategy
-from vispe.kernels.rotary import rotary_table, rotate_pairs
+from vispe.kernels.rotary import cos_sin_table, rotate_pairs
 from vispe.positions import Positions, grid_coords, grid_positions
 
 ROTARY = ['rope_axial', 'rope_mixed']
@@ -24,7 +24,7 @@ def rotary(name, strategy='none', dim=64, num_heads=4, grid_size=(4, 4), **kwarg
     return enc
 
 
-def grid_angles(enc, h, w):
+def cell_angles(enc, h, w):
     """Angles on an h x w grid as (..., h, w, d/2) (heads in front for rope_mixed)."""
     a = enc.angles(grid_coords(h, w), (h, w))
     return a.reshape(*a.shape[:-2], h, w, a.shape[-1])
@@ -68,7 +68,7 @@ def test_none_is_plain_extension_bit_identical():
     ref = old_axial_angles(pos.coords, enc.ladder(0))
     assert torch.equal(enc.angles(pos.coords, pos.grid), ref)
     q, k = torch.randn(2, 4, 1 + 96, 16), torch.randn(2, 4, 1 + 96, 16)
-    table = rotary_table(ref, 1)
+    table = cos_sin_table(ref, 1)
     for e in (enc, plain):
         q2, k2 = e.rotate(q, k, pos)
         assert torch.equal(q2, rotate_pairs(q, table)) and torch.equal(k2, rotate_pairs(k, table))
@@ -81,15 +81,15 @@ def test_none_is_plain_extension_bit_identical():
 @pytest.mark.parametrize('name', ROTARY)
 def test_interpolate_maps_the_larger_grid_onto_the_training_range(name):
     enc = rotary(name, 'interpolate')
-    train = grid_angles(enc, 4, 4)
-    big = grid_angles(enc, 8, 8)  # s = 2 on both axes
+    train = cell_angles(enc, 4, 4)
+    big = cell_angles(enc, 8, 8)  # s = 2 on both axes
     assert torch.equal(big[..., ::2, ::2, :], train)  # position (2r, 2c) of 8x8 == (r, c) of 4x4
     assert not torch.equal(big[..., 1:5, 1:5, :], train)  # plain extension would give this
     # per axis: 4 rows (s = 1), 8 columns (s = 2): only the columns are rescaled
-    wide = grid_angles(enc, 4, 8)
+    wide = cell_angles(enc, 4, 8)
     assert torch.equal(wide[..., :, ::2, :], train)
     enc.strategy = 'none'
-    none_wide = grid_angles(enc, 4, 8)
+    none_wide = cell_angles(enc, 4, 8)
     assert not torch.equal(wide, none_wide)
     if name == 'rope_axial':  # the row pairs (second half) are untouched, the column pairs halved
         half = none_wide.shape[-1] // 2
@@ -175,7 +175,7 @@ def test_yarn_scales_the_logits(name):
     torch.testing.assert_close(
         q2[..., :2, :] @ k2[..., :2, :].transpose(-1, -2), factor * (q[..., :2, :] @ k[..., :2, :].mT)
     )
-    table = rotary_table(enc.angles(pos.coords, pos.grid), 2)
+    table = cos_sin_table(enc.angles(pos.coords, pos.grid), 2)
     ref = rotate_pairs(q, table) @ rotate_pairs(k, table).transpose(-1, -2)
     torch.testing.assert_close(q2 @ k2.transpose(-1, -2), factor * ref, rtol=1e-4, atol=1e-4)
     q1, _ = enc.rotate(
@@ -265,12 +265,12 @@ def test_interpolate_matches_the_training_grid_at_the_same_normalised_position(n
 @pytest.mark.parametrize('name', ROTARY)
 def test_interpolate_at_half_size_lands_on_the_training_grid(name):
     enc = rotary(name, 'interpolate')
-    train = grid_angles(enc, 4, 4)
-    small = grid_angles(enc, 2, 2)  # s = 0.5 on both axes
+    train = cell_angles(enc, 4, 4)
+    small = cell_angles(enc, 2, 2)  # s = 0.5 on both axes
     torch.testing.assert_close(small, train[..., ::2, ::2, :])  # (r, c) of 2x2 == (2r, 2c) of 4x4
     assert torch.equal(small[..., 0, 0, :], train[..., 0, 0, :])  # the first corner stays where it is
     enc.strategy = 'none'
-    assert torch.equal(grid_angles(enc, 2, 2), train[..., :2, :2, :])  # none: the training grid's top-left corner
+    assert torch.equal(cell_angles(enc, 2, 2), train[..., :2, :2, :])  # none: the training grid's top-left corner
 
 
 @pytest.mark.parametrize('name', ROTARY)
@@ -298,14 +298,14 @@ def test_ntk_and_yarn_scale_only_the_grown_axis_of_an_aspect_change(name, strate
     tall = enc.angles(coords, (8, 2))
     assert torch.equal(tall, enc.angles(coords, (8, 4)))  # the same scales as 8 x 4, whose columns did not change
     expected = 0.1 * math.log(math.sqrt(2.0)) + 1 if strategy == 'yarn' else 1.0  # q and k each: the paper's sqrt(1/t)
-    assert enc.qk_scale(enc.axis_scales(coords, (8, 2))) == pytest.approx(expected)
+    assert enc.mscale(enc.axis_scales(coords, (8, 2))) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize('scale', [1.0, 1.3, 'per_token'])
 @pytest.mark.parametrize('heads_share_rows', [True, False])
 def test_rotating_by_rows_matches_the_gathered_complex_table(heads_share_rows, scale, dtype):
-    # rotate_by_rows (mixed batches) has its own backward: values and the gradients of q, k and the angle rows
+    # rotate_by_angle_rows (mixed batches) has its own backward: values and the gradients of q, k and the angle rows
     # must be those of gathering e^(i rows) per token and rotating with rotate_pairs
     torch.manual_seed(0)
     B, H, T, d, R = 3, 4, 7, 8, 5
@@ -319,11 +319,11 @@ def test_rotating_by_rows_matches_the_gathered_complex_table(heads_share_rows, s
         q, k = (qkv[i].detach().clone().requires_grad_() for i in range(2))
         rows = rows0.clone().requires_grad_()
         if gathered:
-            table = rotary_table(rows, 0)[index].movedim(1, -3)  # (B, [H,] T, d/2, 2)
+            table = cos_sin_table(rows, 0)[index].movedim(1, -3)  # (B, [H,] T, d/2, 2)
             table = table.unsqueeze(1) if heads_share_rows else table
             out = rotate_pairs(q, table, s), rotate_pairs(k, table, s)
         else:
-            out = rotate_by_rows(q, k, rows, index, s)
+            out = rotate_by_angle_rows(q, k, rows, index, s)
         sum((o.float() * w).sum() for o, w in zip(out, weights)).backward()
         results.append((*out, q.grad, k.grad, rows.grad))
     assert all(x.dtype == dtype for x in results[0][:4])
@@ -332,7 +332,7 @@ def test_rotating_by_rows_matches_the_gathered_complex_table(heads_share_rows, s
 
 
 def test_the_former_name_of_the_grid_core_still_imports_with_a_warning() -> None:
-    from vispe.encodings import rotary
+    from vispe.encodings import rotary_core
 
     with pytest.warns(DeprecationWarning, match='GridRoPE'):
-        assert rotary.RotaryStrategies is rotary.GridRoPE
+        assert rotary_core.RotaryStrategies is rotary_core.GridRoPE

@@ -10,7 +10,14 @@ import torch
 
 import vispe
 from vispe.kernels import rotary
-from vispe.kernels.rotary import rotary_backend, rotary_table, rotate_pairs, rotate_qk, rotate_rows, use_rotary_backend
+from vispe.kernels.rotary import (
+    cos_sin_table,
+    rotary_backend,
+    rotate_pairs,
+    rotate_qk,
+    rotate_qk_rows,
+    use_rotary_backend,
+)
 from vispe.positions import grid_positions
 
 B, H, N, D, R = 2, 3, 7, 12, 5  # D / 2 = 6 pairs: not a power of two, so the kernel's pair mask is exercised
@@ -48,9 +55,9 @@ def run(backend: str, q, k, angles, index, scale, inverse: bool = False):
     angles = angles.detach().clone().requires_grad_()
     weights = torch.randn(2, B, H, N, D, generator=torch.Generator().manual_seed(1)).to(q.device)
     with use_rotary_backend(backend):
-        table = rotary_table(angles)
+        table = cos_sin_table(angles)
         if index is not None:
-            out = rotate_rows(q, k, table, index, scale)
+            out = rotate_qk_rows(q, k, table, index, scale)
         else:
             out = rotate_qk(q, k, table, scale, inverse=inverse)
     sum((o.float() * w).sum() for o, w in zip(out, weights)).backward()
@@ -87,7 +94,7 @@ def test_inverse_undoes_the_rotation_and_has_its_gradients(backend: str) -> None
         pytest.importorskip('triton')
     q, k, angles, _ = inputs(torch.float32, 'token_major', 'per_head')
     assert_same(run(backend, q, k, angles, None, 1.0, True), run('torch', q, k, angles, None, 1.0, True), torch.float32)
-    table = rotary_table(angles.detach())
+    table = cos_sin_table(angles.detach())
     with use_rotary_backend(backend):
         back = rotate_pairs(rotate_pairs(q, table), table, inverse=True)
     torch.testing.assert_close(back, q, atol=1e-5, rtol=1e-5)
@@ -97,7 +104,7 @@ def test_single_tensor_and_strided_inputs_take_the_kernel() -> None:
     """One tensor (k absent: the kernel's TWO off) and an input whose channels are not contiguous (copied first)."""
     pytest.importorskip('triton')
     x = torch.randn(B, H, N, 2 * D)[..., ::2]  # channel stride 2
-    table = rotary_table(torch.randn(N, D // 2))
+    table = cos_sin_table(torch.randn(N, D // 2))
     with use_rotary_backend('triton'):
         got = rotate_pairs(x, table, 0.7)
     with use_rotary_backend('torch'):
@@ -108,7 +115,7 @@ def test_single_tensor_and_strided_inputs_take_the_kernel() -> None:
 def test_prefix_rows_pass_tokens_through_bit_for_bit() -> None:
     """Rows (1, 0) of a table with prefix tokens leave those tokens' channels exactly as they were, every backend."""
     q = torch.randn(B, H, 2 + N, D, dtype=torch.bfloat16)
-    table = rotary_table(torch.randn(N, D // 2), num_prefix=2)
+    table = cos_sin_table(torch.randn(N, D // 2), num_prefix=2)
     backends = ('torch', 'complex') + (('triton',) if rotary._triton_launch() is not None else ())
     for backend in backends:
         with use_rotary_backend(backend):

@@ -54,7 +54,7 @@ def test_normalised_encodings_see_sampled_positions_on_the_large_grids_scale(enc
     sampled = RPE2D(max_grid=(8, 12))(grid_positions(4, 6), batch_size=2, generator=torch.Generator().manual_seed(0))
     assert sampled.extent == (8, 12) and sampled.span == (8, 12) and grid_positions(4, 6).span == (4, 6)
     if encoding == 'lff':
-        from vispe.encodings.fourier import normalize_positions as normalise
+        from vispe.encodings.lff import normalize_positions as normalise
     else:
         normalise = vispe.build_encoding(encoding, dim=32, num_heads=2, ndim=2).normalized_coords
     got = normalise(sampled)  # (2, 24, 2)

@@ -11,8 +11,8 @@ import vispe
 from vispe.backbones import VideoTransformer
 from vispe.backbones.common import PatchConv3d
 from vispe.encodings.absolute import sincos_embed
-from vispe.encodings.rotary import rotary_sections
-from vispe.kernels.rotary import rotary_table
+from vispe.encodings.rotary_core import rotary_sections
+from vispe.kernels.rotary import cos_sin_table
 from vispe.positions import Positions, grid_positions, video_positions
 
 VIDEO = vispe.list_encodings(ndim=3)
@@ -223,7 +223,7 @@ def test_rotation_tables_are_real_and_prefix_rows_do_not_turn() -> None:
     enc = vispe.build_encoding('rope_axial', dim=96, num_heads=2, ndim=3)
     table = enc.table(video_positions(2, 2, 2, num_prefix=1))[0]
     assert table.dtype == torch.float32 and table.shape == (9, 24, 2)
-    torch.testing.assert_close(table[0], rotary_table(torch.zeros(1, 24))[0])
+    torch.testing.assert_close(table[0], cos_sin_table(torch.zeros(1, 24))[0])
 
 
 # --- rope_mixed in 3D --------------------------------------------------------------------------------------------

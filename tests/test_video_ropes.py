@@ -210,8 +210,8 @@ def test_prefix_tokens_are_not_rotated(name):
 @pytest.mark.parametrize('name', VIDEO)
 def test_time_spacing_is_every_second_tubelet_of_a_longer_clip(name, strategy):
     enc = build(name, 32, grid_size=(3, 4, 5), strategy=strategy)
-    spaced = enc.rotation_table(video_positions(3, 4, 5, num_prefix=1, time_spacing=2.0))
-    longer = enc.rotation_table(video_positions(6, 4, 5, num_prefix=1))
+    spaced = enc.build_table(video_positions(3, 4, 5, num_prefix=1, time_spacing=2.0))
+    longer = enc.build_table(video_positions(6, 4, 5, num_prefix=1))
     assert torch.equal(spaced[0], longer[0])  # the prefix row
     torch.testing.assert_close(spaced[1:].reshape(3, 20, 16, 2), longer[1:].reshape(6, 20, 16, 2)[::2])
 
@@ -222,11 +222,11 @@ def test_interpolate_maps_twice_the_frames_onto_the_training_clip(name):
     enc = build(name, 32, grid_size=(3, 4, 5), strategy='interpolate')
     plain = build(name, 32, grid_size=(3, 4, 5))
     train = video_positions(3, 4, 5)
-    got = enc.rotation_table(video_positions(6, 4, 5)).reshape(3, 2, 20, 16, 2)
-    torch.testing.assert_close(got[:, 0], plain.rotation_table(train).reshape(3, 20, 16, 2))
+    got = enc.build_table(video_positions(6, 4, 5)).reshape(3, 2, 20, 16, 2)
+    torch.testing.assert_close(got[:, 0], plain.build_table(train).reshape(3, 20, 16, 2))
     half_way = plain.angles(train.coords + torch.tensor([0.5, 0.0, 0.0]), train.grid)
     torch.testing.assert_close(got[:, 1], torch.stack([half_way.cos(), half_way.sin()], -1).reshape(3, 20, 16, 2))
-    untouched = plain.rotation_table(video_positions(6, 4, 5)).reshape(3, 2, 20, 16, 2)
+    untouched = plain.build_table(video_positions(6, 4, 5)).reshape(3, 2, 20, 16, 2)
     assert not torch.allclose(untouched[1:, 0], got[1:, 0])  # 'none' extends instead
 
 
@@ -327,7 +327,7 @@ def test_gradients_and_bf16_autocast(name):
         assert x.grad is not None and torch.isfinite(x.grad).all() and x.grad.abs().max() > 0
     fresh = build(name, 32)  # its table built under autocast
     with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16):
-        assert fresh.rotation_table(pos).dtype == torch.float32
+        assert fresh.build_table(pos).dtype == torch.float32
         q16, k16 = fresh.rotate(q.bfloat16(), k.bfloat16(), pos)
         out16 = F.scaled_dot_product_attention(q16, k16, v.bfloat16())
     assert q16.dtype == torch.bfloat16

@@ -137,35 +137,35 @@ class Attention(nn.Module):
         q, k = stack.rotate(q, k, pos)
         v = stack.transform_v(v, pos)
         # encodings that sum over the attention weights themselves (iRPE on V) get them materialised, only here
-        biased, weighted = bool(stack.with_hook('logit_bias')), bool(stack.weighted())
+        biased, needs_weights = bool(stack.with_hook('logit_bias')), bool(stack.weight_readers())
         layout = pos.layout  # a mixed-size batch: attn_mask is its layout's, one segment per image
         masked = (attn_mask is not None and layout is None) or is_causal  # a caller's own mask
-        chunk = (biased or weighted) and may_chunk(N)
+        chunk = (biased or needs_weights) and may_chunk(N)
         rows = self.query_rows(q, k) if chunk else N
         terms: list[torch.Tensor] = []  # the value terms computed beside the softmax weights (iRPE on V)
-        if (biased or layout is not None) and self.flex_call(q, stack, weighted, layout is not None, masked):
+        if (biased or layout is not None) and self.use_flex(q, stack, needs_weights, layout is not None, masked):
             # the biases added inside the kernel, the images kept apart by a block-sparse mask (blocks skipped)
             score_terms = stack.score_terms(q, k, pos) if biased else []
             block_mask = layout.block_mask(q.device) if layout is not None else None
             out = flex_attend(q, k, v, score_terms, block_mask)
         elif chunk and rows < N:
-            out, terms = self.chunked(q, k, v, pos, stack, weighted, attn_mask, is_causal, rows)
+            out, terms = self.chunked(q, k, v, pos, stack, needs_weights, attn_mask, is_causal, rows)
         else:
             if biased:
                 bias = stack.logit_biases(q, k, pos)  # (B or 1, H, N, N) each
                 attn_mask, is_causal = full_mask(bias, attn_mask, is_causal, q, k), False
-            out, terms = self.attend(q, k, v, pos, stack, weighted, attn_mask, is_causal)  # (B, H, N, d)
+            out, terms = self.attend(q, k, v, pos, stack, needs_weights, attn_mask, is_causal)  # (B, H, N, d)
         out = stack.transform_out(out, pos)
         out = stack.value_terms(out, v, pos, terms)
         out = self.norm(out.transpose(1, 2).reshape(B, N, C))
         return self.proj_drop(self.proj(out))
 
-    def flex_call(self, q: torch.Tensor, stack: EncodingStack, weighted: bool, mixed: bool, masked: bool) -> bool:
+    def use_flex(self, q: torch.Tensor, stack: EncodingStack, needs_weights: bool, mixed: bool, masked: bool) -> bool:
         """Whether this call runs FlexAttention instead of SDPA (``vispe.flex.choose_kernel``)."""
         if self.attention_kernel == 'sdpa':
             return False
         dropout = self.attn_drop.p if self.training else 0.0
-        why_not = why_not_flex(stack.with_hook('logit_bias'), weighted, masked, dropout, q)
+        why_not = why_not_flex(stack.with_hook('logit_bias'), needs_weights, masked, dropout, q)
         return choose_kernel(self.attention_kernel, q, why_not, mixed) == 'flex'
 
     def attend(
@@ -175,18 +175,18 @@ class Attention(nn.Module):
         v: torch.Tensor,
         pos: Positions,
         stack: EncodingStack,
-        weighted: bool,
+        needs_weights: bool,
         attn_mask: torch.Tensor | None,
         is_causal: bool,
         rows: slice = slice(None),
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Attention of the query rows ``rows`` over every key, and with ``weighted`` the stack's ``weighted_terms``."""
-        if not weighted:
+        """Attention of the query rows ``rows`` over every key, and the stack's ``weight_terms`` if needed."""
+        if not needs_weights:
             dropout = self.attn_drop.p if self.training else 0.0
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout, is_causal=is_causal)
             return out, []
         attn = self.attention_weights(q, k, attn_mask, is_causal)  # (B, H, n, N)
-        return attn @ v, stack.weighted_terms(v, pos, attn, rows)
+        return attn @ v, stack.weight_terms(v, pos, attn, rows)
 
     def chunked(
         self,
@@ -195,7 +195,7 @@ class Attention(nn.Module):
         v: torch.Tensor,
         pos: Positions,
         stack: EncodingStack,
-        weighted: bool,
+        needs_weights: bool,
         attn_mask: torch.Tensor | None,
         is_causal: bool,
         rows: int,
@@ -208,7 +208,7 @@ class Attention(nn.Module):
             mask = merged_mask(
                 [bias(span) for bias in row_biases], attn_mask, is_causal, span.start, span.stop, q_rows, k
             )
-            return self.attend(q_rows, k, v, pos, stack, weighted, mask, False, span)
+            return self.attend(q_rows, k, v, pos, stack, needs_weights, mask, False, span)
 
         parts = []
         for start in range(0, q.shape[-2], rows):

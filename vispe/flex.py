@@ -32,7 +32,7 @@ def check_kernel(kernel: str) -> str:
 
 
 def why_not_flex(
-    encodings: Sequence[nn.Module], weighted: bool, masked: bool, dropout: float, q: torch.Tensor
+    encodings: Sequence[nn.Module], needs_weights: bool, masked: bool, dropout: float, q: torch.Tensor
 ) -> str | None:
     """Why FlexAttention cannot serve this call (None: it can); ``encodings`` are the layer's logit-bias encodings."""
     if isinstance(q, torch.fx.Proxy):
@@ -40,7 +40,7 @@ def why_not_flex(
     missing = [type(enc).__name__ for enc in encodings if not getattr(enc, 'has_score_term', False)]
     if missing:
         return f'{", ".join(missing)} has no score term for FlexAttention'
-    if weighted:
+    if needs_weights:
         return 'an encoding needs the softmax weights (iRPE on V)'
     if masked:
         return "the call has the caller's own attn_mask or is causal"

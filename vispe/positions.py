@@ -103,6 +103,11 @@ class Positions:
     tables: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
+    def on_grid_cells(self) -> bool:
+        """The coordinates are their grids' own cells (``key`` names them), not sampled or moved."""
+        return self.key is not None
+
+    @property
     def on_grid(self) -> bool:
         """The tokens sit on image grids: one grid, or (a mixed batch) each image's own."""
         return self.grid is not None or self.layout is not None

@@ -12,7 +12,7 @@ import torch
 from recorded import recorded
 
 from vispe import build_encoding
-from vispe.encodings.camera import Plucker
+from vispe.encodings.plucker import Plucker
 from vispe.positions import Cameras, Positions, grid_coords
 
 #: what this file holds parity for: encodings by name, strategies as 'strategy:<name>'

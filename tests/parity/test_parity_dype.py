@@ -28,7 +28,7 @@ def ours(case: dict) -> tuple[list[torch.Tensor], float]:
     enc.strategy = STRATEGY[case['method'], case['dype']]
     scales = tuple(max(1.0, g / case['train']) for g in case['grid'])
     kappa = torch.tensor(case['time'] ** 2) if case['dype'] else None
-    return enc.axis_frequencies(scales, kappa), enc.qk_scale(scales)
+    return enc.axis_frequencies(scales, kappa), enc.mscale(scales)
 
 
 def turned_over(case: dict) -> bool:

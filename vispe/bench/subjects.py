@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vispe import geometry as G
+from vispe import geometry
 from vispe.attention import Attention, set_attention_kernel
 from vispe.backbones import VisionTransformerPE, create_model
 from vispe.backbones.dit import DiT, dit
@@ -239,9 +239,9 @@ def _multiview_subject(cfg: BenchmarkConfig, name: str) -> Subject:
     B, V, (H, W) = cfg.batch_size, MULTIVIEW_VIEWS, cfg.img_size
     images = torch.rand(B, V, 3, H, W, generator=gen)
     eye = F.normalize(torch.randn(B, V, 3, generator=gen), dim=-1) * (3.0 + 1.5 * torch.rand(B, V, 1, generator=gen))
-    poses = G.look_at(eye, 0.2 * torch.randn(B, V, 3, generator=gen))
+    poses = geometry.look_at(eye, 0.2 * torch.randn(B, V, 3, generator=gen))
     focal = (W / 2) / torch.tan(torch.deg2rad(40.0 + 30.0 * torch.rand(B, V, generator=gen)) / 2)
-    K = G.intrinsics(focal, H, W)
+    K = geometry.intrinsics(focal, H, W)
     depth = 2.0 + 3.0 * torch.rand(B, V, 1, H, W, generator=gen)
     inputs = [t.to(cfg.device) for t in (images, K, poses, depth)]
 

@@ -1,6 +1,6 @@
 """Farthest-point sampling, vispe's batched torch version against open3d's, for time and coverage:
 
-    vispe benchmark-fps [--settings 32x1024x64 8x8192x512] [--device cuda] [--threads 2] [--out F.json]
+    vispe benchmark-fps [--settings 32x1024x64 8x8192x512] [--device cuda] [--threads 2] [--out fps.json]
 
 Settings are BATCHxPOINTSxPICKS. Prints a table and writes JSON (default outputs/benchmark/fps_<hash>.json). Method:
 vispe/bench/fps.py.
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-from vispe.bench import fps as F
+from vispe.bench import fps as fps_bench
 from vispe.evaluation.outputs import OutputConflict, check_target, run_id, write_json
 
 
@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None):
     parser = argparse.ArgumentParser(
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument('--settings', nargs='+', type=setting, default=list(F.DEFAULT_SETTINGS))
+    parser.add_argument('--settings', nargs='+', type=setting, default=list(fps_bench.DEFAULT_SETTINGS))
     parser.add_argument('--device', choices=('cpu', 'cuda'), default='cpu', help="vispe's device (open3d: CPU)")
     parser.add_argument('--repeats', type=int, default=7)
     parser.add_argument('--threads', type=int, default=None, help='torch.set_num_threads (default: leave as is)')
@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None):
         parser.exit(2, f'benchmark_fps: error: {err}\n')
     if args.threads:
         torch.set_num_threads(args.threads)
-    rows = F.run(args.settings, args.device, repeats=args.repeats)
-    F.print_rows(rows)
+    rows = fps_bench.run(args.settings, args.device, repeats=args.repeats)
+    fps_bench.print_rows(rows)
     write_json(out, {'threads': torch.get_num_threads(), 'rows': rows}, 'fps', run, args.force)
     print(f'wrote {out}')

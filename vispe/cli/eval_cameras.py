@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from vispe.engine.config import common_parser_args, sweep_parser_args
 from vispe.evaluation.report import console as report_console
-from vispe.sweeps import cameras as C
-from vispe.sweeps import engine as E
+from vispe.sweeps import cameras as camera_sweep
+from vispe.sweeps import engine
 from vispe.sweeps.registry import finish_sweep
 
 
@@ -26,13 +26,18 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     )
     common_parser_args(parser)
     sweep_parser_args(parser)
-    E.force_parser_args(parser)
+    engine.force_parser_args(parser)
     parser.add_argument('--settings', nargs='+', default=None, help="names from the config's camera_eval.settings")
     args = parser.parse_args(argv)
     console = report_console()
-    results = E.sweep_for_tool(args, C.evaluate_cameras, args.settings, log=console.print)
+    results = engine.sweep_for_tool(args, camera_sweep.evaluate_cameras, args.settings, log=console.print)
     title = f'{os.path.basename(args.checkpoint)}: 3D error / within {results["threshold"]:g} (%)'
-    finish_sweep(console, C.results_table(results['results'], title=title, failed=results['failed']), results, args.out)
+    finish_sweep(
+        console,
+        camera_sweep.results_table(results['results'], title=title, failed=results['failed']),
+        results,
+        args.out,
+    )
 
 
 if __name__ == '__main__':

@@ -22,8 +22,8 @@ from vispe.engine.config import ConfigError, common_parser_args, load_config
 from vispe.engine.workdir import out_folder
 from vispe.evaluation.report import console as report_console
 from vispe.evaluation.trained_model import parse_resolution
-from vispe.sweeps import engine as E
-from vispe.sweeps import resolution as R
+from vispe.sweeps import engine
+from vispe.sweeps import resolution as resolution_sweep
 from vispe.sweeps.generation import METRICS, feature_extractor, metric_rows, sweep_generation
 
 
@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
         '--out', type=out_folder, required=True, help='output folder for results.json and the sample grids'
     )
     parser.add_argument('--device', default=None, help='cpu or cuda (default: cuda when available)')
-    E.force_parser_args(parser)
+    engine.force_parser_args(parser)
     args = parser.parse_args(argv)
     console = report_console()
     try:
@@ -69,16 +69,16 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
             force=args.force,
         )
     except KeyboardInterrupt:
-        sys.exit(E.interrupted_message(args.out))
+        sys.exit(engine.interrupted_message(args.out))
     except (ConfigError, CheckpointError, FileNotFoundError, ValueError, DiskFullError) as err:
         sys.exit(f'error: {err}')
     for metric in METRICS:
         rows = metric_rows(results, metric)
         if rows or results['failed']:
             title = f'{metric} of {os.path.basename(args.checkpoint)}'
-            console.print(R.results_table(rows, title=title, metric=metric, failed=results['failed']))
-    console.print(f'results: {os.path.join(args.out, E.RESULTS)}\nsample grids: {args.out}/samples_*.png')
-    sys.exit(E.failure_message(results, args.out))
+            console.print(resolution_sweep.results_table(rows, title=title, metric=metric, failed=results['failed']))
+    console.print(f'results: {os.path.join(args.out, engine.RESULTS)}\nsample grids: {args.out}/samples_*.png')
+    sys.exit(engine.failure_message(results, args.out))
 
 
 if __name__ == '__main__':

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from vispe.engine.config import common_parser_args, sweep_parser_args
 from vispe.evaluation.report import console as report_console
-from vispe.sweeps import engine as E
-from vispe.sweeps import points as P
+from vispe.sweeps import engine
+from vispe.sweeps import points as point_sweep
 from vispe.sweeps.registry import finish_sweep
 
 
@@ -25,15 +25,17 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     )
     common_parser_args(parser)
     sweep_parser_args(parser)
-    E.force_parser_args(parser)
+    engine.force_parser_args(parser)
     parser.add_argument('--points', nargs='+', type=int, default=None, help='test point counts')
     parser.add_argument('--scales', nargs='+', type=float, default=None, help='test object scales (training: 1)')
     args = parser.parse_args(argv)
     console = report_console()
-    results = E.sweep_for_tool(args, P.evaluate_points, args.points, args.scales, log=console.print)
+    results = engine.sweep_for_tool(args, point_sweep.evaluate_points, args.points, args.scales, log=console.print)
     name = os.path.basename(args.checkpoint)
     title = f'{results["metric"]} (%) of {name}, trained on {results["train_points"]} points at scale 1'
-    finish_sweep(console, P.results_table(results['results'], title=title, failed=results['failed']), results, args.out)
+    finish_sweep(
+        console, point_sweep.results_table(results['results'], title=title, failed=results['failed']), results, args.out
+    )
 
 
 if __name__ == '__main__':

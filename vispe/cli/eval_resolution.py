@@ -22,8 +22,8 @@ from vispe.engine.config import common_parser_args, sweep_parser_args
 from vispe.evaluation.report import console as report_console
 from vispe.evaluation.report import describe
 from vispe.evaluation.trained_model import parse_resolution
-from vispe.sweeps import engine as E
-from vispe.sweeps import resolution as R
+from vispe.sweeps import engine
+from vispe.sweeps import resolution as resolution_sweep
 from vispe.sweeps.registry import finish_sweep
 
 
@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     parser = argparse.ArgumentParser(prog=prog, description='Evaluate a vispe checkpoint at unseen resolutions')
     common_parser_args(parser)
     sweep_parser_args(parser)
-    E.force_parser_args(parser)
+    engine.force_parser_args(parser)
     parser.add_argument(
         '--resolutions',
         nargs='+',
@@ -57,10 +57,15 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     )
     args = parser.parse_args(argv)
     console = report_console()
-    sweep = functools.partial(R.evaluate_resolution, resize=args.resize)
-    results = E.sweep_for_tool(args, sweep, args.resolutions, args.strategy, log=console.print)
+    sweep = functools.partial(resolution_sweep.evaluate_resolution, resize=args.resize)
+    results = engine.sweep_for_tool(args, sweep, args.resolutions, args.strategy, log=console.print)
     title = f'{results["metric"]} (%) of {os.path.basename(args.checkpoint)}: {describe(results)}'
-    finish_sweep(console, R.results_table(results['results'], title=title, failed=results['failed']), results, args.out)
+    finish_sweep(
+        console,
+        resolution_sweep.results_table(results['results'], title=title, failed=results['failed']),
+        results,
+        args.out,
+    )
 
 
 if __name__ == '__main__':

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 from vispe.engine.config import common_parser_args, sweep_parser_args
 from vispe.evaluation.report import console as report_console
-from vispe.sweeps import engine as E
-from vispe.sweeps import video as V
+from vispe.sweeps import engine
+from vispe.sweeps import video as video_sweep
 from vispe.sweeps.registry import finish_sweep
 
 
@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     )
     common_parser_args(parser)
     sweep_parser_args(parser)
-    E.force_parser_args(parser)
+    engine.force_parser_args(parser)
     parser.add_argument('--frames', nargs='+', type=int, default=None, help='test frame counts (training size)')
     parser.add_argument('--sizes', nargs='+', type=int, default=None, help='test frame sizes in px (training frames)')
     parser.add_argument(
@@ -39,21 +39,23 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     )
     parser.add_argument(
         '--time',
-        choices=list(V.TIME_MODES),
+        choices=list(video_sweep.TIME_MODES),
         default='tubelets',
         help='how positions count time: tubelets (one step each, the default) or clip (the frame rate: more frames '
         'sit closer together)',
     )
     args = parser.parse_args(argv)
     console = report_console()
-    sweep = functools.partial(V.evaluate_video, time=args.time)
-    results = E.sweep_for_tool(args, sweep, args.frames, args.sizes, args.strategy, log=console.print)
+    sweep = functools.partial(video_sweep.evaluate_video, time=args.time)
+    results = engine.sweep_for_tool(args, sweep, args.frames, args.sizes, args.strategy, log=console.print)
     name = os.path.basename(args.checkpoint)
     title = (
         f'{results["metric"]} (%) of {name}, trained on {results["train_frames"]} frames of '
         f'{results["train_resolution"]} px (time counted in {results["time"]})'
     )
-    finish_sweep(console, V.results_table(results['results'], title=title, failed=results['failed']), results, args.out)
+    finish_sweep(
+        console, video_sweep.results_table(results['results'], title=title, failed=results['failed']), results, args.out
+    )
 
 
 if __name__ == '__main__':

@@ -12,7 +12,7 @@ from torch import nn
 
 from vispe.encodings.base import GridTableCache, check_positive
 from vispe.encodings.lape import LayerAdaptive
-from vispe.encodings.rotary import rotary_sections
+from vispe.encodings.rotary_core import rotary_sections
 from vispe.positions import Positions, autocast_off, is_symbolic
 from vispe.registry import ENCODINGS
 
@@ -168,7 +168,7 @@ class ApeLearned(LayerAdaptive):
                 "'bilinear' or 'nearest'"
             )
         grid = pos.grid
-        if pos.key is not None and grid is not None and not is_symbolic(*grid) and tuple(grid) == self.grid_size:
+        if pos.on_grid_cells and grid is not None and not is_symbolic(*grid) and tuple(grid) == self.grid_size:
             return self.pos_embed  # the training grid's own integer positions: the entries themselves
         coords = pos.coords
         span = pos.span_tensor().clamp(min=1.0)  # (2,), or per token in a mixed batch (padding: no grid)

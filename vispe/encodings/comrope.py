@@ -21,8 +21,8 @@ from torch import nn
 
 from vispe.encodings.base import Encoding
 from vispe.encodings.block_rotations import apply_blocks, exp_skew, isoclinic_frame, rotate_in_frame
-from vispe.encodings.rotary import rotate_by_rows
-from vispe.kernels.rotary import rotary_table, rotate_qk
+from vispe.encodings.rotary_core import rotate_by_angle_rows
+from vispe.kernels.rotary import cos_sin_table, rotate_qk
 from vispe.layout import TokenLayout
 from vispe.positions import Positions, autocast_off
 from vispe.registry import ENCODINGS
@@ -150,16 +150,16 @@ class ComRoPE(Encoding):
         with autocast_off(q):
             gen, t = self.skew_generators(), self.multipliers(x, num_prefix)
             if self.block_size == 2:  # e^(i t_j omega_j), omega = S[1, 0]: (..., H, N, d/2)
-                return rotate_qk(q, k, rotary_table(t[..., None, :, :] * gen[:, None, :, 1, 0]))
+                return rotate_qk(q, k, cos_sin_table(t[..., None, :, :] * gen[:, None, :, 1, 0]))
             if self.block_size == 4:  # M^T D(t omega) M: two plane rotations per block in M's frame
                 frame, rates = isoclinic_frame(gen)
-                table = rotary_table((t[..., None, :, :, None] * rates[:, None]).flatten(-2))  # (..., H, N, d/2, 2)
+                table = cos_sin_table((t[..., None, :, :, None] * rates[:, None]).flatten(-2))  # (..., H, N, d/2, 2)
                 return rotate_in_frame(q, k, frame, lambda qy, ky: rotate_qk(qy, ky, table))
             rot = exp_skew(gen, t)
             return apply_blocks(q, rot), apply_blocks(k, rot)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        if pos.layout is not None and pos.key is not None and not (self.jitter and self.training):
+        if pos.layout is not None and pos.on_grid_cells and not (self.jitter and self.training):
             return self.rotate_grid_cells(q, k, pos.layout)
         x = self.normalized_coords(pos, q.shape[0])
         if pos.layout is not None:  # a mixed batch: its prefix (and padding) tokens at x = prefix_position
@@ -184,11 +184,11 @@ class ComRoPE(Encoding):
         with autocast_off(q):
             gen, t = self.skew_generators(), self.multipliers(x)  # t (R, J)
             if self.block_size == 2:
-                return rotate_by_rows(q, k, (t * gen[:, None, :, 1, 0]).movedim(1, 0), index)  # rows (R, H, J)
+                return rotate_by_angle_rows(q, k, (t * gen[:, None, :, 1, 0]).movedim(1, 0), index)  # rows (R, H, J)
             if self.block_size == 4:  # as rotate_normalized, the plane rotations by rows
                 frame, rates = isoclinic_frame(gen)
                 rows = (t[:, None, :, None] * rates).flatten(-2)  # (R, H, d/2) angles
-                return rotate_in_frame(q, k, frame, lambda qy, ky: rotate_by_rows(qy, ky, rows, index))
+                return rotate_in_frame(q, k, frame, lambda qy, ky: rotate_by_angle_rows(qy, ky, rows, index))
             rot = per_token(exp_skew(gen, t))  # (B, H, T, J, b, b)
             return apply_blocks(q, rot), apply_blocks(k, rot)
 

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import torch
 
 from vispe.encodings.base import GridTableCache, check_positive
-from vispe.encodings.rotary import TrainGridStrategies, axial_frequencies, train_grid_from
-from vispe.kernels.rotary import rotary_table, rotate_qk
+from vispe.encodings.rotary_core import TrainGridStrategies, axial_frequencies, train_grid_from
+from vispe.kernels.rotary import cos_sin_table, rotate_qk
 from vispe.positions import Positions, sizes_tensor
 from vispe.registry import ENCODINGS
 
@@ -165,7 +165,7 @@ class RoPEDinoV3(TrainGridStrategies):
         angles = self.angles(self.coordinates(pos, draw))
         if pos.layout is not None:
             angles = angles * pos.layout.patch_mask(pos.coords.device)[..., None]
-        return rotary_table(angles, pos.num_prefix)
+        return cos_sin_table(angles, pos.num_prefix)
 
     def draw(self, pos: Positions) -> torch.Tensor | None:
         """This forward pass's augmentation (2, 2), drawn by the first layer and read by the others; None at

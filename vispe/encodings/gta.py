@@ -11,10 +11,10 @@ import math
 import torch
 from torch import nn
 
-from vispe import geometry as G
+from vispe import geometry
 from vispe.encodings.base import Encoding, check_positive
-from vispe.encodings.camera import camera_poses, require_cameras
-from vispe.kernels.rotary import rotary_table, rotate_pairs
+from vispe.encodings.plucker import camera_poses, require_cameras
+from vispe.kernels.rotary import cos_sin_table, rotate_pairs
 from vispe.positions import Cameras, Positions
 from vispe.registry import ENCODINGS
 
@@ -87,7 +87,7 @@ class ViewTransformAttention(Encoding):
         """(N_total, so2_dims / 2, 2) (cos, sin): col pairs, then row pairs."""
         coords = self.so2_coords(pos)
         angles = torch.cat([coords[..., 1, None] * self.freqs, coords[..., 0, None] * self.freqs], dim=-1)
-        return rotary_table(angles, pos.num_prefix)
+        return cos_sin_table(angles, pos.num_prefix)
 
     # --- applying it ----------------------------------------------------------------------------------------------
     def _transform(
@@ -168,7 +168,7 @@ class GTA(ViewTransformAttention):
         R, t = poses[..., :3, :3], poses[..., :3, 3:] * self.translation_scale.float()
         bottom = torch.eye(4, device=poses.device).expand_as(poses)[..., 3:, :]
         rho = torch.cat([torch.cat([R, t], dim=-1), bottom], dim=-2)
-        return rho, G.rigid_inverse(rho)
+        return rho, geometry.rigid_inverse(rho)
 
     def extra_repr(self) -> str:
         return f'{super().extra_repr()}, relative={self.relative}'

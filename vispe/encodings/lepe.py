@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from vispe.encodings.base import Encoding, check_heads
-from vispe.encodings.conditional import check_kernel_size, require_grid
+from vispe.encodings.peg import check_kernel_size, require_grid
 from vispe.kernels.depthwise import depthwise_tokens
 from vispe.layout import add_per_grid
 from vispe.positions import Positions

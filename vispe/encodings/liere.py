@@ -22,8 +22,8 @@ from torch import nn
 
 from vispe.encodings import block_rotations
 from vispe.encodings.base import Encoding, check_heads
-from vispe.encodings.rotary import rotate_by_rows, train_grid_from
-from vispe.kernels.rotary import rotary_table, rotate_qk
+from vispe.encodings.rotary_core import rotate_by_angle_rows, train_grid_from
+from vispe.kernels.rotary import cos_sin_table, rotate_qk
 from vispe.positions import Positions, autocast_off
 from vispe.registry import ENCODINGS
 
@@ -145,7 +145,7 @@ class LieRE(Encoding):
         """q, k (B, H, num_prefix + N, d) rotated by R(x) for positions x (N or B, N, ndim)."""
         with autocast_off(q):
             if self.block_size == 2:
-                return rotate_qk(q, k, rotary_table(self.angles(x), num_prefix))
+                return rotate_qk(q, k, cos_sin_table(self.angles(x), num_prefix))
             # positions shared by the batch or per sample: (1 or B, N, ndim), so the table has a batch axis that
             # broadcasts (its rank then does not depend on x's, which FX cannot read)
             rot = self.rotation(x.reshape(-1, x.shape[-2], self.ndim), num_prefix)  # (1 or B, H, N, J, b, b)
@@ -153,13 +153,13 @@ class LieRE(Encoding):
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         layout = pos.layout
-        if layout is not None and pos.key is not None:  # a mixed batch: one table row per distinct grid cell
+        if layout is not None and pos.on_grid_cells:  # a mixed batch: one table row per distinct grid cell
             coords, sizes = layout.grid_cells(q.device)
             x = torch.cat([self.scale_grid(coords, sizes), coords.new_zeros(1, self.ndim)])  # (R, ndim)
             index = layout.table_index(q.device)  # (B, T): prefix and padding tokens on the last row, x = 0
             with autocast_off(q):
                 if self.block_size == 2:
-                    return rotate_by_rows(q, k, self.angles(x).movedim(0, 1), index)  # rows (R, H, J)
+                    return rotate_by_angle_rows(q, k, self.angles(x).movedim(0, 1), index)  # rows (R, H, J)
                 rot = self.rotation(x).movedim(1, 0)[index].movedim(1, 2)  # (B, H, T, J, b, b)
                 return self.apply_rotation(q, rot), self.apply_rotation(k, rot)
         x = self.normalized_coords(pos)

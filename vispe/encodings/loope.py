@@ -11,7 +11,7 @@ from torch import nn
 from vispe.encodings.absolute import grid_table
 from vispe.encodings.base import GridTableCache, check_positive
 from vispe.encodings.lape import LayerAdaptive
-from vispe.encodings.rotary import train_grid_from
+from vispe.encodings.rotary_core import train_grid_from
 from vispe.positions import Positions, autocast_off, grid_coords, is_symbolic, sizes_tensor
 from vispe.registry import ENCODINGS
 

@@ -11,9 +11,9 @@ from typing import cast
 import torch
 from torch import nn
 
-from vispe import geometry as G
+from vispe import geometry
 from vispe.encodings.base import Encoding, check_positive
-from vispe.encodings.camera import camera_poses, require_cameras
+from vispe.encodings.plucker import camera_poses, require_cameras
 from vispe.positions import Cameras, Positions
 from vispe.registry import ENCODINGS
 
@@ -30,7 +30,7 @@ ANCHORS = ('centre', 'corner')
 def token_pixels(cameras: Cameras, anchor: str) -> torch.Tensor:
     """(h * w, 2) float32 (u, v) of each token of a view, row-major: its patch centre, or top-left corner."""
     (h, w), p = cameras.grid, cameras.patch_size
-    uv = G.pixel_centres(h, w, stride=p, device=cameras.K.device)
+    uv = geometry.pixel_centres(h, w, stride=p, device=cameras.K.device)
     return uv if anchor == 'centre' else uv - 0.5 * p
 
 
@@ -89,7 +89,7 @@ class PETR(Encoding):
         self.num_depths, self.depth_range, self.relative = int(num_depths), (near, far), bool(relative)
         self.register_buffer('lo', torch.tensor(scene_range[:3], dtype=torch.float32), persistent=False)
         self.register_buffer('hi', torch.tensor(scene_range[3:], dtype=torch.float32), persistent=False)
-        self.register_buffer('depths', G.linear_increasing_depths(self.num_depths, near, far), persistent=False)
+        self.register_buffer('depths', geometry.linear_increasing_depths(self.num_depths, near, far), persistent=False)
         hidden = hidden_dim or 4 * dim
         self.mlp = nn.Sequential(nn.Linear(3 * self.num_depths, hidden), nn.ReLU(), nn.Linear(hidden, dim))
         self.guide = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim)) if feature_guided else None
@@ -99,7 +99,7 @@ class PETR(Encoding):
         cameras = require_cameras(pos, 'petr')
         (h, w), uv = cameras.grid, token_pixels(cameras, self.anchor)
         with torch.autocast(cameras.K.device.type, enabled=False):
-            points = G.frustum_points(cameras.K.float(), camera_poses(cameras, self.relative), uv, self.depths)
+            points = geometry.frustum_points(cameras.K.float(), camera_poses(cameras, self.relative), uv, self.depths)
             normalised = (points - self.lo) / (self.hi - self.lo)  # (B, V, N, D, 3)
             coords = inverse_sigmoid(normalised)
         B, V = coords.shape[:2]

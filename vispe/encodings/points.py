@@ -17,7 +17,7 @@ from timm.layers import trunc_normal_
 from torch import nn
 
 from vispe.encodings.base import Encoding, check_positive
-from vispe.encodings.rotary import VectorRoPE, random_rotation
+from vispe.encodings.rotary_core import VectorRoPE, random_rotation
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 

@@ -15,10 +15,10 @@ import torch.nn.functional as F
 from kornia.geometry.linalg import transform_points
 from torch import nn
 
-from vispe import geometry as G
+from vispe import geometry
 from vispe.encodings.base import Encoding, check_positive
-from vispe.encodings.camera import camera_poses, require_cameras
 from vispe.encodings.petr import check_anchor, depth_and_scene, inverse_sigmoid, token_pixels
+from vispe.encodings.plucker import camera_poses, require_cameras
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
@@ -126,7 +126,7 @@ class PPE3D(Encoding):
         (h, w), uv = cameras.grid, token_pixels(cameras, self.anchor)
         B, V = cameras.K.shape[:2]
         with torch.autocast(cameras.K.device.type, enabled=False):
-            cam = G.camera_points(cameras.K.float(), uv, depth.reshape(B, V, h * w, 1))  # z = depth
+            cam = geometry.camera_points(cameras.K.float(), uv, depth.reshape(B, V, h * w, 1))  # z = depth
             world = transform_points(camera_poses(cameras, self.relative)[:, :, None], cam)  # (B, V, N, 3)
         return world.reshape(B, V * h * w, 3)
 

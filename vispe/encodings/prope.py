@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import torch
 
-from vispe import geometry as G
-from vispe.encodings.camera import camera_poses
+from vispe import geometry
 from vispe.encodings.gta import ViewTransformAttention
+from vispe.encodings.plucker import camera_poses
 from vispe.positions import Cameras
 from vispe.registry import ENCODINGS
 
@@ -56,7 +56,7 @@ class PRoPE(ViewTransformAttention):
     def view_blocks(self, cameras: Cameras) -> tuple[torch.Tensor, torch.Tensor]:
         """rho = P^-1 and P, (B, V, 4, 4) float32."""
         T = camera_poses(cameras, relative=False)
-        E = G.rigid_inverse(T)  # world-to-camera
+        E = geometry.rigid_inverse(T)  # world-to-camera
         if not self.intrinsics:
             return T, E
         K = cameras.K if self.skew else cameras.K * _NO_SKEW.to(cameras.K.device)

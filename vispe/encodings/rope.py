@@ -1,6 +1,6 @@
 """Rotary position embeddings for vision: axial and mixed (Heo et al., "Rotary Position Embedding for Vision
 Transformer", ECCV 2024), on image and video grids, with the resolution strategies of the rotary core
-(``vispe.encodings.rotary``).
+(``vispe.encodings.rotary_core``).
 
 The channel layout is timm's naver-ai RoPE-ViT's, so their weights load unchanged: pairs are interleaved channels
 (2j, 2j+1), and on images the first half of the pairs turns with the column (x), the second half with the row (y).
@@ -16,7 +16,7 @@ from timm.layers.pos_embed_sincos import init_random_2d_freqs
 from torch import nn
 
 from vispe.encodings.base import check_positive
-from vispe.encodings.rotary import (
+from vispe.encodings.rotary_core import (
     GridRoPE,
     axial_frequencies,
     frequency_ladder,

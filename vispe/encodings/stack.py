@@ -78,15 +78,15 @@ class EncodingStack:
     def score_terms(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> list[ScoreTerm]:
         return [enc.score_term(q, k, pos) for enc in self.with_hook('logit_bias')]
 
-    def weighted(self) -> list[Encoding]:
+    def weight_readers(self) -> list[Encoding]:
         """The value-term encodings whose instance ``needs_attn_weights``."""
         return [enc for enc in self.with_hook('value_term') if enc.needs_attn_weights]
 
-    def weighted_terms(
+    def weight_terms(
         self, v: torch.Tensor, pos: Positions, attn: torch.Tensor, rows: slice = slice(None)
     ) -> list[torch.Tensor]:
-        """The ``weighted()`` value terms of the query rows ``rows``, from their (B, H, n, N) softmax weights."""
-        return [enc.value_term(v, pos, attn, rows) for enc in self.weighted()]
+        """The ``weight_readers()`` value terms of the query rows ``rows``, from their (B, H, n, N) softmax weights."""
+        return [enc.value_term(v, pos, attn, rows) for enc in self.weight_readers()]
 
     def transform_out(self, out: torch.Tensor, pos: Positions) -> torch.Tensor:
         for enc in self.with_hook('transform_out'):

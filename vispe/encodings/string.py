@@ -20,7 +20,7 @@ from torch import nn
 from vispe.encodings.base import Encoding, check_positive
 from vispe.encodings.block_rotations import transform_heads
 from vispe.encodings.points import point_frequencies
-from vispe.encodings.rotary import VectorRoPE, axial_frequencies
+from vispe.encodings.rotary_core import VectorRoPE, axial_frequencies
 from vispe.positions import Positions, autocast_off
 from vispe.registry import ENCODINGS
 

@@ -13,8 +13,8 @@ from typing import ClassVar
 import torch
 
 from vispe.encodings.base import check_positive
-from vispe.encodings.rotary import GridRoPE, train_grid_from
-from vispe.kernels.rotary import rotary_table
+from vispe.encodings.rotary_core import GridRoPE, train_grid_from
+from vispe.kernels.rotary import cos_sin_table
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
@@ -124,12 +124,12 @@ class ChannelMapRoPE(GridRoPE):
         if pos.grid is None or len(pos.grid) != 3:
             raise ValueError(f'{name} needs video positions with a (t, h, w) grid (video_positions), got {pos.grid}')
 
-    def rotation_table(self, pos: Positions) -> torch.Tensor:
+    def build_table(self, pos: Positions) -> torch.Tensor:
         """The (cos, sin) table (..., num_prefix + N, d/2, 2) at the scales of the grid's span."""
         self.check_positions(pos)
         assert pos.grid is not None
         scales = self.axis_scales(pos.coords, pos.grid_span)
-        return rotary_table(self.angles(pos.coords, pos.grid, scales), pos.num_prefix)
+        return cos_sin_table(self.angles(pos.coords, pos.grid, scales), pos.num_prefix)
 
 
 def _fixed_map(axes: Sequence[int], weights: Sequence[Sequence[float]]) -> torch.Tensor:

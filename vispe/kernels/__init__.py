@@ -3,20 +3,20 @@ and k) and ``depthwise`` (LePE's token convolution); ``select`` picks a backend 
 
 from vispe.kernels.rotary import (
     ROTARY_BACKENDS,
+    cos_sin_table,
     rotary_backend,
-    rotary_table,
     rotate_pairs,
     rotate_qk,
-    rotate_rows,
+    rotate_qk_rows,
     use_rotary_backend,
 )
 
 __all__ = [
     'ROTARY_BACKENDS',
     'rotary_backend',
-    'rotary_table',
+    'cos_sin_table',
     'rotate_pairs',
     'rotate_qk',
-    'rotate_rows',
+    'rotate_qk_rows',
     'use_rotary_backend',
 ]

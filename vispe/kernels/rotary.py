@@ -1,10 +1,10 @@
 """The one rotation every rotary encoding applies: interleaved channel pairs (x_2j, x_2j+1) of q and k turned by
 per-token angles, from a real (cos, sin) table.
 
-Table: float32 (..., N, d/2, 2) of (cos a, sin a) per token and pair (``rotary_table``), broadcast over batch and heads;
-or rows (R, G, d/2, 2), G = 1 or H, with a (B, N) index of each token's row (``rotate_rows``). Prefix tokens take (1,
-0). The rotation runs in float32 and returns the input dtype; ``scale`` multiplies the result before the cast;
-``inverse`` turns by -a.
+Table: float32 (..., N, d/2, 2) of (cos a, sin a) per token and pair (``cos_sin_table``), broadcast over batch
+and heads; or rows (R, G, d/2, 2), G = 1 or H, with a (B, N) index of each token's row (``rotate_qk_rows``). Prefix
+tokens take (1, 0). The rotation runs in float32 and returns the input dtype; ``scale`` multiplies the result before
+the cast; ``inverse`` turns by -a.
 
 Backends, per call (``rotary_backend``):
 
@@ -59,7 +59,7 @@ def kernel_works(device: torch.device) -> bool:
     def check() -> bool:
         gen = torch.Generator().manual_seed(0)
         x = torch.randn(2, 3, 5, 8, generator=gen).to(device)
-        table = rotary_table(torch.randn(5, 4, generator=gen)).to(device)
+        table = cos_sin_table(torch.randn(5, 4, generator=gen)).to(device)
         got = _apply('triton', [x, x], table, None, 1.0, False)
         ref = _rotate_torch([x, x], table, 1.0, False)
         return all(torch.allclose(g, r, atol=1e-5, rtol=1e-5) for g, r in zip(got, ref))
@@ -68,7 +68,7 @@ def kernel_works(device: torch.device) -> bool:
     return probe_kernel('rotary', device, check, fallback, 'VISPE_ROTARY_BACKEND=complex')
 
 
-def rotary_table(angles: torch.Tensor, num_prefix: int = 0) -> torch.Tensor:
+def cos_sin_table(angles: torch.Tensor, num_prefix: int = 0) -> torch.Tensor:
     """Angles (..., N, d/2) -> the float32 table (..., num_prefix + N, d/2, 2) of (cos, sin); prefix rows (1, 0)."""
     angles = angles.float()  # a model cast to float64 gives float64 angles; the table stays float32
     cos, sin = angles.cos(), angles.sin()
@@ -249,7 +249,7 @@ def rotate_pairs(
     return _rotate((x,), table, None, scale, inverse)[0]
 
 
-def rotate_rows(
+def rotate_qk_rows(
     q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, index: torch.Tensor, scale: float | torch.Tensor = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """q and k (B, H, T, d) rotated per token by row ``index`` (B, T) of ``rows`` (R, G, d/2, 2), G = 1 or H, without
@@ -262,9 +262,9 @@ __all__ = [
     'ROTARY_BACKENDS',
     'kernel_works',
     'rotary_backend',
-    'rotary_table',
+    'cos_sin_table',
     'rotate_pairs',
     'rotate_qk',
-    'rotate_rows',
+    'rotate_qk_rows',
     'use_rotary_backend',
 ]

@@ -20,12 +20,11 @@ import torch
 from vispe.encodings.rotary_scaling import DYPE_STRATEGIES
 from vispe.engine.checkpoint import checkpoints_inside
 from vispe.engine.config import load_config
-from vispe.evaluation import report
-from vispe.evaluation import trained_model as C
+from vispe.evaluation import report, trained_model
 from vispe.evaluation.generation_metrics import ShapesFeatures, generation_metrics
 from vispe.files import check_file
 from vispe.registry import DATASETS
-from vispe.sweeps import resolution as R
+from vispe.sweeps import resolution as resolution_sweep
 from vispe.sweeps.engine import Cell, run_sweep
 from vispe.sweeps.identity import file_sha256, sweep_identity
 from vispe.sweeps.registry import SWEEPS
@@ -47,10 +46,12 @@ def load_classifier(config: str, checkpoint: str, device: str) -> ShapesFeatures
         checkpoints_inside,
     )
     cfg = load_config(config)
-    return ShapesFeatures(C.build_model(cfg, checkpoint, device))
+    return ShapesFeatures(trained_model.build_model(cfg, checkpoint, device))
 
 
-def real_images(cfg, resolution: C.Resolution, split: str, count: int) -> tuple[torch.Tensor, dict[str, Any]]:
+def real_images(
+    cfg, resolution: trained_model.Resolution, split: str, count: int
+) -> tuple[torch.Tensor, dict[str, Any]]:
     """``count`` real images of the config's data set (not the training split) at ``resolution``, and its metainfo."""
     dataset_cfg = copy.deepcopy(cfg.test_dataloader.dataset)
     dataset_cfg.update(split=split, image_size=resolution, num_samples=count)
@@ -82,8 +83,10 @@ def plot(results: dict[str, Any], path: str) -> str:
     fig, axes = report.plt().subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.8), dpi=120, squeeze=False)
     train = results.get('train_resolution')
     for ax, metric in zip(axes[0], metrics):
-        table = R.results_pivot(metric_rows(results, metric), ordered=True)
-        report.draw_lines(ax, table, R.line_label, None if train is None else C.resolution_label(train))
+        table = resolution_sweep.results_pivot(metric_rows(results, metric), ordered=True)
+        report.draw_lines(
+            ax, table, resolution_sweep.line_label, None if train is None else trained_model.resolution_label(train)
+        )
         ax.set_title(metric, fontsize=9)
         ax.set_xlabel('test resolution (H x W)')
     axes[0][0].legend(fontsize=7)
@@ -97,7 +100,7 @@ def plot(results: dict[str, Any], path: str) -> str:
     'generation',
     plot=plot,
     fields=('encoding', 'strategy'),
-    column=R.merged_column,
+    column=resolution_sweep.merged_column,
     order=report.resolution_order,
     xlabel='test resolution (H x W)',
     row_metric='metric',
@@ -108,7 +111,7 @@ def plot(results: dict[str, Any], path: str) -> str:
 def sweep_generation(
     cfg,
     checkpoint: str,
-    resolutions: Sequence[C.Resolution],
+    resolutions: Sequence[trained_model.Resolution],
     strategies: Sequence[str] | None = None,
     samples_per_class: int = 8,
     classifier: tuple[str, str] | None = None,
@@ -127,26 +130,26 @@ def sweep_generation(
     sampling batch.
     """
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    model, meta = C.load_model(cfg, checkpoint, device)
+    model, meta = trained_model.load_model(cfg, checkpoint, device)
     if not hasattr(model, 'sample'):
         raise ValueError(f'{type(model).__name__} cannot sample; eval_generation needs a DiffusionModel config')
-    strategies = C.check_strategies(model, strategies or generation_strategies(model))
-    C.check_resolutions(model, resolutions)
+    strategies = trained_model.check_strategies(model, strategies or generation_strategies(model))
+    trained_model.check_resolutions(model, resolutions)
     num_classes: int = model.num_classes  # type: ignore[assignment]  # a DiffusionModel's
     opts = dict(cfg.get('generation_eval') or {})
     settings = {k: opts[k] for k in ('steps', 'sampler', 'cfg_scale') if k in opts}
     features = load_classifier(*classifier, device) if classifier else None
-    label, evaluator = C.encoding_label(model, meta), SettingsEvaluator(cfg, model)
+    label, evaluator = trained_model.encoding_label(model, meta), SettingsEvaluator(cfg, model)
     reals: dict[str, tuple[torch.Tensor, dict[str, Any]]] = {}  # per resolution, made when a cell first needs them
 
-    def cell(res: C.Resolution, strategy: str) -> Cell:
+    def cell(res: trained_model.Resolution, strategy: str) -> Cell:
         key = {'encoding': label, 'strategy': strategy, 'resolution': res}
-        size = C.resolution_label(res)
+        size = trained_model.resolution_label(res)
         name = f'{strategy} @ {size}'
 
         def run(batch: int) -> list[dict[str, Any]]:
             if strategy != 'default':
-                C.set_strategy(model, strategy)
+                trained_model.set_strategy(model, strategy)
             if size not in reals:
                 count = num_classes * samples_per_class
                 reals[size] = real_images(cfg, res, opts.get('real_split', 'test'), count)
@@ -167,11 +170,11 @@ def sweep_generation(
     header = {
         'config': cfg.filename,
         'checkpoint': checkpoint,
-        **C.training_record(cfg, meta),
+        **trained_model.training_record(cfg, meta),
         'metric': 'generation',
         'settings': run_settings,
         'feature_extractor': extractor,
-        **C.trained_config(meta),
+        **trained_model.trained_config(meta),
     }
     identity = sweep_identity(
         'generation',
@@ -186,8 +189,10 @@ def sweep_generation(
 
 def generation_strategies(model: torch.nn.Module) -> list[str]:
     """A classifier sweep's strategies plus DyPE's (``dype_ntk``, ``dype_yarn``) where the encodings have them."""
-    default = C.available_strategies(model)
-    dype = [s for s in C.available_strategies(model, opt_in=True) if s in DYPE_STRATEGIES and s not in default]
+    default = trained_model.available_strategies(model)
+    dype = [
+        s for s in trained_model.available_strategies(model, opt_in=True) if s in DYPE_STRATEGIES and s not in default
+    ]
     return [*default, *dype]
 
 

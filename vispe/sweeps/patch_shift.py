@@ -27,7 +27,7 @@ from vispe.engine.config import common_parser_args, sweep_parser_args
 from vispe.evaluation import report
 from vispe.evaluation.trained_model import model_patch_size
 from vispe.registry import DATASETS
-from vispe.sweeps import engine as E
+from vispe.sweeps import engine
 from vispe.sweeps.engine import Cell, Log, run_sweep
 from vispe.sweeps.identity import sweep_identity
 from vispe.sweeps.registry import SWEEPS, finish_sweep
@@ -166,14 +166,14 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     )
     common_parser_args(parser)
     sweep_parser_args(parser)
-    E.force_parser_args(parser)
+    engine.force_parser_args(parser)
     parser.add_argument(
         '--shifts', nargs='+', type=float, default=None, help='fractions of a patch (default: 0 0.25 0.5 0.75 1)'
     )
     parser.add_argument('--directions', nargs='+', choices=list(DIRECTIONS), default=None, help='default: x y xy')
     args = parser.parse_args(argv)
     console = report.console()
-    results = E.sweep_for_tool(args, evaluate_patch_shift, args.shifts, args.directions, log=console.print)
+    results = engine.sweep_for_tool(args, evaluate_patch_shift, args.shifts, args.directions, log=console.print)
     name = os.path.basename(args.checkpoint)
     patch = 'x'.join(map(str, results['patch_size']))
     title = f'{results["metric"]} (%) of {name} by shift (in {patch} px patches): {report.describe(results)}'

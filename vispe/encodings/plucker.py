@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vispe import geometry as G
+from vispe import geometry
 from vispe.encodings.base import Encoding
 from vispe.positions import Cameras, Positions
 from vispe.registry import ENCODINGS
@@ -20,7 +20,7 @@ def require_cameras(pos: Positions, name: str) -> Cameras:
 def camera_poses(cameras: Cameras, relative: bool) -> torch.Tensor:
     """(B, V, 4, 4) float32 camera-to-world poses, relative to the first view when ``relative``."""
     poses = cameras.cam_to_world.float()
-    return G.relative_poses(poses) if relative else poses
+    return geometry.relative_poses(poses) if relative else poses
 
 
 @ENCODINGS.register_module(name='plucker')
@@ -55,12 +55,12 @@ class Plucker(Encoding):
         (h, w), p = cameras.grid, cameras.patch_size
         device = cameras.K.device
         if self.patchify:
-            uv = G.patch_pixel_centres(h, w, p, device=device).reshape(-1, 2)
+            uv = geometry.patch_pixel_centres(h, w, p, device=device).reshape(-1, 2)
         else:
-            uv = G.pixel_centres(h, w, stride=p, device=device)
+            uv = geometry.pixel_centres(h, w, stride=p, device=device)
         with torch.autocast(device.type, enabled=False):
-            origin, direction = G.rays(cameras.K.float(), camera_poses(cameras, self.relative), uv)
-            rays = G.plucker(origin, direction)  # (B, V, N r, 6)
+            origin, direction = geometry.rays(cameras.K.float(), camera_poses(cameras, self.relative), uv)
+            rays = geometry.plucker(origin, direction)  # (B, V, N r, 6)
         B, V = rays.shape[:2]
         return rays.reshape(B, V * h * w, -1)
 

@@ -38,17 +38,17 @@ from vispe.encodings.rotary_scaling import (
     yarn_factors,
     yarn_mscale,
 )
-from vispe.kernels.rotary import rotary_table, rotate_qk, rotate_rows
+from vispe.kernels.rotary import cos_sin_table, rotate_qk, rotate_qk_rows
 from vispe.positions import Positions, autocast_off, grid_coords, is_symbolic
 
 
-def rotate_by_rows(
+def rotate_by_angle_rows(
     q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, index: torch.Tensor, scale: float | torch.Tensor = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """q and k (B, H, T, d) rotated per token by a row of ``rows`` (R, [H,] d/2) angles, ``index`` (B, T) each
     token's row, without gathering the table."""
     rows3 = rows if rows.dim() == 3 else rows.unsqueeze(1)
-    return rotate_rows(q, k, rotary_table(rows3), index, scale)
+    return rotate_qk_rows(q, k, cos_sin_table(rows3), index, scale)
 
 
 def centroid_prefix(coords: torch.Tensor, num_prefix: int) -> tuple[torch.Tensor, int]:
@@ -111,7 +111,7 @@ class VectorRoPE(Encoding):
         if self.prefix == 'centroid':
             coords, num_prefix = centroid_prefix(coords, num_prefix)
         with autocast_off(coords):  # Circulant-STRING's rates are a matmul
-            return rotary_table(self.angles(coords), num_prefix)
+            return cos_sin_table(self.angles(coords), num_prefix)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         return rotate_qk(q, k, self.table(pos))
@@ -248,12 +248,12 @@ class GridRoPE(TrainGridStrategies):
     def check_positions(self, pos: Positions) -> None:
         """ValueError for positions the encoding cannot take (nothing here)."""
 
-    def rotation_table(self, pos: Positions) -> torch.Tensor:
+    def build_table(self, pos: Positions) -> torch.Tensor:
         """The (cos, sin) table (..., [H,] N_total, d/2, 2) at the scales of the positions' grid (each image's own in
         a mixed batch)."""
-        return rotary_table(self.image_angles(pos), pos.num_prefix)
+        return cos_sin_table(self.token_angles(pos), pos.num_prefix)
 
-    def image_angles(self, pos: Positions) -> torch.Tensor:
+    def token_angles(self, pos: Positions) -> torch.Tensor:
         """``angles`` of the positions at the scales of their grid; in a mixed batch each token's at its own image's
         (one call per distinct scales, selected per token; padding takes the first)."""
         kappa = self.dype_kappa(pos)  # refuses a mixed batch under DyPE
@@ -276,7 +276,7 @@ class GridRoPE(TrainGridStrategies):
         assert out is not None
         return out
 
-    def grid_angles(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+    def cell_angles(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         """A mixed batch: ``angles`` once per distinct grid cell as rows (R, [H,] d/2), then a zero row (prefix and
         padding), and each token's row (B, T)."""
         layout = pos.layout
@@ -298,10 +298,10 @@ class GridRoPE(TrainGridStrategies):
         rows = F.pad(angles, [0, 0, 0, 1])  # the zero row of prefix and padding tokens
         return rows.movedim(-2, 0), layout.table_index(device)
 
-    def grid_rows(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+    def build_rows(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         """A mixed batch's (cos, sin) rows (R, 1 or H, d/2, 2) per distinct grid cell and each token's row (B, T)."""
-        rows, index = self.grid_angles(pos)
-        return rotary_table(rows.unsqueeze(1) if self.shared_heads else rows), index
+        rows, index = self.cell_angles(pos)
+        return cos_sin_table(rows.unsqueeze(1) if self.shared_heads else rows), index
 
     def cached(self, pos: Positions, build: Callable[[Positions], _T], *what: str) -> _T:
         """``build(pos)``, kept per grid when the frequencies are fixed and the strategy ignores the diffusion time."""
@@ -311,28 +311,28 @@ class GridRoPE(TrainGridStrategies):
 
     def table(self, pos: Positions) -> torch.Tensor:
         """The (cos, sin) table with a head axis in front of the tokens, (..., 1 or H, N_total, d/2, 2)."""
-        table = self.cached(pos, self.rotation_table)
+        table = self.cached(pos, self.build_table)
         return table.unsqueeze(-4) if self.shared_heads else table
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         self.check_positions(pos)
-        scale = self.qk_scales(pos)
-        if pos.layout is not None and pos.key is not None:  # a mixed batch on its grids: rows per grid cell
-            rows, index = self.cached(pos, self.grid_rows, 'rows')
-            return rotate_rows(q, k, rows, index, scale)
+        scale = self.qk_scale(pos)
+        if pos.layout is not None and pos.on_grid_cells:  # a mixed batch on its grids: rows per grid cell
+            rows, index = self.cached(pos, self.build_rows, 'rows')
+            return rotate_qk_rows(q, k, rows, index, scale)
         return rotate_qk(q, k, self.table(pos), scale)
 
-    def qk_scales(self, pos: Positions) -> float | torch.Tensor:
-        """``qk_scale`` of the positions' grid; in a mixed batch of several scales, per token (B, 1, T, 1)."""
+    def qk_scale(self, pos: Positions) -> float | torch.Tensor:
+        """``mscale`` of the positions' grid; in a mixed batch of several scales, per token (B, 1, T, 1)."""
         if pos.layout is None:
-            return self.qk_scale(self.axis_scales(pos.coords, pos.grid_span))
+            return self.mscale(self.axis_scales(pos.coords, pos.grid_span))
         layout = pos.layout
-        per_grid = {grid: self.qk_scale(self.axis_scales(pos.coords, grid)) for grid in layout.distinct_grids}
+        per_grid = {grid: self.mscale(self.axis_scales(pos.coords, grid)) for grid in layout.distinct_grids}
         if len(set(per_grid.values())) == 1:
             return next(iter(per_grid.values()))
         return layout.segment_values([per_grid[g] for g in layout.grids], pos.coords.device)[:, None, :, None]
 
-    def qk_scale(self, scales: Sequence[float]) -> float:
+    def mscale(self, scales: Sequence[float]) -> float:
         """q's and k's factor after rotation: 0.1 ln s + 1 at the scales' geometric mean for the YaRNs, else 1."""
         if self.strategy not in ('yarn', 'yarn_paper', 'dype_yarn') or all(s == 1.0 for s in scales):
             return 1.0
@@ -356,6 +356,6 @@ __all__ = [
     'frequency_ladder',
     'random_rotation',
     'rotary_sections',
-    'rotate_by_rows',
+    'rotate_by_angle_rows',
     'train_grid_from',
 ]
