@@ -44,6 +44,12 @@ def record(store: dict, key: str, model: torch.nn.Module, out: torch.Tensor) -> 
             store[f'{key}/grad/{name}'] = p.grad.detach().clone()
 
 
+def set_strategy(model: torch.nn.Module, strategy: str) -> None:
+    for enc in model.modules():
+        if isinstance(enc, vispe.Encoding) and type(enc).strategies:
+            enc.strategy = strategy
+
+
 def fuzz_cases(store: dict, name: str) -> None:
     count = [0]
 
@@ -100,9 +106,7 @@ def strategy_cases(store: dict, name: str) -> None:
             num_classes=3,
             reg_tokens=1,
         ).eval()
-        for enc in model.modules():
-            if isinstance(enc, vispe.Encoding) and type(enc).strategies:
-                enc.strategy = strategy
+        set_strategy(model, strategy)
         for size in ((8, 12), (16, 24), (4, 6), (20, 8)):
             x = torch.randn(2, 3, *size, generator=torch.Generator().manual_seed(sum(size)))
             record(store, f'{name}/strategy/{strategy}/{size}', model, model(x))
@@ -125,9 +129,7 @@ def video_strategy_cases(store: dict, name: str) -> None:
             depth=2,
             num_heads=2,
         ).eval()
-        for enc in model.modules():
-            if isinstance(enc, vispe.Encoding) and type(enc).strategies:
-                enc.strategy = strategy
+        set_strategy(model, strategy)
         for frames, size in ((4, 8), (8, 8), (4, 16), (12, 12)):
             x = torch.randn(2, 3, frames, size, size, generator=torch.Generator().manual_seed(frames * size))
             try:
@@ -150,9 +152,7 @@ def dit_cases(store: dict, name: str) -> None:
             p.data.add_(0.05 * torch.randn_like(p))
         model.eval()
         if strategy != 'none':
-            for enc in model.modules():
-                if isinstance(enc, vispe.Encoding) and type(enc).strategies:
-                    enc.strategy = strategy
+            set_strategy(model, strategy)
         g = torch.Generator().manual_seed(2)
         for size, level in (((8, 8), 0.5), ((16, 12), 0.9), ((16, 16), 0.1)):
             x = torch.randn(2, 3, *size, generator=g)
