@@ -18,7 +18,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from vispe.cli.leaderboard import main  # noqa: E402
+from workbench.leaderboard import main  # noqa: E402
 
 if __name__ == '__main__':
     main(

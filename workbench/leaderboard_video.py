@@ -20,7 +20,7 @@ from vispe.cli.common import demo_parser
 from vispe.datasets.shapes_video import TASKS
 from vispe.evaluation import outputs
 from vispe.evaluation.report import console as report_console
-from vispe.experiments import video_board as V
+from workbench import video_board as V
 
 
 def main(

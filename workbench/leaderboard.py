@@ -7,12 +7,12 @@ The encoding leaderboard (about an hour or more on CPU; not for CI). Trains ever
 with one schedule and each seed (finished runs are reused), evaluates at every resolution with every strategy, and
 writes OUT/leaderboard.md, .json and .png: per encoding its plain strategy and its best one, mean +- std over seeds.
 With several ``--regimes`` (how the model is trained: ``fixed`` 32 px, ``sizes`` FlexiViT-style square sides of
-16-64 px, ``aspect`` random aspect ratios within the 64 tokens of 32 px; vispe.experiments.compare.REGIME_CONFIGS)
+16-64 px, ``aspect`` random aspect ratios within the 64 tokens of 32 px; workbench.leaderboard_runs.REGIME_CONFIGS)
 each regime is trained and tabled like a task of its own, and one more table per task sets the regimes side by side
 (and OUT/regimes_<task>.png plots them, a panel per encoding).
 Then exports the first seed's fixed-regime checkpoints to the model zoo (MODELS/<name>/ with config, slim
 checkpoint, metrics and card; MODELS/README.md with the table and plot). With ``--archive DIR`` each run's results
-are kept in DIR too (``vispe.experiments.leaderboard.Archive``), and a run found there is read instead of trained.
+are kept in DIR too (``workbench.leaderboard_runs.Archive``), and a run found there is read instead of trained.
 """
 
 from __future__ import annotations
@@ -26,15 +26,8 @@ from vispe.encodings import list_encodings
 from vispe.encodings.build import VARIANTS as NAMED_VARIANTS
 from vispe.engine.workdir import out_folder
 from vispe.evaluation.outputs import check_target, forcing, write_json, write_text
-from vispe.experiments.compare import (
-    DEFAULT_TASKS,
-    REGIME_CONFIGS,
-    SHAPES2D_TASK_CONFIGS,
-    TASK_RESOLUTIONS,
-    task_resolutions,
-)
-from vispe.experiments.leaderboard import Archive, collect, leaderboard_runs, training_losses
-from vispe.experiments.leaderboard_report import (
+from vispe.experiments.compare import SHAPES2D_TASK_CONFIGS
+from workbench.leaderboard_report import (
     markdown,
     plot,
     regime_markdown,
@@ -43,7 +36,17 @@ from vispe.experiments.leaderboard_report import (
     task_label,
     three_cell_markdown,
 )
-from vispe.experiments.zoo import write_model_zoo
+from workbench.leaderboard_runs import (
+    DEFAULT_TASKS,
+    REGIME_CONFIGS,
+    TASK_RESOLUTIONS,
+    Archive,
+    collect,
+    leaderboard_runs,
+    task_resolutions,
+    training_losses,
+)
+from workbench.zoo import write_model_zoo
 
 #: variants the board trains beside the registered encodings: rope_dinov3 without its training-time coordinate
 #: augmentation (on by default), to show what the augmentation does; the learned table with LaPE's per-block
