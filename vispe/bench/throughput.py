@@ -1,34 +1,18 @@
-"""Training throughput of the mmengine Runner against a plain PyTorch loop over the same model, data and optimizer.
+"""Training throughput of the mmengine Runner against a plain PyTorch loop over the same model, data and optimizer:
+what the Runner's hooks, message hub, logging and optimizer wrapper cost on top of the training step.
 
-Both train the model of one config, side by side in one process, for ``warmup + iters`` iterations each round; the
-last ``iters`` are timed (images per second). The question is what the Runner costs on top of the training step
-itself: its hooks, message hub, logging and optimizer wrapper.
+Both loops train the config's model in one process for ``warmup + iters`` iterations a round and time the last
+``iters`` (images/s, data fetch included; CUDA synchronised at the window's two ends only). Rounds alternate which
+loop goes first, so drift falls on both; the report gives medians over rounds and ``ratio = plain / runner``
+(1.0: no overhead).
 
-The Runner is run as users run it, with the config's default and custom hooks (IterTimerHook, LoggerHook at the
-config's interval, ParamSchedulerHook, CheckpointHook, ...), its optimizer wrapper and parameter schedulers. What
-changes (``prepare_config``) is only what a measurement needs:
-
-* the train loop becomes an ``IterBasedTrainLoop`` of ``warmup + iters`` iterations; schedulers are built by the
-  Runner as always (``convert_to_iter_based`` ones step per iteration with the data set's epoch length, epoch-based
-  ones at the loop's single epoch end, after the timed window);
-* a ``DefaultSampler`` becomes an ``InfiniteSampler`` (same shuffle and seed): mmengine's iteration loop sleeps 2 s
-  each time a finite sampler runs out, which a run of whole epochs never does;
-* no validation, and the CheckpointHook (still called every iteration) saves nothing (``interval=-1``,
-  ``save_last=False``);
-* ``log_level='WARNING'``: the LoggerHook still formats its line and writes the scalars every interval, the line is
-  just not printed;
-* a fixed seed (the config's, else 0) and a fresh temporary work_dir and experiment name per round.
-
-The plain loop builds the same model (same seed, then ``init_weights`` as the Runner does), the same dataloader
-(``Runner.build_dataloader`` of the same ``train_dataloader``) and the optimizer of the same ``optim_wrapper``
-config, used directly as a torch optimizer: next batch, ``zero_grad``, ``data_preprocessor`` + ``mode='loss'``
-forward, sum of the losses, ``backward``, ``step``. It runs no LR scheduler, logs nothing and never calls
-``.item()``. Both time from the end of iteration ``warmup`` to the end of the last one (data fetch included, as
-the IterTimerHook's 'time' includes it); CUDA is synchronised at those two points only.
-
-Rounds alternate which of the two goes first (the Runner in even rounds), so drift falls on both; medians over
-rounds are reported with ``ratio = plain / runner`` images per second (1.0: no overhead); ``vispe benchmark
---throughput`` prints the report with ``reports.print_throughput``.
+The Runner runs as users run it (the config's hooks, optimizer wrapper and schedulers); ``prepare_config`` changes
+only what a measurement needs: an ``IterBasedTrainLoop`` of ``warmup + iters`` iterations, an ``InfiniteSampler`` in
+place of a ``DefaultSampler`` (mmengine's loop sleeps 2 s when a finite sampler runs out), no validation, a
+CheckpointHook that saves nothing, ``log_level='WARNING'`` (lines formatted, not printed), a fixed seed and a fresh
+work_dir per round. The plain loop builds the same model (same seed, ``init_weights``), dataloader
+(``Runner.build_dataloader``) and optimizer (the ``optim_wrapper`` config's, used directly): ``zero_grad``, loss
+forward, ``backward``, ``step``; no scheduler, no logging, no ``.item()``.
 """
 
 from __future__ import annotations

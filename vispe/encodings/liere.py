@@ -44,7 +44,7 @@ hand-written backward of twice as many), and a float32 block product over q and 
 encodings; peak memory 902 MB against 459 MB (1050 MB before). b = 4 (closed form): 1.167x and 650 MB in the same
 run that gave b = 8 1.210x and comrope_ap 1.107x (``--encodings ape_learned liere 'liere:block_size=4'
 comrope_ap``), also just above the target: its block products and the quaternion tables remain. GPU: not measured.
-Tried for b = 8 and measured no faster (1.213x against 1.200x, one quiet machine): A(x) is linear in x, so the
+Tried for b = 8 and measured no faster (1.213x against 1.200x): A(x) is linear in x, so the
 Taylor polynomial is a polynomial in x whose matrix coefficients are the generators' word sums, one GEMM over 91
 monomials instead of the per-token powers and Horner steps, with q and k rotated by one bmm; the 5 squarings (15 of
 the ~30 products forward + backward) remain, and the word sums' autograd cost what the powers saved. Even per

@@ -1,4 +1,4 @@
-"""Where every report writer checks its target before writing (issue 38: no output path that destroys files).
+"""Where every report writer checks its target before writing: no output path that destroys files.
 
 The rule, for every tool that writes a report (JSON, markdown / text, a figure):
 
