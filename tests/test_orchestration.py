@@ -177,7 +177,7 @@ def test_every_tool_is_a_vispe_command_and_its_script_a_shim(capsys):
     assert not {'gpu-check', 'timm-tests', 'leaderboard', 'leaderboard-video'} & set(commands())  # the workbench's
     for script in glob.glob(os.path.join(ROOT, 'tools', '*.py')):
         name = os.path.basename(script)
-        found = re.search(r'^from (vispe\.cli|workbench)\.(\w+) import main', open(script).read(), re.M)
+        found = re.search(r'^from (vispe\.cli|workbench)\.(\w+) import (?:\w+, )*main\b', open(script).read(), re.M)
         assert found, f'{name} is not a shim of a vispe command or a workbench module'
         if found.group(1) == 'workbench':
             assert os.path.isfile(os.path.join(ROOT, 'workbench', f'{found.group(2)}.py'))

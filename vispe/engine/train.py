@@ -1,5 +1,5 @@
-"""Training in process: what ``vispe train`` / tools/train.py run, callable from the library (compare, the
-leaderboard, the demos) without a checkout.
+"""Training in process: what ``vispe train`` / tools/train.py run, callable from the library (compare, the demos)
+without a checkout.
 
 ``train(config, ...)`` loads the config (a file or a shipped config's name), builds the Runner and trains. A process
 may train many runs one after another: each run's mmengine instances (logger, message hub, visualizer, default
