@@ -285,12 +285,50 @@ def test_hooks_are_overrides_not_attributes():
     assert not Attention(8, num_heads=2, encodings={'r': Rotates()})(x, pos).isnan().any()
 
 
-def test_base_docstring_lists_the_declared_hooks_in_order():
-    """The module docstring's hook table restates HOOK_TABLE for readers; it must not drift from it."""
-    import re
+def test_every_declared_hook_is_a_method_of_the_base_class():
+    """A hook the base class does not define could never be detected as an override."""
+    from vispe.encodings import HOOKS
 
-    from vispe.encodings import HOOKS, base
-
-    assert re.findall(r'^\| ``(\w+)`` \|', base.__doc__, flags=re.M) == list(HOOKS)
-    for name in HOOKS:  # a hook the base class does not define could never be detected as an override
+    for name in HOOKS:
         assert callable(getattr(vispe.Encoding, name)), name
+
+
+def test_attention_path_follows_the_hooks() -> None:
+    """What the capabilities table says of the attention follows from the hooks, for every set of them: model-level
+    hooks leave it unchanged, each attention hook is named, a logit bias means SDPA with a mask (FlexAttention only
+    with a score term), anything else keeps the fused kernel."""
+    from itertools import combinations
+
+    from vispe.encodings import ATTENTION_HOOKS, HOOKS
+    from vispe.encodings.base import attention_path
+
+    for hooks in (set(c) for n in range(len(HOOKS) + 1) for c in combinations(HOOKS, n)):
+        for score in (False, True):
+            methods = {h: lambda self, *args, **kwargs: None for h in hooks}
+            probe = type('Probe', (vispe.Encoding,), {**methods, 'has_score_term': score})
+            path = attention_path(probe)
+            assert ('unchanged' in path) == (not hooks & ATTENTION_HOOKS), path
+            assert ('rotated' in path) == ('rotate' in hooks), path
+            assert ('v transformed' in path) == ('transform_v' in hooks), path
+            assert ('output transformed' in path) == ('transform_out' in hooks), path
+            assert ('value term' in path) == ('value_term' in hooks), path
+            assert ('attn_mask' in path) == ('with the mask' in path) == ('logit_bias' in hooks), path
+            assert ('fused SDPA' in path) == ('logit_bias' not in hooks), path
+            assert ('FlexAttention' in path) == (score and 'logit_bias' in hooks), path
+            assert 'softmax weights' not in path and 'own rows' not in path, path
+
+
+@pytest.mark.parametrize('name', vispe.list_encodings())
+def test_attention_path_names_the_softmax_weights_where_an_option_needs_them(name: str) -> None:
+    """An encoding built with its defaults that needs the softmax weights declares the option that asks for them
+    (``attn_weights_option``), and the attention path says so; iRPE on V is the one that does."""
+    from vispe.encodings.base import attention_path
+
+    cls = encoding_class(name)
+    context = dict(dim=96, num_heads=4, ndim=cls.ndims[0], grid_size=(4, 4, 4)[: cls.ndims[0]], depth=2)
+    assert not vispe.build_encoding(name, **context).needs_attn_weights or cls.attn_weights_option
+    assert ('softmax weights' in attention_path(cls)) == bool(cls.attn_weights_option)
+    assert not cls.attn_weights_option or 'value_term' in cls.hooks()
+    assert ('own rows' in attention_path(cls)) == (cls.logit_bias_rows is not vispe.Encoding.logit_bias_rows)
+    if name == 'irpe':
+        assert cls.attn_weights_option and vispe.build_encoding('irpe:on=qkv', **context).needs_attn_weights

@@ -329,3 +329,10 @@ def test_rotating_by_rows_matches_the_gathered_complex_table(heads_share_rows, s
     assert all(x.dtype == dtype for x in results[0][:4])
     for new, ref in zip(*results):
         torch.testing.assert_close(new, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_the_former_name_of_the_grid_core_still_imports_with_a_warning() -> None:
+    from vispe.encodings import rotary
+
+    with pytest.warns(DeprecationWarning, match='GridRoPE'):
+        assert rotary.RotaryStrategies is rotary.GridRoPE

@@ -1,22 +1,9 @@
 """The one attention module every vispe backbone uses, with the encoding hooks at fixed points.
 
-qkv -> q/k norm -> rotate (and transform_v) -> SDPA(attn_mask = sum of logit biases) -> transform_out
--> + value terms -> proj. Logit biases with a score term may instead be added inside FlexAttention, never
-materialised, where ``attention_kernel`` and its rule say so (``vispe.flex``). Parameter names match timm's
-``Attention`` so timm weights load unchanged.
-Softmax weights are never materialised here unless an encoding's value term needs them (iRPE on V).
-
-Query chunking: a logit bias is a (B or 1, H, N, N) tensor, and iRPE at 8x its training grid would ask for tens
-of GB of them. When the (B, H, N, N) bias (in q's dtype) would pass the byte budget (``bias_budget`` of the
-module, else the module default ``BIAS_BUDGET_BYTES``), attention runs ``query_rows`` queries at a time: the bias
-rows of those queries only (``Encoding.logit_bias_rows``), SDPA or the softmax weights of those rows, their value
-terms; the rows are concatenated. The result equals the one-shot path to float tolerance; under autograd each
-chunk is checkpointed (recomputed in backward), so training is bounded too and its gradients are the same.
-Inputs under the budget keep the one-shot fused path. Traced graphs (FX, torch.export) cannot decide on a size at
-run time and always take the one-shot path (``may_chunk``). The budget counts B x H x N x N entries even for a bias
-that broadcasts (iRPE's bias mode, (1, H, N, N)): SDPA's math backend (on CPU with autograd) and the softmax of
-iRPE on V expand it to that.
-"""
+qkv -> q/k norm -> rotate (and transform_v) -> SDPA(attn_mask = sum of logit biases) or FlexAttention -> transform_out
+-> + value terms -> proj. Parameter names match timm's ``Attention``. When the (B, H, N, N) bias would pass the byte
+budget (``bias_budget``, else ``BIAS_BUDGET_BYTES``), eager attention runs ``query_rows`` queries at a time, each chunk
+checkpointed under autograd, with the one-shot path's results to float tolerance."""
 
 from __future__ import annotations
 
@@ -47,14 +34,9 @@ class Attention(nn.Module):
     Args:
         dim: model width.
         num_heads: heads, dividing ``dim``.
-        qkv_bias: as in timm's Attention.
-        qk_norm: as in timm's Attention (needs ``norm_layer``).
-        scale_norm: as in timm's Attention (needs ``norm_layer``).
-        proj_bias: as in timm's Attention.
-        attn_drop: as in timm's Attention.
-        proj_drop: as in timm's Attention.
-        norm_layer: as in timm's Attention.
         encodings: per-layer encoding instances, keyed by registry name (stored under ``pe``).
+
+    The other arguments are timm's ``Attention``'s; ``qk_norm`` and ``scale_norm`` need ``norm_layer``.
     """
 
     #: byte budget of this module's (B, H, N, N) logit bias above which it runs in query chunks (module docstring);
@@ -115,7 +97,6 @@ class Attention(nn.Module):
 
     @property
     def stack(self) -> EncodingStack:
-        """The per-layer encodings as an ``EncodingStack``, which calls their attention hooks."""
         return EncodingStack(self.pe)
 
     def attention_weights(
@@ -134,8 +115,7 @@ class Attention(nn.Module):
         return self.attn_drop(logits.softmax(dim=-1))
 
     def query_rows(self, q: torch.Tensor, k: torch.Tensor) -> int:
-        """Queries per chunk: all N when the (B, H, N, M) bias in q's dtype fits the byte budget (``bias_budget``,
-        else ``BIAS_BUDGET_BYTES``), else as many rows as fit, at least one."""
+        """Queries per chunk: all N when the (B, H, N, M) bias fits the byte budget, else as many as fit (>= 1)."""
         budget = BIAS_BUDGET_BYTES if self.bias_budget is None else self.bias_budget
         B, H, N = q.shape[:3]
         row_bytes = B * H * k.shape[-2] * q.element_size()
@@ -181,8 +161,7 @@ class Attention(nn.Module):
         return self.proj_drop(self.proj(out))
 
     def flex_call(self, q: torch.Tensor, stack: EncodingStack, weighted: bool, mixed: bool, masked: bool) -> bool:
-        """Whether this call runs FlexAttention (its biases inside the kernel, a mixed batch's images apart by a
-        BlockMask) instead of SDPA (``vispe.flex.choose_kernel``)."""
+        """Whether this call runs FlexAttention instead of SDPA (``vispe.flex.choose_kernel``)."""
         if self.attention_kernel == 'sdpa':
             return False
         dropout = self.attn_drop.p if self.training else 0.0
@@ -201,8 +180,7 @@ class Attention(nn.Module):
         is_causal: bool,
         rows: slice = slice(None),
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Attention of the (B, H, n, d) queries ``q`` (the query rows ``rows`` of the sequence) over every key:
-        (B, H, n, d), and, when ``weighted``, the stack's value terms that need the weights (``weighted_terms``)."""
+        """Attention of the query rows ``rows`` over every key, and with ``weighted`` the stack's ``weighted_terms``."""
         if not weighted:
             dropout = self.attn_drop.p if self.training else 0.0
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout, is_causal=is_causal)
@@ -222,9 +200,7 @@ class Attention(nn.Module):
         is_causal: bool,
         rows: int,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """``attend`` for ``rows`` queries at a time, each chunk with the bias rows of its queries only: the same
-        (B, H, N, d) output and weighted value terms. Under autograd each chunk is recomputed in backward instead
-        of keeping its (B, H, rows, N) weights, so the budget holds in training too."""
+        """``attend`` ``rows`` queries at a time, each chunk with its bias rows only and recomputed in backward."""
         row_biases: list[Callable[[slice], torch.Tensor]] = stack.logit_bias_rows(q, k, pos)
 
         def chunk(start: int, q_rows: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -247,18 +223,14 @@ class Attention(nn.Module):
 
 
 def may_chunk(num_tokens) -> bool:
-    """Whether the byte budget may split this attention into query chunks: not while FX traces (the token count is a
-    Proxy, which Python cannot compare) nor under torch.export (a comparison of SymInts would guard the exported
-    program on the example's size). Those graphs take the one-shot path at every size. torch.compile keeps the
-    budget: a guard there only recompiles."""
+    """Whether the byte budget may split attention into chunks: not while FX traces nor under torch.export."""
     if isinstance(num_tokens, torch.fx.Proxy):
         return False
     return not (isinstance(num_tokens, torch.SymInt) and torch.compiler.is_exporting())
 
 
 def set_bias_budget(model: nn.Module, budget: float | None) -> int:
-    """Set ``bias_budget`` (bytes; None: back to ``BIAS_BUDGET_BYTES``) on every vispe ``Attention`` in ``model``,
-    e.g. to fit an evaluation at a large resolution into a smaller device. Returns how many modules it set."""
+    """Set ``bias_budget`` (bytes; None: the default) on every vispe ``Attention`` in ``model``; returns how many."""
     layers = [m for m in model.modules() if isinstance(m, Attention)]
     for layer in layers:
         layer.bias_budget = budget
@@ -266,8 +238,7 @@ def set_bias_budget(model: nn.Module, budget: float | None) -> int:
 
 
 def set_attention_kernel(model: nn.Module, kernel: str) -> int:
-    """Set ``attention_kernel`` ('auto', 'sdpa' or 'flex'; ``vispe.flex``) on every vispe ``Attention`` in ``model``;
-    returns how many modules it set."""
+    """Set ``attention_kernel`` ('auto', 'sdpa', 'flex') on every vispe ``Attention`` in ``model``; returns how many."""
     check_kernel(kernel)
     layers = [m for m in model.modules() if isinstance(m, Attention)]
     for layer in layers:
@@ -276,9 +247,7 @@ def set_attention_kernel(model: nn.Module, kernel: str) -> int:
 
 
 def may_use_flex(model: nn.Module, x: torch.Tensor) -> bool:
-    """Whether some vispe ``Attention`` of ``model`` may take FlexAttention for a mixed batch on ``x``'s device: one
-    set to 'flex', or to 'auto' on CUDA (``vispe.flex.choose_kernel``). The backbone then builds the BlockMask
-    before the blocks (``TokenLayout.prepare``)."""
+    """Whether some ``Attention`` of ``model`` may take FlexAttention on ``x``'s device ('flex', or 'auto' on CUDA)."""
     kernels = {m.attention_kernel for m in model.modules() if isinstance(m, Attention)}
     return 'flex' in kernels or ('auto' in kernels and x.is_cuda)
 
@@ -287,9 +256,7 @@ def may_use_flex(model: nn.Module, x: torch.Tensor) -> bool:
 def full_mask(
     biases: list[torch.Tensor], attn_mask: torch.Tensor | None, is_causal: bool, q: torch.Tensor, k: torch.Tensor
 ) -> torch.Tensor | None:
-    """``merged_mask`` of every query row. An FX leaf: in a traced graph the caller's ``attn_mask`` and
-    ``is_causal`` are graph inputs (whether the mask is None is known only when the graph runs), and this function
-    decides then, as the eager model does."""
+    """``merged_mask`` of every query row; an FX leaf, so a traced graph decides on ``attn_mask`` at run time."""
     return merged_mask(biases, attn_mask, is_causal, 0, q.shape[-2], q, k)
 
 
@@ -302,10 +269,9 @@ def merged_mask(
     q: torch.Tensor,
     k: torch.Tensor,
 ) -> torch.Tensor | None:
-    """One float attn_mask for the query rows ``start:stop``: the sum of the (.., n, N) bias rows, the caller's mask
-    (all N rows, or broadcasting over them; a boolean one attends where True, as SDPA reads it) and, with
-    ``is_causal``, -inf above the diagonal (SDPA takes no mask with is_causal). None when there is nothing.
-    TorchScript-compatible (explicit None checks), as ``full_mask`` runs in scripted FX graphs."""
+    """One float attn_mask for the query rows ``start:stop``, or None when there is nothing to add: the sum of the bias
+    rows, the caller's mask (a boolean one attends where True) and, with ``is_causal``, -inf above the diagonal.
+    TorchScript-compatible, as ``full_mask`` runs in scripted graphs."""
     mask: torch.Tensor | None = None
     for bias in biases:
         bias = bias.to(q.dtype)

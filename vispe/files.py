@@ -1,5 +1,4 @@
-"""Files the user gave: the one check that a path names a file (a directory is reported as a directory, with what it
-holds that was probably meant, not as a file that "does not exist"), and a file's content hash."""
+"""Files the user gave: whether a path names a file (a directory is reported as one, with a hint), and a file's hash."""
 
 from __future__ import annotations
 
@@ -10,9 +9,8 @@ from collections.abc import Callable
 
 
 def check_file(path: str, what: str, missing: str | None = None, inside: Callable[[str], str] | None = None) -> None:
-    """FileNotFoundError unless ``path`` is a file: ``missing`` (default ``"{what} 'path' does not exist"``) when
-    nothing is there; for a directory, ``"{what} 'path' is a directory, not a file"`` and ``inside(path)``, the hint
-    naming what in it to pass instead (FileNotFoundError either way, so every caller's handling stays as it is)."""
+    """FileNotFoundError unless ``path`` is a file: ``missing`` when nothing is there, and for a directory
+    ``inside(path)``'s hint."""
     if os.path.isfile(path):
         return
     if os.path.isdir(path):
@@ -22,8 +20,7 @@ def check_file(path: str, what: str, missing: str | None = None, inside: Callabl
 
 
 def files_inside(directory: str, suffixes: tuple[str, ...], kind: str, first: int = 3) -> str:
-    """The hint ``; pass the images in it, e.g. 'd/a.png', 'd/b.png' (+5 more)`` for the ``suffixes`` files
-    directly in ``directory``, or ``; it holds no images (.png, .jpg)``."""
+    """The hint naming the first ``suffixes`` files directly in ``directory`` to pass instead (or that none is)."""
     found = sorted(p for p in glob.glob(os.path.join(glob.escape(directory), '*')) if p.lower().endswith(suffixes))
     if not found:
         return f'; it holds no {kind} ({", ".join(suffixes)})'
@@ -32,8 +29,6 @@ def files_inside(directory: str, suffixes: tuple[str, ...], kind: str, first: in
 
 
 def sha256(path: str) -> str:
-    """The sha256 of a file's content, read in 1 MiB blocks (the model zoo's checksum, a sweep's checkpoint
-    identity)."""
     digest = hashlib.sha256()
     with open(path, 'rb') as f:
         for block in iter(lambda: f.read(1 << 20), b''):

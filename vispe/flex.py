@@ -1,27 +1,9 @@
-"""FlexAttention for the encodings that add a term to the attention scores (iRPE, 2D ALiBi): the term is computed
-inside the kernel from small tables (``Encoding.score_term``), so the (B, H, N, N) bias is never materialised.
-
-Which kernel an attention call takes (``choose_kernel``), by the module's ``attention_kernel`` setting
-(``vispe.attention.set_attention_kernel``; the ViT's ``attention_kernel`` argument, so a config sets it with
-``model.backbone.attention_kernel``):
-
-- ``'sdpa'``: fused SDPA with the summed biases as its float mask (vispe's path before FlexAttention).
-- ``'flex'``: FlexAttention whenever the call allows it, else one ValueError saying why.
-- ``'auto'`` (default): FlexAttention on CUDA from ``FLEX_MIN_TOKENS`` tokens, SDPA otherwise (for iRPE's
-  attention core in bf16, forward + backward, SDPA is the faster at 197 tokens, FlexAttention the faster and smaller
-  at 4097; the threshold between them is an estimate). On CPU SDPA stays: FlexAttention has no CPU backward
-  (torch 2.14).
-
-Mixed-size batches (``vispe.layout``): 'auto' takes FlexAttention on CUDA at any token count, with the layout's
-``BlockMask`` (``TokenLayout.block_mask``: query and key in the same image's segment) instead of SDPA's dense
-(B, 1, T, T) mask, which pushes SDPA off its fastest kernel and computes every masked block; FlexAttention skips the
-blocks that hold no pair of one image (the mask is built once per batch and shared by the layers).
-
-FlexAttention serves a call only when every logit-bias encoding of the layer has a score term, none needs the
-softmax weights (iRPE on V), there is no mask of the caller's own or causal flag, and no attention dropout runs.
-In eager mode it runs ``torch.compile``'d (FlexAttention's own advice: uncompiled it is a slow reference); inside a
-compiled model dynamo takes it as it is.
-"""
+"""FlexAttention for encodings that add a term to the attention scores (iRPE, 2D ALiBi), computed inside the kernel
+from small tables (``Encoding.score_term``): the (B, H, N, N) bias is never materialised. ``choose_kernel`` follows
+``attention_kernel``: ``'sdpa'`` (the summed biases as SDPA's float mask), ``'flex'`` (else a ValueError saying why)
+or ``'auto'`` (FlexAttention on CUDA from ``FLEX_MIN_TOKENS`` tokens and for mixed-size batches; SDPA otherwise).
+FlexAttention serves a call only when every logit-bias encoding has a score term, none needs the softmax weights, the
+caller passes no mask nor causal flag, and no attention dropout runs (``why_not_flex``)."""
 
 from __future__ import annotations
 
@@ -33,11 +15,9 @@ import torch
 import torch.fx
 from torch import nn
 
-from vispe.checks import once_per_build
-
 #: the settings of ``Attention.attention_kernel``
 ATTENTION_KERNELS = ('auto', 'sdpa', 'flex')
-#: 'auto' takes FlexAttention on CUDA from this many tokens (module docstring: a guess between two measurements)
+#: 'auto' takes FlexAttention on CUDA from this many tokens
 FLEX_MIN_TOKENS = 1024
 
 #: an encoding's score term: (b, h, q_idx, kv_idx) index tensors -> the term added to the score (FlexAttention's
@@ -45,9 +25,7 @@ FLEX_MIN_TOKENS = 1024
 ScoreTerm = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-@once_per_build()
 def check_kernel(kernel: str) -> str:
-    """``kernel`` if it is one of ``ATTENTION_KERNELS``, else a ValueError naming them (once per build)."""
     if kernel not in ATTENTION_KERNELS:
         raise ValueError(f'attention_kernel must be one of {list(ATTENTION_KERNELS)}, got {kernel!r}')
     return kernel
@@ -56,7 +34,7 @@ def check_kernel(kernel: str) -> str:
 def why_not_flex(
     encodings: Sequence[nn.Module], weighted: bool, masked: bool, dropout: float, q: torch.Tensor
 ) -> str | None:
-    """Why FlexAttention cannot serve this call (None: it can). ``encodings``: the layer's logit-bias encodings."""
+    """Why FlexAttention cannot serve this call (None: it can); ``encodings`` are the layer's logit-bias encodings."""
     if isinstance(q, torch.fx.Proxy):
         return 'an FX trace records the SDPA path'
     missing = [type(enc).__name__ for enc in encodings if not getattr(enc, 'has_score_term', False)]
@@ -74,7 +52,7 @@ def why_not_flex(
 
 
 def choose_kernel(setting: str, q: torch.Tensor, why_not: str | None, mixed: bool = False) -> str:
-    """'flex' or 'sdpa' for one call of a layer with logit-bias encodings, or of a mixed-size batch (module doc)."""
+    """'flex' or 'sdpa' for one call of a layer with logit-bias encodings, or of a mixed-size batch."""
     if setting == 'sdpa':
         return 'sdpa'
     if setting == 'flex':
@@ -87,8 +65,7 @@ def choose_kernel(setting: str, q: torch.Tensor, why_not: str | None, mixed: boo
 
 @functools.cache
 def _compiled_flex() -> Callable[..., torch.Tensor]:
-    """FlexAttention compiled once for eager callers; dynamo's automatic dynamic shapes (the default) turn a second
-    sequence length into a symbolic one, so mixed-size batches of varying length do not recompile at every step."""
+    """FlexAttention compiled once for eager callers, with dynamic shapes so varying lengths do not recompile."""
     from torch.nn.attention.flex_attention import flex_attention
 
     return torch.compile(flex_attention)
@@ -97,8 +74,7 @@ def _compiled_flex() -> Callable[..., torch.Tensor]:
 def flex_attend(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, terms: Sequence[ScoreTerm], block_mask: Any = None
 ) -> torch.Tensor:
-    """softmax(q k^T / sqrt(d) + sum of the terms) v for (B, H, N, d) q, k, v: (B, H, N, d); ``block_mask`` (a
-    FlexAttention ``BlockMask``, a mixed batch's images) keeps each query to its own segment's keys."""
+    """softmax(q k^T / sqrt(d) + sum of the terms) v for (B, H, N, d) q, k, v, masked by ``block_mask``."""
     from torch.nn.attention.flex_attention import flex_attention
 
     def score_mod(score, b, h, q_idx, kv_idx):

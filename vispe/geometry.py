@@ -1,17 +1,11 @@
-"""Camera geometry for the camera encodings, on kornia, in one convention.
+"""Camera geometry for the camera encodings, on kornia, in one convention (OpenCV) used everywhere in vispe:
 
-Convention (OpenCV), used everywhere in vispe:
-
-- camera frame: x right, y down, z forward (the camera looks along +z);
-- intrinsics ``K`` (..., 3, 3) in pixels: u = fx x / z + cx, v = fy y / z + cy, with (u, v) = (column, row) and the
-  centre of pixel (row i, column j) at (u, v) = (j + 0.5, i + 0.5);
+- camera frame: x right, y down, z forward;
+- intrinsics ``K`` (..., 3, 3) in pixels: u = fx x / z + cx, v = fy y / z + cy, (u, v) = (column, row), the centre of
+  pixel (i, j) at (j + 0.5, i + 0.5);
 - poses ``cam_to_world`` (..., 4, 4): [R | t] maps camera-frame points to the world (t is the camera centre).
-  Its inverse is world-to-camera (the extrinsic matrix).
 
-Points, rays and frusta are computed with kornia's ``unproject_points``, ``project_points``, ``transform_points``,
-``inverse_transformation`` and ``relative_transformation``; this file only arranges them. Cameras are checked once,
-where they enter an encoding (``check_cameras``, called by ``vispe.positions.Cameras``): these helpers assume valid
-ones.
+The helpers assume valid cameras; ``check_cameras`` (run by ``vispe.positions.Cameras``) refuses the others.
 """
 
 from __future__ import annotations
@@ -25,8 +19,7 @@ from torch import Tensor
 
 
 def pixel_centres(h: int, w: int, stride: int = 1, device: torch.device | None = None) -> Tensor:
-    """(h * w, 2) float32 (u, v) centres of an h x w grid of stride x stride cells, row-major: cell (i, j) has its
-    centre at ((j + 0.5) stride, (i + 0.5) stride). stride 1: pixel centres; stride p: patch centres."""
+    """(h * w, 2) float32 (u, v) centres of an h x w grid of stride x stride cells, row-major."""
     rows = (torch.arange(h, device=device, dtype=torch.float32) + 0.5) * stride
     cols = (torch.arange(w, device=device, dtype=torch.float32) + 0.5) * stride
     v, u = torch.meshgrid(rows, cols, indexing='ij')
@@ -34,14 +27,12 @@ def pixel_centres(h: int, w: int, stride: int = 1, device: torch.device | None =
 
 
 def patch_pixel_centres(h: int, w: int, patch: int, device: torch.device | None = None) -> Tensor:
-    """(h * w, patch * patch, 2) (u, v) centres of the pixels of each patch of an h x w token grid, tokens
-    row-major and pixels row-major within a patch."""
+    """(h * w, patch * patch, 2) (u, v) centres of each patch's pixels, tokens and pixels row-major."""
     pixels = pixel_centres(h * patch, w * patch, device=device).reshape(h, patch, w, patch, 2)
     return pixels.permute(0, 2, 1, 3, 4).reshape(h * w, patch * patch, 2)
 
 
 def _expand_points(uv: Tensor, K: Tensor) -> Tensor:
-    """uv (N, 2) or (..., N, 2) broadcast to K's leading dims (...): (..., N, 2)."""
     return uv.expand(*K.shape[:-2], *uv.shape[-2:]).to(K.dtype)
 
 
@@ -53,8 +44,7 @@ def camera_points(K: Tensor, uv: Tensor, depth: Tensor | float) -> Tensor:
 
 
 def rays(K: Tensor, cam_to_world: Tensor, uv: Tensor) -> tuple[Tensor, Tensor]:
-    """World-frame rays through pixels ``uv``: origins (..., N, 3) (the camera centre) and unit directions
-    (..., N, 3), d = normalise(R K^-1 [u, v, 1])."""
+    """World-frame rays through ``uv``: origins and unit directions (..., N, 3), d = normalise(R K^-1 [u, v, 1])."""
     on_plane = camera_points(K, uv, 1.0)  # z = 1: K^-1 [u, v, 1]
     pose = cam_to_world[..., None, :, :]
     origin = cam_to_world[..., None, :3, 3].expand_as(on_plane)
@@ -81,9 +71,7 @@ def frustum_points(K: Tensor, cam_to_world: Tensor, uv: Tensor, depths: Tensor) 
 
 
 def rigid_inverse(transform: Tensor) -> Tensor:
-    """The inverses (..., 4, 4) of rigid transforms [[R, t], [0, 1]] (..., 4, 4): [[R^T, -R^T t], [0, 1]]
-    (kornia's ``inverse_transformation``, which takes (N, 4, 4), over any leading dims); world-to-camera from
-    ``cam_to_world``."""
+    """Inverses [[R^T, -R^T t], [0, 1]] of rigid transforms (..., 4, 4)."""
     return inverse_transformation(transform.reshape(-1, 4, 4)).reshape(transform.shape)
 
 
@@ -102,8 +90,7 @@ def relative_poses(cam_to_world: Tensor) -> Tensor:
 
 
 def look_at(eye: Tensor, target: Tensor, up: Tensor | None = None) -> Tensor:
-    """cam_to_world (..., 4, 4) of cameras at ``eye`` (..., 3) looking at ``target``, in the OpenCV convention:
-    z towards the target, x right, y down, with ``up`` (default world +z) pointing up in the image."""
+    """cam_to_world (..., 4, 4) of cameras at ``eye`` looking at ``target``, ``up`` (default +z) up in the image."""
     if up is None:
         up = torch.tensor([0.0, 0.0, 1.0], dtype=eye.dtype, device=eye.device)
     z = F.normalize(target - eye, dim=-1)
@@ -116,8 +103,7 @@ def look_at(eye: Tensor, target: Tensor, up: Tensor | None = None) -> Tensor:
 
 
 def intrinsics(focal: Tensor | float, h: int, w: int) -> Tensor:
-    """K (..., 3, 3) with square pixels of focal length ``focal`` (pixels) and the principal point at the image
-    centre (w / 2, h / 2)."""
+    """K (..., 3, 3) with square pixels of focal length ``focal`` (pixels), principal point at (w / 2, h / 2)."""
     focal = torch.as_tensor(focal, dtype=torch.float32)
     K = torch.zeros(*focal.shape, 3, 3)
     K[..., 0, 0] = K[..., 1, 1] = focal
@@ -153,20 +139,11 @@ _POSE_PROBLEMS = (
 
 
 def check_cameras(K: Tensor, cam_to_world: Tensor, tol: float = CAMERA_TOL) -> None:
-    """Refuse degenerate cameras with a one-line ValueError naming the first bad view and what to fix.
-
-    K (..., 3, 3) must be a finite pinhole matrix that can be inverted the way kornia's ``unproject_points`` does:
-    non-zero fx = K[0, 0] and fy = K[1, 1] and last row (0, 0, 1) (the skew K[0, 1] and K[1, 0] are read by prope only,
-    the ray encodings unproject with fx, fy, cx, cy: neither is checked). cam_to_world (..., 4, 4) must be finite and
-    rigid: R = [:3, :3] with R^T R = I and det R = +1, last row (0, 0, 0, 1), all within ``tol`` (``CAMERA_TOL``). No
-    entry of either may pass ``CAMERA_MAX`` in magnitude, nor a focal length fall under its inverse: the encodings'
-    float32 products would overflow into NaN. Leading dims (B, V) are named as (batch b, view v), one leading dim as
-    (view v).
-
-    Cost: a few pointwise ops per view (float32, autocast or not), then one host sync (``bool``) for the whole batch.
-    Skipped while traced (torch.compile, torch.export, FX, TorchScript tracing): data-dependent errors would break
-    the graph, so a compiled model checks nothing; call this before the compiled model to keep the check.
-    """
+    """Refuse degenerate cameras with a ValueError naming the first bad view and what to fix: K finite with non-zero
+    fx, fy and last row (0, 0, 1) (skew unchecked); cam_to_world finite and rigid (R^T R = I, det R = +1, last row
+    (0, 0, 0, 1)) within ``tol`` (at least 4 eps for half dtypes); no entry over ``CAMERA_MAX`` in magnitude nor a
+    focal length under its inverse. One host sync per call; skipped while traced (torch.compile, torch.export, FX,
+    TorchScript): call it before a compiled model to keep the check."""
     if _traced(K, cam_to_world):
         return
     if K.shape[-2:] != (3, 3) or cam_to_world.shape[-2:] != (4, 4):
@@ -205,12 +182,10 @@ def _traced(*tensors: Tensor) -> bool:
 
 
 def _work(x: Tensor) -> Tensor:
-    """float64 stays; anything else is checked in float32."""
     return x if x.dtype == torch.float64 else x.float()
 
 
 def _intrinsics_faults(K: Tensor, tol: float) -> Tensor:
-    """(..., 4) bool per view, in ``_K_PROBLEMS``' order."""
     last = K.new_tensor([0.0, 0.0, 1.0])
     finite = torch.isfinite(K).all(dim=(-2, -1))
     near = (K[..., 2, :] - last).abs() <= tol  # (NaN fails)
@@ -221,7 +196,6 @@ def _intrinsics_faults(K: Tensor, tol: float) -> Tensor:
 
 
 def _pose_faults(pose: Tensor, tol: float) -> Tensor:
-    """(..., 4) bool per view, in ``_POSE_PROBLEMS``' order."""
     R = pose[..., :3, :3]
     eye, last = torch.eye(3, dtype=pose.dtype, device=pose.device), pose.new_tensor([0.0, 0.0, 0.0, 1.0])
     finite = torch.isfinite(pose).all(dim=(-2, -1))
@@ -234,7 +208,6 @@ def _pose_faults(pose: Tensor, tol: float) -> Tensor:
 
 
 def _raise(faults: Tensor, what: str, problems: tuple[str, ...], fix: str) -> None:
-    """The ValueError for the first view with a fault (faults (..., n) bool)."""
     bad = faults.any(dim=-1)
     first = [int(i) for i in bad.nonzero()[0]]
     names = ('batch', 'view')[-len(first) :] if 0 < len(first) <= 2 else ('index',) * len(first)

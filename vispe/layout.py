@@ -1,27 +1,8 @@
 """Batches of images of different sizes: how their tokens sit in a (B, T, D) tensor (``TokenLayout``).
 
-A layout gives each image one segment of a row of the batch: its P prefix tokens (cls, registers), then its h*w
-patch tokens, row-major over its grid.
-
-- ``pad``: one image per row, rows padded to the longest (NaFlex); ``pack``: several images per row, first-fit by
-  decreasing length into rows of ``capacity`` + P tokens (NaViT's patch-n'-pack; a row holds one image of
-  ``capacity`` patch tokens, or several smaller ones, each with its own P prefix tokens).
-- ``segments`` (B, T): each token's slot in its row (its image's place among the row's images), -1 for padding.
-  Attention runs where the segments of query and key are equal (``attn_mask``): a real token sees only its own
-  image, padding sees only padding, and no row is ever all masked.
-- Prefix tokens sit inside the rows, so a layout has no prefix in front (its ``Positions`` have ``num_prefix``
-  0): ``patch_mask`` says which tokens are patches. Per-token tables give the prefix and padding tokens the entry
-  of no position (the last row of ``table_index``, coordinates 0), and encodings with a rule for prefix tokens
-  (iRPE's prefix bucket, ALiBi's zero distance, ComRoPE's identity) read ``patch_mask``; what the embedding hooks
-  add at a prefix token is replaced by the prefix token itself (``place_prefix``).
-
-``Positions.layout`` carries it to the encodings; ``Positions.coords`` are then (B, T, 2) per-token (row, col) in
-the token's own image (0 on prefix and padding), and ``Positions.grid`` is None (there is no one grid). Encodings
-on a grid read the layout: ``grid_index`` and ``token_index`` (which image grid and which cell each token is),
-``token_grid`` (each token's (h, w), for normalised coordinates and per-image strategy scales), and ``grid_groups``
-(the images of each distinct size with the flat indices of their patch tokens, for per-image convolutions and
-tables).
-"""
+Each image gets one segment of a row: its P prefix tokens, then its h*w patch tokens, row-major. ``pad``: one image
+per row (NaFlex); ``pack``: first-fit into rows (NaViT). Attention runs within a segment (``attn_mask``); padding sees
+only padding. Prefix tokens sit inside the rows (``patch_mask`` is False there) and get no position."""
 
 from __future__ import annotations
 
@@ -36,8 +17,7 @@ MODES = ('pad', 'pack')
 
 @dataclass(frozen=True)
 class GridGroup:
-    """The images of one grid size: ``images`` (their indices in input order) and ``index`` (n, h*w) long, the
-    flat indices ``row * T + column`` of their patch tokens in the (B * T) tokens, row-major over each grid."""
+    """The images of one grid size and ``index`` (n, h*w), the flat ``row * T + column`` indices of their patches."""
 
     grid: tuple[int, int]
     images: tuple[int, ...]
@@ -46,12 +26,10 @@ class GridGroup:
 
 @dataclass(eq=False)
 class TokenLayout:
-    """Where each image of a mixed batch sits (see the module docstring); build it with ``make_layout``.
+    """Where each image of a mixed batch sits; build it with ``make_layout``. Derived tensors are cached per device.
 
-    Attributes (per image, in input order): ``grids`` (h, w), ``rows`` its row, ``slots`` its place among the
-    images of its row, ``starts`` where its segment (prefix tokens, then patch tokens) begins in the row.
-    ``num_rows`` B, ``slots_per_row`` the most images a row holds, ``prefix_per_image`` P, ``length`` T, the tokens
-    per row.
+    Attributes (per image, in input order): ``grids`` (h, w), ``rows`` its row, ``slots`` its place among its row's
+    images, ``starts`` where its segment begins; ``num_rows`` B, ``prefix_per_image`` P, ``length`` T.
     """
 
     grids: tuple[tuple[int, int], ...]
@@ -90,9 +68,7 @@ class TokenLayout:
 
     # --- flat (row * T + column) indices of the tokens ---------------------------------------------------------
     def _per_cell(self) -> dict[str, torch.Tensor]:
-        """Every image's patch cells, images in input order, as flat (sum of h*w,) tensors: ``image``, ``cell``
-        (row-major in its grid), the grid's ``h`` and ``w``, and ``token``, its flat index in the (B * T) tokens.
-        Vectorised: a mixed batch builds its layout at every step."""
+        """Every image's patch cells as flat tensors: ``image``, ``cell``, ``h``, ``w``, ``token`` (flat index)."""
 
         def build(_: torch.device) -> dict[str, torch.Tensor]:
             h = torch.tensor([g[0] for g in self.grids])
@@ -114,7 +90,6 @@ class TokenLayout:
         return base[image] + torch.arange(P).repeat(self.num_images), image
 
     def _patch_tokens(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(sum of h*w,) flat indices of every image's patch tokens (input order, each row-major) and their images."""
         cells = self._per_cell()
         return cells['token'], cells['image']
 
@@ -138,9 +113,8 @@ class TokenLayout:
         return {k: v.to(device) for k, v in tables.items()}
 
     def token_tables(self, device: torch.device | None = None) -> dict[str, torch.Tensor]:
-        """(B, T) / (B, T, 2) tensors of the tokens: ``coords`` (row, col) in the token's image (0 on prefix and
-        padding), ``token_grid`` its image's (h, w) (1, 1 on prefix and padding), ``grid_index`` into
-        ``distinct_grids`` and ``token_index`` (row-major cell in its grid); -1 on prefix and padding."""
+        """Per token: ``coords`` (row, col) and ``token_grid`` (h, w) in its image (0 and 1 on prefix and padding),
+        ``grid_index`` into ``distinct_grids`` and ``token_index`` (its cell), -1 on prefix and padding."""
         return self._cached('tokens', device, self._token_tables)
 
     def coords(self, device: torch.device | None = None) -> torch.Tensor:
@@ -154,9 +128,7 @@ class TokenLayout:
         return self._cached('patch_mask', device, lambda dev: self.token_tables(dev)['grid_index'] >= 0)
 
     def table_index(self, device: torch.device | None = None) -> torch.Tensor:
-        """(B, T) long: for tables of the ``distinct_grids`` concatenated row-major (grid after grid) with one more
-        row at the end, each token's row in it: its grid's offset plus its cell; prefix and padding tokens: the last
-        row. A table per grid size, gathered with this, gives every token its own image's entry."""
+        """(B, T) long: each token's row in the ``distinct_grids``' tables, concatenated, plus a last row of none."""
 
         def build(dev: torch.device) -> torch.Tensor:
             tokens = self.token_tables(dev)
@@ -168,10 +140,7 @@ class TokenLayout:
         return self._cached('table_index', device, build)
 
     def grid_cells(self, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The cells of the ``distinct_grids``, grid after grid, each row-major (the rows of ``table_index`` but its
-        last): (n, 2) float32 (row, col) of each cell and (n, 2) float32 (h, w) of its grid. A position table
-        computed on these rows, plus one row of no position, serves every token of the batch through
-        ``table_index``."""
+        """(n, 2) (row, col) and (n, 2) (h, w) of the ``distinct_grids``' cells: ``table_index``'s rows but the last."""
 
         def build(dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
             coords, sizes = [], []
@@ -205,9 +174,7 @@ class TokenLayout:
         return self._cached('mask', device, build)
 
     def block_mask(self, device: torch.device | None = None) -> Any:
-        """``attn_mask`` as FlexAttention's ``BlockMask`` (``vispe.flex``): a query attends to the keys of its own
-        segment (padding to padding), and blocks with no such pair are never computed. Built once per layout and
-        device, shared by every layer."""
+        """``attn_mask`` as FlexAttention's ``BlockMask``, built once per layout and device."""
 
         def build(dev: torch.device) -> Any:
             from torch.nn.attention.flex_attention import create_block_mask
@@ -222,10 +189,7 @@ class TokenLayout:
         return self._cached('block_mask', device, build)
 
     def prepare(self, device: torch.device | None = None, block_mask: bool = False) -> None:
-        """Build, before the blocks run, the tensors their layers read (token tables, patch mask, segments, SDPA's
-        mask, the grid groups; FlexAttention's BlockMask when ``block_mask``). Eagerly it only moves the work to
-        one place; inside a model whose blocks are compiled one by one it is what keeps them on one graph: a cache
-        filled by the first compiled block would change what the next one sees (its guards), and recompile it."""
+        """Build what the layers read before the blocks run, so that blocks compiled one by one do not recompile."""
         self.token_tables(device)
         self.patch_mask(device)
         self.table_index(device)
@@ -236,8 +200,7 @@ class TokenLayout:
             self.block_mask(device)
 
     def segment_values(self, values: Sequence[float], device: torch.device | None = None) -> torch.Tensor:
-        """(B, T) float32: each token's entry of the per-image ``values`` (prefix tokens their image's), 1 on
-        padding."""
+        """(B, T) float32: each token's entry of the per-image ``values``, 1 on padding."""
         per_image = torch.tensor([float(v) for v in values])
         out = torch.ones(self.num_rows * self.length)
         for index, image in (self._prefix_tokens(), self._patch_tokens()):
@@ -270,30 +233,27 @@ class TokenLayout:
         return self._cached('groups', device, build)
 
     def grouped_patch_index(self, device: torch.device | None = None) -> torch.Tensor:
-        """(sum of h*w,) long: the ``grid_groups``' token indices one group after the other (``add_per_grid``)."""
+        """(sum of h*w,) long: the ``grid_groups``' token indices, group after group."""
         return self._cached(
             'grouped', device, lambda dev: torch.cat([g.index.reshape(-1) for g in self.grid_groups(dev)])
         )
 
     def place(self, tokens: Sequence[torch.Tensor] | torch.Tensor) -> torch.Tensor:
-        """Per image (input order) its (h*w, D) patch tokens, or all of them as one (sum of h*w, D) tensor -> the
-        (B, T, D) tokens, zero on prefix and padding tokens (``place_prefix`` fills the prefix)."""
+        """Per-image (h*w, D) patch tokens (or one concatenated tensor) -> (B, T, D), zero on prefix and padding."""
         flat = tokens if isinstance(tokens, torch.Tensor) else torch.cat(list(tokens))
         index = self._cached('patches', flat.device, lambda dev: self._patch_tokens()[0].to(dev))
         out = flat.new_zeros(self.num_rows * self.length, flat.shape[-1])
         return out.index_copy(0, index, flat).reshape(self.num_rows, self.length, -1)
 
     def place_prefix(self, x: torch.Tensor, prefix: torch.Tensor) -> torch.Tensor:
-        """``x`` (B, T, D) with every image's P prefix tokens set to ``prefix`` (P, D), the same for every image
-        (whatever was there is replaced: prefix tokens carry no position)."""
+        """``x`` (B, T, D) with every image's P prefix tokens set to ``prefix`` (P, D)."""
         B, T, D = x.shape
         index = self._cached('prefix', x.device, lambda dev: self._prefix_tokens()[0].to(dev))
         values = prefix.reshape(-1, D).to(x.dtype).repeat(self.num_images, 1)
         return x.reshape(B * T, D).index_copy(0, index, values).reshape(B, T, D)
 
     def image_tokens(self, device: torch.device | None = None) -> torch.Tensor:
-        """(sum of P + h*w,) long: the flat (row * T + column) indices of every image's tokens, prefix first, images in
-        input order (``unpack``)."""
+        """Flat indices of every image's tokens, prefix first, images in input order."""
 
         def build(dev: torch.device) -> torch.Tensor:
             prefix, prefix_image = self._prefix_tokens()
@@ -305,8 +265,7 @@ class TokenLayout:
         return self._cached('images', device, build)
 
     def unpack(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """(B, T, ...) -> per image, in input order, its (P + h*w, ...) tokens: prefix first, then patches. One
-        gather (its backward one scatter), then views."""
+        """(B, T, ...) -> per image, in input order, its (P + h*w, ...) tokens, prefix first."""
         flat = x.reshape(self.num_rows * self.length, *x.shape[2:])[self.image_tokens(x.device)]
         return list(flat.split([self.prefix_per_image + h * w for h, w in self.grids]))
 
@@ -317,10 +276,8 @@ def add_per_grid(
     fn: Callable[[torch.Tensor], torch.Tensor],
     source: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``x`` (B, T, C) plus, on each image's patch tokens, ``fn`` of that image's tokens of ``source`` (default
-    ``x``; same shape) laid out on its grid: ``fn`` maps (n, C, h, w), the n images of one size, to the same shape.
-    Padding and prefix tokens keep their value; no image sees another's tokens (a conv's zero padding is each
-    image's own border)."""
+    """``x`` (B, T, C) plus, on each image's patch tokens, ``fn`` ((n, C, h, w) -> same shape) of that image's
+    ``source`` tokens on its grid; prefix and padding keep their value, and no image sees another's tokens."""
     B, T, C = x.shape
     flat = x.reshape(B * T, C)
     src = flat if source is None else source.reshape(B * T, C)
@@ -339,14 +296,9 @@ def add_per_grid(
 def make_layout(
     grids: Sequence[tuple[int, int]], prefix_per_image: int, mode: str = 'pad', capacity: int | None = None
 ) -> TokenLayout:
-    """The layout of images with token ``grids`` (h, w), in input order, each with ``prefix_per_image`` prefix
-    tokens.
-
-    ``mode='pad'``: one image per row, T = the longest image's P + h*w. ``mode='pack'``: first-fit of the images by
-    decreasing token count (ties in input order) into rows of ``capacity`` + P tokens, each image taking its P + h*w
-    (``capacity`` None: the longest image's h*w), T = the fullest row; an image of more than ``capacity`` patch
-    tokens is an error.
-    """
+    """The layout of images with token ``grids`` (h, w), each with ``prefix_per_image`` prefix tokens. ``pad``: one
+    image per row. ``pack``: first-fit by decreasing token count into rows of ``capacity`` + P tokens (None: the
+    longest image's h*w); an image larger than ``capacity`` raises ValueError."""
     if mode not in MODES:
         raise ValueError(
             f'mixed_sizes must be one of {list(MODES)} (padding to the longest image, or packing), got {mode!r}'

@@ -1,14 +1,5 @@
-"""Optional dependencies, imported where they are used.
-
-open3d serves only the point-cloud and mesh side: reading point-cloud files (``vispe.datasets.pointfiles``), the
-Primitives3D, ModelNet40 and MultiViewScenes data sets and the farthest-point-sampling benchmark
-(``vispe.bench.fps``). ``pip install vispe`` leaves it out; ``pip install 'vispe[3d]'`` (or ``[points]``,
-``[cameras]``) adds it. ``import vispe``, ``vispe.datasets`` (whose 3D data sets stay registered), the 2D models,
-data sets, training, sweeps and benchmarks, and ``tools/gpu_check.sh`` run on machines without it (a GPU machine's
-own Python often lacks it): those modules import open3d inside the functions that need it, after ``require_open3d``
-has turned a missing install into ``MissingExtra``, one line that names the extra to install. The ``vispe``
-command prints that line alone (``vispe.cli.main``).
-"""
+"""Optional dependencies: open3d (``pip install 'vispe[3d]'``), imported only inside the functions that need it, after
+``require_open3d``."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
-"""Token positions, computed once per forward pass by a backbone and handed to every encoding, and position
-samplers that replace them in training (``POSITION_SAMPLERS``: ``rpe2d``, ``fuzzy``).
-
-An encoding never guesses a grid from a token count: it reads ``Positions``.
-
-Traced models (``torch.fx.symbolic_trace``, ``torch.export`` with dynamic sizes, ``torch.compile`` with dynamic
-shapes): the grid (h, w) then holds symbolic sizes (FX Proxies, SymInts) instead of ints, ``is_symbolic`` says so.
-Such positions get ``key=None``, so no table cache is ever keyed on (or filled with) a symbolic size, and the
-tables are computed in the graph, at the size of each call. Where a table needs the sizes as ints, the work is a
-``torch.fx.wrap`` leaf function (``sizes_tensor`` here), which an FX graph calls at run time with the concrete
-sizes; those leaves are TorchScript-compatible, so an FX graph of the model can be scripted.
-"""
+"""Token positions, computed once per forward pass by a backbone and handed to every encoding, and the training-time
+position samplers (``rpe2d``, ``fuzzy``). Traced (symbolic) sizes get ``key=None``: nothing is cached on them."""
 
 from __future__ import annotations
 
@@ -26,20 +16,17 @@ from vispe.geometry import check_cameras
 from vispe.layout import TokenLayout
 from vispe.registry import POSITION_SAMPLERS
 
-#: what a size is while a model is traced instead of run: an FX Proxy (symbolic tracing) or a SymInt (torch.export,
-#: torch.compile with dynamic shapes)
+#: a size while a model is traced: FX Proxy (symbolic tracing), SymInt (torch.export, dynamic torch.compile)
 _SYMBOLIC = (torch.fx.Proxy, torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
 def is_symbolic(*values: Any) -> bool:
-    """True when any of ``values`` is a traced stand-in (an FX Proxy or a SymInt) rather than a concrete number or
-    tensor: Python may then not branch on it, hash it, or turn it into an int without baking one size in."""
+    """True when any of ``values`` is a traced stand-in (FX Proxy, SymInt), which Python may not branch on or hash."""
     return any(isinstance(v, _SYMBOLIC) for v in values)
 
 
 def autocast_off(x: torch.Tensor):
-    """``torch.autocast(x.device.type, enabled=False)``, for float32 sections; a null context while FX traces, where
-    ``x.device`` is unknown (a Proxy) and FX would not record a context manager anyway."""
+    """Autocast disabled on ``x``'s device, for float32 sections; a null context while FX traces."""
     if isinstance(x, torch.fx.Proxy):
         return contextlib.nullcontext()
     return torch.autocast(x.device.type, enabled=False)
@@ -47,27 +34,19 @@ def autocast_off(x: torch.Tensor):
 
 @torch.fx.wrap
 def sizes_tensor(sizes: list[int], device: torch.device | None) -> torch.Tensor:
-    """The (ndim,) float32 tensor of per-axis ``sizes``. An FX leaf: ``torch.tensor`` cannot take Proxy sizes, so
-    an FX graph calls this at run time with the concrete ones (and TorchScript can compile it)."""
+    """An FX leaf: a traced graph calls it with the concrete sizes."""
     return torch.tensor(sizes, dtype=torch.float32, device=device)
 
 
 @dataclass
 class Cameras:
-    """The cameras of a multi-view forward pass and where each token sits in them (OpenCV convention, see
-    ``vispe.geometry``).
+    """The cameras of a multi-view forward pass (OpenCV convention), checked on construction (``check_cameras``).
 
     Attributes:
-        K: (B, V, 3, 3) intrinsics in pixels. cam_to_world: (B, V, 4, 4) poses.
-        view: (N,) long, the view of each non-prefix token (tokens are view-major: view 0's grid first).
-        image_size: (H, W) of every view in pixels. patch_size: pixels per token side; token (i, j) of a view
-            covers pixels [i p, (i + 1) p) x [j p, (j + 1) p).
-        depth: (B, V, h, w) camera-frame depth of the nearest surface each token sees (the minimum over its
-            patch's pixels), 0 where it sees none; None when the views came without depth maps (3DPPE reads it).
-
-    Every camera encoding reads its cameras from here, so this is where they are checked, once per forward pass:
-    a singular or non-finite K, or a pose that is not rigid (``vispe.geometry.check_cameras``, tolerance
-    ``CAMERA_TOL``), is a ValueError naming the view, not NaN tokens. Skipped while traced (torch.compile).
+        K: (B, V, 3, 3) intrinsics in pixels; cam_to_world: (B, V, 4, 4) poses.
+        view: (N,) long, the view of each non-prefix token (view-major).
+        image_size: (H, W) of every view in pixels; patch_size: pixels per token side.
+        depth: (B, V, h, w) depth of the nearest surface each token sees, 0 where none; None without depth maps.
     """
 
     K: torch.Tensor
@@ -86,7 +65,6 @@ class Cameras:
 
     @property
     def grid(self) -> tuple[int, int]:
-        """The (h, w) token grid of one view."""
         return self.image_size[0] // self.patch_size, self.image_size[1] // self.patch_size
 
     def per_token(self, per_view: torch.Tensor) -> torch.Tensor:
@@ -99,38 +77,16 @@ class Positions:
     """Where the tokens of one forward pass sit.
 
     Attributes:
-        coords: (N, ndim) or (B, N, ndim) float coordinates of the N non-prefix tokens. Images use
-            token-grid units in (row, col) order; point clouds use the data's metric unit.
-        grid: (h, w) when the N tokens form a row-major grid, (t, h, w) for a video's tubelets (``video_positions``),
-            else None. Conv encodings need it.
+        coords: (N, ndim) or (B, N, ndim) non-prefix token coordinates: (row, col) in grid cells, or points' units.
+        grid: (h, w) for a row-major token grid, (t, h, w) for a video's tubelets, else None.
         num_prefix: cls / register tokens in front of the N tokens; they carry no position.
-        cameras: ``Cameras`` for camera encodings (view index, K, cam-to-world, image size), or None.
-        key: a hashable naming ``coords`` when they are a deterministic function of the grid (so encodings
-            may cache tables derived from them); None when coords vary per call (e.g. sampled positions).
-        extent: per axis, the integer range [0, extent) the coordinates were drawn from when it is larger than
-            the grid (rpe2d's enlarged range L); None: the grid itself.
-        layout: for a batch of images of different sizes, where each image's tokens sit (``vispe.layout``); then
-            ``coords`` are (B, T, 2) for every token of each row, in the token's own image (0 on prefix and
-            padding), ``grid`` is None and ``num_prefix`` 0: each image's prefix tokens sit inside the row, at the
-            front of its segment (``layout.patch_mask`` is False there). None: every sample shares the token
-            layout.
-        spacing: per axis, the distance in coordinate units between neighbouring tokens of the grid, when it is not
-            1: a video's time between tubelets, in the unit of the training clips' (2 for a clip at half their frame
-            rate, so that its tokens sit at the times of the training clips' even tubelets). The coordinates
-            already include it; ``span`` multiplies the grid by it. A property of the data, not of the encoding.
-        noise_level: the diffusion time of this forward pass in [0, 1] (1: pure noise, 0: data), () or (B,) float,
-            for strategies that follow it (DyPE's ``dype_ntk``, ``dype_yarn``); set by the DiT from its sampler
-            (``DiffusionModel``), None elsewhere.
-        draws: random values of this forward pass that every layer's encoding must share, by name (rope_dinov3's
-            coordinate augmentation: one draw per forward pass, as in DINOv3, not one per layer). The positions are
-            made anew for each forward pass, and so is this dict; ``dataclasses.replace`` (a position sampler)
-            keeps it.
-        aux_losses: auxiliary training losses the encodings computed in this forward pass, by name (3DPPE's depth
-            loss); a backbone that has them hands them to its task (``MultiViewTransformer.forward_with_losses``).
-            Not an argument, and empty in a new ``dataclasses.replace``.
-        tables: what the layers' encodings derive from these positions alone and share within the forward pass,
-            by name (2D ALiBi's bias, rope_dinov3's augmented table). Not an argument: ``dataclasses.replace`` (new
-            coordinates) starts an empty dict, so nothing derived from other coordinates is ever read.
+        key: a hashable naming ``coords`` when the grid determines them (tables may be cached on it), else None.
+        extent: per axis, the range [0, extent) the coordinates were drawn from when larger than the grid (rpe2d).
+        layout: a mixed-size batch's ``TokenLayout``; then ``coords`` are (B, T, 2), ``grid`` None, ``num_prefix`` 0.
+        spacing: per axis, the distance between neighbouring grid tokens when not 1 (a video's time); in ``coords``.
+        noise_level: the diffusion time in [0, 1] (1: pure noise), () or (B,), set by the DiT; else None.
+        draws: random values all layers share within the pass, kept by ``dataclasses.replace``; ``aux_losses`` and
+            ``tables`` (what the layers share in the pass) are not arguments and start empty in a replace.
     """
 
     coords: torch.Tensor
@@ -153,16 +109,10 @@ class Positions:
 
     @property
     def span(self) -> tuple[float, ...] | None:
-        """Per axis, how many integer positions the coordinates range over: ``extent`` when set, else ``grid`` (times
-        ``spacing`` when set). Encodings on normalised coordinates divide by it, so rpe2d's training positions and
-        the plain grid of the largest served size land on the same [0, 1] values."""
         return self.extent if self.extent is not None else self.grid_span
 
     @property
     def grid_span(self) -> tuple[float, ...] | None:
-        """Per axis, the grid's extent in coordinate units: ``grid`` times ``spacing`` (a video at half the training
-        frame rate spans twice its tubelets in time), the grid itself without spacing; None without a grid. What
-        the rotary strategies compare with the training grid."""
         if self.grid is None or self.spacing is None:
             return self.grid
         return tuple(g * s for g, s in zip(self.grid, self.spacing))
@@ -183,9 +133,7 @@ class Positions:
         return (self.key, self.num_prefix, self.coords.device, *extra)
 
     def span_tensor(self) -> torch.Tensor:
-        """``span`` as an (ndim,) float32 tensor on the coordinates' device, also when the sizes are symbolic (an FX
-        graph computes it at run time through the leaf ``sizes_tensor``). In a mixed batch without an extent, each
-        token's own grid: (B, T, ndim)."""
+        """``span`` as an (ndim,) float32 tensor, also for symbolic sizes; (B, T, ndim) in a mixed batch."""
         if self.layout is not None and self.extent is None:
             return self.layout.token_grid(self.coords.device)
         sizes = self.extent if self.extent is not None else self.grid
@@ -198,20 +146,17 @@ class Positions:
 
 
 def lattice_coords(sizes: Sequence[int], device: torch.device | None = None) -> torch.Tensor:
-    """(prod(sizes), len(sizes)) float32 integer coordinates of a grid of any dimension, row-major (the last axis
-    fastest)."""
+    """(prod(sizes), len(sizes)) float32 integer coordinates of a grid, row-major."""
     axes = [torch.arange(n, device=device, dtype=torch.float32) for n in sizes]
     return torch.stack(torch.meshgrid(*axes, indexing='ij'), dim=-1).reshape(-1, len(sizes))
 
 
 def grid_coords(h: int, w: int, device: torch.device | None = None) -> torch.Tensor:
-    """(h*w, 2) float32 (row, col) integer coordinates of an h x w grid, row-major."""
     return lattice_coords((h, w), device)
 
 
 def grid_positions(h: int, w: int, num_prefix: int = 0, device: torch.device | None = None) -> Positions:
-    """Positions of an h x w token grid with ``num_prefix`` prefix tokens in front. Symbolic sizes (a traced model)
-    get ``key=None``: caches are keyed on concrete ints only, and the graph builds the coordinates each call."""
+    """Positions of an h x w token grid with ``num_prefix`` prefix tokens; ``key=None`` for symbolic sizes."""
     key = None if is_symbolic(h, w) else ('grid', h, w)
     return Positions(grid_coords(h, w, device), grid=(h, w), num_prefix=num_prefix, key=key)
 
@@ -219,10 +164,7 @@ def grid_positions(h: int, w: int, num_prefix: int = 0, device: torch.device | N
 def video_positions(
     t: int, h: int, w: int, num_prefix: int = 0, time_spacing: float = 1.0, device: torch.device | None = None
 ) -> Positions:
-    """Positions of a t x h x w grid of tubelets (time-major: frame 0's h x w tokens first) with ``num_prefix``
-    prefix tokens in front: coordinates (t * h * w, 3) in (time, row, col) order, time in units of the training
-    clips' tubelets (``time_spacing`` between neighbours: 2 for a clip at half the training frame rate), grid
-    (t, h, w). Symbolic sizes get ``key=None``, as in ``grid_positions``."""
+    """Positions of a t x h x w grid of tubelets, time-major, (time, row, col), ``time_spacing`` (> 0) apart in time."""
     if not time_spacing > 0:
         raise ValueError(f'time_spacing must be > 0 (the time between tubelets), got {time_spacing!r}')
     coords = lattice_coords((t, h, w), device)
@@ -234,29 +176,18 @@ def video_positions(
 
 
 def sorted_subsets(batch_size: int, count: int, limit: int, generator=None, device=None) -> torch.Tensor:
-    """(B, count) float32: per row, ``count`` distinct integers drawn uniformly from [0, limit), sorted.
-
-    The top-``count`` of ``limit`` uniform scores is a uniformly random subset of that size.
-    """
+    """(B, count) float32: per row, ``count`` distinct integers drawn uniformly from [0, limit), sorted."""
     scores = torch.rand(batch_size, limit, generator=generator, device=device)
     return scores.topk(count, dim=-1).indices.sort(dim=-1).values.float()
 
 
 @POSITION_SAMPLERS.register_module(name='rpe2d')
 class RPE2D:
-    """RPE-2D, randomized 2D positions for resolution generalisation (as described in ENCODINGS.md, "Position
-    samplers"): in training, an h x w grid gets h sorted distinct row positions and w sorted distinct column
-    positions drawn uniformly from the enlarged integer range [0, L) of each axis, independently per axis and per
-    sample, so that every position of the largest grid to be served is seen in training. At evaluation the backbone
-    does not call it and the plain grid positions are used.
+    """RPE-2D: in training an h x w grid gets h sorted distinct rows and w sorted distinct columns drawn uniformly
+    from [0, L) per axis and sample; evaluation uses the plain grid. ``grid`` is kept for grid encodings.
 
     Args:
         max_grid: (H_max, W_max), L per axis: the largest token grid to be served.
-
-    ``__call__(pos, batch_size, generator=None)``: grid positions -> per-sample coords (B, h*w, 2) (row, col),
-    ``key=None`` (nothing may cache them); ``grid``, ``num_prefix`` and ``cameras`` are kept, so encodings that
-    work on the image grid (ape_learned's table, peg / lepe convs) see the image grid, while coordinate encodings
-    (rope_*, ape_sincos, lff, irpe buckets) see the sampled positions.
     """
 
     def __init__(self, max_grid: Sequence[int]) -> None:
@@ -268,7 +199,7 @@ class RPE2D:
         return f'RPE2D(max_grid={self.max_grid})'
 
     def check(self, grid: tuple[int, ...] | None) -> tuple[int, int]:
-        """The (h, w) grid, after checking that L >= the grid on each axis."""
+        """The (h, w) grid; raises ValueError unless L >= the grid on each axis."""
         if grid is None:
             raise ValueError('rpe2d samples positions for a token grid, but these positions have no grid')
         if len(grid) != 2:
@@ -299,7 +230,6 @@ class RPE2D:
         )
 
     def sample_layout(self, pos: Positions, generator: torch.Generator | None = None) -> Positions:
-        """A mixed batch (``pos.layout``): each image's rows and columns drawn as for its own grid."""
         layout = pos.layout
         assert layout is not None
         device = generator.device if generator is not None else pos.coords.device
@@ -316,23 +246,11 @@ class RPE2D:
 
 @POSITION_SAMPLERS.register_module(name='fuzzy')
 class FuzzyPositions:
-    """ViTAR's fuzzy positions (Fan et al. 2024, "ViTAR: Vision Transformer with Any Resolution"): in training, each
-    token's (row, col) grid coordinate gets an offset drawn uniformly from [-radius, radius) on each axis,
-    independently per token and per sample, so that it lands anywhere in its own cell (radius 1/2, ViTAR's);
-    evaluation (the backbone does not call a sampler then) uses the exact grid.
-
-    With ape_learned's ``grid_sample`` strategy the learned table is then read between its entries at the jittered
-    points (ViTAR's fuzzy positional encoding); coordinate encodings (ape_sincos, rope_*, lff) see the jittered
-    coordinates as they are. ape_learned's resampling strategies (bicubic, ...) read the grid, not the coordinates,
-    so with them this sampler leaves ape_learned unchanged.
+    """ViTAR's fuzzy positions (Fan et al. 2024): in training each patch token moves by an offset drawn uniformly
+    from [-radius, radius) per axis, token and sample; evaluation uses the exact grid.
 
     Args:
-        radius: half-width of the uniform offset per axis, in cells, in (0, 0.5].
-
-    ``__call__(pos, batch_size, generator=None)``: grid positions -> per-sample coords (B, N, 2) (row, col),
-    ``key=None`` (nothing may cache them); ``grid``, ``num_prefix``, ``extent`` and ``cameras`` are kept. In a mixed
-    batch (``pos.layout``) the patch tokens alone are jittered (prefix and padding keep coordinate 0). Cost: one
-    (B, N, 2) uniform draw per training step.
+        radius: half-width of the offset in cells, in (0, 0.5].
     """
 
     def __init__(self, radius: float = 0.5) -> None:
@@ -363,9 +281,7 @@ PositionSampler = Callable[..., Positions]
 def build_position_sampler(
     spec: None | dict[str, Any] | PositionSampler, grid: tuple[int, int] | None = None
 ) -> PositionSampler | None:
-    """None -> None; a config dict (``dict(type='rpe2d', max_grid=(16, 16))``) -> built from POSITION_SAMPLERS;
-    a callable ``(pos, batch_size) -> Positions`` is used as is. With ``grid``, the model's token grid at its
-    img_size, a sampler with a ``check(grid)`` (rpe2d) is checked now, at build, not in the first training step."""
+    """A sampler from None, a config dict or a callable ``(pos, batch_size) -> Positions``, checked on ``grid``."""
     if spec is None:
         return None
     if isinstance(spec, dict):

@@ -1,11 +1,6 @@
-"""vispe's registries: children of mmengine's root registries, in scope ``vispe``.
-
-Each child names the package that fills it (``locations=``), so a config that says
-``type='ImageClassifier'`` works even when nothing imported ``vispe.tasks`` beforehand.
-
-Models built through vispe's MODELS have their config keys checked first: a misspelled argument is refused
-naming the closest valid one, instead of Python's bare "unexpected keyword argument".
-"""
+"""vispe's registries: children of mmengine's root registries, in scope ``vispe``. Each names the package that fills it
+(``locations=``), so a config's ``type`` resolves without a prior import. Models built through MODELS have their
+config keys checked first: an unknown one is a TypeError naming the closest."""
 
 from __future__ import annotations
 
@@ -31,13 +26,8 @@ def closest(name: str, choices: Sequence[str]) -> str:
 
 
 def accepted_arguments(target: Callable) -> set[str] | None:
-    """The keyword arguments a class or function takes, or None when it forwards ``**kwargs`` somewhere that
-    cannot be followed (and so takes anything as far as a check can tell).
-
-    ``**kwargs`` is followed to where it goes: for a class, up its bases' ``__init__`` until one takes no
-    ``**kwargs`` (VisionTransformerPE -> timm's VisionTransformer); for a function, to the class its return
-    annotation names (``dit_preset`` -> DiT).
-    """
+    """The keyword arguments a class or function takes, or None when it forwards ``**kwargs`` where no check can
+    follow (``**kwargs`` is followed up a class's bases, and for a function to the class its return type names)."""
     if inspect.isclass(target):
         chain = [vars(cls)['__init__'] for cls in target.__mro__ if '__init__' in vars(cls)]
     else:
@@ -63,8 +53,7 @@ def accepted_arguments(target: Callable) -> set[str] | None:
 
 
 def check_arguments(target: Callable, keys: Iterable[str], owner: str) -> None:
-    """TypeError naming the closest valid argument for each of ``keys`` (config keys, ``type`` aside) that
-    ``target`` does not take; nothing when it takes them all or takes any ``**kwargs``."""
+    """TypeError naming the closest valid argument for each of ``keys`` that ``target`` does not take."""
     accepted = accepted_arguments(target)
     if accepted is None:
         return
@@ -76,7 +65,6 @@ def check_arguments(target: Callable, keys: Iterable[str], owner: str) -> None:
 
 
 def _build_model(cfg: Any, registry: Registry, default_args: dict | None = None) -> Any:
-    """mmengine's model build function, after checking each config's keys against its class."""
     for one in cfg if isinstance(cfg, list) else [cfg]:
         obj_type = one.get('type') if isinstance(one, dict) else None
         target = registry.get(obj_type) if isinstance(obj_type, str) else obj_type

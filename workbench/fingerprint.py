@@ -25,6 +25,7 @@ from hypothesis import strategies as st  # noqa: E402
 from test_fuzz import IMAGE, VIDEO, build_case, fuzz, video_case  # noqa: E402
 
 import vispe  # noqa: E402
+from vispe.backbones import VideoTransformer  # noqa: E402
 from vispe.backbones.dit import DiT  # noqa: E402
 from vispe.encodings.build import encoding_class  # noqa: E402
 from vispe.encodings.rotary_scaling import DYPE_STRATEGIES  # noqa: E402
@@ -107,6 +108,36 @@ def strategy_cases(store: dict, name: str) -> None:
             record(store, f'{name}/strategy/{strategy}/{size}', model, model(x))
 
 
+def video_strategy_cases(store: dict, name: str) -> None:
+    cls = encoding_class(name)
+    if name not in VIDEO or not cls.strategies:
+        return
+    for strategy in cls.strategies:
+        torch.manual_seed(0)
+        model = VideoTransformer(
+            num_classes=3,
+            encoding=name,
+            img_size=(8, 8),
+            num_frames=4,
+            patch_size=2,
+            tubelet_size=2,
+            embed_dim=48,
+            depth=2,
+            num_heads=2,
+        ).eval()
+        for enc in model.modules():
+            if isinstance(enc, vispe.Encoding) and type(enc).strategies:
+                enc.strategy = strategy
+        for frames, size in ((4, 8), (8, 8), (4, 16), (12, 12)):
+            x = torch.randn(2, 3, frames, size, size, generator=torch.Generator().manual_seed(frames * size))
+            try:
+                out = model(x)
+            except ValueError:
+                store[f'{name}/video-strategy/{strategy}/{frames}x{size}/refused'] = torch.zeros(0)
+                continue
+            record(store, f'{name}/video-strategy/{strategy}/{frames}x{size}', model, out)
+
+
 def dit_cases(store: dict, name: str) -> None:
     cls = encoding_class(name)
     if name not in IMAGE:
@@ -136,6 +167,7 @@ def fingerprint() -> dict:
     for name in vispe.list_encodings():
         fuzz_cases(store, name)
         strategy_cases(store, name)
+        video_strategy_cases(store, name)
         dit_cases(store, name)
         print(f'{name}: {sum(k.startswith(name + "/") for k in store)} tensors', flush=True)
     return store

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,9 +25,88 @@ def encoding_count() -> str:
     return str(len(vispe.list_encodings()))
 
 
+def _code(names: Iterable[str]) -> str:
+    return ', '.join(f'`{n}`' for n in names)
+
+
+def encoding_capabilities() -> str:
+    """One row per registered encoding: its file, hooks, attention path, strategies, parameters kept out of weight
+    decay and TorchScript (the timm ViT's FX graph scripts for every encoding that backbone serves)."""
+    import vispe
+    from vispe.encodings.base import HOOKS, attention_path
+    from vispe.encodings.build import encoding_class
+
+    scriptable = set(vispe.list_encodings(ndim=2))  # what VisionTransformerPE serves (tests/test_trace_export.py)
+    rows = [
+        '| name | file | hooks | attention path | resolution strategies | no weight decay | TorchScript |',
+        '|---|---|---|---|---|---|---|',
+    ]
+    for name in vispe.list_encodings():
+        cls = encoding_class(name)
+        hooks = [h + (' (by option)' if h in cls.option_hooks else '') for h in HOOKS if h in cls.hooks()]
+        strategies = [
+            f'`{s}`' + (' (default)' if i == 0 else ' (opt-in)' if s in cls.opt_in_strategies else '')
+            for i, s in enumerate(cls.strategies)
+        ]
+        decay = _code(cls.no_weight_decay_params) or '-'
+        if cls.weight_decay_note:
+            decay += f': {cls.weight_decay_note}'
+        cells = [
+            f'`{name}`',
+            f'{cls.__module__.rsplit(".", 1)[-1]}.py',
+            ', '.join(hooks),
+            attention_path(cls),
+            ', '.join(strategies) or '-',
+            decay,
+            'FX graph' if name in scriptable else '-',
+        ]
+        rows.append('| ' + ' | '.join(cells) + ' |')
+    return '\n' + '\n'.join(rows) + '\n'
+
+
+def hook_table() -> str:
+    """``HOOK_TABLE``, the hook contract, in call order."""
+    from vispe.encodings.base import HOOK_TABLE
+
+    rows = ['| hook | signature | called | per layer |', '|---|---|---|---|']
+    for hook in HOOK_TABLE.values():
+        rows.append(f'| `{hook.name}` | `{hook.signature}` | {hook.call_point} | {"yes" if hook.attention else "-"} |')
+    return '\n' + '\n'.join(rows) + '\n'
+
+
+def timm_name_count() -> str:
+    import vispe
+
+    return str(len(vispe.TIMM_NAMES))
+
+
+def hook_count() -> str:
+    from vispe.encodings import HOOK_TABLE
+
+    return str(len(HOOK_TABLE))
+
+
+def layer_diagram() -> str:
+    from workbench import layers
+
+    return layers.diagram()
+
+
+def layer_table() -> str:
+    from workbench import layers
+
+    return layers.table()
+
+
 #: section name -> a function returning its text
 SECTIONS: dict[str, Callable[[], str]] = {
     'encoding-count': encoding_count,
+    'encoding-capabilities': encoding_capabilities,
+    'hook-table': hook_table,
+    'timm-name-count': timm_name_count,
+    'hook-count': hook_count,
+    'layer-diagram': layer_diagram,
+    'layer-table': layer_table,
 }
 
 

@@ -1,10 +1,5 @@
-"""Backbones that take vispe encodings.
-
-``base`` (the forward protocol every backbone shares, and building its encodings), ``common`` (the checks of
-arguments and inputs), ``vit`` / ``dit`` / ``point`` / ``multiview`` / ``video`` (the backbones), ``mixed_sizes``
-(the ViT on a list of images of several sizes) and ``timm_interop`` (``create_model``, timm names and their
-registration, timm's Eva models, weights), which imports the ViT and is never imported by it.
-"""
+"""Backbones that take vispe encodings: ``base`` (the shared forward protocol), ``common`` (checks), the backbones
+(``vit``, ``dit``, ``point``, ``multiview``, ``video``), ``mixed_sizes`` and ``timm_interop``."""
 
 from vispe.backbones.base import PEBlock, build_backbone_encodings
 from vispe.backbones.dit import DIT_SIZES, DiT, dit

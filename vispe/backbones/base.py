@@ -1,9 +1,5 @@
-"""What every vispe backbone is built on: its encodings built from a spec (checked first, split into model-level and
-per-layer), its pre-norm blocks on vispe's attention, what it says about its encodings (``EncodingHost``: names,
-optimizer groups) and the forward protocol all of them follow (``PEBackbone``: tokens with their positions, then
-each block with the positions, each followed by the after_block hooks). The hook contract is
-``vispe.encodings.base.HOOK_TABLE``; ``vispe.encodings.stack.EncodingStack`` calls the hooks.
-"""
+"""What every vispe backbone is built on: encodings built from a checked spec, pre-norm blocks on vispe's attention,
+``EncodingHost`` and the forward protocol ``PEBackbone``. The hook contract is ``vispe.encodings.base.HOOK_TABLE``."""
 
 from __future__ import annotations
 
@@ -17,7 +13,6 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from vispe.attention import Attention
-from vispe.checks import one_build
 from vispe.encodings.base import Encoding, check_heads
 from vispe.encodings.build import EncodingSpec, build_encoding, encoding_class, list_encodings, normalize_spec
 from vispe.encodings.stack import EncodingStack
@@ -27,22 +22,19 @@ from vispe.positions import Positions
 def backbone_encodings(
     ndim: int = 2, cameras: bool = False, hooks: frozenset[str] | None = None, grid: bool = True
 ) -> list[str]:
-    """Names of the encodings a backbone accepts: those for ``ndim``-D positions, camera ones only with ``cameras``,
-    grid ones only with ``grid`` (tokens on a lattice, not points), and with ``hooks``, only those whose hooks are
-    all among them."""
+    """Names of the encodings a backbone for ``ndim``-D positions accepts, given ``cameras``, ``grid`` and ``hooks``."""
     names = list_encodings(ndim, cameras, grid)
     return names if hooks is None else [n for n in names if required_hooks(n) <= hooks]
 
 
 def required_hooks(name: str) -> frozenset[str]:
-    """The hooks encoding ``name`` needs whatever its options: its class's, less those only an option switches on
-    (``Encoding.option_hooks``)."""
+    """The hooks encoding ``name`` needs whatever its options (its class's, less ``option_hooks``)."""
     cls = encoding_class(name)
     return cls.hooks() - cls.option_hooks
 
 
 def position_kind(ndim: int, grid: bool) -> str:
-    """What a backbone's positions are, in words: image token grids, point clouds, video token grids."""
+    """What a backbone's positions are, in words."""
     kinds = {(2, True): 'image token grids', (3, False): 'point clouds', (3, True): 'video token grids'}
     return kinds.get((ndim, grid), f'{ndim}D positions')
 
@@ -83,8 +75,7 @@ def rotary_encodings(names: Sequence[str]) -> list[str]:
 
 
 def check_one_rotation(names: Sequence[str], backbone: str) -> None:
-    """ValueError naming the encodings when more than one of ``names`` rotates q and k: each rotates the same
-    channels, so the second would turn the first's relative positions into something neither encoding defines."""
+    """ValueError when more than one of ``names`` rotates q and k (they would rotate the same channels twice)."""
     rotary = rotary_encodings(names)
     if len(rotary) > 1:
         raise ValueError(
@@ -94,7 +85,6 @@ def check_one_rotation(names: Sequence[str], backbone: str) -> None:
         )
 
 
-@one_build()
 def build_backbone_encodings(
     spec: EncodingSpec,
     dim: int,
@@ -110,17 +100,10 @@ def build_backbone_encodings(
 ) -> tuple[nn.ModuleDict, list[nn.ModuleDict]]:
     """Build ``spec`` (a name, a config dict or a list of them) for a ``depth``-block backbone.
 
-    Returns (model_level, per_layer): one ModuleDict of the encodings with embed / after_block hooks, shared by
-    the model, and ``depth`` ModuleDicts (one per attention layer, built with ``layer_index=i``) of those with
-    attention hooks. Before building anything, a width not divisible by ``num_heads`` raises ValueError, and so
-    does an encoding ``backbone`` (its name, for the messages) cannot serve: one not meant for ``ndim``-D
-    positions, a grid encoding when its tokens form no grid (``grid=False``: points), a camera encoding when the
-    backbone supplies no cameras (``cameras=False``), one using hooks
-    outside ``hooks`` (None: any), the message listing those it accepts; and so do two encodings that both rotate
-    q and k.
-    Each encoding receives the backbone context it names: dim, num_heads, ndim, grid_size (the
-    training token grid), depth and ``extra_context`` (the multi-view transformer's patch_size). Keys are the
-    registry names.
+    Returns one ModuleDict of the model-level encodings (embed / after_block hooks) and ``depth`` of the per-layer ones
+    (built with ``layer_index=i``), keyed by registry name. Raises ValueError before building for a width not divisible
+    by ``num_heads``, an encoding ``backbone`` cannot serve, or two rotary encodings. Each encoding gets the context it
+    names: dim, num_heads, ndim, grid_size (the training grid), depth and ``extra_context``.
     """
     check_heads(dim, num_heads, backbone)
     cfgs = normalize_spec(spec)
@@ -148,8 +131,7 @@ def build_backbone_encodings(
 
 
 class PEBlock(Block):
-    """timm's pre-norm Block whose attention receives the positions, and whose normalised attention input goes
-    through ``attn_input`` when the backbone passes one (the encodings' ``attn_input`` hook for this block)."""
+    """timm's pre-norm Block whose attention takes the positions; ``attn_input`` transforms its normalised input."""
 
     attn: Attention
 
@@ -173,8 +155,8 @@ class PEBlock(Block):
 def pe_blocks(
     embed_dim: int, num_heads: int, mlp_ratio: float, drop_path_rate: float, per_layer: list[nn.ModuleDict]
 ) -> nn.ModuleList:
-    """Pre-norm blocks on vispe's attention, one per entry of ``per_layer`` (that layer's encodings), with drop
-    path rising linearly to ``drop_path_rate``: the blocks of the point and multi-view transformers."""
+    """Pre-norm blocks on vispe's attention, one per ``per_layer`` entry, drop path rising linearly to
+    ``drop_path_rate``."""
     rates = torch.linspace(0, drop_path_rate, len(per_layer)).tolist()
     blocks = nn.ModuleList()
     for rate, encodings in zip(rates, per_layer):
@@ -186,15 +168,11 @@ def pe_blocks(
 
 
 class EncodingHost(nn.Module):
-    """What a vispe backbone says about its encodings, for backbones that keep model-level encodings in ``self.pe``
-    and per-layer ones in ``self.blocks[i].attn.pe`` (``PEBackbone`` adds the forward protocol).
+    """What a backbone says about its encodings: model-level ones in ``self.pe``, per-layer ones in
+    ``blocks[i].attn.pe``.
 
-    It also says how the optimizer should treat each parameter, from one declaration so that timm's
-    ``create_optimizer_v2`` and vispe's mmengine constructor (``vispe.engine.optim``) cannot disagree:
-    ``no_weight_decay()`` collects the backbone's tokens and tables (``own_no_weight_decay``) and every encoding's
-    declared ``no_weight_decay_params``; ``group_matcher()`` (timm's contract) and ``layer_id()`` (BEiT's numbering)
-    put the stem (``stem_prefixes``, plus the model-level encodings ``pe``) in layer 0 and each block, with its
-    per-layer encodings, in its own layer.
+    It declares, once for timm's and vispe's optimizer builders, the parameters without weight decay and the layers of
+    layer-wise decay (the stem and ``pe``, then each block with its per-layer encodings).
     """
 
     #: parameter-name prefixes of the stem besides ``pe``: the embeddings before the first block
@@ -224,8 +202,7 @@ class EncodingHost(nn.Module):
 
     @property
     def encoding_stack(self) -> EncodingStack:
-        """The model-level encodings (``self.pe``) as an ``EncodingStack``: the backbone's ``embed`` and
-        ``after_block`` phases go through it (each attention has its own, over its per-layer ``pe``)."""
+        """The model-level encodings as an ``EncodingStack``, which runs the ``embed`` and ``after_block`` phases."""
         return EncodingStack(self.pe)
 
     def encodings(self) -> Iterator[tuple[str, nn.Module]]:
@@ -237,9 +214,8 @@ class EncodingHost(nn.Module):
     # --- optimizer groups -------------------------------------------------------------------------------------------
     @torch.jit.ignore
     def no_weight_decay(self) -> set[str]:
-        """Full names of the parameters that take no weight decay besides the 1-D ones and biases (which the
-        optimizers exclude by rule): the tokens and tables of ``own_no_weight_decay`` the model has, and each
-        encoding's declared parameters. timm's ``create_optimizer_v2`` reads it as it is."""
+        """Full names of the parameters without weight decay besides 1-D ones and biases: ``own_no_weight_decay`` and
+        the encodings' declared ones."""
         names = {name for name, _ in self.named_parameters()}
         skip = {name for name in self.own_no_weight_decay if name in names}
         for prefix, module in self.named_modules():
@@ -253,10 +229,7 @@ class EncodingHost(nn.Module):
 
     @torch.jit.ignore
     def group_matcher(self, coarse: bool = False) -> dict[str, Any]:
-        """timm's layer grouping (``param_groups_layer_decay``, ``group_parameters``): the stem, model-level
-        encodings (``pe.*``) included, first; then each block with its per-layer encodings (``blocks.i.attn.pe.*``),
-        a final ``norm`` joining the last block (timm's convention); anything else (the head) last. Without this
-        the encodings' names match nothing and timm gives them the head's learning-rate scale."""
+        """timm's layer grouping: the stem (with ``pe``), then each block with its encodings, ``norm`` with the last."""
         return dict(stem=self._stem_pattern(), blocks=[(r'^blocks\.(\d+)', None), (r'^norm', (99999,))])
 
     @property
@@ -265,9 +238,7 @@ class EncodingHost(nn.Module):
         return len(self.attentions())
 
     def layer_id(self, name: str) -> int:
-        """BEiT's layer of parameter ``name`` (relative to the backbone): 0 for the stem and the model-level
-        encodings, i + 1 for block i and its per-layer encodings, ``num_layers + 1`` for the rest (final norm,
-        head). Its lr scale under layer decay ``rate`` is rate ** (num_layers + 1 - layer_id)."""
+        """BEiT's layer of parameter ``name``: 0 stem and ``pe``, i + 1 block i, ``num_layers + 1`` the rest."""
         block = re.match(r'blocks\.(\d+)(?:\.|$)', name)
         if block:
             return int(block.group(1)) + 1
@@ -277,15 +248,10 @@ class EncodingHost(nn.Module):
 
 
 class PEBackbone(EncodingHost):
-    """The forward protocol of a vispe backbone (a template method): ``tokens`` turns the inputs into embedded
-    tokens (B, N, D), the model-level ``embed`` hooks applied, and their ``Positions``; ``run_blocks`` runs every
-    block with the positions, each followed by the ``after_block`` hooks that name it; what comes before (input
-    checks) and after (norm, head, final layer) is the subclass's. ``encode`` is the two in order.
+    """The forward protocol: ``tokens`` (inputs -> embedded tokens (B, N, D) and ``Positions``), then ``run_blocks``.
 
-    A subclass builds its encodings with ``build_encodings`` (the shared constructor step), supplies ``tokens``,
-    and has ``blocks`` whose block ``i`` is called ``blocks[i](x, pos, *block_args)``: the positions second, then
-    what the backbone passes on (timm's attn_mask and is_causal for the ViT, the condition for DiT).
-    ``grad_checkpointing`` (timm's switch) recomputes each block in the backward pass.
+    A subclass builds its encodings with ``build_encodings``, supplies ``tokens``, and has ``blocks[i](x, pos,
+    *block_args)``.
     """
 
     #: recompute each block's activations in the backward pass (timm's ``set_grad_checkpointing`` sets it)
@@ -300,24 +266,19 @@ class PEBackbone(EncodingHost):
         grid_size: Sequence[int],
         **options: Any,
     ) -> list[nn.ModuleDict]:
-        """The constructor step every backbone shares: ``spec`` built for ``depth`` blocks by
-        ``build_backbone_encodings`` (which checks it first, naming this class in its errors; ``options`` are its
-        ndim, cameras, hooks and extra context), the model-level encodings kept in ``self.pe``. Returns the
-        per-layer ones, one ModuleDict per block, for the blocks' attentions."""
+        """``build_backbone_encodings`` of ``spec``; keeps the model-level encodings in ``self.pe``, returns the
+        per-layer ones."""
         self.pe, per_layer = build_backbone_encodings(
             spec, embed_dim, num_heads, depth, grid_size, backbone=type(self).__name__, **options
         )
         return per_layer
 
     def tokens(self, *inputs: Any) -> tuple[torch.Tensor, Positions]:
-        """Inputs -> tokens (B, N, D), the embed hooks applied, and their positions: the subclass's."""
+        """Inputs -> tokens (B, N, D), the embed hooks applied, and their positions."""
         raise NotImplementedError(f'{type(self).__name__} does not say how its inputs become tokens (tokens)')
 
     def run_block(self, i: int, x: torch.Tensor, pos: Positions, *block_args: Any) -> torch.Tensor:
-        """Block ``i`` on the tokens ``x`` with the positions and ``block_args``, gradient-checkpointed when
-        ``grad_checkpointing`` is set (in training, outside TorchScript), then the after_block hooks naming block
-        ``i``. When an encoding uses the ``attn_input`` hook, the block also gets ``attn_input=`` that hook for block
-        ``i`` (a keyword: every vispe block takes it and applies it to its normalised attention input)."""
+        """Block ``i`` (checkpointed if ``grad_checkpointing``; ``attn_input=`` if used), then the after_block hooks."""
         block = self._blocks()[i]
         stack = self.encoding_stack
         hook = stack.attn_input_fn(i, pos)  # None unless an encoding uses attn_input (LaPE)
@@ -329,7 +290,7 @@ class PEBackbone(EncodingHost):
         return stack.after_block(i, x, pos)
 
     def run_blocks(self, x: torch.Tensor, pos: Positions, *block_args: Any) -> torch.Tensor:
-        """Every block in order (``run_block``) on the tokens ``x``: (B, N, D) -> (B, N, D)."""
+        """Every block in order: (B, N, D) -> (B, N, D)."""
         for i in range(len(self._blocks())):
             x = self.run_block(i, x, pos, *block_args)
         return x
@@ -338,7 +299,7 @@ class PEBackbone(EncodingHost):
         return cast(Sequence[nn.Module], self.blocks)  # the subclass's: a ModuleList, or timm's Sequential
 
     def encode(self, *inputs: Any) -> torch.Tensor:
-        """The protocol in one call: ``tokens(*inputs)``, then ``run_blocks``: the tokens after the last block."""
+        """``tokens(*inputs)``, then ``run_blocks``."""
         x, pos = self.tokens(*inputs)
         return self.run_blocks(x, pos)
 

@@ -1,6 +1,5 @@
-"""The checks every vispe backbone shares, each in one place: of its arguments (sizes, rates, whole patches) and of
-its inputs (shape, channels, dtype); and the patch-embedding conv that works around a oneDNN fault. The forward
-protocol and the building of encodings are ``vispe.backbones.base``'s."""
+"""The checks every vispe backbone shares, of its arguments (sizes, rates, whole patches) and its inputs (shape,
+channels, dtype), and a patch-embedding conv that works around a oneDNN fault."""
 
 from __future__ import annotations
 
@@ -14,12 +13,10 @@ from timm.models import VisionTransformer
 from torch import nn
 from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 
-from vispe.checks import once_per_build
 from vispe.encodings.base import check_heads
 from vispe.positions import is_symbolic
 
 
-@once_per_build('owner')
 def check_rates(owner: str, **rates: float) -> None:
     """ValueError naming ``owner`` and the argument unless each rate is a probability in [0, 1]."""
     for name, rate in rates.items():
@@ -28,8 +25,7 @@ def check_rates(owner: str, **rates: float) -> None:
 
 
 def check_num_classes(owner: str, num_classes: Any) -> None:
-    """ValueError naming ``owner`` unless ``num_classes`` is an int >= 0 (0: no head, the features; timm's
-    convention). A negative count once built a model without a head, silently."""
+    """ValueError naming ``owner`` unless ``num_classes`` is an int >= 0 (0: no head)."""
     if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral) or num_classes < 0:
         raise ValueError(
             f'{owner}: num_classes must be an int >= 0 (0: no head, the model returns its features), got '
@@ -37,11 +33,8 @@ def check_num_classes(owner: str, num_classes: Any) -> None:
         )
 
 
-@once_per_build('owner')
 def check_size(owner: str, name: str, value: Any, pair: bool = True) -> tuple[int, int]:
-    """(H, W) from ``value``, an int or (with ``pair``) an (H, W) pair of positive ints; anything else (a string from
-    --cfg-options, a float, a bool, None, a triple) raises a ValueError naming ``owner``, the argument and the value,
-    before timm or a layer meets it."""
+    """(H, W) from ``value``, a positive int or (with ``pair``) an (H, W) pair of them; ValueError otherwise."""
     given = tuple(value) if pair and isinstance(value, (tuple, list)) else (value, value)
     if len(given) == 2 and all(
         isinstance(v, numbers.Integral) and not isinstance(v, bool) and int(v) >= 1 for v in given
@@ -51,7 +44,6 @@ def check_size(owner: str, name: str, value: Any, pair: bool = True) -> tuple[in
     raise ValueError(f'{owner}: {name} must be {expected}, got {name}={value!r}')
 
 
-@once_per_build('owner', 'alternative')
 def check_img_size(
     owner: str,
     img_size: int | Sequence[int],
@@ -59,9 +51,7 @@ def check_img_size(
     alternative: str = '',
     patch_pair: bool = True,
 ) -> None:
-    """At build: ValueError naming ``owner`` unless ``img_size`` (int or (H, W)) and ``patch_size`` (an int, or with
-    ``patch_pair`` an (H, W) pair) are sizes (``check_size``) and the image divides into whole patches
-    (``check_patch_multiple``); ``alternative`` is added to the suggested fix."""
+    """ValueError unless ``img_size`` and ``patch_size`` are sizes and the image divides into whole patches."""
     size, patch = check_size(owner, 'img_size', img_size), check_size(owner, 'patch_size', patch_size, patch_pair)
     check_patch_multiple(owner, size, patch, alternative, argument=True)
 
@@ -69,10 +59,7 @@ def check_img_size(
 def check_patch_multiple(
     owner: str, size: tuple[int, int], patch: tuple[int, int], alternative: str = '', argument: bool = False
 ) -> None:
-    """The one check that an image of ``size`` (H, W) divides into whole patches of ``patch`` (ph, pw): a
-    ValueError naming ``owner``, both sizes and the nearest multiple of the patch otherwise, ``alternative`` added to
-    the fix. ``argument``: the size is the ``img_size`` argument at build (the border would never be seen), else an
-    input's (to resize or crop)."""
+    """ValueError, suggesting the nearest multiple, unless ``size`` divides into whole patches."""
     (h, w), (ph, pw) = size, patch
     if min(h, w) < 1:
         raise ValueError(
@@ -92,10 +79,7 @@ def check_patch_multiple(
 
 
 def check_channels(owner: str, what: str, shape: Sequence[int], in_chans: int, one: bool = False) -> None:
-    """ValueError naming ``what`` (the input, image 2 of a list), its ``shape`` and the fix when its channel dimension
-    (dim 0 of one (C, H, W) image when ``one``, else dim 1 of a (B, C, H, W) batch) is not the model's ``in_chans``,
-    where the patch embedding's conv would fail with a bare shape error. A traced shape (FX, export) is not
-    checked: its sizes are symbolic."""
+    """ValueError with the fix when the channels (dim 0 with ``one``, else 1) are not ``in_chans``; traced ones pass."""
     if is_symbolic(shape):
         return
     c = shape[0] if one else shape[1]
@@ -119,8 +103,7 @@ def check_channels(owner: str, what: str, shape: Sequence[int], in_chans: int, o
 
 
 def check_image_dims(owner: str, shape: Sequence[int]) -> None:
-    """ValueError naming the shape and the fix unless an input is a (B, C, H, W) batch (an FX-traced shape, a Proxy,
-    is not checked)."""
+    """ValueError with a hint unless an input is a (B, C, H, W) batch; traced shapes pass."""
     if is_symbolic(shape) or len(shape) == 4:
         return
     hints = {
@@ -134,9 +117,7 @@ def check_image_dims(owner: str, shape: Sequence[int]) -> None:
 
 
 def check_input_dtype(owner: str, x: torch.Tensor, weight: torch.Tensor) -> None:
-    """ValueError naming ``owner``, the input's dtype, the model's and the fix when ``x`` does not match the
-    ``weight`` of the backbone's first layer, where the conv or linear would fail with a bare dtype error. Under
-    autocast, float32 and lower-precision inputs are autocast's to cast (float64 is not: it is refused too)."""
+    """ValueError with the fix when ``x``'s dtype is not ``weight``'s, unless autocast casts it (not float64)."""
     if x.dtype == weight.dtype:
         return
     if x.dtype in (torch.float32, torch.float16, torch.bfloat16) and torch.is_autocast_enabled(x.device.type):
@@ -154,8 +135,7 @@ def check_input_dtype(owner: str, x: torch.Tensor, weight: torch.Tensor) -> None
 
 
 def one_column_fault(conv: nn.Conv2d | nn.Conv3d, x: torch.Tensor) -> bool:
-    """Whether ``conv`` on ``x`` is the strided bfloat16 CPU convolution one column wide that oneDNN gets wrong in
-    torch 2.14 (``PatchConv2d``); False wherever shapes are symbolic (FX, export)."""
+    """Whether ``conv`` on ``x`` is the strided bfloat16 CPU convolution one column wide that oneDNN gets wrong."""
     if is_fx_symbolic_tracing() or torch.compiler.is_exporting():  # FX and export: shapes are symbolic
         return False
     if x.device.type != 'cpu' or x.dim() != conv.weight.dim() or conv.padding_mode != 'zeros':
@@ -172,14 +152,12 @@ def one_column_fault(conv: nn.Conv2d | nn.Conv3d, x: torch.Tensor) -> bool:
 
 
 class PatchConv2d(nn.Conv2d):
-    """``nn.Conv2d`` (same arguments, parameters and state-dict keys) for patch embeddings, working around a oneDNN
-    fault of torch 2.14 on CPU: a strided bfloat16 convolution (a bf16 model, or CPU bf16 autocast) whose output is
-    one column wide and several rows high returns values off by O(1), sometimes NaN (a 40 x 1 grid of 2 px
-    patches: max error 3.0 against float32; 0.01 with oneDNN switched off). Such inputs get one stride of zero
-    columns on the right, which leaves the first output column as it is, and the extra column is dropped. Other
-    inputs, devices and dtypes take the plain path, and so do TorchScript, FX tracing and torch.export (the check
-    reads the input's shape, which they cannot branch on at every size; what they record is plain ``nn.Conv2d``, so
-    a traced, scripted or exported bf16 CPU model keeps the fault on one-column grids)."""
+    """``nn.Conv2d`` for patch embeddings, working around a oneDNN fault of torch 2.14 on CPU.
+
+    A strided bfloat16 convolution whose output is one column wide returns wrong values, sometimes NaN; such inputs get
+    one stride of zero columns on the right, dropped from the output. TorchScript, FX and torch.export record the plain
+    convolution, so a traced bf16 CPU model keeps the fault.
+    """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not torch.jit.is_scripting():
@@ -194,8 +172,7 @@ class PatchConv2d(nn.Conv2d):
 
 
 class PatchConv3d(nn.Conv3d):
-    """``nn.Conv3d`` with ``PatchConv2d``'s workaround, for tubelet embeddings: a clip one patch column wide hits the
-    same oneDNN fault (NaN from finite frames under CPU bf16 autocast)."""
+    """``nn.Conv3d`` with ``PatchConv2d``'s workaround, for tubelet embeddings."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not torch.jit.is_scripting():
@@ -210,7 +187,7 @@ class PatchConv3d(nn.Conv3d):
 
 
 def use_patch_conv(patch_embed: nn.Module) -> None:
-    """Give a timm ``PatchEmbed``'s projection the ``PatchConv2d`` workaround, in place (the weights stay)."""
+    """Give a timm ``PatchEmbed``'s projection the ``PatchConv2d`` workaround, in place."""
     if type(patch_embed.proj) is nn.Conv2d:
         patch_embed.proj.__class__ = PatchConv2d
 
@@ -222,9 +199,7 @@ TIMM_VIT_DEFAULTS = {
 
 
 def check_vit_kwargs(kwargs: dict[str, Any], defaults: bool) -> None:
-    """Before timm builds a ViT from ``kwargs``: img_size and patch_size that are sizes, drop rates in [0, 1], and
-    num_heads dividing embed_dim (with ``defaults``, timm's VisionTransformer defaults fill in what is not given;
-    without, only given pairs)."""
+    """Check a ViT's img_size, patch_size, drop rates and heads before timm builds it (``defaults``: timm's fill in)."""
     for name in ('img_size', 'patch_size'):
         if name in kwargs:
             check_size('VisionTransformerPE', name, kwargs[name])

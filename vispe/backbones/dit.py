@@ -1,18 +1,5 @@
-"""DiT: the diffusion transformer of Peebles and Xie, "Scalable Diffusion Models with Transformers" (ICCV 2023),
-with vispe positions and encoding hooks.
-
-Images (B, C, H, W) with any H x W divisible by the patch p -> patch tokens (B, h*w, D), h = H/p, w = W/p ->
-``depth`` adaLN-Zero blocks conditioned on c = t_emb + y_emb (+ crop_emb), (B, D) -> final adaLN + Linear ->
-(B, h*w, p*p*C_out) -> unpatchify -> (B, C_out, H, W); C_out = 2 C with ``learn_sigma`` (the paper's learned
-variance), else C. At init every block is the identity and the output is exactly 0 (adaLN-Zero).
-
-Positions are the h x w token grid (no cls token); encodings plug in as in ``VisionTransformerPE``: embed hooks
-after patch embedding (DiT's own fixed sin-cos is ``ape_sincos``, the default), attention hooks in every block,
-after_block hooks after the blocks they name. ``grid_size`` (img_size / p) is the training grid, so rotary
-strategies (none / interpolate / ntk / yarn) work at sampling time through ``vispe.evaluation.trained_model``.
-Submodule names follow the paper's reference code (x_embedder, t_embedder, y_embedder, adaLN_modulation,
-final_layer).
-"""
+"""DiT (Peebles and Xie, ICCV 2023) with vispe positions and encodings: patch tokens -> ``depth`` adaLN-Zero blocks
+conditioned on c = t_emb + y_emb (+ crop_emb) -> final adaLN + Linear -> unpatchify; output 0 at init."""
 
 from __future__ import annotations
 
@@ -38,7 +25,6 @@ from vispe.backbones.common import (
     check_size,
     use_patch_conv,
 )
-from vispe.checks import one_build
 from vispe.encodings.base import Encoding
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Positions, build_position_sampler, grid_positions
@@ -76,7 +62,6 @@ def patchify(x: torch.Tensor, patch_size: int) -> torch.Tensor:
 
 
 def _linear(layers: nn.Sequential, index: int) -> nn.Linear:
-    """The Linear at ``index`` of a Sequential built with one there."""
     return cast(nn.Linear, layers[index])
 
 
@@ -102,8 +87,8 @@ class TimestepEmbedder(nn.Module):
 
 
 class LabelEmbedder(nn.Module):
-    """y (B,) -> (B, D) from a table of num_classes + 1 rows; row num_classes is the null class of classifier-free
-    guidance. In training each label is replaced by the null class with probability ``dropout_prob``."""
+    """y (B,) -> (B, D) from num_classes + 1 rows, the last the null class; training drops labels to it at
+    ``dropout_prob``."""
 
     def __init__(self, num_classes: int, dim: int, dropout_prob: float = 0.1) -> None:
         super().__init__()
@@ -118,9 +103,7 @@ class LabelEmbedder(nn.Module):
 
 
 class CropEmbedder(nn.Module):
-    """Crop micro-condition: (B, 4) box (top, left, height, width) as fractions of the original image ->
-    frequency embedding of each number (times ``scale``, DiT's timestep scale, so that fractions are resolved)
-    -> Linear-SiLU-Linear -> (B, D). The last layer starts at zero, so enabling it leaves the init unchanged."""
+    """Crop micro-condition: (B, 4) box (top, left, height, width) in fractions of the image -> (B, D); zero at init."""
 
     def __init__(self, dim: int, frequency_dim: int = 256, scale: float = 1000.0) -> None:
         super().__init__()
@@ -193,31 +176,27 @@ class DiT(PEBackbone):
     """Diffusion transformer (Peebles and Xie, ICCV 2023) with vispe encodings.
 
     Args:
-        img_size: training image size (int or (H, W)); with ``patch_size`` it fixes the training token grid
-            ``grid_size`` that rotary strategies and ``ape_learned`` refer to. Any H x W divisible by the patch runs.
+        img_size: training image size (int or (H, W)); with ``patch_size`` it fixes the training grid ``grid_size``.
         patch_size: p.
         in_chans: C (4 for SD latents, 3 for pixels).
-        embed_dim: model width (see ``DIT_SIZES`` and ``dit``).
+        embed_dim: model width (see ``DIT_SIZES``).
         depth: blocks.
         num_heads: attention heads, dividing embed_dim.
         mlp_ratio: MLP width over embed_dim.
         num_classes: classes; the label table has one more row, the null class.
         class_dropout_prob: training label dropout for classifier-free guidance.
-        learn_sigma: output 2C channels (prediction and variance), as the paper's DDPM setup.
-        encoding: a name, config dict or list of them (``ape_sincos``, DiT's own, by default).
-        position_sampler: training-time position sampler (a config dict or a built sampler), e.g. ``dict(type='rpe2d',
-            max_grid=(32, 32))``; None: the grid's own positions.
+        learn_sigma: output 2C channels (prediction and variance).
+        encoding: a name, config dict or list of them (``ape_sincos``: DiT's own).
+        position_sampler: training-time position sampler (a config dict or a callable); None: the grid's own.
         crop_condition: add the crop box micro-condition to c.
 
-    ``forward(x, t, y, crop=None)``: x (B, C, H, W), t (B,) float in [0, 1000], y (B,) long (num_classes = null;
-    None = all null), crop (B, 4) (top, left, height, width) fractions or None (the full image) ->
-    (B, C_out, H, W).
+    ``forward(x, t, y, crop=None, noise_level=None)``: t (B,) in [0, 1000], y (B,) long (None or num_classes: the null
+    class), crop (B, 4) or None (the full image) -> (B, C_out, H, W).
     """
 
     #: the embeddings before the first block (layer 0 of layer-wise lr decay, with the model-level encodings)
     stem_prefixes = ('x_embedder', 't_embedder', 'y_embedder', 'crop_embedder')
 
-    @one_build()
     def __init__(
         self,
         img_size: int | tuple[int, int] = 32,
@@ -257,8 +236,7 @@ class DiT(PEBackbone):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """DiT's init: xavier-uniform Linears (the patch projection as one), N(0, 0.02) label table and timestep
-        MLP, zero adaLN modulation and final layer. Encodings keep their own init."""
+        """DiT's init: xavier-uniform Linears, N(0, 0.02) label table and timestep MLP, zero adaLN and final layer."""
         for layer in _linears(self):
             nn.init.xavier_uniform_(layer.weight)
             nn.init.zeros_(layer.bias)
@@ -285,12 +263,11 @@ class DiT(PEBackbone):
 
     # --- forward ---------------------------------------------------------------------------------------------
     def _check_size(self, height: int, width: int) -> None:
-        """ValueError unless an input of ``height`` x ``width`` divides into whole patches."""
         check_patch_multiple('DiT', (height, width), (self.patch_size, self.patch_size))
 
     def tokens(self, x: torch.Tensor, noise_level: torch.Tensor | None = None) -> tuple[torch.Tensor, Positions]:
-        """Images (B, C, H, W) -> tokens (B, h*w, D) with embed hooks applied, and their positions (carrying
-        ``noise_level``, the diffusion time in [0, 1], for the strategies that follow it: DyPE)."""
+        """Images (B, C, H, W) -> tokens (B, h*w, D), embed hooks applied, and their positions (with
+        ``noise_level``)."""
         check_image_dims('DiT', x.shape)
         check_channels('DiT', 'the input', x.shape, self.x_embedder.proj.weight.shape[1])
         check_input_dtype('DiT', x, self.x_embedder.proj.weight)
@@ -326,9 +303,10 @@ class DiT(PEBackbone):
         crop: torch.Tensor | None = None,
         noise_level: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """x (B, C, H, W) at network time ``t`` (B,) with labels ``y`` -> (B, C_out, H, W). ``noise_level``: the
-        same time in [0, 1] (1: pure noise), () or (B,), which ``DiffusionModel`` passes for the strategies that
-        follow it (DyPE); None is fine for every other strategy."""
+        """x (B, C, H, W) at network time ``t`` (B,) with labels ``y`` -> (B, C_out, H, W).
+
+        ``noise_level``: the same time in [0, 1] (1: pure noise), for the strategies that follow it (DyPE).
+        """
         tokens, pos = self.tokens(x, noise_level)  # (B, h*w, D)
         c = self.condition(t, y, crop, x.shape[0])  # (B, D)
         tokens = self.run_blocks(tokens, pos, c)
@@ -339,22 +317,17 @@ class DiT(PEBackbone):
 
 @MODELS.register_module(name='dit_preset')
 def dit(name: str = 'DiT-S/2', **overrides: Any) -> DiT:
-    """The paper's named models as a ``DiT``.
-
-    Registered as ``dit_preset`` (configs: ``dict(type='dit_preset', name='DiT-S/2', ...)``); classifier-free
-    guidance lives in ``vispe.tasks.diffusion.DiffusionModel.denoise``.
+    """The paper's named models as a ``DiT``, registered as ``dit_preset``.
 
     Args:
-        name: 'DiT-{Ti,S,B,L,XL}/{patch}' (e.g. 'DiT-XL/2'): the size sets embed_dim, depth and num_heads
-            (``DIT_SIZES``), the number after the slash the patch size.
-        **overrides: passed to ``DiT``, over the preset's values (e.g. ``img_size``, ``encoding``).
+        name: 'DiT-{Ti,S,B,L,XL}/{patch}': the size sets embed_dim, depth and num_heads (``DIT_SIZES``).
+        **overrides: passed to ``DiT`` over the preset's values.
     """
     return DiT(**{**dit_preset_args(name), **overrides})
 
 
 def dit_preset_args(name: str) -> dict[str, int]:
-    """A preset name -> its DiT arguments (embed_dim, depth, num_heads, patch_size); a ValueError naming the sizes
-    for a name that is not one."""
+    """A preset name -> its DiT arguments; ValueError for an unknown name."""
     match = re.fullmatch(r'DiT-(\w+)/(\d+)', name)
     if match is None or match.group(1) not in DIT_SIZES:
         sizes = ', '.join(f'DiT-{s}/2' for s in DIT_SIZES)

@@ -1,14 +1,5 @@
-"""The vispe ViT on a list of images of different sizes and aspect ratios (``vispe.layout``).
-
-``VisionTransformerPE`` takes a list of (C, H_i, W_i) images wherever it takes a (B, C, H, W) batch: ``forward``
-returns (len(list), num_classes) logits, ``forward_features`` a list of (P + h_i * w_i, D) token tensors (prefix
-first), ``forward_head`` pools each. A list of images of one size runs as the stacked batch. Otherwise each image
-is patch-embedded (one matmul for timm's patchify conv), its prefix and patch tokens are laid out by the model's
-``mixed_sizes`` ('pad': one image per row, padded to the longest; 'pack': several per row, in rows of P +
-``pack_tokens`` tokens), and the blocks attend within each image only (the layout's mask, combined with every
-encoding's logit bias). Every output equals that of the image alone, to float tolerance: padding and the other
-images never reach a real token.
-"""
+"""The vispe ViT on a list of (C, H_i, W_i) images of different sizes (``vispe.layout``): laid out by ``mixed_sizes``,
+each attending only within itself, so every output equals that of the image alone, to float tolerance."""
 
 from __future__ import annotations
 
@@ -27,9 +18,7 @@ from vispe.positions import Positions
 
 
 class MixedSizeViT(Protocol):
-    """What this module reads of the ViT it serves (``VisionTransformerPE`` has it all): timm's ViT parts, its
-    ``mixed_sizes`` settings and vispe's forward protocol (``vispe.backbones.base.PEBackbone``). A protocol, so that
-    this module does not import the ViT that imports it."""
+    """What this module reads of the ViT it serves; a protocol, so that it does not import the ViT that imports it."""
 
     training: bool
     mixed_sizes: str
@@ -63,8 +52,7 @@ class MixedSizeViT(Protocol):
 
 
 def check_images(owner: str, images: list | tuple, in_chans: int | None = None) -> list[torch.Tensor]:
-    """The images of a mixed batch as a list of (C, H, W) tensors of one dtype, each of ``in_chans`` channels (when
-    given; else all of one count); a ValueError naming the first image that is not and the fix."""
+    """The images as a list of (C, H, W) tensors of one dtype and ``in_chans`` channels; ValueError otherwise."""
     if not images:
         raise ValueError(f'{owner}: got an empty list of images')
     bad = [i for i, x in enumerate(images) if not isinstance(x, torch.Tensor) or x.dim() != 3]
@@ -89,8 +77,7 @@ def same_size(images: list[torch.Tensor]) -> bool:
 
 
 def _linear_patches(patch_embed: nn.Module) -> bool:
-    """Whether ``patch_embed`` is timm's PatchEmbed with a plain patchify conv (kernel = stride = patch, no padding
-    or dilation, channels-last output), which one matmul over all images' unfolded patches computes."""
+    """Whether ``patch_embed`` is timm's plain patchify conv, which one matmul over the unfolded patches computes."""
     proj = getattr(patch_embed, 'proj', None)
     return (
         type(patch_embed) is PatchEmbed
@@ -106,9 +93,7 @@ def _linear_patches(patch_embed: nn.Module) -> bool:
 
 
 def embed_patches(model: MixedSizeViT, images: list[torch.Tensor]) -> torch.Tensor:
-    """The patch tokens of every image, images in input order, each row-major: (sum of h*w, D). timm's PatchEmbed
-    runs as one matmul over the unfolded patches of all images (the conv is that linear map, patch by patch);
-    other patch embeddings run once per image size."""
+    """The patch tokens of every image, in input order, each row-major: (sum of h*w, D)."""
     patch_embed = model.patch_embed
     if _linear_patches(patch_embed):
         ph, pw = patch_embed.patch_size
@@ -134,8 +119,7 @@ def embed_patches(model: MixedSizeViT, images: list[torch.Tensor]) -> torch.Tens
 
 
 def mixed_tokens(model: MixedSizeViT, images: list[torch.Tensor]) -> tuple[torch.Tensor, Positions]:
-    """A list of images of several sizes -> tokens (B, T, D) in the model's layout, embed hooks applied and each
-    image's prefix tokens at the front of its segment, and their ``Positions`` (with the layout)."""
+    """A list of images -> tokens (B, T, D) in the model's layout, embed hooks applied, and their ``Positions``."""
     shapes = {tuple(x.shape): x for x in images}
     for x in shapes.values():
         model.check_input(x[None])
@@ -155,7 +139,7 @@ def mixed_tokens(model: MixedSizeViT, images: list[torch.Tensor]) -> tuple[torch
 
 
 def mixed_features(model: MixedSizeViT, images: list[torch.Tensor]) -> list[torch.Tensor]:
-    """``forward_features`` of a list of images of several sizes: per image its (P + h*w, D) final tokens."""
+    """``forward_features`` of a list of images: per image its (P + h*w, D) final tokens."""
     x, pos = mixed_tokens(model, images)
     layout = cast(TokenLayout, pos.layout)
     layout.prepare(x.device, block_mask=may_use_flex(cast(nn.Module, model), x))  # the ViT is an nn.Module
@@ -164,8 +148,7 @@ def mixed_features(model: MixedSizeViT, images: list[torch.Tensor]) -> list[torc
 
 
 def pool_list(model: MixedSizeViT, tokens: list[torch.Tensor]) -> torch.Tensor:
-    """timm's pooling (``model.pool``: cls token, average, attention pool ...) of each image's (P + n, D) tokens:
-    (len(tokens), D). Images with the same token count are pooled together; none sees another's tokens."""
+    """timm's pooling of each image's (P + n, D) tokens: (len(tokens), D)."""
     if model.attn_pool is None and not model.pool_include_prefix and model.global_pool in ('token', 'avg'):
         # timm's two common poolings, read off each image's tokens without stacking them first
         P = model.num_prefix_tokens

@@ -1,10 +1,8 @@
-"""A multi-view transformer: V views through one shared patch embedding, joint attention over all views' tokens,
-and positions that carry each token's view and camera (``vispe.positions.Cameras``, OpenCV convention).
+"""A multi-view transformer: V views through one shared patch embedding, joint attention over all views' tokens, and
+positions that carry each token's view and camera (``vispe.positions.Cameras``).
 
-Camera encodings (plucker, petr: embed; gta: rotate and transform) see every token with its camera. Image
-encodings work per view: embed ones (ape_learned, ape_sincos, lff) are applied to each view's grid, rotary ones
-(rope_axial, rope_mixed) rotate by each token's (row, col) in its own view, so they can be compared with, and
-combined with, the camera encodings. Encodings that need the tokens to form one grid (peg, lepe, irpe) are refused.
+Camera encodings see every token with its camera; image encodings work per view (embed ones on each view's grid, rotary
+ones by each token's (row, col) in its view). Encodings that need one grid (peg, lepe, irpe) are refused.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from torch import Tensor, nn
 
 from vispe.backbones.base import PEBackbone, backbone_encodings, pe_blocks
 from vispe.backbones.common import check_img_size, check_input_dtype, check_patch_multiple, check_rates, use_patch_conv
-from vispe.checks import one_build
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Cameras, Positions, grid_coords, grid_positions
 from vispe.registry import MODELS
@@ -39,26 +36,23 @@ class MultiViewTransformer(PEBackbone):
     Args:
         num_outputs: outputs of the head.
         encoding: vispe encoding spec (camera and per-view image encodings).
-        img_size: training image size (H, W or one int; other sizes work when divisible by the patch).
-        patch_size: the patch side p (square patches).
+        img_size: training image size (H, W or one int).
+        patch_size: the patch side p.
         in_chans: channels of each view.
         embed_dim: model width.
         depth: blocks.
-        num_heads: attention heads (dividing embed_dim).
+        num_heads: attention heads, dividing embed_dim.
         mlp_ratio: MLP width over embed_dim.
-        drop_path_rate: stochastic depth of the last block (rising linearly from 0).
+        drop_path_rate: stochastic depth of the last block, rising linearly from 0.
 
     ``forward(images, K, cam_to_world, depth=None)``: images (B, V, C, H, W), intrinsics (B, V, 3, 3) in pixels,
-    poses (B, V, 4, 4) camera-to-world, optional depth maps (B, V, 1, H, W) (0: no surface; 3DPPE reads them)
-    -> (B, num_outputs). There is no cls token: pooling keeps the output a function of
-    the tokens alone, so an encoding that is invariant to the world frame (gta, relative plucker) makes the whole
-    model invariant.
+    camera-to-world poses (B, V, 4, 4), optional depth maps (B, V, 1, H, W) (0: no surface) -> (B, num_outputs). No cls
+    token, so a world-frame-invariant encoding (gta, relative plucker) makes the model invariant.
     """
 
     #: the shared patch embedding (layer 0 of layer-wise lr decay, with the model-level encodings)
     stem_prefixes = ('patch_embed',)
 
-    @one_build()
     def __init__(
         self,
         num_outputs: int = 3,
@@ -94,8 +88,7 @@ class MultiViewTransformer(PEBackbone):
         self.head = nn.Linear(embed_dim, num_outputs)
 
     def positions(self, images: Tensor, K: Tensor, cam_to_world: Tensor, depth: Tensor | None = None) -> Positions:
-        """Every token's (row, col) in its view's grid, view-major, with the cameras (and, given the views' depth
-        maps, each token's nearest surface: ``token_depth``)."""
+        """Every token's (row, col) in its view's grid, view-major, with the cameras and optional per-token depth."""
         B, V, _, H, W = images.shape
         h, w = H // self.patch_size, W // self.patch_size
         view = torch.arange(V, device=images.device).repeat_interleave(h * w)
@@ -111,9 +104,7 @@ class MultiViewTransformer(PEBackbone):
         return Positions(coords=coords, cameras=cameras, key=('multiview', V, h, w))
 
     def token_depth(self, depth: Tensor, image_shape: Sequence[int]) -> Tensor:
-        """Depth maps (B, V, 1, H, W) or (B, V, H, W), 0 where a pixel sees no surface -> (B, V, h, w): per token
-        the nearest surface in its patch (the minimum of its positive depths, as depth supervision is pooled in
-        BEVDepth and 3DPPE), 0 where the patch sees none. ValueError for maps of another shape."""
+        """Depth maps (B, V, [1,] H, W) -> (B, V, h, w): each token's nearest positive depth in its patch, else 0."""
         B, V, _, H, W = image_shape
         if depth.dim() == 5 and depth.shape[2] == 1:
             depth = depth[:, :, 0]
@@ -128,8 +119,7 @@ class MultiViewTransformer(PEBackbone):
         return torch.where(torch.isfinite(nearest), nearest, torch.zeros_like(nearest))
 
     def check_inputs(self, images: Tensor, K: Tensor, cam_to_world: Tensor) -> None:
-        """ValueError naming the problem and the fix unless ``images`` are (B, V, C, H, W) views of the model's
-        channels and dtype, whole patches, with (B, V, 3, 3) intrinsics and (B, V, 4, 4) poses."""
+        """ValueError unless ``images`` (B, V, C, H, W) fit the model and the cameras' shapes."""
         if images.dim() != 5:
             raise ValueError(f'images must be (B, V, C, H, W), got shape {tuple(images.shape)}')
         in_chans = self.patch_embed.proj.weight.shape[1]
@@ -151,9 +141,7 @@ class MultiViewTransformer(PEBackbone):
     def tokens(
         self, images: Tensor, K: Tensor, cam_to_world: Tensor, depth: Tensor | None = None
     ) -> tuple[Tensor, Positions]:
-        """The views (B, V, C, H, W) with their cameras (and optional depth maps) -> tokens (B, V * N, D),
-        view-major, the embed hooks applied (camera encodings to all views at once, image ones to each view's grid),
-        and their positions."""
+        """The views and cameras -> tokens (B, V * N, D), view-major, embed hooks applied, and their positions."""
         self.check_inputs(images, K, cam_to_world)
         B, V, _, H, W = images.shape
         pos = self.positions(images, K, cam_to_world, depth)
@@ -180,8 +168,7 @@ class MultiViewTransformer(PEBackbone):
     def forward_with_losses(
         self, images: Tensor, K: Tensor, cam_to_world: Tensor, depth: Tensor | None = None
     ) -> tuple[Tensor, dict[str, Tensor]]:
-        """``forward``, and the auxiliary losses its encodings computed on the way (``Positions.aux_losses``:
-        3DPPE's depth loss, given depth maps), which the task adds to its own."""
+        """``forward`` and the auxiliary losses its encodings computed (``Positions.aux_losses``)."""
         x, pos = self.tokens(images, K, cam_to_world, depth)
         out = self.head(self.norm(self.run_blocks(x, pos)).mean(dim=1))
         return out, dict(pos.aux_losses)

@@ -1,9 +1,4 @@
-"""Point-cloud building blocks: batched farthest-point sampling, k-nearest-neighbour grouping and Point-MAE's
-group tokeniser.
-
-All run on (B, N, 3) tensors on any device. Farthest-point sampling is sequential in the picks (each one depends
-on the previous), so it loops over the ``num`` picks; every pick is vectorised over the batch and all points.
-"""
+"""Point-cloud building blocks on (B, N, 3) tensors: farthest-point sampling, kNN grouping, Point-MAE's tokeniser."""
 
 from __future__ import annotations
 
@@ -15,7 +10,6 @@ from torch import Tensor, nn
 
 from vispe.backbones.base import PEBackbone, pe_blocks
 from vispe.backbones.common import check_input_dtype, check_num_classes, check_rates
-from vispe.checks import one_build
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Positions
 from vispe.registry import MODELS
@@ -24,9 +18,8 @@ from vispe.registry import MODELS
 def farthest_point_sample(xyz: Tensor, num: int, start: Tensor | None = None) -> Tensor:
     """Indices (B, num) of ``num`` points of ``xyz`` (B, N, 3) picked by farthest-point sampling.
 
-    The first pick is ``start`` (B,) (default: point 0, as open3d's ``farthest_point_down_sample``); each next
-    pick is the point farthest from all picked so far (the first such point on ties). Distances are squared
-    Euclidean in float32 or wider.
+    The first pick is ``start`` (B,) (default point 0, as open3d); each next one is the point farthest from those picked
+    (the first on ties), by squared distance in float32 or wider.
     """
     if xyz.dim() != 3:
         raise ValueError(f'xyz must be (B, N, D) points, got shape {tuple(xyz.shape)}')
@@ -67,18 +60,17 @@ def gather_points(points: Tensor, index: Tensor) -> Tensor:
 
 
 def group_points(xyz: Tensor, num_groups: int, group_size: int) -> tuple[Tensor, Tensor]:
-    """Point-MAE's grouping: ``num_groups`` centres by farthest-point sampling, each with its ``group_size``
-    nearest points expressed relative to the centre. Returns (centres (B, G, 3), neighbourhoods (B, G, K, 3))."""
+    """Point-MAE's grouping: FPS centres (B, G, 3) and their ``group_size`` nearest points, centred (B, G, K, 3)."""
     centres = gather_points(xyz, farthest_point_sample(xyz, num_groups))
     neighbourhoods = gather_points(xyz, knn(centres, xyz, group_size)) - centres[:, :, None]
     return centres, neighbourhoods
 
 
 class MiniPointNet(nn.Module):
-    """Point-MAE's group encoder: a shared per-point MLP, max-pooled, the pooled feature appended to every point,
-    a second shared MLP, max-pooled again. (B, G, K, 3) neighbourhoods -> (B, G, embed_dim) tokens, invariant to
-    the order of the points within a group. LayerNorm where Point-MAE has BatchNorm, so that a token does not
-    depend on the other clouds of the batch."""
+    """Point-MAE's group encoder: (B, G, K, 3) -> (B, G, embed_dim), invariant to point order within a group.
+
+    LayerNorm where Point-MAE has BatchNorm, so a token does not depend on the other clouds of the batch.
+    """
 
     def __init__(self, embed_dim: int, hidden: int = 128, in_dim: int = 3) -> None:
         super().__init__()
@@ -97,31 +89,27 @@ class MiniPointNet(nn.Module):
 
 @MODELS.register_module()
 class PointTransformer(PEBackbone):
-    """A Point-MAE-style classifier: FPS centres with centred kNN groups, a mini-PointNet token per group, a cls
-    token, pre-norm transformer blocks on vispe's attention, and a head on [cls, max-pool of the group tokens].
+    """A Point-MAE-style classifier: FPS centres with centred kNN groups, a mini-PointNet token per group, a cls token,
+    pre-norm blocks on vispe's attention, and a head on [cls, max-pool of the group tokens].
 
     Args:
         num_classes: outputs of the head.
-        encoding: vispe encoding spec; positions are the group centres (ndim 3, the data's unit), the cls token has
-            none.
+        encoding: vispe encoding spec; positions are the group centres (3D, the data's unit), the cls token has none.
         num_groups: G, the group centres.
         group_size: K, the points per group.
-        embed_dim: model width (Point-MAE: 384).
-        depth: blocks (Point-MAE: 12).
-        num_heads: attention heads, dividing embed_dim (Point-MAE: 6).
-        mlp_ratio: MLP width over embed_dim (Point-MAE: 4).
-        drop_path_rate: stochastic depth of the last block, rising linearly from 0 (Point-MAE: 0.1).
-        group_hidden: the mini-PointNet's width h (Point-MAE: 128; its second MLP is 4h wide and runs on every point of
-            every group, so it dominates the cost of small models: lower it for CPU training).
+        embed_dim: model width.
+        depth: blocks.
+        num_heads: attention heads, dividing embed_dim.
+        mlp_ratio: MLP width over embed_dim.
+        drop_path_rate: stochastic depth of the last block, rising linearly from 0.
+        group_hidden: the mini-PointNet's width h (its second MLP is 4h wide).
 
-    ``forward(points)`` takes (B, N, 3) clouds, N >= group_size, and returns (B, num_classes) logits; a cloud of
-    fewer than num_groups points gets one group per point.
+    ``forward(points)``: (B, N, 3), N >= group_size -> (B, num_classes); N < num_groups gives one group per point.
     """
 
     #: the group tokeniser and the cls token (layer 0 of layer-wise lr decay, with the model-level encodings)
     stem_prefixes = ('group_embed', 'cls_token')
 
-    @one_build()
     def __init__(
         self,
         num_classes: int = 40,
@@ -151,8 +139,7 @@ class PointTransformer(PEBackbone):
         trunc_normal_(self.cls_token, std=0.02)
 
     def check_input(self, points: Tensor) -> None:
-        """ValueError naming the problem and the fix unless ``points`` are (B, N, 3) clouds of the model's dtype
-        with at least ``group_size`` points each."""
+        """ValueError unless ``points`` are (B, N, 3) of the model's dtype with at least ``group_size`` points."""
         if points.dim() != 3 or points.shape[-1] != 3:
             raise ValueError(f'points must be (B, N, 3), got shape {tuple(points.shape)}')
         check_input_dtype('PointTransformer', points, cast(nn.Linear, self.group_embed.first[0]).weight)
@@ -163,8 +150,7 @@ class PointTransformer(PEBackbone):
             )
 
     def tokens(self, points: Tensor) -> tuple[Tensor, Positions]:
-        """(B, N, 3) -> tokens (B, 1 + G, D), the cls token first and the embed hooks applied to the group tokens,
-        and their positions: the group centres (the cls token has none)."""
+        """(B, N, 3) -> tokens (B, 1 + G, D), cls first, and their positions, the group centres."""
         self.check_input(points)
         centres, groups = group_points(points, min(self.num_groups, points.shape[1]), self.group_size)
         pos = Positions(coords=centres, num_prefix=1)

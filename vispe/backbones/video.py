@@ -1,12 +1,5 @@
-"""A space-time ViT for video: tubelet tokens with (t, h, w) positions and joint space-time attention through vispe's
-one attention module (ViViT's unfactorised model, as VideoMAE fine-tunes it).
-
-Positions come from ``vispe.positions.video_positions``: (time, row, col) per tubelet in the order of the flattened
-Conv3d output, the cls token first and unpositioned, the grid (t, h, w), and the time between tubelets as a property
-of the data (``time_spacing``: 2 for a clip at half the training frame rate). The encodings that take video are
-``list_encodings(ndim=3)``: the grid ones (rope_axial in 3D, mrope, videorope, vrope, ape_learned and ape_sincos in
-3D) and those that read coordinates alone (lff, liere, string, rope3d, point_mlp).
-"""
+"""A space-time ViT for video: tubelet tokens with (t, h, w) positions (``video_positions``) and joint space-time
+attention (ViViT's unfactorised model, as VideoMAE fine-tunes it), for the encodings of ``list_encodings(ndim=3)``."""
 
 from __future__ import annotations
 
@@ -18,7 +11,6 @@ from torch import Tensor, nn
 
 from vispe.backbones.base import PEBackbone, pe_blocks
 from vispe.backbones.common import PatchConv3d, check_input_dtype, check_num_classes, check_rates, check_size
-from vispe.checks import one_build
 from vispe.encodings.build import EncodingSpec
 from vispe.positions import Positions, video_positions
 from vispe.registry import MODELS
@@ -33,28 +25,23 @@ class VideoTransformer(PEBackbone):
 
     Args:
         num_classes: outputs of the head.
-        encoding: vispe encoding spec for 3D grid positions (``list_encodings(ndim=3)``).
+        encoding: vispe encoding spec for 3D grid positions.
         img_size: training frame size (H, W or one int).
         num_frames: training frames T.
         patch_size: the tubelet's side p in pixels.
-        tubelet_size: the tubelet's length in frames (VideoMAE: 2).
+        tubelet_size: the tubelet's length in frames.
         in_chans: channels of each frame.
         embed_dim: model width.
         depth: blocks.
-        num_heads: attention heads (dividing embed_dim).
+        num_heads: attention heads, dividing embed_dim.
         mlp_ratio: MLP width over embed_dim.
-        drop_path_rate: stochastic depth of the last block (rising linearly from 0).
+        drop_path_rate: stochastic depth of the last block, rising linearly from 0.
         global_pool: 'token' (the cls token) or 'avg' (the mean of the tubelet tokens).
 
-    ``forward(clips, time_spacing=None)``: clips (B, C, T, H, W), any T divisible by the tubelet and H, W by the
-    patch, -> (B, num_classes); ``time_spacing`` is the time between tubelets in units of the training clips' (a
-    property of the data: 2 for frames sampled at half the training rate; None: the model's ``time_spacing``, 1).
-    A list of (C, T_i, H_i, W_i) clips of different sizes gives one row of logits per clip, in input order: the
-    clips of each size run as one batch (no padding, so no mask, and on a GPU the fused flash kernel; a list of
-    many distinct sizes pays one pass per size). The image backbone's padded and packed layouts are 2D for now.
-
-    Cost: as a ViT over T/tubelet x H/p x W/p tokens plus the cls token; the tubelet embedding is one Conv3d. The
-    encodings' own cost is theirs (``tools/benchmark.py --model video``).
+    ``forward(clips, time_spacing=None)``: (B, C, T, H, W), T divisible by the tubelet and H, W by the patch -> (B,
+    num_classes). ``time_spacing`` is the time between tubelets in units of the training clips' (2 at half the training
+    frame rate; None: the model's ``time_spacing``). A list of (C, T_i, H_i, W_i) clips gives one row per clip, each
+    size run as one batch.
     """
 
     #: the tubelet embedding and the cls token (layer 0 of layer-wise lr decay, with the model-level encodings)
@@ -63,7 +50,6 @@ class VideoTransformer(PEBackbone):
     #: a classifier sets it; ``vispe.sweeps.video``)
     time_spacing: float = 1.0
 
-    @one_build()
     def __init__(
         self,
         num_classes: int = 4,
@@ -106,7 +92,7 @@ class VideoTransformer(PEBackbone):
         trunc_normal_(self.cls_token, std=0.02)
 
     def check_clip_size(self, frames: int, height: int, width: int, what: str = 'the clip') -> None:
-        """ValueError naming the size and the fix unless frames divide by the tubelet and H, W by the patch."""
+        """ValueError unless frames divide by the tubelet and H, W by the patch."""
         t, p = self.tubelet_size, self.patch_size
         if frames % t or height % p or width % p or min(frames, height, width) < 1:
             raise ValueError(
@@ -116,8 +102,7 @@ class VideoTransformer(PEBackbone):
             )
 
     def check_input(self, clips: Tensor) -> None:
-        """ValueError naming the problem and the fix unless ``clips`` are (B, C, T, H, W) of the model's channels and
-        dtype, T divisible by the tubelet, H and W by the patch."""
+        """ValueError unless ``clips`` are (B, C, T, H, W) of the model's channels, dtype and divisible sizes."""
         name = type(self).__name__
         if clips.dim() != 5:
             hint = ' (one clip: add a batch axis, clip[None])' if clips.dim() == 4 else ''
@@ -132,8 +117,7 @@ class VideoTransformer(PEBackbone):
         self.check_clip_size(*clips.shape[2:])
 
     def tokens(self, clips: Tensor, time_spacing: float | None = None) -> tuple[Tensor, Positions]:
-        """(B, C, T, H, W) -> tokens (B, 1 + t*h*w, D), the cls token first and the embed hooks applied to the
-        tubelet tokens, and their positions (``video_positions``)."""
+        """(B, C, T, H, W) -> tokens (B, 1 + t*h*w, D), cls first, and their positions."""
         self.check_input(clips)
         x = self.patch_embed(clips)  # (B, D, t, h, w)
         t, h, w = x.shape[2:]
@@ -157,8 +141,7 @@ class VideoTransformer(PEBackbone):
         return self.forward_head(self.forward_features(clips, time_spacing))
 
     def forward_list(self, clips: Sequence[Tensor], time_spacing: float | None = None) -> Tensor:
-        """A list of (C, T_i, H_i, W_i) clips -> (len(clips), num_classes), in input order; clips of one size run as
-        one batch."""
+        """A list of (C, T_i, H_i, W_i) clips -> (len(clips), num_classes), in input order."""
         if not clips or any(not isinstance(c, Tensor) or c.dim() != 4 for c in clips):
             shapes = [tuple(c.shape) if isinstance(c, Tensor) else type(c).__name__ for c in clips]
             raise ValueError(

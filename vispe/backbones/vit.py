@@ -1,11 +1,4 @@
-"""timm's VisionTransformer with positions and encoding hooks.
-
-``apply_encoding`` converts any plain timm ViT (weights kept) in place or by copy; ``check_vit_kwargs`` checks a
-ViT's arguments before timm builds it. The result always runs with a dynamic image size: any H x W divisible by the
-patch size, non-square included. Building by timm name (``vispe.create_model``, vispe's registered names such as
-``vit_small_patch16_rope_mixed_224``, timm's Eva models) is ``vispe.backbones.timm_interop``'s, which imports this
-module and is never imported by it.
-"""
+"""timm's VisionTransformer with positions and encoding hooks; ``apply_encoding`` converts a timm ViT, weights kept."""
 
 from __future__ import annotations
 
@@ -32,7 +25,6 @@ from vispe.backbones.common import (
     use_patch_conv,
 )
 from vispe.backbones.mixed_sizes import check_images, mixed_features, pool_list, same_size
-from vispe.checks import one_build
 from vispe.encodings.base import Encoding
 from vispe.encodings.build import EncodingSpec, normalize_spec
 from vispe.flex import check_kernel
@@ -43,48 +35,21 @@ from vispe.registry import MODELS
 
 @MODELS.register_module()
 class VisionTransformerPE(PEBackbone, VisionTransformer):
-    """A timm ``VisionTransformer`` driven by vispe encodings.
+    """A timm ``VisionTransformer`` driven by vispe encodings, taking any H x W divisible by the patch size.
 
-    Model-level encodings (embed, after_block hooks) live in ``self.pe``; per-layer ones (rotate,
-    logit_bias, value_term) in ``blocks[i].attn.pe``. Build it with ``VisionTransformerPE(encoding=...,
-    **timm_vit_kwargs)``, ``vispe.create_model`` or ``vispe.apply_encoding``.
+    A position sampler acts in training only. Every forward also takes a list of (C, H_i, W_i) images (then one token
+    tensor per image). ``torch.fx`` and ``torch.export`` (dynamic H, W) give one graph for every size.
 
-    A position sampler replaces the grid positions in training only (``self.training``); evaluation always uses the
-    plain grid.
-
-    Images of different sizes: every forward takes a list of (C, H_i, W_i) images too (``vispe.backbones.mixed_sizes``;
-    ``forward_features`` then returns one token tensor per image); the output is the same whichever ``mixed_sizes``.
-
-    Tracing and export, every registered 2D encoding: ``torch.fx`` (timm's forward_fx / backward_fx contracts, and a
-    plain ``symbolic_trace``) gives one graph for every image size, equal to the eager model bit for bit;
-    ``torch.export`` with dynamic H and W gives one program for every size; the FX graph can be scripted
-    (``torch.jit.script(fx_graph)``, timm's forward_fx_torchscript). Traced graphs never split the attention into
-    query chunks (``vispe.attention.may_chunk``), and a position sampler or a non-default resolution strategy
-    needs concrete sizes (eager or torch.compile).
-
-    TorchScript: ``torch.jit.script(model)`` (timm's torchscript contract) scripts the model's FX graph: TorchScript
-    cannot compile the Python forward itself (its ``Positions`` dataclass has fields with no TorchScript type, a
-    ``Hashable`` key and a tuple of any length; the hooks are dispatched by filtering a ModuleDict on frozensets of
-    hook names into lists of modules of different classes; tables live in Python dict caches filled by closures;
-    ``position_sampler`` is any callable), so ``__prepare_scriptable__`` hands it ``torch.fx.symbolic_trace`` of the
-    model, the same function at every input size, which scripts, saves with ``torch.jit.save`` and loads without
-    vispe. The scripted module has ``forward`` only, in the mode it was scripted in, and it cannot take a position
-    sampler in training or a non-default resolution strategy (both need concrete sizes: an error says so).
+    TorchScript: ``torch.jit.script(model)`` scripts the model's FX graph, ``forward`` only, in the mode it was scripted
+    in, without a training-time sampler or a non-default resolution strategy.
 
     Args:
-        encoding: the encodings: a registered name, a config dict or a list of them (None: none).
-        position_sampler: training-time positions, e.g. ``RPE2D`` built from ``dict(type='rpe2d', max_grid=(16, 16))``;
-            None: the grid's own.
-        mixed_sizes: how the tokens of images of different sizes share the batch: 'pad' (one image per row, padded to
-            the longest) or 'pack' (several per row, each with its prefix tokens, in rows of P + ``pack_tokens`` tokens,
-            P the prefix tokens).
-        pack_tokens: patch tokens a packed row holds, >= 1; None: the longest image's patches.
-        attention_kernel: 'auto', 'sdpa' or 'flex': where the blocks add a logit-bias encoding's term (iRPE, 2D ALiBi):
-            materialised as SDPA's mask, or inside FlexAttention; 'auto' picks by device and token count
-            (``vispe.flex``). A config sets it with ``model.backbone.attention_kernel``.
-        **kwargs: passed to timm's ``VisionTransformer`` (img_size, patch_size, embed_dim, depth, num_heads,
-            num_classes, ...), its defaults filling in the rest; img_size, patch_size, drop rates and num_heads are
-            checked first.
+        encoding: a registered name, a config dict or a list of them (None: none).
+        position_sampler: training-time positions, a config dict or a callable; None: the grid's own.
+        mixed_sizes: how images of different sizes share the batch: 'pad' (one per row) or 'pack' (several per row).
+        pack_tokens: patch tokens a packed row holds, >= 1; None: the longest image's.
+        attention_kernel: 'auto', 'sdpa' or 'flex': where logit-bias terms are added (``vispe.flex``).
+        **kwargs: timm's ``VisionTransformer`` arguments, checked first.
     """
 
     #: training-time position sampler ``(pos, batch_size) -> Positions``, or None
@@ -103,7 +68,6 @@ class VisionTransformerPE(PEBackbone, VisionTransformer):
     #: timm's record of the model's traits (``fixed_input_size``)
     _traits: dict[str, Any]
 
-    @one_build()
     def __init__(
         self,
         encoding: EncodingSpec = 'ape_learned',
@@ -121,7 +85,7 @@ class VisionTransformerPE(PEBackbone, VisionTransformer):
         set_attention_kernel(self, attention_kernel)
 
     def set_mixed_sizes(self, mode: str = 'pad', pack_tokens: int | None = None) -> None:
-        """How lists of images of several sizes share a batch (class docstring); a ValueError for a bad value."""
+        """How lists of images of several sizes share a batch; ValueError for a bad value."""
         if mode not in MODES:
             raise ValueError(f'mixed_sizes must be one of {list(MODES)}, got {mode!r}')
         if pack_tokens is not None and (
@@ -134,7 +98,7 @@ class VisionTransformerPE(PEBackbone, VisionTransformer):
         self.mixed_sizes, self.pack_tokens = mode, pack_tokens
 
     def __prepare_scriptable__(self) -> nn.Module:
-        """What ``torch.jit.script(model)`` compiles: the model's FX graph (the class docstring says why)."""
+        """What ``torch.jit.script(model)`` compiles: the model's FX graph; TypeError when it cannot trace."""
         if self.training and self.position_sampler is not None:
             raise TypeError(
                 'torch.jit.script: a position sampler draws new positions from concrete sizes at every training step, '
@@ -160,13 +124,12 @@ class VisionTransformerPE(PEBackbone, VisionTransformer):
             check_patch_multiple('VisionTransformerPE', (height, width), patch, alternative)
 
     def input_channels(self) -> int | None:
-        """The channels an input image has: those of the patch embedding's conv (None for another embedding)."""
+        """The input's channels: the patch embedding conv's (None for another embedding)."""
         proj = getattr(self.patch_embed, 'proj', None)
         return proj.in_channels if isinstance(proj, nn.Conv2d) else None
 
     def check_input(self, x: torch.Tensor) -> None:
-        """The input checks of an eager forward (a (B, C, H, W) batch of the model's channels, dtype, whole
-        patches); a traced one has symbolic sizes."""
+        """The eager forward's input checks (shape, channels, dtype, whole patches); skipped for symbolic sizes."""
         check_image_dims('VisionTransformerPE', x.shape)
         in_chans = self.input_channels()
         if in_chans is not None:  # (check_channels leaves a traced shape alone)
@@ -177,11 +140,7 @@ class VisionTransformerPE(PEBackbone, VisionTransformer):
             self._check_size(x.shape[-2], x.shape[-1])
 
     def tokens(self, x: torch.Tensor) -> tuple[torch.Tensor, Positions]:
-        """Images (B, C, H, W) -> tokens (B, prefix + h*w, D) with embed hooks applied, and their positions.
-
-        Traced (FX, torch.export), h and w are symbolic: the positions then carry no cache key and the graph builds
-        every table at the size of the call. The input checks need concrete values and are left to the eager model
-        (an FX graph still has timm's PatchEmbed assert on divisibility)."""
+        """Images (B, C, H, W) -> tokens (B, prefix + h*w, D) with embed hooks applied, and their positions."""
         self.check_input(x)
         x = self.patch_embed(x)  # (B, h, w, D)
         B, h, w, D = x.shape
@@ -265,8 +224,7 @@ class VisionTransformerPE(PEBackbone, VisionTransformer):
 
 
 def _prefix_tokens_absorb_pos(model: VisionTransformer, table: torch.Tensor) -> None:
-    """Fold the prefix tokens' entries of the absolute ``table`` (timm's ``pos_embed``) into the tokens themselves
-    (same function, no table)."""
+    """Fold the prefix tokens' entries of the absolute ``table`` into the tokens themselves."""
     if model.no_embed_class:
         return
     offset = 0
@@ -284,8 +242,7 @@ def _table_encoding(encodings: nn.ModuleDict | None) -> Encoding | None:
 
 
 def _strip_encodings(model: VisionTransformer) -> torch.Tensor | None:
-    """Remove the model's absolute table and vispe encodings; return the old patch table (1, h*w, D) if any: timm's
-    ``pos_embed``, or that of a vispe model's encoding holding one (``Encoding.learned_pos_embed``)."""
+    """Remove the model's absolute table and vispe encodings; return the old patch table (1, h*w, D), if any."""
     table = None
     if isinstance(model, VisionTransformerPE):  # during VisionTransformerPE.__init__ there is no pe yet
         holder = _table_encoding(getattr(model, 'pe', None))
@@ -299,8 +256,7 @@ def _strip_encodings(model: VisionTransformer) -> torch.Tensor | None:
 
 
 def _check_convertible(model: nn.Module) -> VisionTransformer:
-    """``model`` if ``apply_encoding`` can convert it (a plain timm ViT of pre-norm Blocks, or a vispe one), else
-    a TypeError or ValueError saying why."""
+    """``model`` if ``apply_encoding`` can convert it, else a TypeError or ValueError saying why."""
     if not isinstance(model, VisionTransformer) or type(model) not in (VisionTransformer, VisionTransformerPE):
         raise TypeError(
             f'apply_encoding converts timm VisionTransformer models; got {type(model).__name__}, which has its own '
@@ -317,7 +273,6 @@ def _check_convertible(model: nn.Module) -> VisionTransformer:
     return model
 
 
-@one_build()
 def apply_encoding(
     model: nn.Module,
     encoding: EncodingSpec,
@@ -326,12 +281,9 @@ def apply_encoding(
 ) -> VisionTransformerPE:
     """Convert a timm ViT to use ``encoding`` (a name, a config dict or a list of them), keeping its weights.
 
-    The model's learned absolute table, if any, goes to the encoding asked for that holds one
-    (``Encoding.learned_pos_embed``: ``ape_learned``), resampled to its grid, and is dropped when there is none;
-    the prefix tokens' own table entries are folded into those tokens.
-    ``copy_model=True`` leaves ``model`` untouched and returns a converted deep copy. ``position_sampler`` (a
-    config dict such as ``dict(type='rpe2d', max_grid=(16, 16))`` or a callable) is attached for training;
-    None keeps the model's current one (none for a timm model).
+    A learned absolute table goes, resampled, to the requested encoding that holds one (``ape_learned``), else it is
+    dropped; the prefix tokens' entries are folded into those tokens. ``copy_model=True`` converts a deep copy.
+    ``position_sampler`` is attached for training; None keeps the current one.
     """
     cfgs = normalize_spec(encoding)
     model = _check_convertible(model)

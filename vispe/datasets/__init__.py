@@ -1,6 +1,5 @@
-"""vispe's data sets, registered in ``vispe.registry.DATASETS``, and transforms, in ``vispe.registry.TRANSFORMS``;
-size policies (``SIZE_POLICIES``), the shared-size batch sampler (``DATA_SAMPLERS``) and the mixed-size collate
-(``FUNCTIONS``) for mixed-resolution training."""
+"""vispe's data sets (``DATASETS``) and transforms (``TRANSFORMS``), with the size policies, batch sampler and collate
+of mixed-resolution training."""
 
 from vispe.datasets.batching import SharedSizeBatchSampler, mixed_size_collate
 from vispe.datasets.folder import CIFAR10Dataset, ImageFolderDataset

@@ -1,26 +1,8 @@
 """The image pipeline of vispe's file-backed data sets: timm's ``create_transform``, sized by a size policy.
 
-Training augmentation is timm's (``timm.data.create_transform(is_training=True)``): random resized crop (``scale``,
-``ratio``), flips, RandAugment / AutoAugment / AugMix (``auto_augment='rand-m9-mstd0.5'``), colour jitter, random
-erasing (``re_prob``), each set from the config (``augment=dict(...)``, keys as ``create_transform``'s). Evaluation
-is timm's eval transform with ``crop_pct=1``: the image scaled to cover the size, keeping its aspect ratio, and the
-centre cut out, for square and (H, W) sizes alike (``resize='crop'``; ``'pad'`` fits it inside and pads with the mean
-colour, ``'stretch'`` scales each side on its own, as vispe did for (H, W) sizes before), bilinear, the mean / std
-of the data set.
-
-vispe's defaults differ from timm's (and from what vispe did before, torchvision's crop at scale 0.08-1 plus a
-flip) in two places, so that small images survive them: the crop keeps at least half of the image
-(``scale=(0.5, 1.0)``; at 0.08 a 28 px digit is cut to an 8 px patch, less than a stroke) and there is no colour
-jitter (``color_jitter=None``; colour is the class in some sets). Photos of the ImageNet kind train better with
-timm's own (``augment=dict(scale=(0.08, 1.0), color_jitter=0.4)`` or ``auto_augment='rand-m9-mstd0.5'``); digits,
-text and anything with a handedness want ``hflip=0.0``.
-
-With a size policy (``vispe.datasets.sizes``) the crop goes to the size drawn for the item instead of a fixed one:
-timm's crop box (its ``RandomResizedCropAndInterpolation.get_params``), resized to ``policy.size(draw, crop)``.
-For an aspect-keeping policy (``NativeAspect``) ``ratio`` is relative to the image's own aspect ratio, as in timm's
-NaFlex crop (``RandomResizedCropToSequence``), so a wide image stays wide; evaluation then resizes the whole image
-to its size under the budget, without a crop.
-"""
+Training takes ``augment=dict(...)`` as ``create_transform``'s keys; vispe's defaults keep at least half of the image
+and add no colour jitter. Evaluation covers and centre-crops (``resize='crop'``), or pads or stretches. With a size
+policy the crop is resized to the drawn size (aspect-keeping policies: ``ratio`` relative to the image's)."""
 
 from __future__ import annotations
 
@@ -38,10 +20,9 @@ from torchvision.transforms import functional as TF
 from vispe.datasets.sizes import HW, SizePolicy
 from vispe.registry import closest
 
-#: how an evaluation brings an image to a size of another aspect ratio (the file-backed data sets' ``resize``), as
-#: timm's eval ``crop_mode``: 'crop' scales the image to cover the size and cuts the centre out (the default: no
-#: distortion, the borders lost), 'pad' scales it to fit inside and pads with the mean colour (nothing lost, nothing
-#: distorted), 'stretch' scales each side to the size (the aspect ratio lost: what timm calls 'squash')
+#: how evaluation meets a size of another aspect ratio (``resize``), as timm's eval ``crop_mode``: 'crop' covers the
+#: size and cuts the centre out (the borders lost), 'pad' fits inside and pads with the mean colour (nothing lost),
+#: 'stretch' scales each side to the size (the aspect ratio lost: timm's 'squash')
 RESIZE_MODES = {'crop': 'center', 'pad': 'border', 'stretch': 'squash'}
 
 
@@ -52,8 +33,7 @@ def check_resize(resize: str) -> str:
 
 
 def resize_steps(size: int | Sequence[int], resize: str, mean: Sequence[float], interpolation: str = 'bilinear'):
-    """The eval resize to ``size`` under ``resize`` (``RESIZE_MODES``) as transforms of PIL images or tensors, for
-    pipelines outside timm's ``create_transform`` (CIFAR-10's)."""
+    """The eval resize to ``size`` under ``resize`` as transforms, for pipelines outside timm's."""
     from timm.data.transforms import CenterCropOrPad, ResizeKeepRatio
 
     hw = [size, size] if isinstance(size, int) else [int(size[0]), int(size[1])]
@@ -92,9 +72,8 @@ AUGMENT_KEYS = (
 
 
 def augment_settings(augment: bool | Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The ``create_transform`` training arguments ``augment`` asks for: vispe's defaults updated with a dict's
-    keys, the defaults for True, None (no augmentation: the eval transform) for False / None. Unknown keys are refused
-    naming the closest valid one."""
+    """The ``create_transform`` training arguments ``augment`` asks for (defaults updated by a dict; None for False /
+    None); unknown keys are refused."""
     if augment is None or augment is False:
         return None
     if augment is True:
@@ -116,23 +95,20 @@ def augment_settings(augment: bool | Mapping[str, Any] | None) -> dict[str, Any]
 
 
 def _final(mean: Sequence[float], std: Sequence[float]) -> transforms.Compose:
-    """timm's last stage of the eval transform: to a float tensor in [0, 1], then (x - mean) / std."""
     return transforms.Compose([MaybeToTensor(), transforms.Normalize(mean=torch.tensor(mean), std=torch.tensor(std))])
 
 
 class ImageTransform:
-    """PIL image (or float image tensor) -> normalised float tensor (C, H, W), through timm's transforms.
+    """PIL image (or float image tensor) -> normalised float tensor (C, H, W), through timm's transforms; tensor images
+    (16- and 32-bit sources) skip timm's PIL-only stages (RandAugment, colour jitter), with a warning.
 
     Args:
         image_size: the crop without a size policy: int (square) or (H, W).
-        augment: ``create_transform`` training arguments (``augment_settings``), or None for the eval transform.
-        mean: per-channel normalisation (one value each for grey images).
-        std: per-channel normalisation, as ``mean``.
-        size_policy: draws the output size per call (``__call__(image, draw)``); None: always ``image_size``.
-        interpolation: 'bilinear', 'bicubic', ... or 'random' (training only), as timm takes it.
-
-    Images decoded to tensors (16- and 32-bit sources, ``vispe.datasets.images``) skip timm's PIL-only second stage
-    (RandAugment, AutoAugment, colour jitter), with a warning the first time.
+        augment: ``create_transform`` training arguments, or None for the eval transform.
+        mean: per-channel normalisation.
+        std: per-channel normalisation.
+        size_policy: draws the output size per call (``__call__(image, draw)``); None: ``image_size``.
+        interpolation: as timm takes it ('random' in training only).
     """
 
     def __init__(
@@ -190,7 +166,6 @@ class ImageTransform:
         )  # fmt: skip
 
     def _eval_cached(self, size: HW) -> transforms.Compose:
-        """The eval transform at ``size``, built once per size a policy draws."""
         if size not in self._eval_sizes:
             self._eval_sizes[size] = self._eval_at(size)
         return self._eval_sizes[size]
@@ -217,7 +192,6 @@ class ImageTransform:
         return self.final(image)
 
     def _crop(self, image: Image.Image | torch.Tensor, draw: Hashable | None) -> Image.Image | torch.Tensor:
-        """timm's random resized crop, to the drawn size with a policy."""
         policy = self.size_policy
         if policy is None:
             return self.crop(image)

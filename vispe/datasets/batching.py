@@ -1,27 +1,5 @@
-"""Batches of mixed image sizes: a batch sampler whose batches share one size draw, and a collate that keeps
-images of different sizes as a list.
-
-``SharedSizeBatchSampler`` (in mmengine's DATA_SAMPLERS through vispe's) groups the indices of any sampler into
-batches like torch's ``BatchSampler`` and pairs each index with its batch's key, ``(index, key)``. A data set with a
-``size_policy`` (``vispe.datasets.sizes``) draws its size from that key, so a batch has one draw: one square side
-(``SquareSizes``: the batch stacks), or one token budget that each image fills at its own aspect ratio
-(``NativeAspect``). Without the sampler the same data set draws once per item::
-
-    train_dataloader = dict(
-        batch_size=32,
-        sampler=dict(type='DefaultSampler', shuffle=True),
-        batch_sampler=dict(type='SharedSizeBatchSampler'),   # leave out: one draw per image
-        collate_fn=dict(type='vispe.mixed_size_collate'),
-        dataset=dict(type='Shapes2D', size_policy=dict(type='SquareSizes', min_size=16, max_size=64, patch_size=4)),
-    )
-
-``mixed_size_collate`` (in vispe's FUNCTIONS; a config names it ``'vispe.mixed_size_collate'``, since mmengine looks
-collate functions up in its root registry, which finds vispe's child by its scope) is mmengine's
-``default_collate`` when every image of the batch has the same shape; otherwise ``inputs`` is the list of the
-(C, H_i, W_i) images and the other keys are collated as usual (``labels`` a (B,) tensor). mmengine's data
-preprocessor moves such a list to the device item by item, and ``ImageClassifier`` hands it to the ViT, which takes
-a list of images of different sizes.
-"""
+"""Batches of mixed image sizes: ``SharedSizeBatchSampler`` (one size draw per batch) and ``mixed_size_collate`` (images
+of different sizes kept as a list, which the ViT takes)."""
 
 from __future__ import annotations
 
@@ -41,17 +19,13 @@ KEY_RANGE = 2**62
 
 @DATA_SAMPLERS.register_module()
 class SharedSizeBatchSampler(Sampler[list[SizedIndex]]):
-    """Batches of ``sampler``'s indices, each index paired with a key shared by its batch: ``[(i, key), ...]``.
+    """Batches of ``sampler``'s indices, each paired with a key shared by its batch, ``[(i, key), ...]``; keys come
+    from the global torch RNG, so a seeded run draws the same sizes. A data set without a ``size_policy`` is refused.
 
     Args:
-        sampler: the index sampler (mmengine's DefaultSampler or InfiniteSampler; the Runner passes the config's).
-        batch_size: items per batch (the Runner passes the loader's ``batch_size``).
+        sampler: the index sampler.
+        batch_size: items per batch.
         drop_last: drop the last batch when it is short.
-
-    Keys come from the global torch RNG, drawn as the batches are made (in the main process, which mmengine seeds
-    with the run's seed, so a seeded run draws the same sizes again; each rank of a distributed run draws its own).
-    The data set (or the one it wraps, e.g. in a ``TransformedDataset``) must have a ``size_policy``: one without
-    would ignore the keys, so it is refused here.
     """
 
     def __init__(self, sampler: Sampler | Sequence[int], batch_size: int, drop_last: bool = False) -> None:
@@ -87,7 +61,6 @@ class SharedSizeBatchSampler(Sampler[list[SizedIndex]]):
 
 
 def _has_size_policy(dataset: Any, depth: int = 8) -> bool:
-    """Whether ``dataset``, or a data set it wraps in ``dataset`` (TransformedDataset), has a size policy."""
     for _ in range(depth):
         if dataset is None:
             return False
@@ -99,14 +72,10 @@ def _has_size_policy(dataset: Any, depth: int = 8) -> bool:
 
 @FUNCTIONS.register_module()
 def mixed_size_collate(data_batch: Sequence[dict]) -> dict[str, Any]:
-    """mmengine's ``default_collate`` of dict items, except that images of different shapes stay a list: ``inputs``
-    is then ``[(C, H_i, W_i), ...]`` in batch order, every other key collated as ``default_collate`` does.
-
-    A config names it (``collate_fn=dict(type='mixed_size_collate')``) and sets nothing: the data loader passes the
-    batch.
+    """mmengine's ``default_collate`` of dict items, except that ``inputs`` of different shapes stay a list.
 
     Args:
-        data_batch: the batch's items, dicts with an ``inputs`` key (as vispe's data sets serve them).
+        data_batch: the batch's items, dicts with an ``inputs`` key.
     """
     if not data_batch or not all(isinstance(item, dict) and 'inputs' in item for item in data_batch):
         raise TypeError("mixed_size_collate takes a batch of dict items with an 'inputs' key, like vispe's data sets")

@@ -1,8 +1,5 @@
-"""Real image data sets on local files: an ImageFolder tree and CIFAR-10 (python version).
-
-vispe never downloads anything: missing files raise FileNotFoundError naming the expected path and layout
-(see data/README.md).
-"""
+"""Real image data sets on local files: an ImageFolder tree and CIFAR-10 (python version). Nothing is downloaded:
+missing files raise FileNotFoundError naming the expected path."""
 
 from __future__ import annotations
 
@@ -37,9 +34,7 @@ Normalize = bool | str  # True: the data set's mean / std; 'symmetric': [-1, 1];
 
 
 def _to_tensor(normalize: Normalize, mean: tuple[float, ...], std: tuple[float, ...], channels: int = 3) -> list:
-    """PIL image or tensor -> float tensor in [0, 1] (uint8 scaled by 1/255, 16-bit sources already floats); then
-    ``(x - mean) / std`` when ``normalize`` is True (one channel: the mean of the three), or ``(x - 0.5) / 0.5``
-    (values in [-1, 1], what Shapes2D gives and diffusion models expect) when it is 'symmetric'."""
+    """PIL image or tensor -> [0, 1] floats, then ``(x - mean) / std`` (``normalize`` True) or [-1, 1] ('symmetric')."""
     if normalize not in (True, False, 'symmetric'):
         raise ValueError(
             f"normalize must be True (mean / std), 'symmetric' ([-1, 1]) or False ([0, 1]), got {normalize!r}"
@@ -67,13 +62,12 @@ def normalization_stats(normalize: Normalize, mean: tuple[float, ...], std: tupl
 
 
 def _missing(path: Path, how: str) -> FileNotFoundError:
-    """A FileNotFoundError that names the missing path and how to provide the data."""
     return FileNotFoundError(f'{path} not found. {how} vispe never downloads data; see data/README.md.')
 
 
 class _DictDataset(SkipsBadSamples, Dataset):
-    """Wraps a torchvision data set so items are ``dict(inputs=tensor, labels=int)``, like Shapes2D; bad files are
-    an error naming them or skipped (``on_error``, ``vispe.datasets.samples``)."""
+    """A torchvision data set whose items are ``dict(inputs=tensor, labels=int)``; bad files raise or are skipped
+    (``on_error``)."""
 
     def __init__(self, base: tv_datasets.VisionDataset, classes: list[str], on_error: str = 'raise') -> None:
         self.base = base
@@ -91,7 +85,6 @@ class _DictDataset(SkipsBadSamples, Dataset):
 
 
 def _find_image_root(data_root: Path, split: str) -> Path:
-    """``data_root/split`` if it exists, else ``data_root`` itself when it directly holds class folders."""
     split_dir = data_root / split
     if split_dir.is_dir():
         return split_dir
@@ -108,7 +101,6 @@ def _find_image_root(data_root: Path, split: str) -> Path:
 
 
 def _empty_class_folders(root: Path) -> list[Path]:
-    """The class folders under ``root`` that hold no file torchvision's ImageFolder takes (searched recursively)."""
     extensions = tv_datasets.folder.IMG_EXTENSIONS
     empty = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
@@ -119,8 +111,7 @@ def _empty_class_folders(root: Path) -> list[Path]:
 
 
 def _image_folder(root: Path, loader) -> tv_datasets.ImageFolder:
-    """torchvision's ImageFolder over ``root``; an empty class folder is an error naming its path (torchvision's
-    own message names only the class)."""
+    """torchvision's ImageFolder over ``root``; an empty class folder is an error naming its path."""
     try:
         return tv_datasets.ImageFolder(str(root), loader=loader)
     except FileNotFoundError:
@@ -152,40 +143,23 @@ def _label_by_name(base: tv_datasets.ImageFolder, root: Path, classes: list[str]
 
 @DATASETS.register_module()
 class ImageFolderDataset(_DictDataset):
-    """Images in ``data_root/split/<class>/*`` (or ``data_root/<class>/*``), via torchvision's ImageFolder.
+    """Images in ``data_root/split/<class>/*`` (or ``data_root/<class>/*``), via torchvision's ImageFolder, read by
+    ``vispe.datasets.images.load_image``; a tiny one is used with a ``SampleWarning``.
 
     Args:
         data_root: root of the tree.
-        split: sub-folder to read; also picks the transform (augmentation only for 'train').
+        split: sub-folder to read; augmentation only for 'train'.
         image_size: int (square crop) or (H, W).
-        normalize: True: ImageNet mean / std; 'symmetric': values in [-1, 1] (for diffusion); False: [0, 1].
-        augment: timm's training augmentation (``vispe.datasets.augment``): True for vispe's defaults (random resized
-            crop at scale 0.5-1, horizontal flip), a dict of ``timm.data.create_transform`` arguments over them
-            (``dict(scale=(0.08, 1.0), auto_augment='rand-m9-mstd0.5', re_prob=0.25, hflip=0.0)``), False for the
-            deterministic eval transform (short side resized, centre crop); default: ``split == 'train'``.
-        on_error: 'raise' (a corrupt or truncated image stops with an error naming it) or 'skip' (warn, serve the next
-            image, count it).
-        channels: 3 (RGB) or 1 (grey, for a model with ``in_chans=1``).
-        max_image_pixels: images with more pixels are refused as possible decompression bombs; None: Pillow's
-            ``PIL.Image.MAX_IMAGE_PIXELS`` (about 89 million).
-        size_policy: mixed-resolution training (``vispe.datasets.sizes``, a config dict or a policy): each item's size
-            is drawn instead of ``image_size``: ``NativeAspect`` keeps each image's aspect ratio under a token budget
-            (the random crop's ratio range is then relative to it), ``SquareSizes`` a random square side. One draw per
-            item, or one per batch with ``SharedSizeBatchSampler`` (indices ``(i, key)``).
-        interpolation: the resize's, as timm names it ('bilinear', 'bicubic'; 'random' in training).
-        resize: how the evaluation brings an image to ``image_size`` when their aspect ratios differ
-            (``vispe.datasets.augment.RESIZE_MODES``): 'crop' (default: scale to cover, centre crop), 'pad' (scale to
-            fit, pad with the mean colour) or 'stretch' (each side scaled on its own).
-        classes: the class names in label order; None: the sorted class folders. The evaluation tools pass a trained
-            model's (its checkpoint's ``dataset_meta``), so that a label means the class of that name whatever the
-            folders' order: a class without a folder here is simply absent, and a class folder whose name is not among
-            ``classes`` (renamed, or another data set's) is refused.
-
-    Every image is turned upright by its EXIF orientation and every Pillow mode is decoded to correctly scaled
-    pixels (``vispe.datasets.images.load_image``, whose docstring tabulates the modes: 16-bit images keep their
-    precision, alpha is composited over black, a 32-bit integer image of ambiguous range is refused). An image
-    with a side of one pixel or under 1/8 of the crop's is used, with a ``SampleWarning`` naming it once. An empty
-    class folder is an error naming its path.
+        normalize: True: ImageNet mean / std; 'symmetric': [-1, 1]; False: [0, 1].
+        augment: timm's training augmentation (``vispe.datasets.augment``): True for vispe's defaults, a dict of
+            ``create_transform`` arguments over them, False for the eval transform; default: ``split == 'train'``.
+        on_error: 'raise' (a bad image stops with its name) or 'skip' (warn, serve the next, count it).
+        channels: 3 (RGB) or 1 (grey).
+        max_image_pixels: larger images are refused as possible decompression bombs; None: Pillow's limit.
+        size_policy: draw each item's size (``vispe.datasets.sizes``) instead of ``image_size``.
+        interpolation: the resize's, as timm names it ('random' in training only).
+        resize: how evaluation meets ``image_size`` at another aspect ratio: 'crop', 'pad' or 'stretch'.
+        classes: the class names in label order; None: the sorted class folders. A folder not among them is refused.
     """
 
     base: tv_datasets.ImageFolder
@@ -241,10 +215,9 @@ class CIFAR10Dataset(_DictDataset):
         data_root: folder that contains ``cifar-10-batches-py``.
         split: 'train' (50k images) or 'val' / 'test' (both the 10k test batch).
         image_size: images are resized when this differs from 32.
-        normalize: True: CIFAR-10 mean / std; 'symmetric': values in [-1, 1] (for diffusion); False: [0, 1].
+        normalize: True: CIFAR-10 mean / std; 'symmetric': [-1, 1]; False: [0, 1].
         augment: 4-pixel padded random crop + flip; default: ``split == 'train'``.
-        resize: how a 32x32 image becomes an ``image_size`` of another aspect ratio (``ImageFolderDataset``'s): 'crop'
-            (default), 'pad' or 'stretch'.
+        resize: how a 32x32 image meets an ``image_size`` of another aspect ratio: 'crop', 'pad' or 'stretch'.
     """
 
     def __init__(

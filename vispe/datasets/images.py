@@ -1,52 +1,8 @@
-"""Image files to correctly scaled, upright pixels, whatever mode Pillow reads them in, or an error naming the file.
+"""Image files to correctly scaled, upright float pixels in [0, 1], whatever mode Pillow reads, or a ``SampleError``.
 
-``load_image`` is the one way vispe reads an image file (training and evaluation data sets, ``vispe infer`` /
-``tools/infer.py``; ``open_image`` below it is the one place a file is opened). It
-
-1. opens the file with a size limit (a decompression bomb is refused naming the limit and how to raise it) and
-   decodes it in full now (a truncated file fails here, naming it);
-2. turns it upright by its EXIF orientation (tag 274, as cameras and phones write it: a portrait phone photo is
-   stored landscape with orientation 6 or 8), with ``PIL.ImageOps.exif_transpose``; the tag is then removed, so the
-   image is never turned twice. Files without EXIF, or with orientation 1, are unchanged;
-3. converts its mode with ``decode_image``.
-
-``Image.convert('RGB')`` alone is wrong for several modes: it clips 16-bit grey (I;16, I;16B, I) and float (F)
-images at 255, so a 16-bit PNG becomes almost all white, and it shows whatever colour hides under transparent
-pixels. ``decode_image`` instead maps each Pillow mode as follows (a PIL image is 0..255, a float32
-``tv_tensors.Image`` is 0..1; both go through torchvision's ``ToImage`` / ``ToDtype(scale=True)`` to the same
-[0, 1] floats; ``channels=1`` gives grey, ITU-R 601 luma, instead of RGB):
-
-=================================  ===================================================================================
-mode                               what vispe does
-=================================  ===================================================================================
-1                                  0 / 1 bits -> 0 / 255, as RGB
-L                                  0..255 grey, as RGB (three equal channels)
-P (palette)                        its palette's colours, as RGB
-RGB, RGBX                          0..255 as is (X, padding, dropped); Pillow also reads 16-bit RGB(A) PNGs as
-                                   8-bit RGB(A), their top byte
-CMYK                               Pillow's conversion to RGB (ink subtracted from white; no ICC profile applied)
-YCbCr, LAB, HSV                    Pillow's colour conversion to RGB
-LA, La, PA, RGBA, RGBa,            alpha composited over black: each colour multiplied by its opacity, so a transparent
-P / L / RGB with a transparent     pixel is black whatever colour the file stores under it; alpha itself is then
-colour (``transparency``)          dropped
-I;16, I;16L, I;16B, I;16N          16-bit unsigned grey: value / 65535, float32, so none of the 16 bits is lost
-I whose file says 16 bits          the same, value / 65535 (Pillow reads 16-bit PGM / PPM as I, scaled to 0..65535, and
-(PGM / PPM, PNG, 16-bit            16-bit signed TIFFs as I); a value outside 0..65535 is refused
-unsigned TIFF)
-I otherwise (32-bit integer,       the file does not say the range, so the values decide, and what they cannot decide is
-e.g. a 32-bit TIFF or an image     refused: values outside 0..65535 are refused; values in 0..255 (max 1..255) are
-from ``Image.fromarray(int32)``)   refused as ambiguous (8-bit data, or a dark 16-bit image? one would be 257x too
-                                   dark or too bright) with the fix: save it as 8-bit (mode L / RGB) or 16-bit
-                                   (I;16) PNG or TIFF; a maximum of 256..65535 rules 8-bit data out and is taken as
-                                   16-bit, value / 65535 (10- or 12-bit data in a 32-bit file would be read darker:
-                                   save it scaled to 16 bits); an all-zero image is 0
-F (32-bit float)                   taken as is when every value is finite and in [0, 1], else refused (there is no
-                                   agreed scale for other floats: Pillow's own convention is 0..255, depth maps use
-                                   metres)
-=================================  ===================================================================================
-
-What cannot be converted is refused with ``SampleError`` naming the file.
-"""
+``load_image`` = ``decode_image`` of ``open_image``. Modes: 8-bit ones via Pillow's RGB conversion; alpha or a
+transparent colour composited over black; I;16* and I from a 16-bit file / 65535; other 32-bit I read as 16-bit when its
+maximum is in 256..65535, refused outside 0..65535 or at a maximum in 1..255; F as is when finite in [0, 1]."""
 
 from __future__ import annotations
 
@@ -90,14 +46,12 @@ def _over_black(image: Image.Image) -> Image.Image:
 
 
 def _grey_tensor(values: np.ndarray, channels: int) -> tv_tensors.Image:
-    """(H, W) float values in [0, 1] -> float32 (channels, H, W) image."""
     grey = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32))[None]
     return tv_tensors.Image(grey.expand(channels, -1, -1).contiguous())
 
 
 def _declared_16_bit(image: Image.Image) -> bool:
-    """Whether the file a mode-I image was read from says its samples are 16-bit: PGM / PPM (Pillow scales any
-    maxval over 255 to 0..65535), PNG (16-bit grey, mode I in older Pillows) and TIFF with 16 bits per sample."""
+    """Whether the file a mode-I image came from says 16-bit samples (PGM / PPM, PNG, 16-bit TIFF)."""
     if image.format in ('PPM', 'PNG'):
         return True
     tags = getattr(image, 'tag_v2', None)
@@ -106,7 +60,7 @@ def _declared_16_bit(image: Image.Image) -> bool:
 
 
 def _high_depth(image: Image.Image, path: str, channels: int) -> tv_tensors.Image:
-    """16-bit and 32-bit grey modes as floats in [0, 1] (rules: the module docstring)."""
+    """16-bit and 32-bit grey modes as floats in [0, 1], by the module's rules."""
     values = np.asarray(image)
     if image.mode in UINT16_MODES:
         return _grey_tensor(values.astype(np.float32) / 65535.0, channels)
@@ -137,8 +91,7 @@ def _high_depth(image: Image.Image, path: str, channels: int) -> tv_tensors.Imag
 
 
 def decode_image(image: Image.Image, path: str, channels: int = 3) -> Decoded:
-    """``image`` (any Pillow mode) as RGB, or grey when ``channels`` is 1; see the module docstring for the scale of
-    each mode. Raises SampleError naming ``path`` when the mode cannot be converted."""
+    """``image`` (any Pillow mode) as RGB, or grey (ITU-R 601) when ``channels`` is 1; SampleError naming ``path``."""
     if channels not in CHANNELS:
         raise ValueError(f'channels must be 1 (grey) or 3 (RGB), got {channels!r}')
     if image.mode in UINT16_MODES + ('I', 'F'):
@@ -154,8 +107,7 @@ def decode_image(image: Image.Image, path: str, channels: int = 3) -> Decoded:
 
 @contextmanager
 def _pillow_size_check_off() -> Iterator[None]:
-    """Pillow's own decompression-bomb check (a module global) off inside the block, so that ``load_image`` applies
-    its data set's limit instead. Per process; DataLoader workers are processes."""
+    """Pillow's own decompression-bomb check off inside the block, so ``load_image`` applies its own limit."""
     saved = Image.MAX_IMAGE_PIXELS
     Image.MAX_IMAGE_PIXELS = None
     try:
@@ -165,12 +117,8 @@ def _pillow_size_check_off() -> Iterator[None]:
 
 
 def open_image(path: str, max_pixels: int | None = None) -> Image.Image:
-    """The image file at ``path`` as Pillow reads it, decoded in full now (PIL decodes lazily, so a truncated file
-    would fail later, far from its name) and turned upright by its EXIF orientation. The one place vispe opens an
-    image file: ``load_image`` (pixels for a model) is built on it; use this directly only for vispe's own 8-bit
-    figures. SampleError naming the file when it is corrupt, truncated, not an image, or larger than ``max_pixels``
-    (None: ``PIL.Image.MAX_IMAGE_PIXELS`` as it is now, itself None for no limit): a file whose header claims a huge
-    size is a decompression bomb."""
+    """The image at ``path`` decoded in full, upright by its EXIF orientation: the one place vispe opens images.
+    SampleError naming the file when corrupt, truncated, not an image, or over ``max_pixels`` (None: Pillow's limit)."""
     limit = Image.MAX_IMAGE_PIXELS if max_pixels is None else max_pixels
     try:
         with _pillow_size_check_off():
@@ -200,24 +148,19 @@ def open_image(path: str, max_pixels: int | None = None) -> Image.Image:
 
 
 def load_image(path: str, channels: int = 3, max_pixels: int | None = None) -> Decoded:
-    """The file at ``path`` as correctly scaled, upright pixels: ``decode_image`` of ``open_image`` (the module
-    docstring says what each mode becomes). SampleError naming the file when ``open_image`` refuses it or its mode
-    cannot be converted."""
+    """The file at ``path`` as correctly scaled, upright pixels; SampleError naming the file."""
     with open_image(path, max_pixels) as image:
         return decode_image(image, path, channels)
 
 
 def image_size(image: Decoded) -> tuple[int, int]:
-    """(height, width) of a decoded image."""
     if isinstance(image, Image.Image):
         return image.height, image.width
     return int(image.shape[-2]), int(image.shape[-1])
 
 
 def small_image_message(path: str, size: tuple[int, int], crop: tuple[int, int]) -> str | None:
-    """A warning when an image of ``size`` (H, W) is far smaller than the ``crop`` (H, W) it is resized to: a side of
-    one pixel, or under 1/SMALL_IMAGE_FACTOR of the crop's (its pixels would be stretched more than that); else
-    None. Such an image holds next to nothing of what the model is trained to see."""
+    """A warning when an image of ``size`` is far smaller than its ``crop`` (a side of 1 or under 1/8 of the crop's)."""
     (height, width), (crop_h, crop_w) = size, crop
     if min(height, width) > 1 and height * SMALL_IMAGE_FACTOR >= crop_h and width * SMALL_IMAGE_FACTOR >= crop_w:
         return None

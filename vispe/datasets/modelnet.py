@@ -1,16 +1,5 @@
-"""ModelNet40 (Wu et al., CVPR 2015) read from the user's disk; nothing is downloaded.
-
-Two layouts are recognised under ``data_root``:
-
-- ``text`` (the common ``modelnet40_normal_resampled``): ``modelnet40_shape_names.txt`` (one class per line),
-  ``modelnet40_train.txt`` / ``modelnet40_test.txt`` (one item per line, e.g. ``airplane_0001``) and
-  ``<class>/<item>.txt`` with 10,000 lines ``x,y,z,nx,ny,nz`` (normals are not used);
-- ``mesh`` (the original ``ModelNet40``): ``<class>/train/*.off`` and ``<class>/test/*.off``, read by open3d and
-  sampled on the surface (seeded per item).
-
-Each cloud is reduced to ``num_points`` (farthest-point by default, as Point-MAE's data), centred and scaled into
-the unit sphere, then multiplied by ``scale`` (the knob for unseen object sizes).
-"""
+"""ModelNet40 (Wu et al., CVPR 2015) from the user's disk, in the ``text`` (``modelnet40_normal_resampled``) or ``mesh``
+(``.off``) layout; clouds reduced to ``num_points``, centred, scaled into the unit sphere, times ``scale``."""
 
 from __future__ import annotations
 
@@ -40,24 +29,19 @@ MODELNET40_CLASSES: tuple[str, ...] = (
 
 @DATASETS.register_module()
 class ModelNet40(SkipsBadSamples, Dataset):
-    """ModelNet40 point clouds from disk, labelled by class.
+    """ModelNet40 point clouds from disk, labelled by class; items ``{'inputs': FloatTensor (N, 3), 'labels': int}``.
+
+    A file of fewer than ``num_points`` points is padded with repeats (with a ``SampleWarning`` under half).
 
     Args:
-        data_root: the data folder (either layout above).
-        split: 'train' or 'test' ('val' reads 'test': ModelNet40 has no validation split).
+        data_root: the data folder (either layout).
+        split: 'train' or 'test' ('val' reads 'test').
         num_points: N points per cloud.
-        sample: 'fps', 'random' or 'first' (how N points are chosen from the file's).
+        sample: 'fps', 'random' or 'first'.
         scale: multiplies every normalised cloud.
         seed: for mesh sampling and 'random'.
         variant: the text layout's file prefix ('modelnet10' for ModelNet10).
-        on_error: 'raise' (a truncated, unreadable or NaN file stops with an error naming it) or 'skip' (warn, serve the
-            next sample, count it; ``vispe.datasets.samples``).
-
-    A file with fewer than ``num_points`` points is padded with repeats of its own points; under half of
-    ``num_points`` it is used with a ``SampleWarning`` naming it once. Meshes are sampled at ``max(8192, num_points)``
-    surface points, so that they never fall short.
-
-    Items are ``{'inputs': FloatTensor (N, 3), 'labels': int}``.
+        on_error: 'raise' or 'skip' (``vispe.datasets.samples``).
     """
 
     classes: tuple[str, ...] = MODELNET40_CLASSES

@@ -1,14 +1,5 @@
-"""MultiViewScenes: procedural multi-view scenes rendered on the CPU, for camera-aware positional encodings.
-
-A scene is one to three primitive objects (sphere, box, cylinder, cone) floating in a box about the world origin,
-one of them red (the target) and the others of distinct non-red colours. V pinhole cameras look at a point near the
-origin from random azimuths, elevations and distances, each with its own random focal length. Each view is
-ray-cast with open3d's ``RaycastingScene`` (RGB with Lambert shading under a fixed light, and depth), in vispe's
-OpenCV camera convention (see ``vispe.geometry``): x right, y down, z forward, ``K`` in pixels, poses
-camera-to-world, the centre of pixel (row i, column j) at (u, v) = (j + 0.5, i + 0.5).
-
-Item ``i`` of a split is drawn only from ``(seed, split, i)``. Nothing is downloaded.
-"""
+"""MultiViewScenes: procedural multi-view scenes ray-cast on the CPU with open3d, for camera-aware encodings, in vispe's
+OpenCV camera convention (``vispe.geometry``). Item ``i`` of a split depends only on ``(seed, split, i)``."""
 
 from __future__ import annotations
 
@@ -53,9 +44,8 @@ VIEW_MARGIN = 0.1  # the target's centre must project this fraction of the image
 
 
 def make_mesh(kind: str, size: float, angle: float = 0.0) -> Mesh:
-    """A primitive of ``kind`` and ``size`` (sphere radius, half box side, cylinder and cone base radius; cylinders
-    and cones are 2 size high, along z), turned by ``angle`` radians about z, with its axis-aligned bounding box
-    centred on the origin."""
+    """A primitive of ``kind`` and ``size`` (radius or half side; cylinders and cones 2 size high along z), turned by
+    ``angle`` about z, its bounding box centred on the origin."""
     require_open3d('make_mesh')
     import open3d as o3d
 
@@ -77,14 +67,12 @@ def make_mesh(kind: str, size: float, angle: float = 0.0) -> Mesh:
 
 
 def _o3d_tensor(array: np.ndarray) -> o3d.core.Tensor:
-    """An open3d tensor holding a copy of ``array``, in its dtype, on the CPU."""
     import open3d as o3d
 
     return o3d.core.Tensor(array)  # type: ignore[call-overload]  # open3d's stubs drop the dtype / device defaults
 
 
 def _extrinsic(cam_to_world: np.ndarray) -> np.ndarray:
-    """World-to-camera 4x4 (float64) of a camera-to-world pose."""
     rot, centre = cam_to_world[:3, :3], cam_to_world[:3, 3]
     out = np.eye(4)
     out[:3, :3], out[:3, 3] = rot.T, -rot.T @ centre
@@ -105,10 +93,7 @@ def _cast(
     height: int,
     width: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Render views (V, 3, 3) / (V, 4, 4) of a built ``scene`` whose geometry ``g`` has colour ``colours[g]``.
-
-    Returns rgb (V, 3, H, W) float32, depth (V, H, W) float32 (0 on a miss) and geometry ids (V, H, W) int64
-    (-1 on a miss)."""
+    """Render views of ``scene``: rgb (V, 3, H, W), depth (V, H, W) (0: miss) and geometry ids (V, H, W) (-1: miss)."""
     import open3d as o3d
 
     rays = np.stack(
@@ -156,22 +141,10 @@ def render(
     width: int,
     return_ids: bool = False,
 ) -> tuple[np.ndarray, ...]:
-    """Render world-frame ``(legacy TriangleMesh, (r, g, b))`` pairs with pinhole cameras.
-
-    Args:
-        meshes_with_colours: the scene, colours in [0, 1].
-        K: (3, 3) or (V, 3, 3) intrinsics in pixels (OpenCV).
-        cam_to_world: (4, 4) or (V, 4, 4) poses.
-        height: image height in pixels.
-        width: image width in pixels.
-        return_ids: also return each pixel's mesh index (-1: background).
-
-    Returns:
-        rgb float32 (3, H, W) (or (V, 3, H, W)) in [0, 1]: ``colour * (0.3 + 0.7 max(0, n . l))`` with the face
-        normal ``n`` turned towards the camera and the fixed world light direction ``l`` = ``LIGHT_DIRECTION``;
-        background grey 0.2. depth float32 (H, W) (or (V, H, W)): camera-frame z of the first hit, 0 on a miss.
-        With ``return_ids``, ids int64 (H, W) (or (V, H, W)) as well.
-    """
+    """Render world-frame ``(legacy TriangleMesh, (r, g, b) in [0, 1])`` pairs with pinhole cameras, ``K`` (3, 3) or
+    (V, 3, 3) in pixels and ``cam_to_world`` (4, 4) or (V, 4, 4): rgb float32 (3, H, W) or (V, 3, H, W) in [0, 1]
+    (Lambert shading, grey 0.2 background), depth float32 (H, W) or (V, H, W) (camera z, 0 on a miss), and with
+    ``return_ids`` each pixel's int64 mesh index (-1: background)."""
     K, cam_to_world = np.asarray(K, dtype=np.float64), np.asarray(cam_to_world, dtype=np.float64)
     single = K.ndim == 2
     if single != (cam_to_world.ndim == 2) or K.shape[-2:] != (3, 3) or cam_to_world.shape[-2:] != (4, 4):
@@ -188,7 +161,6 @@ def render(
 
 
 def _check_range(name: str, value: Sequence[float], low: float, high: float) -> tuple[float, float]:
-    """``value`` as a (min, max) float pair with low < min <= max < high."""
     try:
         lo, hi = (float(v) for v in value)
     except (TypeError, ValueError):
@@ -200,14 +172,10 @@ def _check_range(name: str, value: Sequence[float], low: float, high: float) -> 
 
 @DATASETS.register_module()
 class MultiViewScenes(Dataset):
-    """Multi-view renders of primitive objects; the task is to regress the red object's 3D world position.
-
-    Each item renders one scene from ``num_views`` random cameras. The label is the world-frame centre (centre of
-    the axis-aligned bounding box) of the red object, which is always present. The task needs the cameras by
-    construction: the focal length and the object sizes are random, so one view's apparent size does not give the
-    depth (a small near object looks like a big far one), and the camera poses are random, so the image axes say
-    nothing about the world frame. A model has to use ``K`` and ``cam_to_world`` (e.g. through ray or camera
-    positional encodings) and combine views (triangulate) to answer; without them the target is ambiguous.
+    """Multi-view renders of primitive objects; the task is to regress the red object's 3D world position. Sizes,
+    focal lengths and poses are random, so a model must use ``K`` and ``cam_to_world`` and combine the views; every
+    camera sees the target's centre. Items: ``'inputs'`` (V, 3, H, W) RGB in [0, 1], ``'depth'`` (V, 1, H, W)
+    (0: background), ``'K'`` (V, 3, 3), ``'cam_to_world'`` (V, 4, 4), ``'target'`` (3,), all float32.
 
     Args:
         split: 'train', 'val' or 'test' (different scenes).
@@ -215,21 +183,12 @@ class MultiViewScenes(Dataset):
         num_views: V cameras per scene.
         image_size: int or (H, W).
         seed: non-negative int.
-        num_objects: (min, max) objects per scene, inclusive, red target included; at most 6.
-        fov_range: horizontal field of view in degrees, drawn per view: focal = (W / 2) / tan(fov / 2) pixels.
+        num_objects: (min, max) objects per scene, target included; at most 6.
+        fov_range: horizontal field of view in degrees, per view: focal = (W / 2) / tan(fov / 2).
         distance_range: camera distance from its look-at point.
-        elevation_range: degrees above the horizontal (world +z is up). Azimuths are uniform in [0, 360).
-        look_jitter: std of the Gaussian offset of each camera's look-at point from the origin.
-        size_range: object size (sphere radius, half box side, cylinder and cone radius; those are 2 size high).
-
-    Object centres are uniform in [-0.8, 0.8] x [-0.8, 0.8] x [-0.4, 0.4], re-drawn (at most 100 times, after
-    which a distractor is dropped) while an object's bounding sphere overlaps another's. A camera is re-drawn (at
-    most 50 times, then it looks straight at the target) until the target's centre projects at least 10% of the
-    image size inside the borders and some red pixel is visible.
-
-    Items are dicts: ``'inputs'`` float32 (V, 3, H, W) RGB in [0, 1]; ``'depth'`` float32 (V, 1, H, W), camera
-    z, 0 on the background; ``'K'`` float32 (V, 3, 3); ``'cam_to_world'`` float32 (V, 4, 4) (OpenCV, see
-    ``vispe.geometry``); ``'target'`` float32 (3,) world centre of the red object.
+        elevation_range: degrees above the horizontal (world +z up); azimuths are uniform.
+        look_jitter: std of each camera's look-at offset from the origin.
+        size_range: object size (radius or half side).
     """
 
     def __init__(
@@ -303,8 +262,7 @@ class MultiViewScenes(Dataset):
         }
 
     def objects(self, rng: np.random.Generator) -> tuple[list[o3d.geometry.TriangleMesh], np.ndarray, np.ndarray]:
-        """World-frame meshes (the red target first), their colours (N, 3) and the target's centre (3,) (float64,
-        exactly the centre of the target mesh's axis-aligned bounding box, up to rounding)."""
+        """World-frame meshes (the target first), their colours (N, 3) and the target's bounding-box centre (3,)."""
         count = int(rng.integers(self.num_objects[0], self.num_objects[1] + 1))
         kinds = rng.integers(len(KINDS), size=count)
         sizes = rng.uniform(*self.size_range, size=count)
@@ -332,9 +290,8 @@ class MultiViewScenes(Dataset):
         return meshes, np.array(colours), centres[0]
 
     def camera(self, rng: np.random.Generator, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A random camera (K (3, 3), cam_to_world (4, 4), float32) whose image holds the target's centre at least
-        ``VIEW_MARGIN`` of the image size inside the borders; it looks straight at the target after
-        ``CAMERA_TRIES`` misses."""
+        """A random camera (K, cam_to_world) whose image holds the target's centre ``VIEW_MARGIN`` inside its borders
+        (else it looks straight at the target)."""
         height, width = self.image_size
         bounds = np.array([width, height]) * VIEW_MARGIN, np.array([width, height]) * (1 - VIEW_MARGIN)
         for attempt in range(CAMERA_TRIES + 1):

@@ -1,11 +1,5 @@
-"""Reading a user's point clouds and meshes through open3d, and bringing them to a data set's frame.
-
-``read_points(path)`` takes the point-cloud formats open3d reads (.ply, .pcd, .xyz, .xyzn, .xyzrgb, .pts), the
-comma-separated .txt of ModelNet40 (read by vispe), and meshes (.off, .obj, .stl, .gltf, .glb; a .ply without
-vertices-only content is read as a point cloud first), whose surface is sampled. ``resample`` picks a fixed number of
-points (farthest-point via open3d, or seeded random), and ``unit_sphere`` centres a cloud and scales it into the unit
-ball (ModelNet40's usual normalisation).
-"""
+"""Reading a user's point clouds and meshes through open3d (and ModelNet40's .txt), and bringing them to a data set's
+frame: ``read_points``, ``resample``, ``unit_sphere``."""
 
 from __future__ import annotations
 
@@ -30,8 +24,7 @@ TEXT_COLUMNS = {'.xyz': (3, None), '.xyzn': (6, 6), '.xyzrgb': (6, 6), '.pts': (
 
 
 def check_text_points(path: str, suffix: str) -> None:
-    """SampleError naming the file and line of a text point cloud whose lines are not all rows of numbers, of the
-    count its format holds and the same count throughout (.pts: a first line of one integer is the point count)."""
+    """SampleError naming the file and line of a text point cloud whose lines are not rows of one count of numbers."""
     low, high = TEXT_COLUMNS[suffix]
     if high is None:
         want = f'at least {low} numbers'
@@ -77,8 +70,8 @@ def read_text_cloud(path: str) -> np.ndarray:
 
 
 def read_points(path: str, mesh_samples: int = MESH_SAMPLES, seed: int = 0) -> np.ndarray:
-    """(N, 3) float32 points of a point-cloud file, or ``mesh_samples`` points sampled uniformly (area-weighted,
-    seeded) from a mesh file's surface. Raises FileNotFoundError / ValueError naming the file and what to do."""
+    """(N, 3) float32 points of a point-cloud file, or ``mesh_samples`` seeded area-weighted samples of a mesh's
+    surface; FileNotFoundError / ValueError naming the file."""
     check_file(
         path,
         'point-cloud file',
@@ -114,8 +107,7 @@ def read_points(path: str, mesh_samples: int = MESH_SAMPLES, seed: int = 0) -> n
 
 
 def resample(points: np.ndarray, num: int, method: str = 'fps', seed: int = 0) -> np.ndarray:
-    """``num`` of the (N, 3) points: 'fps' (open3d's farthest-point down-sampling, from point 0), 'random' (a
-    seeded subset) or 'first'. With fewer than ``num`` points, points are repeated (seeded) to reach ``num``."""
+    """``num`` of the (N, 3) points: 'fps' (from point 0), 'random' (seeded) or 'first'; too few are repeated."""
     if method not in ('fps', 'random', 'first'):
         raise ValueError(f"resample method must be 'fps', 'random' or 'first', got {method!r}")
     n = len(points)

@@ -1,11 +1,5 @@
-"""Primitives3D: procedural point clouds of open3d's primitive meshes, for point-cloud encodings.
-
-Item ``i`` of a split is drawn only from ``(seed, split, i)``: its class is ``i mod num_classes`` (balanced), and
-its own random stream gives an anisotropic scale per axis, a rotation (about z, or any in SO(3)), the surface
-sample (open3d, seeded per item) and Gaussian jitter. Meshes are centred on their bounding box before scaling, so
-``scale`` multiplies the object's extent about its centre (1 = about the unit cube): the knob for testing encodings
-at object sizes never seen in training. Nothing is downloaded.
-"""
+"""Primitives3D: procedural point clouds of open3d's primitive meshes; item ``i`` (class ``i mod num_classes``, scale,
+rotation, sample, jitter) depends only on ``(seed, split, i)``."""
 
 from __future__ import annotations
 
@@ -46,7 +40,7 @@ PRIMITIVES: dict[str, Callable[[type[Mesh]], Mesh]] = {
 
 @DATASETS.register_module()
 class Primitives3D(Dataset):
-    """Point clouds of primitive shapes, labelled by shape.
+    """Point clouds of primitive shapes, labelled by shape; items ``{'inputs': FloatTensor (N, 3), 'labels': int}``.
 
     Args:
         split: 'train', 'val' or 'test' (different objects).
@@ -56,13 +50,9 @@ class Primitives3D(Dataset):
         sampling: 'uniform' (area-weighted) or 'poisson' (Poisson-disk, more even, slower).
         rotation: 'z' (about the vertical axis) or 'so3' (any).
         scale_range: (low, high) of the per-axis random scale factors.
-        scale: multiplies every cloud (evaluation at unseen object sizes).
-        jitter: std of the Gaussian noise added to each point, in units of the (unscaled) object.
-        cache_dir: when set (e.g. 'data/primitives3d_cache'), each cloud is generated once and kept there as .npy, under
-            a folder named by the settings that shape it (``scale`` is applied after reading). Worth it for 'poisson'
-            sampling (about 15 ms a cloud against 0.25 ms for 'uniform').
-
-    Items are ``{'inputs': FloatTensor (N, 3), 'labels': int}``; ``metainfo`` holds the classes.
+        scale: multiplies every cloud.
+        jitter: std of the Gaussian noise per point, in units of the unscaled object.
+        cache_dir: keep each generated cloud there as .npy, in a folder named by its settings (before ``scale``).
     """
 
     classes: tuple[str, ...] = tuple(PRIMITIVES)
@@ -121,8 +111,7 @@ class Primitives3D(Dataset):
         return {'inputs': torch.from_numpy(points * np.float32(self.scale)), 'labels': label}
 
     def cached(self, index: int) -> np.ndarray:
-        """The cloud of ``index`` from the cache, generated and written first when missing (write to a temporary
-        name, then rename: a reader never sees half a file, and workers racing on one item write the same data)."""
+        """The cloud of ``index`` from the cache, generated and written atomically first when missing."""
         if self.cache_dir is None:
             raise ValueError('Primitives3D.cached needs a data set built with cache_dir')
         path = os.path.join(self.cache_dir, f'{self.split}_{index}.npy')

@@ -1,14 +1,5 @@
-"""Bad samples on disk: errors that name the file and what is wrong, or skipping them when the config asks.
-
-Readers raise ``SampleError`` (a ValueError) for a file they cannot use: an image PIL cannot decode (corrupt or
-truncated), a .ply file shorter than its header says, points with NaN / Inf coordinates. A data set built with
-``on_error='skip'`` (``SkipsBadSamples``) instead warns once per file, serves the next readable sample, and keeps
-the skipped files in ``skipped``; vispe's ``SkippedSamplesHook`` reports the count after each epoch. The skips are
-flagged in shared memory, so with ``num_workers > 0`` the main process sees what every worker skipped.
-
-Files that can be used but look wrong (an image far smaller than the crop, a cloud with under half of the points
-asked for) are used with a ``SampleWarning`` naming them, once per file across workers and epochs (``WarnsOnce``).
-"""
+"""Bad samples on disk: ``SampleError`` naming the file and problem, or (``on_error='skip'``, ``SkipsBadSamples``) a
+warning and the next sample; usable but odd files get a ``SampleWarning`` once (``WarnsOnce``)."""
 
 from __future__ import annotations
 
@@ -33,30 +24,26 @@ PLY_SIZES = {
 
 
 class SampleError(ValueError):
-    """A sample file that cannot be used; the message names the file and the problem, then what to do about it in a
-    data set. ``problem`` is the message without that advice (a tool that reads files itself, ``vispe infer``, gives
-    its own), and ``too_large`` says that the file is over the pixel limit (a possible decompression bomb)."""
+    """A sample file that cannot be used; the message names the file, the problem (``problem``) and what to do.
+    ``too_large``: over the pixel limit."""
 
     def __init__(self, message: str, problem: str | None = None, too_large: bool = False) -> None:
         super().__init__(message)
         self.problem, self.too_large = problem or message, too_large
 
     def line(self) -> str:
-        """The message as one line, also where a DataLoader worker raised it again with its traceback in the
-        message (torch does so), whose last line is then ``vispe.datasets.samples.SampleError: <message>``."""
+        """The message as one line, also when a DataLoader worker re-raised it with its traceback."""
         last = [text for text in str(self).splitlines() if text.strip()][-1]
         return last.split(f'{type(self).__name__}: ', 1)[-1]
 
 
 class SampleWarning(UserWarning):
-    """A sample file that is used but looks wrong (an image far smaller than the crop, a cloud with far fewer points
-    than asked for). ``warnings.simplefilter('error', SampleWarning)`` makes them errors."""
+    """A sample file used but looking wrong; ``warnings.simplefilter('error', SampleWarning)`` makes them errors."""
 
 
 def read_sample_file(path: str, key: str, read: Callable[[], Any]) -> dict[str, Any]:
-    """One file as an inference tool reads it: ``{'file': path, key: read(), 'warnings': [...]}``, or with 'error'
-    in place of ``key`` when ``read`` raises OSError or ValueError (missing, unreadable, truncated or unconvertible
-    files; the message names the file); the ``SampleWarning`` s it raised are collected, not printed."""
+    """One file as an inference tool reads it: ``{'file', key, 'warnings'}``, or 'error' in place of ``key`` when
+    ``read`` raises OSError or ValueError."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always', SampleWarning)
         try:
@@ -73,10 +60,8 @@ MAX_NAMED_WARNINGS = 20
 
 
 class WarnsOnce:
-    """Warns about each sample of a data set at most once, across DataLoader workers and epochs: the flags live in
-    shared memory, made in the data set's ``__init__`` before any worker starts. After ``MAX_NAMED_WARNINGS``
-    files, one last warning says that further ones are not named (a data set of nothing but tiny images would
-    otherwise print a line per file)."""
+    """Warns about each sample of a data set at most once, across workers and epochs (flags in shared memory, made in
+    ``__init__``); after ``MAX_NAMED_WARNINGS`` files it stops naming them."""
 
     def __init__(self, size: int) -> None:
         self.flags = torch.zeros(size, dtype=torch.bool).share_memory_()
@@ -98,8 +83,7 @@ class WarnsOnce:
 
 
 def few_points_message(path: str, found: int, wanted: int) -> str | None:
-    """A warning when a cloud of ``found`` points is to be served as ``wanted`` points and fewer than half of them
-    would be the file's own (the rest repeats: they carry no shape); else None."""
+    """A warning when fewer than half of the ``wanted`` points would be the file's own ``found`` ones, else None."""
     if 2 * found >= wanted:
         return None
     return (
@@ -126,9 +110,7 @@ def finite_points(points: np.ndarray, path: str) -> np.ndarray:
 
 
 def check_ply(path: str) -> None:
-    """SampleError when a .ply file is shorter than its header promises (a truncated download or copy): open3d
-    reads such files without an error, filling the missing points with zeros. Binary files are checked by size
-    (the vertex block, or every element when all have fixed-size properties), ASCII files by line count."""
+    """SampleError when a .ply file is shorter than its header promises (open3d would fill the rest with zeros)."""
     with open(path, 'rb') as f:
         if f.readline().strip() != b'ply':
             raise SampleError(f'{path}: not a PLY file (no "ply" magic line); {SKIP_HINT}')
@@ -178,12 +160,8 @@ def check_ply(path: str) -> None:
 
 class SkipsBadSamples:
     """Mixin for map-style data sets whose ``load(index)`` may raise ``SampleError``: ``__getitem__`` re-raises it
-    (``on_error='raise'``) or warns, flags the sample as skipped and serves the next index (``'skip'``).
-
-    A data set calls ``track_skips(on_error)`` at the end of its ``__init__``. The flags live in shared memory, made
-    before any DataLoader starts its workers, so a sample one worker skipped is skipped by all, and ``skipped`` in
-    the main process counts every worker's.
-    """
+    (``on_error='raise'``) or warns and serves the next index (``'skip'``). A data set calls ``track_skips(on_error)``
+    at the end of its ``__init__``, before any DataLoader worker starts."""
 
     on_error: str = 'raise'
     _skip_flags: torch.Tensor | None = None  # (len,) bool in shared memory; None under on_error='raise'
@@ -202,8 +180,7 @@ class SkipsBadSamples:
 
     @property
     def skipped(self) -> dict[int, str]:
-        """{index: reason} of the samples skipped so far, in index order, by this process or any worker. A reason
-        this process has not seen (a worker's skip) is read here, by loading that sample once more."""
+        """{index: reason} of the samples skipped so far, by this process or any worker."""
         if self._skip_flags is None:
             return {}
         for i in self._skip_flags.nonzero().flatten().tolist():
@@ -219,8 +196,7 @@ class SkipsBadSamples:
         return f'sample {index} failed in a data loader worker and loads now (did its file change?)'
 
     def __getitem__(self, index: int | tuple[int, int]) -> Any:
-        """``load(index)``; under ``on_error='skip'`` the first readable sample from ``index`` on (wrapping around).
-        An index ``(i, key)`` (a batch's size key, ``vispe.datasets.sizes``) is loaded as ``load(i, key)``."""
+        """``load(index)`` (``load(i, key)`` for ``(i, key)``); under 'skip' the next readable sample, wrapping."""
         extra: tuple[int, ...] = ()
         if isinstance(index, tuple):
             first, extra = index[0], tuple(index[1:])

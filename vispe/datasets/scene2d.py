@@ -1,11 +1,5 @@
-"""2D scenes of coloured shapes and their analytic renderer (the geometry under ``vispe.datasets.shapes2d``).
-
-A scene is a list of coloured shapes in continuous scene coordinates ``[0, 1]^2`` (x to the right, y down). Scenes
-are rendered at any resolution with analytic anti-aliasing: each pixel centre gets a signed distance to each shape,
-turned into coverage by ``clip(0.5 - sdf * pixels_per_unit, 0, 1)``, so a scene looks the same at 32, 48 or 64 px.
-Any axis-aligned window of the scene can be rendered directly at the output size (``render_scene(..., window=)``),
-which gives random resized crops without resampling blur.
-"""
+"""2D scenes of coloured shapes in ``[0, 1]^2`` (x right, y down), rendered with analytic anti-aliasing: coverage
+``clip(0.5 - sdf * pixels_per_unit, 0, 1)``."""
 
 from __future__ import annotations
 
@@ -56,8 +50,8 @@ def reach(kind: str, size: float) -> float:
 
 @dataclass(frozen=True)
 class Shape:
-    """One filled shape: ``kind`` in ALL_SHAPES, centre (x, y), half-extent ``size``, RGB colour in [0, 1], and
-    ``angle``: a turn about the centre in radians (clockwise on screen, y being down; the video tasks spin shapes)."""
+    """One filled shape: ``kind`` in ALL_SHAPES, centre (x, y), half-extent ``size``, RGB ``color`` in [0, 1], ``angle``
+    in radians (clockwise on screen)."""
 
     kind: str
     center: tuple[float, float]
@@ -66,8 +60,7 @@ class Shape:
     angle: float = 0.0
 
     def bbox(self) -> tuple[float, float, float, float]:
-        """(x0, y0, x1, y1): a box that contains the shape (tight except for the triangle's height when unturned; a
-        turned shape gets the box of the circle through its farthest vertex)."""
+        """(x0, y0, x1, y1): a box that contains the shape (a turned one gets its circumscribed circle's)."""
         (cx, cy), s = self.center, self.size
         if self.angle:
             s = reach(self.kind, s)
@@ -87,7 +80,6 @@ FULL_WINDOW: Window = (0.0, 0.0, 1.0, 1.0)
 
 
 def as_hw(image_size: ImageSize) -> tuple[int, int]:
-    """Normalise ``image_size`` (int or (H, W)) to a (H, W) tuple of positive ints."""
     if isinstance(image_size, int):
         image_size = (image_size, image_size)
     if len(image_size) != 2 or not all(isinstance(v, int) and v > 0 for v in image_size):
@@ -97,7 +89,6 @@ def as_hw(image_size: ImageSize) -> tuple[int, int]:
 
 @lru_cache(maxsize=32)
 def _pixel_centres(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Scene coordinates of pixel centres: x as (1, W) and y as (H, 1), to broadcast instead of meshgrid."""
     x = ((np.arange(width) + 0.5) / width)[None, :]
     y = ((np.arange(height) + 0.5) / height)[:, None]
     x.flags.writeable = False  # shared through the cache
@@ -113,10 +104,7 @@ def _box_sdf(px: np.ndarray, py: np.ndarray, half: float) -> np.ndarray:
 
 
 def _polygon_sdf(px: np.ndarray, py: np.ndarray, verts: np.ndarray) -> np.ndarray:
-    """Signed distance to a simple polygon (negative inside), after Inigo Quilez's sdPolygon.
-
-    Loops over edges (a dozen at most) and vectorises over pixels.
-    """
+    """Signed distance to a simple polygon (negative inside), after Inigo Quilez's sdPolygon."""
     px, py = np.broadcast_arrays(px, py)
     d2 = (px - verts[0, 0]) ** 2 + (py - verts[0, 1]) ** 2
     sign = np.ones_like(d2)
@@ -148,14 +136,9 @@ def shape_sdf(shape: Shape, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def render_scene(scene: Scene, image_size: ImageSize, window: Window | None = None) -> np.ndarray:
-    """Render ``scene`` to a float32 (H, W, 3) array in [0, 1] on a black background.
-
-    Non-square sizes stretch [0, 1]^2 to the image; the anti-aliasing ramp then uses the geometric mean of the
-    two pixel densities (exact for square images, within a factor sqrt(W/H) of a pixel otherwise).
-
-    ``window`` = (top, left, height, width) in scene units renders only that part of the scene, stretched to
-    ``image_size``: the same pixels as a render of the whole scene at ``image_size / window size``, sliced.
-    """
+    """Render ``scene`` to float32 (H, W, 3) in [0, 1] on black. Non-square sizes stretch the scene; the anti-aliasing
+    ramp uses the geometric mean of the two pixel densities. ``window`` (top, left, height, width, scene units) renders
+    that part stretched to ``image_size``."""
     height, width = as_hw(image_size)
     x, y = _pixel_centres(height, width)
     pixels_per_unit = math.sqrt(height * width)
@@ -186,7 +169,6 @@ def render_scene(scene: Scene, image_size: ImageSize, window: Window | None = No
 
 
 def to_uint8(image: np.ndarray) -> np.ndarray:
-    """Float image in [0, 1] (H, W, 3) -> uint8 (H, W, 3), e.g. for PIL.Image.fromarray."""
     return (np.clip(image, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
 
 

@@ -1,15 +1,5 @@
-"""Shapes2D: procedural image classification where the position of things matters.
-
-A scene is a list of coloured shapes in continuous scene coordinates ``[0, 1]^2`` (x to the right, y down),
-drawn deterministically from ``(seed, split, index)``. Scenes are rendered at any resolution with analytic
-anti-aliasing (``vispe.datasets.scene2d``: the shapes, their signed distances and the renderer): each pixel centre
-gets a signed distance to each shape, turned into coverage by ``clip(0.5 - sdf * pixels_per_unit, 0, 1)``. The
-same scene therefore looks the same at 32, 48 or 64 px, which is what a comparison of positional encodings across
-resolutions needs.
-
-Any axis-aligned window of the scene can be rendered directly at the output size (``render_scene(..., window=)``),
-which gives random resized crops without resampling blur: ``Shapes2D(crop_scale=...)``.
-"""
+"""Shapes2D: procedural image classification where the position of things matters; scenes (``vispe.datasets.scene2d``)
+drawn from ``(seed, split, index)`` and rendered analytically at any resolution, crops without resampling blur."""
 
 from __future__ import annotations
 
@@ -90,13 +80,11 @@ def _position_scene(rng: np.random.Generator) -> Scene:
 
 
 def _uniform_center(rng: np.random.Generator, size: float) -> tuple[float, float]:
-    """A centre that keeps a shape of half-extent ``size`` inside the image with MARGIN to spare."""
     lo, hi = size + MARGIN, 1.0 - size - MARGIN
     return float(rng.uniform(lo, hi)), float(rng.uniform(lo, hi))
 
 
 def _boxes_apart(a: Shape, b: Shape, gap: float) -> bool:
-    """True when the boxes of ``a`` and ``b`` are at least ``gap`` apart along some axis."""
     ax0, ay0, ax1, ay1 = a.bbox()
     bx0, by0, bx1, by1 = b.bbox()
     return max(bx0 - ax1, ax0 - bx1, by0 - ay1, ay0 - by1) >= gap
@@ -202,12 +190,8 @@ TASKS: dict[str, tuple[Callable[[np.random.Generator], Scene], tuple[str, ...]]]
 def random_window(
     rng: np.random.Generator, scale: tuple[float, float], ratio: tuple[float, float], aspect: float = 1.0
 ) -> Window:
-    """A window (top, left, height, width) in scene units, drawn like torchvision's RandomResizedCrop.
-
-    Its area (fraction of the scene) is uniform in ``scale`` and its pixel aspect ratio (width / height on an
-    image of aspect ``aspect`` = W / H) log-uniform in ``ratio``; its position is uniform among the windows that
-    fit. A side longer than the scene is clipped to it, so the area can fall short of ``scale`` for extreme ratios.
-    """
+    """A window (top, left, height, width) in scene units, drawn like RandomResizedCrop: area uniform in ``scale``,
+    pixel aspect (image aspect ``aspect`` = W / H) log-uniform in ``ratio``, position uniform."""
     area = rng.uniform(*scale)
     log_ratio = rng.uniform(math.log(ratio[0]), math.log(ratio[1]))
     pixel_ratio = math.exp(log_ratio) / aspect  # width / height in scene units
@@ -222,8 +206,6 @@ def random_window(
 
 
 def check_procedural_args(name: str, task: str, tasks: dict, split: str, num_samples: int, seed: int) -> None:
-    """ValueError naming the valid values when a procedural data set (``name``) gets an unknown task or split, or a
-    negative length or seed."""
     if task not in tasks:
         raise ValueError(f'unknown {name} task {task!r}; valid tasks: {sorted(tasks)}')
     if split not in SPLITS:
@@ -233,8 +215,7 @@ def check_procedural_args(name: str, task: str, tasks: dict, split: str, num_sam
 
 
 def check_index(name: str, index: int, length: int) -> int:
-    """Python-style indexing into a data set of ``length`` items: negative indices count from the end, others out of
-    range raise IndexError."""
+    """Python-style indexing into ``length`` items (negative from the end); IndexError out of range."""
     if not -length <= index < length:
         raise IndexError(f'index {index} out of range for {name} of length {length}')
     return index % length
@@ -242,35 +223,24 @@ def check_index(name: str, index: int, length: int) -> int:
 
 @DATASETS.register_module()
 class Shapes2D(Dataset):
-    """Procedural shape scenes for probing positional encodings, rendered at any resolution.
+    """Procedural shape scenes for probing positional encodings, rendered at any resolution. Items are
+    ``dict(inputs=FloatTensor (3, H, W), labels=int)``, with ``return_crop`` also ``crop=FloatTensor(4)``, the
+    window's (top, left, height, width) as fractions of the image.
 
     Args:
-        task: one of ``TASKS``: 'position' (27 classes: 3x3 cell x 3 shapes), 'relation' (4: direction from the red
-            object to the blue one), 'three_cell' (3: farthest pair of coloured cells on a 6 x 6 grid),
-            'three_cell_loope' (6: LOOPE's Three-Cell benchmark on a 14 x 14 grid, the colours' order by distance from
-            the centre, ``vispe.datasets.three_cell``; 56 or 224 px), 'shape' (5 shapes), 'shape_color' (20: 'red
-            circle', ...: a palette colour x a shape, for class-conditional generation).
-        split: 'train', 'val' or 'test'; each split draws different scenes.
+        task: one of ``TASKS``: 'position' (27 classes: 3x3 cell x 3 shapes), 'relation' (4: direction from red to
+            blue), 'three_cell' (3: farthest pair of cells on 6 x 6), 'three_cell_loope' (6: LOOPE's benchmark on 14 x
+            14, ``vispe.datasets.three_cell``), 'shape' (5), 'shape_color' (20: colour x shape).
+        split: 'train', 'val' or 'test'; each draws different scenes.
         num_samples: length of the dataset.
-        image_size: int or (H, W); a non-square size stretches the scene to the image.
-        seed: non-negative int; scene ``i`` depends only on (seed, split, i).
-        normalize: map pixel values from [0, 1] to [-1, 1] with (x - 0.5) / 0.5.
-        crop_scale: (min, max) area of a random window of the scene, as a fraction of it, rendered directly at
-            ``image_size`` (an analytic random resized crop: no resampling blur). None: the whole scene. The window of
-            item ``i`` depends only on (seed, split, i), and is drawn from its own random stream, so the scenes are the
-            same with and without cropping. Objects may be cut or left out, as with any random crop: the crop box tells
-            a conditional model where the window lies.
-        crop_ratio: (min, max) aspect ratio (width / height, in output pixels) of the window; the default keeps windows
-            square on square images, so shapes are never stretched.
+        image_size: int or (H, W); a non-square size stretches the scene.
+        seed: non-negative int; item ``i`` depends only on (seed, split, i).
+        normalize: map pixel values from [0, 1] to [-1, 1].
+        crop_scale: (min, max) area of a random window, rendered at ``image_size``; drawn from its own stream, so scenes
+            are the same with and without it. None: the whole scene.
+        crop_ratio: (min, max) aspect ratio (width / height, output pixels) of the window.
         return_crop: add ``crop`` to the items; default: whenever ``crop_scale`` is set.
-        size_policy: mixed-resolution training (``vispe.datasets.sizes``, a config dict or a policy): each item is
-            rendered at a size the policy draws for it (of a square scene: ``NativeAspect`` gives squares within its
-            token budget), instead of at ``image_size``; a crop window keeps the shape ``image_size`` gives it. One draw
-            per item, or one per batch with ``SharedSizeBatchSampler`` (indices ``(i, key)``).
-
-    Items are ``dict(inputs=FloatTensor (3, H, W), labels=int)``, plus ``crop=FloatTensor(4)`` = (top, left, height,
-    width) of the rendered window as fractions of the full image (the whole image is (0, 0, 1, 1)) when
-    ``return_crop``. ``metainfo`` holds the task, classes and, for 'shape_color', the shapes and the named palette.
+        size_policy: render each item at the size a policy (``vispe.datasets.sizes``) draws, not ``image_size``.
     """
 
     def __init__(
@@ -316,13 +286,12 @@ class Shapes2D(Dataset):
         return check_index('Shapes2D', index, self.num_samples)
 
     def scene(self, index: int) -> Scene:
-        """The scene (shapes in scene units, and label) of item ``index``."""
         index = self._check_index(index)
         rng = np.random.default_rng([self.seed, SPLITS[self.split], index])
         return self._generate(rng)
 
     def crop_box(self, index: int) -> Window:
-        """(top, left, height, width) of item ``index``'s window, as fractions of the scene; (0, 0, 1, 1) if off."""
+        """(top, left, height, width) of item ``index``'s window as fractions of the scene; (0, 0, 1, 1) if off."""
         index = self._check_index(index)
         if self.crop_scale is None:
             return FULL_WINDOW
@@ -331,10 +300,7 @@ class Shapes2D(Dataset):
         return random_window(rng, self.crop_scale, self.crop_ratio, aspect=width / height)
 
     def render_numpy(self, index: int, image_size: ImageSize | None = None, window: Window | None = None) -> np.ndarray:
-        """Item ``index`` as a float32 (H, W, 3) array in [0, 1], at ``image_size`` (default: the dataset's).
-
-        The whole scene, or only ``window`` (top, left, height, width in scene units); never the item's random crop.
-        """
+        """Item ``index`` as float32 (H, W, 3) in [0, 1] at ``image_size``, the scene or ``window`` (no random crop)."""
         return render_scene(self.scene(index), image_size or self.image_size, window)
 
     def render(self, index: int, image_size: ImageSize | None = None) -> torch.Tensor:
@@ -342,7 +308,6 @@ class Shapes2D(Dataset):
         return torch.from_numpy(self.render_numpy(index, image_size).transpose(2, 0, 1).copy())
 
     def render_uint8(self, index: int, image_size: ImageSize | None = None) -> np.ndarray:
-        """Item ``index`` as a uint8 (H, W, 3) array for visualisation."""
         return to_uint8(self.render_numpy(index, image_size))
 
     def __getitem__(self, index: int | SizedIndex) -> dict:

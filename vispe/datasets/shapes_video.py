@@ -1,31 +1,7 @@
-"""ShapesVideo: procedural clips of moving and turning shapes, for probing positional encodings along time.
-
-A clip is a set of tracks on the scene of ``vispe.datasets.scene2d`` (coordinates ``[0, 1]^2``, x right, y down)
-over a continuous clip time ``t`` in ``[0, 1)``. Each track is a shape that may move along a straight segment during
-a time window, turns at a constant rate (a nuisance no task asks about), and shows only while ``t`` is in its
-visible windows. Clips are drawn deterministically from ``(seed, split, index)``.
-
-Rendering is analytic in space (``render_scene``) and in time: frame ``i`` of ``T`` is the mean of the scene over
-its exposure ``[i / T, (i + 1) / T)``, taken at ``exposure`` evenly spaced instants (default ``ceil(32 / T)``, at
-least 32 per clip). So the same clip looks the same at 8, 16 or 32 frames, as it does at 32, 48 or 64 px: a brief
-flash between two instants of a short clip is not lost, and fast motion blurs. That is what a comparison of
-encodings across frame counts needs (trained at T frames, evaluated at T / 2 to 4 T, the same clip at another
-frame rate).
-
-Tasks (``TASKS``), each answerable only with temporal order or time, none from one frame:
-
-- ``direction`` (4: right, down, left, up): one shape moves 0.3-0.5 across the scene in that direction (plus a
-  smaller sideways drift) while a grey shape turns in place. A clip played backwards has the opposite label.
-- ``first_mover`` (2: red, blue): a red and a blue shape each move once, for 0.3 of the clip, in random directions;
-  the one that starts first (by 0.2 or more) is the label. Reversed, the other one stops last.
-- ``count`` (3: one, two, three): a shape at a fixed place flashes (shows for 0.06-0.1 of the clip) 1-3 times, with
-  at least 0.2 of the clip between flashes; a grey shape turns in place all along.
-- ``half`` (2: first, second): a shape shows once, for 0.15-0.3 of the clip, inside the first or the second half;
-  a grey shape turns in place all along. The answer is the absolute time of the flash: an encoding that sees only
-  relative positions cannot tell (every frame looks like its mirror in time but for the flash).
-
-Items are ``dict(inputs=FloatTensor (3, T, H, W), labels=int)``, channels first and then time, as Conv3d and
-tubelet embeddings take them.
+"""ShapesVideo: procedural clips of moving and turning shapes, for probing positional encodings along time. A clip is a
+``scene2d`` scene over time t in [0, 1), drawn from ``(seed, split, index)``; each frame averages its time interval, so
+a clip looks the same at any frame count. Tasks (``TASKS``) need temporal order or time: ``direction`` (4: where one
+shape moves), ``first_mover`` (2: red or blue starts first), ``count`` (3: flashes), ``half`` (2: when one flash is).
 """
 
 from __future__ import annotations
@@ -64,9 +40,8 @@ SIZES = (0.08, 0.12)
 
 @dataclass(frozen=True)
 class Track:
-    """A shape over clip time t in [0, 1): at ``start`` (x, y) until ``move[0]``, then moving at constant speed to
-    ``start + shift`` at ``move[1]``, where it stays; turned by ``angle + spin * t``; shown while t is in one of
-    ``visible`` (half-open windows)."""
+    """A shape over clip time t in [0, 1): at ``start`` until ``move[0]``, then moving uniformly to ``start + shift`` at
+    ``move[1]``; turned by ``angle + spin * t``; shown while t is in one of ``visible`` (half-open windows)."""
 
     kind: str
     color: Color
@@ -96,12 +71,11 @@ class Clip:
     tracks: tuple[Track, ...]
 
     def scene(self, t: float) -> Scene:
-        """The still scene at time ``t``."""
         return Scene(self.label, tuple(s for s in (track.at(t) for track in self.tracks) if s is not None))
 
 
 def _turning(rng: np.random.Generator) -> tuple[float, float]:
-    """A random angle and spin (0.5-2 turns of a quarter per clip, either way): the nuisance motion of every task."""
+    """A random angle and spin (0.5-2 quarter turns per clip, either way)."""
     return float(rng.uniform(0.0, 2 * math.pi)), float(rng.choice((-1.0, 1.0)) * rng.uniform(0.25, 1.0) * math.pi)
 
 
@@ -111,7 +85,6 @@ def _inside(point: tuple[float, float], reach: float) -> bool:
 
 
 def _spot(rng: np.random.Generator, reach: float) -> tuple[float, float]:
-    """A centre that keeps a shape of that reach inside the image."""
     lo, hi = reach + MARGIN, 1.0 - reach - MARGIN
     return float(rng.uniform(lo, hi)), float(rng.uniform(lo, hi))
 
@@ -121,7 +94,6 @@ def _apart(a: tuple[float, float], b: tuple[float, float], gap: float) -> bool:
 
 
 def _shape(rng: np.random.Generator) -> tuple[str, float, float]:
-    """A random kind, size and reach."""
     kind = str(rng.choice(ALL_SHAPES))
     size = float(rng.uniform(*SIZES))
     return kind, size, reach(kind, size)
@@ -178,7 +150,6 @@ def _first_mover_clip(rng: np.random.Generator) -> Clip:
 
 
 def _ends(track: Track) -> tuple[tuple[float, float], tuple[float, float]]:
-    """Where a track starts and where it ends."""
     return track.start, (track.start[0] + track.shift[0], track.start[1] + track.shift[1])
 
 
@@ -189,8 +160,7 @@ def _flashes(
     gap: float,
     span: tuple[float, float] = (0.02, 0.98),
 ) -> tuple[tuple[float, float], ...]:
-    """``count`` windows of the given duration inside ``span``, at least ``gap`` apart: drawn by placing the
-    durations and the gaps' spare time at random."""
+    """``count`` windows of ``duration`` inside ``span``, at least ``gap`` apart."""
     lengths = rng.uniform(*duration, size=count)
     spare = (span[1] - span[0]) - lengths.sum() - gap * (count - 1)
     cuts = np.sort(rng.uniform(0.0, spare, size=count))  # the spare time before each flash, cumulated
@@ -233,8 +203,7 @@ TASKS: dict[str, tuple[Callable[[np.random.Generator], Clip], tuple[str, ...]]] 
 
 
 def render_clip(clip: Clip, num_frames: int, image_size: ImageSize, exposure: int | None = None) -> np.ndarray:
-    """``clip`` as a float32 (T, H, W, 3) array in [0, 1]: frame i the mean over ``exposure`` instants of
-    [i / T, (i + 1) / T) (default ``ceil(EXPOSURE_PER_CLIP / T)``)."""
+    """``clip`` as float32 (T, H, W, 3) in [0, 1], each frame the mean over ``exposure`` instants of its interval."""
     if num_frames < 1:
         raise ValueError(f'num_frames must be a positive int, got {num_frames}')
     exposure = exposure or math.ceil(EXPOSURE_PER_CLIP / num_frames)
@@ -250,26 +219,19 @@ def render_clip(clip: Clip, num_frames: int, image_size: ImageSize, exposure: in
 
 @DATASETS.register_module()
 class ShapesVideo(Dataset):
-    """Procedural video classification where the order and time of events matter (module doc), rendered at any
-    frame count and size.
+    """Procedural video classification where the order and time of events matter; items ``dict(inputs=FloatTensor (3, T,
+    H, W), labels=int)``.
 
     Args:
         task: one of ``TASKS``: 'direction' (4), 'first_mover' (2), 'count' (3), 'half' (2).
-        split: 'train', 'val' or 'test'; each split draws different clips.
+        split: 'train', 'val' or 'test'; each draws different clips.
         num_samples: length of the dataset.
-        num_frames: frames per clip; the same clip at any count (the frame rate changes, not the clip).
+        num_frames: frames per clip; another count is the same clip at another frame rate.
         image_size: int or (H, W).
         seed: non-negative int; clip ``i`` depends only on (seed, split, i).
-        normalize: map pixel values from [0, 1] to [-1, 1] with (x - 0.5) / 0.5.
-        exposure: instants averaged into each frame; None: ``ceil(32 / num_frames)``, so a clip is always seen at 32
-            instants or more.
-        cache: keep every item rendered once in memory, for the epochs after the first (items are a function of their
-            index, so the cached ones are the same): 3 T H W float32s an item, about 100 KB for 8 frames of 32 px, 200
-            MB for 2,000 clips (per data worker process).
-
-    Cost: rendering is NumPy on the CPU, T * exposure still renders per clip (32 for 8 frames): 10-18 ms per 8-frame
-    32 px clip on one core (measured while two training runs shared the 2-core machine), so 2,000 clips take 20-35 s
-    a pass; data workers or ``cache=True`` keep it off the training step's path. No GPU work.
+        normalize: map pixel values from [0, 1] to [-1, 1].
+        exposure: instants averaged into each frame; None: ``ceil(32 / num_frames)``.
+        cache: keep every rendered item in memory (3 T H W float32 each, per worker process).
     """
 
     def __init__(
@@ -300,14 +262,13 @@ class ShapesVideo(Dataset):
         return self.num_samples
 
     def clip(self, index: int) -> Clip:
-        """The clip (tracks and label) of item ``index``."""
         rng = np.random.default_rng(
             [self.seed, SPLITS[self.split], check_index('ShapesVideo', index, self.num_samples)]
         )
         return self._generate(rng)
 
     def render(self, index: int, num_frames: int | None = None, image_size: ImageSize | None = None) -> torch.Tensor:
-        """Item ``index`` as an unnormalised float tensor (3, T, H, W) in [0, 1], at any frame count and size."""
+        """Item ``index`` as an unnormalised float tensor (3, T, H, W) in [0, 1]."""
         return self._render(self.clip(index), num_frames, image_size)
 
     def _render(self, clip: Clip, num_frames: int | None = None, image_size: ImageSize | None = None) -> torch.Tensor:

@@ -1,34 +1,6 @@
-"""Size policies: the (H, W) each image is served at in mixed-resolution training (FlexiViT, NaViT, NaFlex).
-
-A policy answers in two steps, so that a size can be drawn once per image or once per batch:
-
-* ``draw(generator)``: the random part, a hashable *draw*: the (H, W) itself for ``FixedSize`` and ``SquareSizes``,
-  the token budget for ``NativeAspect``;
-* ``size(draw, image_hw)``: the (H, W) an image (or crop) of ``image_hw`` pixels is resized or rendered to.
-
-Four policies, registered in ``vispe.registry.SIZE_POLICIES`` and built from a config dict
-(``size_policy=dict(type='SquareSizes', min_size=32, max_size=64, patch_size=8)``):
-
-``FixedSize(size)``
-    one (H, W) for every image: what a data set without a policy does.
-``SquareSizes(min_size, max_size, patch_size)``
-    FlexiViT-style (Beyer et al. 2023): a square side drawn uniformly among the multiples of the patch size in
-    [min_size, max_size]. FlexiViT draws the patch size at a fixed image size; drawing the side at a fixed patch
-    size varies the token grid the same way, and keeps the patch embedding as it is.
-``NativeAspect(patch_size, max_tokens, min_tokens=None)``
-    NaViT / NaFlex (Dehghani et al. 2023; timm's NaFlexVit): each image keeps its aspect ratio and is scaled to the
-    largest patch grid with at most the drawn budget of tokens (timm's ``get_image_size_for_seq``: both sides
-    rounded up to whole patches, then the largest scale that fits). The budget is ``max_tokens``, one of a list of
-    budgets, or uniform in [min_tokens, max_tokens].
-``RandomAspect(patch_size, max_tokens, min_tokens=None, max_ratio=3)``
-    the same rule at a drawn aspect ratio, for data with none of its own (Shapes2D's scenes).
-
-Per image or per batch: a data set with ``size_policy`` draws once per item from the global torch RNG (in a
-DataLoader worker, torch seeds it per worker from the loader's seed). Given an index ``(i, key)`` instead of ``i``,
-as ``vispe.datasets.batching.SharedSizeBatchSampler`` yields them, it draws from a generator seeded with ``key``:
-every item of a batch has the same key, hence the same draw (``draw_for``). Every size a policy returns is a
-multiple of its patch size on both sides, so a ViT with that patch size takes it as it is.
-"""
+"""Size policies (``SIZE_POLICIES``): the (H, W) of each image in mixed-resolution training (FlexiViT, NaFlex).
+``draw(generator)`` gives a hashable draw, ``size(draw, image_hw)`` a size in whole patches. A data set draws per item
+from the global RNG, or from ``key`` for an index ``(i, key)``: one draw per batch."""
 
 from __future__ import annotations
 
@@ -61,13 +33,11 @@ def _positive_int(value: Any, what: str) -> int:
 
 
 def _randint(low: int, high: int, generator: torch.Generator | None) -> int:
-    """Uniform int in [low, high], from ``generator`` (None: the global torch RNG)."""
     return int(torch.randint(low, high + 1, (), generator=generator))
 
 
 class SizePolicy:
-    """Base class: ``draw`` then ``size`` (see the module docstring). ``keeps_aspect``: sizes follow the image's
-    aspect ratio (a random crop then keeps its own, drawn relative to the image's)."""
+    """Base class: ``draw`` then ``size``; ``keeps_aspect``: sizes follow the image's aspect ratio."""
 
     patch_size: int | None = None
     keeps_aspect = False
@@ -79,15 +49,14 @@ class SizePolicy:
         raise NotImplementedError
 
     def sample(self, image_hw: HW, generator: torch.Generator | None = None) -> HW:
-        """One size for an image of ``image_hw`` pixels: ``size(draw(generator), image_hw)``."""
         return self.size(self.draw(generator), image_hw)
 
     def nominal_side(self) -> int:
-        """A typical side in pixels (for augmentations whose strength is in pixels, e.g. RandAugment's shifts)."""
+        """A typical side in pixels, for augmentations whose strength is in pixels."""
         raise NotImplementedError
 
     def largest(self) -> Hashable:
-        """The draw of the largest sizes (the largest side or budget): a deterministic choice, for inference."""
+        """The draw of the largest sizes: a deterministic choice, for inference."""
         raise NotImplementedError
 
 
@@ -96,8 +65,8 @@ class FixedSize(SizePolicy):
     """Every image at one size.
 
     Args:
-        size: the size, int (square) or (H, W).
-        patch_size: when given, both sides must be multiples of it (checked here); None: not checked.
+        size: int (square) or (H, W).
+        patch_size: when given, both sides must be multiples of it; None: not checked.
     """
 
     def __init__(self, size: int | Sequence[int], patch_size: int | None = None) -> None:
@@ -125,13 +94,12 @@ class FixedSize(SizePolicy):
 
 @SIZE_POLICIES.register_module()
 class SquareSizes(SizePolicy):
-    """FlexiViT's random square size: a side drawn uniformly among the multiples of ``patch_size`` in
-    [``min_size``, ``max_size``] (both included when they are multiples).
+    """FlexiViT's random square size: a side drawn uniformly among the multiples of ``patch_size`` in the range.
 
     Args:
-        min_size: smallest side in pixels, >= 1.
-        max_size: largest side in pixels, >= 1; at least one multiple of ``patch_size`` must lie in the range.
-        patch_size: the model's patch size in pixels, >= 1.
+        min_size: smallest side in pixels.
+        max_size: largest side in pixels; a multiple of ``patch_size`` must lie in the range.
+        patch_size: the model's patch size in pixels.
     """
 
     def __init__(self, min_size: int, max_size: int, patch_size: int) -> None:
@@ -163,12 +131,7 @@ class SquareSizes(SizePolicy):
 
 
 def native_size(image_hw: HW, patch_size: int, max_tokens: int) -> HW:
-    """The (H, W) of the largest patch grid with at most ``max_tokens`` tokens and the aspect ratio of
-    ``image_hw`` (each side rounded up to whole patches, at least one): timm's ``get_image_size_for_seq``.
-
-    Only the aspect ratio of ``image_hw`` matters: it is rescaled to the budget's area first, so that timm's search
-    (scale factors in (1e-5, 100)) holds for images of any size, a 2 x 3 icon as well as a 10k-pixel scan.
-    """
+    """(H, W) of the largest patch grid of ``image_hw``'s aspect ratio with at most ``max_tokens`` tokens (timm's)."""
     height, width = image_hw
     if height <= 0 or width <= 0:
         raise ValueError(f'image size must be positive, got {image_hw}')
@@ -179,15 +142,12 @@ def native_size(image_hw: HW, patch_size: int, max_tokens: int) -> HW:
 
 @SIZE_POLICIES.register_module()
 class NativeAspect(SizePolicy):
-    """NaFlex: each image keeps its aspect ratio, scaled to the largest patch grid within the drawn token budget
-    (``native_size``); at 64 tokens of 16 px an image twice as wide as high is served at 80 x 160 (5 x 10 patches),
-    a square one at 128 x 128.
+    """NaFlex: each image keeps its aspect ratio, at the largest patch grid within the drawn token budget.
 
     Args:
         patch_size: the model's patch size in pixels.
-        max_tokens: the token budget (patches per image, prefix tokens not counted), or a list of budgets of which one
-            is drawn uniformly (NaFlex's training sequence lengths).
-        min_tokens: with an int ``max_tokens``, draw the budget uniformly in [min_tokens, max_tokens] instead.
+        max_tokens: the token budget (patches, prefix tokens not counted), or a list of budgets drawn uniformly.
+        min_tokens: with an int ``max_tokens``, draw the budget uniformly in [min_tokens, max_tokens].
     """
 
     keeps_aspect = True
@@ -232,16 +192,12 @@ class NativeAspect(SizePolicy):
 
 @SIZE_POLICIES.register_module()
 class RandomAspect(NativeAspect):
-    """NaFlex's rule for images without an aspect ratio of their own (rendered scenes): an aspect ratio (W / H) drawn
-    log-uniformly in [1 / ``max_ratio``, ``max_ratio``] and a token budget (as ``NativeAspect``), then the largest
-    patch grid of that ratio within the budget; at 64 tokens of 4 px a draw of ratio 2 gives 20 x 40 (5 x 10
-    patches), of ratio 1 32 x 32. Shapes2D renders its scene stretched to the drawn size.
+    """NaFlex's rule at an aspect ratio W / H drawn log-uniformly in [1 / ``max_ratio``, ``max_ratio``] (scenes).
 
     Args:
         patch_size: the model's patch size in pixels.
-        max_tokens: the token budget (patches per image, prefix tokens not counted), or a list of budgets of which one
-            is drawn uniformly.
-        min_tokens: with an int ``max_tokens``, draw the budget uniformly in [min_tokens, max_tokens] instead.
+        max_tokens: the token budget, or a list of budgets drawn uniformly.
+        min_tokens: with an int ``max_tokens``, draw the budget uniformly in [min_tokens, max_tokens].
         max_ratio: the widest (and, inverted, the tallest) aspect ratio drawn, >= 1.
     """
 
@@ -279,7 +235,6 @@ class RandomAspect(NativeAspect):
 
 
 def build_size_policy(policy: SizePolicy | dict | None) -> SizePolicy | None:
-    """A policy from a ``SIZE_POLICIES`` config dict, or the policy (or None) as it is."""
     if policy is None or isinstance(policy, SizePolicy):
         return policy
     if isinstance(policy, dict):
@@ -302,15 +257,13 @@ def split_index(index: int | SizedIndex | Sequence[int]) -> tuple[int, int | Non
 
 
 def draw_for(policy: SizePolicy, key: int | None) -> Hashable:
-    """``policy``'s draw for an item: from the global torch RNG (``key`` None, one draw per item), or from a generator
-    seeded with ``key`` (the same draw for every item given that key: one per batch)."""
+    """``policy``'s draw for an item: from the global RNG (``key`` None), or from a generator seeded with ``key``."""
     generator = None if key is None else torch.Generator().manual_seed(key)
     return policy.draw(generator)
 
 
 def item_size(policy: SizePolicy | None, image_hw: HW, key: int | None = None, default: HW | None = None) -> HW:
-    """The (H, W) an item of ``image_hw`` pixels is served at: ``policy``'s (see ``draw_for``), or ``default``
-    (else ``image_hw``) without a policy."""
+    """The (H, W) an item of ``image_hw`` pixels is served at: ``policy``'s, else ``default``, else ``image_hw``."""
     if policy is None:
         return default or image_hw
     return policy.size(draw_for(policy, key), image_hw)

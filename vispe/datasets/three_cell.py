@@ -1,32 +1,7 @@
-"""The Three-Cell benchmark (after LOOPE, Chowdhury et al. 2025, arXiv 2504.14386): Shapes2D task ``three_cell_loope``.
-
-LOOPE's authors test how much positional information survives in a ViT with a synthetic task: a 224 px image cut
-into 14 x 14 patches, three of the cells coloured, six classes. Their averages over several ViTs: no PE 59.4,
-learned APE 87.8, 1D sine 93.1, CPVT 70.9, iRPE 70.1, Fourier 94.0, 2D sine 77.1. Only the paper's abstract and
-summaries could be read here, which name the ingredients (three coloured cells on the patch grid; what is retained
-of absolute and of relative position) but not the exact six classes. vispe's reconstruction, in its own terms:
-
-- A ``GRID`` x ``GRID`` (14 x 14) grid of cells on a black scene; three distinct cells are painted pure red, green
-  and blue. Each cell is exactly one patch when the image side is 14 times the patch size (224 px with 16 px patches
-  as in the paper, or 56 px with 4 px patches, the CPU leaderboard's setting: the tokens are the same), so every
-  image holds the same multiset of patches: 193 black ones and one of each colour. Without a positional encoding a
-  ViT sees the same set of tokens in every image, and is at chance (1/6) by construction.
-- Label (6 classes) = the order of the three colours by their distance from the image centre, nearest first
-  ('red < green < blue', ...: the 3! permutations). Answering needs absolute position (where the centre is) and a
-  comparison between the three cells. The three distances (between cell centres and the image centre, in cells)
-  differ pairwise by at least ``MARGIN``, so no label is a near tie.
-- Labels are uniform: the label is drawn first, then three cells with well separated distances, and the colours are
-  dealt by rank.
-
-An earlier draft asked which pair of colours lies farthest apart, and in which orientation (purely relative). It was
-tried with a learned table only, for 22 of 30 epochs, and stayed at chance (loss 1.789 against ln 6 = 1.792); on the
-present task the learned table too sits at chance for 19 epochs before it learns, so those 22 epochs did not show
-that draft unlearnable. The present question was kept because a distance from the centre is carried by each coloured
-token alone, which gives learning a signal from the start, and because it asks for absolute position as well as a
-comparison. How this differs from the paper's numbers is said where vispe's results are tabled
-(docs/results/leaderboard.md#three-cell-loopes-benchmark); the paper's no-PE score of 59.4 (against 16.7 here) says
-its task leaves some answer in the patches' contents, which this one does not.
-"""
+"""The Three-Cell benchmark (after LOOPE, Chowdhury et al. 2025), Shapes2D task ``three_cell_loope``: three distinct
+cells of a 14 x 14 grid (one patch each) painted red, green and blue; the label is the colours' order by distance from
+the centre (pairwise at least ``MARGIN`` apart), so without positions a ViT is at chance (1/6). A reconstruction: the
+paper's classes are not published (docs: the leaderboard's Three-Cell section)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Image-tensor transforms that report what they did, for conditioning a generator on it.
-
-``RandomResizedCropBox`` is torchvision's RandomResizedCrop that also returns the crop box, in the convention of
-``Shapes2D(crop_scale=...)``: ``crop = (top, left, height, width)`` as fractions of the full image, the whole
-image being (0, 0, 1, 1). ``TransformedDataset`` applies such transforms to the items of any vispe data set.
-"""
+"""Image-tensor transforms that report their crop box (``(top, left, height, width)`` fractions, as Shapes2D's), and
+``TransformedDataset``, which applies transforms to any vispe data set."""
 
 from __future__ import annotations
 
@@ -43,12 +39,7 @@ def random_resized_crop(
     interpolation: InterpolationMode = InterpolationMode.BILINEAR,
     antialias: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Crop a random box of ``image`` (C, H, W), resize it to ``size``; return (image, crop box).
-
-    The box is torchvision's ``RandomResizedCrop.get_params`` (global torch RNG): area uniform in ``scale`` (of the
-    image), aspect ratio log-uniform in ``ratio``, in whole pixels; it falls back to a centre crop when ten draws
-    do not fit.
-    """
+    """Crop a random box of ``image`` (C, H, W) as torchvision does, resize it to ``size``; return (image, crop box)."""
     height, width = image.shape[-2:]
     top, left, crop_h, crop_w = RandomResizedCrop.get_params(image, list(scale), list(ratio))
     out_size = [size, size] if isinstance(size, int) else list(size)
@@ -58,18 +49,16 @@ def random_resized_crop(
 
 @TRANSFORMS.register_module()
 class RandomResizedCropBox:
-    """Random resized crop of an image tensor that also reports its box (see ``random_resized_crop``).
+    """Random resized crop of an image tensor that also reports its box: on a dict item, a new dict with the crop in
+    ``key`` and the box in ``'crop'``; on a tensor, (image, crop).
 
     Args:
         size: output size, int or (H, W).
-        scale: as torchvision's ``RandomResizedCrop``: (min, max) area of the crop, as a fraction of the image.
-        ratio: as torchvision's: (min, max) aspect ratio (width / height) of the crop.
-        interpolation: as torchvision's: the resize's interpolation mode (or its name, e.g. 'bicubic').
-        antialias: as torchvision's: antialias when downsizing.
+        scale: (min, max) area of the crop, as a fraction of the image.
+        ratio: (min, max) aspect ratio (width / height) of the crop.
+        interpolation: the resize's interpolation mode (or its name).
+        antialias: antialias when downsizing.
         key: the image's key when called on a dict item.
-
-    Called on a dict item (``{'inputs': (C, H, W), ...}``) it returns a new dict with the crop in ``key`` and the
-    box in ``'crop'``; called on a tensor, the pair (image, crop).
     """
 
     def __init__(
@@ -106,15 +95,11 @@ class RandomResizedCropBox:
 
 @DATASETS.register_module()
 class TransformedDataset(Dataset):
-    """Applies transforms (objects or ``TRANSFORMS`` configs) to the dict items of another data set, in order.
-
-    E.g. an ImageFolder at 256 px with ``augment=False``, then ``dict(type='RandomResizedCropBox', size=224)``
-    gives DiT items with a ``crop`` micro-condition. ``metainfo`` is the wrapped data set's.
+    """Applies transforms to the dict items of another data set, in order; ``metainfo`` is the wrapped data set's.
 
     Args:
         dataset: the data set whose items are transformed: a built one, or a ``DATASETS`` config.
-        transforms: the transforms, applied in order to each item (a dict): callables, or ``TRANSFORMS`` configs, which
-            are built.
+        transforms: callables or ``TRANSFORMS`` configs, applied in order to each item.
     """
 
     def __init__(self, dataset: MapDataset | dict, transforms: Sequence[Any]) -> None:

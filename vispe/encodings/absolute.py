@@ -1,6 +1,4 @@
-"""Absolute baselines: a learned table (ViT / DeiT) and fixed 2D sin-cos (MAE / DiT), each with LaPE as an option
-(``vispe.encodings.lape.LayerAdaptive``, ``lape=True``); and ViTAR's fuzzy table lookup (``sample_table``,
-ape_learned's ``grid_sample`` strategy, beside the ``fuzzy`` position sampler)."""
+"""Absolute baselines: a learned table (ViT, DeiT) and fixed sin-cos (MAE, DiT), each with LaPE as an option."""
 
 from __future__ import annotations
 
@@ -23,15 +21,8 @@ from vispe.registry import ENCODINGS
 def grid_table(
     table: torch.Tensor, grid: list[int], train_grid: list[int], interpolation: str, antialias: bool = True
 ) -> torch.Tensor:
-    """A learned (1, h*w, D) ``table`` of the ``train_grid`` for ``grid``: itself there, resampled elsewhere (timm's
-    ``resample_abs_pos_embed`` with ``interpolation``, antialiased when ``antialias`` and not ``nearest``).
-
-    An FX leaf (``torch.fx.wrap``): the choice needs the grid as ints, so an FX graph calls this at run time, and a
-    graph traced at one size serves every size exactly as the eager model does; TorchScript can compile it.
-    Symbolic sizes (torch.export, dynamic torch.compile) always take the resampling path, which is the identity
-    at the training grid (to the bit for bicubic and bilinear at scale 1), instead of a branch on the size that
-    would specialise the graph to the training grid.
-    """
+    """The learned (1, h*w, D) ``table`` of ``train_grid`` at ``grid``: itself, or resampled by timm's
+    ``resample_abs_pos_embed``. An FX leaf; symbolic sizes always resample (the identity at the training grid)."""
     if len(grid) == 3:
         return video_table(table, grid, train_grid, interpolation, antialias)
     concrete = isinstance(grid[0], int) and isinstance(grid[1], int)  # SymInts are not ints (Proxies never get here)
@@ -50,10 +41,7 @@ def grid_table(
 def video_table(
     table: torch.Tensor, grid: list[int], train_grid: list[int], interpolation: str, antialias: bool = True
 ) -> torch.Tensor:
-    """A learned (1, t*h*w, D) table of the (t, h, w) ``train_grid`` resampled to ``grid``, each axis separately:
-    space first, every frame's (h, w) table as one image (timm's ``resample_abs_pos_embed`` with ``interpolation``,
-    the frames side by side in the channels), then time, every spatial entry's sequence linearly (nearest under
-    ``nearest``; half-pixel centres, as the spatial resampling), so frame count and frame size change independently."""
+    """A (1, t*h*w, D) table resampled per axis: each frame as an image, then time linearly (``nearest``: nearest)."""
     t0, h0, w0 = train_grid[0], train_grid[1], train_grid[2]  # indexing, not unpacking: TorchScript compiles this
     t1, h1, w1 = grid[0], grid[1], grid[2]
     if t1 == t0 and h1 == h0 and w1 == w0:
@@ -78,15 +66,8 @@ def video_table(
 
 
 def sample_table(table: torch.Tensor, grid: Sequence[int], u: torch.Tensor) -> torch.Tensor:
-    """Bilinear lookup of a (1, h*w, D) row-major ``table`` of an h x w ``grid`` at continuous (..., N, 2) (row, col)
-    cell coordinates ``u`` -> (..., N, D).
-
-    Entry (r, c) of the table sits at the integer point u = (r, c), and coordinates outside [0, h-1] x [0, w-1] are
-    clamped to the border: ``F.grid_sample(mode='bilinear', align_corners=True, padding_mode='border')`` over the
-    table as an image, written as four gathers so that an integer point returns its entry to the bit (grid_sample
-    normalises to [-1, 1] and back, and is off by ~1e-6 there) and gradients reach the table through the gathers.
-    The weights are float32 (under autocast too); the result is in the table's dtype.
-    """
+    """Bilinear lookup of a (1, h*w, D) ``table`` of ``grid`` at (..., N, 2) (row, col) cell coordinates ``u``, clamped
+    to the border -> (..., N, D): four gathers, so an integer point returns its entry to the bit."""
     h, w = int(grid[0]), int(grid[1])
     flat = table[0]  # (h*w, D)
     with autocast_off(u):
@@ -104,63 +85,23 @@ def sample_table(table: torch.Tensor, grid: Sequence[int], u: torch.Tensor) -> t
 
 @ENCODINGS.register_module(name='ape_learned')
 class ApeLearned(LayerAdaptive):
-    """Learned absolute position table (Dosovitskiy et al., ICLR 2021; DeiT).
-
-    A (1, h*w, D) table for the training grid, trunc-normal std 0.02, added to the patch tokens
-    (prefix tokens carry no position). At another grid the table is resampled with ``strategy``
-    (bicubic by default, as DeiT and timm do; bilinear and nearest selectable), as timm's ViT resamples it
-    (``resample_abs_pos_embed``, ``align_corners=False``): antialiased by default. DeiT's and MAE's
-    ``interpolate_pos_embed`` do not antialias, and PyTorch's antialiased bicubic is another kernel (Keys' a = -0.5,
-    the taps past the border dropped; the plain one has a = -0.75 and repeats the border), so the two differ at
-    every new grid, larger or smaller; ``antialias=False`` gives theirs (bilinear differs only when shrinking; nearest
-    never antialiases).
-
-    Video: a (1, t*h*w, D) table of the (t, h, w) training grid (ViViT's and VideoMAE's learned table), resampled per
-    axis (``video_table``): frames with ``strategy``, time linearly (nearest under ``nearest``), so frame count and
-    frame size change separately. ``grid_sample`` is for images only.
-
-    ``grid_sample`` (ViTAR's fuzzy positional encoding, Fan et al. 2024): the table is looked up bilinearly at each
-    token's coordinates (``sample_table``) instead of resampled as an image: a token at (row, col) of an h x w grid
-    reads the table at u = (coord + 1/2) * G / span - 1/2 per axis (G the table's grid, span the grid, or rpe2d's
-    extent), i.e. cell centres matched, clamped to the border. Trained with the ``fuzzy`` position sampler, which
-    jitters every token's coordinates uniformly within its cell, the table is read between its entries; evaluated
-    on the plain grid, it is read at the exact (rescaled) cell centres, and at the training grid it is the table
-    itself, bit for bit. Cost: the table itself at the training grid; elsewhere, or with sampled positions, four
-    (N, D) gathers and a weighted sum per forward (or per block with LaPE).
-
-    LaPE (``lape=True``, ``LayerAdaptive``): the table, resampled as above, enters every block's attention input
-    through that block's own LayerNorm instead of the tokens.
-
-    Shapes: embed x (B, h*w, D) -> (B, h*w, D).
-
-    Weight decay: none on ``pos_embed``, as ViT and DeiT train it (timm's ``no_weight_decay`` names the table):
-    decay would pull every position toward the zero vector, i.e. toward no position at all.
-
-    Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (``grid_table`` is a scriptable leaf); its Python code
-    does not script: its hook takes ``Positions`` (see VisionTransformerPE), and ``strategy`` is a property over an
-    optional attribute.
-
-    Converting a timm ViT (``learned_pos_embed``): the model's ``pos_embed`` becomes this table, resampled (timm's
-    bicubic ``resample_abs_pos_embed``) when its grid differs.
+    """Learned (1, h*w, D) table (ViT; DeiT) added to the patch tokens, resampled by ``strategy`` at other grids as
+    timm's ViT does, antialiased (departure: DeiT's and MAE's is not, ``antialias=False``). ``grid_sample`` (ViTAR,
+    Fan et al. 2024): read bilinearly at u = (coord + 1/2) G / span - 1/2 per axis (for the ``fuzzy`` sampler).
 
     Args:
-        dim: model width D (the backbone supplies its embed_dim).
-        grid_size: (h, w) of the table, the training grid in patches, or (t, h, w) for video (the backbone supplies its
-            token grid; a config may set another, e.g. the grid of a pretrained table).
-        lape: LaPE: the table enters each block's attention input through a LayerNorm of its own per block, instead of
-            being added to the tokens once.
-        depth: the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
-        lape_progressive: with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the authors' code
-            (``LayerAdaptive``).
-        antialias: antialias the bicubic and bilinear resampling, as timm does; False: plain ``F.interpolate``, as DeiT
-            and MAE resize a pretrained table.
+        dim: model width.
+        grid_size: (h, w) or (t, h, w) of the table, the training grid.
+        lape: LaPE (``LayerAdaptive``).
+        depth: the number of blocks (LaPE's norms).
+        lape_progressive: LaPE's chained norms (``LayerAdaptive``).
+        antialias: antialias bicubic and bilinear resampling.
     """
 
     strategies = ('bicubic', 'bilinear', 'nearest', 'grid_sample')
     opt_in_strategies = ('grid_sample',)  # ViTAR's lookup, for models trained with the fuzzy sampler
     no_weight_decay_params = ('pos_embed',)
+    weight_decay_note = 'as ViT and DeiT train it'
     learned_pos_embed = True
     ndims = (2, 3)
 
@@ -189,8 +130,6 @@ class ApeLearned(LayerAdaptive):
         trunc_normal_(self.pos_embed, std=0.02)
 
     def table(self, grid: tuple[int, ...]) -> torch.Tensor:
-        """The (1, h*w, D) table for ``grid`` ((1, t*h*w, D) for video), resampled from the training grid when they
-        differ."""
         return grid_table(self.pos_embed, list(grid), list(self.grid_size), self.strategy, self.antialias)
 
     def adopt_pos_embed(self, table: torch.Tensor) -> None:
@@ -220,8 +159,7 @@ class ApeLearned(LayerAdaptive):
         return self.table(tuple(pos.grid)).to(dtype)
 
     def sampled_table(self, pos: Positions) -> torch.Tensor:
-        """The ``grid_sample`` strategy: the table read at each token's coordinates, (1 or B, N, D) (the class
-        docstring has the mapping); the table itself for the plain training grid."""
+        """The ``grid_sample`` strategy's (1 or B, N, D) table."""
         if pos.layout is None and pos.grid is None:
             raise ValueError('ape_learned needs the tokens to form a grid (positions with a grid)')
         if len(self.grid_size) != 2:
@@ -241,8 +179,7 @@ class ApeLearned(LayerAdaptive):
         return table if table.dim() == 3 else table[None]
 
     def layout_table(self, pos: Positions) -> torch.Tensor:
-        """A mixed batch: (B, T, D), each token's entry of the table resampled to its own image's grid (zero on
-        prefix and padding): the tables of the distinct grids one after another, gathered at offset + cell."""
+        """A mixed batch: (B, T, D), each token its own image's entry, zero on prefix and padding tokens."""
         layout = pos.layout
         assert layout is not None
         tables = [self.table(grid)[0] for grid in layout.distinct_grids]
@@ -251,20 +188,13 @@ class ApeLearned(LayerAdaptive):
 
 
 def check_sincos_width(dim: int) -> None:
-    """Sin-cos features take the width in four quarters (sin, cos of rows, columns)."""
     if dim % 4:
         raise ValueError(f'ape_sincos needs a model width divisible by 4 (sin, cos of rows, columns), got {dim}')
 
 
 def sincos_embed(coords: torch.Tensor, dim: int, temperature: float = 10000.0, ndim: int = 2) -> torch.Tensor:
-    """Fixed sin-cos features of (..., N, ndim) coordinates -> (..., N, dim), in float32 (``ndim`` given, not read
-    from the coordinates' shape, which an FX trace cannot branch on).
-
-    Images, (row, col): the first half of the channels encodes the column, the second the row (MAE and DiT order),
-    each as [sin(p * w_i), cos(p * w_i)] with w_i = 1 / temperature^(i / (dim/4)), i < dim/4. Video, (t, row, col):
-    the column, the row, then time, each axis n_a frequencies w_i = 1 / temperature^(i / n_a) with the n_a split as
-    rope_axial splits its pairs (``rotary_sections``: even where dim / 2 divides by 3, time on the fewest).
-    """
+    """Sin-cos features of (..., N, ndim) coordinates -> (..., N, dim) float32: column, row (then time), each
+    [sin(p w_i), cos(p w_i)], w_i = 1 / temperature^(i / n), n pairs per axis (``rotary_sections``)."""
     if ndim == 2:
         check_sincos_width(dim)
     parts = []
@@ -277,33 +207,15 @@ def sincos_embed(coords: torch.Tensor, dim: int, temperature: float = 10000.0, n
 
 @ENCODINGS.register_module(name='ape_sincos')
 class ApeSincos(LayerAdaptive):
-    """Fixed 2D sin-cos absolute embedding (MAE, He et al. 2022; DiT, Peebles and Xie 2023), and its 3D form on
-    video grids (``sincos_embed``: a third of the frequencies on time, as rope_axial splits them).
-
-    Computed from the coordinates on the fly, so any grid (and any sampled coordinates) works and
-    nothing is stored in a checkpoint. Shapes: embed x (B, N, D) -> (B, N, D).
-
-    Weight decay: nothing to declare, it has no parameters.
-
-    Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
-    script: its hook takes ``Positions`` (see VisionTransformerPE), and its table comes from a ``GridTableCache``, a
-    Python dict keyed by tuples of sizes, devices and dtypes and filled by a lambda, neither of which TorchScript has.
-
-    LaPE (``lape=True``, ``LayerAdaptive``): the fixed table enters each block's attention input through a
-    LayerNorm of its own per block (DiT: after the block's adaLN modulation), instead of the tokens; its LayerNorms
-    are then the encoding's only parameters.
+    """Fixed sin-cos embedding (MAE; DiT), of image or video grids (``sincos_embed``).
 
     Args:
-        dim: model width D; must be divisible by 4 (two axes x sin/cos) for images, even for video.
-        temperature: base of the frequency ladder, > 0.
-        lape: LaPE: the table enters each block's attention input through a LayerNorm of its own per block, instead of
-            being added to the tokens once.
-        depth: the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
-        ndim: position axes (the backbone supplies it: 2 for images, 3 for video), for the width check.
-        lape_progressive: with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the authors' code
-            (``LayerAdaptive``).
+        dim: model width (divisible by 4 for images, even for video).
+        temperature: base of the frequency ladder.
+        lape: LaPE (``LayerAdaptive``).
+        depth: the number of blocks (LaPE's norms).
+        ndim: position axes.
+        lape_progressive: LaPE's chained norms (``LayerAdaptive``).
     """
 
     ndims = (2, 3)

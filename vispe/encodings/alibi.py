@@ -1,15 +1,5 @@
-"""2D ALiBi: attention with linear biases (Press et al., "Train Short, Test Long", ICLR 2022) on image patches.
-
-ALiBi adds -m_h |i - j| to the logit of query i and key j in head h, with fixed per-head slopes m_h; here the
-distance is the Euclidean distance between the patches' (row, col) positions in token-grid units, so the bias
-depends only on relative positions and extends to any grid without a table. This 2D form is CROMA's (Fuller et al.,
-NeurIPS 2023, ``get_2dalibi``), the reference vispe's is compared with (ALiBi's authors released the 1D one only).
-
-The distance has no sign: a flip or (on a square grid) a transpose of the patch tokens leaves the bias as it was, so
-alibi2d alone cannot tell left from right or up from down (in causal language models the mask breaks that symmetry;
-in bidirectional vision attention nothing does). Combine it with an encoding that sees direction (``ape_learned``,
-a rotary one) where direction matters; on shapes2d ``relation`` alone it stays at chance.
-"""
+"""2D ALiBi (Press et al., ICLR 2022) on image patches, in CROMA's form (Fuller et al., NeurIPS 2023): the distance
+has no sign, so alone it cannot tell left from right; combine it with an encoding that sees direction."""
 
 from __future__ import annotations
 
@@ -26,8 +16,8 @@ from vispe.registry import ENCODINGS
 
 
 def alibi_slopes(num_heads: int) -> list[float]:
-    """The ALiBi paper's slopes: for a power of two n, the geometric sequence 2^(-8/n), 2^(-16/n), ..., 2^(-8); for
-    other counts the n0 = 2^floor(log2 n) slopes of n0, then every other slope of 2 n0 until there are n."""
+    """ALiBi's slopes: 2^(-8/n), ..., 2^(-8) for a power of two n; else those of n0 = 2^floor(log2 n), then every
+    other slope of 2 n0."""
 
     def power_of_two(n: int) -> list[float]:
         return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
@@ -38,23 +28,12 @@ def alibi_slopes(num_heads: int) -> list[float]:
 
 @ENCODINGS.register_module(name='alibi2d')
 class ALiBi2D(Encoding):
-    """2D ALiBi logit bias, one instance per attention layer: bias_hij = -scale * m_h * ||p_i - p_j||_2 between
-    patches i and j (token-grid units), 0 for any pair with a prefix (cls / register) token, which has no position.
+    """Bias -scale * m_h * ||p_i - p_j||_2 between patches (token-grid units), ALiBi's fixed slopes m_h; 0 for pairs
+    with a prefix token. Nothing is learned.
 
     Args:
-        num_heads: heads of the attention, >= 1 (the slopes follow ALiBi's schedule for that many heads).
-        scale: multiplies every slope, > 0 (1: the paper's).
-
-    Shapes: logit_bias -> (1, H, N, N) on a grid, (B, H, N, N) for per-sample (sampled) positions.
-
-    Nothing is learned (the slopes are a non-persistent buffer), so the state dict holds nothing of it; at a larger
-    grid the distances simply grow, which is ALiBi's own way to extrapolate. Weight decay: nothing to decay.
-    Attention path: a float ``attn_mask`` for SDPA; query chunks compute their own rows only. Cost: the whole bias
-    once per forward pass (shared by the layers), (N, N) distances and an (H, N, N) product; SDPA then takes it
-    into the memory-efficient kernel on CUDA, the math one on CPU only when a bias needs a gradient (never here).
-    TorchScript:
-    ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not script, as its
-    hook takes ``Positions``.
+        num_heads: attention heads (ALiBi's slope schedule for that many).
+        scale: multiplies every slope (1: the paper's).
     """
 
     slopes: torch.Tensor  # buffer (H,)
@@ -69,9 +48,7 @@ class ALiBi2D(Encoding):
         self.register_buffer('slopes', slopes, persistent=False)
 
     def logit_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> torch.Tensor:
-        """The whole (1 or B, H, N, N) bias, made once per forward pass and shared by every layer with the same
-        slopes (``Positions.tables``): nothing in it is learned, so the layers' biases are one tensor, computed and
-        kept for the backward once."""
+        """The (1 or B, H, N, N) bias, made once per forward pass and shared by the layers (``Positions.tables``)."""
         name = f'alibi2d bias {self.num_heads} {self.scale} {q.dtype}'
         bias = pos.tables.get(name)
         if bias is None:
@@ -79,8 +56,7 @@ class ALiBi2D(Encoding):
         return bias
 
     def geometry(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every token's (row, col), (1 or B, T, 2) float32 (prefix tokens at the origin), and whether it is a patch,
-        (1 or B, T) float32 (0 for prefix and padding tokens, which are masked out of every distance)."""
+        """Every token's (row, col), (1 or B, T, 2) float32, and whether it is a patch, (1 or B, T) float32."""
         coords = pos.coords.float()
         coords = coords.reshape(-1, coords.shape[-2], coords.shape[-1])  # (1 or B, N, 2), with no branch on the rank
         prefix = pos.num_prefix
@@ -93,7 +69,6 @@ class ALiBi2D(Encoding):
         return padded, is_patch
 
     def score_term(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> ScoreTerm:
-        """The bias inside FlexAttention: each score's distance from the two tokens' coordinates, no N x N tensor."""
         padded, is_patch = self.geometry(pos)
         # Python bools from the shapes: the term indexes the sample, or sample 0 of a table shared by the batch
         coords_per_sample, patch_per_sample = padded.shape[0] != 1, is_patch.shape[0] != 1
@@ -108,7 +83,7 @@ class ALiBi2D(Encoding):
         return term
 
     def logit_bias_rows(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> Callable[[slice], torch.Tensor]:
-        """rows -> the bias of the query rows ``rows`` of the sequence (prefix tokens first): (1 or B, H, n, N)."""
+        """rows -> the bias of those query rows, (1 or B, H, n, N)."""
         padded, is_patch = self.geometry(pos)
 
         def rows_of(rows: slice) -> torch.Tensor:

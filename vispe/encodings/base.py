@@ -1,41 +1,8 @@
-"""The encoding base class and the hook contract: every hook, its signature and its call point, declared once.
+"""The encoding base class and the hook contract ``HOOK_TABLE`` (signatures and call points, in call order).
 
-``HOOK_TABLE`` below is the contract; this table restates it (call order within a forward pass):
-
-| hook | signature -> returns | called (by ``vispe.encodings.stack.EncodingStack``) |
-|---|---|---|
-| ``embed`` | ``(x, pos) -> x`` | once, by the backbone, on the (B, N, D) non-prefix tokens after tokenisation |
-| ``attn_input`` | ``(x, pos, i) -> x`` | by block ``i``, on its normalised (B, N_total, D) attention input |
-| ``rotate`` | ``(q, k, pos) -> (q, k)`` | in every attention, on (B, H, N_total, d) q and k, before SDPA |
-| ``transform_v`` | ``(v, pos) -> v`` | in every attention, on (B, H, N_total, d) v, after ``rotate`` |
-| ``logit_bias`` | ``(q, k, pos) -> (B or 1, H, N, N)`` | in every attention; the sum is SDPA's float ``attn_mask`` |
-| ``transform_out`` | ``(out, pos) -> out`` | in every attention, on the (B, H, N, d) SDPA output |
-| ``value_term`` | ``(v, pos, attn=None, rows=slice(None)) -> term`` | in every attention; added after transform_out |
-| ``after_block`` | ``(x, pos) -> x`` | by the backbone after each block named in ``self.blocks``, (B, N_total, D) |
-
-A subclass implements a hook by overriding the base method; ``hooks()`` names the overrides (no ``hasattr``; found
-once, when the class is created, so torch.compile reads a class attribute), and
-``active_hooks()`` is what the stack calls on an instance (iRPE switches off the hooks its options leave idle).
-``value_term`` receives the (B, H, n, N) softmax weights of the query rows ``rows`` in ``attn`` exactly when the
-instance's ``needs_attn_weights`` is True (the attention then materialises them instead of fused SDPA, and computes
-the term beside them, so before ``transform_out``); otherwise ``attn`` is None. When the N x N bias would not fit
-its byte budget (``vispe.attention``), the attention runs a slice of queries at a time: it asks ``logit_bias``
-encodings for ``logit_bias_rows(q, k, pos)``, a function of the query rows (the default slices the full bias), and
-passes value terms the weights of those rows with ``rows=``.
-A ``logit_bias`` encoding with ``has_score_term`` also gives its bias as ``score_term(q, k, pos)``: a function of
-FlexAttention's (b, h, q_idx, kv_idx) that reads small tables, which the attention adds inside FlexAttention instead
-of materialising the (B, H, N, N) bias, where its kernel rule says so (``vispe.flex``).
-
-``attn_input`` (LaPE's way in, ``lape=True`` on the absolute encodings) is a model-level hook that reaches inside
-every block: ``PEBackbone.run_block`` hands block ``i`` the stack's ``attn_input`` for ``i`` as its ``attn_input``
-argument (only when some encoding uses it, so the other models' blocks and graphs are unchanged), and the block
-applies it to its normalised input just before the attention (``PEBlock``, ``DiTBlock``). A backbone whose blocks
-cannot take it leaves it out of its accepted hooks; an encoding that switches it on by an option is then refused
-at build, naming the option (``option_hooks``).
-
-Encodings implementing an attention hook are instantiated once per attention layer (their parameters are
-per-layer, under ``blocks.i.attn.pe``); the others once per model (under ``pe``).
-"""
+Encodings with an attention hook are built once per attention layer (parameters under ``blocks.i.attn.pe``), the
+others once per model (``pe``). ``value_term`` gets the softmax weights only when the instance's
+``needs_attn_weights``; past the attention's byte budget a bias is asked for by query rows (``logit_bias_rows``)."""
 
 from __future__ import annotations
 
@@ -47,7 +14,6 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import nn
 
-from vispe.checks import once_per_build
 from vispe.flex import ScoreTerm
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
@@ -55,8 +21,7 @@ from vispe.registry import ENCODINGS
 
 @dataclass(frozen=True)
 class Hook:
-    """One entry of the hook contract: what an encoding overriding ``name`` receives and returns, where it is
-    called and by whom. ``attention``: called inside each attention layer (the encoding is then per-layer)."""
+    """One hook of the contract; ``attention``: called inside each attention layer (the encoding is per-layer)."""
 
     name: str
     signature: str
@@ -95,54 +60,41 @@ ATTENTION_HOOKS: frozenset[str] = frozenset(name for name, hook in HOOK_TABLE.it
 
 
 class Encoding(nn.Module):
-    """Base class of every positional encoding.
+    """Base class of every positional encoding: override any subset of the hooks; the class attributes below declare
+    its capabilities (docs/encodings/index.md renders them as one table)."""
 
-    Subclasses override any subset of the hooks and set ``strategies`` when they can be evaluated at
-    new resolutions in several ways (the first entry is the default).
-
-    Weight decay: each subclass names in ``no_weight_decay_params`` the parameters its paper and reference code keep
-    out of weight decay, and says why in its docstring. That one declaration is all the optimizers read: the
-    backbones' ``no_weight_decay()`` (timm's ``create_optimizer_v2``) and vispe's mmengine constructor
-    (``vispe.engine.optim``) both derive from it, so no config repeats it as name substrings. 1-D parameters and
-    biases take no decay anyway (timm's rule, applied by both), so they need not be declared.
-    """
-
+    #: resolution strategies, the default first
     strategies: ClassVar[tuple[str, ...]] = ()
-    #: strategies of ``strategies`` that a sweep runs only when named (``--strategy``): adding one to an encoding then
-    #: leaves what its default sweep measures, and the results already archived for it, as they were
+    #: strategies a sweep runs only when named (``--strategy``), so that adding one leaves the default sweep as it was
     opt_in_strategies: ClassVar[tuple[str, ...]] = ()
     #: the position dimensions it works on: 2 (image token grids), 3 (points, or video token grids (t, h, w));
     #: ``list_encodings(ndim)`` filters on it and backbones refuse the others
     ndims: ClassVar[tuple[int, ...]] = (2,)
-    #: made for positions on a token grid (``pos.grid``: an image's (h, w), a video's (t, h, w)): a learned table of
-    #: the grid, strategies scaled by the training grid, coordinates centred on the grid. Point clouds have no grid, so
-    #: the point transformer refuses these (``list_encodings(ndim=3, grid=False)``); those that read coordinates
-    #: alone (rope3d, lff, point_mlp, ...) say False and serve points and video alike
+    #: needs positions on a token grid (``pos.grid``); False: reads coordinates alone, so serves point clouds too
+    #: (``list_encodings(ndim=3, grid=False)``)
     needs_grid: ClassVar[bool] = True
-    #: reads ``pos.cameras``: only backbones that supply cameras (the multi-view transformer) accept it, and there its
-    #: ``embed`` hook sees every view's tokens at once with their cameras (an image encoding's sees each view's grid)
+    #: reads ``pos.cameras``: only backbones that supply cameras (the multi-view transformer) accept it; its
+    #: ``embed`` sees every view's tokens at once (an image encoding's sees each view's grid)
     needs_cameras: ClassVar[bool] = False
-    #: this instance's value_term needs the softmax weights (the attention then materialises them instead of fused
-    #: SDPA). An instance attribute with a class default: an encoding whose options decide it (iRPE on V) sets it
-    #: in ``__init__``, and the stack reads the instance's value, never the class's
+    #: this instance's value_term needs the softmax weights (materialised instead of fused SDPA); set per instance
+    #: where options decide it (``attn_weights_option``), and the stack reads the instance's value
     needs_attn_weights: bool = False
-    #: for ``after_block`` encodings, the indices of the blocks whose output the hook receives (an instance
-    #: attribute, set from the encoding's options); the default, none, leaves the hook uncalled
+    #: ``after_block`` encodings: the blocks whose output the hook receives (per instance); none: the hook is not called
     blocks: tuple[int, ...] = ()
-    #: names of the parameters that take no weight decay, relative to the encoding (``fnmatch`` patterns:
-    #: ``tables.*``); a name its configuration does not create (rope3d's buffer ``freqs`` in axial mode) is skipped
+    #: parameters its paper keeps out of weight decay (``fnmatch`` patterns relative to the encoding), read by both
+    #: optimizers (timm's through ``no_weight_decay()``, ``vispe.engine.optim``); 1-D parameters take no decay anyway
     no_weight_decay_params: ClassVar[tuple[str, ...]] = ()
-    #: holds a learned absolute table of the patch grid, a timm ViT's ``pos_embed`` in vispe form: converting a
-    #: timm ViT (``vispe.apply_encoding``) hands the model's table to an encoding with this capability
-    #: (``adopt_pos_embed``) and reads it back from one (``pos_embed_table``); ``create_model``'s default encoding for
-    #: a timm ViT with a table is the registered encoding that declares it
+    #: why, in a few words (the paper's or reference's recipe, what decay would do)
+    weight_decay_note: ClassVar[str] = ''
+    #: holds a learned table of the patch grid, a timm ViT's ``pos_embed``: converting a timm ViT hands it over
+    #: (``adopt_pos_embed``, ``pos_embed_table``), and the registered encoding declaring it is the default there
     learned_pos_embed: ClassVar[bool] = False
-    #: a ``logit_bias`` encoding that also gives its bias as a FlexAttention score term (``score_term``), so that the
-    #: attention can add it inside the kernel instead of materialising (B, H, N, N) (``vispe.flex``)
+    #: a ``logit_bias`` encoding that also gives its bias as a FlexAttention score term (``score_term``)
     has_score_term: ClassVar[bool] = False
-    #: hooks the class implements only under an option (the absolute encodings' ``attn_input`` with ``lape=True``):
-    #: a backbone's acceptance check of the class leaves them out, and ``build_backbone_encodings`` refuses a built
-    #: instance whose ``active_hooks()`` use one the backbone does not call
+    #: the option under which ``value_term`` needs the softmax weights (iRPE: "'v' in on"); '' for never
+    attn_weights_option: ClassVar[str] = ''
+    #: hooks the class implements only under an option (``attn_input`` with ``lape=True``): a backbone's check of the
+    #: class leaves them out, and ``build_backbone_encodings`` refuses an instance using one the backbone does not call
     option_hooks: ClassVar[frozenset[str]] = frozenset()
     #: the hooks the class overrides, found once when the class is created (``__init_subclass__``)
     _hooks: ClassVar[frozenset[str]] = frozenset()
@@ -153,18 +105,16 @@ class Encoding(nn.Module):
 
     @classmethod
     def hooks(cls) -> frozenset[str]:
-        """Names of the hooks this class implements (a class attribute, found when the class was created: it is
-        asked in every forward, torch.compile included)."""
+        """Names of the hooks this class overrides."""
         return cls._hooks
 
     def active_hooks(self) -> frozenset[str]:
-        """The hooks the backbone calls on this instance: the class's, unless its configuration switches some
-        off (iRPE on K only has no value term)."""
+        """The hooks called on this instance: the class's, less those its options switch off."""
         return type(self).hooks()
 
     @classmethod
     def registry_name(cls) -> str:
-        """The name the class is registered under (for messages; its class name when it is not registered)."""
+        """The registered name (the class name when not registered)."""
         return next((name for name, c in ENCODINGS.module_dict.items() if c is cls), cls.__name__)
 
     @classmethod
@@ -174,8 +124,7 @@ class Encoding(nn.Module):
 
     @torch.jit.ignore
     def no_weight_decay(self) -> set[str]:
-        """This instance's parameters named by ``no_weight_decay_params`` (timm's ``no_weight_decay`` contract:
-        names relative to the module); the backbones prefix them with the encoding's place in the model."""
+        """timm's ``no_weight_decay``: the names ``no_weight_decay_params`` matches, relative to the module."""
         patterns = type(self).no_weight_decay_params
         return {n for n, _ in self.named_parameters() if any(fnmatchcase(n, p) for p in patterns)}
 
@@ -192,8 +141,7 @@ class Encoding(nn.Module):
         self._strategy = value
 
     def adopt_pos_embed(self, table: torch.Tensor) -> None:
-        """With ``learned_pos_embed``: take over a timm ViT's (1, n, D) patch table (prefix entries removed),
-        resampled to this encoding's grid when n differs."""
+        """With ``learned_pos_embed``: take over a timm ViT's (1, n, D) patch table, resampled when n differs."""
         raise NotImplementedError(f'{type(self).__name__} holds no learned position table (learned_pos_embed)')
 
     def pos_embed_table(self) -> torch.Tensor:
@@ -213,24 +161,18 @@ class Encoding(nn.Module):
         raise NotImplementedError
 
     def logit_bias_rows(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> Callable[[slice], torch.Tensor]:
-        """For query chunking: a function ``rows -> logit_bias(q, k, pos)[..., rows, :]``, (B or 1, H, n, N) for n
-        query rows. This default computes the whole bias once and slices it (right, but it saves no memory);
-        encodings with a large bias override it to compute the rows alone."""
+        """``rows -> logit_bias(q, k, pos)[..., rows, :]``, (B or 1, H, n, N); this default slices the whole bias."""
         bias = self.logit_bias(q, k, pos)
         return lambda rows: bias if bias.shape[-2] == 1 else bias[..., rows, :]
 
     def score_term(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> ScoreTerm:
-        """With ``has_score_term``: ``logit_bias`` as a function of FlexAttention's (b, h, q_idx, kv_idx) indices,
-        reading small tables captured here (per-bucket lookups, coordinates) instead of an N x N tensor; it must
-        equal ``logit_bias(q, k, pos)[b, h, q_idx, kv_idx]`` (broadcast over b and h where the bias is)."""
+        """With ``has_score_term``: (b, h, q_idx, kv_idx) -> ``logit_bias(q, k, pos)[b, h, q_idx, kv_idx]``."""
         raise NotImplementedError
 
     def value_term(
         self, v: torch.Tensor, pos: Positions, attn: torch.Tensor | None = None, rows: slice = slice(None)
     ) -> torch.Tensor:
-        """With ``needs_attn_weights``, ``attn`` holds the softmax weights of the query rows ``rows``: (B, H, n, N);
-        the term of those rows is returned, (B, H, n, d); without it ``attn`` is None and ``rows`` all of them, and
-        an encoding that reads neither still takes both (one signature for every value term)."""
+        """(B, H, n, d) term of the query rows ``rows``; ``attn`` their softmax weights if ``needs_attn_weights``."""
         raise NotImplementedError
 
     def transform_out(self, out: torch.Tensor, pos: Positions) -> torch.Tensor:
@@ -240,14 +182,40 @@ class Encoding(nn.Module):
         raise NotImplementedError
 
     def attn_input(self, x: torch.Tensor, pos: Positions, i: int) -> torch.Tensor:
-        """Block ``i``'s normalised attention input (B, N_total, D), prefix tokens first -> the same shape."""
+        """Block ``i``'s normalised (B, N_total, D) attention input -> the same shape."""
         raise NotImplementedError
 
 
-@once_per_build('owner')
+def attention_path(cls: type[Encoding]) -> str:
+    """What ``cls`` does to the attention and which kernel runs it, read from the hooks it overrides and its
+    declarations (``has_score_term``, ``attn_weights_option``, an own ``logit_bias_rows``)."""
+    hooks = cls.hooks()
+    if not hooks & ATTENTION_HOOKS:
+        return 'unchanged (fused SDPA)'
+    steps = [text for hook, text in _PATH_STEPS.items() if hook in hooks]
+    if 'logit_bias' in hooks:
+        if cls.logit_bias_rows is not Encoding.logit_bias_rows:
+            steps[steps.index(_PATH_STEPS['logit_bias'])] += ' (own rows per query chunk)'
+        steps.append('SDPA with the mask' + (' or FlexAttention score term' if cls.has_score_term else ''))
+    else:
+        steps.append('fused SDPA')
+    if cls.attn_weights_option:
+        steps.append(f'softmax weights materialised when {cls.attn_weights_option}')
+    return '; '.join(steps)
+
+
+#: what each attention hook does, in call order (``attention_path``)
+_PATH_STEPS = {
+    'rotate': 'q, k rotated',
+    'transform_v': 'v transformed',
+    'logit_bias': 'float attn_mask',
+    'transform_out': 'output transformed',
+    'value_term': 'value term added',
+}
+
+
 def check_heads(dim: int, num_heads: int, owner: str) -> None:
-    """ValueError naming ``owner`` unless ``num_heads`` >= 1 divides the model width ``dim``: the one check of heads
-    and width, for every backbone, attention layer and encoding (once per build: ``vispe.checks``)."""
+    """ValueError naming ``owner`` unless ``num_heads`` >= 1 divides ``dim``."""
     if isinstance(num_heads, int) and num_heads >= 1 and dim % num_heads == 0:
         return
     divisors = [h for h in range(1, min(dim, 64) + 1) if dim % h == 0]
@@ -258,9 +226,8 @@ def check_heads(dim: int, num_heads: int, owner: str) -> None:
     )
 
 
-@once_per_build('owner')
 def check_positive(owner: str, **values: float | None) -> None:
-    """ValueError naming ``owner`` and the argument when a value is not > 0 (NaN included); None values pass."""
+    """ValueError naming ``owner`` and the argument when a value is not > 0 (NaN included); None passes."""
     for name, value in values.items():
         if value is not None and not value > 0:
             raise ValueError(f'{owner} needs {name} > 0, got {name}={value!r}')
@@ -270,27 +237,15 @@ _Table = TypeVar('_Table')
 
 
 class GridTableCache:
-    """Tables that depend only on positions (never on parameters), cached per ``Positions.cache_key``: the grid,
-    prefix count and device, plus what the caller adds. A table in the input's dtype adds the dtype (ape_sincos);
-    rotary tables are float32 whatever the input (the rotation runs in float32), so theirs need not.
-
-    Kept outside the module's state dict so they never land in checkpoints. A table built under
-    ``torch.inference_mode`` is an inference tensor, which autograd refuses to save: it is kept apart from the
-    others (the mode is part of the key), so an evaluation in inference mode does not break training at its grid.
-
-    Under ``torch.compile`` the cache is neither read nor written: the table is built inside the graph. A lookup
-    would make dynamo guard on the dict's contents, and the first call's insertion would then fail that guard and
-    recompile the model (once per table, and again whenever an eager call fills the cache). Built in the graph, a
-    table is a few pointwise ops on positions per layer (rope_axial: cos and sin of an (N, d/2) product; iRPE: the
-    (N, N) bucket ids), which Inductor fuses into the kernels that read it instead of materialising it.
-    """
+    """Tables that depend only on positions, cached per ``Positions.cache_key`` (and the inference mode) outside the
+    state dict. Under ``torch.compile`` the cache is bypassed: a lookup would make dynamo guard on the dict."""
 
     def __init__(self, max_entries: int = 8) -> None:
         self._tables: dict[Hashable, Any] = {}
         self.max_entries = max_entries
 
     def get(self, key: Hashable | None, build: Callable[[], _Table]) -> _Table:
-        """The table of ``key``: cached, or made by ``build`` (a tensor, or a tuple of them as iRPE's buckets)."""
+        """The table of ``key``: cached, or made by ``build`` (a tensor or a tuple of them)."""
         if key is None or torch.compiler.is_compiling():
             return build()
         key = (key, torch.is_inference_mode_enabled())

@@ -1,14 +1,10 @@
-"""Rotations of b-channel blocks for rotary encodings with learned generators (ComRoPE, HARoPE): the maths, apart
-from the encodings that use it.
+"""Rotations of b-channel blocks for rotary encodings with learned generators (ComRoPE, HARoPE, LieRE).
 
-* b = 4: so(4) splits into commuting left and right quaternion multiplications (``so4_split``,
-  ``quaternion_matrices``), so exp(t S) = exp(t a) x exp(t b), and ``isoclinic_frame`` turns both axes onto i: a fixed
-  orthogonal frame per head and block and two plane rotations, so that only angles depend on the token.
-* Any b: ``expm``, a matrix exponential (float32-accurate) with a hand-written backward, ``exp_skew`` with closed
-  forms for b = 2 and 4, and ``apply_blocks`` / ``transform_heads`` / ``rotate_in_frame`` to apply them to q and k.
-
-Cost: tables of (H, N, J, b, b) or frames of (H, d, d), computed once per forward and layer and shared by the batch;
-see each function.
+* b = 4: so(4) splits into commuting left and right quaternion multiplications (``so4_split``), so
+  exp(t S) = exp(t a) x exp(t b), and ``isoclinic_frame`` turns both axes onto i: a fixed frame and two plane
+  rotations, so that only angles depend on the token.
+* Any b: ``expm`` (float32-accurate, with its own backward), ``exp_skew`` with closed forms for b = 2 and 4, and
+  ``apply_blocks`` / ``transform_heads`` / ``rotate_in_frame`` to apply them to q and k.
 """
 
 from __future__ import annotations
@@ -62,16 +58,12 @@ def exp_so4(gen: torch.Tensor) -> torch.Tensor:
 
 
 def isoclinic_frame(gen: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """For skew S (..., 4, 4): an orthogonal M (..., 4, 4) and two rates omega (..., 2) with
-    exp(t S) = M^T D(t omega) M, D rotating the channel pairs (0, 1) by t omega_0 and (2, 3) by t omega_1.
+    """For skew S (..., 4, 4): an orthogonal M (..., 4, 4) and rates omega (..., 2) with exp(t S) = M^T D(t omega) M,
+    D rotating the channel pairs (0, 1) by t omega_0 and (2, 3) by t omega_1.
 
-    S = L_a + R_b (``so4_split``), so exp(t S) x = exp(t a) x exp(t b) for quaternions x. Unit quaternions u and v
-    turn the axes: u a^ u* = s_a i and v (s_b i) v* = b^ (a^ = a / |a|, s_a = +-1 the sign of a^'s i part, so the
-    turn is at most 90 degrees and u, v stay well defined; the same for b). Then exp(t a) = u* e^(i s_a |a| t) u and
-    exp(t b) = v e^(i s_b |b| t) v*, so exp(t S) x = u* (e^(i alpha) y e^(i beta)) v* with y = u x v = M x,
-    M = L_u R_v, alpha = s_a |a| t, beta = s_b |b| t. For y = y1 + y2 j (y1, y2 complex: channels (0, 1), (2, 3)),
-    e^(i alpha) y e^(i beta) = e^(i (alpha + beta)) y1 + e^(i (alpha - beta)) y2 j, as j z = conj(z) j: two plane
-    rotations (the isoclinic decomposition of so(4)), RoPE's complex multiplication at rates s_a |a| +- s_b |b|.
+    S = L_a + R_b (``so4_split``); unit quaternions u, v turn a's and b's axes onto +-i (at most 90 degrees), so
+    exp(t S) x = u* (e^(i alpha) y e^(i beta)) v* with y = u x v = M x, and e^(i alpha) y e^(i beta) rotates y's two
+    complex halves at alpha + beta and alpha - beta: the isoclinic decomposition of so(4).
     """
     a, b = so4_split(gen)  # (..., 3) each
     norm_a, norm_b = (v.square().sum(-1).add(1e-24).sqrt() for v in (a, b))  # eps: a vanishing part gives M = I
@@ -98,15 +90,12 @@ def block_diagonal(blocks: torch.Tensor) -> torch.Tensor:
 def transform_heads(
     x: torch.Tensor, dense: torch.Tensor, transpose: bool = False, one_gemm: bool | None = None
 ) -> torch.Tensor:
-    """x (B, H, N, d) times dense[h]^T per head (dense (H, d, d) float32: ComRoPE's block-diagonal frames, HARoPE's
-    M), or times dense[h] with ``transpose``, in x's dtype (bf16 under autocast: the matrices depend only on
-    parameters and are rounded once; every token gets the same matrix, so q . k stays relative). Token-major x (timm's
-    q, k) is read as a view; the result is token-major too.
+    """x (B, H, N, d) times dense[h]^T per head (dense (H, d, d) float32), or times dense[h] with ``transpose``, in
+    x's dtype: the matrices depend only on parameters and are rounded once, so q . k stays relative.
 
-    ``one_gemm`` (default: on CUDA): one (B*N, C) x (C, C) GEMM on the token-major rows with the heads' matrices on
-    the diagonal of a C x C matrix: no copy in or out, H times the multiply-adds, for tensor cores to absorb.
-    Otherwise one (B*N, d) x (d, d) matmul per head (bmm), no wasted multiply-adds: on CPU faster than an einsum
-    per block or elementwise products."""
+    ``one_gemm`` (default: on CUDA): one (B*N, C) x (C, C) GEMM with the heads' matrices on the diagonal (no copies, H
+    times the multiply-adds, for tensor cores); otherwise one bmm over the heads.
+    """
     B, H, N, d = x.shape
     w = (dense if transpose else dense.transpose(-1, -2)).to(x.dtype)  # rows @ w[h]
     if one_gemm is None:  # an FX trace (device unknown, a Proxy) records the per-head form
@@ -134,11 +123,9 @@ def rotate_in_frame(
 
 
 def exp_thetas() -> list[tuple[int, float, float]]:
-    """``expm``'s Taylor degrees m and their reach theta_m in float32 and float64: the largest alpha with
-    -log(1 - h_m(alpha)) <= u alpha, h_m(x) = sum_{j > m} |c_j| x^j the series of |e^(-x) T_m(x) - 1|, u = 2^-24
-    or 2^-53 (Higham's backward-error bound, as ``torch.linalg.matrix_exp``'s; rounded down; the tests recompute
-    them). T_m(A) = exp(A + E) with ||E|| <= u ||A|| when alpha(A) <= theta_m. (A literal in a function: TorchScript
-    reads no global tables.)"""
+    """``expm``'s Taylor degrees m and their reach theta_m in float32 and float64 (Higham's backward-error bound, as
+    ``torch.linalg.matrix_exp``'s; the tests recompute them).
+    """
     return [(8, 0.58, 0.0499), (12, 1.4616, 0.2996), (16, 2.4782, 0.7802), (20, 3.5509, 1.4382), (24, 4.6497, 2.219)]
 
 
@@ -171,11 +158,9 @@ def _exp_powers(a: torch.Tensor, last: bool) -> list[torch.Tensor]:
 
 
 def _exp_plan(powers: list[torch.Tensor], last: bool) -> tuple[int, int]:
-    """(degree m, squarings s) for ``expm`` of a batch with powers [A, A^2, A^3, A^4]: the fewest matmuls
-    (m / 4 + 2 for the polynomial, s for the squarings) with alpha(A) / 2^s <= theta_m (``exp_thetas``) for every
-    matrix, alpha(A) = min(d_1, max(d_2, d_3), max(d_3, d_4)), d_k = ||A^k||_1^(1/k): Al-Mohy and Higham's (2009)
-    bound, valid for any matrix, for which the Taylor remainder's bound holds and which is often below ||A||_1 (at
-    LieRE's init: 44 against 64). Ties go to the higher degree (fewer squarings). (-1, 0) when it is not finite."""
+    """(degree m, squarings s) with the fewest matmuls such that alpha(A) / 2^s <= theta_m for every matrix, alpha from
+    the norms of A^1..A^4 (Al-Mohy and Higham 2009); (-1, 0) when not finite.
+    """
     d: list[torch.Tensor] = []
     for k in range(4):  # (vector_norm over the rows is 20x slower than abs + sum here)
         p = powers[k].detach().abs()
@@ -207,11 +192,9 @@ def _taylor_coefficients(degree: int) -> list[float]:
 def _exp_series(
     powers: list[torch.Tensor], degree: int, squarings: int, last: bool
 ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-    """exp(A) from [A, A^2, A^3, A^4]: the degree-m Taylor polynomial of X = A / 2^s by Paterson-Stockmeyer in X^4,
-    T_m(X) = C_0 + X^4 (C_1 + X^4 (... (C_{r-1} + c_m X^4))), C_i = sum_{j<4} X^j / (4i + j)!, r = m / 4 (r - 1
-    matmuls), then s squarings. Also returns the Horner values [Y_1 .. Y_{r-1}] (Y_i = C_i + X^4 Y_{i+1}) and the
-    squared matrices [T, T^2, ..., T^(2^(s-1))], which the backward reuses. In-place adds on fresh results only
-    (autograd-safe: no tensor autograd saved is modified)."""
+    """exp(A) from [A, A^2, A^3, A^4]: the degree-m Taylor polynomial of A / 2^s by Paterson-Stockmeyer in X^4, then s
+    squarings; also the Horner values and squared matrices the backward reuses.
+    """
     scale = 0.5**squarings  # a power of 2: X^k = A^k scale^k exactly, folded into the coefficients
     coef = _taylor_coefficients(degree)
     s = [scale**k for k in range(5)]
@@ -333,19 +316,13 @@ def expm_plain(a: torch.Tensor) -> torch.Tensor:
 @torch.fx.wrap
 def expm(a: torch.Tensor) -> torch.Tensor:
     """exp(a) for a batch (..., n, n), float32- (float64-) accurate: a Taylor polynomial of degree m in 8, 12, .. 24
-    on A / 2^s, evaluated by Paterson-Stockmeyer (m / 4 + 2 matmuls), then s squarings; m and s give the fewest
-    matmuls under a bound on the batch's spectral radii (``exp_thetas``, ``_exp_plan``).
+    on A / 2^s by Paterson-Stockmeyer, then s squarings, m and s giving the fewest matmuls under a bound on the batch's
+    spectral radii (``exp_thetas``, ``_exp_plan``).
 
-    Backward (``_Expm``): the hand-written adjoint of the same chain, two matmuls per forward matmul, no autograd
-    graph; equal to autograd through the same operations to rounding, and to ``torch.linalg.matrix_exp``'s gradient
-    to the truncation error, without ``torch.linalg.matrix_exp``'s backward, which exponentiates 2n x 2n block
-    matrices. Matrices up to 8 x 8 are kept batch last (``_layout``).
-
-    Degree and squarings come from the norms, read on the host (a device sync on GPU); under ``torch.compile`` that
-    read would break the graph, so compiled code calls ``torch.linalg.matrix_exp``. An FX leaf (``torch.fx.wrap``):
-    an FX graph calls it at run time, where the norm is a number, so the traced model computes what the eager one
-    does, bit for bit; scripted (TorchScript, which cannot call an autograd.Function) it runs ``expm_plain``, the same
-    forward, differentiated by autograd.
+    Backward (``_Expm``): the adjoint of the same chain, two matmuls per forward matmul, no autograd graph; faster
+    than ``torch.linalg.matrix_exp`` on LieRE's and HARoPE's matrices (``workbench/expm_bench.py`` measures it).
+    Degree and squarings are read on the host, so compiled code calls ``torch.linalg.matrix_exp`` instead; an FX
+    leaf; scripted, it runs ``expm_plain``, the same forward.
     """
     if torch.compiler.is_compiling():  # the norm read would break the graph; matrix_exp traces as one op
         return torch.linalg.matrix_exp(a)

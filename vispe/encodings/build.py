@@ -7,7 +7,6 @@ import inspect
 from collections.abc import Sequence
 from typing import Any, TypeGuard
 
-from vispe.checks import one_build
 from vispe.encodings.base import Encoding, check_heads
 from vispe.registry import ENCODINGS, closest
 
@@ -24,10 +23,8 @@ EncodingSpec = None | str | dict[str, Any] | Sequence[str | dict[str, Any]]
 
 
 def list_encodings(ndim: int | None = None, cameras: bool = False, grid: bool = True) -> list[str]:
-    """Names of every registered encoding, sorted. With ``ndim``, those meant for that many position dimensions
-    (2: image grids, 3: points or video grids), camera encodings only when ``cameras`` (a backbone that supplies
-    cameras), and those that need a token grid (``Encoding.needs_grid``) only when ``grid``: ``ndim=3, grid=False``
-    lists the point-cloud encodings, ``ndim=3`` the video ones."""
+    """Registered names, sorted; with ``ndim`` those for that many position axes, cameras' only with ``cameras``, and
+    grid-only ones (``needs_grid``) only with ``grid``."""
     import vispe.encodings  # noqa: F401  (make sure every family file has registered itself)
 
     return sorted(
@@ -46,17 +43,15 @@ def encoding_class(name: str) -> type[Encoding]:
 
 
 def encodings_declaring(capability: str) -> list[str]:
-    """Names of the registered encodings whose class declares ``capability``, a class-level flag of ``Encoding``
-    (``learned_pos_embed``, ``needs_cameras``), sorted."""
+    """Registered names whose class sets the boolean capability ``capability`` (``learned_pos_embed``, ...)."""
     if not isinstance(getattr(Encoding, capability, None), bool):
         raise ValueError(f'{capability!r} is not a capability of Encoding (a class-level flag)')
     return [name for name in list_encodings() if getattr(encoding_class(name), capability)]
 
 
 def normalize_spec(spec: EncodingSpec) -> list[dict[str, Any]]:
-    """'rope_mixed', dict(type=...), or a list of those -> a list of config dicts (copies). A string may be a
-    one-line spec (``parse_encoding_spec``: 'rope_dinov3:rescale=none', 'rope_mixed+peg'), so a command line can set
-    an encoding's options: ``--cfg-options model.backbone.encoding=rope_dinov3:rescale=none``."""
+    """A name, a config dict, a one-line spec ('rope_dinov3:rescale=none', 'rope_mixed+peg') or a list of them ->
+    a list of config dicts (copies)."""
     if spec is None or spec == 'none':
         return []
     if isinstance(spec, Encoding):
@@ -84,12 +79,11 @@ def normalize_spec(spec: EncodingSpec) -> list[dict[str, Any]]:
 
 
 def _one_line(item: Any) -> TypeGuard[str]:
-    """Whether ``item`` is a one-line spec with options or several encodings ('name:key=value', 'a+b')."""
     return isinstance(item, str) and (':' in item or '+' in item)
 
 
 def _parse_value(text: str) -> Any:
-    """'3' -> 3, '0.5' -> 0.5, 'true' / 'false' -> bool, 'none' -> None, anything else stays a string."""
+    """'3' -> 3, '0.5' -> 0.5, 'true' -> True, 'none' -> None, else the string."""
     lowered = text.lower()
     if lowered in ('true', 'false'):
         return lowered == 'true'
@@ -104,12 +98,8 @@ def _parse_value(text: str) -> Any:
 
 
 def parse_encoding_spec(spec: str) -> list[str | dict[str, Any]]:
-    """A one-line spec (a command-line argument, a benchmark row) -> encoding specs for ``normalize_spec``: 'a+b'
-    combines; 'name:key=value,key=value' sets arguments.
-
-    'irpe:mode=contextual,on=qkv+ape_learned' -> [{'type': 'irpe', 'mode': 'contextual', 'on': 'qkv'},
-    'ape_learned']. Values that look like an int, float, bool (true / false) or none are parsed as such.
-    """
+    """A one-line spec -> encoding specs: 'irpe:mode=contextual,on=qkv+ape_learned' ->
+    [{'type': 'irpe', 'mode': 'contextual', 'on': 'qkv'}, 'ape_learned']."""
     parts: list[str | dict[str, Any]] = []
     for part in spec.split('+'):
         name, sep, args = part.partition(':')
@@ -127,9 +117,7 @@ def parse_encoding_spec(spec: str) -> list[str | dict[str, Any]]:
 
 
 def spec_items(spec: Any) -> list[str | dict[str, Any]]:
-    """The encodings of a spec as written (a name, a dict, a one-line spec or a list of them): names and dicts, in
-    order, 'none' and None left out. Names are not looked up (``normalize_spec`` does): a label describes what a file
-    says."""
+    """The encodings of a spec as written, names and dicts in order, 'none' and None left out (names not looked up)."""
     items = spec if isinstance(spec, (list, tuple)) else [spec]
     items = [part for item in items for part in (parse_encoding_spec(item) if _one_line(item) else [item])]
     for item in items:
@@ -139,9 +127,7 @@ def spec_items(spec: Any) -> list[str | dict[str, Any]]:
 
 
 def spec_text(spec: Any, skip: Sequence[str] = ()) -> str:
-    """The one-line spec of ``spec_items(spec)``, the inverse of ``parse_encoding_spec``: 'ape_learned:lape=True',
-    'rope_mixed+peg'; 'none' for none. What labels and titles print, so that an encoding with options is never shown
-    by its bare name; the options named in ``skip`` are left out."""
+    """The one-line spec of ``spec_items(spec)`` without the options in ``skip`` ('none' for none)."""
     parts = []
     for item in spec_items(spec):
         if isinstance(item, dict):
@@ -161,8 +147,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def split_variant(name: str) -> tuple[str, dict[str, Any]]:
-    """A row name -> (its encoding spec, its further backbone arguments): a ``VARIANTS`` name's, or the name itself
-    as the spec and no arguments."""
+    """A row name -> (its encoding spec, further backbone arguments), from ``VARIANTS`` or the name itself."""
     spec, kwargs = VARIANTS.get(name, (name, {}))
     return spec, dict(kwargs)
 
@@ -175,16 +160,10 @@ def _accepted(cls: type[Encoding]) -> dict[str, inspect.Parameter]:
     return dict(inspect.signature(cls).parameters)  # the constructor's, without self
 
 
-@one_build()
 def build_encoding(spec: str | dict[str, Any], **context: Any) -> Encoding:
-    """Build one encoding from its name or config dict.
-
-    ``context`` holds what a backbone supplies (dim, num_heads, ndim, grid_size, ...); each class takes only
-    the entries its constructor names. User keys the constructor does not know raise TypeError naming the
-    closest valid argument. ``strategy`` (``dict(type='rope_mixed', strategy='interpolate')``) is the resolution
-    strategy the encoding starts with, for any encoding that has strategies: set after construction, so an unknown
-    one is a ValueError listing the encoding's strategies.
-    """
+    """Build one encoding from its name or config dict; ``context`` is what a backbone supplies (dim, num_heads, ...),
+    of which the class takes what its constructor names. Unknown keys raise TypeError naming the closest argument;
+    ``strategy`` is set after construction."""
     (cfg,) = normalize_spec(spec)
     name = cfg.pop('type')
     cls = encoding_class(name)

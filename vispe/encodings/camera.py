@@ -1,8 +1,4 @@
-"""Camera-ray encodings for multi-view transformers: Plucker coordinates of each patch's rays.
-
-Cameras come from ``pos.cameras`` (``vispe.positions.Cameras``, OpenCV convention, see ``vispe.geometry``); only a
-backbone that supplies them (``MultiViewTransformer``) accepts these encodings.
-"""
+"""Plucker-ray camera encoding for multi-view transformers (cameras from ``pos.cameras``, OpenCV convention)."""
 
 from __future__ import annotations
 
@@ -16,7 +12,6 @@ from vispe.registry import ENCODINGS
 
 
 def require_cameras(pos: Positions, name: str) -> Cameras:
-    """``pos.cameras``, or a ValueError that says which backbone supplies them."""
     if pos.cameras is None:
         raise ValueError(f'{name} needs cameras in the positions; the multi-view transformer supplies them')
     return pos.cameras
@@ -30,23 +25,14 @@ def camera_poses(cameras: Cameras, relative: bool) -> torch.Tensor:
 
 @ENCODINGS.register_module(name='plucker')
 class Plucker(Encoding):
-    """Plucker rays (o x d, d) of each patch, embedded linearly and added to its token (ENCODINGS.md, camera).
+    """Plucker rays (o x d, d) of each patch, embedded linearly and added to its token; rays in float32.
+    Absolute: a rigid motion of every camera changes the tokens, unless ``relative``.
 
     Args:
         dim: model width.
-        patch_size: pixels per token side (the backbone passes it).
-        patchify: embed the rays of every pixel of the patch (6 p^2 values, like the patch embedding of the image)
-            instead of the ray through the patch centre (6 values).
-        relative: poses relative to the first view (its camera becomes the world frame), which makes the encoding
-            independent of the world frame.
-
-    Rays are computed in float32 with autocast off; the linear layer follows autocast. Absolute by design: moving
-    every camera by the same rigid transform changes the rays, and the tokens, unless ``relative``.
-
-    Weight decay: nothing to declare: ``proj`` is an ordinary linear embedding, decayed like the patch embedding
-    of the image; its bias, 1-D, takes none.
-
-    Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
+        patch_size: pixels per token side.
+        patchify: embed the rays of every pixel of the patch (6 p^2 values); False: the patch centre's ray.
+        relative: poses relative to the first view, which makes the encoding independent of the world frame.
     """
 
     ndims = (2,)

@@ -1,44 +1,12 @@
-"""ComRoPE: rotary encodings with trainable commuting angle matrices (Yu et al., "ComRoPE: Scalable and Robust
-Rotary Position Embedding Parameterized by Trainable Commuting Angle Matrices", CVPR 2025).
+"""ComRoPE: rotary encodings with trainable commuting angle matrices (Yu et al., CVPR 2025).
 
-R(x) = exp(sum_i A_i x_i) for normalised positions x, with skew-symmetric, pairwise commuting A_i, so
-R(x)^T R(y) = R(y - x): q_m . k_n depends only on x_n - x_m. Each A_i is block diagonal with b x b blocks
-(b = ``block_size``, J = d/b blocks per head), block j being a multiple of one generator S_j = P_j - P_j^T per
-head, A_i[j] = W[i, j] S_j, which is why they commute. ``comrope_ap`` (axis-partitioned): W[i, j] = 1 if
-j = i (mod ndim), else 0. ``comrope_ld`` (linearly dependent): W = theta, learned per axis and block (shared by
-the heads, as in the reference code).
-
-Block j of token n is thus exp(t_nj S_j), t = x W (N, J), applied to q viewed as (B, H, N, J, b) with tables
-(H, N, J, ...) computed once per forward and shared by the batch, never as the reference's dense d x d matrix
-per token. b = 2: a rotation by t S[1, 0], RoPE's complex multiplication. b = 4: so(4) splits into commuting
-left and right quaternion multiplications, exp(t S) x = exp(t a) x exp(t b), and turning both axes onto i makes
-it M^T D(t omega) M (``isoclinic_frame``): a fixed orthogonal frame M per head and block, and two plane rotations at
-rates omega, so only the angles t omega depend on the token. The frames are one (d x d) block-diagonal matmul per
-head before and after RoPE's complex multiplication; in a mixed batch the angles go by rows (``rotate_by_rows``,
-its hand-written backward) where per-token quaternion products would cost 1.5x the fixed batch's rotation.
-b = 8: ``expm`` on (H, N, J, 8, 8) and a batched matmul, about 8x slower than b = 4. Angles, frames and rotations
-are float32 with autocast off; b = 4 applies its frames in q's dtype (``transform_heads``: frames rounded once, the
-same for every token, so q . k stays relative) and rotates with the fused rotary kernel. Prefix tokens get t = 0 (the
-identity, bit for bit) by default, the position x = 0; ``prefix_position=0.5`` puts them at the image centre
-x = (0.5, 0.5) instead, as the reference code does with its cls token (its ``cls_position``, 0.5 by default).
-
-Cost: what depends on positions and parameters (t, the frames, the angle table) once per forward pass and layer,
-shared by the batch (per sample only with ``jitter``). b = 4 on CPU: 1.13x ape_learned (ViT-S/16 224, batch 8,
-float32; docs). On GPU: two frame GEMMs and two rotation passes over q and k plus two elementwise passes (the
-x + M^T (rotate(y) - y) form); not yet measured on a GPU in this form (3.65x before: float32 frames with casts).
-
-Positions: ((r + 0.5) / h, (c + 0.5) / w) from ``pos.span`` (the grid, or rpe2d's enlarged range); without a
-grid, min-max per sample and axis to [0, 1]. ``jitter=True``: in training, U(-0.5, 0.5) coordinate units (half a
-patch) per sample and token are added before normalising, the paper's position perturbation.
-
-Init (ours; the reference code's default is P ~ N(0, 1)): P_j ~ N(0, sigma_j^2), sigma_j = r_j / sqrt(2 (b - 1)),
-so that r_j is the RMS rotation rate of block j's invariant planes in radians per image side. The r_j are
-geometric over ``rate_range`` = (0.16, 16), like RoPE's ladder on a 16-patch side (16: about 1 rad per patch,
-RoPE's fastest pair; 0.16: nearly constant, about RoPE's slowest at theta = 100). AP ranks each axis' blocks on
-the ladder; LD ranks all blocks and points theta_j in a random unit direction (as rope_mixed), so no block
-starts blind to an axis.
-
-Hook: rotate, q and k (B, H, N_total, d) -> same. Parameters per layer: P (H, J, b, b); LD also theta (ndim, J).
+R(x) = exp(sum_i A_i x_i) with skew-symmetric, pairwise commuting A_i, so q_m . k_n depends only on x_n - x_m. Each
+A_i is block diagonal (b x b blocks, J = d/b per head) with block j a multiple of one generator S_j = P_j - P_j^T:
+A_i[j] = W[i, j] S_j. ``comrope_ap``: W[i, j] = 1 if j = i (mod ndim); ``comrope_ld``: W = theta, learned per axis
+and block. Block j of token n is exp(t_nj S_j), t = x W: RoPE's rotation for b = 2, a fixed frame around RoPE's
+rotation for b = 4 (``isoclinic_frame``), ``expm`` for b = 8. Positions are ((r + 0.5) / h, (c + 0.5) / w) of the grid,
+prefix tokens at ``prefix_position``. Init (vispe's; the reference draws N(0, 1)): RMS rotation rates geometric over
+``rate_range`` radians per image side, like RoPE's ladder (docs/encodings/rotary.md).
 """
 
 from __future__ import annotations
@@ -71,30 +39,20 @@ def rate_ladder(count: int, rate_range: Sequence[float]) -> torch.Tensor:
 class ComRoPE(Encoding):
     """Shared by ``comrope_ap`` and ``comrope_ld``, which define the axis weights W (ndim, J) and block rates.
 
-    Weight decay: none on the generators ``P`` (and on comrope_ld's ``theta``): decay would shrink every angle
-    matrix toward 0, i.e. every rotation toward the identity and the encoding toward none, as it would rope_mixed's
-    learned frequencies (which the RoPE-ViT reference keeps out of decay).
-
-    Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
-
     Args:
-        dim: model width D; the head dim ``dim // num_heads`` must divide by ``block_size`` (comrope_ap: by ``block_size
-            * ndim``, every axis owning whole blocks).
+        dim: model width D; the head dim must divide by ``block_size`` (comrope_ap: by ``block_size * ndim``).
         num_heads: heads of the attention; each head has its own generators ``P``.
         ndim: position axes (2: rows and columns).
-        block_size: b, the size of each rotation block: 2, 4 or 8 (8 is about 8x slower than 4).
-        jitter: in training, add U(-0.5, 0.5) coordinate units per sample and token before normalising (the paper's
-            position perturbation).
-        rate_range: (lowest, highest) initial RMS rotation rate in radians per image side, both > 0; the blocks' rates
-            start geometric over it (module doc, Init).
-        prefix_position: the normalised position of prefix (cls) tokens on every axis: 0 gives them the identity,
-            unrotated; the reference code places its cls token at 0.5, the image centre, so its cls rows and columns
-            turn with the offset from the centre.
+        block_size: b: 2, 4 or 8.
+        jitter: in training, add U(-0.5, 0.5) coordinate units per sample and token before normalising.
+        rate_range: (lowest, highest) initial RMS rotation rate in radians per image side, both > 0.
+        prefix_position: the normalised position of prefix tokens on every axis (0: unrotated; the reference: 0.5).
     """
 
     #: every axis owns whole blocks (AP), so the head dim must divide by block_size * ndim
     partitioned: ClassVar[bool] = False
     no_weight_decay_params: ClassVar[tuple[str, ...]] = ('P',)
+    weight_decay_note = 'decay would shrink every rotation toward the identity'
 
     def __init__(
         self,
@@ -239,10 +197,6 @@ class ComRoPE(Encoding):
 class ComRoPEAP(ComRoPE):
     """ComRoPE-AP: block j rotates with axis j mod ndim only, by exp(x_(j mod ndim) (P_j - P_j^T)).
 
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
-    script: its hook takes ``Positions`` (see VisionTransformerPE), and its float32 sections run in ``autocast_off``, a
-    context TorchScript's ``with`` refuses.
-
     Arguments: as `ComRoPE`.
     """
 
@@ -263,14 +217,8 @@ class ComRoPEAP(ComRoPE):
 
 @ENCODINGS.register_module(name='comrope_ld')
 class ComRoPELD(ComRoPE):
-    """ComRoPE-LD: A_i = theta_i (P - P^T) blockwise: block j rotates by exp((x . theta_j) (P_j - P_j^T)).
-
-    ``theta`` (ndim, J) starts as a random unit vector per block. Weight decay: none on ``theta`` either, like
-    ``P``: decay would shrink each block's axis weights toward 0, i.e. its rotation toward the identity.
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
-    script: its hook takes ``Positions`` (see VisionTransformerPE), and its float32 sections run in ``autocast_off``, a
-    context TorchScript's ``with`` refuses.
+    """ComRoPE-LD: block j rotates by exp((x . theta_j) (P_j - P_j^T)), ``theta`` (ndim, J) starting as a
+    random unit vector per block.
 
     Arguments: as `ComRoPE`.
     """

@@ -1,10 +1,4 @@
-"""Conditional position encoding: the Positional Encoding Generator (PEG) of CPVT (Chu et al., "Conditional
-Positional Encodings for Vision Transformers", ICLR 2023).
-
-The encoding is generated from the tokens themselves by a depthwise conv over the token grid; its zero padding
-is what tells a token where the image border is, hence its absolute position. Hook: after_block. The authors
-released it in their Twins repository (``gvt.PosCNN``), the reference vispe's is compared with.
-"""
+"""PEG, the conditional position encoding of CPVT (Chu et al., ICLR 2023)."""
 
 from __future__ import annotations
 
@@ -13,7 +7,6 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from vispe.checks import once_per_build
 from vispe.encodings.base import Encoding
 from vispe.layout import add_per_grid
 from vispe.positions import Positions, is_symbolic
@@ -35,9 +28,7 @@ def require_grid(pos: Positions, name: str) -> tuple[int, int]:
     return int(h), int(w)
 
 
-@once_per_build('name')
 def check_kernel_size(kernel_size: int, name: str) -> int:
-    """``kernel_size`` if it is an odd int >= 1, else a ValueError naming the encoding ``name`` (once per build)."""
     if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
         raise ValueError(
             f'{name} needs an odd kernel_size >= 1 (so the output stays on the token grid), got {kernel_size!r}; '
@@ -62,28 +53,14 @@ def _check_blocks(blocks: int | Sequence[int], depth: int | None) -> tuple[int, 
 
 @ENCODINGS.register_module(name='peg')
 class PEG(Encoding):
-    """Positional Encoding Generator (CPVT): x + DWConv(x) on the patch tokens after the blocks in ``blocks``.
-
-    The N = h*w patch tokens (B, N, D) are laid out as (B, D, h, w), passed through a depthwise
-    ``kernel_size`` conv with zero padding and bias, and added back; prefix tokens pass through unchanged.
-    The paper inserts one PEG after the first block (``blocks=(0,)``, better than after the last).
-
-    Shapes: after_block x (B, num_prefix + h*w, D) -> same.
-
-    Weight decay: nothing to declare: the conv weight is an ordinary depthwise conv weight, decayed as in CPVT
-    (DeiT's recipe, which excludes only 1-D parameters, the tables and the tokens); its bias, 1-D, takes none.
+    """x + DWConv(x) on the (B, D, h, w) patch tokens after each block in ``blocks``; its zero padding tells a token
+    where the border is. Prefix tokens pass unchanged.
 
     Args:
-        dim: model width D.
-        kernel_size: odd conv size >= 1 (3 in the paper).
-        blocks: block index or indices (>= 0) the PEG follows (one PEG, shared weights).
-        depth: the model's block count (supplied by the backbone) to validate ``blocks``; None: not checked.
-
-    Attention path: none of its own (a conv between blocks): fused SDPA without a mask stays.
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
-    script: its hook takes ``Positions`` (see VisionTransformerPE), and the backbone picks the blocks it follows in
-    Python (``i in enc.blocks`` over a ModuleDict).
+        dim: model width.
+        kernel_size: odd conv size (3 in the paper).
+        blocks: the block index or indices the PEG follows, one shared conv (the paper: after block 0).
+        depth: the model's block count, to validate ``blocks`` (None: not checked).
     """
 
     def __init__(

@@ -1,44 +1,10 @@
-"""DINOv3's rotary position embedding (Simeoni et al., "DINOv3", 2025; timm's ``RotaryEmbeddingDinoV3`` ports it):
-axial RoPE on coordinates normalised per image, with a training-time augmentation of those coordinates.
-
-Coordinates. Token p of an axis of L tokens sits at c = 2 (p + 1/2) / L - 1, inside (-1, 1) whatever L: a larger
-image samples the same range more densely, so the encoding interpolates by construction. ``normalize`` chooses L:
-``'separate'`` (DINOv3's default) each axis by its own length, so a 2:1 image spans (-1, 1) on both axes; ``'min'`` /
-``'max'`` both axes by the shorter / longer one, which keeps the aspect ratio (the other axis spans more / less).
-Sampled positions with an enlarged range (rpe2d's ``extent``) are normalised by that range, tokens off one grid (a
-multi-view batch) by the range their coordinates span (each view's grid).
-
-Frequencies. Pair j of an axis (j < d/4, d the head dim) turns by 2 pi c / P_j, with P_j = base^(4j / d) (base 100),
-or, given ``min_period`` and ``max_period``, P_j spaced geometrically from the one to the other. The first d/4 pairs
-rotate with the row, the last d/4 with the column (DINOv3's order). vispe's pairs are interleaved channels (2j, 2j+1)
-where DINOv3 pairs channel j with j + d/2 (rotate-half); timm's DINOv3 weights load through a fixed permutation of
-q's and k's channels (``vispe.backbones.timm_interop.eva``), which leaves every q . k as it is.
-
-Augmentation (training only): c -> (c + s) f_a r, with s ~ U(-shift, shift) per axis, f_a = exp(U(-ln jitter,
-ln jitter)) per axis and r = exp(U(-ln rescale, ln rescale)) shared by the axes, each off when None. One draw per
-forward pass, shared by every layer (``Positions.draws``; DINOv3 computes its table once per forward pass), drawn in
-DINOv3's order from torch's global generator. Defaults: DINOv3's pretraining (its configs, and Hugging Face's
-``DINOv3ViTConfig``): rescale 2, so the box [-1, 1] becomes [-r, r] with r in [1/2, 2]; shift and jitter off.
-What each may change: patch-patch logits depend on coordinate differences only, so a shift changes none of them (it
-moves the patches against the unrotated prefix tokens); jitter and rescale scale the differences. At evaluation
-nothing is drawn: the augmentation settings cannot change an evaluated output.
-
-Resolution strategies:
-
-- ``none`` (default): DINOv3's own, every grid normalised by its own size, so it spans (-1, 1) at any size: position
-  interpolation by construction, below the training size as above it.
-- ``extend``: normalised by the training grid (``grid_size``) instead: neighbouring tokens keep the training spacing
-  and a larger grid reaches beyond (-1, 1), as plain RoPE's integer positions do.
-
-``interpolate`` would be ``none`` itself; ``ntk`` and ``yarn`` rescale frequencies so that angles stay in the range
-training saw, which normalised coordinates never leave: none of the three is offered.
-
-Hook: rotate, q and k (B, H, N_total, d) -> same; prefix tokens (and a mixed batch's padding) pass unrotated. No
-parameters. Angles and the rotation run in float32 even under autocast.
-
-Cost: the table once per grid at evaluation (cached), once per forward pass in training with the augmentation (one
-draw shared by the layers), then the fused rotary kernel (``vispe.kernels.rotary``). CPU: 0.98x ape_learned (ViT-S/16
-224, batch 8, float32; docs). GPU: as rope_axial; not yet measured on a GPU with the kernel (1.53x before it).
+"""DINOv3's rotary position embedding (Simeoni et al., 2025; timm's ``RotaryEmbeddingDinoV3``): axial RoPE on
+coordinates normalised per image, c = 2 (p + 1/2) / L - 1 in (-1, 1) for token p of L, with a training-time
+augmentation c -> (c + s) f_a r (shift, per-axis jitter, shared rescale; one draw per forward pass shared by the
+layers, in DINOv3's order from torch's global generator). Pair j of an axis turns by 2 pi c / P_j, P_j = base^(4j / d)
+or geometric between ``min_period`` and ``max_period``; the row's pairs first. DINOv3 pairs channel j with j + d/2, so
+its weights load through a fixed permutation of q's and k's channels (``vispe.backbones.timm_interop.eva``).
+Strategies: ``none`` (DINOv3's own: every grid spans (-1, 1)) and ``extend`` (normalised by the training grid).
 """
 
 from __future__ import annotations
@@ -48,16 +14,13 @@ from collections.abc import Sequence
 
 import torch
 
-from vispe.encodings.base import Encoding, GridTableCache, check_positive
-from vispe.encodings.rotary import axial_frequencies, train_grid_from
+from vispe.encodings.base import GridTableCache, check_positive
+from vispe.encodings.rotary import TrainGridStrategies, axial_frequencies, train_grid_from
 from vispe.kernels.rotary import rotary_table, rotate_qk
 from vispe.positions import Positions, sizes_tensor
 from vispe.registry import ENCODINGS
 
 NORMALIZE = ('separate', 'min', 'max')
-
-#: the property ``Encoding.strategy`` itself, to give it this class's setter
-_ENCODING_STRATEGY: property = vars(Encoding)['strategy']
 
 
 @torch.fx.wrap
@@ -94,36 +57,26 @@ def dinov3_periods(
 
 
 @ENCODINGS.register_module(name='rope_dinov3')
-class RoPEDinoV3(Encoding):
-    """DINOv3's RoPE (module doc): axial rotation of per-image normalised coordinates, augmented in training.
+class RoPEDinoV3(TrainGridStrategies):
+    """DINOv3's RoPE (module doc). Trace (FX, torch.export) in eval mode: a graph traced in training draws the
+    augmentation at every step.
 
     Args:
-        dim: the attention's width (head dim ``dim // num_heads`` divisible by 4).
+        dim: the attention's width (head dim divisible by 4).
         num_heads: the attention's heads.
-        ndim: position axes; only 2 (image grids) is accepted.
+        ndim: position axes; only 2.
         base: the period ladder's base, > 0; None needs ``min_period`` and ``max_period``.
-        min_period: shortest period of a geometric ladder; given with ``max_period``, the two replace ``base``.
-        max_period: longest period of that ladder; give both or neither.
-        normalize: 'separate', 'min' or 'max' (module doc, Coordinates).
-        shift: training augmentation: bound >= 0 of the per-axis shift s (module doc); None: off.
-        jitter: training augmentation: factor >= 1 of the per-axis scale f_a; None: off.
-        rescale: training augmentation: factor >= 1 of the scale r shared by the axes; None: off.
-        grid_size: the training grid (the backbone passes it), needed by the ``extend`` strategy.
-
-    Weight decay: nothing to declare, it has no parameters.
-
-    Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
-
-    Tracing: trace (FX, torch.export) in eval mode for inference; a graph traced in training mode calls the
-    augmentation's leaf ``coordinate_augmentation`` at every step.
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
-    script: its hook takes ``Positions`` (see VisionTransformerPE), ``train_grid`` is a tuple (no TorchScript
-    type), its tables come from a ``GridTableCache`` (a Python dict with tuple keys, filled by a lambda), and the
-    per-forward draw is shared through ``Positions.draws``, a dict of any values.
+        min_period: shortest period of a geometric ladder (with ``max_period``, replaces ``base``).
+        max_period: longest period of that ladder.
+        normalize: 'separate' (each axis by its own length), 'min' or 'max' (both by the shorter / longer one).
+        shift: bound >= 0 of the per-axis shift; None: off.
+        jitter: factor >= 1 of the per-axis scale; None: off.
+        rescale: factor >= 1 of the scale shared by the axes; None: off.
+        grid_size: the training grid, needed by ``extend``.
     """
 
     strategies = ('none', 'extend')
+    train_grid_use = 'normalises by the training grid'
     periods: torch.Tensor  # buffer (d/4,)
 
     def __init__(
@@ -164,16 +117,6 @@ class RoPEDinoV3(Encoding):
         periods = dinov3_periods(self.head_dim, base, min_period, max_period)
         self.register_buffer('periods', periods, persistent=False)
         self._cache = GridTableCache()
-
-    def _set_strategy(self, value: str) -> None:
-        if value == 'extend' and self.train_grid is None:
-            raise ValueError(
-                "rope_dinov3: strategy 'extend' normalises by the training grid, and none is known; build it with "
-                "grid_size=(h, w) (vispe's backbones pass it) or keep strategy 'none'"
-            )
-        _ENCODING_STRATEGY.__set__(self, value)
-
-    strategy = _ENCODING_STRATEGY.setter(_set_strategy)
 
     @property
     def augmented(self) -> bool:

@@ -1,20 +1,7 @@
-"""Learnable Fourier features (Li et al., "Learnable Fourier Features for Multi-Dimensional Spatial Positional
-Encoding", NeurIPS 2021).
-
-For a position p in R^M: r = (1/sqrt(F)) [cos(p W_r^T), sin(p W_r^T)] with a learned W_r in R^(F/2 x M), init
-N(0, gamma^-2), then an MLP (Linear - GELU - Linear) to the model width, added to the tokens (the paper's Algorithm
-1, which feeds the positions themselves, with no normalisation step). Hook: embed, x (B, N, D) -> (B, N, D).
-
-Units. Grid tokens default to token-grid units, (row, col) as the backbone gives them: with gamma = 10 the
-frequencies have std 0.1 per token, and the features of two tokens Delta apart have expected cosine similarity
-exp(-|Delta|^2 / (2 gamma^2)) (the Gaussian kernel that random Fourier features approximate): 0.18 between opposite
-corners of a 14 x 14 grid, so the encoding tells the tokens apart at init. Positions normalised to [0, 1]
-(``normalize=True``) give exp(-1.72 / 200) = 0.991 there instead: nearly one feature vector for the whole grid
-(the same kernel on [0, 1] needs gamma = 10 / the grid's size, 0.71 for 14). In token-grid units a larger grid
-extrapolates (positions past the training grid); normalised ones interpolate (a larger grid samples the same
-function more densely). Point clouds (no grid) default to per-cloud min-max normalisation, as before: metres have
-no common scale across datasets.
-"""
+"""Learnable Fourier features (Li et al., NeurIPS 2021, Algorithm 1): r = (1/sqrt(F)) [cos(p W_r^T), sin(p W_r^T)],
+W_r (F/2 x M) learned from N(0, gamma^-2), then Linear - GELU - Linear, added to the tokens. Grid positions are in
+token-grid units (``normalize=True``: [0, 1], with gamma near 10 / the grid's size). Departure: point clouds are
+min-max normalised per cloud, the paper's are not (``normalize=False``)."""
 
 from __future__ import annotations
 
@@ -36,12 +23,7 @@ POINT_EPS = 1e-6
 
 
 def normalize_positions(pos: Positions) -> torch.Tensor:
-    """(N, M) or (B, N, M) float32 positions in [0, 1].
-
-    Grid tokens: (coord + 0.5) / size per axis, with size = ``pos.span`` (the grid, or rpe2d's enlarged range;
-    token centres: the same normalised point in two grids gets the same value). Points (``pos.grid`` None):
-    min-max over the tokens of each sample, per axis: (p - min) / max(max - min, POINT_EPS).
-    """
+    """Float32 positions in [0, 1]: grid tokens (coord + 0.5) / ``pos.span``; points min-max per sample and axis."""
     coords = pos.coords.float()
     if pos.on_grid:  # one grid, or each token's own image grid in a mixed batch (``span_tensor``)
         size = pos.span_tensor()
@@ -53,45 +35,24 @@ def normalize_positions(pos: Positions) -> torch.Tensor:
 
 @ENCODINGS.register_module(name='lff')
 class LFF(LayerAdaptive):
-    """Learnable Fourier features + MLP, added to the patch tokens (prefix tokens carry no position).
+    """Learnable Fourier features + MLP on the patch tokens; features in float32.
 
     Args:
-        dim: model width D.
-        ndim: position dimensions M (2 for images, 3 for points).
-        num_features: F, even, >= 2 (None: F = D).
+        dim: model width.
+        ndim: position dimensions M.
+        num_features: F, even (None: F = dim).
         hidden_dim: MLP width (32 in the paper).
-        gamma: > 0; W_r init std is 1 / gamma, per unit of position (10: Algorithm 1's hyperparameter, here per token).
-        normalize: whether positions go through ``normalize_positions`` first. None: grid tokens stay in token-grid
-            units, point clouds are min-max normalised per cloud and axis. True: grids too are normalised, (coord + 0.5)
-            / size, into [0, 1] (resolution-independent; then pick gamma near 10 / the training grid's size, since with
-            gamma = 10 the features barely vary over [0, 1]). False: points too stay in the data's unit.
-        lape: LaPE: the MLP's output enters each block's attention input through a LayerNorm of its own per block,
-            instead of being added to the tokens once.
-        depth: the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
-        lape_progressive: with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the authors' code
-            (``LayerAdaptive``).
-
-    The Fourier features are computed in float32 even under autocast; the MLP follows
-    autocast. Shared positions (N, M) give one (N, D) table broadcast over the batch.
-
-    Weight decay: none on the Fourier matrix W_r (``freqs.weight``): it holds the learned frequencies, and decay
-    would pull them toward 0, i.e. every feature toward a constant and the encoding toward none. The MLP's weights
-    are ordinary linear weights and are decayed.
-
-    Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
-
-    LaPE (``lape=True``, ``vispe.encodings.lape.LayerAdaptive``): the MLP's output enters each block's attention
-    input through a LayerNorm of its own per block, instead of the tokens; the features and the MLP then run once
-    per block (cost: depth times the MLP on (N, F), still small against a block).
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
-    script: its hook takes ``Positions`` (see VisionTransformerPE), and its positions come from a ``GridTableCache`` (a
-    Python dict with tuple keys, filled by a lambda).
+        gamma: W_r's init std is 1 / gamma per unit of position.
+        normalize: positions through ``normalize_positions`` first; None: points only.
+        lape: LaPE (``LayerAdaptive``).
+        depth: the number of blocks (LaPE's norms).
+        lape_progressive: LaPE's chained norms (``LayerAdaptive``).
     """
 
     ndims = (2, 3)
     needs_grid = False  # reads coordinates alone: points as well as grids
     no_weight_decay_params = ('freqs.weight',)
+    weight_decay_note = 'the learned frequencies; decay would flatten the features'
     #: persistent buffer (): the ``normalize`` this state was trained with (``UNIT_CODES``), checked on loading
     position_unit: torch.Tensor
 
@@ -129,10 +90,7 @@ class LFF(LayerAdaptive):
         nn.init.normal_(self.freqs.weight, std=1.0 / self.gamma)
 
     def upgrade_state(self, state: dict[str, torch.Tensor], prefix: str) -> None:
-        """Before a state is loaded (``vispe.engine.checkpoint.upgrade_state``): refuse one trained with another
-        position unit, which would load key for key and give other numbers. A state without ``position_unit`` was
-        saved before grid positions defaulted to token-grid units: it normalised every position to [0, 1], which
-        is ``normalize=True`` (and, for points, the default too)."""
+        """Refuse a state trained with another ``normalize`` (one without ``position_unit`` had ``normalize=True``)."""
         key = prefix + 'position_unit'
         if prefix + 'freqs.weight' not in state:
             return  # not this encoding's state (another model's file): the key comparison reports it
@@ -154,12 +112,12 @@ class LFF(LayerAdaptive):
             )
 
     def positions(self, pos: Positions) -> torch.Tensor:
-        """(N, M) or (B, N, M) float32 positions in the unit the features see (see ``normalize``)."""
+        """(N, M) or (B, N, M) float32 positions in the unit the features see."""
         normalize = not pos.on_grid if self.normalize is None else self.normalize
         return normalize_positions(pos) if normalize else pos.coords.float()
 
     def features(self, p: torch.Tensor) -> torch.Tensor:
-        """Positions (..., N, M) (``positions``) -> Fourier features (..., N, F), float32."""
+        """Positions (..., N, M) -> Fourier features (..., N, F), float32."""
         with autocast_off(p):  # bf16 angles would lose the fine frequencies
             angles = p.float() @ self.freqs.weight.float().t()
             return torch.cat([angles.cos(), angles.sin()], dim=-1) * (1.0 / math.sqrt(self.num_features))

@@ -1,38 +1,8 @@
-"""GTA, geometric transform attention (Miyato et al., "GTA: A Geometry-Aware Attention Mechanism for Multi-View
-Transformers", ICLR 2024).
-
-Each token carries a group element g = (its camera's pose, its patch position in the image), represented by a
-block-diagonal matrix rho(g) acting on each head's channels: 4 x 4 blocks [[R, s t], [0, 1]] of the camera pose
-(translation scaled by a learned scalar s, init 0.01) on the first ``se3_dims`` channels, and 2 x 2 rotations of
-the patch (row, col) at several frequencies on the rest (``so2``, below). Then
-
-    q' = rho(g_q)^-T q,   k' = rho(g_k) k,   v' = rho(g_k) v,   out = rho(g_q)^-1 (softmax(q'^T k') v'),
-
-so every logit is q^T rho(g_q)^-1 rho(g_k) k and depends only on the relative element g_q^-1 g_k.
-
-Convention (OpenCV, ``vispe.geometry``): rho takes the camera-to-world pose T. A change of world frame X -> G X
-makes T -> G T, and T_q^-1 T_k is unchanged: attention is invariant to the world frame (tested). ENCODINGS.md words
-the block as the world-to-camera matrix E = T^-1; with E the invariant pairing is rho(E_q) rho(E_k)^-1 (the
-paper's form), which is the same relative element. With ``se3_fraction=0`` and ``transform_values=False`` GTA is
-rope_axial exactly (tested).
-
-SO(2) frequencies (``so2``), n pairs per axis:
-
-- ``'rope_axial'`` (default): rope_axial's ladder theta^(-j / n), j = 0..n-1 (theta 100), on integer token
-  coordinates, angle = omega_j * p. Counts patches: a larger grid puts tokens at offsets never seen in training.
-- ``'reference'``: the authors' code (autonomousvision/gta, ``make_SO2mats`` in source/utils/gta.py, with the
-  patch-centre coordinates its datasets build): omega_j = 2 pi 2^(j - n), j = 1..n, on normalised coordinates
-  (p + 0.5) / P per axis (P = the view's patches on that axis), angle = omega_j (p + 0.5) / P. The highest
-  frequency turns once across the image; the same point of the image gets the same angles at any grid, so a
-  larger grid interpolates. (The reference interleaves the axes per frequency; vispe keeps rope_axial's order,
-  col pairs then row pairs, a fixed permutation of channels that the learned projections absorb.)
-
-Cost: the pose blocks and the SO(2) table once per forward pass and layer ((B, N, 4, 4) and (N, d/2, 2): per token,
-not per head); the SE(3) channels by a float32 einsum per tensor (q, k, and v and the output with
-``transform_values``), the SO(2) channels by the fused rotary kernel (``vispe.kernels.rotary``; its inverse for the
-output). Float32 throughout: about four extra passes over q, k, v and the output on CPU and GPU alike (camera models
-are small; not yet measured on a GPU).
-"""
+"""GTA, geometric transform attention (Miyato et al., ICLR 2024): each token's g = (camera-to-world pose T, patch
+position) acts on each head's channels as rho(g), 4 x 4 blocks [[R, s t], [0, 1]] (s learned) then 2 x 2 rotations
+of the patch: q' = rho(g_q)^-T q, k' = rho(g_k) k, v' = rho(g_k) v, out = rho(g_q)^-1 (softmax(q'^T k') v').
+Departure: the SO(2) angles default to rope_axial's theta^(-j/n) on integer coordinates; the authors' 2 pi 2^(j - n)
+on (p + 0.5) / P is ``so2='reference'``."""
 
 from __future__ import annotations
 
@@ -50,27 +20,14 @@ from vispe.registry import ENCODINGS
 
 
 class ViewTransformAttention(Encoding):
-    """GTA's scheme for any per-view 4 x 4 representation rho of a token's camera (``view_blocks``: GTA's camera
-    pose, PRoPE's inverse projection): on the first ``se3_dims`` channels of each head q' = rho_q^-T q,
-    k' = rho_k k, v' = rho_k v, out = rho_q^-1 o, so every logit and value pairing depends on rho_q^-1 rho_k only;
-    on the next ``so2_dims`` channels 2 x 2 rotations of the patch position (module doc: ``so2``). Prefix tokens get
-    the identity. Float32 throughout; the result is cast back.
-
-    Args:
-        dim: model width.
-        num_heads: heads (head dim d = dim / num_heads).
-        se3_fraction: share, in [0, 1], of each head's channels in 4 x 4 camera blocks (rounded down to a multiple of 4;
-            the rest, made even, rotate as RoPE; pairs that do not split evenly over the two axes stay unrotated).
-        theta: SO(2) frequency base, > 0 (``so2='rope_axial'`` only).
-        transform_values: also transform v and the output; False leaves them as they are (logits only).
-        so2: SO(2) frequencies and coordinates, ``'rope_axial'`` or ``'reference'`` (GTA's code).
-    """
+    """GTA's scheme (module docstring) for any per-view 4 x 4 rho (``view_blocks``) on the first ``se3_dims``
+    channels, SO(2) rotations of the patch on the next ``so2_dims``; prefix tokens get the identity. Arguments as
+    ``GTA``'s."""
 
     ndims = (2,)
     needs_cameras = True
     #: (so2_dims / 4,) SO(2) frequencies, a buffer
     freqs: torch.Tensor
-    #: the ``so2`` choices
     so2_variants = ('rope_axial', 'reference')
     #: the registered name, for messages
     label = 'gta'
@@ -119,8 +76,7 @@ class ViewTransformAttention(Encoding):
         return rho, inv
 
     def so2_coords(self, pos: Positions) -> torch.Tensor:
-        """(N, 2) or (B, N, 2) float32 (row, col) the SO(2) angles are taken of: token-grid units for
-        ``'rope_axial'``, (p + 0.5) / P for ``'reference'`` (P: ``pos.span``, else the cameras' view grid)."""
+        """(N, 2) or (B, N, 2) float32 (row, col) of the SO(2) angles."""
         coords = pos.coords.float()
         if self.so2 == 'reference':
             span = pos.span if pos.span is not None else require_cameras(pos, self.label).grid
@@ -128,7 +84,7 @@ class ViewTransformAttention(Encoding):
         return coords
 
     def so2_table(self, pos: Positions) -> torch.Tensor:
-        """(N_total, so2_dims / 2, 2) (cos, sin) rotations of the patch positions: col pairs first, then row pairs."""
+        """(N_total, so2_dims / 2, 2) (cos, sin): col pairs, then row pairs."""
         coords = self.so2_coords(pos)
         angles = torch.cat([coords[..., 1, None] * self.freqs, coords[..., 0, None] * self.freqs], dim=-1)
         return rotary_table(angles, pos.num_prefix)
@@ -137,8 +93,6 @@ class ViewTransformAttention(Encoding):
     def _transform(
         self, x: torch.Tensor, blocks: torch.Tensor, transpose: bool, table: torch.Tensor, inverse: bool = False
     ) -> torch.Tensor:
-        """x (B, H, N, d): SE(3) channels by ``blocks`` (B, N, 4, 4) (transposed when asked), SO(2) channels by
-        ``table`` (by its inverse with ``inverse``); other channels unchanged."""
         B, H, N, _ = x.shape
         xf = x.float()
         se3, so2, rest = xf.split([self.se3_dims, self.so2_dims, self.head_dim - self.se3_dims - self.so2_dims], -1)
@@ -177,30 +131,21 @@ class ViewTransformAttention(Encoding):
 
 @ENCODINGS.register_module(name='gta')
 class GTA(ViewTransformAttention):
-    """Geometric transform attention: SE(3) blocks of each token's camera plus SO(2) blocks of its patch position.
+    """Geometric transform attention; float32 throughout.
 
     Args:
         dim: model width.
-        num_heads: heads (head dim d = dim / num_heads).
-        se3_fraction: share, in [0, 1], of each head's channels in 4 x 4 camera blocks (rounded down to a multiple of 4;
-            the rest, made even, rotate as RoPE; pairs that do not split evenly over the two axes stay unrotated).
-        theta: SO(2) frequency base, > 0 (``so2='rope_axial'`` only).
-        so2: SO(2) frequencies and coordinates, ``'rope_axial'`` (integer coordinates, rope_axial's ladder) or
-            ``'reference'`` (the authors' code: 2 pi 2^(j - n) on (p + 0.5) / P); see the module docstring.
-        translation_scale: init of the learned translation scale s.
-        transform_values: also transform v and the output (GTA); False leaves them as they are (logits only).
-        relative: poses relative to the first view (the logits are the same; float rounding aside).
-
-    Prefix tokens (no camera) get the identity. Everything is computed in float32; the result is cast back.
-
-    Weight decay: none on ``translation_scale``: decay would pull the scale toward 0, i.e. toward ignoring the
-    cameras' translations, which the learned scalar exists to calibrate against the SO(2) and rotation channels.
-
-    Attention path: q, k and v are transformed before SDPA and the output after it, no mask: fused SDPA (flash or
-    memory-efficient on CUDA).
+        num_heads: attention heads.
+        se3_fraction: share of each head's channels in 4 x 4 blocks (rounded down to a multiple of 4).
+        theta: SO(2) frequency base (``so2='rope_axial'``).
+        translation_scale: init of s.
+        transform_values: also transform v and the output.
+        relative: poses relative to the first view.
+        so2: ``'rope_axial'`` or ``'reference'``.
     """
 
     no_weight_decay_params = ('translation_scale',)
+    weight_decay_note = 'decay would make it ignore the translations'
 
     def __init__(
         self,
@@ -218,7 +163,7 @@ class GTA(ViewTransformAttention):
         self.relative = bool(relative)
 
     def view_blocks(self, cameras: Cameras) -> tuple[torch.Tensor, torch.Tensor]:
-        """[[R, s t], [0, 1]] of each camera-to-world pose (translation scaled by the learned s) and its inverse."""
+        """[[R, s t], [0, 1]] of each camera-to-world pose and its inverse."""
         poses = camera_poses(cameras, self.relative)  # (B, V, 4, 4)
         R, t = poses[..., :3, :3], poses[..., :3, 3:] * self.translation_scale.float()
         bottom = torch.eye(4, device=poses.device).expand_as(poses)[..., 3:, :]

@@ -1,32 +1,14 @@
 """HARoPE: head-wise adaptive rotary position encoding (Li et al., 2025, for diffusion transformers).
 
-Per head an invertible M = U diag(s) V^T (d x d) mixes the channels before 2D axial RoPE (theta = 10000, d/2
-channels per axis): q -> M q and k -> M^-T k, so that the score
+Per head an invertible M = U diag(s) V^T (d x d) mixes the channels before 2D axial RoPE (theta = 10000):
+q -> M q and k -> M^-T k, so the score (R_m M q)^T (R_n M^-T k) = q^T M^T R(n - m) M^-T k still depends only on the
+offset. U = exp(g (A_u - A_u^T)), V = exp(g (A_v - A_v^T)) are orthogonal (g = ``generator_scale``; the authors'
+code, Studentxll/HARoPE, uses 1/2) and s = softplus(sigma) + 1e-6 > 0, so M^-T = U diag(1/s) V^T in closed form.
+Init A_u = A_v = 0, softplus(sigma) = 1: M = I up to the 1e-6, and training starts as plain RoPE.
 
-    (R_m M q)^T (R_n M^-T k) = q^T M^T R(n - m) M^-T k
-
-still depends only on the offset n - m, while each head chooses which channel directions rotate at which
-frequency. U = exp(g (A_u - A_u^T)) and V = exp(g (A_v - A_v^T)) are orthogonal (g = ``generator_scale``, 1 by
-default; the authors' code, Studentxll/HARoPE, uses g = 1/2), s = softplus(sigma) + 1e-6 > 0, so
-M^-1 = V diag(1/s) U^T in closed form (and M^-T = U diag(1/s) V^T: M and M^-T differ only in s vs 1/s).
-Init A_u = A_v = 0, sigma = log(e - 1) (softplus = 1): M = I up to the 1e-6, and training starts as plain
-RoPE; the gradients there are non-zero (the differential of exp at 0 is the identity).
-
-Prefix tokens: M and M^-T act on every token, cls included (no slicing); RoPE then leaves the prefix unrotated.
-Scores among patches stay relative, prefix-prefix scores are unchanged (q^T M^T M^-T k = q^T k), and a cls-patch
-score q^T M^T R_n M^-T k sees the same sandwich as patch-patch ones (it is absolute in any case). The resolution
-strategies (none / interpolate / ntk / yarn, and DyPE's dype_ntk / dype_yarn for a DiT's sampler) are RoPEAxial's,
-applied to the rotation after M.
-
-U and V are computed once per forward, (H, d, d) in float32, by ``expm`` (scaling and squaring, checked against
-``torch.linalg.matrix_exp`` in the tests; its backward is 4x cheaper); M and M^-T are rounded once to q's dtype and
-q and k are transformed in that dtype (bf16 under autocast: one tensor-core GEMM each), then rotated by the fused
-rotary kernel. Hook: rotate, q and k (B, H, N_total, d) -> same. Parameters per layer: A_u, A_v (H, d, d), sigma (H, d).
-
-Cost: position- and parameter-only work (two (H, d, d) exponentials, M, M^-T, the rotation table) once per forward
-pass and layer, never per sample. CPU: 1.06x ape_learned (ViT-S/16 224, batch 8, float32; docs). GPU: rope_axial's
-rotation plus one (B*N, C) x (C, C) GEMM on q and one on k; not yet measured on a GPU in this form (2.75x before:
-float32 transforms with casts around them).
+M and M^-T act on every token, prefix included (RoPE then leaves the prefix unrotated: prefix-prefix scores are
+unchanged). The strategies are rope_axial's, applied to the rotation after M. U and V come from ``expm`` once per
+forward pass; M and M^-T are rounded once to q's dtype.
 """
 
 from __future__ import annotations
@@ -48,31 +30,21 @@ torch.fx.wrap('expm')  # an FX graph calls expm at run time (the block_rotations
 
 @ENCODINGS.register_module(name='harope')
 class HARoPE(RoPEAxial):
-    """HARoPE: q -> M q, k -> M^-T k per head, then RoPEAxial's rotation (theta = 10000).
-
-    Weight decay: none on ``A_u``, ``A_v`` and ``sigma``. The paper trains on DiT's recipe, AdamW without weight
-    decay, so nothing of M is decayed there; under a decayed recipe, decay on A_u and A_v would pull each head back
-    toward plain RoPE and decay on sigma would pull s off 1 toward softplus(0) = 0.69, neither a prior of the method.
-
-    Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (``expm`` is a scriptable leaf); its Python code does
-    not script: as RoPEAxial (its hook takes ``Positions``, see VisionTransformerPE; ``train_grid`` is a tuple of any
-    length; tables from a ``GridTableCache``).
+    """HARoPE: q -> M q, k -> M^-T k per head, then rope_axial's rotation.
 
     Args:
         dim: the attention's width; the head dim ``dim // num_heads`` must divide by 2 * ndim.
         num_heads: the attention's heads (each has its own M).
         ndim: position axes.
-        theta: base of RoPEAxial's frequency ladder, > 0.
-        grid_size: the training grid (supplied by the backbone), needed by every strategy but ``none``.
-        generator_scale: g > 0 in U = exp(g (A_u - A_u^T)), V likewise. The same matrices either way (A scaled by 1 /
-            g); g sets how fast a step on A turns U and V. 0.5 is the authors' code's ``(A - A^T) / 2``, whose A are
-            then loaded as they are.
+        theta: base of rope_axial's frequency ladder, > 0.
+        grid_size: the training grid (the backbone supplies it), needed by every strategy but ``none``.
+        generator_scale: g > 0 in U = exp(g (A_u - A_u^T)), V likewise: the same matrices either way, g sets how fast a
+            step on A turns them; 0.5 loads the authors' A as they are.
     """
 
     ndims = (2,)  # images: its video form (RoPEAxial's sections under M) is not built yet
     no_weight_decay_params = ('A_u', 'A_v', 'sigma')
+    weight_decay_note = 'the paper trains without decay; decay would pull each head back to RoPE'
 
     def __init__(
         self,

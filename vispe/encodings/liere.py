@@ -1,61 +1,13 @@
-"""LieRE: Lie rotational positional encodings (Ostmeier et al., "LieRE: Lie Rotational Positional Encodings",
-ICML 2025; code: github.com/StanfordMIMI/LieRE).
+"""LieRE: Lie rotational positional encodings (Ostmeier et al., ICML 2025; github.com/StanfordMIMI/LieRE).
 
-Token n at normalised position x_n (ndim axes) has the rotation R(x_n) = exp(sum_a x_na A_a), one learned dense
-skew-symmetric generator A_a per position axis, and q_n, k_n are replaced by R(x_n) q_n, R(x_n) k_n (the rotation
-multiplies the channel vector from the left, as in the reference). Each A_a is block diagonal: J = d / b blocks of
-b x b (b = ``block_size``) per head, every head and every layer its own. Unlike RoPE and ComRoPE the generators are
-not constrained to commute, so R(x)^T R(y) is in general not R(y - x): q . k depends on both positions, not only on
-their difference. What does hold: R(0) = I, every R(x) is orthogonal (norms of q and k are kept), and along one axis
-(every other coordinate fixed at 0, or ndim = 1) R(x)^T R(y) = R(y - x), the encoding is exactly relative there
-(``tests/test_liere.py`` checks all four, and that two axes are not relative at init).
-
-Parameters (per layer): ``generators`` (ndim, H, J, b (b - 1) / 2), the strictly upper-triangular entries of each
-block's A (row-major, ``torch.triu_indices(b, b, 1)``); A = U - U^T. The reference stores full (ndim, layers, H J,
-b, b) tensors and reads only their strict upper triangles (its "- 0.5" cancels in U - U^T), heads major in H J:
-``generators[a, h, j] = raw[a, layer, h * J + j][triu]`` turns its parameters into vispe's. Init: the reference's,
-U(0, ``init_scale`` = 2 pi) per entry (every entry positive).
-
-Positions, as the reference: per axis, grid index r of an n-token axis at training grid size g (``grid_size``,
-from the backbone) maps to x = r (n / g) / (n - 1): [0, 1] at the training size with both ends included, [0, n / g]
-at others (0 when n = 1). Without a training grid, g = n. Off a grid (points, sampled positions): min-max per
-sample and axis to [0, 1] (vispe's choice; the reference has no point clouds). Prefix tokens get x = 0, the
-identity, bit for bit (the reference prepends the same identity for its cls token).
-
-Block sizes: the reference's CIFAR-100 script uses b = 64 (the whole head of its 64-dim heads), its ImageNet script
-b = 8; vispe defaults to 8. b = 2 is RoPE-Mixed (2 x 2 skew generators commute): the angle table goes through the
-fused rotary kernel. b = 4: the exponential in closed form (``exp_so4``: a skew 4 x 4 matrix splits into commuting
-left and right quaternion multiplications, so exp(A) = L_exp(a) R_exp(b), exact, one 4 x 4 product instead of
-``expm``'s ten). Other b >= 3: ``expm`` on (H, N, J, b, b). Then one batched block product over q and k. The head
-dim must divide by b (the reference would leave the remainder unrotated; vispe refuses it).
-
-Departure from the reference's full model: its Transformer loop replaces the per-layer table by layer 0's on the
-first layer and then keeps it (``positional_transforms`` is reassigned inside the loop), so with
-``rotary_embedding_per_layer`` every layer in fact uses layer 0's generators and the others get no gradient. vispe
-gives each layer its own, the stated intent; per layer the two agree to 1e-5 on equal parameters.
-
-Cost: the rotation tables depend on positions and parameters only, so they are computed once per forward pass and
-layer and shared by the batch: H N J b x b exponentials (``expm``; at init norms, a spectral bound ~44 on a 14 x 14
-grid: a degree-12 Taylor polynomial by Paterson-Stockmeyer and 5 squarings, 10 products of 8 x 8 matrices, and a
-hand-written backward of twice as many), and a float32 block product over q and k. Per layer at ViT-S/16 224, batch
-8, one CPU thread: ~33 ms for the exponentials forward + backward (61 ms with autograd through the former expm) and
-~11 ms for the block products. CPU: 1.21-1.25x ape_learned (four runs; ViT-S/16 224, batch 8, float32,
-1 thread, forward + backward; ``tools/benchmark.py``; 1.34x before), still above the 1.15 target of learned rotary
-encodings; peak memory 902 MB against 459 MB (1050 MB before). b = 4 (closed form): 1.167x and 650 MB in the same
-run that gave b = 8 1.210x and comrope_ap 1.107x (``--encodings ape_learned liere 'liere:block_size=4'
-comrope_ap``), also just above the target: its block products and the quaternion tables remain. GPU: not measured.
-Tried for b = 8 and measured no faster (1.213x against 1.200x): A(x) is linear in x, so the
-Taylor polynomial is a polynomial in x whose matrix coefficients are the generators' word sums, one GEMM over 91
-monomials instead of the per-token powers and Horner steps, with q and k rotated by one bmm; the 5 squarings (15 of
-the ~30 products forward + backward) remain, and the word sums' autograd cost what the powers saved. Even per
-token, the spectral radius at init (up to 38) needs the same 5 squarings. CPU inductor (``torch.compile`` of the
-forward chain at degree 12 and 5 squarings, batch last) ran it in 14.7 ms against eager's 9.9; one bmm over q and k
-together instead of the einsum per tensor made no difference in the model (1.214x against 1.209x, one run each).
-
-Weight decay: none on ``generators``. The reference trains everything with plain Adam (weight decay 0); decay would
-pull each generator toward 0, i.e. every rotation toward the identity and the encoding toward none.
-
-Hook: rotate, q and k (B, H, N_total, d) -> same.
+Token n at normalised position x_n is rotated by R(x_n) = exp(sum_a x_na A_a), one learned skew-symmetric generator
+per axis, block diagonal (J = d / b blocks of b x b), every head and layer its own. The generators need not commute:
+q . k depends on both positions; R(0) = I, R(x) is orthogonal, and along one axis R(x)^T R(y) = R(y - x).
+``generators`` (ndim, H, J, b (b - 1) / 2) hold the blocks' strict upper triangles (the reference's full tensors map
+onto them by ``raw[a, layer, h * J + j][triu]``). Positions as the reference: x = r (n / g) / (n - 1) on an n-token
+axis at training size g; off a grid, min-max per sample; prefix tokens at x = 0. b = 2 takes the rotary kernel, b = 4
+the closed form ``exp_so4``, others ``expm``. Departure: the reference ends up using layer 0's generators in every
+layer; vispe gives each layer its own (docs/encodings/rotary.md).
 """
 
 from __future__ import annotations
@@ -78,33 +30,22 @@ from vispe.registry import ENCODINGS
 
 @ENCODINGS.register_module(name='liere')
 class LieRE(Encoding):
-    """LieRE: q and k of token n rotated by exp(sum_a x_na A_a), learned dense skew-symmetric A_a per axis, head and
-    layer, block diagonal with b x b blocks (module doc: conventions, cost, parity with the reference).
-
-    Weight decay: none on ``generators`` (the reference uses Adam without weight decay; decay would shrink every
-    rotation toward the identity). Cost on CPU: 1.21-1.25x ape_learned at b = 8 and 1.17x at b = 4 (closed form;
-    ViT-S/16 224, batch 8, float32; the 1.15 target is not met); on GPU: not measured.
-
-    Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE; ``expm`` is a leaf there); its
-    Python code does not script: its hook takes ``Positions`` (see VisionTransformerPE), and its float32 sections run
-    in ``autocast_off``, a context TorchScript's ``with`` refuses.
+    """LieRE: q and k of token n rotated by exp(sum_a x_na A_a) (module doc).
 
     Args:
         dim: model width D; the head dim ``dim // num_heads`` must divide by ``block_size``.
         num_heads: heads of the attention; each head has its own generators.
-        ndim: position axes: 2 for images (rows, columns), 3 for volumes or points.
-        block_size: b, the size of each rotation block, at least 2 (2 is RoPE-Mixed; the reference runs 8 on ImageNet
-            and 64 on CIFAR-100).
-        grid_size: the training grid, ndim ints (supplied by the backbone): positions are [0, 1] across it and scale by
-            n / g at other sizes, as in the reference.
+        ndim: position axes: 2 for images, 3 for volumes or points.
+        block_size: b, at least 2.
+        grid_size: the training grid (the backbone supplies it): positions span [0, 1] across it and n / g at other
+            sizes.
         init_scale: generator entries start U(0, init_scale), the reference's 2 pi.
     """
 
     ndims: ClassVar[tuple[int, ...]] = (2, 3)
     needs_grid = False  # reads coordinates alone: points as well as grids
     no_weight_decay_params: ClassVar[tuple[str, ...]] = ('generators',)
+    weight_decay_note = 'the reference trains with plain Adam, no decay'
     upper: torch.Tensor  # buffer: flat indices i * b + j of the strict upper triangle, row-major
     train_size: torch.Tensor  # buffer (ndim,): the training grid, or empty when unknown
 

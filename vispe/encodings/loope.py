@@ -1,20 +1,5 @@
-"""LOOPE (Chowdhury, Rahman and Taki 2025, "LOOPE: Learnable Optimal Patch Order in Positional Embeddings for Vision
-Transformers", arXiv 2504.14386): a 1D sinusoidal absolute embedding of the patches taken in the order of a
-space-filling curve, plus a learned per-patch offset of that order.
-
-Patch p gets one scalar position X_p = X_G(p) + X_C(p): X_G(p) its index along a generalised Hilbert ("Gilbert")
-curve of the grid, X_C(p) a learned context bias (per patch here; the authors' is computed from the image: ``LOOPE``
-has the departures). The embedding E(X) = [sin(X w_0), ..., sin(X w_(D/2-1)),
-cos(X w_0), ..., cos(X w_(D/2-1))], w_k = 1 / temperature^(2k / D), is added to the patch tokens.
-
-The curve (``curve_cells``) is written here from its definition (the authors' ``gilbert_2d`` gives the same order on
-square grids; tests/parity/test_parity_loope.py): a rectangle is cut in two halves along its major
-axis when it is long, else in three parts (a half-width strip up the minor axis, the full length across, and back
-down), each walked recursively so that consecutive cells always share an edge. Which cell of a grid comes where is
-a Python computation on the grid's (static) size, cached per size (``curve_ranks``); a traced model whose grid is
-symbolic (torch.export with dynamic H and W, an FX graph) computes the same ranks with tensor operations instead
-(``traced_gilbert_ranks``), so one program serves every size.
-"""
+"""LOOPE (Chowdhury, Rahman and Taki 2025, arXiv 2504.14386): 1D sinusoids of each patch's index along a
+generalised Hilbert ("Gilbert") curve of the grid, plus a learned per-patch offset."""
 
 from __future__ import annotations
 
@@ -49,9 +34,7 @@ def _sign(v: int) -> int:
 
 
 def _walk(x: int, y: int, ax: int, ay: int, bx: int, by: int) -> Iterator[tuple[int, int]]:
-    """The cells (x, y) of the rectangle with corner (x, y), spanned by the axis-aligned, perpendicular vectors a
-    (the major axis, walked first to last) and b, from its corner to the far end of a (when the parities allow;
-    see ``curve_cells``)."""
+    """The cells of the rectangle at corner (x, y) spanned by a (the major axis, walked first to last) and b."""
     length, width = abs(ax + ay), abs(bx + by)
     dax, day, dbx, dby = _sign(ax), _sign(ay), _sign(bx), _sign(by)
     if width == 1 or length == 1:  # a line: walk it
@@ -77,23 +60,15 @@ def _walk(x: int, y: int, ax: int, ay: int, bx: int, by: int) -> Iterator[tuple[
 
 
 def along_columns(h: int, w: int) -> bool:
-    """Whether the curve of an h x w grid runs its major axis along the columns (x): along the even side when one
-    side is even and the other odd (the only parity with which the walk can end on the start's side), else along
-    the longer side (the columns on a tie)."""
+    """Whether the curve's major axis is the columns: the even side when one side is odd, else the longer one."""
     if (w % 2) != (h % 2):
         return w % 2 == 0
     return w >= h
 
 
 def curve_cells(h: int, w: int) -> list[tuple[int, int]]:
-    """The (row, col) cells of an h x w grid in the order of its Gilbert curve: every cell once, each next to the
-    one before (a Hamiltonian path of the grid with unit steps), from (0, 0).
-
-    Major axis by ``along_columns``. Červený's gilbert2d takes the longer side, and on an odd x even rectangle
-    makes one diagonal step; taking the even side there keeps every step a unit one. The LOOPE authors'
-    ``gilbert_2d`` (used on square grids) always runs along the columns: wherever this does too (every square), the
-    two give the same order, edges halved by floor division as both halve them.
-    """
+    """The (row, col) cells of an h x w grid along its Gilbert curve from (0, 0), each step to an edge neighbour (on
+    squares the LOOPE authors' ``gilbert_2d``; odd x even rectangles run along the even side, with no diagonal step)."""
     if h < 1 or w < 1:
         raise ValueError(f'a Gilbert curve needs a grid of at least 1 x 1 cells, got {h} x {w}')
     walk = _walk(0, 0, w, 0, 0, h) if along_columns(h, w) else _walk(0, 0, 0, h, w, 0)
@@ -111,8 +86,6 @@ def order_ranks(order: str, h: int, w: int) -> tuple[int, ...]:
 
 
 def curve_ranks(order: str, h: int, w: int) -> tuple[int, ...]:
-    """``order_ranks``, cached per (order, h, w) in eager mode; under torch.compile computed in the trace (a constant
-    of the graph: the grid's size is static there), so that dynamo never guards on the cache."""
     if torch.compiler.is_compiling():
         return order_ranks(order, h, w)
     key = (order, h, w)
@@ -123,13 +96,8 @@ def curve_ranks(order: str, h: int, w: int) -> tuple[int, ...]:
 
 
 def traced_gilbert_ranks(sizes: torch.Tensor, cells: torch.Tensor, steps: int = TRACED_STEPS) -> torch.Tensor:
-    """``order_ranks('gilbert', h, w)`` as tensor operations, for grids whose size is symbolic: ``sizes`` the (2,)
-    (h, w), ``cells`` the (N, 2) (row, col) cells, both integer-valued -> (N,) long ranks.
-
-    Each cell follows the recursion of ``_walk`` down to its own line: per step, the rectangle holding it is cut as
-    ``_walk`` cuts it, the cell keeps the part it lies in, and the cells of the parts walked before it are added to
-    its offset. A line is left as it is; ``steps`` must cover the deepest cut (2 (bits of the longer side - 1)).
-    """
+    """``order_ranks('gilbert', h, w)`` as tensor operations for symbolic grids (torch.export, FX): (2,) ``sizes``,
+    (N, 2) ``cells`` -> (N,) long; ``steps`` must cover 2 (bits of the longer side - 1) cuts."""
     h, w = sizes[0].long(), sizes[1].long()
     py, px = cells[:, 0].long(), cells[:, 1].long()
     cols = torch.where((w % 2) != (h % 2), w % 2 == 0, w >= h)
@@ -193,71 +161,27 @@ def sine_table(positions: torch.Tensor, dim: int, temperature: float) -> torch.T
 
 @ENCODINGS.register_module(name='loope')
 class LOOPE(LayerAdaptive):
-    """LOOPE: 1D sine features of each patch's index along a Gilbert curve, plus a learned per-patch offset.
-
-    Patch p of the grid gets the scalar X_p = start + s X_G(p) + X_C(p) and the tokens receive E(X_p) =
-    [sin(X_p w) | cos(X_p w)], w_k = 1 / temperature^(2k / D), k < D/2 (the frequencies of the classic 1D
-    transformer sinusoid; fixed, not learned). The authors' code (AbtahiMajeed144/LOOPE) interleaves the channels
-    (sin at even ones, cos at odd ones): a fixed permutation of the model's channels. X_G is the patch's index (0 to
-    N - 1) along the grid's Gilbert curve (``order='gilbert'``; on square grids the authors' ``gilbert_2d``, cell
-    for cell) or in row-major order (``order='raster'``). ``start`` is the first patch's index: 0 by default
-    (prefix tokens carry no position, so the patches begin the sequence), 1 in the authors' code (their index 0 is
-    the cls token's). ``order='raster', context=False`` is the plain 1D sine baseline of the paper's tables (a 1D
-    sinusoid of the raster index), which vispe had not had. At init (X_C = 0) LOOPE is that 1D sinusoid along the
-    curve. Prefix tokens (cls, registers) carry no position and get nothing, as with ape_sincos.
-
-    The context bias X_C (``context=True``): one learned scalar per patch of the training grid (``grid_size``),
-    ``context_bias`` (h, w), zero at init: a learned per-patch shift of the order, the same for every image. A
-    departure: the authors' X_C (``ArtPE``) is computed from each image, 2 sigmoid(f(image, coordinates)) - 1 in
-    (-1, 1), f a small CNN over the pixels and two coordinate channels with a linear map to the patches; vispe's
-    encodings see the tokens, not the pixels, so there is no option for it. Given the same X_C the tables agree.
-
-    Resolution: at another grid the curve is that grid's own (its ranks are recomputed; an N_train-cell curve is not
-    resampled), and X_C is resized bilinearly to the grid (timm's ``resample_abs_pos_embed``, antialiased when
-    shrinking). ``strategy``: ``interpolate`` (default) scales the index by s = N_train / N, so the positions span
-    the trained range start + [0, N_train) (a Hilbert-type curve is self-similar: the same fraction of the curve
-    lands in about the same place of the image at any size); ``extend`` keeps the raw index (s = 1): a larger grid
-    reaches positions never trained, and is what the authors' construction gives at that grid. At the training grid
-    both are the encoding itself.
-
-    Positions from samplers (``rpe2d``, ``fuzzy``) are not read: like ape_learned's table, LOOPE is a function of the
-    patch grid, so a sampler leaves it unchanged. A mixed-size batch gets each image's table for its own grid.
-
-    Cost: at a grid seen before, (N,) positions from a cached rank table plus X_C, then sin and cos of an (N, D/2)
-    product per forward (per block with LaPE): the same order as ape_sincos. The curve itself is computed once per
-    grid size in Python (cached; traced as a constant under torch.compile). CPU: 1.012x ape_learned's forward+backward
-    time (vit_small_patch16_224, 224 px, batch 8, one thread, float32: median 2553 ms against 2522; ape_sincos
-    1.017x in the same run; ``tools/benchmark.py --threads 1 --repeats 6``), within the 1.05 target and within
-    run-to-run noise. GPU: not measured. A graph traced with a symbolic size (torch.export with dynamic H and W, FX)
-    computes the ranks every forward instead: ``TRACED_STEPS`` rounds of elementwise ops on (N,) integers.
-
-    Weight decay: none on ``context_bias``. It is a position, not a weight: decay would pull every patch's offset
-    toward 0, i.e. toward the fixed curve order, a prior the paper does not state (its X_C is a learned correction of
-    the order), and of a size that depends on the grid's length rather than on the model.
-
-    Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE), in which the curve's ranks
-    are the tensor operations of ``traced_gilbert_ranks`` (a traced grid is symbolic); its Python code does not
-    script: its hook takes ``Positions``, and the ranks come from a recursive generator and Python dict caches.
+    """LOOPE: E(X_p) = [sin(X_p w) | cos(X_p w)], w_k = 1 / temperature^(2k / D), at each patch p, with
+    X_p = start + s X_G(p) + X_C(p): X_G the index along ``order``, X_C a learned scalar per patch of the training grid
+    (zero at init, resized bilinearly), s = N_train / N (``interpolate``) or 1 (``extend``). Departures: patches count
+    from 0, the authors' from 1 (``start=1``); their X_C comes from the image through a small CNN, which an encoding
+    cannot see; their channels interleave sin and cos.
 
     Args:
-        dim: model width D; must be even (sin and cos halves).
-        grid_size: (h, w), the training grid in patches: the shape of X_C and N_train of ``interpolate`` (the backbone
-            supplies its patch grid).
-        order: 'gilbert' (the patches in the order of the grid's Gilbert curve) or 'raster' (row-major).
-        context: learn the per-patch context bias X_C (init 0); False: the fixed order alone.
-        temperature: base of the frequency ladder, > 0.
-        lape: LaPE: the table enters each block's attention input through a LayerNorm of its own per block, instead of
-            being added to the tokens once.
-        depth: the number of blocks, one LayerNorm each with ``lape`` (the backbone supplies it).
-        start: the index of the curve's first patch, >= 0: 1 gives the authors' table.
-        lape_progressive: with ``lape``, block l's LayerNorm reads block l-1's normalised table, as the authors' code
-            (``LayerAdaptive``).
+        dim: model width (even).
+        grid_size: (h, w) training grid: the shape of X_C and N_train.
+        order: 'gilbert' or 'raster' (with ``context=False``, the paper's 1D sine baseline).
+        context: learn X_C.
+        temperature: base of the frequency ladder.
+        lape: LaPE (``LayerAdaptive``).
+        depth: the number of blocks (LaPE's norms).
+        start: the index of the first patch.
+        lape_progressive: LaPE's chained norms (``LayerAdaptive``).
     """
 
     strategies = ('interpolate', 'extend')
     no_weight_decay_params = ('context_bias',)
+    weight_decay_note = 'a position, not a weight'
 
     def __init__(
         self,
@@ -293,11 +217,10 @@ class LOOPE(LayerAdaptive):
         self.init_lape(lape, dim, depth, lape_progressive)
 
     def index_positions(self, grid: Sequence[int], device: torch.device) -> torch.Tensor:
-        """(N,) float32 ``start`` + s X_G of an h x w ``grid``: the index along the order, scaled by the strategy."""
         return self.scaled_index(grid, device) + self.start
 
     def scaled_index(self, grid: Sequence[int], device: torch.device) -> torch.Tensor:
-        """(N,) float32 s X_G of an h x w ``grid``: the index along the order, scaled by the strategy."""
+        """(N,) float32 s X_G of ``grid`` (``index_positions`` adds ``start``)."""
         h, w = grid
         if is_symbolic(h, w):  # a traced size: the ranks as tensor operations, the scale as a tensor
             sizes = sizes_tensor([h, w], device)
@@ -314,15 +237,14 @@ class LOOPE(LayerAdaptive):
         return index * (self.grid_size[0] * self.grid_size[1] / (h * w))
 
     def context_positions(self, grid: Sequence[int]) -> torch.Tensor:
-        """(N,) X_C of ``grid`` in float32: the learned bias, resized bilinearly from the training grid."""
+        """(N,) float32 X_C of ``grid``."""
         table = self.context_bias.reshape(1, -1, 1).float()
         return grid_table(table, list(grid), list(self.grid_size), 'bilinear').reshape(-1)
 
     def table_of(
         self, grid: Sequence[int], device: torch.device, dtype: torch.dtype, key: tuple | None = None
     ) -> torch.Tensor:
-        """The (N, D) table of an h x w ``grid`` in ``dtype``; ``key`` (positions' cache key) caches what depends on
-        the grid alone (the scaled index; without X_C, the whole table)."""
+        """The (N, D) table of ``grid``; what depends on the grid alone is cached under ``key``."""
         strategy = self.strategy
         if not self.context:
             return self._cache.get(
@@ -343,8 +265,7 @@ class LOOPE(LayerAdaptive):
         return self.table_of(pos.grid, device, dtype, key)
 
     def layout_table(self, pos: Positions, dtype: torch.dtype) -> torch.Tensor:
-        """A mixed batch: (B, T, D), each patch token its own image grid's entry, zero on prefix and padding: the
-        tables of the distinct grids one after another, gathered at offset + cell."""
+        """A mixed batch: (B, T, D), each patch its own image's entry, zero on prefix and padding tokens."""
         layout = pos.layout
         assert layout is not None
         device = pos.coords.device

@@ -1,17 +1,7 @@
-"""PETR's 3D position embedding (Liu et al., "PETR: Position Embedding Transformation for Multi-View 3D Object
-Detection", ECCV 2022), with PETRv2's feature-guided variant as an option.
-
-For each token, the ray through its patch centre is sampled at D depths (linear-increasing bins, denser near the
-camera), the points are taken to the world frame, normalised to a fixed scene range, passed through the inverse
-sigmoid and concatenated (3 D values), and two 1x1 convolutions (per-token linear layers) with a ReLU map them to
-the model width. The result is added to the tokens. Cameras come from ``pos.cameras`` (OpenCV convention).
-
-Departure (``anchor``): vispe casts each token's ray through its patch centre, ((j + 0.5) p, (i + 0.5) p) for patch
-(i, j) of p pixels. The reference (megvii-research/PETR, ``PETRHead.position_embeding``) takes (j p, i p), the
-top-left corner of the patch in vispe's convention (``coords_w = arange(W) * pad_w / W``); ``anchor='corner'`` does
-the same (tests/parity/test_parity_petr.py). The far end of the depth bins is its own setting here (``depth_range``);
-the reference takes it from the scene box (``position_range[3]``).
-"""
+"""PETR's 3D position embedding (Liu et al., ECCV 2022), with PETRv2's feature-guided variant as an option:
+each token's ray sampled at D depths, in the world frame, normalised to ``scene_range``, through the inverse
+sigmoid, then two 1x1 convs (linear layers). Departures: the ray goes through the patch centre, the reference's
+through its corner (``anchor='corner'``); the bins end at ``depth_range``, the reference's at the scene box."""
 
 from __future__ import annotations
 
@@ -29,7 +19,6 @@ from vispe.registry import ENCODINGS
 
 
 def inverse_sigmoid(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    """log(x / (1 - x)) with x clamped to [0, 1] and both terms floored at eps."""
     x = x.clamp(0.0, 1.0)
     return torch.log(x.clamp_min(eps) / (1.0 - x).clamp_min(eps))
 
@@ -39,8 +28,7 @@ ANCHORS = ('centre', 'corner')
 
 
 def token_pixels(cameras: Cameras, anchor: str) -> torch.Tensor:
-    """(h * w, 2) float32 (u, v) of each token of a view, row-major: its patch centre ((j + 0.5) p, (i + 0.5) p),
-    or with ``anchor='corner'`` its top-left corner (j p, i p), the pixel the references cast the ray through."""
+    """(h * w, 2) float32 (u, v) of each token of a view, row-major: its patch centre, or top-left corner."""
     (h, w), p = cameras.grid, cameras.patch_size
     uv = G.pixel_centres(h, w, stride=p, device=cameras.K.device)
     return uv if anchor == 'centre' else uv - 0.5 * p
@@ -53,8 +41,7 @@ def check_anchor(owner: str, anchor: str) -> str:
 
 
 def depth_and_scene(owner: str, depth_range: Sequence[float], scene_range: Sequence[float]) -> tuple[float, float]:
-    """(near, far) of ``depth_range``, after checking it (0 < near < far) and the box ``scene_range`` (x_min, y_min,
-    z_min, x_max, y_max, z_max, each min below its max); ValueError naming ``owner`` otherwise."""
+    """(near, far) of ``depth_range``, checked (0 < near < far) with ``scene_range`` (each min below its max)."""
     near, far = (float(v) for v in depth_range)
     if not 0 < near < far:
         raise ValueError(f'{owner} needs depth_range=(near, far) with 0 < near < far, got {tuple(depth_range)}')
@@ -65,24 +52,17 @@ def depth_and_scene(owner: str, depth_range: Sequence[float], scene_range: Seque
 
 @ENCODINGS.register_module(name='petr')
 class PETR(Encoding):
-    """PETR 3D position embedding of each token's camera frustum.
+    """PETR 3D position embedding (module docstring), added to each token.
 
     Args:
         dim: model width.
-        num_depths: D depth bins (64 in PETR).
-        depth_range: (near, far) of the bins in the data's unit.
-        scene_range: (x_min, y_min, z_min, x_max, y_max, z_max), the world box the points are normalised to (points
-            outside saturate).
-        hidden_dim: width of the first 1x1 conv (None: 4 dim, as PETR).
-        feature_guided: PETRv2's variant, PE * sigmoid(MLP(token features)).
+        num_depths: D depth bins.
+        depth_range: (near, far) of the bins, in the data's unit.
+        scene_range: (x_min, y_min, z_min, x_max, y_max, z_max), the box points are normalised to.
+        hidden_dim: width of the first 1x1 conv (None: 4 dim).
+        feature_guided: PETRv2's PE * sigmoid(MLP(token features)).
         relative: poses relative to the first view.
-        anchor: the pixel each token's ray goes through: ``'centre'`` of its patch, or ``'corner'``, the patch's
-            top-left corner, as the reference (module doc).
-
-    Weight decay: nothing to declare: the position encoder's layers are ordinary 1x1 convs (linear layers here),
-    decayed as PETR trains them; their biases, 1-D, take none.
-
-    Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
+        anchor: ``'centre'`` or ``'corner'`` of the patch, the pixel each ray goes through.
     """
 
     ndims = (2,)
@@ -115,7 +95,7 @@ class PETR(Encoding):
         self.guide = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim)) if feature_guided else None
 
     def frustum(self, pos: Positions) -> torch.Tensor:
-        """(B, V * N, 3 D) float32: the inverse-sigmoid normalised frustum points of every token, view-major."""
+        """(B, V * N, 3 D) float32 inverse-sigmoid normalised frustum points of every token, view-major."""
         cameras = require_cameras(pos, 'petr')
         (h, w), uv = cameras.grid, token_pixels(cameras, self.anchor)
         with torch.autocast(cameras.K.device.type, enabled=False):

@@ -1,15 +1,11 @@
-"""Encodings for point clouds, on positions in the data's metric unit (ndim 3).
+"""Encodings for point clouds, on positions in the data's unit (ndim 3).
 
 ``point_mlp`` is Point-MAE's (Pang et al., ECCV 2022): the group centres through Linear(3, 128) - GELU -
-Linear(128, D), added to the group tokens before every transformer block. It is absolute: translating the cloud
-changes it, where the centred groups themselves do not.
-
-``rope3d`` is rotary embedding on (x, y, z) (ENCODINGS.md: ``rope_axial`` / ``rope_mixed`` with ndim = 3): relative,
-so a model whose tokens are translation-invariant (centred groups) gives the same logits for a translated cloud.
-Image RoPE counts positions in tokens, so its fastest pair turns 1 rad from one token to the next; points come in
-metres (or whatever the data's unit is), so every frequency is multiplied by ``freq_scale`` (rad per unit), which
-should be about 1 / (distance between neighbouring group centres): 8 for objects of about unit size with 64
-groups (measured median 0.14 on primitives3d), about 4 for clouds normalised into the unit sphere (0.23).
+Linear(128, D), added to the group tokens before every block; absolute. ``rope3d`` is rotary embedding on (x, y, z):
+relative, so with translation-invariant tokens (centred groups) a translated cloud gives the same logits. Points come
+in metres (or the data's unit), not tokens, so every frequency is multiplied by ``freq_scale`` (rad per unit), about
+1 / (distance between neighbouring group centres): 8 for unit-size objects with 64 groups, about 4 for clouds
+normalised into the unit sphere.
 """
 
 from __future__ import annotations
@@ -21,44 +17,24 @@ from timm.layers import trunc_normal_
 from torch import nn
 
 from vispe.encodings.base import Encoding, check_positive
-from vispe.encodings.rotary import random_rotation
-from vispe.kernels.rotary import rotary_table, rotate_qk
+from vispe.encodings.rotary import VectorRoPE, random_rotation
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
 
-def centroid_prefix(coords: torch.Tensor, num_prefix: int) -> tuple[torch.Tensor, int]:
-    """Positions for the prefix tokens too: each sample's ``num_prefix`` prefix tokens placed at the mean of its
-    token positions (``coords`` (..., N, ndim) -> (..., num_prefix + N, ndim)), so that a translated cloud rotates
-    them alike; returns the coordinates and the prefix count left to the table (0)."""
-    if not num_prefix:
-        return coords, num_prefix
-    centroid = coords.mean(dim=-2, keepdim=True)
-    return torch.cat([centroid.expand(*coords.shape[:-2], num_prefix, -1), coords], dim=-2), 0
-
-
 @ENCODINGS.register_module(name='point_mlp')
 class PointMLP(Encoding):
-    """MLP of the token positions, added to the non-prefix tokens before every block.
+    """MLP of the token positions, added to the non-prefix tokens before every block (recomputed at each hook).
 
     Args:
         dim: model width D.
         ndim: position dimensions (3 for points).
         hidden_dim: MLP width (128 in Point-MAE).
-        depth: the backbone's blocks (supplied by it); before block 0 is the ``embed`` hook, before block i + 1 the
-            ``after_block`` hook of block i (i < depth - 1). None: before block 0 only.
-        prefix_pos: Point-MAE's classifier's ``cls_pos``: one learned (1, 1, D) vector (trunc-normal std 0.02, as
-            Point-MAE's) added to the prefix tokens before every block after the first; before the first, Point-MAE adds
-            it to its learned cls token, which the backbone's learned cls token absorbs (the same functions,
-            parametrised once). False: prefix tokens get nothing (Point-MAE's pretraining encoder has no cls token).
-
-    The MLP is recomputed at each hook: on G group centres it costs G x (ndim x h + h x D) multiply-adds, small
-    next to a block, and nothing derived from the positions is kept between calls.
-
-    Weight decay: nothing to declare: the MLP's weights are ordinary linear weights, decayed as in Point-MAE
-    (its biases, 1-D, take none); so is ``prefix_pos``, as Point-MAE decays ``cls_pos``.
-
-    Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
+        depth: the backbone's blocks (supplied by it): the ``embed`` hook serves block 0, the ``after_block`` hook of
+            block i block i + 1. None: block 0 only.
+        prefix_pos: Point-MAE's classifier's ``cls_pos``: one learned (1, 1, D) vector added to the prefix tokens before
+            every block after the first (before the first the backbone's learned cls token absorbs it). False: prefix
+            tokens get nothing (Point-MAE's pretraining encoder has no cls token).
     """
 
     ndims = (3,)
@@ -89,46 +65,30 @@ class PointMLP(Encoding):
 
 
 @ENCODINGS.register_module(name='rope3d')
-class RoPE3D(Encoding):
-    """Rotary embedding of ndim-D point positions (default 3: x, y, z in the data's unit), axial or mixed.
+class RoPE3D(VectorRoPE):
+    """Rotary embedding of ndim-D point positions (default 3: x, y, z), axial or mixed.
+
+    P_a = d // (2 ndim) pairs per axis, pair k with magnitude freq_scale / theta^(k / P_a); pairs beyond ndim P_a start
+    at frequency 0 (unrotated). Axial: group a turns with coordinate a. Mixed: rope_mixed's init generalised, per head
+    a random rotation U with group a along U's column a; learned, without weight decay. A cls token at the centroid
+    makes every logit a function of position differences, so the whole network is translation-invariant.
 
     Args:
         dim: model width.
         num_heads: attention heads (head dim d = dim / num_heads).
         ndim: position dimensions (the backbone passes 3).
-        mode: 'axial' (fixed frequencies, each pair turns with one axis; theta 100 as rope_axial) or 'mixed' (learned
-            frequency vectors per layer, head and pair; theta 10 as rope_mixed).
+        mode: 'axial' (fixed frequencies; theta 100 as rope_axial) or 'mixed' (learned per layer, head and pair; theta
+            10 as rope_mixed).
         theta: frequency base (None: the mode's default).
         freq_scale: rad per data unit of the fastest pair.
-        prefix: where prefix tokens (cls) sit: 'centroid' (the mean of the sample's positions) or 'none' (unrotated, as
-            rope_axial does on images).
-
-    Prefix position: an unrotated cls token meets group j through q_cls . R(p_j) k_j, which depends on the
-    absolute position p_j; placing it at the centroid makes every logit a function of differences, so the whole
-    network is translation-invariant (tested). The centroid moves with the cloud, so nothing absolute comes back.
-
-    Pairs: P_a = d // (2 ndim) per axis, pair k of an axis with magnitude freq_scale / theta^(k / P_a). When d is
-    not a multiple of 2 ndim (d = 64, ndim = 3: 30 of 32 pairs used), the remaining pairs get frequency 0 and pass
-    through unrotated (partial rotary), in 'mixed' mode until training moves them. Axial: pair group a (a < ndim)
-    turns with coordinate a. Mixed init generalises rope_mixed's: per head a random rotation U, and group a points
-    along U's column a (for 2D, the (cos t, sin t) and t + pi/2 directions). Angles are sums of coordinate x
-    frequency products in float32, without a matmul, so neither autocast nor TF32 lowers their precision.
-    Positions change with every cloud, so nothing is cached. Hook: rotate, q and k (B, H, N_total, d) -> same.
-
-    Cost: the (B, H or 1, N, d/2) angle table once per forward pass and layer, then the fused rotary kernel
-    (``vispe.kernels.rotary``: one pass over q and k on CUDA, one complex product per tensor on CPU); no complex
-    dtype under torch.compile. Not yet measured on a GPU.
-
-    Weight decay: none on the learned ``freqs`` of 'mixed' mode, as rope_mixed's (the RoPE-ViT reference): decay
-    would pull every frequency toward 0, i.e. toward no rotation. In 'axial' mode ``freqs`` is a buffer.
-
-    Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
+        prefix: where prefix tokens sit: 'centroid' (the mean of the sample's positions) or 'none' (unrotated).
     """
 
     ndims = (3,)
     needs_grid = False  # reads coordinates alone: points, and video grids too
     modes = ('axial', 'mixed')
     no_weight_decay_params = ('freqs',)
+    weight_decay_note = "as rope_mixed's (mixed mode)"
 
     def __init__(
         self,
@@ -140,70 +100,48 @@ class RoPE3D(Encoding):
         freq_scale: float = 8.0,
         prefix: str = 'centroid',
     ) -> None:
-        super().__init__()
         if mode not in self.modes:
             raise ValueError(f'rope3d mode must be one of {list(self.modes)}, got {mode!r}')
         if prefix not in ('centroid', 'none'):
             raise ValueError(f"rope3d prefix must be 'centroid' or 'none', got {prefix!r}")
-        self.prefix = prefix
         head_dim = dim // num_heads
-        per_axis = head_dim // (2 * ndim)
-        if per_axis < 1:
+        if head_dim // (2 * ndim) < 1:
             raise ValueError(f'rope3d needs a head dim of at least {2 * ndim} for {ndim}D positions, got {head_dim}')
         if not freq_scale > 0:
             raise ValueError(f'rope3d needs freq_scale > 0 (rad per data unit), got {freq_scale}')
         check_positive('rope3d', theta=theta)
+        theta = float(theta if theta is not None else (100.0 if mode == 'axial' else 10.0))
+        freqs = point_frequencies(head_dim, num_heads, ndim, mode, theta, float(freq_scale))
+        # axial: (ndim, 1, d/2) shared by the heads, fixed; mixed: (ndim, H, d/2) learned
+        super().__init__(freqs if mode == 'mixed' else freqs[:, :1], prefix, learned=mode == 'mixed')
         self.mode, self.ndim, self.num_heads, self.head_dim = mode, ndim, num_heads, head_dim
-        self.theta = float(theta if theta is not None else (100.0 if mode == 'axial' else 10.0))
-        self.freq_scale = float(freq_scale)
-        self.rotated_pairs = per_axis * ndim
-        freqs = self.initial_frequencies()
-        if mode == 'axial':
-            self.register_buffer('freqs', freqs[:, :1], persistent=False)  # (ndim, 1, d/2): shared by the heads
-        else:
-            self.freqs = nn.Parameter(freqs)  # (ndim, H, d/2)
-
-    def initial_frequencies(self) -> torch.Tensor:
-        """(ndim, H, d/2) frequency vectors: pair k of group a along direction a (axial: the axes; mixed: the
-        columns of a random rotation per head) with magnitude freq_scale / theta^(k / P_a); unused pairs 0."""
-        per_axis = self.rotated_pairs // self.ndim
-        magnitudes = self.freq_scale / self.theta ** (torch.arange(per_axis, dtype=torch.float32) / per_axis)
-        freqs = torch.zeros(self.ndim, self.num_heads, self.head_dim // 2)
-        for h in range(self.num_heads):
-            basis = random_rotation(self.ndim) if self.mode == 'mixed' else torch.eye(self.ndim)
-            for a in range(self.ndim):
-                freqs[:, h, a * per_axis : (a + 1) * per_axis] = basis[:, a, None] * magnitudes
-        return freqs
+        self.theta, self.freq_scale = theta, float(freq_scale)
+        self.rotated_pairs = head_dim // (2 * ndim) * ndim
 
     def reset_parameters(self) -> None:
         if self.mode == 'mixed':
             with torch.no_grad():
-                self.freqs.copy_(self.initial_frequencies())
-
-    def angles(self, coords: torch.Tensor) -> torch.Tensor:
-        """(..., N, ndim) -> (..., H or 1, N, d/2) float32: sum_a coord_a * freqs[a]."""
-        if coords.shape[-1] != self.ndim:
-            raise ValueError(
-                f'rope3d was built for {self.ndim}D positions but got {coords.shape[-1]}D; build it with '
-                f'ndim={coords.shape[-1]}'
-            )
-        coords = coords.float()[..., None, :, :, None]  # (..., 1, N, ndim, 1)
-        freqs = self.freqs.float().transpose(0, 1)[:, None]  # (H, 1, ndim, d/2)
-        return (coords * freqs).sum(dim=-2)
-
-    def table(self, pos: Positions) -> torch.Tensor:
-        """The (cos, sin) rotation table (..., H or 1, num_prefix + N, d/2, 2)."""
-        # float32 from the start (the angles are float32 anyway): CPU autocast cannot promote a float16 cat
-        coords, num_prefix = pos.coords.float(), pos.num_prefix
-        if self.prefix == 'centroid':
-            coords, num_prefix = centroid_prefix(coords, num_prefix)
-        return rotary_table(self.angles(coords), num_prefix)
-
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        return rotate_qk(q, k, self.table(pos))
+                args = (self.head_dim, self.num_heads, self.ndim, self.mode, self.theta, self.freq_scale)
+                self.freqs.copy_(point_frequencies(*args))
 
     def extra_repr(self) -> str:
         return (
             f'mode={self.mode}, theta={self.theta:g}, freq_scale={self.freq_scale:g}, pairs={self.rotated_pairs}, '
             f'prefix={self.prefix}'
         )
+
+
+def point_frequencies(
+    head_dim: int, num_heads: int, ndim: int, mode: str, theta: float, freq_scale: float
+) -> torch.Tensor:
+    """rope3d's initial (ndim, H, d/2) frequency vectors: pair k of group a (P_a = d // (2 ndim) pairs a group) along
+    direction a (axial: the axes; mixed: the columns of a random rotation per head) with magnitude
+    freq_scale / theta^(k / P_a); the pairs beyond ndim P_a stay 0 (unrotated)."""
+    per_axis = head_dim // (2 * ndim)
+    magnitudes = freq_scale / theta ** (torch.arange(per_axis, dtype=torch.float32) / per_axis)
+    freqs = torch.zeros(ndim, num_heads, head_dim // 2)
+    for h in range(num_heads):
+        basis = random_rotation(ndim) if mode == 'mixed' else torch.eye(ndim)
+        for a in range(ndim):
+            freqs[:, h, a * per_axis : (a + 1) * per_axis] = basis[:, a, None] * magnitudes
+    return freqs

@@ -1,45 +1,9 @@
-"""3DPPE, 3D point positional encoding (Shu et al., "3DPPE: 3D Point Positional Encoding for Transformer-based
-Multi-Camera 3D Object Detection", ICCV 2023; code: drilistbox/3DPPE), registered as ``3dppe``.
-
-PETR (``vispe.encodings.petr``) embeds each token's whole camera ray, sampled at D depth bins. 3DPPE embeds one
-point of it instead: the point at the depth of the surface the token sees,
-
-    p = T K^-1 (u d, v d, d)^T,
-
-with (u, v) the token's patch centre, d its depth, K the intrinsics and T the camera-to-world pose (with
-``relative``, the pose relative to view 0). p is normalised to the box ``scene_range``, taken through the inverse
-sigmoid (points outside the box saturate), and encoded by a sinusoid per axis,
-
-    s(x)_2i = sin(2 pi x / tau^(2i / F)),   s(x)_2i+1 = cos(2 pi x / tau^(2i / F)),   i < F / 2,
-
-F = dim / 2 features per axis, tau = ``temperature``, axes in the order (y, x, z), then a two-layer MLP (3 dim / 2
--> dim -> dim) whose output is added to the token.
-
-The depth (``depth_source``):
-
-- ``'predicted'`` (3DPPE): a small head on each token's patch embedding gives a distribution over D depth bins spread
-  uniformly over ``depth_range``; d is its expectation. Given depth maps, the head is trained by a smooth L1 loss
-  (beta 1/9, the reference's) between d and the token's surface depth, over the tokens whose surface lies within
-  ``depth_range``, added to the task's loss as ``loss_depth`` (weight ``depth_loss_weight``; ``Positions.
-  aux_losses``). The localisation loss reaches the head through the point as well (the reference's
-  ``use_detach=False``; ``detach_depth=True`` stops it).
-- ``'gt'``: the depth maps' own surface depth (each token's nearest surface in its patch), ``depth_range[1]`` where
-  a token sees none: the encoding with perfect depth, an upper bound for the predicted one. Refused without depth
-  maps.
-
-Departures from the reference: its depth network is a camera-aware convolutional net on backbone features
-(``CameraAwareDepthNet``); vispe's is an MLP on the patch embedding, as small as the tiny models it serves. Its
-pixels are the feature cells' top-left corners; vispe takes the patch centres, like its PETR (``anchor='corner'``
-takes the corners, as the reference: tests/parity/test_parity_3dppe.py). Points outside
-the box are masked out of its attention; vispe's saturate, like its PETR, since masking would drop tokens from
-the backbone's attention. Depth supervision comes from rendered depth maps (the multiview scenes) instead of
-projected LiDAR points.
-
-Cost: per token one point (a 3 x 3 and a 4 x 4 transform), a (3 dim / 2) sinusoid and the MLP, and with
-``'predicted'`` the head's two linear layers, once per forward pass. CPU, a training step of the camera configs'
-tiny multi-view model (32 px, 2 views, batch 32, one thread; ``tools/benchmark.py --model multiview``): 1.10x
-plucker's, below petr's 1.18x (one point per token against 64 depth bins). GPU: not yet measured.
-"""
+"""3DPPE, 3D point positional encoding (Shu et al., ICCV 2023), registered as ``3dppe``: the point
+p = T K^-1 (u d, v d, d)^T each token sees at depth d, normalised to ``scene_range``, through the inverse sigmoid, an
+interleaved sinusoid per axis (y, x, z; angle 2 pi x / tau^(2i / F), F = dim / 2) and an MLP. ``'predicted'`` depth:
+the expectation of a head over D bins, trained by smooth L1 (beta 1/9) against the depth maps (``loss_depth``).
+Departures: the depth head is an MLP on the patch embedding, not a camera-aware conv net; the ray goes through the
+patch centre (``anchor='corner'``: the reference's); points outside the box saturate instead of being masked."""
 
 from __future__ import annotations
 
@@ -63,8 +27,7 @@ DEPTH_LOSS_BETA = 1.0 / 9.0
 
 
 def sine_embedding_3d(points: torch.Tensor, features: int, temperature: float = 10000.0) -> torch.Tensor:
-    """(..., 3) -> (..., 3 features): per axis, ``features`` values sin / cos (interleaved) of 2 pi x at the
-    frequencies 1 / temperature^(2i / features), axes in the order (y, x, z) (the module doc's s)."""
+    """(..., 3) -> (..., 3 features): the module docstring's s per axis, sin / cos interleaved, axes (y, x, z)."""
     i = torch.arange(features, device=points.device, dtype=torch.float32)
     inv = temperature ** (-2 * torch.div(i, 2, rounding_mode='floor') / features)  # each frequency twice
     angles = 2 * math.pi * points.float()[..., None] * inv  # (..., 3, features)
@@ -75,26 +38,19 @@ def sine_embedding_3d(points: torch.Tensor, features: int, temperature: float = 
 
 @ENCODINGS.register_module(name='3dppe')
 class PPE3D(Encoding):
-    """3DPPE: each token's camera ray embedded at one point, the surface it sees (module doc: the maths, the
-    depth sources and the departures from the reference).
+    """3DPPE (module docstring).
 
     Args:
-        dim: model width (even: two sinusoid halves per axis).
-        depth_source: ``'predicted'`` (a depth head trained with the model) or ``'gt'`` (the depth maps' own).
-        num_depths: D, the depth head's bins (the reference's 64).
+        dim: model width (even).
+        depth_source: ``'predicted'`` or ``'gt'``.
+        num_depths: D, the depth head's bins.
         depth_range: (near, far) of the bins, in the data's unit.
         scene_range: (x_min, y_min, z_min, x_max, y_max, z_max), the box points are normalised to.
         relative: poses relative to the first view.
-        temperature: the sinusoid's tau (the reference's 10000).
+        temperature: the sinusoid's tau.
         depth_loss_weight: weight of ``loss_depth``.
         detach_depth: keep the localisation loss out of the depth head.
-        anchor: the pixel each token's point lies on the ray of: ``'centre'`` of its patch, or ``'corner'``, the patch's
-            top-left corner, as the reference (module doc).
-
-    Weight decay: nothing to declare: the encoder and the depth head are ordinary linear layers, decayed as the
-    reference trains them; their biases, 1-D, take none.
-
-    Attention path: none of its own (it changes the tokens, not the attention): fused SDPA without a mask stays.
+        anchor: ``'centre'`` or ``'corner'`` of the patch, the pixel each ray goes through.
     """
 
     ndims = (2,)
@@ -140,13 +96,12 @@ class PPE3D(Encoding):
         )
 
     def surface_depth(self, pos: Positions) -> torch.Tensor | None:
-        """(B, V * N) float32: each token's surface depth from the depth maps (0: none), or None without them."""
+        """(B, V * N) float32 surface depth of each token from the depth maps (0: none), or None without them."""
         depth = require_cameras(pos, '3dppe').depth
         return None if depth is None else depth.float().flatten(1)
 
     def token_depth(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        """(B, V * N) float32 depth of each token's point; with ``'predicted'`` and depth maps, records
-        ``loss_depth`` in ``pos.aux_losses``."""
+        """(B, V * N) float32 depth of each token's point; records ``loss_depth`` when predicted with depth maps."""
         target = self.surface_depth(pos)
         if self.depth_head is None:
             if target is None:
@@ -166,7 +121,7 @@ class PPE3D(Encoding):
         return predicted.detach() if self.detach_depth else predicted
 
     def points(self, pos: Positions, depth: torch.Tensor) -> torch.Tensor:
-        """(B, V * N, 3) float32 points at ``depth`` (B, V * N) on each token's ray through its ``anchor`` pixel."""
+        """(B, V * N, 3) float32 points at ``depth`` on each token's ray."""
         cameras = require_cameras(pos, '3dppe')
         (h, w), uv = cameras.grid, token_pixels(cameras, self.anchor)
         B, V = cameras.K.shape[:2]

@@ -1,19 +1,9 @@
-"""Rotary position embeddings for vision: axial and mixed (Heo et al., "Rotary Position Embedding for
-Vision Transformer", ECCV 2024), with resolution strategies for grids larger or smaller than the training grid.
+"""Rotary position embeddings for vision: axial and mixed (Heo et al., "Rotary Position Embedding for Vision
+Transformer", ECCV 2024), on image and video grids, with the resolution strategies of the rotary core
+(``vispe.encodings.rotary``).
 
-Channel layout follows timm's naver-ai RoPE-ViT models, so their weights load unchanged: pairs are
-interleaved (channels 2j, 2j+1 form pair j) and, for images, the first half of the pairs rotates with the
-column (x) and the second half with the row (y). The rotation is ``vispe.kernels.rotary``: a real (cos, sin) table,
-the fused Triton kernel on CUDA (q and k in one pass), one complex multiplication per tensor in CPU eager mode, and
-real-valued ops that Inductor fuses under ``torch.compile`` (no complex dtype in a compiled graph). Prefix tokens are
-left unrotated ((1, 0) rows in the table, which avoids slicing q and k). Angles and the rotation are computed in
-float32 even under autocast. Hook: rotate, q and k (B, H, N_total, d) -> same.
-
-Cost: CPU, 1.01x ape_learned (ViT-S/16 224, batch 8, float32; docs). GPU: one read and write of q and k by the
-kernel plus a (N, d/2) table per grid (cached); not yet measured on a GPU with the kernel (1.28x before it).
-
-Resolution strategies (``strategy``): ``vispe.encodings.rotary_scaling``, which holds the rotary maths these encodings
-share with dinov3, comrope, harope and gta.
+The channel layout is timm's naver-ai RoPE-ViT's, so their weights load unchanged: pairs are interleaved channels
+(2j, 2j+1), and on images the first half of the pairs turns with the column (x), the second half with the row (y).
 """
 
 from __future__ import annotations
@@ -25,65 +15,31 @@ import torch
 from timm.layers.pos_embed_sincos import init_random_2d_freqs
 from torch import nn
 
-from vispe.encodings.base import GridTableCache, check_positive
+from vispe.encodings.base import check_positive
 from vispe.encodings.rotary import (
-    RotaryStrategies,
+    GridRoPE,
     axial_frequencies,
     frequency_ladder,
     random_rotation,
     rotary_sections,
-    rotate_by_rows,
     train_grid_from,
 )
-from vispe.encodings.rotary_scaling import (
-    DYPE_STRATEGIES,
-    dype_yarn_factors,
-    frequency_ranks,
-    ntk_factors,
-    ntk_theta,
-    yarn_factors,
-)
-from vispe.kernels.rotary import rotary_table, rotate_qk, rotate_rows
-from vispe.positions import Positions
+from vispe.encodings.rotary_scaling import ntk_theta
 from vispe.registry import ENCODINGS
 
 
 @ENCODINGS.register_module(name='rope_axial')
-class RoPEAxial(RotaryStrategies):
-    """Axial RoPE on image and video grids: pair k of axis a rotates by coord_a * w_k, w_k = 1/theta^(k/n_a) for
-    the n_a pairs of axis a (theta = 100): 1/theta^(4k/d) on images, where each axis has d/4 pairs.
-
-    Video (t, h, w): the d/2 pairs split into ``sections`` per axis, (t, h, w) order, each axis its own ladder from
-    1 down towards 1/theta; by default as even as the head dim allows, time taking the fewest (a head dim of 64:
-    10, 11 and 11 pairs). The channel order is the images' extended: the column's pairs first, then the row's,
-    then time's, so a 2D model is unchanged. A clip at another frame rate carries its time spacing in its
-    positions (``Positions.spacing``), and the strategies compare the grid's span (grid times spacing) with the
-    training grid, per axis: frame count and spatial size scale separately.
-
-    No parameters; the (cos, sin) tables are cached per grid, prefix count, device and strategy.
-
-    Weight decay: nothing to declare, it has no parameters.
-
-    Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
-    script: its hook takes ``Positions`` (see VisionTransformerPE), ``train_grid`` is a tuple of any length (no
-    TorchScript type), its tables come from a ``GridTableCache`` (a Python dict with tuple keys, filled by a lambda),
-    and the strategies compute Python floats.
-
-    Cost (video): the same kernel and one cached table per grid as on images. CPU: 0.99x ape_learned in ViT-S (8
-    frames of 112 px, 196 tokens, batch 8, float32) and 1.03-1.06x in the video configs' tiny model (8 frames of 32
-    px; ``tools/benchmark.py --model video``, docs/results/video.md). GPU: not measured.
+class RoPEAxial(GridRoPE):
+    """Axial RoPE: pair k of axis a turns by coord_a / theta^(k/n_a) over the n_a pairs of axis a; on images d/4 pairs
+    per axis. On video the pairs split into ``sections`` per axis, after the column's and the row's. No parameters.
 
     Args:
-        dim: the attention's width; the head dim ``dim // num_heads`` must be even, with at least one pair per axis
-            (images: divisible by 4 without ``sections``, as before).
+        dim: the attention's width; the head dim must be even with a pair per axis (images: divisible by 4).
         num_heads: the attention's heads.
-        ndim: position axes (the backbone supplies it; 2 for images, 3 for video).
+        ndim: position axes (2 for images, 3 for video).
         theta: base of the frequency ladders, > 0.
-        grid_size: the training grid, ndim ints (supplied by the backbone), needed by every strategy but ``none``.
-        sections: channel pairs per axis in coordinate order ((t, h, w) for video), adding up to d/2; None: as even as
-            the head dim allows (``rotary_sections``).
+        grid_size: the training grid, needed by every strategy but ``none``.
+        sections: channel pairs per axis in coordinate order, adding up to d/2; None: as even as possible.
     """
 
     ndims: ClassVar[tuple[int, ...]] = (2, 3)
@@ -109,7 +65,6 @@ class RoPEAxial(RotaryStrategies):
         self.sections = rotary_sections(self.head_dim, ndim, sections)
         ladders = [frequency_ladder(n, theta) for n in self.sections]
         self.register_buffer('freqs', torch.cat(ladders), persistent=False)
-        self._cache = GridTableCache()
 
     @property
     def axis_dims(self) -> tuple[int, ...]:
@@ -131,104 +86,45 @@ class RoPEAxial(RotaryStrategies):
             return freqs
         if self.strategy == 'interpolate':
             return freqs / scale
-        if self.strategy == 'ntk':
+        if self.strategy == 'ntk':  # a ladder's NTK is its theta's: the closed form
             theta = ntk_theta(self.theta, scale, self.axis_dims[axis])
             return frequency_ladder(self.sections[axis], theta).to(freqs.device)
-        if self.strategy == 'dype_ntk':  # pair k has rank k: the ladder runs from the fastest
-            ranks = torch.arange(freqs.shape[0], device=freqs.device)
-            return freqs * ntk_factors(ranks, scale, self.axis_dims[axis], kappa)
         assert self.train_grid is not None  # a scale other than 1 needs one (axis_scales)
-        if self.strategy == 'dype_yarn':
-            assert kappa is not None  # dype_kappa gives one under DyPE
-            return freqs * dype_yarn_factors(freqs, scale, self.train_grid[axis], kappa)
-        return freqs * yarn_factors(freqs, scale, self.train_grid[axis], ramp=self.yarn_ramp)
+        n = (self.sections[axis],)
+        return freqs * self.strategy_factors(freqs, scale, self.train_grid[axis], n, kappa)
 
-    def angles(
-        self,
-        coords: torch.Tensor,
-        grid: Sequence[int] | None = None,
-        scales: Sequence[float] | None = None,
-        kappa: torch.Tensor | None = None,
+    def scaled_angles(
+        self, coords: torch.Tensor, scales: Sequence[float], kappa: torch.Tensor | None, grid: Sequence[int] | None
     ) -> torch.Tensor:
-        """(..., N, ndim) -> (..., N, d/2) float32, with the strategy applied at ``scales`` (None: those of
-        ``grid``, the token grid; without it the coordinates' extent) and, under DyPE, ``kappa``. The last axis
-        comes first (x before y for (row, col))."""
-        freqs = self.axis_frequencies(self.axis_scales(coords, grid) if scales is None else scales, kappa)
+        """(..., N, ndim) -> (..., N, d/2): the last axis' pairs first (x before y for (row, col))."""
+        freqs = self.axis_frequencies(scales, kappa)
         # the buffers follow the module; a table asked for on another device (positions there) gets them moved
         per_axis = [coords[..., a, None].float() * freqs[a].to(coords.device) for a in reversed(range(self.ndim))]
         return torch.cat(per_axis, dim=-1)
 
-    def table(self, pos: Positions) -> torch.Tensor:
-        """The (cos, sin) table (1, num_prefix + N, d/2, 2), or (B, 1, num_prefix + N, d/2, 2) for per-sample
-        positions: a head axis in front of the tokens either way (shared by the heads), without a branch on the
-        table's rank, which an FX trace cannot take."""
-        if self.strategy in DYPE_STRATEGIES:  # follows the diffusion time: computed anew each step
-            return self.rotation_table(pos).unsqueeze(-4)
-        key = pos.cache_key(self.strategy)  # the strategy may change between evaluations of one model
-        table = self._cache.get(key, lambda: self.rotation_table(pos))
-        return table.unsqueeze(-4)
-
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        scale = self.qk_scales(pos)
-        if pos.layout is not None and pos.key is not None:  # a mixed batch on its grids: rows per grid cell
-            rows, index = self._cache.get(pos.cache_key(self.strategy, 'rows'), lambda: self.grid_rows(pos))
-            return rotate_rows(q, k, rows, index, scale)
-        return rotate_qk(q, k, self.table(pos), scale)
-
-    def grid_rows(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        """A mixed batch's (cos, sin) rows (R, 1, d/2, 2) per distinct grid cell and each token's row (B, T)."""
-        rows, index = self.grid_angles(pos)
-        return rotary_table(rows.unsqueeze(1)), index
-
 
 @ENCODINGS.register_module(name='rope_mixed')
-class RoPEMixed(RotaryStrategies):
-    """Mixed RoPE with learnable frequencies, one set per attention layer and head, on image and video grids.
+class RoPEMixed(GridRoPE):
+    """Mixed RoPE: learned frequencies per layer and head; pair j of head h turns by f_x[h, j] col + f_y[h, j] row
+    (+ f_t[h, j] t on video).
 
-    The angle of pair j in head h is f_x[h, j] * col + f_y[h, j] * row. Init: magnitudes
-    1/theta^(4k/d); a random angle a per head; the first d/4 pairs point along (cos a, sin a), the last d/4
-    along a + pi/2.
-
-    Video (t, h, w): a third component f_t multiplies time (angle f_x col + f_y row + f_t t). The init generalises
-    the 2D one as rope3d's mixed mode does: per head a random 3D rotation U, the pairs in three groups of
-    ``sections`` sizes (rope_axial's split), group g along U's column g with magnitudes 1/theta^(k/n_g), so each
-    pair starts turning with a random mixture of time, rows and columns.
-
-    Weight decay: none on ``freqs`` (ndim, H, d/2), as in the RoPE-ViT reference code (its ``no_weight_decay``
-    names ``freqs``): decay would pull every frequency toward 0, i.e. toward no rotation and no position.
-
-    Strategies act on each axis' component of the frequencies (f_x with the column scale, f_y with the row
-    scale, f_t with the frame-count scale). Learned frequencies have no theta, so ``ntk`` applies its equivalent
-    per-pair factor s^(-2k / (d_a - 2)), k the rank of |f_j| within its block of d/4 pairs (the blocks are the
-    groups of the init, ``sections`` in 3D, d_a twice the block's pairs; rank 0 = largest magnitude, kept);
-    ``yarn`` counts the rotations of pair j with |f_j|.
-
-    Attention path: q and k are rotated before SDPA, no mask: fused SDPA (flash or memory-efficient on CUDA).
-
-    Cost: the (H, N, d/2) angles once per forward pass and layer (learned, so never cached), shared by the batch;
-    then the fused rotary kernel, whose backward also sums the table's gradient. CPU: 1.02x ape_learned (ViT-S/16
-    224, batch 8, float32; docs); on video 1.00x in ViT-S (8 frames of 112 px, 196 tokens, batch 8) and 1.05-1.07x
-    in the video configs' tiny model (width 128: the table and its gradient pass over q and k weigh more against
-    its matmuls). GPU: not yet measured with the kernel (1.59x before it, and Inductor failed on its complex
-    rotation, which compiled graphs no longer contain).
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE); its Python code does not
-    script: its hook takes ``Positions`` (see VisionTransformerPE), ``train_grid`` is a tuple of any length (no
-    TorchScript type), and the strategies compute Python float scales with generator expressions.
+    Init: timm's (so timm's RoPE-ViT weights and seeds give the same model); on video per head a random 3D rotation with
+    pair group g along its column g. The strategies scale each axis' component; ``ntk`` ranks |f_j| within its group.
 
     Args:
-        dim: the attention's width; the head dim ``dim // num_heads`` must divide by 4 (images) or be even with a pair
-            per axis (video).
-        num_heads: the attention's heads (each learns its own frequencies).
-        ndim: position axes: 2 for images, 3 for video (the backbone supplies it).
+        dim: the attention's width; the head dim must divide by 4 (images) or be even with a pair per axis (video).
+        num_heads: the attention's heads.
+        ndim: position axes: 2 for images, 3 for video.
         theta: base of the initial frequency magnitudes, > 0.
-        grid_size: the training grid (supplied by the backbone), needed by every strategy but ``none``.
-        sections: video: the pairs of the init's three groups (``rotary_sections``; None: as even as the head dim
-            allows). Images always take two groups of d/4.
+        grid_size: the training grid, needed by every strategy but ``none``.
+        sections: video: the pairs of the init's three groups; None: as even as possible.
     """
 
     ndims: ClassVar[tuple[int, ...]] = (2, 3)
     no_weight_decay_params = ('freqs',)
+    weight_decay_note = 'as the RoPE-ViT reference; decay pulls frequencies toward no rotation'
+    fixed_frequencies = False
+    shared_heads = False
 
     def __init__(
         self,
@@ -274,37 +170,19 @@ class RoPEMixed(RotaryStrategies):
             return None
         by_freq_axis = tuple(reversed(scales))  # freqs[0] multiplies the column, freqs[1] the row, freqs[2] time
         magnitudes = self.freqs.detach().float().norm(dim=0)  # (H, d/2); the strategy is no function to train
-        ntk = self.strategy in ('ntk', 'dype_ntk')  # the ranks are the same for every axis: found once
-        ranks = frequency_ranks(magnitudes, self.sections).split(list(self.sections), dim=-1) if ntk else ()
         factors = []
         for a, s in enumerate(by_freq_axis):
-            if self.strategy == 'interpolate':
-                factors.append(torch.full_like(magnitudes, 1.0 / s))
-            elif ntk:
-                per_group = [ntk_factors(r, s, 2 * n, kappa) for r, n in zip(ranks, self.sections)]
-                lead = torch.broadcast_shapes(*(p.shape[:-1] for p in per_group))  # DyPE: a batch axis on some
-                factors.append(torch.cat([p.expand(*lead, p.shape[-1]) for p in per_group], dim=-1))
-            else:  # yarn and dype_yarn, with the training extent of the axis this component multiplies
-                assert self.train_grid is not None  # a scale other than 1 needs one (axis_scales)
-                train = self.train_grid[self.ndim - 1 - a]
-                if self.strategy == 'dype_yarn':
-                    assert kappa is not None  # dype_kappa gives one under DyPE
-                    factors.append(dype_yarn_factors(magnitudes, s, train, kappa, self.sections))
-                else:
-                    factors.append(yarn_factors(magnitudes, s, train, self.sections, self.yarn_ramp))
+            train = self.train_grid[self.ndim - 1 - a] if self.train_grid is not None else 1
+            factors.append(self.strategy_factors(magnitudes, s, train, self.sections, kappa))
         return torch.stack(torch.broadcast_tensors(*factors), dim=-3)
 
-    def angles(
-        self,
-        coords: torch.Tensor,
-        grid: Sequence[int] | None = None,
-        scales: Sequence[float] | None = None,
-        kappa: torch.Tensor | None = None,
+    def scaled_angles(
+        self, coords: torch.Tensor, scales: Sequence[float], kappa: torch.Tensor | None, grid: Sequence[int] | None
     ) -> torch.Tensor:
-        """(..., N, ndim) (row, col) or (t, row, col) -> (..., H, N, d/2) at ``scales`` (None: those of ``grid``)
-        and, under DyPE, ``kappa``; float32 and matmul-free so autocast cannot downcast it."""
+        """(..., N, ndim) (row, col) or (t, row, col) -> (..., H, N, d/2); float32 and matmul-free so autocast cannot
+        downcast it."""
         freqs = self.freqs.float()
-        factors = self.frequency_factors(self.axis_scales(coords, grid) if scales is None else scales, kappa)
+        factors = self.frequency_factors(scales, kappa)
         if factors is not None:
             freqs = freqs * factors  # (ndim, H, d/2), or (B, ndim, H, d/2) with a time per sample
         col, row = coords[..., -1].float(), coords[..., -2].float()
@@ -314,14 +192,6 @@ class RoPEMixed(RotaryStrategies):
         if self.ndim == 3:
             angles = angles + coords[..., 0].float()[..., None, :, None] * freqs[..., 2, :, None, :]
         return angles
-
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        scale = self.qk_scales(pos)
-        if pos.layout is not None and pos.key is not None:  # a mixed batch on its grids: rows per grid cell
-            rows, index = self.grid_angles(pos)  # (R, H, d/2), (B, T)
-            return rotate_by_rows(q, k, rows, index, scale)
-        table = self.rotation_table(pos)  # (..., H, N, d/2, 2)
-        return rotate_qk(q, k, table, scale)
 
 
 __all__ = ['RoPEAxial', 'RoPEMixed']

@@ -1,65 +1,21 @@
-"""The resolution strategies of the rotary encodings as frequency maths: pure functions of one axis' scale, used by
-``RotaryStrategies`` (``vispe.encodings.rotary``) and the encodings that inherit it.
+"""The rotary encodings' frequency maths: the fixed ladders and their split over the axes, and the resolution
+strategies as pure functions of one axis' scale s_a (``GridRoPE.axis_scales``), applied by
+``GridRoPE.strategy_factors``. d_a: the rotary dims of axis a; w_k: the frequency of its pair k (0 = fastest).
 
-Resolution strategies (``strategy``; the backbone supplies the training grid as ``grid_size``). Per axis a the
-ratio is r_a = extent_a / train_a, the extent being the grid's span (``Positions.grid_span``: ``pos.grid`` times a
-video's time spacing; without a grid, the number of integer positions the coordinates span); ``axis_scales`` turns
-it into the scale s_a each strategy uses, one per axis (a 2:1 target scales rows and columns separately; a video's
-frame count and frame size likewise). An axis with s_a = 1 is untouched. d_a = the rotary dims of axis a
-(head_dim / ndim on images; twice its section's pairs on video, ``rotary_sections``), w_k the frequency of pair
-k < d_a / 2.
+- ``none``: positions simply extend or stop short.
+- ``interpolate`` (PI, Chen et al. 2023): w_k / s_a, above and below the training size.
+- ``ntk`` (bloc97 2023): theta' = theta s_a^(d_a / (d_a - 2)), i.e. w_k s_a^(-2k / (d_a - 2)).
+- ``yarn`` (Peng et al. 2023) as transformers' ``_compute_yarn_parameters``: w'_k = (1 - g_k) w_k / s_a + g_k w_k
+  with g_k a ramp over the pair index between the pairs turning 32 and 1 times over the training extent
+  (``correction_ramp``), and q, k each times 0.1 ln s + 1 (``yarn_mscale``) at the axes' geometric mean scale.
+- ``yarn_paper``: the paper's ramp, in each pair's rotations r_k: g_k = clamp((r_k - 1) / 31, 0, 1).
+- ``dype_ntk``, ``dype_yarn`` (DyPE, Issachar et al. 2025, as its authors' code): NTK with its exponent times
+  2 kappa(t), and a two-ramp vision YaRN, following the diffusion time t through kappa(t) = t^2.
 
-- ``none``: integer positions simply extend or stop short (the default); s_a = 1 at every size.
-- ``interpolate``: position interpolation (PI; Chen et al. 2023), positions / s_a, i.e. w_k / s_a, with s_a = r_a
-  above and below the training size: a grid of any size is stretched onto the training range, token p landing
-  at p * train_a / extent_a (a 4x4 grid's tokens on the even positions of an 8x8 training grid, each covering the
-  same fraction of the image). This is the only strategy that acts below the training size.
-- ``ntk``: NTK-aware scaling (bloc97 2023): theta' = theta * s_a^(d_a / (d_a - 2)), which multiplies w_k by
-  s_a^(-2k / (d_a - 2)): the fastest pair is kept, the slowest divided by exactly s_a.
-- ``yarn``: YaRN (Peng et al. 2023) as its authors' code and transformers' ``_compute_yarn_parameters`` compute it:
-  w'_k = (1 - g_k) w_k / s_a + g_k w_k, g_k = 1 - clamp((k - low) / (high - low), 0, 1) over the pair index k of
-  the axis' ladder (0 = fastest), low and high the pairs turning 32 and 1 times over the training extent, floored
-  and ceiled to whole pairs and clamped into the ladder (``correction_ramp``): fast pairs keep their frequency,
-  slow ones are interpolated. On a ViT's short training extents every pair turns fewer than 32 times: the fastest
-  is kept and the ramp runs from it. q and k are each multiplied by the paper's sqrt(1/t) = 0.1 ln s + 1 after
-  rotation (``yarn_mscale``; the logits grow by its square, as the references scale cos and sin by it), with s the
-  geometric mean of the axis scales (= s for a uniform zoom; our choice for aspect changes).
-
-- ``yarn_paper``: YaRN with the ramp as the paper's equation writes it, g_k = clamp((r_k - 1) / (32 - 1), 0, 1)
-  in the rotations r_k = L_train,a w_k / (2 pi) of each pair, and the same temperature. The two ramps agree on an
-  LLM's context, where many pairs turn more than 32 times; on a ViT's training grid of 8 to 16 positions the
-  fastest pair turns 1 to 3 times, so the paper interpolates nearly every pair (close to ``interpolate``) while the
-  code keeps the fastest one and the ramp runs from it (close to ``none`` on the leaderboard's position task).
-  Opt-in: a sweep runs it when named.
-
-- ``dype_ntk``, ``dype_yarn``: DyPE (Issachar et al. 2025, "Dynamic Position Extrapolation for Ultra High
-  Resolution Diffusion") as its authors' code computes it, sampling-time schedules for diffusion transformers
-  that follow the diffusion time t in [0, 1] (1: pure noise, 0: data; ``Positions.noise_level``, set by the DiT
-  from its sampler), with kappa(t) = t^2 (the authors' lambda_t = 2). ``dype_yarn`` is their two-ramp "vision
-  YaRN" (``dype_yarn_factors``): a ramp from PI (slow pairs) to NTK's frequency between the pairs turning 0.75
-  and 1.25 kappa times, then a ramp from that blend back to the trained frequency between 2 and 16 kappa times
-  (their ramps' upper ends clamped at d_a / 2, not d_a - 1); as t -> 0 every threshold falls below the slowest
-  pair, so every pair keeps its trained frequency for the last steps, which form the fine detail; the temperature
-  0.1 ln s + 1 stays at every t. ``dype_ntk`` raises NTK's base factor to 2 kappa(t) (lambda_s = 2):
-  theta' = theta (s_a^(d_a / (d_a - 2)))^(2 kappa(t)), twice NTK's exponent at t = 1 (the authors' choice) and
-  theta itself at t = 0. The time is a tensor, so the tables follow it inside a compiled graph without a
-  recompilation per step; they are not cached.
-
-Departures from the references, where their formula breaks: they clamp a ramp's low end only from below and its
-high end only from above, so when a threshold passes the end of the ladder (a training extent under
-2 pi theta^(-1 / pairs) positions for YaRN, 4 on a 16-pair axis at theta 100; DyPE's thresholds near t = 0) the
-ramp's width turns negative and the ramp turns over: transformers' YaRN then keeps every pair, DyPE's interpolates
-every pair at its last steps. vispe clamps both ends into the ladder, which makes the ramp a step: YaRN keeps the
-fastest pair and interpolates the others, DyPE keeps the trained frequencies, the paper's limit. The temperature
-is one factor on q and k at the geometric mean of the axis scales; DyPE scales each axis' cos and sin by its own
-(the same on a square grid). tests/parity records both references and tests the departures.
-
-``ntk`` and ``yarn`` (and their DyPE schedules) take s_a = max(1, r_a): below the training size they are ``none``
-on that axis (a 1:2 target at the training token count, 4x16 for 8x8, is scaled on its columns only). Both are
-defined for s >= 1 and fix one failure, angles beyond the range a pair turned through in training, which a smaller
-grid never reaches. Their mirror images (s < 1 in the same formulas) would be a partial interpolation that stretches
-the slow pairs and keeps the fast ones, and YaRN's temperature would drop below 1: new methods with no paper behind
-them, while what a smaller grid changes (the content spans fewer tokens) is what ``interpolate`` addresses.
+``ntk``, ``yarn`` and DyPE's act only above the training size (s_a = max(1, r_a)). Departures from the references,
+tested in tests/parity: a ramp whose end passes the end of the ladder is clamped at both ends (the references turn it
+over), and the temperature is one factor at the geometric mean of the axis scales (DyPE: one per axis).
+docs/encodings/rotary.md explains each strategy.
 """
 
 from __future__ import annotations
@@ -81,6 +37,62 @@ DYPE_NTK_RAMP = (1.25, 0.75)
 DYPE_BASE_RAMP = (16.0, 2.0)
 #: the strategies that follow the diffusion time
 DYPE_STRATEGIES = ('dype_ntk', 'dype_yarn')
+
+
+def axial_frequencies(head_dim: int, ndim: int, theta: float) -> torch.Tensor:
+    """w_k = 1 / theta^(k / (d / (2 ndim))), k < d / (2 ndim): for 2D, 1 / theta^(4k/d)."""
+    if head_dim % (2 * ndim):
+        raise ValueError(
+            f'rotary encodings need a head dim (embed_dim / num_heads) divisible by {2 * ndim} for {ndim}D positions '
+            f'(a pair of channels per frequency and axis), got {head_dim}; change embed_dim or num_heads'
+        )
+    return frequency_ladder(head_dim // (2 * ndim), theta)
+
+
+def frequency_ladder(pairs: int, theta: float) -> torch.Tensor:
+    """One axis' (pairs,) float32 ladder 1 / theta^(k / pairs), k < pairs."""
+    return 1.0 / theta ** (torch.arange(pairs, dtype=torch.float32) / pairs)
+
+
+def random_rotation(ndim: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """A uniformly random (ndim, ndim) rotation matrix (QR of a Gaussian matrix with the signs fixed, det +1)."""
+    q, r = torch.linalg.qr(torch.randn(ndim, ndim, generator=generator, dtype=torch.float64))
+    q = q * torch.sign(torch.diagonal(r))
+    if torch.det(q) < 0:
+        q[:, 0] = -q[:, 0]
+    return q.float()
+
+
+def rotary_sections(head_dim: int, ndim: int, sections: Sequence[int] | None = None) -> tuple[int, ...]:
+    """Channel pairs per position axis in coordinate order, summing to d/2; None: an even split, the last axes taking
+    one pair more (a head dim of 64 in 3D: (10, 11, 11))."""
+    if head_dim % 2 or head_dim < 2 * ndim:
+        raise ValueError(
+            f'rotary encodings need an even head dim (embed_dim / num_heads) of at least {2 * ndim} for {ndim}D '
+            f'positions (a pair of channels per frequency, one or more per axis), got {head_dim}; change embed_dim '
+            'or num_heads'
+        )
+    pairs = head_dim // 2
+    if sections is None:
+        base, extra = divmod(pairs, ndim)
+        return tuple(base + (a >= ndim - extra) for a in range(ndim))
+    sections = tuple(int(n) for n in sections)
+    if len(sections) != ndim or min(sections) < 1 or sum(sections) != pairs:
+        raise ValueError(
+            f'sections={sections} must give each of the {ndim} position axes at least one channel pair and add up to '
+            f'the head dim / 2 = {pairs}; e.g. sections={rotary_sections(head_dim, ndim)}'
+        )
+    return sections
+
+
+def train_grid_from(grid_size: Sequence[int] | None, ndim: int) -> tuple[int, ...] | None:
+    """The training grid as a tuple of ndim ints (None stays None)."""
+    if grid_size is None:
+        return None
+    grid = tuple(int(g) for g in grid_size)
+    if len(grid) != ndim or min(grid) < 1:
+        raise ValueError(f'grid_size must be {ndim} positive ints (one per position axis), got {tuple(grid_size)}')
+    return grid
 
 
 def ntk_theta(theta: float, scale: float, axis_dims: int) -> float:
@@ -209,13 +221,18 @@ __all__ = [
     'DYPE_TIME_EXPONENT',
     'YARN_BETA_FAST',
     'YARN_BETA_SLOW',
+    'axial_frequencies',
     'correction_ramp',
     'descending_ranks',
     'dype_yarn_factors',
+    'frequency_ladder',
     'frequency_ranks',
     'ntk_factors',
     'ntk_theta',
     'per_group',
+    'random_rotation',
+    'rotary_sections',
+    'train_grid_from',
     'yarn_factors',
     'yarn_mscale',
 ]

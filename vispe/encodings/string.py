@@ -1,42 +1,17 @@
-"""STRING: separable translationally invariant position encodings (Schenck et al., "Learning the RoPEs: Better 2D and
-3D Position Encodings with STRING", ICML 2025).
+"""STRING: separable translationally invariant position encodings (Schenck et al., ICML 2025).
 
-A STRING rotates q and k by R(x) = exp(sum_i x_i L_i) with commuting skew-symmetric generators L_i (d x d per head),
-so R(x_m)^T R(x_n) = R(x_n - x_m) and every logit q_m^T R(x_n - x_m) k_n depends on positions only through their
-difference, in any number of position dimensions. Commuting skew matrices share one orthogonal eigenbasis, so every
-STRING is R(x) = P RoPE_f(x) P^T: an orthogonal change of basis P around RoPE with frequency vectors f (pair j of
-head h turns by sum_i x_i f[i, h, j]). The two variants the paper proposes, registered here, differ in P:
-
-- ``string_cayley``: P = (I - S)(I + S)^-1, the Cayley transform of a learned skew-symmetric S (d x d, one per layer
-  and head here), which is orthogonal for every S and the identity at S = 0. S starts at 0, so the encoding starts
-  as exactly the RoPE underneath (rope_axial, rope_mixed or rope3d, by the options). The frequencies are rope_mixed's
-  learned ones by default (the paper builds on RoPE with learned frequencies), or rope_axial's fixed ladder.
-- ``string_circulant``: L_i = C_i - C_i^T with C_i circulant (learned first column c_i, d entries, per layer, axis and
-  head). Circulant matrices are all diagonalised by the discrete Fourier basis, so the L_i commute. In real
-  arithmetic (no complex dtype anywhere): with the orthonormal real Fourier basis F (rows 1/sqrt(d), (-1)^m/sqrt(d),
-  then sqrt(2/d) cos(2 pi m k / d), sqrt(2/d) sin(2 pi m k / d) for k = 1 .. d/2 - 1), L_i = F^T J_i F where J_i
-  rotates channel pair k at rate f[i, k] = 2 sum_m c_i[m] sin(2 pi m k / d), a discrete sine transform of c_i, and
-  pair 0 (the constant and alternating vectors) at rate 0. So Circulant-STRING is exactly a fixed P = F^T and RoPE
-  whose frequencies are sine transforms of the learned coefficients; only the odd part c[m] - c[-m] matters. The
-  paper computes exp through the FFT in O(d log d) per token; here F is one fixed d x d matmul per head (a GEMM).
-
-Applying R(x) = P RoPE(x) P^T: the logits are (RoPE(x_m) P^T q)^T (RoPE(x_n) P^T k) because P is orthogonal, so the
-left P cancels and only q -> P^T q, k -> P^T k (one (B*N, d) x (d, d) matmul per head, ``transform_heads``) precede
-the fused rotary kernel (``vispe.kernels.rotary.rotate_qk``). Every logit equals the full R(x)'s, prefix tokens
-included; the q and k vectors themselves differ by the orthogonal P, which SDPA never sees. Since the transform does
-not depend on the position, it can be folded into the q and k rows of the attention's qkv projection once training
-is over: ``fold_string(model)`` does so and leaves plain RoPE of the same frequencies (``StringRoPE``), so a trained
-STRING runs at RoPE's cost with the same outputs.
-
-Positions: images in token-grid units (row, col), prefix tokens unrotated (as rope_axial); points (ndim 3) in the
-data's unit with rope3d's ``freq_scale`` and its 'centroid' prefix, so a translated cloud gives the same logits,
-cls rows included. Angles and the transform run in float32 under autocast; the transform is rounded once to q's dtype.
+R(x) = exp(sum_i x_i L_i) with commuting skew generators is R(x) = P RoPE_f(x) P^T, so q -> P^T q and k -> P^T k
+precede the rotary kernel and every logit depends only on position differences. ``string_cayley``: P = (I - S)(I +
+S)^-1, S learned per layer and head, 0 at init (the RoPE underneath exactly). ``string_circulant``: circulant
+generators, so P = F^T, the fixed real Fourier basis, and pair k turns at a sine transform of the learned
+coefficients (one d x d matmul per head, no FFT or complex dtype). ``fold_string`` folds P^T into the qkv projection
+after training, leaving plain RoPE (``StringRoPE``).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
 import torch
 from timm.layers.pos_embed_sincos import init_random_2d_freqs
@@ -44,13 +19,11 @@ from torch import nn
 
 from vispe.encodings.base import Encoding, check_positive
 from vispe.encodings.block_rotations import transform_heads
-from vispe.encodings.points import RoPE3D, centroid_prefix
-from vispe.encodings.rotary import axial_frequencies
-from vispe.kernels.rotary import rotary_table, rotate_qk
-from vispe.positions import Positions, autocast_off, is_symbolic
+from vispe.encodings.points import point_frequencies
+from vispe.encodings.rotary import VectorRoPE, axial_frequencies
+from vispe.positions import Positions, autocast_off
 from vispe.registry import ENCODINGS
 
-PREFIX_MODES = ('none', 'centroid')
 FREQUENCY_MODES = ('mixed', 'axial')
 
 
@@ -70,84 +43,40 @@ def initial_frequencies(
             col_row = init_random_2d_freqs(head_dim, 1, num_heads, temperature=theta)[:, 0]  # (2, H, d/2)
             freqs = col_row.flip(0)
         return freqs * freq_scale if freq_scale != 1.0 else freqs
-    rope = RoPE3D(head_dim * num_heads, num_heads, ndim=ndim, mode=mode, theta=theta, freq_scale=freq_scale)
-    return rope.freqs.detach().clone()
+    freqs = point_frequencies(head_dim, num_heads, ndim, mode, theta, freq_scale)
+    return freqs if mode == 'mixed' else freqs[:, :1]
 
 
-class StringRoPE(Encoding):
-    """RoPE with general frequency vectors on ndim-D positions: what a STRING is after ``fold_string``, and the
-    rotation every STRING applies after its change of basis. Not registered (built by ``fold_string``).
+#: what ``fold_string`` leaves: RoPE with the STRING's frequency vectors
+StringRoPE = VectorRoPE
+
+
+class STRING(VectorRoPE):
+    """The shared part of the STRING variants: q -> P^T q, k -> P^T k per head (``basis``), then ``VectorRoPE``'s
+    rotation. Subclasses define ``init_basis`` and ``basis``.
 
     Args:
-        freqs: (ndim, H or 1, d/2) frequencies in coordinate order (pair j of head h turns by sum_i x_i freqs[i, h, j]).
-        prefix: 'none' (prefix tokens unrotated) or 'centroid' (at the mean position of their sample).
-        learned: keep ``freqs`` as a parameter (else a non-persistent buffer).
-
-    Weight decay: none on ``freqs``, as rope_mixed's. Cost: rope_mixed's (an (H, N, d/2) table per forward pass and
-    layer, then the fused rotary kernel).
+        dim: the attention's width; the head dim must divide by 4 for images and be at least 6 for points.
+        num_heads: the attention's heads.
+        ndim: position axes: 2 (images) or 3 (points).
+        frequencies: the RoPE underneath: 'mixed' (learned, rope_mixed's or rope3d mixed's init) or 'axial' (fixed).
+        theta: frequency base (None: 10 for 'mixed', 100 for 'axial').
+        freq_scale: multiplies every initial frequency (None: 1 for images, 8 rad per unit for points).
+        prefix: 'none' (unrotated) or 'centroid'; None: 'none' for images, 'centroid' for points.
     """
-
-    ndims = (2, 3)
-    needs_grid = False  # reads coordinates alone: points as well as grids
-    no_weight_decay_params: ClassVar[tuple[str, ...]] = ('freqs',)
-    freqs: torch.Tensor
-
-    def __init__(self, freqs: torch.Tensor, prefix: str = 'none', learned: bool = True) -> None:
-        super().__init__()
-        if prefix not in PREFIX_MODES:
-            raise ValueError(f'{self.registry_name()}: prefix must be one of {list(PREFIX_MODES)}, got {prefix!r}')
-        self.prefix = prefix
-        if learned:
-            self.freqs = nn.Parameter(freqs.float())
-        else:
-            self.register_buffer('freqs', freqs.float(), persistent=False)
-
-    def frequencies(self) -> torch.Tensor:
-        """(ndim, H or 1, d/2) float32 frequency vectors."""
-        return self.freqs.float()
-
-    def angles(self, coords: torch.Tensor) -> torch.Tensor:
-        """(..., N, ndim) -> (..., H or 1, N, d/2) float32: sum_i coord_i * freqs[i], without a matmul (autocast and
-        TF32 leave it alone)."""
-        freqs = self.frequencies()
-        if not is_symbolic(coords.shape[-1]) and coords.shape[-1] != freqs.shape[0]:  # FX: no branch on a Proxy
-            raise ValueError(
-                f'{self.registry_name()} was built for {freqs.shape[0]}D positions but got {coords.shape[-1]}D; '
-                f'build it with ndim={coords.shape[-1]}'
-            )
-        per_axis = coords.float()[..., None, :, :, None] * freqs.transpose(0, 1)[:, None]  # (..., H, N, ndim, d/2)
-        return per_axis.sum(dim=-2)
-
-    def table(self, pos: Positions) -> torch.Tensor:
-        """The (cos, sin) table (..., H or 1, num_prefix + N, d/2, 2); prefix rows (1, 0), or the centroid's."""
-        coords, num_prefix = pos.coords.float(), pos.num_prefix
-        if self.prefix == 'centroid':
-            coords, num_prefix = centroid_prefix(coords, num_prefix)
-        with autocast_off(coords):  # Circulant-STRING's rates are a matmul
-            return rotary_table(self.angles(coords), num_prefix)
-
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        return rotate_qk(q, k, self.table(pos))
-
-    def extra_repr(self) -> str:
-        return f'freqs={tuple(self.frequencies().shape)}, prefix={self.prefix}'
-
-
-class STRING(StringRoPE):
-    """The shared part of the STRING variants: q -> B q, k -> B k per head with B = P^T (``basis``), then
-    ``StringRoPE``'s rotation. Subclasses define ``basis``."""
 
     def __init__(
         self,
         dim: int,
         num_heads: int,
-        ndim: int,
-        frequencies: str,
-        theta: float | None,
-        freq_scale: float | None,
-        prefix: str | None,
+        ndim: int = 2,
+        frequencies: str = 'mixed',
+        theta: float | None = None,
+        freq_scale: float | None = None,
+        prefix: str | None = None,
     ) -> None:
         owner = self.registry_name()
+        self.check_head_dim(dim // num_heads)
         if frequencies not in FREQUENCY_MODES:
             raise ValueError(f'{owner}: frequencies must be one of {list(FREQUENCY_MODES)}, got {frequencies!r}')
         if ndim not in self.ndims:
@@ -161,6 +90,14 @@ class STRING(StringRoPE):
         super().__init__(freqs, prefix or default_prefix, learned=frequencies == 'mixed')
         self.head_dim, self.num_heads, self.ndim = head_dim, num_heads, ndim
         self.mode, self.theta, self.freq_scale = frequencies, theta, freq_scale
+        self.init_basis()
+
+    def check_head_dim(self, head_dim: int) -> None:
+        """ValueError for a head dim the variant cannot take (before anything else is checked)."""
+
+    def init_basis(self) -> None:
+        """Create the variant's parameters of P (the RoPE underneath exists already)."""
+        raise NotImplementedError
 
     def basis(self) -> torch.Tensor:
         """B = P^T, (H or 1, d, d) float32 orthogonal: q -> B q before the rotation."""
@@ -175,7 +112,7 @@ class STRING(StringRoPE):
     def folded(self) -> StringRoPE:
         """The plain RoPE that remains once ``basis`` is folded into the q and k projections."""
         freqs = self.frequencies().detach().clone()
-        return StringRoPE(freqs, self.prefix, learned=self.mode == 'mixed').to(freqs.device)
+        return VectorRoPE(freqs, self.prefix, learned=self.mode == 'mixed').to(freqs.device)
 
     def extra_repr(self) -> str:
         return f'frequencies={self.mode}, theta={self.theta:g}, freq_scale={self.freq_scale:g}, prefix={self.prefix}'
@@ -183,55 +120,17 @@ class STRING(StringRoPE):
 
 @ENCODINGS.register_module(name='string_cayley')
 class CayleySTRING(STRING):
-    """Cayley-STRING: R(x) = P RoPE(x) P^T with P = (I - S)(I + S)^-1, S = A - A^T learned per layer and head.
+    """Cayley-STRING: P = (I - S)(I + S)^-1, S = A - A^T learned per layer and head, A = 0 at init (the RoPE underneath
+    bit for bit); P^T from one linear solve per forward pass.
 
-    At init A = 0, so P = I and the encoding equals the RoPE underneath bit for bit (rope_mixed with the same
-    frequencies, rope_axial with ``frequencies='axial'``, rope3d in 3D; tested). q and k are multiplied by
-    P^T = (I - S)^-1 (I + S), one (H, d, d) linear solve per forward pass and layer in float32 (no inverse), then
-    rotated by the fused rotary kernel. No resolution strategies: positions simply extend, as rope3d's.
-
-    Weight decay: none on ``A`` and ``freqs``. ``freqs`` as rope_mixed's (decay pulls frequencies toward no
-    rotation); A because the paper's text, as read here, states no decay on S, and decay would be a prior pulling
-    every head back toward plain RoPE that the method does not ask for.
-
-    Cost: the solve and the (H, N, d/2) table per forward pass and layer, never per sample; then per head one
-    (B*N, d) x (d, d) matmul on q and one on k before the rotary kernel (on CUDA one (B*N, C) x (C, C) GEMM each).
-    CPU: 1.08x ape_learned (ViT-S/16 224, batch 8, float32, one thread, median of 6, nothing else running;
-    rope_mixed 1.035x in the same run; docs/guide/speed.md). GPU: not measured. After ``fold_string``: rope_mixed's
-    cost.
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE; tested); its Python code does
-    not script: its hook takes ``Positions`` (see VisionTransformerPE) and its float32 sections run in
-    ``autocast_off``, a context TorchScript's ``with`` refuses.
-
-    Args:
-        dim: the attention's width; the head dim ``dim // num_heads`` must divide by 4 for images and be at least 6 for
-            points (rope3d's rule: pairs beyond a multiple of 2 * ndim start unrotated).
-        num_heads: the attention's heads (each has its own skew generator A (d x d) and frequencies).
-        ndim: position axes: 2 (images, supplied by the backbone) or 3 (points).
-        frequencies: the RoPE underneath: 'mixed' (learned frequency vectors per layer and head, rope_mixed's init in
-            2D, rope3d mixed's in 3D) or 'axial' (rope_axial's / rope3d axial's fixed ladder).
-        theta: frequency base (None: 10 for 'mixed', 100 for 'axial', as rope_mixed / rope_axial).
-        freq_scale: multiplies every initial frequency (None: 1 for images, whose positions count tokens; 8 rad per unit
-            for points, rope3d's).
-        prefix: prefix tokens 'none' (unrotated) or 'centroid' (at their sample's mean position; a translated point
-            cloud then gives the same logits, cls rows included). None: 'none' for images, 'centroid' for points.
+    Arguments: as `STRING`.
     """
 
     no_weight_decay_params = ('A', 'freqs')
+    weight_decay_note = "freqs as rope_mixed's; decay on A would pull each head back to RoPE"
 
-    def __init__(
-        self,
-        dim: int,
-        num_heads: int,
-        ndim: int = 2,
-        frequencies: str = 'mixed',
-        theta: float | None = None,
-        freq_scale: float | None = None,
-        prefix: str | None = None,
-    ) -> None:
-        super().__init__(dim, num_heads, ndim, frequencies, theta, freq_scale, prefix)
-        self.A = nn.Parameter(torch.zeros(num_heads, self.head_dim, self.head_dim))
+    def init_basis(self) -> None:
+        self.A = nn.Parameter(torch.zeros(self.num_heads, self.head_dim, self.head_dim))
 
     def skew(self) -> torch.Tensor:
         """S = A - A^T, (H, d, d) float32."""
@@ -247,66 +146,30 @@ class CayleySTRING(STRING):
 
 @ENCODINGS.register_module(name='string_circulant')
 class CirculantSTRING(STRING):
-    """Circulant-STRING: R(x) = exp(sum_i x_i (C_i - C_i^T)), C_i circulant with learned first column ``coeffs[i, h]``
-    (d entries per axis, layer and head), computed as F^T RoPE_f(x) F with the fixed real Fourier basis F and
-    f[i, h, k] = 2 sum_m coeffs[i, h, m] sin(2 pi m k / d) (module doc; tested against the matrix exponential).
+    """Circulant-STRING: circulant generators with learned first columns ``coeffs[i, h]``, applied as F^T RoPE_f(x) F.
+    The coefficients start at the inverse sine transform of the options' RoPE frequencies; 2 of the d channels never
+    turn; fixed with ``frequencies='axial'``.
 
-    Init: the coefficients are solved from the RoPE frequencies of the options (coeffs = f S / d with S[k, m] =
-    sin(2 pi m k / d), inverting the sine transform), so the rates start at RoPE's scales; pair 0 spans the
-    constant and alternating Fourier vectors, whose rate is 0 for every circulant: 2 of the d channels never turn.
-    With ``frequencies='axial'`` the coefficients are a fixed buffer (a non-learned Circulant-STRING). Unlike
-    Cayley-STRING it never equals RoPE in the channel basis: F is not the identity.
-
-    Weight decay: none on ``coeffs``: they are the frequencies in another basis, and decay would pull them toward
-    0, i.e. toward no rotation, as for rope_mixed's ``freqs``.
-
-    Cost: F q and F k as one (B*N, d) x (d, d) matmul per head (F is a fixed buffer), the (ndim, H, d/2) rates from a
-    (d/2, d) sine matrix and the (H, N, d/2) table per forward pass and layer, then the fused rotary kernel. The
-    paper's FFT form, O(d log d) per token, is left out for the GEMM (no complex dtype). CPU: 1.05x ape_learned
-    (ViT-S/16 224, batch 8, float32, one thread, median of 6, nothing else running; docs/guide/speed.md). GPU: not
-    measured. After ``fold_string``: rope_mixed's cost.
-
-    TorchScript: ``torch.jit.script(model)`` scripts its FX graph (VisionTransformerPE; tested); its Python code does
-    not script: its hook takes ``Positions`` (see VisionTransformerPE) and its float32 sections run in
-    ``autocast_off``, a context TorchScript's ``with`` refuses.
-
-    Args:
-        dim: the attention's width; the head dim ``dim // num_heads`` must divide by 4 for images and be at least 6 for
-            points (rope3d's rule: pairs beyond a multiple of 2 * ndim start unrotated).
-        num_heads: the attention's heads (each has its own circulant coefficients).
-        ndim: position axes: 2 (images, supplied by the backbone) or 3 (points).
-        frequencies: the RoPE underneath: 'mixed' (learned frequency vectors per layer and head, rope_mixed's init in
-            2D, rope3d mixed's in 3D) or 'axial' (rope_axial's / rope3d axial's fixed ladder).
-        theta: frequency base (None: 10 for 'mixed', 100 for 'axial', as rope_mixed / rope_axial).
-        freq_scale: multiplies every initial frequency (None: 1 for images, whose positions count tokens; 8 rad per unit
-            for points, rope3d's).
-        prefix: prefix tokens 'none' (unrotated) or 'centroid' (at their sample's mean position; a translated point
-            cloud then gives the same logits, cls rows included). None: 'none' for images, 'centroid' for points.
+    Arguments: as `STRING`.
     """
 
     no_weight_decay_params = ('coeffs',)
+    weight_decay_note = 'the frequencies in another basis'
     coeffs: torch.Tensor  # parameter ('mixed') or buffer ('axial'), (ndim, H or 1, d)
     sines: torch.Tensor  # buffer (d/2, d)
     fourier: torch.Tensor  # buffer (d, d)
 
-    def __init__(
-        self,
-        dim: int,
-        num_heads: int,
-        ndim: int = 2,
-        frequencies: str = 'mixed',
-        theta: float | None = None,
-        freq_scale: float | None = None,
-        prefix: str | None = None,
-    ) -> None:
-        sines, fourier = circulant_bases(dim // num_heads)
-        super().__init__(dim, num_heads, ndim, frequencies, theta, freq_scale, prefix)
+    def check_head_dim(self, head_dim: int) -> None:
+        circulant_bases(head_dim)  # refuses an odd one
+
+    def init_basis(self) -> None:
+        sines, fourier = circulant_bases(self.head_dim)
         self.register_buffer('sines', sines, persistent=False)
         self.register_buffer('fourier', fourier, persistent=False)
         # the coefficients whose sine transform is RoPE's frequencies (pair 0's rate dropped) replace them
         coeffs = self.freqs.detach() @ sines / sines.shape[-1]
         del self.freqs
-        if frequencies == 'mixed':
+        if self.mode == 'mixed':
             self.coeffs = nn.Parameter(coeffs)
         else:
             self.register_buffer('coeffs', coeffs, persistent=False)
@@ -345,14 +208,10 @@ def circulant_bases(head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 @torch.no_grad()
 def fold_string(model: nn.Module) -> nn.Module:
-    """Fold every STRING's change of basis B = P^T into the q and k rows (weights and bias) of its attention's qkv
-    projection, W_q,h -> B_h W_q,h and b_q,h -> B_h b_q,h (the same for k), and replace the encoding by the plain
-    RoPE of its frequencies (``StringRoPE``), in place; returns the model. Outputs are unchanged up to rounding (the
-    product is formed in float64) and the attention then costs RoPE's.
-
-    The model's state dict changes with it (no ``A``, new qkv weights; Circulant-STRING's ``freqs`` become the
-    rates): load a folded checkpoint into a folded model. Refused (ValueError) where the fold would change outputs:
-    a q/k norm between the projection and the encoding, or another rotating encoding before the STRING.
+    """Fold every STRING's P^T into the q and k rows (weights and bias) of its attention's qkv projection and replace
+    the encoding by the plain RoPE of its frequencies (``StringRoPE``), in place; outputs unchanged up to rounding. The
+    state dict changes with it. ValueError where the fold would change outputs: a q/k norm after the projection, or
+    another rotating encoding before the STRING.
     """
     for module in model.modules():
         if not all(hasattr(module, a) for a in ('pe', 'qkv', 'num_heads', 'head_dim', 'q_norm', 'k_norm')):

@@ -1,26 +1,8 @@
-"""Rotary position encodings made for video token grids (t, h, w): M-RoPE in timm's ``RotaryEmbeddingMRope``
-interleaved layout (Qwen3-VL) or Qwen2-VL's sections, VideoRoPE (Wei et al., ICML 2025) and VRoPE (Liu et al., EMNLP
-2025).
-
-All three give channel pair i (i < d/2, d the head dim) a position id p_i, a fixed linear map of the token's
-(t, h, w) plus an offset from the grid, p_i = A[i] . ((t, h, w) + B[i]), and turn it by p_i w_i with
-w_i = theta^(-2i/d), one ladder over all pairs (channel 0 the fastest); they differ in A and B alone
-(``ChannelMapRoPE``). The references pair channel i with i + d/2 (rotate-half); vispe's pairs are interleaved
-channels (2i, 2i+1), a fixed permutation of q's and k's channels that leaves every q . k as it is.
-
-Positions: ``vispe.positions.video_positions``, time in units of the training clips' tubelets (a clip at half the
-frame rate has time spacing 2). Prefix tokens pass unrotated; q . k between patch tokens depends only on their
-(t, h, w) offset, so the grid offsets B (centring, mirroring) change nothing between patches: they matter to the
-references next to text tokens, and are kept so that the position ids are the references'.
-
-Resolution strategies act on each axis separately, frame count and spatial size (``RotaryStrategies.axis_scales``
-on the grid's span, grid times time spacing, against the training grid): ``interpolate`` divides the coordinates by
-s_a before the map; ``ntk`` and ``yarn`` rescale each channel's frequency by the scale of its axis
-(``vispe.encodings.rotary_scaling``), its rank among that axis' channels (0 = fastest) and that axis' training
-length. DyPE's schedules are not offered. A mixed-size batch is refused: video backbones batch clips of one size.
-
-Hook: rotate, q and k (B, H, N_total, d) -> same. No parameters. Angles and the rotation run in float32 even under
-autocast.
+"""Rotary encodings made for video token grids (t, h, w): M-RoPE (timm's interleaved layout or Qwen2-VL's
+sections), VideoRoPE (Wei et al., ICML 2025) and VRoPE (Liu et al., EMNLP 2025). Each gives channel pair i a position
+id p_i = A[i] . ((t, h, w) + B[i]) and turns it by p_i w_i, w_i = theta^(-2i/d) (``ChannelMapRoPE``); they differ in A
+and B. vispe's pairs are interleaved channels where the references rotate halves: a fixed permutation that leaves
+every q . k as it is. The strategies act per axis; no DyPE; one clip size per batch.
 """
 
 from __future__ import annotations
@@ -30,10 +12,9 @@ from typing import ClassVar
 
 import torch
 
-from vispe.encodings.base import GridTableCache, check_positive
-from vispe.encodings.rotary import RotaryStrategies, train_grid_from
-from vispe.encodings.rotary_scaling import ntk_factors, yarn_factors
-from vispe.kernels.rotary import rotary_table, rotate_qk
+from vispe.encodings.base import check_positive
+from vispe.encodings.rotary import GridRoPE, train_grid_from
+from vispe.kernels.rotary import rotary_table
 from vispe.positions import Positions
 from vispe.registry import ENCODINGS
 
@@ -44,21 +25,17 @@ TIME_STRIDES = ('grid', 'train')
 MROPE_LAYOUTS = ('interleaved', 'sections')
 
 
-class ChannelMapRoPE(RotaryStrategies):
-    """The shared core: per-channel position ids p_i = sum_a A[i, a] (x_a + B[i, a]) / s_a for coordinates
-    x = (t, h, w), with s_a the ``interpolate`` scales (1 otherwise), turned by w_i = theta^(-2i/d).
-
-    A subclass gives A and B for a grid (``channel_map``) and, for ``ntk`` and ``yarn``, each channel's axis
-    (``set_axes``). The (cos, sin) table is computed once per grid, prefix count, device and strategy and cached
-    (``GridTableCache``), then q and k go through the fused rotary kernel (``vispe.kernels.rotary.rotate_qk``).
+class ChannelMapRoPE(GridRoPE):
+    """The shared core: p_i = sum_a A[i, a] (x_a + B[i, a]) / s_a (s_a: ``interpolate``'s scales), turned by
+    w_i = theta^(-2i/d); a subclass gives A and B (``channel_map``) and each channel's axis (``set_axes``).
 
     Args:
         dim: the attention's width.
         num_heads: the attention's heads.
-        ndim: position axes; only 3, (t, h, w), is accepted.
+        ndim: position axes; only 3, (t, h, w).
         theta: base of the frequency ladder, > 0.
         grid_size: the training grid (t, h, w), needed by every strategy but ``none``.
-        min_pairs: the fewest channel pairs the subclass' layout needs.
+        min_pairs: the fewest channel pairs the layout needs.
     """
 
     ndims: ClassVar[tuple[int, ...]] = (3,)
@@ -66,7 +43,6 @@ class ChannelMapRoPE(RotaryStrategies):
     opt_in_strategies: ClassVar[tuple[str, ...]] = ()
     inv_freq: torch.Tensor  # buffer (d/2,): theta^(-2i/d)
     axis: torch.Tensor  # buffer (d/2,) long: the axis whose scale each channel's frequency follows (-1: none)
-    rank: torch.Tensor  # buffer (d/2,) long: the channel's rank among its axis' channels, 0 = fastest
 
     def __init__(
         self,
@@ -94,16 +70,11 @@ class ChannelMapRoPE(RotaryStrategies):
         exponent = torch.arange(0, self.head_dim, 2, dtype=torch.int64).float() / self.head_dim
         self.register_buffer('inv_freq', 1.0 / theta**exponent, persistent=False)  # timm's freq_bands
         self.set_axes([-1] * self.pairs)
-        self._cache = GridTableCache()
 
     def set_axes(self, axes: Sequence[int]) -> None:
-        """Each channel's axis (``TIME``, ``ROW``, ``COL``, -1 for none), and from it its rank and the counts."""
+        """Each channel's axis (``TIME``, ``ROW``, ``COL``, -1 for none), and the pairs of each axis."""
         axis = torch.tensor(list(axes), dtype=torch.long)
-        rank = torch.zeros_like(axis)
-        for a in (TIME, ROW, COL):
-            rank[axis == a] = torch.arange(int((axis == a).sum()))  # the ladder falls with i: index order is rank
         self.register_buffer('axis', axis, persistent=False)
-        self.register_buffer('rank', rank, persistent=False)
         self.axis_pairs = tuple(int((axis == a).sum()) for a in (TIME, ROW, COL))
 
     def channel_map(self, grid: Sequence[int], scales: Sequence[float]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -119,11 +90,9 @@ class ChannelMapRoPE(RotaryStrategies):
         factors = torch.ones_like(freqs, dtype=torch.float32)
         for a, s in enumerate(scales):
             own = self.axis == a
-            if s != 1.0 and self.strategy == 'ntk':
-                factors = torch.where(own, ntk_factors(self.rank, s, 2 * self.axis_pairs[a]), factors)
-            elif s != 1.0:  # yarn: the ramp runs over this axis' own ladder
+            if s != 1.0:
                 assert self.train_grid is not None  # a scale other than 1 needs one (axis_scales)
-                factors[own] = yarn_factors(freqs[own], s, self.train_grid[a])
+                factors[own] = self.strategy_factors(freqs[own], s, self.train_grid[a], (self.axis_pairs[a],))
         return freqs * factors
 
     def channel_positions(
@@ -138,18 +107,13 @@ class ChannelMapRoPE(RotaryStrategies):
         shifted = coords.float()[..., None, :] + shifts.to(coords.device)  # (..., N, d/2, 3)
         return (shifted * weights.to(coords.device)).sum(-1)  # no matmul: autocast cannot downcast it
 
-    def angles(
-        self,
-        coords: torch.Tensor,
-        grid: Sequence[int] | None = None,
-        scales: Sequence[float] | None = None,
-        kappa: torch.Tensor | None = None,
+    def scaled_angles(
+        self, coords: torch.Tensor, scales: Sequence[float], kappa: torch.Tensor | None, grid: Sequence[int] | None
     ) -> torch.Tensor:
-        """(..., N, 3) -> (..., N, d/2) float32 angles p_i w_i on the token grid ``grid`` (required: the offsets
-        and VRoPE's stride read it) at ``scales`` (None: those of ``grid``). ``kappa``: unused, no DyPE."""
+        """(..., N, 3) -> (..., N, d/2) angles p_i w_i on the token grid ``grid`` (required: the offsets and VRoPE's
+        stride read it). ``kappa``: unused, no DyPE."""
         if grid is None:
             raise ValueError(f'{self.registry_name()} reads the token grid (t, h, w) for its offsets; pass grid')
-        scales = self.axis_scales(coords, grid) if scales is None else scales
         return self.channel_positions(coords, grid, scales) * self.frequencies(scales).to(coords.device)
 
     def check_positions(self, pos: Positions) -> None:
@@ -167,11 +131,6 @@ class ChannelMapRoPE(RotaryStrategies):
         scales = self.axis_scales(pos.coords, pos.grid_span)
         return rotary_table(self.angles(pos.coords, pos.grid, scales), pos.num_prefix)
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        self.check_positions(pos)
-        table = self._cache.get(pos.cache_key(self.strategy), lambda: self.rotation_table(pos))
-        return rotate_qk(q, k, table.unsqueeze(-4), self.qk_scales(pos))  # a head axis in front of the tokens
-
 
 def _fixed_map(axes: Sequence[int], weights: Sequence[Sequence[float]]) -> torch.Tensor:
     return torch.tensor([weights[a] for a in axes], dtype=torch.float32)
@@ -179,33 +138,19 @@ def _fixed_map(axes: Sequence[int], weights: Sequence[Sequence[float]]) -> torch
 
 @ENCODINGS.register_module(name='mrope')
 class MRoPE(ChannelMapRoPE):
-    """Multimodal RoPE (Qwen2-VL, Wang et al. 2024) on video, in one of two layouts of the axes over the pairs.
+    """Multimodal RoPE (Qwen2-VL, Wang et al. 2024): pair i reads one axis, raw: p_i = t, h or w.
 
-    Channel pair i reads one axis, raw (no centring): p_i = t, h or w. With ``mrope_section`` = (s_t, s_h, s_w):
-
-    - ``layout='interleaved'`` (the default): timm 1.0.31's ``RotaryEmbeddingMRope`` (Qwen3-VL's
-      ``apply_interleaved_mrope``): pairs 1, 4, 7, ... below 3 s_h read h, pairs 2, 5, 8, ... below 3 s_w read w,
-      the rest t (s_t is nominal, as in timm; the slices stop at d/2): d = 64 at (8, 12, 12) gives t / h / w
-      11 / 11 / 10 pairs, time spread over every frequency, pair 0 included.
-    - ``layout='sections'``: Qwen2-VL's own ``apply_multimodal_rotary_pos_emb``: the first s_t pairs read t, the
-      next s_h h, the last s_w w (contiguous blocks, so time takes the fastest frequencies and w the slowest); the
-      sections must sum to d/2 (Qwen2-VL: (16, 24, 24) at d = 128).
-
-    timm and Qwen encode images with t = 0; here t is the tubelet index. Defaults: timm's, ``mrope_section``
-    (8, 12, 12), ``theta`` 10000 (its ``temperature``; Qwen2-VL uses 1e6). Strategies: ``none``, ``interpolate``,
-    and ``ntk`` and ``yarn`` with each pair's frequency following its axis. Cost: the (N, d/2) table once per grid
-    (cached), then the fused rotary kernel as rope_axial.
+    ``layout='interleaved'``: timm's ``RotaryEmbeddingMRope`` (Qwen3-VL): pairs 1, 4, 7, ... below 3 s_h read h, pairs
+    2, 5, 8, ... below 3 s_w read w, the rest t. ``layout='sections'``: Qwen2-VL's blocks of s_t, s_h, s_w pairs.
 
     Args:
-        dim: the attention's width; the head dim ``dim // num_heads`` must be even and give each axis a pair (at least
-            6).
+        dim: the attention's width; the head dim must give h and w a pair each.
         num_heads: the attention's heads.
-        ndim: position axes; only 3, (t, h, w), is accepted.
-        theta: base of the frequency ladder theta^(-2i/d), > 0.
-        grid_size: the training grid (t, h, w) (supplied by the backbone), needed by every strategy but ``none``.
-        mrope_section: (s_t, s_h, s_w): the strided extents of timm's interleave, or the pairs of each axis' block; s_h
-            and s_w >= 1.
-        layout: 'interleaved' or 'sections' (above).
+        ndim: position axes; only 3.
+        theta: base of the ladder, > 0 (timm's 10000; Qwen2-VL: 1e6).
+        grid_size: the training grid (t, h, w), needed by every strategy but ``none``.
+        mrope_section: (s_t, s_h, s_w); with ``'sections'`` summing to d/2.
+        layout: 'interleaved' or 'sections'.
     """
 
     weights: torch.Tensor  # buffer (d/2, 3): A, each pair's weights of (t, h, w)
@@ -254,36 +199,17 @@ class MRoPE(ChannelMapRoPE):
 
 @ENCODINGS.register_module(name='videorope')
 class VideoRoPE(ChannelMapRoPE):
-    """VideoRoPE (Wei et al., "VideoRoPE: What Makes for Good Video Rotary Position Embedding?", ICML 2025;
-    github Wiselnn570/VideoRoPE): low-frequency temporal allocation (LTA), diagonal layout (DL) and adjustable
-    temporal spacing (ATS), on video-only tokens.
-
-    LTA: the lowest ``time_pairs`` pairs read time, the others alternate h, w, h, w, ... from pair 0 (h gets
-    the extra pair of an odd count). DL and ATS: t_id = delta t, h_id = delta t + h - (H-1)//2 and
-    w_id = delta t + w - (W-1)//2 (the frame centre on the t/h/w diagonal; ``(H-1)//2`` as the authors' code).
-    The centring cancels between patches; delta t inside h_id and w_id does not: consecutive frames sit delta
-    apart along the diagonal.
-
-    Defaults: ``delta`` 2.0 (the authors' code and evaluations); ``time_pairs`` d/8, a quarter of the pairs as
-    Qwen2-VL's [16, 24, 24]; ``theta`` 10000. The authors reuse the LLM's theta (1e6 for Qwen2-VL); a ViT's
-    clips span tens of positions, not thousands, and 10000 is timm's default: not measured.
-
-    Strategies: ``none``, ``interpolate``, and ``ntk`` and ``yarn`` with h pairs following h's scale, w pairs w's,
-    time pairs time's (the delta t inside h_id and w_id is left to the spatial scales).
-
-    Cost: the (N, d/2) table once per grid (cached), then the fused rotary kernel as rope_axial. CPU: 0.99-1.00x
-    ape_learned in ViT-S (8 frames of 112 px, batch 8) and 1.01-1.04x in the video configs' tiny model (8 frames of
-    32 px; ``tools/benchmark.py --model video``, docs/results/video.md). GPU: not measured here (no device).
+    """VideoRoPE (Wei et al., ICML 2025; Wiselnn570/VideoRoPE): the lowest ``time_pairs`` pairs read time, the others
+    alternate h, w; t_id = delta t, h_id = delta t + h - (H-1)//2, w_id = delta t + w - (W-1)//2.
 
     Args:
-        dim: the attention's width; the head dim ``dim // num_heads`` must be even, at least 8 with the default
-            ``time_pairs``.
+        dim: the attention's width; the head dim must be even, at least 8 with the default ``time_pairs``.
         num_heads: the attention's heads.
-        ndim: position axes; only 3, (t, h, w), is accepted.
-        theta: base of the frequency ladder theta^(-2i/d), > 0.
-        grid_size: the training grid (t, h, w) (supplied by the backbone), needed by every strategy but ``none``.
-        delta: ATS, the temporal spacing delta, > 0.
-        time_pairs: the lowest-frequency pairs given to time, leaving h and w a pair each at least; None: head dim // 8.
+        ndim: position axes; only 3.
+        theta: base of the ladder, > 0 (timm's 10000; the authors reuse the LLM's 1e6).
+        grid_size: the training grid (t, h, w), needed by every strategy but ``none``.
+        delta: the temporal spacing, > 0.
+        time_pairs: the pairs given to time, leaving h and w a pair each; None: head dim // 8.
     """
 
     weights: torch.Tensor  # buffer (d/2, 3): A, each pair's weights of (t, h, w)
@@ -321,39 +247,17 @@ class VideoRoPE(ChannelMapRoPE):
 
 @ENCODINGS.register_module(name='vrope')
 class VRoPE(ChannelMapRoPE):
-    """VRoPE (Liu et al., "VRoPE: Rotary Position Embedding for Video Large Language Models", EMNLP 2025;
-    github johncaged/VRoPE ``generate_nd_positions``), on video-only tokens.
-
-    Four spatial combinations, c0 = h + w, c1 = h + (W-1-w), c2 = (H-1-h) + w, c3 = (H-1-h) + (W-1-w) (the
-    diagonals of the frame and their mirrors, so that no corner is nearer than another); pair i reads
-    p_i = t (H + W - 1) + c_{i mod 4}, every combination on high and low frequencies. No time pairs (the
-    released code sets ``half_time_dim = 0``): time is the frame stride H + W - 1 alone, each frame a block of
-    H + W - 1 indices.
-
-    The stride depends on the grid: a clip at another spatial size is another time spacing. ``time_stride``:
-    'grid' (the authors') takes H + W - 1 of the clip; 'train' that of the training grid, so the time spacing
-    stays the trained one at any spatial size (the frames' index blocks then overlap, or leave gaps). Under
-    ``interpolate`` the stride is the mapped grid's, (H / s_h) + (W / s_w) - 1, which is the training grid's.
-
-    Strategies: ``none`` and ``interpolate`` alone: every pair mixes h, w and (through the stride) time, so a
-    per-axis frequency rescale (``ntk``, ``yarn``) has no axis to follow.
-
-    Defaults: ``theta`` 10000 (the authors reuse the LLM's; 10000 is timm's default, not measured),
-    ``time_stride`` 'grid' (the authors').
-
-    Cost: the (N, d/2) table once per grid (cached), then the fused rotary kernel as rope_axial. CPU: 0.99-1.00x
-    ape_learned in ViT-S (8 frames of 112 px, batch 8) and 1.01-1.04x in the video configs' tiny model (8 frames of
-    32 px; ``tools/benchmark.py --model video``, docs/results/video.md). GPU: not measured here (no device).
+    """VRoPE (Liu et al., EMNLP 2025; johncaged/VRoPE): pair i reads p_i = t (H + W - 1) + c_{i mod 4}, with c0 = h + w,
+    c1 = h + (W-1-w), c2 = (H-1-h) + w, c3 = (H-1-h) + (W-1-w). Only ``none`` and ``interpolate``: every pair mixes the
+    axes.
 
     Args:
-        dim: the attention's width; the head dim ``dim // num_heads`` must be even and at least 8 (a pair for each
-            combination).
+        dim: the attention's width; the head dim must be even and at least 8.
         num_heads: the attention's heads.
-        ndim: position axes; only 3, (t, h, w), is accepted.
-        theta: base of the frequency ladder theta^(-2i/d), > 0.
-        grid_size: the training grid (t, h, w) (supplied by the backbone), needed by ``interpolate`` and by
-            ``time_stride='train'``.
-        time_stride: 'grid' (H + W - 1 of the clip) or 'train' (of the training grid).
+        ndim: position axes; only 3.
+        theta: base of the ladder, > 0.
+        grid_size: the training grid (t, h, w), needed by ``interpolate`` and ``time_stride='train'``.
+        time_stride: 'grid' (the clip's H + W - 1, the authors') or 'train' (the training grid's).
     """
 
     strategies: ClassVar[tuple[str, ...]] = ('none', 'interpolate')

@@ -1,6 +1,5 @@
-"""Runner parts: vispe's Runner (strict loads, locked work dirs, checked resumes), metrics, safe checkpoint loading
-and atomic saving, hooks for interrupted and diverged runs, config and data checks, CPU distributed training, CPU bf16
-autocast, optimizer parameter groups from the model's declaration."""
+"""Runner parts: vispe's Runner, metrics, safe checkpoints and atomic saves, hooks, config and data checks, CPU
+distributed training and bf16 autocast, optimizer parameter groups."""
 
 from vispe.engine.amp import BF16OptimWrapper
 from vispe.engine.checkpoint import allow_mmengine_checkpoints, latest_checkpoint, load_checkpoint

@@ -1,11 +1,5 @@
-"""bf16 mixed precision where mmengine's AmpOptimWrapper cannot go: on CPU.
-
-``--amp`` (``vispe.engine.config.enable_amp``) picks mmengine's ``AmpOptimWrapper`` with ``dtype='bfloat16'`` on a
-GPU. That wrapper refuses to build without an accelerator, and the GradScaler it carries exists for float16's narrow
-exponent range, which bfloat16 does not have. ``BF16OptimWrapper`` is the CPU counterpart: the plain
-``OptimWrapper`` (no loss scaling) whose ``optim_context`` also enters bf16 autocast on the model's device, so the
-same config and the same encodings' float32 islands (angles, frequencies, matrix exponentials) run on CPU too.
-"""
+"""bf16 mixed precision on CPU, where mmengine's AmpOptimWrapper refuses to build; ``--amp`` picks it there
+(``enable_amp``)."""
 
 from __future__ import annotations
 
@@ -21,16 +15,13 @@ from vispe.registry import OPTIM_WRAPPERS
 
 @OPTIM_WRAPPERS.register_module()
 class BF16OptimWrapper(OptimWrapper):
-    """``OptimWrapper`` that runs the forward under ``torch.autocast(dtype=torch.bfloat16)`` on the model's device.
-
-    No loss scaler: bfloat16 keeps float32's exponent range, so gradients do not underflow the way float16's do.
+    """``OptimWrapper`` that runs the forward under bf16 autocast on the model's device, without loss scaling (bfloat16
+    keeps float32's exponent range).
 
     Args:
-        optimizer: the optimizer (a config's ``optimizer=dict(...)``, which the optimizer wrapper constructor builds).
-        accumulative_counts: iterations whose gradients are accumulated before each update (mmengine's
-            ``OptimWrapper``).
-        clip_grad: gradient clipping, as mmengine's ``OptimWrapper``: e.g. ``dict(max_norm=1.0)`` (``clip_grad_norm_``)
-            or ``dict(type='value', clip_value=...)``; None: none.
+        optimizer: the optimizer.
+        accumulative_counts: iterations whose gradients are accumulated before each update.
+        clip_grad: gradient clipping as mmengine's ``OptimWrapper`` takes it; None: none.
     """
 
     cast_dtype = torch.bfloat16

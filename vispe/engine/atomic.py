@@ -1,7 +1,5 @@
-"""Files that appear whole or not at all: ``atomic_open`` / ``atomic_write`` write to a hidden temporary file beside
-the target, flush it to disk and rename it into place, so a process killed at any moment leaves the target as it
-was; a full disk is one ``DiskFullError`` naming the file, what it needed and what is free. Checkpoints, their
-``last_checkpoint`` pointer, configs and every result file are written this way."""
+"""Files that appear whole or not at all (``atomic_open``, ``atomic_write``): a killed process leaves the target as it
+was; a full disk is one ``DiskFullError``."""
 
 from __future__ import annotations
 
@@ -37,11 +35,11 @@ def _fsync_dir(directory: str) -> None:
 
 
 class DiskFullError(OSError):
-    """A write that ran out of disk space (or quota); the message is ``'{what}; {advice}'``.
+    """A write that ran out of disk space or quota; the message is ``'{what}; {advice}'``.
 
     Args:
-        errno_: the ``OSError``'s errno (ENOSPC, EDQUOT).
-        what: which file, what it needed and what is free, and that the file was left as it was.
+        errno_: the ``OSError``'s errno.
+        what: which file, what it needed and what is free.
         advice: what to do.
     """
 
@@ -69,10 +67,12 @@ def _disk_full(path: str, needed: int | None, err: OSError) -> DiskFullError:
 
 @contextmanager
 def atomic_open(path: str, mode: str = 'w', size_hint: int | None = None, **kwargs) -> Iterator[Any]:
-    """``open(path, mode)`` for writing whose result appears all at once: the data goes to a hidden temporary file
-    beside ``path``, is flushed to disk, and is renamed over ``path`` when the block ends without an error. A
-    process killed at any moment leaves ``path`` as it was (old contents, or absent), never half written. A full
-    disk raises ``DiskFullError`` (``size_hint``: the bytes the caller meant to write, for its message)."""
+    """``open(path, mode)`` for writing through a hidden temporary file, flushed and renamed over ``path`` when the
+    block ends without error.
+
+    A process killed at any moment leaves ``path`` as it was. A full disk raises ``DiskFullError`` (``size_hint``: bytes
+    meant, for its message).
+    """
     if not any(c in mode for c in 'wx'):
         raise ValueError(f'atomic_open writes whole files (mode w or wb), got mode {mode!r}')
     tmp = partial_path(path)

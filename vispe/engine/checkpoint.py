@@ -1,13 +1,8 @@
 """Safe checkpoint loading: ``torch.load(weights_only=True)`` everywhere, with an exact allow-list.
 
-mmengine 0.10.7 stores its MessageHub (``HistoryBuffer`` objects holding numpy arrays) in every checkpoint
-and resumes with ``torch.load``'s defaults, which torch >= 2.6 refuses. ``allow_mmengine_checkpoints``
-allow-lists exactly those classes, so resume works while arbitrary pickled code is still refused.
-
-``HistoryBuffer.__getstate__`` also pickles its class-level table of statistics functions, which would need
-``builtins.getattr`` on the allow-list (a far wider door than a class). Those functions are registered again
-when their code is imported, so vispe saves buffers without them; mmengine's ``__setstate__`` already
-treats them as optional.
+mmengine stores its MessageHub (``HistoryBuffer`` with numpy arrays) in every checkpoint; ``allow_mmengine_checkpoints``
+allow-lists exactly those classes, so resume works while arbitrary pickled code is refused. Buffers are saved without
+their class-level statistics functions, which would need ``builtins.getattr`` on the list.
 """
 
 from __future__ import annotations
@@ -31,8 +26,7 @@ _numpy_core = np._core if hasattr(np, '_core') else np.core  # numpy 2 renamed n
 
 
 def mmengine_safe_globals() -> list[Any]:
-    """The exact classes an mmengine checkpoint's MessageHub needs (numpy arrays of floats and ints), and numpy's
-    random state (a uint32 array) that vispe's RNGStateHook stores."""
+    """The exact classes an mmengine checkpoint's MessageHub and vispe's RNGStateHook need."""
     return [
         HistoryBuffer,
         np.ndarray,
@@ -54,14 +48,15 @@ def _history_buffer_state(self: HistoryBuffer) -> dict:
 
 
 def _mmengine_local_loader(filename: str, map_location: Any = None) -> dict[str, Any]:
-    """mmengine's loader for local paths (Runner ``load_from`` / ``resume``), replaced by vispe's."""
     return load_checkpoint(osp.expanduser(filename), map_location=map_location)
 
 
 def allow_mmengine_checkpoints() -> None:
-    """Make mmengine checkpoints load safely, process-wide: allow-list the exact classes, save HistoryBuffers
-    without function references, and route mmengine's local checkpoint loading (the Runner's ``load_from`` and
-    ``resume``) through ``load_checkpoint``. Idempotent; called by ``import vispe``."""
+    """Make mmengine checkpoints load safely, process-wide, and route the Runner's local loading through
+    ``load_checkpoint``.
+
+    Idempotent; ``import vispe`` calls it.
+    """
     from mmengine.runner.checkpoint import CheckpointLoader
 
     torch.serialization.add_safe_globals(mmengine_safe_globals())
@@ -74,8 +69,7 @@ class CheckpointError(ValueError):
 
 
 def read_checkpoint(path: str, map_location: Any = 'cpu') -> dict[str, Any]:
-    """torch.load a file with weights_only=True and the mmengine allow-list; clear errors for bad files. The reader
-    behind ``load_checkpoint``, which is what code outside this module calls."""
+    """``torch.load`` of a file with weights_only=True and the allow-list; ``CheckpointError`` for a bad file."""
     check_file(path, 'checkpoint', inside=checkpoints_inside)
     # process-wide, not torch's safe_globals() context: leaving that context removes the entries for everyone
     allow_mmengine_checkpoints()
@@ -120,9 +114,8 @@ def _shapes(state: dict[str, Any]) -> dict[str, tuple]:
 
 
 class StateMismatch:
-    """How a checkpoint's weights differ from a model's: keys the model has and the file lacks (``missing``), keys
-    the file has and the model lacks (``unexpected``), and keys in both with other shapes (``mismatched``: key ->
-    (file shape, model shape)). Falsy when they fit key for key and shape for shape."""
+    """How a checkpoint's weights differ from a model's: ``missing``, ``unexpected`` and ``mismatched`` (key -> (file
+    shape, model shape)) keys; falsy when they fit."""
 
     def __init__(self, model_state: dict[str, Any], file_state: dict[str, Any]) -> None:
         model, file = _shapes(model_state), _shapes(file_state)
@@ -139,8 +132,7 @@ class StateMismatch:
         return self.missing + list(self.mismatched)
 
     def describe(self, first: int = 3) -> str:
-        """'3 missing keys (a, b, c, ...), 1 unexpected key (d), 2 keys of another shape (e: file (8, 4) vs model
-        (8, 2), ...)': the first few of each kind, then their count."""
+        """The first few keys of each kind of difference, then their count, in one line."""
 
         def part(keys: list[str], what: str, show=repr) -> str:
             more = ', ...' if len(keys) > first else ''
@@ -167,14 +159,12 @@ MISMATCH_HINT = (
 def load_checkpoint(
     path: str, model: nn.Module | None = None, strict: bool = True, map_location: Any = 'cpu'
 ) -> dict[str, Any]:
-    """The one way vispe loads a checkpoint (``vispe.load_checkpoint``; the Runner's resume and ``load_from`` and
-    every tool come here): ``torch.load(weights_only=True)`` with an exact allow-list, so a file crafted to run
-    code when unpickled is refused (``CheckpointError``) before any of it runs.
+    """The one way vispe loads a checkpoint: ``torch.load(weights_only=True)`` with an exact allow-list, so a file
+    crafted to run code is refused (``CheckpointError``) before any runs. Returns the checkpoint dict.
 
-    With ``model``, its weights are loaded into it. ``strict`` (the default): every key and shape must match, else
-    ``CheckpointError`` naming the missing, unexpected and mis-shaped keys (the model is left untouched).
-    ``strict=False`` loads the keys that fit and warns naming the ones it left unloaded. Returns the checkpoint
-    dict."""
+    With ``model``, its weights are loaded into it: ``strict``, every key and shape must match, else ``CheckpointError``
+    naming the differences (the model untouched); ``strict=False`` loads what fits and warns about the rest.
+    """
     ckpt = read_checkpoint(path, map_location)
     if model is not None:
         load_state(model, state_dict_of(ckpt, path), strict, path)
@@ -182,10 +172,10 @@ def load_checkpoint(
 
 
 def upgrade_state(model: nn.Module, state: dict[str, Any], path: str | None = None) -> dict[str, Any]:
-    """``state`` as ``model`` reads it: a copy in which each submodule with an ``upgrade_state(state, prefix)``
-    method (an encoding whose saved state changed meaning between versions, e.g. lff's position unit) has filled in
-    or refused its entries, before the keys are compared. A refusal says how to build the model: a ValueError, or
-    with ``path`` (the file the state came from) a ``CheckpointError`` naming it."""
+    """A copy of ``state`` after each submodule's ``upgrade_state(state, prefix)`` filled in or refused its entries.
+
+    A refusal is a ValueError, or with ``path`` a ``CheckpointError`` naming the file.
+    """
     state = dict(state)
     try:
         for prefix, module in model.named_modules():
@@ -200,9 +190,8 @@ def upgrade_state(model: nn.Module, state: dict[str, Any], path: str | None = No
 
 
 def load_state(model: nn.Module, state: dict[str, torch.Tensor], strict: bool = True, path: str = 'checkpoint'):
-    """Load ``state`` into ``model``: all of it (``strict``: ``CheckpointError`` naming what differs, the model left
-    untouched) or what fits (a warning naming the model's keys left at their initial values). Returns the
-    ``StateMismatch``."""
+    """Load ``state`` into ``model``, strictly (``CheckpointError``, model untouched) or what fits (a warning); returns
+    the ``StateMismatch``."""
     state = upgrade_state(model, state, path)
     mismatch = StateMismatch(model.state_dict(), state)
     if mismatch and strict:
@@ -214,8 +203,7 @@ def load_state(model: nn.Module, state: dict[str, torch.Tensor], strict: bool = 
 
 
 def not_loaded_message(path: str, mismatch: StateMismatch) -> str:
-    """The line a non-strict load prints: what of the model keeps its initial values (missing from the file, or of
-    another shape there), and what of the file went unused."""
+    """The line a non-strict load prints: the model's keys left at their initial values and the file's unused ones."""
 
     def keys(names: list[str]) -> str:
         return ', '.join(names[:8]) + (', ...' if len(names) > 8 else '')
@@ -230,8 +218,7 @@ def not_loaded_message(path: str, mismatch: StateMismatch) -> str:
 
 # --- finding the last complete checkpoint --------------------------------------------------------------------------
 def is_complete_checkpoint(path: str) -> bool:
-    """Whether ``path`` is a whole torch checkpoint: a zip archive whose central directory (written last) reads
-    back. Cheap: no tensor is loaded."""
+    """Whether ``path`` is a whole torch checkpoint (its zip directory reads back); no tensor is loaded."""
     try:
         with zipfile.ZipFile(path) as archive:
             return bool(archive.namelist())
@@ -240,8 +227,7 @@ def is_complete_checkpoint(path: str) -> bool:
 
 
 def checkpoints_inside(directory: str) -> str:
-    """The hint for a directory given where a checkpoint belongs: its latest checkpoint (a work dir's), else the
-    .pth files in it."""
+    """The hint for a directory given as a checkpoint: its latest checkpoint, else the .pth files in it."""
     found = checkpoint_candidates(directory)
     if found:
         return f'; its latest checkpoint is {found[0]!r}' + (f' (of {len(found)})' if len(found) > 1 else '')
@@ -252,10 +238,10 @@ _STEP = re.compile(r'(?:epoch|iter)_(\d+)\.pth$')
 
 
 def pointed_checkpoint(work_dir: str) -> tuple[str | None, str | None]:
-    """(path, note) of the checkpoint that ``work_dir``'s ``last_checkpoint`` pointer names, when that file lies in
-    ``work_dir`` itself. mmengine writes an absolute path, so a copied or moved work dir points into the original
-    folder: the file of the same name in ``work_dir`` is taken instead, and a target outside it is never taken
-    (``note`` says so)."""
+    """(path, note) of the checkpoint ``work_dir``'s ``last_checkpoint`` names, taken from ``work_dir`` itself.
+
+    A copied work dir's absolute pointer resolves to the same file name in ``work_dir``; nothing outside is taken.
+    """
     pointer = osp.join(work_dir, 'last_checkpoint')
     if not osp.isfile(pointer):
         return None, None
@@ -272,9 +258,7 @@ def pointed_checkpoint(work_dir: str) -> tuple[str | None, str | None]:
 
 
 def checkpoint_candidates(work_dir: str) -> list[str]:
-    """The checkpoints of ``work_dir`` newest first: the one the ``last_checkpoint`` pointer names (when it lies in
-    ``work_dir``: ``pointed_checkpoint``), then every ``epoch_N.pth`` / ``iter_N.pth`` by decreasing N. Nothing is
-    read."""
+    """The checkpoints of ``work_dir`` newest first: the pointed one, then ``epoch_N`` / ``iter_N`` by decreasing N."""
     named = []
     target, _ = pointed_checkpoint(work_dir)
     if target:
@@ -289,15 +273,13 @@ def checkpoint_candidates(work_dir: str) -> list[str]:
 
 
 def latest_checkpoint(work_dir: str) -> str | None:
-    """The checkpoint to resume from in ``work_dir``: the one ``last_checkpoint`` names when it is complete, else
-    the complete ``epoch_N.pth`` / ``iter_N.pth`` with the highest N; None when there is none. Cheap: only the zip
-    directories are read (``find_resume_checkpoint`` reads each candidate whole)."""
+    """The complete checkpoint to resume from in ``work_dir`` (the pointed one, else the highest N), or None."""
     return next((path for path in checkpoint_candidates(work_dir) if is_complete_checkpoint(path)), None)
 
 
 def find_resume_checkpoint(work_dir: str) -> tuple:
-    """(path, checkpoint dict, skipped) for the newest checkpoint of ``work_dir`` that reads back whole, or (None,
-    None, skipped) when none does; ``skipped`` lists (path, reason) of the newer ones that did not read."""
+    """(path, checkpoint, skipped) for the newest checkpoint that reads back whole (None, None, skipped if none);
+    ``skipped`` lists (path, reason)."""
     _, outside = pointed_checkpoint(work_dir)
     skipped = [(osp.join(work_dir, 'last_checkpoint'), outside)] if outside else []
     for path in checkpoint_candidates(work_dir):

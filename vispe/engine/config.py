@@ -36,11 +36,8 @@ VISPE_KEYS = frozenset({
 
 
 def check_config(cfg: Config) -> None:
-    """Reject top-level keys that look like typos of keys the Runner reads (mmengine would ignore them), misspelled
-    model arguments, and keys the Runner's sections (train_cfg, optim_wrapper, data loaders, hooks ...) do not take.
-
-    Other unknown top-level keys are allowed: configs often hold helper variables (``shapes2d = dict(...)``).
-    """
+    """Reject top-level keys that look like typos of the Runner's, misspelled model arguments, and keys the Runner's
+    sections do not take; other top-level keys (helper variables) pass."""
     known = sorted(RUNNER_KEYS | VISPE_KEYS)
     for key in cfg.keys():
         if key in RUNNER_KEYS or key in VISPE_KEYS:
@@ -58,12 +55,8 @@ def check_config(cfg: Config) -> None:
 
 
 def check_model_arguments(node, path: str = 'model') -> None:
-    """Reject misspelled arguments anywhere in a model config, before anything is built: every dict whose type
-    is a registered model (task, backbone, data preprocessor) is checked against what that class takes.
-
-    vispe's MODELS checks the same at build time, but mmengine's Runner builds the top-level model through
-    mmengine's own registry, which does not; here the error also names where in the config the dict sits.
-    """
+    """Reject misspelled arguments in every registered-model dict of a model config, naming where it sits, before
+    anything is built."""
     if isinstance(node, (list, tuple)):
         for i, item in enumerate(node):
             check_model_arguments(item, f'{path}[{i}]')
@@ -81,18 +74,15 @@ def check_model_arguments(node, path: str = 'model') -> None:
 
 
 def drop_disabled_hooks(cfg: Config) -> None:
-    """Remove the ``default_hooks`` entries a config sets to None to switch them off (``default_hooks =
-    dict(rng_state=None)``, or ``--cfg-options default_hooks.rng_state=None``). mmengine's Runner takes None only for
-    its own default hooks and fails a bare assert on any other, such as vispe's rng_state, nonfinite_loss and
-    skipped_samples; for its own, None stays in the config, where it removes mmengine's default."""
+    """Remove the ``default_hooks`` entries set to None that are not mmengine's own (mmengine asserts on those)."""
     hooks = cfg.get('default_hooks') or {}
     for name in [n for n, hook in hooks.items() if hook is None and n not in MMENGINE_DEFAULT_HOOKS]:
         hooks.pop(name)
 
 
 def load_config(path: str, cfg_options: dict | None = None, work_dir: str | None = None) -> Config:
-    """Config.fromfile + --cfg-options + checks; work_dir defaults to work_dirs/<config name>. ``path`` is a file or
-    the name of a shipped config (``resolve_config``)."""
+    """Config.fromfile (a file or a shipped config name) + --cfg-options + checks; work_dir defaults to
+    work_dirs/<config name>."""
     resolved = resolve_config(path)
     # an option on a variable the config's code reads is applied where the variable is defined (config_overrides)
     cfg, applied = read_with_options(resolved, cfg_options) if cfg_options else (read_config_file(resolved), set())
@@ -109,17 +99,15 @@ def load_config(path: str, cfg_options: dict | None = None, work_dir: str | None
 
 
 def apply_options(cfg: Config, options: dict, applied: set[str] | frozenset[str] = frozenset()) -> None:
-    """``--cfg-options`` into ``cfg`` as every tool applies them: checked (``check_options_read``; ``applied``: keys
-    the config's code already took), encoding names promoted (``promote_encoding_names``), merged."""
+    """``--cfg-options`` into ``cfg``: checked, encoding names promoted to dicts, merged."""
     check_options_read(cfg, options, applied)
     promote_encoding_names(cfg, options)
     merge_options(cfg, options)
 
 
 def check_options_read(cfg: Config, options: Mapping[str, Any], applied: set[str] | frozenset[str]) -> None:
-    """ConfigError naming the keys that would have worked for a ``--cfg-options`` key that nothing would read: its
-    top-level name is no key the Runner or vispe reads, nor a variable the config's code took (``applied``), as a
-    new ``image_size=48``, or ``data_root=...`` on a dumped config, whose data sets hold the old path literally."""
+    """ConfigError, naming keys that would work, for a ``--cfg-options`` key nothing would read (not a Runner or vispe
+    key, nor a variable in ``applied``)."""
     for key in options:
         root = key.split('.')[0]
         if root in RUNNER_KEYS or root in VISPE_KEYS or key in applied:
@@ -133,9 +121,7 @@ def check_options_read(cfg: Config, options: Mapping[str, Any], applied: set[str
 
 
 def promote_encoding_names(cfg: Config, options: dict) -> None:
-    """An encoding given by name becomes ``dict(type=name)`` where a dotted ``--cfg-options`` key sets one of its
-    arguments (``model.backbone.encoding.strategy=interpolate`` over ``encoding='rope_mixed'``), which mmengine
-    would refuse as a dict merged into a string."""
+    """An encoding given by name becomes ``dict(type=name)`` where a dotted option sets one of its arguments."""
     for key in options:
         parts = key.split('.')
         for j in (j for j, part in enumerate(parts[:-1]) if part == 'encoding'):
@@ -147,10 +133,7 @@ def promote_encoding_names(cfg: Config, options: dict) -> None:
 
 
 def merge_options(cfg: Config, options: dict) -> None:
-    """Merge ``--cfg-options`` into ``cfg``, each dict value replacing what the config holds there
-    (``replacing_dicts``). mmengine drops the ``_delete_`` marker where the config had a dict to replace, and leaves
-    it where the key is new (``model.backbone.position_sampler={'type': 'fuzzy'}``), where it would reach the
-    constructor: those leftovers are removed."""
+    """Merge ``--cfg-options`` into ``cfg``, each dict value replacing what the config holds there."""
     cfg.merge_from_dict(replacing_dicts(options))
     for key in options:
         node: Any = cfg
@@ -167,9 +150,7 @@ def _drop_markers(node: Any) -> None:
 
 
 def replacing_dicts(options: dict) -> dict:
-    """``--cfg-options`` with every dict value marked to replace what the config holds there (mmengine's
-    ``_delete_``), since a dict literal is the whole new value (``model.backbone.encoding={'type': 'rope_axial'}``
-    over ``'ape_learned'`` or over another encoding's dict); dotted keys stay the way to change one entry."""
+    """``--cfg-options`` with every dict value marked ``_delete_``: a dict literal is the whole new value."""
     return {key: _replacing(value) for key, value in options.items()}
 
 
@@ -184,9 +165,8 @@ def _positive_int(value: Any) -> bool:
 
 
 def check_values(cfg: Config) -> None:
-    """ConfigError for values mmengine or torch would only refuse after the Runner has set up (and printed its
-    environment), or never: batch sizes and run lengths that are not positive integers, a learning rate or weight
-    decay that is not a non-negative number."""
+    """ConfigError for non-positive batch sizes and run lengths, or a negative learning rate or weight decay, before the
+    Runner sets up."""
     for split in ('train', 'val', 'test'):
         loader = cfg.get(f'{split}_dataloader')
         if isinstance(loader, dict) and 'batch_size' in loader and not _positive_int(loader['batch_size']):
@@ -224,8 +204,7 @@ def check_values(cfg: Config) -> None:
 
 
 def flat_config(node: Any, prefix: str = '') -> dict[str, Any]:
-    """{dotted key: leaf value} of a config (or any nest of dicts and lists): ``model.backbone.encoding``,
-    ``param_scheduler.1.end``; empty dicts and lists are leaves. What config comparisons work on."""
+    """{dotted key: leaf value} of a nest of dicts and lists (``param_scheduler.1.end``); empty ones are leaves."""
     flat: dict[str, Any] = {}
 
     def walk(node: Any, prefix: str) -> None:
@@ -246,8 +225,7 @@ _UNSET = object()
 
 
 def differing_keys(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """The keys of two flat configs (``flat_config``) whose values differ, a key missing on one side included, in
-    the order they first appear."""
+    """The keys of two flat configs whose values differ (or that one lacks), in order of appearance."""
     return [k for k in dict.fromkeys([*old, *new]) if old.get(k, _UNSET) != new.get(k, _UNSET)]
 
 
@@ -259,9 +237,7 @@ def setup_distributed_backend(cfg: Config) -> None:
 
 
 def enable_amp(cfg: Config, device: str | None = None) -> None:
-    """bf16 autocast for training: mmengine's AmpOptimWrapper on a GPU, vispe's BF16OptimWrapper on CPU (where
-    AmpOptimWrapper refuses to build). ``device`` defaults to cuda when torch sees one. The rest of the config's
-    optim_wrapper (optimizer, paramwise_cfg, clip_grad) is kept."""
+    """bf16 autocast for training: AmpOptimWrapper on GPU, BF16OptimWrapper on CPU; other optim_wrapper keys kept."""
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     if cfg.optim_wrapper.get('type', 'OptimWrapper') not in ('OptimWrapper', 'AmpOptimWrapper', 'BF16OptimWrapper'):
         raise ConfigError(
@@ -277,9 +253,7 @@ def enable_amp(cfg: Config, device: str | None = None) -> None:
 
 
 def compile_backbone(model: torch.nn.Module) -> torch.nn.Module:
-    """``torch.compile`` the backbone of an mmengine model (unwrapping DDP) in place with ``nn.Module.compile``: the
-    state-dict keys stay as they are, so checkpoints load either way. mmengine's own ``compile`` option compiles the
-    whole train step, optimizer included, which dynamo cannot trace through mmengine's scheduler wrappers."""
+    """``torch.compile`` the backbone in place (``nn.Module.compile``): state-dict keys and checkpoints unchanged."""
     inner = getattr(model, 'module', model)
     backbone = getattr(inner, 'backbone', None)
     if backbone is None:
@@ -289,8 +263,7 @@ def compile_backbone(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def without_validation(cfg: Config) -> Config:
-    """``cfg`` with validation switched off (no val loop, loader or evaluator, no val_interval), for runs where only
-    training matters: benchmarks and tests of training. Returns the same config."""
+    """``cfg`` (the same object) with validation switched off."""
     cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
     if cfg.get('train_cfg'):
         cfg.train_cfg.pop('val_interval', None)
@@ -298,9 +271,8 @@ def without_validation(cfg: Config) -> Config:
 
 
 def parse_option_value(text: str) -> Any:
-    """One ``--cfg-options`` value: mmengine's parsing (numbers, bools, None, lists split on commas), except that a
-    value holding a ``{...}`` dict is read whole as a Python literal, since mmengine would split it on its commas
-    (``model.backbone.encoding="{'type': 'irpe', 'mode': 'bias'}"`` or a list of such dicts and names)."""
+    """One ``--cfg-options`` value, parsed as mmengine does, but a value holding a ``{...}`` dict is read whole as a
+    Python literal."""
     if '{' not in text:
         return DictAction._parse_iterable(text)
     try:
@@ -362,8 +334,7 @@ def common_parser_args(parser) -> None:
 
 
 def sweep_parser_args(parser) -> None:
-    """The arguments the sweep commands (eval-resolution, eval-points, eval-cameras, eval-patch-shift) take after
-    CONFIG: CKPT, --out, --device and --no-progress."""
+    """The arguments the sweep commands take after CONFIG: CKPT, --out, --device and --no-progress."""
     parser.add_argument('checkpoint')
     parser.add_argument('--out', type=out_folder, required=True, help='output folder for results.json and results.png')
     parser.add_argument('--device', default=None, help='cpu or cuda (default: cuda when available)')

@@ -1,5 +1,5 @@
-"""Config files: where vispe's shipped configs are (package data of an installed wheel, or the checkout's
-``configs/``), resolving a config by path or shipped name, and reading one with errors that name the file and line."""
+"""Config files: where vispe's shipped configs are, resolving one by path or name, and reading one with errors that name
+the file and line."""
 
 from __future__ import annotations
 
@@ -20,8 +20,7 @@ class ConfigError(ValueError):
 
 
 def _syntax_error_in(path: str, seen: set | None = None) -> tuple[str, SyntaxError] | None:
-    """(file, error) of the first file among ``path`` and its ``_base_`` files (followed recursively) that does not
-    parse as Python; None when all parse."""
+    """(file, error) of the first of ``path`` and its ``_base_`` files that does not parse; None when all do."""
     seen = seen if seen is not None else set()
     if path in seen or not osp.isfile(path):
         return None
@@ -46,8 +45,8 @@ def _syntax_error_in(path: str, seen: set | None = None) -> tuple[str, SyntaxErr
 
 
 def read_config_file(path: str) -> Config:
-    """``Config.fromfile`` whose failures name the file and line: a syntax error (in the file or one of its bases)
-    or an exception raised while the config's code runs becomes one ``ConfigError`` line."""
+    """``Config.fromfile`` whose failures (syntax, or an exception in the config's code) are one ``ConfigError`` naming
+    file and line."""
     try:
         return Config.fromfile(path)
     except SyntaxError as err:
@@ -68,8 +67,7 @@ def read_config_file(path: str) -> Config:
 
 
 def configs_dir() -> str:
-    """The folder of vispe's shipped configs: ``vispe/configs`` in an installed wheel (the checkout's ``configs/``
-    as package data), else the ``configs/`` next to the package (a source checkout or an editable install)."""
+    """The folder of the shipped configs: ``vispe/configs`` in a wheel, else ``configs/`` next to the package."""
     package = osp.dirname(osp.dirname(osp.abspath(__file__)))
     shipped = osp.join(package, 'configs')
     return shipped if osp.isdir(shipped) else osp.join(osp.dirname(package), 'configs')
@@ -88,9 +86,7 @@ def shipped_configs() -> list[str]:
 
 
 def resolve_config(path: str) -> str:
-    """``path`` when it is a file (relative to the working directory or absolute); else the shipped config it names
-    ('vit/x.py' or, as in the checkout, 'configs/vit/x.py'). A name that is neither raises FileNotFoundError with
-    the closest shipped names."""
+    """``path`` when it is a file, else the shipped config it names; FileNotFoundError with the closest names."""
     if osp.isfile(path):
         return path
     name = path.replace(osp.sep, '/')

@@ -1,11 +1,7 @@
-"""Misspelled keys in the config sections mmengine builds (train_cfg, optim_wrapper, the data loaders, randomness,
-schedulers, hooks, evaluators): refused when the config is loaded, naming the closest valid key, instead of the
-TypeError mmengine's constructors raise after the Runner has started (and printed its environment).
+"""Misspelled keys in the config sections mmengine builds, refused at load, naming the closest valid key.
 
-Each section is checked against the signature of the class or function that will receive it: the ``type`` it names
-(resolved through vispe's registries, which fall back to mmengine's), or the one mmengine uses by default. A target
-that takes ``**kwargs`` it does not forward to a known signature, or a ``type`` that does not resolve, is skipped:
-this check only ever refuses a key that would certainly fail.
+Each section is checked against the signature of the class its ``type`` names (or mmengine's default); targets that
+forward ``**kwargs`` out of sight, or types that do not resolve, are skipped.
 """
 
 from __future__ import annotations
@@ -56,7 +52,6 @@ def check_section_keys(cfg: Mapping[str, Any]) -> None:
 
 
 def _resolve(registry: Any, type_: Any) -> Callable | None:
-    """The class or function a ``type`` names, or None when it does not resolve (the check is then skipped)."""
     if isinstance(type_, str):
         try:
             target = registry.get(type_)
@@ -74,8 +69,8 @@ def _check(
     extra: Iterable[str] = (),
     supplied: Iterable[str] = (),
 ) -> None:
-    """ConfigError for the first key of ``node`` that ``target`` does not take (``extra``: keys the builder reads
-    itself; ``supplied``: arguments the Runner passes, left out of the list of valid keys)."""
+    """ConfigError for the first key of ``node`` that ``target`` does not take (``extra``: read by the builder;
+    ``supplied``: passed by the Runner)."""
     if target is None:
         return
     accepted = _accepted(target)
@@ -94,9 +89,8 @@ def _check(
 
 
 def _accepted(target: Callable) -> set[str] | None:
-    """The arguments ``target`` takes (vispe.registry.accepted_arguments), where a class that defines no ``__init__``
-    of its own takes none (object's ``*args, **kwargs`` refuse any), and ``_CLOSED_KWARGS`` classes take only what
-    their ``__init__`` chain names."""
+    """The arguments ``target`` takes; a class without its own ``__init__`` takes none, ``_CLOSED_KWARGS`` ones only
+    what their chain names."""
     if isinstance(target, type):
         if all('__init__' not in vars(cls) for cls in target.__mro__[:-1]):  # only object's
             return set()
@@ -112,7 +106,6 @@ def _accepted(target: Callable) -> set[str] | None:
 
 
 def _check_typed(node: Any, path: str, registry: Any, default: Any = None, **kwargs: Any) -> None:
-    """Check a ``dict(type=..., ...)`` against the class its ``type`` names (``default`` when it names none)."""
     if not isinstance(node, Mapping):
         return
     type_ = node.get('type', default)
@@ -122,7 +115,6 @@ def _check_typed(node: Any, path: str, registry: Any, default: Any = None, **kwa
 
 
 def _check_entries(node: Any, path: str, registry: Any, **kwargs: Any) -> None:
-    """Check one typed dict, or each of a list of them (``custom_hooks``, ``param_scheduler``)."""
     if isinstance(node, (list, tuple)):
         for i, item in enumerate(node):
             _check_typed(item, f'{path}[{i}]', registry, **kwargs)

@@ -1,14 +1,9 @@
 """``--cfg-options`` on a config's top-level variables, applied to everything derived from them.
 
-A config file is Python: ``train_resolution = 32`` and then ``shapes2d = dict(image_size=train_resolution)`` and
-``train_dataloader = dict(dataset=shapes2d)``. mmengine evaluates the file once and merges ``--cfg-options`` into
-the result, so ``--cfg-options train_resolution=48`` changed the top-level key alone: the data stayed at 32 while the
-dumped config said 48. Here an option whose first name is a variable that the config's code reads (a top-level
-assignment in the file or one of its ``_base_`` files whose name is used elsewhere in that file) is applied where
-the variable is defined, and the file is evaluated again: ``train_resolution=48`` replaces the assignment's value,
-``shapes2d.image_size=48`` (a helper dict) adds ``shapes2d['image_size'] = 48`` after it. The rewritten files are
-temporary copies; the user's files are never written. Options on the Runner's own sections (``train_cfg.max_epochs``)
-that no other line reads keep mmengine's merge.
+An option whose first name is a variable the config's code reads (``train_resolution=48``) is applied where the variable
+is defined, in temporary copies of the file and its bases, and the config is evaluated again; a dotted option on a
+helper dict (``shapes2d.image_size=48``) adds the assignment after it. The user's files are never written. Other options
+keep mmengine's merge.
 """
 
 from __future__ import annotations
@@ -26,7 +21,6 @@ from vispe.engine.config_files import read_config_file
 
 
 def _assigned(tree: ast.Module) -> dict[str, list[ast.Assign]]:
-    """Top-level ``name = value`` statements by name."""
     found: dict[str, list[ast.Assign]] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign):
@@ -51,15 +45,13 @@ def _bases(tree: ast.Module) -> tuple[ast.Assign | None, list[str]]:
 
 
 def _span(node: ast.expr | ast.stmt) -> tuple[int, int, int, int]:
-    """(line, byte column, end line, end byte column) of a node parsed from source (its end is always known)."""
     assert node.end_lineno is not None and node.end_col_offset is not None
     return node.lineno, node.col_offset, node.end_lineno, node.end_col_offset
 
 
 def _setting(root: str, path: str, value: Any) -> str:
-    """The statement that sets ``root``'s entry at the dotted ``path`` to ``value``: 'a.0.b' sets
-    root.setdefault('a', {})[0]['b'] (mmengine's option syntax: an integer part indexes a list), creating the dicts
-    on the way that this file does not hold (another file of the config may; mmengine merges them)."""
+    """The statement that sets ``root``'s entry at the dotted ``path`` (an integer part indexes a list) to ``value``,
+    creating missing dicts."""
     parts = path.split('.')
     code = root
     for part in parts[:-1]:
@@ -124,20 +116,17 @@ class _Rewriter:
 
     @staticmethod
     def _absolute(path: str, base: str) -> str:
-        """A ``_base_`` entry of ``path`` as an absolute path (a package's config, ``pkg::name``, as written)."""
+        """A ``_base_`` entry of ``path`` as an absolute path (``pkg::name`` as written)."""
         full = osp.join(osp.dirname(path), base)
         return base if '::' in base or not osp.isfile(full) else osp.abspath(full)
 
     def _base(self, path: str, base: str) -> str:
-        """A ``_base_`` entry of ``path``: the absolute path of its rewritten copy, or of itself."""
         full = self._absolute(path, base)
         return full if full == base else self(full)
 
 
 def read_with_options(path: str, options: Mapping[str, Any]) -> tuple[Config, set[str]]:
-    """The config at ``path`` evaluated with the ``options`` whose first name is a variable its code reads applied
-    where that variable is defined; returns it and the option keys so applied (the caller merges all options after,
-    which for these changes nothing)."""
+    """The config at ``path`` evaluated with the ``options`` on its variables, and the option keys so applied."""
     with tempfile.TemporaryDirectory(prefix='vispe_config_') as folder:
         rewrite = _Rewriter(options, folder)
         rewritten = rewrite(path)

@@ -1,13 +1,8 @@
-"""A run's config as data: what a checkpoint records of it, and how it is read back without running anything.
+"""A run's config as data: what a checkpoint records of it, read back without running anything.
 
-A config file is code (mmengine's contract): it runs when the user names it. A checkpoint is data, and mmengine keeps
-the run's config in it as Python text (``meta['cfg']``), which only ``Config.fromstring`` (running it) can read.
-vispe's runner records the resolved config a second time, as JSON (``meta['vispe_config']``, ``config_record``), and
-every tool that needs a checkpoint's config reads that record (``recorded_config``): ``json.loads`` cannot run code,
-and the class names in it (``type=``, ``constructor=``, ``runner_type``) must be names that vispe's and mmengine's
-registries hold, because mmengine's registry imports any dotted name it does not know. ``meta['cfg']`` is never
-read; a checkpoint that records its config only as Python text is refused for that use, naming the safe way (pass
-the config file).
+mmengine keeps the config in a checkpoint as Python text (``meta['cfg']``), which only running it can read; vispe also
+records it as JSON (``meta['vispe_config']``), whose class names must be registered names (mmengine's registry would
+import any other dotted name). ``meta['cfg']`` is never read.
 """
 
 from __future__ import annotations
@@ -33,8 +28,7 @@ SCOPES = ('vispe', 'mmengine')
 
 
 def _encode(value: Any, where: str) -> Any:
-    """``value`` as JSON: tuples and non-string dict keys tagged (JSON has neither), anything that is not data as a
-    marker that reading refuses."""
+    """``value`` as JSON, tuples and non-string keys tagged, anything that is not data as a marker reading refuses."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, Mapping):
@@ -63,13 +57,12 @@ def _decode(value: Any) -> Any:
 
 
 def config_record(cfg: Config) -> str:
-    """The JSON text that a checkpoint records of ``cfg`` (the config as resolved: bases merged, options applied)."""
+    """The JSON text a checkpoint records of the resolved ``cfg``."""
     return json.dumps({'format': RECORD_FORMAT, 'config': _encode(cfg.to_dict(), '')}, sort_keys=True)
 
 
 def registered_names() -> set[str]:
-    """Every name held by mmengine's root registries, vispe's own (encodings, size policies, ...) and their children
-    (filled from their locations)."""
+    """Every name held by mmengine's root registries, vispe's own and their children."""
     import vispe.registry
 
     names: set[str] = set()
@@ -87,8 +80,7 @@ def registered_names() -> set[str]:
 
 
 def unregistered_classes(node: Any, names: set[str], where: str = '') -> list[str]:
-    """'key=value' for every class name in ``node`` (``CLASS_KEYS``) that is not a registered name, bare or in one
-    of ``SCOPES``: what mmengine would import as a module path."""
+    """'key=value' for every class name in ``node`` that no registry holds (bare or in ``SCOPES``)."""
     found = []
     if isinstance(node, Mapping):
         for key, value in node.items():
@@ -106,8 +98,8 @@ def unregistered_classes(node: Any, names: set[str], where: str = '') -> list[st
 
 
 def config_from_record(text: str) -> Config:
-    """The config a record (``config_record``) holds; ``ConfigError`` (its message to follow the file's name) for a
-    record that is not one, names a class no registry holds, imports modules or sets another default scope."""
+    """The config a record holds; ``ConfigError`` for one that is not a record, names an unregistered class, imports
+    modules or sets another scope."""
     try:
         record = json.loads(text)
     except (TypeError, ValueError) as err:
@@ -144,9 +136,7 @@ def _meta(ckpt: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def recorded_config(ckpt: Mapping[str, Any], path: str, instead: str) -> Config:
-    """The config that the checkpoint ``ckpt`` (read from ``path``) records, read as data; ``ConfigError`` for one
-    that records none, or only as Python text. ``instead`` ends the refusal with the safe way, e.g. ``'give the
-    config it was trained with: vispe infer CONFIG CKPT FILE ...'``."""
+    """The config ``ckpt`` records, read as data; ``ConfigError``, ending with ``instead``, when it records none."""
     meta = _meta(ckpt)
     text = meta.get(RECORD_KEY)
     if isinstance(text, str):
@@ -163,8 +153,7 @@ def recorded_config(ckpt: Mapping[str, Any], path: str, instead: str) -> Config:
 
 
 def recorded_config_or_none(ckpt: Mapping[str, Any]) -> Config | None:
-    """``recorded_config`` for callers to whom the config is a hint (a comparison, an error message's detail): the
-    config, or None where the checkpoint records none that reads as data."""
+    """``recorded_config``, or None where the checkpoint records none that reads as data."""
     text = _meta(ckpt).get(RECORD_KEY)
     if not isinstance(text, str):
         return None

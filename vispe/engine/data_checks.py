@@ -1,10 +1,5 @@
-"""Checks of a run's data against its model, before the first iteration.
-
-``ClassCountHook``: a classifier whose output count differs from its data set's class count trains without an error
-(a 2-class ImageFolder with 27 outputs) and reports an accuracy over classes the data never has. The hook compares
-the two, and the class names of the train and val / test data sets, when the run starts (``before_run``: after the
-Runner has built the loops of ``train()``, ``val()`` or ``test()``, before any weight is loaded or step taken).
-"""
+"""Checks of a run's data against its model when the run starts (``ClassCountHook``, ``before_run``): a classifier's
+output count against its data set's class count, and the class names of the train and val / test data sets."""
 
 from __future__ import annotations
 
@@ -26,8 +21,7 @@ class ClassCountError(ConfigError):
 
 
 def dataset_classes(dataset: Any) -> tuple[int | None, tuple[str, ...] | None]:
-    """(class count, class names) from the ``metainfo`` of ``dataset`` or of the data sets it wraps (``.dataset``,
-    e.g. ``TransformedDataset``); (None, None) when none says."""
+    """(class count, class names) from the ``metainfo`` of ``dataset`` or what it wraps; (None, None) if none says."""
     for inner in dataset_chain(dataset, depth=4):
         meta = getattr(inner, 'metainfo', None) or {}
         names = meta.get('classes')
@@ -38,9 +32,7 @@ def dataset_classes(dataset: Any) -> tuple[int | None, tuple[str, ...] | None]:
 
 
 def model_outputs(model: Any) -> int | None:
-    """The number of logits a classifier gives, by its own ``class_count()`` (vispe's ImageClassifier and
-    PointClassifier: their backbone's ``num_classes``); None for models that do not say. Asked of the model, so
-    that the engine does not import the tasks above it."""
+    """The logits a classifier gives, by its own ``class_count()``; None for models that do not say."""
     model = model.module if is_model_wrapper(model) else model
     count = getattr(model, 'class_count', None)
     return count() if callable(count) else None
@@ -60,18 +52,13 @@ def _describe(dataset: Any) -> str:
 
 @HOOKS.register_module()
 class ClassCountHook(Hook):
-    """Refuses a run whose classifier's output count differs from its data sets' class count, and one whose val or
-    test data set names other classes (or the same in another order) than the train data set.
+    """Refuses a run whose classifier's output count differs from its data sets' class count, or whose val / test data
+    set names other classes (or another order) than the train one.
+
+    Data sets that do not say their classes and models that are not vispe classifiers are not checked.
 
     Args:
-        allow_extra_outputs: accept more outputs than classes (never fewer) in training. Off by default: the extra
-            logits are classes the data never shows, yet they take probability mass and can be predicted; it is almost
-            always a ``num_classes`` left from another config. Never taken by a run that only evaluates, whose data must
-            label by the model's class names instead (a split numbered by its own folders would give other classes the
-            model's numbers).
-
-    Data sets that do not say their classes (no ``metainfo['num_classes']`` or ``['classes']``) and models that are
-    not vispe classifiers are not checked.
+        allow_extra_outputs: accept more outputs than classes (never fewer) in training; evaluation runs never do.
     """
 
     priority = 'VERY_HIGH'

@@ -1,9 +1,5 @@
-"""Distributed training on CPU (gloo) with mmengine 0.10.7.
-
-mmengine's pytorch launcher calls ``torch.cuda.set_device`` and wraps the model with ``device_ids=[LOCAL_RANK]``,
-both of which fail without a GPU. On CPU vispe starts the gloo process group itself (mmengine then skips its
-own init) and wraps the model with ``CPUDistributedDataParallel``. On GPU nothing changes.
-"""
+"""Distributed training on CPU (gloo): vispe starts the process group itself and wraps the model with
+``CPUDistributedDataParallel``, where mmengine's launcher would need a GPU. On GPU nothing changes."""
 
 from __future__ import annotations
 
@@ -21,10 +17,9 @@ class CPUDistributedDataParallel(MMDistributedDataParallel):
     """mmengine's DDP wrapper for CPU modules, which DDP requires to get ``device_ids=None``.
 
     Args:
-        module: the model to wrap (the Runner passes it).
-        device_ids: ignored: DDP is always given None, as CPU modules require.
-        **kwargs: passed to mmengine's ``MMDistributedDataParallel`` (and on to torch's ``DistributedDataParallel``,
-            e.g. ``find_unused_parameters``).
+        module: the model to wrap.
+        device_ids: ignored; DDP always gets None.
+        **kwargs: passed to mmengine's ``MMDistributedDataParallel``.
     """
 
     def __init__(self, module, device_ids=None, **kwargs):
@@ -44,12 +39,9 @@ def setup_cpu_distributed(cfg) -> None:
 
 
 def teardown_distributed() -> None:
-    """Leave the process group cleanly; call it once nothing refers to the Runner any more.
+    """Leave the process group cleanly; call it once nothing refers to the Runner.
 
-    DDP's reducer holds the process group. If it outlives ``destroy_process_group`` (the Runner sits in reference
-    cycles, so dropping the name is not enough), gloo's threads are torn down during interpreter finalisation and
-    a rank aborts with "terminate called without an active exception": 6 runs in 24 on a loaded 2-core machine
-    before the ``gc.collect`` below, 0 in 36 after.
+    It collects garbage first, so DDP's reducer does not outlive the process group (a rank then aborts at exit).
     """
     if dist.is_available() and dist.is_initialized():
         gc.collect()

@@ -1,15 +1,10 @@
 """Runner hooks for runs that survive being killed and stop on a diverged loss.
 
-* ``AtomicCheckpointHook``: mmengine's CheckpointHook whose writes cannot be seen half done. The checkpoint goes
-  through the ``atomic_local`` file backend (temporary file, fsync, rename) and the ``last_checkpoint`` pointer,
-  which mmengine writes with a plain ``open``, through ``atomic_open``; files left by a killed writer are removed
-  at the next save. ``kill -9`` at any moment leaves the previous checkpoint and pointer whole.
-* ``RNGStateHook``: stores the torch (CPU and CUDA), numpy and Python random states in each checkpoint and puts
-  them back on resume, so that dropout, drop-path and random augmentation continue as if never interrupted (mmengine
-  reseeds on resume instead). Single-process runs only: a checkpoint holds rank 0's states, which distributed ranks
-  must not all take, so they keep mmengine's reseeding.
-* ``NonFiniteLossHook``: stops training at the first NaN / Inf loss, before any hook can save the diverged weights,
-  with an error naming the iteration and the last good checkpoint.
+* ``AtomicCheckpointHook``: checkpoints and the ``last_checkpoint`` pointer written atomically; ``kill -9`` at any
+  moment leaves the previous ones whole.
+* ``RNGStateHook``: the torch, numpy and Python random states saved with each checkpoint and restored on resume
+  (single-process runs; distributed ranks keep mmengine's reseeding).
+* ``NonFiniteLossHook``: stops at the first NaN / Inf loss, before any hook can save the diverged weights.
 * ``SkippedSamplesHook``: reports the unreadable samples that data sets built with ``on_error='skip'`` skipped.
 """
 
@@ -53,8 +48,7 @@ class AtomicLocalBackend(LocalBackend):
 
 @contextmanager
 def _atomic_pointer_writes():
-    """Inside the block, mmengine's checkpoint hook module opens files through ``atomic_open`` (it writes the
-    ``last_checkpoint`` pointer with the builtin ``open``); restored afterwards."""
+    """Inside the block, mmengine's checkpoint hook module opens files through ``atomic_open``."""
     _mm_checkpoint_hook.open = atomic_open
     try:
         yield
@@ -64,16 +58,12 @@ def _atomic_pointer_writes():
 
 @HOOKS.register_module()
 class AtomicCheckpointHook(CheckpointHook):
-    """``CheckpointHook`` (same arguments) whose checkpoint files and ``last_checkpoint`` pointer are replaced
-    atomically, so an interrupted run always resumes from a complete checkpoint. Local paths only: with your own
-    ``backend_args`` (another storage backend) the checkpoint is written through that backend as given.
+    """``CheckpointHook`` whose checkpoints and ``last_checkpoint`` pointer are replaced atomically (local paths only).
 
     Args:
-        *args: passed to mmengine's ``CheckpointHook`` (its first, ``interval``).
-        backend_args: the file backend checkpoints are written through; None: vispe's atomic local backend
-            (``{'backend': 'atomic_local'}``).
-        **kwargs: passed to mmengine's ``CheckpointHook`` (``interval``, ``by_epoch``, ``max_keep_ckpts``,
-            ``save_best``, ...).
+        *args: passed to mmengine's ``CheckpointHook``.
+        backend_args: the file backend checkpoints are written through; None: vispe's atomic local backend.
+        **kwargs: passed to mmengine's ``CheckpointHook``.
     """
 
     def __init__(self, *args, backend_args: dict | None = None, **kwargs) -> None:
@@ -88,10 +78,7 @@ class AtomicCheckpointHook(CheckpointHook):
 
 @HOOKS.register_module()
 class RNGStateHook(Hook):
-    """Saves the random number generators' states with each checkpoint and restores them on resume.
-
-    Takes no arguments: ``dict(type='RNGStateHook')``.
-    """
+    """Saves the random generators' states with each checkpoint, restores them on resume. Takes no arguments."""
 
     priority = 'VERY_LOW'
 
@@ -123,12 +110,8 @@ class NonFiniteLossError(RuntimeError):
 
 @HOOKS.register_module()
 class NonFiniteLossHook(Hook):
-    """Raises ``NonFiniteLossError`` at the first iteration whose loss is NaN or Inf. Runs before every other hook
-    of that iteration (priority HIGHEST), so no checkpoint of the diverged weights is written; the message names
-    the iteration and the last good checkpoint.
-
-    Takes no arguments: ``dict(type='NonFiniteLossHook')``.
-    """
+    """Raises ``NonFiniteLossError`` at the first NaN or Inf loss, before any other hook of that iteration (no
+    checkpoint of the diverged weights), naming the last good checkpoint. Takes no arguments."""
 
     priority = 'HIGHEST'
 
@@ -158,19 +141,15 @@ class NonFiniteLossHook(Hook):
 
 
 def _dataset_with_skips(loader: Any) -> Any:
-    """The data set behind a dataloader (through wrappers with a ``dataset`` attribute) that counts skipped samples,
-    or None."""
+    """The data set behind a dataloader, through wrappers, that counts skipped samples, or None."""
     chain = dataset_chain(getattr(loader, 'dataset', None), depth=4)
     return next((dataset for dataset in chain if hasattr(type(dataset), 'skipped')), None)
 
 
 @HOOKS.register_module()
 class SkippedSamplesHook(Hook):
-    """Logs how many unreadable samples a data set built with ``on_error='skip'`` has skipped, after each train,
-    val and test epoch where the count grew, and the totals when the run ends.
-
-    Takes no arguments: ``dict(type='SkippedSamplesHook')``.
-    """
+    """Logs the unreadable samples an ``on_error='skip'`` data set skipped, after each epoch where they grew and at
+    the end. Takes no arguments."""
 
     priority = 'VERY_LOW'
 

@@ -13,13 +13,12 @@ from vispe.registry import METRICS
 
 @METRICS.register_module()
 class Accuracy(BaseMetric):
-    """Top-1 accuracy in percent, from per-sample ``{'pred', 'label'}`` predictions; reported as 'accuracy/top1'.
+    """Top-1 accuracy in percent from per-sample ``{'pred', 'label'}``, reported as 'accuracy/top1'.
 
     Args:
-        collect_device: where results of the ranks are gathered in distributed evaluation, 'cpu' or 'gpu' (mmengine's
-            ``BaseMetric``).
+        collect_device: where the ranks' results are gathered, 'cpu' or 'gpu'.
         prefix: the metric names' prefix; None: 'accuracy'.
-        collect_dir: folder for gathering results of the ranks when ``collect_device`` is 'cpu'; None: a temporary one.
+        collect_dir: folder for gathering on 'cpu'; None: a temporary one.
     """
 
     default_prefix = 'accuracy'
@@ -36,17 +35,14 @@ class Accuracy(BaseMetric):
 
 @METRICS.register_module()
 class DenoisingLoss(BaseMetric):
-    """Mean held-out denoising loss from per-sample ``{'loss'}`` predictions (``DiffusionModel``, mode='predict');
-    reported as 'denoising/mse'. Each sample counts once, whatever its resolution.
+    """Mean held-out denoising loss from per-sample ``{'loss'}``, each sample once, reported as 'denoising/mse'.
 
-    Not 'denoising/loss': mmengine's LogProcessor logs every key matching ``.*(loss|time|...).*`` as a mean over the
-    last 10 values, so a val metric named '...loss' would show a running mean of past validations.
+    Not '.../loss', which mmengine's LogProcessor would show as a running mean.
 
     Args:
-        collect_device: where results of the ranks are gathered in distributed evaluation, 'cpu' or 'gpu' (mmengine's
-            ``BaseMetric``).
+        collect_device: where the ranks' results are gathered, 'cpu' or 'gpu'.
         prefix: the metric names' prefix; None: 'denoising'.
-        collect_dir: folder for gathering results of the ranks when ``collect_device`` is 'cpu'; None: a temporary one.
+        collect_dir: folder for gathering on 'cpu'; None: a temporary one.
     """
 
     default_prefix = 'denoising'
@@ -63,14 +59,12 @@ class DenoisingLoss(BaseMetric):
 
 @METRICS.register_module()
 class Localization3D(BaseMetric):
-    """3D localisation error from per-sample ``{'pred', 'target'}`` points (``MultiViewLocalizer``): the mean
-    Euclidean error ('loc3d/mean_error', in the data's unit) and the share of samples within ``threshold`` of the
-    target ('loc3d/within', in percent).
+    """3D localisation from per-sample ``{'pred', 'target'}``: mean Euclidean error ('loc3d/mean_error') and percent
+    within ``threshold`` ('loc3d/within').
 
     Args:
-        threshold: the distance, > 0 and in the data's unit, within which a prediction counts for 'loc3d/within'.
-        **kwargs: passed to mmengine's ``BaseMetric`` (``collect_device``, ``prefix``: None gives 'loc3d',
-            ``collect_dir``).
+        threshold: the distance (> 0, the data's unit) within which a prediction counts.
+        **kwargs: passed to mmengine's ``BaseMetric``.
     """
 
     default_prefix = 'loc3d'

@@ -1,20 +1,9 @@
 """Optimizer parameter groups from the model's own declaration, for mmengine.
 
-mmengine's ``DefaultOptimWrapperConstructor`` never reads a model's ``no_weight_decay()``: what it keeps out of
-weight decay comes from ``paramwise_cfg``, by module type (norms, biases) and by name substrings (``custom_keys``).
-That put the decay policy of every encoding into the schedule configs, where it was wrong as soon as a name did not
-happen to match (gta's ``translation_scale`` was declared no-decay and decayed in every camera config).
-
-``ParamGroupsOptimWrapperConstructor`` reads the declaration instead: the encodings' ``no_weight_decay_params``,
-collected with the backbone's tokens and tables by ``EncodingHost.no_weight_decay()`` (the same set timm's
-``create_optimizer_v2`` reads), plus timm's rule that 1-D parameters and biases take no decay. With
-``paramwise_cfg=dict(layer_decay_rate=r)`` it also scales each layer's learning rate as BEiT and mmpretrain's
-``LearningRateDecayOptimWrapperConstructor`` do: layer ids from the backbone's ``layer_id`` (0 the stem with the
-model-level encodings, i + 1 block i with its per-layer encodings, depth + 1 the final norm and the head, task
-modules outside the backbone included), lr scale r ** (depth + 1 - layer_id).
-
-Options of mmengine's paramwise_cfg that would set decay another way are refused rather than silently combined:
-a decay policy half from the declaration and half from a config is the bug this replaces.
+``ParamGroupsOptimWrapperConstructor`` keeps out of weight decay the parameters ``no_weight_decay()`` declares (the same
+set timm's ``create_optimizer_v2`` reads) plus, by timm's rule, 1-D parameters and biases. With ``layer_decay_rate=r``
+it scales each layer's learning rate as BEiT does: r ** (depth + 1 - layer_id), layer ids from the backbone's
+``layer_id``. paramwise_cfg options that would set decay another way are refused.
 """
 
 from __future__ import annotations
@@ -62,8 +51,7 @@ def _under(name: str, prefix: str) -> bool:
 
 
 def _declarers(model: nn.Module) -> list[tuple[str, _Declarer]]:
-    """(prefix, module) of the outermost modules with a ``no_weight_decay()``: each speaks for its subtree (a
-    vispe backbone for its encodings too), so a declaration nested inside one is not read twice."""
+    """(prefix, module) of the outermost modules with a ``no_weight_decay()``, each speaking for its subtree."""
     found: list[tuple[str, _Declarer]] = []
     for prefix, module in model.named_modules():
         if callable(getattr(module, 'no_weight_decay', None)) and not any(_under(prefix, p) for p, _ in found):
@@ -72,31 +60,26 @@ def _declarers(model: nn.Module) -> list[tuple[str, _Declarer]]:
 
 
 def no_decay(name: str, param: nn.Parameter, declared: set[str]) -> bool:
-    """timm's rule: no decay for 1-D parameters, biases and the declared names (``fnmatch`` patterns, as timm
-    reads them)."""
+    """timm's rule: no decay for 1-D parameters, biases and the declared names (``fnmatch`` patterns)."""
     return param.ndim <= 1 or name.endswith('.bias') or any(fnmatchcase(name, p) for p in declared)
 
 
 @OPTIM_WRAPPER_CONSTRUCTORS.register_module()
 class ParamGroupsOptimWrapperConstructor:
-    """Builds the optimizer wrapper with parameter groups from the model's declaration (see the module docstring).
+    """Builds the optimizer wrapper with parameter groups from the model's declaration.
 
-    Config: ``optim_wrapper=dict(constructor='ParamGroupsOptimWrapperConstructor', optimizer=dict(...),
-    paramwise_cfg=dict(...))``, where paramwise_cfg may hold
+    paramwise_cfg may hold:
 
-    - ``layer_decay_rate`` (float in (0, 1]): layer-wise lr decay; the model needs exactly one vispe backbone.
-    - ``custom_keys`` ({substring: dict(lr_mult=m)}): learning-rate multipliers by name, the longest matching key
-      winning as in mmengine; ``decay_mult`` is refused (decay is declared by the model).
-    - ``bias_decay_mult``, ``norm_decay_mult``, ``flat_decay_mult``: accepted only as 0.0, what the rule does
-      anyway (1-D parameters and biases take no decay), so older configs that say so keep working.
+    - ``layer_decay_rate`` (in (0, 1]): layer-wise lr decay; the model needs exactly one vispe backbone.
+    - ``custom_keys`` ({substring: dict(lr_mult=m)}): lr multipliers, the longest key wins; no ``decay_mult``.
+    - ``bias_decay_mult``, ``norm_decay_mult``, ``flat_decay_mult``: only 0.0, what the rule does anyway.
 
-    Each group holds the parameters of one (layer, decay, lr_mult); its ``lr`` is the optimizer's lr times the
-    layer's scale and the multiplier, its ``weight_decay`` the optimizer's or 0. The groups are logged at INFO.
+    Each group holds the parameters of one (layer, decay, lr_mult), with ``lr`` scaled by both and ``weight_decay`` the
+    optimizer's or 0; the groups are logged at INFO.
 
     Args:
-        optim_wrapper_cfg: the config's ``optim_wrapper`` (the Runner passes it), which must hold
-            ``optimizer=dict(type=..., lr=...)``; its other keys (``type``, ``clip_grad``, ...) build the wrapper.
-        paramwise_cfg: the keys listed above; None: none of them.
+        optim_wrapper_cfg: the config's ``optim_wrapper``, with ``optimizer=dict(type=..., lr=...)``.
+        paramwise_cfg: the keys listed above; None: none.
     """
 
     def __init__(self, optim_wrapper_cfg: dict, paramwise_cfg: dict | None = None) -> None:
@@ -155,7 +138,6 @@ class ParamGroupsOptimWrapperConstructor:
         return 1.0
 
     def _layers(self, model: nn.Module) -> tuple[dict[str, int], int] | None:
-        """(name -> layer id, num_layers), or None without layer decay."""
         if self.layer_decay_rate is None:
             return None
         hosts: list[tuple[str, _LayerNumbering]] = []
@@ -178,8 +160,7 @@ class ParamGroupsOptimWrapperConstructor:
         return ids, num_layers
 
     def param_groups(self, model: nn.Module) -> list[dict[str, Any]]:
-        """The optimizer's parameter groups for ``model`` (each with ``params``, ``lr`` and ``weight_decay`` where
-        the optimizer config sets them), in layer order, decayed group first."""
+        """The optimizer's parameter groups for ``model``, in layer order, decayed group first."""
         declarers = _declarers(model)
         declared: dict[str, set[str]] = {}
         for prefix, module in declarers:

@@ -1,7 +1,5 @@
-"""What a resume must check before anything in the work dir is written (``VispeRunner`` calls ``check_resumable``
-when ``resume=True`` has found its checkpoint): that the checkpoint holds a training state, not weights only; that
-its weights fit the model the config builds (built on the meta device); that the optimizer's parameter groups and
-the parameter schedulers match; and what differs between the checkpoint run's config and this one."""
+"""What a resume must check before anything in the work dir is written (``check_resumable``): a training state, weights
+that fit the config's model, matching optimizer groups and schedulers, and the config differences."""
 
 from __future__ import annotations
 
@@ -27,9 +25,8 @@ def _shown(flat: dict[str, Any], key: str) -> str:
 
 
 def config_differences(ckpt: dict, cfg: Any, sections=COMPARED, first: int = 6) -> list[str]:
-    """'model.backbone.encoding: 'rope_mixed' (checkpoint's run) -> 'rope_axial' (now)' for each setting of
-    ``sections`` that differs between the config the checkpoint ``ckpt`` records (as data: ``config_record``) and
-    ``cfg``; [] when it records none that reads as data."""
+    """'key: old (checkpoint's run) -> new (now)' for each setting of ``sections`` that differs from the recorded
+    config; [] without a record."""
     saved = recorded_config_or_none(ckpt)
     if saved is None or cfg is None:
         return []
@@ -47,8 +44,7 @@ def revised(state: dict[str, Any], revise_keys) -> dict[str, Any]:
 
 
 def meta_model(model: Any) -> nn.Module:
-    """The model a config describes, built on the meta device (shapes, no memory, no random draws), or the module
-    itself."""
+    """The model a config describes, built on the meta device, or the module itself."""
     if isinstance(model, nn.Module):
         return model
     cfg = copy.deepcopy(dict(model))
@@ -64,9 +60,8 @@ def meta_model(model: Any) -> nn.Module:
 
 
 def check_resumable(path, ckpt, model, cfg, optim_wrapper, param_scheduler) -> list[str]:
-    """CheckpointError unless ``ckpt`` (read from ``path``) can be resumed with this config (the model, optimizer
-    wrapper and parameter schedulers the Runner was given, and ``cfg`` whose text it compares with the checkpoint
-    run's), naming what differs; else the notices to log (settings that differ but still resume)."""
+    """CheckpointError, naming what differs, unless ``ckpt`` can be resumed with this Runner's model, optimizer and
+    schedulers; else the notices to log."""
     if not has_training_state(ckpt):
         raise CheckpointError(
             f'cannot resume from {path!r}: it holds weights only (no optimizer, message hub or epoch counter: '
@@ -117,9 +112,7 @@ def has_training_state(ckpt: dict) -> bool:
 
 
 def optimizer_differences(model: nn.Module, optim_wrapper: Any, saved: dict) -> list[str]:
-    """How the optimizer this config builds for ``model`` differs from a checkpoint's, in parameter groups (what
-    makes ``load_state_dict`` fail with 'different number of parameter groups'); [] when they match or the config's
-    optimizer cannot be built here."""
+    """How the optimizer groups this config builds differ from a checkpoint's; [] when they match or cannot be built."""
     if not isinstance(optim_wrapper, dict) or not isinstance(saved, dict) or 'param_groups' not in saved:
         return []
     try:

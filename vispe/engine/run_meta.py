@@ -1,11 +1,5 @@
-"""What a model was trained on, written into its checkpoints and read back by the evaluation sweeps.
-
-A config's top-level ``train_resolution`` / ``train_points`` is a helper variable of the base data set config; a
-run that overrides the data set (``--cfg-options train_dataloader.dataset.image_size=28``) leaves it behind, and a
-sweep that trusted it would report a model trained at 28 px as trained at 32. ``RunMetaHook`` records the training
-data set's own values in ``checkpoint['meta']``; ``trained_on`` reads them back, falling back for older
-checkpoints to the config's training data set, then to the top-level helper.
-"""
+"""What a model was trained on, written into its checkpoints (``RunMetaHook``) and read back by the evaluation sweeps
+(``trained_on``), from the training data set itself rather than the config's helper variables."""
 
 from __future__ import annotations
 
@@ -22,7 +16,6 @@ META_KEYS = {'train_resolution': 'image_size', 'train_points': 'num_points', 'tr
 
 
 def _square(value: Any) -> Any:
-    """32 for 32, (32, 32) or [32, 32]; (h, w) for a non-square size."""
     if isinstance(value, (list, tuple)):
         value = tuple(int(v) for v in value)
         return value[0] if len(value) == 2 and value[0] == value[1] else value
@@ -34,8 +27,7 @@ def _get(node: Any, name: str) -> Any:
 
 
 def dataset_chain(dataset: Any, depth: int = 8) -> Iterator[Any]:
-    """``dataset`` and the data sets it wraps, outermost first: each one's ``dataset`` (TransformedDataset,
-    mmengine's RepeatDataset), objects or config dicts, at most ``depth`` of them."""
+    """``dataset`` and the data sets it wraps (objects or config dicts), outermost first, at most ``depth``."""
     for _ in range(depth):
         if dataset is None:
             return
@@ -44,9 +36,7 @@ def dataset_chain(dataset: Any, depth: int = 8) -> Iterator[Any]:
 
 
 def dataset_value(dataset: Any, name: str) -> Any | None:
-    """``name`` ('image_size' or 'num_points') of a data set object or config, looking through wrappers that hold
-    it in ``dataset`` (TransformedDataset, mmengine's RepeatDataset); a crop transform's ``size`` (e.g.
-    RandomResizedCropBox) wins for images, since that is what the model sees."""
+    """``name`` ('image_size' or 'num_points') of a data set or config, through wrappers; a crop's ``size`` wins."""
     for inner in dataset_chain(dataset):
         if name == 'image_size':
             crops = [_get(t, 'size') for t in (_get(inner, 'transforms') or []) if _get(t, 'size') is not None]
@@ -59,8 +49,7 @@ def dataset_value(dataset: Any, name: str) -> Any | None:
 
 
 def size_policy_text(dataset: Any) -> str | None:
-    """How a data set (object or config, through its wrappers) draws several training sizes: its ``size_policy``
-    as text ('SquareSizes(min_size=16, max_size=64, patch_size=4)'); None for one size (no policy, or FixedSize)."""
+    """A data set's ``size_policy`` as text, or None for one size."""
     for inner in dataset_chain(dataset):
         policy = _get(inner, 'size_policy')
         if policy is None:
@@ -77,17 +66,15 @@ def size_policy_text(dataset: Any) -> str | None:
 
 
 def trained_sizes(cfg, meta: dict | None) -> str | None:
-    """The size policy a checkpoint's run trained on (``size_policy_text``): its meta's ``train_sizes``
-    (RunMetaHook), else for a checkpoint that predates it the config's training data set; None for one size."""
+    """The size policy a checkpoint's run trained on (meta, else its config's data set); None for one size."""
     if meta and (meta.get('train_sizes') or meta.get('train_resolution') is not None):
         return meta.get('train_sizes')
     return size_policy_text((cfg.get('train_dataloader') or {}).get('dataset'))
 
 
 def trained_on(cfg, meta: dict | None, key: str) -> Any | None:
-    """``key`` ('train_resolution' or 'train_points') of a checkpoint: its meta (RunMetaHook), else the config's
-    training data set, else the config's top-level ``key``; None when none has it, and for 'train_resolution' when
-    the run trained on several sizes (``trained_sizes``: its nominal size is no training size)."""
+    """``key`` ('train_resolution' or 'train_points') of a checkpoint: its meta, else the config's data set, else the
+    config's top-level ``key``; None when none has it or the run trained on several sizes."""
     if key == 'train_resolution' and trained_sizes(cfg, meta):
         return None
     for value in (
@@ -102,13 +89,8 @@ def trained_on(cfg, meta: dict | None, key: str) -> Any | None:
 
 @HOOKS.register_module()
 class RunMetaHook(Hook):
-    """Writes what the model is trained on into every checkpoint's meta: the run's config as data
-    (``config_record``, which the tools read instead of mmengine's Python text of it); ``train_resolution`` (the
-    training data set's image size, or its crop size) for images, or ``train_sizes`` (its size policy) for a run on
-    several sizes; ``train_points`` (its point count) for point clouds; ``train_frames`` (its frame count) for video.
-
-    Takes no arguments: ``dict(type='RunMetaHook')``.
-    """
+    """Writes into every checkpoint's meta what the model is trained on: the config as data (``config_record``),
+    ``train_resolution`` or ``train_sizes``, ``train_points``, ``train_frames``. Takes no arguments."""
 
     priority = 'VERY_LOW'
 
@@ -126,7 +108,7 @@ class RunMetaHook(Hook):
 
     @staticmethod
     def _train_dataset(runner) -> Any:
-        """The built training data set, or its config when the loop has not built it (a save outside training)."""
+        """The built training data set, or its config when the loop has not built it."""
         loop = getattr(runner, '_train_loop', None)
         loader = getattr(loop, 'dataloader', None) if loop is not None and not isinstance(loop, dict) else None
         if loader is not None and hasattr(loader, 'dataset'):
@@ -135,11 +117,10 @@ class RunMetaHook(Hook):
 
 
 def align_training_grid(model: Any, cfg: Any, meta: dict | None) -> list[str]:
-    """Make the training grid of ``model``'s encodings (what the ``interpolate`` / ``ntk`` / ``yarn`` / ``extend``
-    strategies scale from) the one the checkpoint's run trained on, whatever size the model was built for
-    (``model.backbone.img_size=64`` on a checkpoint trained at 32: its encodings follow 32, the size every title
-    reports), and clear it for a run on several sizes, whose strategies then refuse. Returns one line per encoding it
-    changed, for the caller to say; [] when the checkpoint records nothing (older ones) or everything agrees."""
+    """Make ``model``'s encodings' training grid the one the checkpoint's run trained on (cleared for several sizes).
+
+    Returns one line per encoding changed; [] when the checkpoint records nothing or all agrees.
+    """
     from vispe.encodings.base import Encoding
 
     backbone = getattr(model, 'backbone', model)
@@ -179,9 +160,7 @@ def align_training_grid(model: Any, cfg: Any, meta: dict | None) -> list[str]:
 
 
 def resolution_label(res: Any, collapse_square: bool = False) -> str:
-    """64 -> '64', (48, 64) or [48, 64] (as JSON reads it back) -> '48x64' (height x width); a label stays as it is.
-    ``collapse_square``: a square pair or label as one side, (32, 32) / '32x32' -> '32' (what tables and plot titles
-    print; run records keep the pair)."""
+    """64 -> '64', (48, 64) -> '48x64'; with ``collapse_square`` a square pair or label -> one side."""
     if isinstance(res, str):
         parts = res.lower().split('x')
         return parts[0] if collapse_square and len(parts) == 2 and parts[0] == parts[1] else res

@@ -1,24 +1,13 @@
-"""``VispeRunner``: mmengine's Runner with the guarantees vispe's tools promise (configs pick it with
-``runner_type = 'VispeRunner'``, which ``configs/_base_/default_runtime.py`` sets; the tools always use it).
+"""``VispeRunner``: mmengine's Runner with the guarantees vispe's tools promise (``runner_type = 'VispeRunner'``).
 
-* Strict loading. ``load_from`` (and every resume) loads only a checkpoint whose keys and shapes match the model,
-  else ``CheckpointError`` naming the missing, unexpected and mis-shaped keys. ``load_strict = False`` in a config
-  (``--non-strict`` in the tools) loads what fits and logs which keys were left at their initial values.
-* A protected work dir. A training run holds an exclusive lock on its work dir (``WorkDirLock``) from construction
-  to the end of ``train()``; a second run is refused naming the holder. A fresh run refuses a work dir that holds
-  another run's checkpoints unless ``overwrite_work_dir = True`` (``--overwrite``), which moves them (and their
-  ``last_checkpoint`` pointer) into a ``replaced-<time>/`` folder there, so that none of them is taken for the new
-  run's. A work dir that is a file or cannot be written is refused before anything is written.
-* Resume that never half-happens. ``resume=True`` picks the work dir's newest checkpoint that reads back whole (an
-  unreadable newer one is named in the log) and checks, before anything in the work dir is written, that it holds
-  a training state (not weights only), that its weights fit the model the config builds, and that the optimizer's
-  parameter groups and the parameter schedulers match; a refusal names what differs between the checkpoint's
-  config and this one. The config is written to the work dir only after the checkpoint has loaded (mmengine writes
-  it first); test and val runs write theirs into their timestamped log folder, never over the training run's.
-  The training run's copy (``<work_dir>/<config basename>``) starts with ``CONFIG_DUMP_MARK``; a file of that name
-  that lacks the mark and is not this very config (a user's own file) is refused before anything is written.
-* Schedules that fit the run (``vispe.engine.schedules``): a warm-up longer than a short run is clipped to it, a
-  scheduler that would begin after the run is left out, one that ends after it is refused.
+* Strict loading: ``load_from`` and resumes load only a checkpoint that fits the model, else ``CheckpointError``;
+  ``load_strict = False`` (``--non-strict``) loads what fits and logs the rest.
+* A protected work dir: a training run locks it (``WorkDirLock``); a fresh run refuses one holding another run's
+  checkpoints unless ``overwrite_work_dir = True``, which moves them into ``replaced-<time>/``.
+* Resume that never half-happens: the newest checkpoint that reads back whole is checked (a training state, weights,
+  optimizer groups and schedulers that fit) before anything in the work dir is written; the config is written after it
+  loads, and a user's own file of the same name is refused.
+* Schedules that fit the run (``vispe.engine.schedules``).
 """
 
 from __future__ import annotations
@@ -74,14 +63,12 @@ def _is_main_process(launcher: str) -> bool:
 
 @RUNNERS.register_module()
 class VispeRunner(Runner):
-    """mmengine's ``Runner`` with strict loading, a locked and protected work dir, checked resumes and schedules
-    that fit the run (module doc). Takes the Runner's arguments; reads ``load_strict`` (default True) and
+    """mmengine's ``Runner`` with the module's guarantees; reads ``load_strict`` (default True) and
     ``overwrite_work_dir`` (default False) from ``cfg``.
 
     Args:
-        *args: passed to mmengine's ``Runner``, in its order (``model``, ``work_dir``, ...).
-        **kwargs: passed to mmengine's ``Runner`` (``model``, ``work_dir``, the data loaders, ``train_cfg``,
-            ``optim_wrapper``, ``cfg``, ...); ``work_dir`` is checked and, for a training run, locked first.
+        *args: passed to mmengine's ``Runner``.
+        **kwargs: passed to mmengine's ``Runner``; ``work_dir`` is checked and, for a training run, locked first.
     """
 
     def __init__(self, *args, **kwargs) -> None:
@@ -128,7 +115,7 @@ class VispeRunner(Runner):
 
     # --- before anything is written ------------------------------------------------------------------------------
     def _plan_start(self, work_dir, resume, load_from, model, cfg, optim_wrapper, param_scheduler) -> tuple[bool, Any]:
-        """(resume, load_from) for this training run, after the checks of the module doc; raises on a refusal."""
+        """(resume, load_from) for this training run after the module's checks; raises on a refusal."""
         if not resume:
             existing = checkpoint_candidates(work_dir) if osp.isdir(work_dir) else []
             if existing and not cfg.get('overwrite_work_dir', False):
@@ -177,8 +164,7 @@ class VispeRunner(Runner):
         return True, path
 
     def build_model(self, model: Any) -> nn.Module:
-        """mmengine's ``build_model``, with a config the model refuses (vispe's messages: an image size that is not
-        a size, two rotary encodings, an unknown argument) raised as a ``ConfigError`` the tools print as one line."""
+        """mmengine's ``build_model``; a config the model refuses raises ``ConfigError``."""
         try:
             return super().build_model(model)
         except (ValueError, TypeError, KeyError) as err:
@@ -192,10 +178,10 @@ class VispeRunner(Runner):
         strict: bool | None = None,
         revise_keys: list = [(r'^module\.', '')],  # noqa: B006 (mmengine's signature)
     ) -> dict:
-        """mmengine's ``load_checkpoint``, strict unless the config says ``load_strict = False`` (resumes always
-        strict): a mismatch is ``CheckpointError`` naming the keys; a non-strict load logs the keys it left. Outside
-        training (``vispe test``, a val run), the encodings' training grid then follows what the checkpoint's run
-        trained on (``run_meta.align_training_grid``), as in the sweeps."""
+        """mmengine's ``load_checkpoint``, strict unless ``load_strict = False`` (resumes always).
+
+        Outside training, the encodings' training grid then follows what the checkpoint's run trained on.
+        """
         strict = True if self._resuming else (self._load_strict if strict is None else strict)
         checkpoint = self._preloaded.pop(filename, None) or _load_checkpoint(filename, map_location=map_location)
         if isinstance(checkpoint.get('meta'), dict):  # mmengine's resume runs meta['config'] as Python: never
@@ -233,13 +219,11 @@ class VispeRunner(Runner):
 
     # --- writing ----------------------------------------------------------------------------------------------------
     def dump_config(self) -> None:
-        """Deferred: mmengine calls this at construction, before a resume is known to work; vispe writes the config
-        once the checkpoint has loaded (``load_or_resume``)."""
+        """Deferred until the checkpoint has loaded (``load_or_resume``)."""
 
     @master_only
     def _dump_config(self, training: bool) -> None:
-        """The config, as this run uses it, in the work dir (training) or in the run's log folder (test and val
-        runs, so that they never overwrite the config of the training run that made the checkpoints)."""
+        """The config in the work dir (training) or in the run's log folder (test and val runs)."""
         name = osp.basename(self.cfg.filename) if self.cfg.filename else f'{self.timestamp}.py'
         if not training:
             self.cfg.dump(osp.join(self.log_dir, name))
@@ -251,9 +235,7 @@ class VispeRunner(Runner):
 
     # --- the environment dump after the data sets -----------------------------------------------------------------
     def _log_env(self, env_cfg: dict) -> None:
-        """mmengine logs ~140 lines of environment and config while the Runner is built, before any data set is;
-        a data set that cannot be built (a missing data_root, an empty class folder) then printed its one-line error
-        after all of them. vispe logs them once the first loop has built its data (``_log_env_now``)."""
+        """Deferred until the first loop has built its data, so a data set's error is not buried under the log."""
         self._env_cfg: dict | None = env_cfg
 
     def _log_env_now(self) -> None:
@@ -306,8 +288,7 @@ def build_runner(cfg) -> Runner:
 
 
 def interrupted_message(config: str, cfg: Any, args: Any, command: str = 'vispe train') -> str:
-    """The one line training ends with on Ctrl-C: where the last complete checkpoint is and how to go on, as the
-    ``command`` the user ran ('vispe train', 'python tools/train.py')."""
+    """The line training ends with on Ctrl-C: the last complete checkpoint and how to resume with ``command``."""
     work_dir = cfg.work_dir if cfg is not None else None
     last = latest_checkpoint(work_dir) if work_dir and osp.isdir(work_dir) else None
     again = f'{command} {config} --work-dir {work_dir} --resume'

@@ -1,11 +1,8 @@
 """Parameter schedules that fit the run (``VispeRunner.build_param_scheduler`` applies these).
 
-* A run shorter than its schedules were written for (``--cfg-options train_cfg.max_epochs=1``) still trains: a
-  warm-up (LinearLR rising, ConstantLR) that would end after the run is clipped to it (the same ramp, cut where the
-  run ends), and a scheduler that would begin at or after the run's end is left out; each change is one log line.
-* A scheduler that still ends after the run's last epoch or iteration (a decay set for a longer run) is refused
-  with ``ConfigError`` naming the setting to change. Schedulers without ``end`` follow the run's length (mmengine
-  fills it in), which is how vispe's schedule configs are written.
+A warm-up that would end after the run is clipped to it (the same ramp, cut) and a scheduler that would begin after it
+is left out, each change logged; a scheduler that still ends after the run is refused with ``ConfigError``. Schedulers
+without ``end`` follow the run's length.
 """
 
 from __future__ import annotations
@@ -35,9 +32,8 @@ class RunLength:
 
 
 def fit_schedules(schedulers: Any, run: RunLength, warn: Callable[[str], None]) -> Any:
-    """The scheduler configs with each warm-up that outlasts ``run`` clipped to it and each scheduler that would
-    begin after it left out, every change said through ``warn``; per optimizer for a dict of lists, the rest (None,
-    built schedulers) as given."""
+    """The scheduler configs with over-long warm-ups clipped to ``run`` and late schedulers left out, each change said
+    through ``warn``."""
     if isinstance(schedulers, dict) and 'type' not in schedulers:  # one list per optimizer
         return {name: fit_schedules(group, run, warn) for name, group in schedulers.items()}
     if not isinstance(schedulers, (list, tuple)):
@@ -76,8 +72,7 @@ def _fit_schedule(index: int, config: Any, run: RunLength, warn: Callable[[str],
 
 
 def check_schedule_fits(index: int, scheduler: Any, run: RunLength) -> None:
-    """ConfigError when the built ``scheduler`` (the config's ``param_scheduler[index]``) ends after the run's last
-    epoch or iteration."""
+    """ConfigError when the built ``scheduler`` ends after the run's last epoch or iteration."""
     end = getattr(scheduler, 'end', INF)
     if end == INF:
         return
@@ -94,10 +89,7 @@ def check_schedule_fits(index: int, scheduler: Any, run: RunLength) -> None:
 
 
 def clipped_warmup(config: dict, length: int, steps: int) -> dict | None:
-    """A warm-up scheduler config ending at ``length`` instead of its later ``end``, on the same ramp: LinearLR
-    rising from ``start_factor`` to ``end_factor`` over its ``steps``-per-unit steps (mmengine reaches the end factor
-    at the last step before ``end``; the clipped one ends at the factor the ramp has at the run's last step), or
-    ConstantLR (its factor until the end). None for anything else."""
+    """A LinearLR or ConstantLR warm-up config ending at ``length`` on the same ramp; None for anything else."""
     begin, end = config.get('begin', 0), config['end']
     kind = config.get('type')
     if kind == 'ConstantLR':

@@ -1,11 +1,5 @@
-"""Training in process: what ``vispe train`` / tools/train.py run, callable from the library (compare, the demos)
-without a checkout.
-
-``train(config, ...)`` loads the config (a file or a shipped config's name), builds the Runner and trains. A process
-may train many runs one after another: each run's mmengine instances (logger, message hub, visualizer, default
-scope; mmengine keys them by the experiment name, the config name plus a timestamp in seconds) are dropped when it
-ends, so a later run of the same config never logs into an earlier run's work dir and no log file stays open.
-"""
+"""Training in process, what ``vispe train`` runs, callable from the library; each run's mmengine instances are dropped
+when it ends, so one process can train many runs."""
 
 from __future__ import annotations
 
@@ -44,8 +38,7 @@ def training_config(
 
 
 def run_training(cfg: Config, compile: bool = False) -> None:
-    """Build the Runner of ``cfg`` and train; then leave the process as it found it (process group, mmengine
-    instances), however training ended."""
+    """Build the Runner of ``cfg`` and train, then leave the process (process group, mmengine instances) as it was."""
     setup_distributed_backend(cfg)
     setup_cpu_distributed(cfg)
     allow_mmengine_checkpoints()
@@ -62,8 +55,7 @@ def run_training(cfg: Config, compile: bool = False) -> None:
 
 
 def release_instances(experiment_name: str) -> None:
-    """Drop the mmengine instances a Runner created under ``experiment_name`` (its logger, message hub, visualizer,
-    default scope; each ManagerMixin class keeps its own by name) and close the logger's files."""
+    """Drop the mmengine instances a Runner created under ``experiment_name`` and close the logger's files."""
     from mmengine.utils import ManagerMixin
 
     classes, seen = [ManagerMixin], set()
@@ -91,9 +83,10 @@ def train(
     compile: bool = False,
     **flags: Any,
 ) -> Config:
-    """Train ``config`` (a file or a shipped config's name, e.g. 'vit/vit_tiny_shapes2d_position.py') into
-    ``work_dir`` (default work_dirs/<config name>), as ``vispe train`` does; ``flags`` are ``training_config``'s
-    (resume, overwrite, amp, launcher), ``compile`` torch.compiles the backbone. Returns the run's config."""
+    """Train ``config`` (a file or a shipped name) into ``work_dir`` as ``vispe train`` does; returns the run's config.
+
+    ``flags`` are ``training_config``'s; ``compile`` torch.compiles the backbone.
+    """
     cfg = training_config(config, work_dir, cfg_options, **flags)
     run_training(cfg, compile)
     return cfg

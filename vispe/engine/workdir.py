@@ -1,11 +1,8 @@
 """Work-dir protection: one training run per work dir, and checks that it can be written before anything is.
 
-``WorkDirLock`` is an exclusive POSIX record lock (``fcntl.lockf``) on ``<work_dir>/.vispe.lock``, held for the
-run's lifetime. The kernel drops it when its process ends, however it ends (``kill -9`` too), so a lock is never
-left stuck; the holder's PID, host, start time and command are written into the file, so a second run is refused
-naming them, and a run that finds the details of a holder that is gone reports that it takes the lock over. Record
-locks are per process and not inherited by forked children (data loader workers): a killed run frees its work dir
-at once, and a lock is also tracked per process so that a second run inside the same process is refused too.
+``WorkDirLock`` is an exclusive POSIX record lock on ``<work_dir>/.vispe.lock``, held for the run's lifetime and dropped
+by the kernel however the process ends; the holder's PID, host, start time and command are written there, so a second
+run (also in the same process) is refused naming them.
 """
 
 from __future__ import annotations
@@ -31,9 +28,8 @@ _HELD: dict[str, WorkDirLock] = {}  # realpath of a lock file -> the lock this p
 
 
 def set_aside(work_dir: str, checkpoints: list[str]) -> str:
-    """Move the checkpoints of a run that ``--overwrite`` replaces, and its ``last_checkpoint`` pointer, into
-    ``<work_dir>/replaced-<time>/``: none of them can then be resumed as the new run's (a Ctrl-C before the new run's
-    first save once resumed the old run), and none is lost. Returns the line to log."""
+    """Move a replaced run's checkpoints and ``last_checkpoint`` pointer into ``<work_dir>/replaced-<time>/``; returns
+    the line to log."""
     dest = osp.join(work_dir, time.strftime('replaced-%Y%m%d-%H%M%S'))
     while osp.exists(dest):
         dest += '+'
@@ -49,9 +45,7 @@ class WorkDirError(RuntimeError):
 
 
 def check_work_dir(work_dir: str, what: str = 'work dir', flag: str = '--work-dir') -> None:
-    """``WorkDirError`` when ``work_dir`` is a file, sits below a file, or cannot be written (tested by creating and
-    removing a file where it is or would be created, since permission bits say nothing for root). Writes nothing
-    that stays. ``what`` and ``flag`` name the folder in the message (an output folder: 'output folder', '--out')."""
+    """``WorkDirError`` when ``work_dir`` is a file, sits below one, or cannot be written (tried; nothing stays)."""
     if osp.exists(work_dir) and not osp.isdir(work_dir):
         raise WorkDirError(
             f'{what} {work_dir!r} is a file, not a folder; choose another {flag} (the file was left as it is)'
@@ -78,9 +72,7 @@ FILE_SUFFIXES = ('.pth', '.pt', '.ckpt', '.safetensors', '.bin', '.json', '.md',
 
 
 def out_folder(path: str) -> str:
-    """``path`` as an output folder: the ``type`` of the tools' folder ``--out``, so that argparse refuses it in one
-    line before any work. Not an existing file, not a name that ends like a checkpoint or report file (arguments in
-    another order), and a place where files can be created (``check_work_dir``)."""
+    """``path`` as an output folder (argparse ``type`` of ``--out``): not a file nor a file-like name; writable."""
     ext = osp.splitext(path.rstrip('/'))[1].lower()
     if ext in FILE_SUFFIXES and not osp.isdir(path):
         raise argparse.ArgumentTypeError(
@@ -120,9 +112,11 @@ def _read(fd: int) -> dict | None:
 
 
 class WorkDirLock:
-    """The exclusive lock of one work dir (module doc). ``acquire()`` creates the work dir if needed, takes the lock or
-    raises ``WorkDirError`` naming the holder, and returns the details a holder that is gone left behind (None when
-    the lock was free and clean); ``release()`` frees it. Also a context manager."""
+    """The exclusive lock of one work dir; also a context manager.
+
+    ``acquire()`` creates the work dir, takes the lock or raises ``WorkDirError`` naming the holder, and returns what a
+    gone holder left (None when clean); ``release()`` frees it.
+    """
 
     def __init__(self, work_dir: str) -> None:
         self.work_dir = work_dir
@@ -176,7 +170,7 @@ class WorkDirLock:
         )
 
     def release(self) -> None:
-        """Free the lock and clear the holder's details (so the next run does not report a takeover)."""
+        """Free the lock and clear the holder's details."""
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
@@ -214,9 +208,7 @@ CONFIG_DUMP_MARK = (
 
 
 def config_dump_conflict(work_dir: str, cfg: Any) -> str | None:
-    """Why the training run must not write its config to ``<work_dir>/<config basename>`` (None when it may): a
-    file of that name exists that no vispe run dumped (no ``CONFIG_DUMP_MARK``) and that is not this config's text
-    (an older vispe's dump of it)."""
+    """Why the run must not write its config to ``<work_dir>/<config basename>`` (a user's file there), or None."""
     filename = getattr(cfg, 'filename', None)
     if not filename:
         return None

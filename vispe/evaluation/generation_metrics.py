@@ -1,19 +1,10 @@
 """Offline metrics for class-conditional generation on Shapes2D 'shape_color': objects, attributes, FD and KID.
 
-Generated images are ``(B, 3, H, W)`` tensors in [-1, 1] (the Shapes2D ``normalize=True`` range), each generated for
-a 'shape_color' label (palette colour x shape). Nothing here downloads anything or needs torch-fidelity.
-
-- ``find_objects``: each pixel is explained as coverage ``alpha`` of one palette colour over the black background
-  (the shapes2d renderer's anti-aliasing); pixels with ``alpha >= 0.5`` and a small residual form per-colour masks,
-  labelled into 8-connected components with kornia; components below a minimum area (a fraction of the image, so
-  it scales with resolution) are dropped.
-- shape: each component's soft coverage is compared (soft IoU) with the five analytic shapes rendered by
-  shapes2d's own renderer on the component's pixel grid, each placed and sized by the component's moments (its
-  coverage-weighted area and centroid). No learned model, so it is the same at every resolution.
-- ``count_accuracy``: share of samples with exactly one object (the condition implies one);
-  ``attribute_accuracy``: share with exactly one object of the conditioned colour and shape.
-- Frechet distance and KID with torchmetrics on the pooled pre-logit features of a vispe classifier trained on
-  the task (``ShapesFeatures``, e.g. from configs/dit/classifier_shapes2d_shape_color.py).
+- ``find_objects``: pixels that are at least half one palette colour over black, within a residual, form per-colour
+  masks, split into 8-connected components; small ones are dropped.
+- shape: soft IoU of a component's coverage with the five analytic shapes, rendered by shapes2d's renderer, placed and
+  sized by the component's moments; no learned model, so the same at every resolution.
+- Frechet distance and KID on the pooled pre-logit features of a vispe classifier (``ShapesFeatures``).
 """
 
 from __future__ import annotations
@@ -43,13 +34,8 @@ CHUNK = 256  # images segmented at a time
 
 @dataclass
 class Component:
-    """One object found in an image.
-
-    ``color``: palette index; ``area``: pixels; ``mean_color``: mean RGB in [0, 1] over its pixels; ``bbox``:
-    (top, left, bottom, right) in pixels, bottom / right exclusive; ``mask``: (H, W) bool; ``coverage``: (H, W)
-    soft coverage of its colour on the pixels around it (zero elsewhere), which the shape classifier compares
-    with the templates.
-    """
+    """One object found in an image: palette ``color``, ``area`` (pixels), ``mean_color`` (RGB in [0, 1]), ``bbox``
+    (top, left, bottom, right; exclusive), ``mask`` (H, W) and ``coverage`` (H, W) of its colour."""
 
     color: int
     area: int
@@ -65,11 +51,8 @@ class Component:
 
 
 def palette_coverage(images: torch.Tensor, palette: Sequence[Color] = PALETTE) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per pixel and palette colour c: coverage ``alpha`` in [0, 1] and residual ``|rgb - alpha c|``.
-
-    ``images`` (B, 3, H, W) in [-1, 1]; returns two (B, K, H, W) tensors. ``alpha`` is the least-squares weight of
-    c over black, so an anti-aliased edge pixel of colour c has residual ~0 and alpha = its coverage.
-    """
+    """Per pixel and palette colour c: coverage ``alpha`` in [0, 1] (least squares of c over black) and residual ``|rgb
+    - alpha c|``, each (B, K, H, W)."""
     rgb = (images.float() + 1.0) / 2.0
     colors = torch.tensor(palette, dtype=rgb.dtype, device=rgb.device)  # (K, 3)
     alpha = torch.einsum('bchw,kc->bkhw', rgb, colors) / colors.square().sum(-1)[:, None, None]
@@ -102,10 +85,9 @@ def find_objects(
 
     Args:
         images: (B, 3, H, W) in [-1, 1].
-        palette: RGB colours in [0, 1]; objects of other colours (or of none) are background.
-        min_area: smallest component kept, as a fraction of H * W, so the same at every resolution.
-        min_coverage: a pixel is of colour c when it is at least ``min_coverage`` of c over black, within
-            ``max_residual``.
+        palette: RGB colours in [0, 1]; other colours are background.
+        min_area: smallest component kept, as a fraction of H * W.
+        min_coverage: a pixel is of colour c when it is at least this much of c over black, within ``max_residual``.
         max_residual: that tolerance (RGB distance, [0, 1] scale).
 
     Returns one list per image of ``Component``, largest first.
@@ -169,10 +151,7 @@ def _soft_iou(a: np.ndarray, b: np.ndarray) -> float:
 def shape_scores(component: Component, shapes: Sequence[str] = SHAPE_COLOR_SHAPES) -> dict[str, float]:
     """Soft IoU of the component's coverage with each shape, placed at its centroid and sized to its area.
 
-    Each template is rendered by shapes2d's renderer on the pixels of the component's box (plus a two-pixel
-    border), with the same anti-aliasing as the data, so the scores mean the same at every resolution. The
-    coverage is first divided by its upper quartile on the component, so a darker or brighter shade of the colour
-    (as a generator may paint) has the same shape.
+    The coverage is first divided by its upper quartile, so a darker or brighter shade has the same shape.
     """
     height, width = component.mask.shape
     top, left, bottom, right = component.bbox
@@ -216,11 +195,10 @@ def object_metrics(
     min_area: float = MIN_AREA,
     min_iou: float = MIN_SHAPE_IOU,
 ) -> dict[str, float]:
-    """Count, colour, shape and attribute accuracy of images generated for 'shape_color' ``labels``.
+    """Count, colour, shape and attribute accuracy of images generated for 'shape_color' ``labels`` (colour *
+    len(shapes) + shape).
 
-    A label is ``colour * len(shapes) + shape`` (``Shapes2D(task='shape_color')``; pass ``shapes`` and
-    ``palette`` from another data set's metainfo). Every share is over all samples: a sample without exactly one
-    object fails colour, shape and attribute accuracy too.
+    Every share is over all samples: one without exactly one object fails all of them.
     """
     labels = torch.as_tensor(labels).flatten().tolist()
     if len(labels) != images.shape[0]:
@@ -247,18 +225,13 @@ def object_metrics(
 class ShapesFeatures(nn.Module):
     """Pooled pre-logit features of a vispe classifier, as torchmetrics' custom FID / KID feature extractor.
 
+    ``forward``: (B, 3, H, W) in [-1, 1], H and W divisible by the patch -> (B, num_features) float32, at the generated
+    resolution (not resized), so distances compare only between sets of one resolution; eval mode, no grad.
+
     Args:
         classifier: a vispe ``ImageClassifier`` (its ``backbone`` is used) or a vispe / timm ViT.
-        mean: the classifier's input normalisation (with ``std``), applied to images mapped from [-1, 1] to [0, 1]; the
-            default 0.5 / 0.5 is Shapes2D's ``normalize=True``, i.e. the images are passed on unchanged.
+        mean: the classifier's input normalisation, applied to images mapped to [0, 1]; 0.5 / 0.5 passes them unchanged.
         std: see ``mean``.
-
-    ``forward`` takes float images (B, 3, H, W) in [-1, 1] at any H, W divisible by the patch size and returns
-    (B, num_features) float32: ``forward_head(forward_features(x), pre_logits=True)``. Features are computed at
-    the generated resolution, not resized to the classifier's training size: vispe ViTs take any grid, and
-    resizing would blur exactly the details a generator gets wrong. Distances are therefore only comparable
-    between image sets of the same resolution. ``num_features`` is an attribute, so torchmetrics never probes the
-    module with its default 299 px uint8 dummy image. The classifier is kept in eval mode and runs without grad.
     """
 
     mean: torch.Tensor
@@ -298,7 +271,7 @@ def _device(module: nn.Module) -> torch.device:
 
 
 def frechet_distance(fake: torch.Tensor, real: torch.Tensor, feature_module: nn.Module, batch_size: int = 256) -> float:
-    """Frechet distance between the feature Gaussians of ``fake`` and ``real`` (both (N, 3, H, W) in [-1, 1])."""
+    """Frechet distance between the feature Gaussians of ``fake`` and ``real`` (N, 3, H, W) in [-1, 1]."""
     from torchmetrics.image.fid import FrechetInceptionDistance
 
     metric = FrechetInceptionDistance(feature=feature_module, normalize=False, reset_real_features=True)
@@ -318,11 +291,8 @@ def kernel_distance(
     batch_size: int = 256,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """KID (mean, std over ``subsets`` random subsets) between ``fake`` and ``real`` features.
-
-    ``subset_size`` is capped at the smaller set's size; the subsets are drawn from a fixed ``seed`` (torchmetrics
-    draws them from the global RNG, which is left as it was).
-    """
+    """KID (mean, std over ``subsets`` subsets of at most ``subset_size``) between ``fake`` and ``real``; drawn from
+    ``seed``, the global RNG untouched."""
     from torchmetrics.image.kid import KernelInceptionDistance
 
     subset_size = min(subset_size, len(fake), len(real))
@@ -349,11 +319,10 @@ def generation_metrics(
     kid_subset_size: int = 1000,
     batch_size: int = 256,
 ) -> dict[str, float]:
-    """All offline generation metrics of ``fake`` (N, 3, H, W) in [-1, 1], generated for ``labels`` (N,).
+    """All offline generation metrics of ``fake`` (N, 3, H, W) in [-1, 1] generated for ``labels``.
 
-    Returns ``count_accuracy``, ``color_accuracy``, ``shape_accuracy`` and ``attribute_accuracy`` (see
-    ``object_metrics``); with ``real`` images (M, 3, H, W) of the same resolution and a ``feature_module`` (e.g.
-    ``ShapesFeatures(classifier)``) also ``fd``, ``kid_mean`` and ``kid_std``.
+    The ``object_metrics`` shares; with ``real`` images of the same resolution and a ``feature_module`` also ``fd``,
+    ``kid_mean`` and ``kid_std``.
     """
     results = object_metrics(fake, labels, shapes, palette)
     if feature_module is not None:

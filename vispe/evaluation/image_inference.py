@@ -1,10 +1,5 @@
-"""Classify a user's image files with a trained image classifier, prepared as its test data set prepares images.
-
-The class names are the ones the checkpoint's training data set had: mmengine's Runner saves the data set's
-``metainfo`` in ``checkpoint['meta']['dataset_meta']`` (an ImageFolder's ``classes`` are its sorted class-folder
-names), as for point clouds (``point_inference``). A file that cannot be read is reported in its result and the
-others are still classified.
-"""
+"""Classify a user's image files with a trained classifier, prepared as its test data set prepares images, with the
+class names of the checkpoint's training data. An unreadable file is reported in its result."""
 
 from __future__ import annotations
 
@@ -32,8 +27,7 @@ IMAGE_DATASETS = ('ImageFolderDataset', 'Shapes2D')
 
 
 def _classes_of(data_cfg: Any, meta: dict) -> tuple[str, ...]:
-    """The class names: the checkpoint's ``dataset_meta``, else the data set's own (Shapes2D's task; an ImageFolder's
-    class folders, when they are on disk)."""
+    """The class names: the checkpoint's ``dataset_meta``, else the data set's own."""
     classes = (meta.get('dataset_meta') or {}).get('classes')
     if classes:
         return tuple(classes)
@@ -49,8 +43,8 @@ def _classes_of(data_cfg: Any, meta: dict) -> tuple[str, ...]:
 
 
 def image_view(cfg: Any, meta: dict | None = None) -> dict:
-    """What a file must become to look like the config's test images: ``transform`` (file -> (C, H, W)), ``channels``
-    and ``classes`` (``_classes_of``). A config testing on something else than images is refused, naming it."""
+    """What a file must become to look like the config's test images (``transform``, ``channels``, ``classes``); a
+    config testing on something else is refused."""
     data_cfg = (cfg.get('test_dataloader') or cfg.get('val_dataloader') or {}).get('dataset')
     if data_cfg is None or data_cfg.get('type') not in IMAGE_DATASETS:
         kind = None if data_cfg is None else data_cfg.get('type')
@@ -104,9 +98,8 @@ def _prepare(path: str, view: dict) -> dict:
 def predict_images(
     model: torch.nn.Module, paths: Sequence[str], view: dict, topk: int = 5, batch_size: int = 32
 ) -> list[dict]:
-    """One result per file, in order: ``{'file', 'top': [(class, probability)] * topk, 'warnings'}``, or ``{'file',
-    'error', 'warnings'}`` for a file that could not be read (the others are still classified). Images of one size
-    go to the model as a (B, C, H, W) batch, images of mixed sizes (a ``NativeAspect`` test set) as a list."""
+    """One result per file, in order: ``{'file', 'top': [(class, probability)] * topk, 'warnings'}`` or ``{'file',
+    'error', 'warnings'}``."""
     if topk < 1:
         raise ValueError(f'topk must be a positive int, got {topk}')
     device = next(model.parameters()).device

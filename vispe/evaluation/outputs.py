@@ -1,20 +1,12 @@
-"""Where every report writer checks its target before writing: no output path that destroys files.
-
-The rule, for every tool that writes a report (JSON, markdown / text, a figure):
+"""Where every report writer checks its target before writing:
 
 * a path that does not exist is written;
-* a file of another kind is never written over, ``--force`` or not: JSON only over a file that parses as JSON,
-  a PNG only over a PNG, markdown / text only over text (a checkpoint named ``x.json`` stays a checkpoint);
-* a file of the same kind that vispe wrote for the same report and the same run is replaced: JSON documents carry
-  ``"vispe_report": <kind>`` and ``"vispe_run": <short hash of the settings>``, text files a last line
-  ``<!-- vispe_report: <kind> -->`` (``# vispe_report: <kind>`` outside markdown), figures ``vispe_report`` in
-  their metadata. A tool that owns a folder (a demo, the leaderboard) writes its summaries with no run hash: any
-  earlier summary of that tool in the folder is its own;
-* any other file of the same kind (a user's JSON, another run's report) is replaced only with ``force``
-  (the tools' ``--force``); without it ``OutputConflict`` names the file and the fix.
+* a file of another kind is never written over, ``--force`` or not (JSON over JSON only, PNG over PNG, ...);
+* a file of the same kind that vispe wrote for the same report and run (its marker: ``vispe_report`` / ``vispe_run`` in
+  JSON, a last-line comment in text, figure metadata) is replaced;
+* any other file of the same kind is replaced only with ``force``, else ``OutputConflict`` names the file and the fix.
 
-Writes are atomic (``vispe.engine.atomic.atomic_write``). ``forcing(flag)`` sets the default ``force`` of every
-writer called inside it, so a tool passes its ``--force`` once, however deep its writers are.
+Writes are atomic. ``forcing(flag)`` sets the default ``force`` of every writer called inside it.
 """
 
 from __future__ import annotations
@@ -37,7 +29,7 @@ _FORCE: contextvars.ContextVar[bool] = contextvars.ContextVar('vispe_outputs_for
 
 
 class OutputConflict(ValueError):
-    """A report's target that must not be written over (module doc)."""
+    """A report's target that must not be written over."""
 
 
 @contextmanager
@@ -79,10 +71,8 @@ def check_target(
     force: bool | None = None,
     form: str | None = None,
 ) -> None:
-    """Raise OutputConflict unless a report of ``kind`` (of run ``run``) may be written at ``path`` (module doc).
-    ``form`` is what is written ('json', 'text', 'figure'; default from the file name: a JSON report to --out x.pth
-    passes 'json'). ``kind=None`` checks the format only (a caller with its own identity check: the sweeps'
-    results.json)."""
+    """Raise OutputConflict unless a report of ``kind`` (of run ``run``) may be written at ``path`` as ``form``
+    (default: from the file name); ``kind=None`` checks the format only."""
     path = str(path)
     force = _FORCE.get() if force is None else force
     if not os.path.lexists(path):
@@ -144,8 +134,7 @@ def write_json(
     force: bool | None = None,
     default: Any = None,
 ) -> str:
-    """Check ``path`` (``check_target``), then write ``doc`` as indented JSON atomically (folders created); a dict
-    is stamped with its kind and run. Returns the path."""
+    """Check ``path``, then write ``doc`` as indented JSON atomically (a dict stamped with kind and run); returns it."""
     path = str(path)
     check_target(path, kind, run, force, 'json')
     if kind is not None and isinstance(doc, Mapping):
@@ -156,8 +145,7 @@ def write_json(
 
 
 def write_text(path: str | os.PathLike, text: str, kind: str | None, force: bool | None = None) -> str:
-    """Check ``path``, then write ``text`` and its marker line (none when ``kind`` is None: a store whose owner
-    checks it, written as given) atomically, folders created. Returns the path."""
+    """Check ``path``, then write ``text`` and its marker line (none when ``kind`` is None) atomically; returns it."""
     path = str(path)
     check_target(path, kind, None, force, 'text')
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -1,5 +1,5 @@
-"""Classify a user's point-cloud files with a trained point model, in the frame its data set uses. A file that cannot
-be read is reported in its result and the others are still classified."""
+"""Classify a user's point-cloud files with a trained point model, in its data set's frame; an unreadable file is
+reported in its result."""
 
 from __future__ import annotations
 
@@ -20,8 +20,7 @@ MIN_DISTINCT = 4
 
 
 def dataset_view(cfg, checkpoint: str | None = None) -> dict:
-    """What a file must become to look like the config's test data: ``num_points``, ``frame`` and the class names
-    (from the checkpoint's ``dataset_meta``, which mmengine's Runner saves, else the data set class's)."""
+    """What a file must become to look like the config's test data: ``num_points``, ``frame`` and the class names."""
     data_cfg = cfg.test_dataloader.dataset
     cls = DATASETS.get(data_cfg.type)
     if cls is None or not hasattr(cls, 'frame'):
@@ -34,9 +33,11 @@ def dataset_view(cfg, checkpoint: str | None = None) -> dict:
 
 
 def load_cloud(path: str, num_points: int, frame: str) -> torch.Tensor:
-    """(num_points, 3) float32: the file's points (or a mesh's surface), farthest-point sampled, then framed. A cloud
-    with under half of ``num_points`` points is padded with repeats and warned about (``SampleWarning``), and so is
-    one of fewer than ``MIN_DISTINCT`` distinct points (600 copies of one point: no shape at all)."""
+    """(num_points, 3) float32: the file's points (or mesh surface), farthest-point sampled, then framed.
+
+    A cloud under half of ``num_points``, or with fewer than ``MIN_DISTINCT`` distinct points, is padded with repeats
+    and warned about (``SampleWarning``).
+    """
     points = read_points(path)
     message = few_points_message(path, len(points), num_points)
     distinct = len(np.unique(points, axis=0))
@@ -51,8 +52,7 @@ def load_cloud(path: str, num_points: int, frame: str) -> torch.Tensor:
 
 
 def _prepare(path: str, view: dict) -> dict:
-    """{'file', 'cloud' or 'error', 'warnings'}: one file read as ``view`` says, its problems (missing, unreadable,
-    truncated, NaN or unsupported files) caught and named."""
+    """{'file', 'cloud' or 'error', 'warnings'}: one file read as ``view`` says, its problems caught and named."""
     return read_sample_file(path, 'cloud', lambda: load_cloud(path, view['num_points'], view['frame']))
 
 
@@ -60,9 +60,8 @@ def _prepare(path: str, view: dict) -> dict:
 def predict_files(
     model: torch.nn.Module, paths: Sequence[str], view: dict, topk: int = 3, batch_size: int = 32
 ) -> list[dict]:
-    """One result per file, in order, the files prepared as ``view`` (``dataset_view``) says: ``{'file', 'top':
-    [(class, probability)] * topk, 'warnings'}``, or ``{'file', 'error', 'warnings'}`` for a file that could not be
-    read (the other files are still classified)."""
+    """One result per file, in order: ``{'file', 'top': [(class, probability)] * topk, 'warnings'}`` or ``{'file',
+    'error', 'warnings'}``."""
     device = next(model.parameters()).device
     results = [_prepare(path, view) for path in paths]
     want = (view['num_points'], 3)

@@ -1,16 +1,7 @@
-"""Sweep results for people: rows (result dicts) -> a pivot (row keys x columns -> mean ± std over repeats) ->
-markdown, JSON or a figure.
+"""Sweep results for people: rows (result dicts) -> a pivot (row keys x columns -> mean ± std over repeats) -> markdown,
+JSON or a figure.
 
-Every sweep writes rows (``{'encoding': ..., 'strategy': ..., 'resolution': ..., 'value': ...}`` and kin) and every
-report of them is the same pivot: one line per row key (encoding, strategy, run, ...), one column per setting. Rows
-that land in the same cell are repeats (seeds of the leaderboard, the training setting both point sweeps hold) and
-are reported as their mean, with the spread where the caller shows it. A cell holding text (``'failed'``, a cell
-that ran out of memory) keeps its text.
-
-The figures are meant to be read, not just drawn: settings are categorical positions (32x48 and 48x32 are two
-ticks, labelled 'HxW', not one point at the same pixel count), every line has its own marker and a small
-horizontal offset (two encodings with equal values stay visible), and the title says what model, data and
-training size the numbers are of when the results say so (``describe``).
+Rows in one cell are repeats, reported as their mean; a text cell (``'failed'``) keeps its text.
 """
 
 from __future__ import annotations
@@ -37,8 +28,7 @@ TITLE_WIDTH = 120
 
 
 class Stat(NamedTuple):
-    """A cell's mean, standard deviation (0 for a single value) and number of values; equal to the plain tuple
-    (mean, std, n), which the leaderboard's callers compare against."""
+    """A cell's mean, standard deviation (0 for one value) and count; equal to the tuple (mean, std, n)."""
 
     mean: float
     std: float
@@ -59,8 +49,8 @@ FAILED = 'failed'
 
 @dataclass
 class Pivot:
-    """``cells[(row key, column)]``: a Stat, or text for a cell that has no number (``'failed'``). ``index`` names
-    the fields of a row key (the table's first headers); ``keys`` and ``columns`` are in display order."""
+    """``cells[(row key, column)]``: a Stat or text; ``index`` names the row-key fields; ``keys`` and ``columns`` are in
+    display order."""
 
     index: tuple[str, ...]
     keys: list[Key] = field(default_factory=list)
@@ -80,7 +70,7 @@ class Pivot:
         return {c: self.cells[(key, c)] for c in self.columns if (key, c) in self.cells}
 
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON: each line with its key fields and, per column, mean / std / n (or the cell's text)."""
+        """Plain JSON: each line's key fields and, per column, mean / std / n (or the cell's text)."""
 
         def cell(value: Cell) -> Any:
             return value if isinstance(value, str) else value._asdict()
@@ -103,10 +93,10 @@ def pivot(
     columns: Sequence[str] | None = None,
     order: Callable[[str], Any] | None = None,
 ) -> Pivot:
-    """Pivot ``rows``: one line per distinct ``index`` fields (in the order they first appear), one column per
-    ``column(row)`` (a field name is formatted with str): ``columns`` when given (others are dropped), else in the
-    order they first appear, sorted by ``order`` when given. Repeats of a cell are summarized; text wins over
-    numbers (a failed repeat is not averaged away)."""
+    """Pivot ``rows``: one line per distinct ``index`` fields, one column per ``column(row)``, in order of appearance.
+
+    ``columns`` keeps only those, in that order; ``order`` sorts them. Repeats are summarized; text wins over numbers.
+    """
     label = column if callable(column) else (lambda r: str(r[column]))
     values: dict[tuple[Key, str], list[Any]] = {}
     for r in rows:
@@ -130,8 +120,7 @@ def key_text(key: Key) -> str:
 
 
 def cell_text(cell: Cell | None, fmt: str, spread: bool = False, missing: str = '-') -> str:
-    """A cell formatted with ``fmt``: 'mean ± std' for repeats when ``spread``, ``missing`` for no cell, the text of
-    a text cell."""
+    """A cell formatted with ``fmt``: 'mean ± std' when ``spread``, ``missing`` for no cell, a text cell's text."""
     if cell is None:
         return missing
     if isinstance(cell, str):
@@ -147,8 +136,7 @@ PIPE_WIDTH = 10_000
 
 
 def console(file: Any = None):
-    """rich's Console for a tool's report: the terminal's width on a terminal; elsewhere (a file, a pipe, a CI log)
-    ``PIPE_WIDTH``, where rich would assume 80 columns and shorten the cells of every table wider than that."""
+    """rich's Console for a tool's report: the terminal's width, else ``PIPE_WIDTH`` (not rich's 80)."""
     from rich.console import Console
 
     out = file if file is not None else sys.stdout
@@ -156,8 +144,7 @@ def console(file: Any = None):
 
 
 def rich_table(table: Pivot, index_names: Sequence[str], title: str, fmt: str):
-    """The pivot as a rich Table for the terminal: one column per index field (``index_names``), one per pivot
-    column, right-aligned cells formatted by ``cell_text``."""
+    """The pivot as a rich Table: one column per index field, one per pivot column, cells by ``cell_text``."""
     from rich.table import Table
 
     shown = Table(title=title)
@@ -177,9 +164,7 @@ def markdown(
     align: str = '',
     labels: Mapping[Key, Sequence[str]] | None = None,
 ) -> str:
-    """A markdown table: the index fields then one column per pivot column; missing cells are 'nan' (what the
-    README tables have always shown). ``align=':'`` right-aligns the value columns; ``labels`` replaces the shown
-    key of some lines (the leaderboard's 'interpolate (best)')."""
+    """A markdown table, missing cells 'nan'; ``align=':'`` right-aligns values, ``labels`` renames some lines."""
     labels = labels or {}
     lines = [
         '| ' + ' | '.join([*table.index, *table.columns]) + ' |',
@@ -193,8 +178,8 @@ def markdown(
 
 
 def write_json(results: Mapping[str, Any], path: str, kind: str = 'summary', run: str | None = None) -> str:
-    """Write ``results`` as indented JSON at ``path`` (creating its folder, atomically), stamped as a ``kind``
-    report; an existing file that is not one is refused (``vispe.evaluation.outputs``). Returns the path."""
+    """Write ``results`` as indented JSON at ``path``, stamped as a ``kind`` report (``vispe.evaluation.outputs``);
+    returns the path."""
     return outputs.write_json(path, results, kind, run)
 
 
@@ -215,8 +200,7 @@ def _flat_get(config: Mapping[str, Any], prefix: str, name: str) -> Any:
 
 
 def _subtree(config: Mapping[str, Any], prefix: str) -> Any:
-    """The value a flat config (``engine.config.flat_config``) holds at ``prefix``, nested again: 'a.0.type' and
-    'a.0.lape' under 'a' -> [{'type': ..., 'lape': ...}]; None when it holds nothing there."""
+    """The value a flat config holds at ``prefix``, nested again; None when it holds nothing there."""
     if prefix in config:
         return config[prefix]
     tree: dict[str, Any] = {}
@@ -243,11 +227,8 @@ RESIZE_WORDS = {'crop': 'centre crop', 'pad': 'padding', 'stretch': 'stretching'
 
 
 def describe(results: Mapping[str, Any]) -> str:
-    """'vit_tiny_patch16_224 (rope_mixed; depth 4, dim 64) on Shapes2D, trained at 32 px, 6000 training samples'
-    of a results.json: the model (backbone type or timm name, its encoding with its options, and size) and data set
-    type (the innermost data set, not a wrapper) of the config the checkpoint records (``trained_config``; else the
-    resolved config it was evaluated with), and the training size it records; only the parts it holds ('' when
-    none)."""
+    """'vit_tiny_patch16_224 (rope_mixed; depth 4, dim 64) on Shapes2D, trained at 32 px, 6000 training samples' of a
+    results.json, from the recorded training config (else the evaluated one); '' when it holds none."""
     config = results.get('trained_config') or results.get('resolved_config') or {}
     backbone = {k[len('model.backbone.') :]: v for k, v in config.items() if k.startswith('model.backbone.')}
     model = backbone.get('type') or backbone.get('model_name') or config.get('model.type')
@@ -290,7 +271,7 @@ def describe(results: Mapping[str, Any]) -> str:
 
 
 def plt():
-    """matplotlib.pyplot on the Agg backend: figures are files, never windows (and CI has no display)."""
+    """matplotlib.pyplot on the Agg backend: figures are files, never windows."""
     import matplotlib
 
     matplotlib.use('Agg')
@@ -309,10 +290,8 @@ def draw_lines(
     train_label: str = 'train resolution',
     markers: Mapping[Key, str] | None = None,
 ) -> None:
-    """One line per row key over categorical x positions (the pivot's columns, in order, as tick labels): a marker
-    per line (``markers``, or the next of MARKERS) and a small horizontal offset per line so that equal lines stay
-    visible, error bars of the spread over repeats when ``spread``, a dotted line (legend: ``train_label``) at
-    ``train_column`` when it is one of the columns."""
+    """One line per row key over the pivot's columns as categorical ticks, each with a marker and a small offset; error
+    bars when ``spread``; a dotted line at ``train_column``."""
     xs = range(len(table.columns))
     count = len(table.keys)
     for i, key in enumerate(table.keys):
@@ -332,8 +311,7 @@ def draw_lines(
 
 
 def save_figure(fig, path: str) -> str:
-    """Tight layout, write ``path`` (creating its folder; ``vispe.evaluation.outputs`` checks it first), close the
-    figure; returns the path."""
+    """Tight layout, write ``path`` (checked first), close the figure; returns the path."""
     fig.tight_layout()
     try:
         return outputs.save_figure(fig, path)

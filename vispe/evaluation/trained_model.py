@@ -1,5 +1,5 @@
-"""A trained checkpoint as an evaluable model, the toolkit every sweep builds on: load it, label it, read the
-resolution it was trained at, list and switch its encodings' resolution strategies, evaluate it on a loader."""
+"""A trained checkpoint as an evaluable model, what every sweep builds on: load it, label it, read its training
+resolution, switch its encodings' resolution strategies, evaluate it."""
 
 from __future__ import annotations
 
@@ -59,16 +59,12 @@ def default_resolutions(
     scales: Sequence[float] = DEFAULT_SCALES,
     aspects: Sequence[float] = DEFAULT_ASPECTS,
 ) -> list[Resolution]:
-    """The sweep eval_resolution runs when given no ``--resolutions``: ``scales`` x the training size, then the
-    ``aspects`` (height / width) at the training token count.
+    """The resolutions eval_resolution runs by default: ``scales`` x the training size, then the ``aspects`` (height /
+    width) at the training token count.
 
-    A scaled side is rounded to the nearest multiple of the patch (halves up), at least one patch: 0.5x of 32 px
-    with 4 px patches is 16 px, 0.5x of 36 px with 8 px patches 16 px (0.44x), not 18 px, which the patch grid
-    cannot take. An aspect a at N training tokens has its short side round(sqrt(N / a)) tokens for a >= 1
-    (round(sqrt(N a)) for a < 1) and its long side round(N / short), so the token count stays within half a short
-    side of N: 8x8 = 64 tokens (32 px, patch 4) give 11x6 = 66 tokens (44x24 px) and 6x11 (24x44 px). A square
-    training size gives int resolutions, a non-square one (H, W); a size that rounds onto an earlier one is listed
-    once.
+    A scaled side is rounded to the nearest multiple of the patch (halves up), at least one patch. An aspect a >= 1 at N
+    tokens has its short side round(sqrt(N / a)) tokens (round(sqrt(N a)) for a < 1) and its long side round(N / short).
+    A square training size gives ints, else (H, W) pairs; duplicates are listed once.
     """
     (th, tw), (ph, pw) = _hw(train), _hw(patch)
     out: list[Resolution] = []
@@ -93,7 +89,7 @@ def default_resolutions(
 
 
 def model_patch_size(model: torch.nn.Module) -> tuple[int, int]:
-    """The (height, width) patch size of the model's backbone (a timm ViT's ``patch_embed.patch_size``)."""
+    """The (height, width) patch size of the model's backbone."""
     backbone = getattr(model, 'backbone', model)
     size = getattr(getattr(backbone, 'patch_embed', None), 'patch_size', None)
     if size is None:
@@ -105,9 +101,7 @@ def model_patch_size(model: torch.nn.Module) -> tuple[int, int]:
 
 
 def check_resolutions(model: torch.nn.Module, resolutions: Sequence[Resolution]) -> None:
-    """ValueError naming every one of ``resolutions`` the model's patch does not divide, before a sweep evaluates
-    any (a sweep would otherwise stop at the first such cell, after the cells before it). Nothing for a model with
-    no patch size to check against."""
+    """ValueError naming every one of ``resolutions`` the model's patch does not divide, before a sweep runs any."""
     backbone = getattr(model, 'backbone', model)
     if getattr(getattr(backbone, 'patch_embed', None), 'patch_size', None) is None:
         return
@@ -126,9 +120,7 @@ def check_resolutions(model: torch.nn.Module, resolutions: Sequence[Resolution])
 
 
 def training_setting(cfg: Any, meta: dict | None, key: str, what: str) -> Any:
-    """``run_meta.trained_on``: the checkpoint's ``meta`` (RunMetaHook records it), else the config's training data
-    set (what a --cfg-options override changes), else the config's top-level ``key``; a ValueError naming where it
-    looked for the training ``what`` when none has it."""
+    """``run_meta.trained_on``, or a ValueError naming where it looked for the training ``what``."""
     value = trained_on(cfg, meta, key)
     if value is None:
         raise ValueError(
@@ -139,13 +131,12 @@ def training_setting(cfg: Any, meta: dict | None, key: str, what: str) -> Any:
 
 
 def train_resolution(cfg: Any, meta: dict | None = None) -> Resolution:
-    """The resolution the model was trained at (``training_setting``: meta, data set image_size, config)."""
+    """The resolution the model was trained at (``training_setting``)."""
     return training_setting(cfg, meta, 'train_resolution', 'resolution')
 
 
 def training_record(cfg: Any, meta: dict | None) -> dict[str, Any]:
-    """What a results.json says the model trained on: ``{'train_resolution': size}``, or for a run on several sizes
-    ``{'train_resolution': None, 'train_sizes': policy}`` (``run_meta.trained_sizes``)."""
+    """What a results.json says the model trained on: ``train_resolution``, or None and ``train_sizes``."""
     sizes = trained_sizes(cfg, meta)
     if sizes:
         return {'train_resolution': None, 'train_sizes': sizes}
@@ -153,9 +144,8 @@ def training_record(cfg: Any, meta: dict | None) -> dict[str, Any]:
 
 
 def label_by_checkpoint(cfg: Any, meta: dict | None) -> None:
-    """Make the val and test data sets of ``cfg`` label by the class names the checkpoint trained on (its
-    ``dataset_meta['classes']``, which mmengine saves), where their type takes ``classes`` (ImageFolderDataset) and
-    the config does not set them: a label then means the class of that name, whatever the folders' order."""
+    """Make ``cfg``'s val and test data sets label by the checkpoint's training class names, where they take ``classes``
+    and the config sets none."""
     names = ((meta or {}).get('dataset_meta') or {}).get('classes')
     if not names:
         return
@@ -169,11 +159,11 @@ def label_by_checkpoint(cfg: Any, meta: dict | None) -> None:
 
 
 def load_model(cfg: Any, checkpoint: str, device: str) -> tuple[torch.nn.Module, dict]:
-    """(the config's model with the checkpoint's weights, on ``device``, in eval mode; the checkpoint's meta). The
-    checkpoint must fit the model key for key, unless the config says ``load_strict = False`` (``--non-strict``).
-    Its encodings' training grid follows what the checkpoint records (``run_meta.align_training_grid``, said in a
-    warning where it differs from the config's model), and the config's val and test data sets label by the class
-    names it trained on (``label_by_checkpoint``)."""
+    """(the config's model with the checkpoint's weights on ``device``, in eval mode; the checkpoint's meta).
+
+    The checkpoint must fit key for key unless ``load_strict = False``. Its encodings' training grid follows the
+    checkpoint (a warning where it differs), and the data sets label by its class names.
+    """
     init_default_scope(cfg.get('default_scope', 'vispe'))
     model = MODELS.build(copy.deepcopy(cfg.model))
     ckpt = load_checkpoint(checkpoint, model, strict=cfg.get('load_strict', True))
@@ -195,9 +185,8 @@ def model_encodings(model: torch.nn.Module) -> list[Encoding]:
 
 
 def encoding_label(model: torch.nn.Module, meta: dict | None = None) -> str:
-    """The model's encodings as a row label: 'rope_mixed', 'ape_learned+rope_axial', or 'none'; with the options
-    that change them ('ape_learned:lape=True') where the checkpoint's ``meta`` records its config and that config's
-    encodings are the model's. The strategy is left out: each cell says its own."""
+    """The model's encodings as a row label ('rope_mixed', 'ape_learned+rope_axial', 'none'), with the options the
+    recorded config gives them."""
     backbone = getattr(model, 'backbone', model)
     names = getattr(backbone, 'encoding_names', None)
     bare = '+'.join(names) if names else 'none'
@@ -210,9 +199,7 @@ def encoding_label(model: torch.nn.Module, meta: dict | None = None) -> str:
 
 
 def trained_config(meta: dict | None) -> dict[str, Any]:
-    """``{'trained_config': {dotted key: value}}``: the model and training-data entries of the config the checkpoint
-    records, for a results header, whose title then describes the run (``report.describe``) rather than the config it
-    is evaluated with; {} for a checkpoint that records none."""
+    """``{'trained_config': {dotted key: value}}``: the model and training-data entries recorded; {} if none."""
     recorded = recorded_config_or_none({'meta': meta or {}})
     if recorded is None:
         return {}
@@ -221,8 +208,7 @@ def trained_config(meta: dict | None) -> dict[str, Any]:
 
 
 def _accepts(enc: Encoding, strategy: str) -> bool:
-    """Whether ``enc`` takes ``strategy`` as it is built (a rotary encoding without a training grid, e.g. after a
-    run on several sizes, takes 'none' only); its own strategy is left as it was."""
+    """Whether ``enc`` takes ``strategy`` as built; its own strategy is left as it was."""
     current = enc.strategy
     try:
         enc.strategy = strategy
@@ -234,9 +220,8 @@ def _accepts(enc: Encoding, strategy: str) -> bool:
 
 
 def available_strategies(model: torch.nn.Module, opt_in: bool = False) -> list[str]:
-    """Resolution strategies the model's encodings support and accept (``_accepts``), defaults first; ['default']
-    when none do. What a sweep runs by default: an encoding's ``opt_in_strategies`` only with ``opt_in`` or when
-    the encoding is set to it (a config's ``strategy='grid_sample'``)."""
+    """Resolution strategies the model's encodings support and accept, defaults first; ['default'] when none do. Opt-in
+    ones only with ``opt_in`` or when set."""
     seen: list[str] = []
     for enc in model_encodings(model):
         for s in type(enc).strategies:
@@ -247,8 +232,7 @@ def available_strategies(model: torch.nn.Module, opt_in: bool = False) -> list[s
 
 
 def check_strategies(model: torch.nn.Module, strategies: Sequence[str] | None) -> list[str]:
-    """``strategies`` (opt-in ones included), or every one the model supports but those; ValueError naming the
-    supported ones for others (and, for a strategy the encodings refuse without a training grid, why)."""
+    """``strategies``, or every supported one but those; ValueError naming the supported ones for others."""
     supported = available_strategies(model, opt_in=True)
     strategies = list(strategies or available_strategies(model))
     unknown = [s for s in strategies if s not in supported]
@@ -287,10 +271,11 @@ def rank_classes(
     batch_size: int,
     logits: Callable[[list[Any]], torch.Tensor],
 ) -> list[dict[str, Any]]:
-    """The inference tools' classification: every result holding a prepared sample under ``key`` gets ``'top'``,
-    its ``topk`` (class name, probability) pairs, the samples going ``batch_size`` at a time through ``logits``
-    (list of samples -> (n, classes)); the sample is dropped from its result. ValueError when the model's outputs
-    and the class names differ in number."""
+    """Give every result holding a sample under ``key`` its ``'top'`` ``topk`` (class, probability) pairs, batches
+    through ``logits``; the sample is dropped.
+
+    ValueError when the model's outputs and the class names differ in number.
+    """
     good = [r for r in results if key in r]
     for start in range(0, len(good), batch_size):
         chunk = good[start : start + batch_size]

@@ -1,4 +1,5 @@
-"""Kernels shared by the encodings: the fused rotary kernel (``rotary``), Triton with a plain PyTorch reference."""
+"""Fused kernels shared by the encodings, each a Triton kernel with a PyTorch reference: ``rotary`` (the rotation of q
+and k) and ``depthwise`` (LePE's token convolution); ``select`` picks a backend per call."""
 
 from vispe.kernels.rotary import (
     ROTARY_BACKENDS,

@@ -1,27 +1,17 @@
-"""A depthwise K x K convolution (stride 1, zero padding) over the patch tokens of a token-major sequence, the one op
-of LePE's value term (and of any encoding that convolves tokens on their grid).
+"""A depthwise K x K convolution (stride 1, zero padding) over the patch tokens of a token-major sequence (LePE).
 
-Input (B, T, C), channels contiguous, any batch and token strides (the value slice of timm's fused qkv output is
-read in place, token stride 3C): the tokens after ``num_prefix`` form an (h, w) grid. Output (B, T, C), token-major:
-the conv on the patch tokens, zero on the prefix tokens.
+Input (B, T, C), channels contiguous, any batch and token strides (timm's fused qkv slice is read in place); the tokens
+after ``num_prefix`` form an (h, w) grid. Output (B, T, C): the conv on the patch tokens, zero on the prefix.
 
-Backends, chosen per call (``depthwise_backend``):
+Backends, per call (``depthwise_backend``):
 
-- ``triton``: CUDA tensors in eager mode. One kernel reads the tokens where they lie, accumulates the K * K taps in
-  float32 registers and writes the token-major result, prefix rows included (``vispe.kernels.depthwise_triton``):
-  one read of the values and one write of the term, no channels-first copy, no transpose and no pad pass. Its
-  backward is the same kernel with the flipped filter for the input's gradient, and one kernel writing per-block
-  float32 partial sums for the filter's (summed deterministically, no atomics); the bias's gradient is one sum.
-  Checked once per device against the reference (``kernel_works``); a kernel that does not build or does not agree
-  gives one warning and that device takes the ``torch`` path. GPU cost: not measured on a GPU yet (the tests run it
-  through Triton's interpreter).
-- ``torch``: ``F.conv2d`` on the tokens seen as a channels-last (B, C, h, w) view (cuDNN / oneDNN pick their
-  channels-last depthwise kernels; they copy a strided view into a packed one first), its channels-last output seen
-  as tokens again without a copy, one pad for the prefix rows. Taken on CPU, under ``torch.compile`` /
-  ``torch.export`` (Inductor lays the conv out itself) and in FX traces. CPU cost: LePE at 1.02x ape_learned
-  (ViT-S/16, docs).
+- ``triton``: CUDA tensors in eager mode (``vispe.kernels.depthwise_triton``): one read of the values, float32
+  accumulation, one write; the backward is the same kernel with the flipped filter, and deterministic per-block partial
+  sums for the filter's gradient. Checked once per device against the reference (``kernel_works``); on failure, a
+  warning and the ``torch`` path.
+- ``torch``: ``F.conv2d`` on a channels-last view of the tokens; on CPU, and when compiling, exporting or tracing.
 
-Both give the same values to float32 rounding (``tests/test_depthwise_kernel.py``, forward and backward).
+Both agree to float32 rounding, forward and backward.
 """
 
 from __future__ import annotations
@@ -41,26 +31,23 @@ _FORCED = ForcedBackend('depthwise', DEPTHWISE_BACKENDS, 'VISPE_DEPTHWISE_BACKEN
 
 
 def _triton_launch() -> Any:
-    """The module ``vispe.kernels.depthwise_triton``, or None without Triton."""
     return triton_module('depthwise_triton')
 
 
 def use_depthwise_backend(name: str | None):
-    """Force a backend for eager calls inside the block (None: choose per call); ``triton`` on CPU tensors runs
-    Triton's interpreter (tests)."""
+    """Force a backend for eager calls inside the block (None: per call); ``triton`` on CPU runs the interpreter."""
     return _FORCED.use(name)
 
 
 def depthwise_backend(x: torch.Tensor) -> str:
-    """``torch`` when compiling, exporting or FX-tracing; else a forced one; else ``triton`` for CUDA tensors in a
-    dtype the kernel takes (Triton installed, the kernel checked on that device), ``torch`` otherwise."""
+    """``torch`` when compiling, exporting or FX-tracing; else a forced one; else ``triton`` for CUDA tensors the
+    checked kernel takes; else ``torch``."""
     return _FORCED.choose(x, _triton_launch, kernel_works, 'torch')
 
 
 @functools.cache
 def kernel_works(device: torch.device) -> bool:
-    """Whether the Triton kernels build and agree with the reference on ``device`` (checked once per device; see
-    ``vispe.kernels.select.probe_kernel``)."""
+    """Whether the Triton kernels build and agree with the reference on ``device`` (checked once per device)."""
 
     def check() -> bool:
         gen = torch.Generator().manual_seed(0)
@@ -118,8 +105,8 @@ def depthwise_tokens(
     grid: tuple[int, int],
     num_prefix: int = 0,
 ) -> torch.Tensor:
-    """The depthwise conv (``weight`` (C, 1, K, K), odd K, zero padding K // 2; ``bias`` (C,) or None) of the
-    ``grid`` = (h, w) patch tokens of ``x`` (B, num_prefix + h*w, C): (B, T, C), zero on the prefix tokens."""
+    """The depthwise conv (``weight`` (C, 1, K, K), odd K, padding K // 2; ``bias`` (C,) or None) of the ``grid`` patch
+    tokens of ``x`` (B, num_prefix + h*w, C): (B, T, C), zero on the prefix."""
     backend = depthwise_backend(x)
     if backend == 'torch':
         return _conv_torch(x, weight, bias, grid, num_prefix)

@@ -1,13 +1,9 @@
 """The Triton kernels behind ``vispe.kernels.depthwise`` (imported only where Triton is installed).
 
-A depthwise K x K convolution (stride 1, zero padding K // 2) over the patch tokens of a token-major (B, T, C) tensor,
-read as an (h, w) grid after ``prefix`` tokens. One program takes ``BLOCK_T`` patch tokens of one image and
-``BLOCK_C`` channels: for each of the K * K offsets it loads the neighbours' channels (zero outside the grid) in the
-input dtype and accumulates ``weight * x`` in float32 registers, then stores the input dtype. The same kernel with the
-weights flipped is the gradient of the input; with ``WEIGHT_GRAD`` it writes each program's float32 partial sums
-of ``g * x(shifted)`` per tap and channel instead, which one (deterministic) sum reduces to the filter's gradient.
-
-No ``from __future__ import annotations`` here: Triton reads the ``tl.constexpr`` annotations as objects.
+One program takes ``BLOCK_T`` patch tokens and ``BLOCK_C`` channels, loads each of the K * K neighbours (zero outside
+the grid) and accumulates ``weight * x`` in float32. Flipped weights give the input's gradient; ``WEIGHT_GRAD`` writes
+per-program float32 partial sums of ``g * x(shifted)`` for the filter's. No ``from __future__ import annotations``:
+Triton reads ``tl.constexpr`` annotations as objects.
 """
 
 import functools
@@ -93,8 +89,8 @@ def _grid(B: int, h: int, w: int, C: int) -> tuple[int, int, int]:
 def conv(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, grid: tuple[int, int], prefix: int
 ) -> torch.Tensor:
-    """``x`` (B, T, C), any batch and token strides, channels contiguous; ``weight`` (C, 1, K, K); ``bias`` (C,) or
-    None -> (B, T, C) contiguous in x's dtype: the conv on the patch tokens, zero on the ``prefix`` tokens."""
+    """``x`` (B, T, C), channels contiguous; ``weight`` (C, 1, K, K); ``bias`` (C,) or None -> (B, T, C) in x's dtype,
+    zero on the ``prefix`` tokens."""
     if x.stride(-1) != 1:
         x = x.contiguous()
     B, T, C = x.shape
@@ -112,8 +108,7 @@ def conv(
 
 
 def weight_grad(x: torch.Tensor, g: torch.Tensor, K: int, grid: tuple[int, int], prefix: int) -> torch.Tensor:
-    """The float32 (C, 1, K, K) gradient of the conv's weight from its input ``x`` and output gradient ``g`` (both
-    (B, T, C), channels contiguous)."""
+    """The float32 (C, 1, K, K) weight gradient from the input ``x`` and output gradient ``g``, both (B, T, C)."""
     x = x if x.stride(-1) == 1 else x.contiguous()
     g = g if g.stride(-1) == 1 else g.contiguous()
     B, T, C = x.shape

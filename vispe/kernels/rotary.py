@@ -1,31 +1,21 @@
 """The one rotation every rotary encoding applies: interleaved channel pairs (x_2j, x_2j+1) of q and k turned by
 per-token angles, from a real (cos, sin) table.
 
-Table: float32 (..., N, d/2, 2) holding (cos a, sin a) per token and pair (``rotary_table``), broadcast over batch and
-heads; or, for a batch whose tokens share few distinct positions (mixed-size batches), rows (R, G, d/2, 2), G = 1
-(shared by the heads) or H, and a (B, N) index of each token's row (``rotate_rows``). Prefix tokens take (1, 0): they
-pass unrotated. The rotation runs in float32 whatever the input dtype and returns the input dtype; ``scale``
-multiplies the result (YaRN's logit scaling) before the cast. ``inverse`` turns by -a (GTA's transform of outputs).
+Table: float32 (..., N, d/2, 2) of (cos a, sin a) per token and pair (``rotary_table``), broadcast over batch and heads;
+or rows (R, G, d/2, 2), G = 1 or H, with a (B, N) index of each token's row (``rotate_rows``). Prefix tokens take (1,
+0). The rotation runs in float32 and returns the input dtype; ``scale`` multiplies the result before the cast;
+``inverse`` turns by -a.
 
-Backends, chosen per call (``rotary_backend``):
+Backends, per call (``rotary_backend``):
 
-- ``triton``: CUDA tensors in eager mode. One kernel rotates q and k in one pass (``vispe.kernels.rotary_triton``):
-  it loads the input dtype, computes in float32 registers and stores the input dtype, token-major like timm's q and
-  k; its backward is the same kernel at -a, and when the table needs a gradient (learned frequencies) that pass also
-  reads q and k and writes each token's (d cos, d sin), which one sum puts onto the table (or its rows). Cost on GPU:
-  one read and one write of q and k forward, one more read of q and k and a float32 (B, H, N, d/2, 2) write backward
-  for a learned table (not measured on a GPU yet; on CPU it runs through Triton's interpreter, for the tests only).
-  On first use per device the kernel is checked once against the reference (``kernel_works``); a kernel that does
-  not build or does not agree gives one warning, and that device takes the complex path.
-- ``complex``: CPU eager. The pairs viewed as complex64 and multiplied by the table viewed as complex64: one
-  elementwise kernel per tensor, about 3x faster on CPU than the real-valued form below (4.2 against 15.2 ms, q and
-  k of ViT-S/16 at batch 8, forward + backward, one thread).
-- ``torch``: the real-valued reference, x0 c - x1 s and x0 s + x1 c. Taken under ``torch.compile`` and
-  ``torch.export`` (no complex dtype enters a compiled graph; Inductor fuses it into one kernel with its neighbours)
-  and in FX traces (TorchScript-compatible). Cost: about 6 elementwise passes eagerly, one fused kernel compiled.
+- ``triton``: CUDA tensors in eager mode (``vispe.kernels.rotary_triton``): q and k in one pass, float32 registers,
+  token-major outputs like timm's; the backward is the same kernel at -a, also writing the table's gradient when it
+  needs one. Checked once per device (``kernel_works``); on failure, a warning and the complex path.
+- ``complex``: CPU eager: pairs times the table, both viewed as complex64.
+- ``torch``: the real-valued reference, x0 c - x1 s and x0 s + x1 c; under ``torch.compile``, ``torch.export`` and FX
+  traces (TorchScript-compatible).
 
-Every backend gives the same values to float32 rounding; the tests hold the Triton kernel (through the interpreter)
-and the complex path to the reference, forward and backward, for every dtype and layout.
+Every backend agrees with the reference to float32 rounding, forward and backward.
 """
 
 from __future__ import annotations
@@ -47,27 +37,24 @@ _FORCED = ForcedBackend('rotary', ROTARY_BACKENDS, 'VISPE_ROTARY_BACKEND')
 
 
 def _triton_launch() -> Any:
-    """The module ``vispe.kernels.rotary_triton`` (its ``launch`` and ``KERNEL_DTYPES``), or None without Triton."""
     return triton_module('rotary_triton')
 
 
 def use_rotary_backend(name: str | None) -> contextlib.AbstractContextManager[None]:
-    """Force a backend for eager calls inside the block (None: choose per call). Compiled and traced graphs always
-    take ``torch``. ``triton`` on CPU tensors runs Triton's interpreter (tests)."""
+    """Force a backend for eager calls inside the block (None: per call); traced graphs always take ``torch``."""
     return _FORCED.use(name)
 
 
 def rotary_backend(x: torch.Tensor) -> str:
-    """The backend a call on ``x`` takes: ``torch`` when compiling, exporting or FX-tracing; else a forced one; else
-    ``triton`` for CUDA tensors in a dtype the kernel takes (Triton installed), ``complex`` otherwise."""
+    """The backend of a call on ``x``: ``torch`` when compiling, exporting or FX-tracing; else a forced one; else
+    ``triton`` for CUDA tensors the kernel takes; else ``complex``."""
     return _FORCED.choose(x, _triton_launch, kernel_works, 'complex')
 
 
 @functools.cache
 def kernel_works(device: torch.device) -> bool:
-    """Whether the Triton kernel compiles and rotates correctly on ``device``: checked once per device against the
-    reference on a small input. If not (a Triton or driver this kernel was not built for), one warning names the
-    error and CUDA tensors take the complex path, which is correct everywhere but slower."""
+    """Whether the Triton kernel compiles and agrees with the reference on ``device`` (checked once per device; else one
+    warning and the complex path)."""
 
     def check() -> bool:
         gen = torch.Generator().manual_seed(0)
@@ -119,8 +106,7 @@ def _pairs(x: torch.Tensor) -> torch.Tensor:
 
 
 def _complex(table: torch.Tensor, scale: float | torch.Tensor, inverse: bool) -> torch.Tensor:
-    """The table as complex64 (..., d/2), conjugated for ``inverse``, times ``scale`` (a float, or per token
-    (B, 1, T, 1) for a dense table)."""
+    """The table as complex64 (..., d/2), conjugated for ``inverse``, times ``scale`` (a float or per token)."""
     if table.stride(-1) != 1 or table.stride(-2) != 2 or table.storage_offset() % 2:
         table = table.contiguous()
     out = torch.view_as_complex(table)
@@ -130,7 +116,6 @@ def _complex(table: torch.Tensor, scale: float | torch.Tensor, inverse: bool) ->
 
 
 def _turn(xs: Sequence[torch.Tensor], turn: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """Each x's complex pairs times ``turn`` (complex64, broadcastable to them), back in x's dtype."""
     return tuple(torch.view_as_real(_pairs(x) * turn).flatten(-2).type_as(x) for x in xs)
 
 
@@ -142,9 +127,8 @@ def _table_grad(
     scale: float | torch.Tensor,
     inverse: bool,
 ) -> torch.Tensor:
-    """The gradient of the (cos, sin) table: for o = p t (complex pairs p, table entry t = c + i s, times scale),
-    dL/dc + i dL/ds = scale * g conj(p) summed over what the entry is broadcast to (the heads, the batch), or over the
-    tokens that take each row. ``inverse`` (o = p conj(t)) flips the sin part."""
+    """The gradient of the (cos, sin) table: for o = p t, dL/dc + i dL/ds = scale * g conj(p), summed over the entry's
+    broadcast (or the tokens of each row); ``inverse`` flips the sin part."""
     acc: torch.Tensor | None = None
     for x, g in zip(xs, grads):
         if g is not None:
@@ -172,9 +156,8 @@ def _sum_onto(d: torch.Tensor, table: torch.Tensor, index: torch.Tensor | None) 
 
 
 class _Rotate(torch.autograd.Function):
-    """The eager rotation with a hand-written backward: the Triton kernel (CUDA), or on CPU the complex product of
-    gathered rows (``index``), whose autograd would otherwise keep the per-token (B, G, T, d/2) table and scatter a
-    complex gradient. The backward turns the output gradients back (-a) and sums the table's gradient (its rows')."""
+    """The eager rotation with a hand-written backward (Triton, or CPU complex product of gathered rows), which keeps no
+    per-token table; the backward turns the gradients by -a."""
 
     @staticmethod
     def forward(
@@ -216,7 +199,6 @@ def _apply(
     scale: float | torch.Tensor,
     inverse: bool,
 ) -> tuple[torch.Tensor, ...]:
-    """The forward of ``_Rotate`` without autograd: ``triton`` launches the kernel, ``complex`` multiplies."""
     if not xs:
         return ()
     if backend == 'triton':
@@ -255,8 +237,7 @@ def _rotate(
 def rotate_qk(
     q: torch.Tensor, k: torch.Tensor, table: torch.Tensor, scale: float | torch.Tensor = 1.0, inverse: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """q and k (B, H, N, d) rotated by ``table`` (float32, broadcastable to (B, H, N, d/2, 2)), in one pass where the
-    backend allows. ``scale``: a float, or per token a tensor broadcastable to (B, 1, N, 1)."""
+    """q and k (B, H, N, d) rotated by ``table`` (to (B, H, N, d/2, 2)); ``scale``: a float or (B, 1, N, 1)."""
     out = _rotate((q, k), table, None, scale, inverse)
     return out[0], out[1]
 
@@ -271,9 +252,8 @@ def rotate_pairs(
 def rotate_rows(
     q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, index: torch.Tensor, scale: float | torch.Tensor = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """q and k (B, H, T, d) rotated per token by a row of a small table: ``rows`` (R, G, d/2, 2), G = 1 or H,
-    ``index`` (B, T) each token's row. Equal to rotating by the gathered dense table, without building it (Triton,
-    CPU) or without keeping it for the backward."""
+    """q and k (B, H, T, d) rotated per token by row ``index`` (B, T) of ``rows`` (R, G, d/2, 2), G = 1 or H, without
+    building the dense table."""
     out = _rotate((q, k), rows, index, scale, False)
     return out[0], out[1]
 

@@ -1,11 +1,8 @@
 """The Triton rotary kernel behind ``vispe.kernels.rotary`` (imported only where Triton is installed).
 
-One program rotates ``BLOCK_R`` (batch, head, token) rows of q and, in the same pass, of k: it loads each row's
-interleaved channels in the input dtype, splits them into the pairs (x_2j, x_2j+1), reads the row's (cos, sin) from
-the float32 table (a dense table with broadcast strides, or a row of a small table chosen by a per-token index),
-rotates in float32 registers and stores the input dtype. ``INVERSE`` rotates by -angle: the backward of the forward.
-
-No ``from __future__ import annotations`` here: Triton reads the ``tl.constexpr`` annotations as objects.
+One program rotates ``BLOCK_R`` (batch, head, token) rows of q and of k: pairs in the input dtype, (cos, sin) from the
+float32 table (dense, or a row chosen by a per-token index), rotated in float32. ``INVERSE`` rotates by -angle. No
+``from __future__ import annotations``: Triton reads ``tl.constexpr`` annotations as objects.
 """
 
 import functools
@@ -133,13 +130,12 @@ def launch(
     inverse: bool,
     inputs: list[torch.Tensor] | None = None,
 ) -> tuple[list[torch.Tensor], torch.Tensor | None]:
-    """Rotate one or two (B, H, N, d) tensors (any strides) by ``table``: dense, broadcastable to (B, H, N, d/2, 2),
-    or with ``index`` (B, N) rows (R, G, d/2, 2), G in {1, H}; times ``scale``, a float or per token (B, 1, N, 1)
-    float32. Outputs are token-major (B, N, H, d) memory seen as (B, H, N, d), like timm's q and k.
+    """Rotate one or two (B, H, N, d) tensors (any strides) by ``table`` (dense, or rows with ``index``) times
+    ``scale``; outputs are token-major like timm's q and k.
 
-    In a backward (``xs`` the outputs' gradients g, ``inverse`` the opposite of the forward's), ``inputs`` (the
-    forward's inputs p) asks for the table's gradient per token in the same pass: (B, H, N, d/2, 2) float32, the
-    (d cos, d sin) of g conj(p) times the scale, summed over q and k; else None."""
+    In a backward, ``inputs`` (the forward's inputs) asks for the table's per-token gradient (B, H, N, d/2, 2) float32
+    in the same pass; else None.
+    """
     xs = [x if x.stride(-1) == 1 else x.contiguous() for x in xs]
     ys = [y if y.stride(-1) == 1 else y.contiguous() for y in inputs] if inputs is not None else list(xs)
     B, H, N, d = xs[0].shape

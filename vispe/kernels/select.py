@@ -1,7 +1,6 @@
-"""How a fused kernel family picks its backend per call: the backend forced for eager calls (an environment variable
-or a context manager, for tests and for users who want to rule a kernel out), the family's Triton module imported
-once where Triton is installed, and a once-per-device check of the Triton kernel against its PyTorch reference, so
-that a kernel which does not build or does not agree on some GPU costs speed there, never a wrong number."""
+"""How a fused kernel family picks its backend per call: a backend forced for eager calls (environment variable or
+context manager), the Triton module imported once where installed, and a once-per-device check of the Triton kernel
+against its reference, so a kernel that fails on some GPU costs speed there, never a wrong number."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ import torch.fx
 
 
 class ForcedBackend:
-    """The backend of a kernel family forced for eager calls: ``env`` at import, else None (chosen per call);
-    ``use(name)`` forces one inside a block."""
+    """The backend forced for eager calls: ``env`` at import, else None; ``use(name)`` forces one inside a block."""
 
     def __init__(self, family: str, backends: tuple[str, ...], env: str) -> None:
         self.family, self.backends, self.env = family, backends, env
@@ -36,9 +34,8 @@ class ForcedBackend:
     def choose(
         self, x: torch.Tensor, launch: Callable[[], Any], works: Callable[[torch.device], bool], fallback: str
     ) -> str:
-        """The backend of one eager or traced call on ``x``: ``torch`` (the plain reference) when compiling,
-        exporting or FX-tracing; else the forced one; else ``triton`` for a CUDA tensor in a dtype the Triton module
-        ``launch()`` takes (None: Triton missing) whose kernel ``works`` on that device; else ``fallback``."""
+        """The backend of a call on ``x``: ``torch`` when compiling, exporting or FX-tracing; else the forced one; else
+        ``triton`` where the module takes the dtype and the kernel ``works`` on the device; else ``fallback``."""
         if isinstance(x, torch.fx.Proxy) or torch.compiler.is_compiling():
             return 'torch'
         if self.name is not None:
@@ -61,8 +58,7 @@ class ForcedBackend:
 
 @functools.cache
 def triton_module(name: str) -> Any:
-    """``vispe.kernels.<name>`` (a module that imports Triton), or None where Triton is not installed. Looked up once:
-    a failing import is not retried at every call."""
+    """``vispe.kernels.<name>``, or None where Triton is not installed (looked up once)."""
     try:
         return importlib.import_module(f'vispe.kernels.{name}')
     except ImportError:
@@ -70,9 +66,8 @@ def triton_module(name: str) -> Any:
 
 
 def jitted(fn: Callable[..., Any], interpret: bool) -> Any:
-    """``fn`` (a Triton kernel's source function) compiled by ``triton.jit``, or for CPU tensors run by Triton's
-    interpreter (what ``TRITON_INTERPRET=1`` gives, chosen per call so that one process can test both). Callers cache
-    it per ``interpret``; Triton is imported here, not at this module's import."""
+    """``fn`` compiled by ``triton.jit``, or for CPU tensors run by Triton's interpreter; callers cache it per
+    ``interpret``."""
     if interpret:
         from triton.runtime.interpreter import InterpretedFunction
 
@@ -83,9 +78,8 @@ def jitted(fn: Callable[..., Any], interpret: bool) -> Any:
 
 
 def probe_kernel(what: str, device: torch.device, check: Callable[[], bool], fallback: str, env: str) -> bool:
-    """Run ``check`` (the Triton kernel against its reference on a small input on ``device``); True when it agrees.
-    A kernel that raises or disagrees gives one RuntimeWarning naming the error and ``fallback``, and False.
-    Callers cache the answer per device."""
+    """Run ``check`` on ``device``; True when the kernel agrees, else one RuntimeWarning naming the error and
+    ``fallback``, and False."""
     try:
         works = check()
         why = 'its result differs from the reference'

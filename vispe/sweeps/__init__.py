@@ -1,7 +1,6 @@
 """Evaluation sweeps: one checkpoint evaluated over many settings, cell by cell into a resumable results.json
-(``engine``), one module per kind of sweep, each registered in ``registry.SWEEPS`` (what compare-results, the
-``evaluate`` functions and the ``vispe eval-*`` commands read). Importing this package registers every kind below, in
-this order (the order ``vispe -h`` lists their commands); a new kind is one module and its name here."""
+(``engine``), one module per kind, each registered in ``registry.SWEEPS``. Importing this package registers them in the
+order ``vispe -h`` lists them."""
 
 import importlib
 

@@ -1,15 +1,11 @@
-"""Evaluate a multi-view checkpoint at camera settings it never saw: field of view, image size, number of views,
-camera distance (overrides of the test set's ``MultiViewScenes`` arguments, named in the config's
-``camera_eval.settings``).
-
-The JSON schema written by ``vispe eval-cameras``::
+"""Evaluate a multi-view checkpoint at camera settings it never saw (the config's ``camera_eval.settings``: overrides of
+the test set's ``MultiViewScenes`` arguments). ``vispe eval-cameras`` writes::
 
     {"config": ..., "checkpoint": ..., "metric": "loc3d", "threshold": 0.2,
      "results": [{"encoding": ..., "setting": "fov_wide", "overrides": {...}, "mean_error": ..., "value": ...}]}
 
-``value`` is the share of test scenes whose target is found within the threshold (percent), ``mean_error`` the
-mean 3D distance in the data's unit. Each setting is one cell of ``vispe.sweeps.engine`` (written as it
-finishes, reused by a rerun, retried at smaller batches when out of memory).
+``value``: percent of scenes whose target is found within the threshold; ``mean_error``: mean 3D distance. Each setting
+is one cell of ``vispe.sweeps.engine``.
 """
 
 from __future__ import annotations
@@ -28,8 +24,7 @@ from vispe.sweeps.settings import SettingsEvaluator
 
 
 def camera_settings(cfg, names: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
-    """The config's named settings (``camera_eval.settings``), all or those ``names``; unknown names raise
-    ValueError listing the known ones."""
+    """The config's named settings, all or those ``names``; ValueError listing the known ones for others."""
     known = dict((cfg.get('camera_eval') or {}).get('settings') or {'train': {}})
     if names:
         unknown = [n for n in names if n not in known]
@@ -54,8 +49,7 @@ def results_pivot(rows: Sequence[dict[str, Any]], key: str = 'value', columns: S
 
 
 def results_table(rows: Sequence[dict[str, Any]], title: str = '', failed: Sequence[dict[str, Any]] = ()):
-    """A rich Table: one row per encoding, one column per setting, 'mean error / within %'; 'failed' for
-    results.json's failed cells."""
+    """A rich Table: one row per encoding, one column per setting, 'mean error / within %' (or 'failed')."""
     from rich.table import Table
 
     cols = _settings([*rows, *failed])
@@ -82,8 +76,7 @@ def markdown_table(rows: Sequence[dict[str, Any]], key: str = 'mean_error', fmt:
 
 
 def plot_results(rows: Sequence[dict[str, Any]], path: str, title: str = '') -> str:
-    """Grouped bars of the mean 3D error per setting, one colour (and hatch: equal bars stay told apart) per
-    encoding; ``title``: report.describe's."""
+    """Grouped bars of the mean 3D error per setting, one colour and hatch per encoding."""
     import numpy as np
 
     cols = _settings(rows)
@@ -132,9 +125,7 @@ def sweep(
     force: bool = False,
     log: Log = print,
 ) -> dict[str, Any]:
-    """Evaluate ``checkpoint`` under each named camera setting; returns the results dict (schema above). With
-    ``out_dir``, ``out_dir/results.json`` is written as each cell finishes and a rerun reuses the finished cells
-    (``force``: recompute them; vispe.sweeps.engine)."""
+    """Evaluate ``checkpoint`` under each named camera setting; the results dict (``run_sweep`` into ``out_dir``)."""
     settings = camera_settings(cfg, names)
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     model, meta = load_model(cfg, checkpoint, device)

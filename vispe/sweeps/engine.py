@@ -1,20 +1,13 @@
-"""The one engine behind every kind of evaluation sweep (vispe.sweeps.registry.SWEEPS: eval-resolution,
-eval-points, ...): cells run in order, and ``DIR/results.json`` is rewritten atomically as each one finishes, so an
-error, an out-of-memory cell or Ctrl-C never loses a finished cell.
+"""The one engine behind every evaluation sweep: cells run in order and ``DIR/results.json`` is rewritten atomically
+after each, so an error, an out-of-memory cell or Ctrl-C never loses a finished cell.
 
-* Resumable: a rerun into the same folder reuses the rows of the cells already there and computes the others;
-  ``force=True`` (the tools' ``--force``) recomputes everything.
-* Refusing: a results file of another checkpoint, config, data, vispe or torch version, or sweep
-  (``vispe.sweeps.identity``) is neither reused nor overwritten: ``SweepConflict`` says what differs and what to
-  do.
-* Out-of-memory safe: a cell that runs out of memory (CUDA, or the CPU allocator) is retried at half the batch size,
-  down to 1; if it still does not fit, it is recorded under ``failed`` with the reason and the sweep goes on.
+* Resumable: a rerun into the same folder reuses the finished cells' rows; ``force=True`` recomputes everything.
+* Refusing: results of another checkpoint, config, data, version or sweep (``vispe.sweeps.identity``) are neither reused
+  nor overwritten (``SweepConflict``).
+* Out-of-memory safe: a cell is retried at half the batch size down to 1, then recorded under ``failed``.
 
-results.json keeps each tool's schema (``config``, ``checkpoint``, ..., ``results``) and adds ``failed`` (cells that
-did not fit: their key fields and ``error``), ``complete`` (every requested cell has rows), ``sweep``,
-``checkpoint_sha256``, ``config_sha256`` and ``resolved_config`` (what a rerun must match), and ``other_rows``
-(finished rows of cells an earlier run asked for and this one did not, kept for a later run). A row evaluated at a
-smaller batch than the first one tried says so in ``batch_size``.
+results.json keeps each sweep's schema and adds ``failed``, ``complete``, ``sweep``, the identity fields and
+``other_rows`` (rows of cells an earlier run asked for and this one did not).
 """
 
 from __future__ import annotations
@@ -51,9 +44,8 @@ class SweepConflict(ValueError):
 
 @dataclass
 class Cell:
-    """One unit of a sweep. ``run(batch_size)`` evaluates it and returns its rows, each holding the fields of
-    ``key`` (which find the cell's rows in a results file: encoding, strategy, resolution, ...). ``batch_size`` is
-    the first batch size tried; ``name`` labels the cell in progress bars and messages."""
+    """One unit of a sweep: ``run(batch_size)`` returns its rows, each holding the fields of ``key``; ``batch_size`` is
+    the first tried, ``name`` its label."""
 
     name: str
     key: Row
@@ -71,8 +63,8 @@ def _matches(row: Row, key: Row) -> bool:
 
 
 class ResultsStore:
-    """``out_dir/results.json`` of one sweep (or nothing on disk when ``out_dir`` is None): the rows of an earlier
-    run of the same identity, and the document rewritten after each cell."""
+    """``out_dir/results.json`` of one sweep (nothing on disk when ``out_dir`` is None): an earlier run's rows and the
+    document rewritten after each cell."""
 
     def __init__(self, out_dir: str | None, header: Row, identity: Row, force: bool = False) -> None:
         self.path = os.path.join(out_dir, RESULTS) if out_dir else None
@@ -87,8 +79,7 @@ class ResultsStore:
         self.previous: list[Row] = [] if force or self.path is None else self._load(self.path)
 
     def _load(self, path: str) -> list[Row]:
-        """The finished rows of the existing file; SweepConflict if it belongs to another checkpoint, config or
-        sweep, or cannot be checked."""
+        """The finished rows of the existing file; SweepConflict for another identity or one that cannot be checked."""
         if not os.path.isfile(path):
             return []
         try:
@@ -143,8 +134,7 @@ class ResultsStore:
 
 
 def is_out_of_memory(err: BaseException) -> bool:
-    """Whether ``err`` is an allocation failure: torch.OutOfMemoryError (CUDA), MemoryError (numpy, Python), or
-    the RuntimeError of torch's CPU allocator ("DefaultCPUAllocator: can't allocate memory", "not enough memory")."""
+    """Whether ``err`` is an allocation failure (CUDA, numpy, or torch's CPU allocator)."""
     if isinstance(err, (torch.OutOfMemoryError, MemoryError)):
         return True
     return isinstance(err, RuntimeError) and any(m in str(err) for m in OOM_MESSAGES)
@@ -163,8 +153,7 @@ def _first_line(err: BaseException, width: int = 160) -> str:
 
 
 def run_cell(cell: Cell, log: Log = print) -> tuple[list[Row], Row | None]:
-    """(the cell's rows, None), halving the batch size after each out-of-memory error; ([], its failure record)
-    when it does not fit even at batch size 1. Any other error propagates."""
+    """(rows, None), halving the batch size after each out-of-memory error; ([], failure record) if 1 does not fit."""
     batch = first = max(1, int(cell.batch_size))
     while True:
         try:
@@ -192,9 +181,11 @@ def run_sweep(
     show_progress: bool = True,
     log: Log = print,
 ) -> Row:
-    """Run ``cells`` in order, reusing those an earlier run into ``out_dir`` finished (unless ``force``), and write
-    ``out_dir/results.json`` after each one; returns the final document (module doc). Raises SweepConflict before
-    computing anything when ``out_dir`` holds another checkpoint's, config's or sweep's results."""
+    """Run ``cells`` in order, reusing finished ones (unless ``force``) and writing ``out_dir/results.json`` after each;
+    returns the final document.
+
+    Raises SweepConflict before computing anything when ``out_dir`` holds results of another identity.
+    """
     names = [c.name for c in cells]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
@@ -275,9 +266,8 @@ def interrupted_message(out_dir: str) -> str:
 
 
 def sweep_for_tool(args: Any, sweep: Callable[..., Row], *settings: Any, log: Callable = print) -> Row:
-    """What each sweep tool runs: its config (``args.config`` with ``--cfg-options``), then ``sweep(cfg, checkpoint,
-    *settings, device, show_progress=..., out_dir=..., force=..., log=...)``. Ctrl-C and refusals end the process
-    with one line (the finished cells stay in ``args.out``)."""
+    """What each sweep tool runs: its config with ``--cfg-options``, then its sweep; Ctrl-C and refusals end the process
+    with one line."""
     try:
         cfg = load_config(args.config, args.cfg_options)
         return sweep(
@@ -297,9 +287,7 @@ def sweep_for_tool(args: Any, sweep: Callable[..., Row], *settings: Any, log: Ca
 
 
 def replace_args(out_dir: str, *sources: str) -> list[str]:
-    """['--force'] for a caller that owns ``out_dir`` (compare, the leaderboard, the generation demo) when its
-    results.json is older than one of ``sources`` (the checkpoint, a feature extractor) or has no identity: it
-    then holds an earlier training's numbers, which the tool would rightly refuse to mix with this one's."""
+    """['--force'] for a caller owning ``out_dir`` whose results.json predates a ``sources`` file or has no identity."""
     path = os.path.join(out_dir, RESULTS)
     if not os.path.isfile(path):
         return []

@@ -1,17 +1,11 @@
-"""Sample a class-conditional diffusion checkpoint at several resolutions (and rotary strategies) and score it offline.
+"""Sample a class-conditional diffusion checkpoint at several resolutions and strategies and score it offline.
 
-Per (strategy, resolution): ``samples_per_class`` images per class from the same seeded noise, then
-``vispe.evaluation.generation_metrics`` (object count and attribute accuracy; FD and KID against real Shapes2D images
-rendered at that resolution, in a vispe classifier's feature space, when one is given) and the held-out denoising
-loss of the config's test set rendered at that resolution. Results use eval_resolution's schema with a
-``metric`` key per row::
+Per (strategy, resolution), one ``vispe.sweeps.engine`` cell: ``samples_per_class`` images per class from the same
+seeded noise, scored by ``vispe.evaluation.generation_metrics`` (FD and KID when a feature classifier is given), and the
+held-out denoising loss. Rows follow eval_resolution's schema with a ``metric`` each::
 
     {"config", "checkpoint", "train_resolution", "metric": "generation",
      "results": [{"encoding", "strategy", "resolution", "metric", "value"}, ...]}
-
-Each (strategy, resolution) is one cell of ``vispe.sweeps.engine``: written as it finishes, reused by a
-rerun of the same checkpoint, config, sample settings and feature extractor, retried at smaller batches when out of
-memory.
 """
 
 from __future__ import annotations
@@ -57,8 +51,7 @@ def load_classifier(config: str, checkpoint: str, device: str) -> ShapesFeatures
 
 
 def real_images(cfg, resolution: C.Resolution, split: str, count: int) -> tuple[torch.Tensor, dict[str, Any]]:
-    """``count`` real images of the config's data set at ``resolution`` (another split than training), and its
-    metainfo."""
+    """``count`` real images of the config's data set (not the training split) at ``resolution``, and its metainfo."""
     dataset_cfg = copy.deepcopy(cfg.test_dataloader.dataset)
     dataset_cfg.update(split=split, image_size=resolution, num_samples=count)
     dataset = DATASETS.build(dataset_cfg)
@@ -84,8 +77,7 @@ def generate(model, num_classes: int, per_class: int, size, settings: dict[str, 
 
 
 def plot(results: dict[str, Any], path: str) -> str:
-    """results.json's figure: one panel per metric against the test resolution, one line per (encoding, strategy)
-    as in the resolution sweep's figure, the training resolution dotted; report.describe's title."""
+    """results.json's figure: one panel per metric against resolution, one line per (encoding, strategy)."""
     metrics = list(dict.fromkeys(r['metric'] for r in results['results'])) or ['(no results)']
     fig, axes = report.plt().subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.8), dpi=120, squeeze=False)
     train = results.get('train_resolution')
@@ -128,11 +120,12 @@ def sweep_generation(
     force: bool = False,
     show_progress: bool = False,
 ) -> dict[str, Any]:
-    """Sample and score ``checkpoint`` at each resolution and strategy (module doc), one cell each. ``classifier`` =
-    (config, checkpoint) of the FD / KID feature extractor, or None to skip those. With ``out_dir``, a sample grid
-    per cell and ``out_dir/results.json`` are written as each cell finishes, and a rerun reuses the finished cells
-    (``force``: recompute them; vispe.sweeps.engine). Out of memory, a cell halves its sampling batch (and the test
-    loader's in proportion)."""
+    """Sample and score ``checkpoint`` at each resolution and strategy, one cell each (``run_sweep`` into ``out_dir``,
+    plus a sample grid per cell).
+
+    ``classifier``: (config, checkpoint) of the FD / KID feature extractor, or None. Out of memory, a cell halves its
+    sampling batch.
+    """
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     model, meta = C.load_model(cfg, checkpoint, device)
     if not hasattr(model, 'sample'):
@@ -192,17 +185,15 @@ def sweep_generation(
 
 
 def generation_strategies(model: torch.nn.Module) -> list[str]:
-    """What a generation sweep runs by default: every strategy a classifier's sweep runs, and DyPE's timestep
-    schedules (``dype_ntk``, ``dype_yarn``, opt-in elsewhere: they follow the diffusion time) where the encodings
-    have them."""
+    """A classifier sweep's strategies plus DyPE's (``dype_ntk``, ``dype_yarn``) where the encodings have them."""
     default = C.available_strategies(model)
     dype = [s for s in C.available_strategies(model, opt_in=True) if s in DYPE_STRATEGIES and s not in default]
     return [*default, *dype]
 
 
 def object_metrics(fake, labels, real, info: dict[str, Any], features) -> dict[str, float]:
-    """Object count and attribute accuracy (%), and FD / KID with a feature extractor, for data sets with shapes and
-    colours (shape_color-like metainfo); {} for others."""
+    """Object count and attribute accuracy (%), and FD / KID with a feature extractor, for shape_color-like data sets;
+    {} for others."""
     if 'shapes' not in info:
         return {}
     palette = tuple(info['colors'].values())
@@ -223,8 +214,7 @@ def metric_rows(results: dict[str, Any], metric: str) -> list[dict[str, Any]]:
 
 
 def feature_extractor(cfg, config: str | None = None, checkpoint: str | None = None) -> tuple[Any, Any] | None:
-    """The FD / KID feature extractor (classifier config, checkpoint) of a sweep: ``config`` / ``checkpoint`` where
-    given, else the config's ``generation_eval``; None when neither names one."""
+    """The FD / KID extractor (classifier config, checkpoint): given, else the config's ``generation_eval``, or None."""
     opts = cfg.get('generation_eval') or {}
     if not (opts or checkpoint):
         return None

@@ -1,9 +1,6 @@
-"""What a sweep's results depend on, which a rerun into the same folder must match for its finished cells to be
-reused (``sweep_identity``): the sweep's kind, the checkpoint (sha256 of its content), the resolved config (after
---cfg-options, runtime-only keys aside), the data the config reads from disk (``data_fingerprint``: the name, size
-and modification time of every file below each ``data_root`` of the evaluated data sets), the versions of vispe and
-torch that computed them, and the sweep's own settings that change its numbers (a metric key, a sample count).
-A results file that differs in any of them is refused, naming what differs (``describe_difference``)."""
+"""What a sweep's results depend on, which a rerun into the same folder must match (``sweep_identity``): the sweep's
+kind, the checkpoint's sha256, the resolved config, the data on disk (``data_fingerprint``), the vispe and torch
+versions, and the sweep's own settings."""
 
 from __future__ import annotations
 
@@ -27,21 +24,18 @@ RUNTIME_KEYS = frozenset(
 
 
 def resolved_config(cfg) -> Row:
-    """The config after --cfg-options as {dotted key: JSON value}, runtime-only keys left out: what the config
-    identity hashes, and what a refusal quotes when the configs differ."""
+    """The config after --cfg-options as {dotted key: JSON value}, runtime-only keys left out."""
     flat = flat_config({k: v for k, v in cfg.to_dict().items() if k not in RUNTIME_KEYS})
     return {key: jsonable(value) for key, value in flat.items()}
 
 
 def file_sha256(path: str) -> str:
-    """The sha256 of a file's content (``vispe.files.sha256``, the model zoo's checksum)."""
+    """The sha256 of a file's content."""
     return sha256(path)
 
 
 def sweep_identity(kind: str, cfg, checkpoint: str, **extra: Any) -> Row:
-    """What a rerun into the same folder must match (module doc): the sweep's kind, the checkpoint's sha256, the
-    resolved config's sha256 (and the config itself, to say what differs), the data's fingerprint, the versions, and
-    ``extra`` settings of the sweep that change its numbers (a metric key, a sample count)."""
+    """What a rerun into the same folder must match (module doc); ``extra``: sweep settings that change its numbers."""
     from vispe import __version__
 
     config = resolved_config(cfg)
@@ -76,8 +70,7 @@ def config_differences(old: Row, new: Row, shown: int = 3) -> str:
 
 
 def data_fingerprint(config: Row) -> str | None:
-    """sha256 over (relative path, size, modification time) of every file below each ``data_root`` that the val and
-    test data sets of a resolved config (``resolved_config``) read; None when they read none (procedural data)."""
+    """sha256 over (path, size, mtime) of every file below the val and test data sets' ``data_root`` (None if none)."""
     roots = sorted({str(v) for k, v in config.items() if k.startswith(('val_', 'test_')) and k.endswith('.data_root')})
     if not roots:
         return None

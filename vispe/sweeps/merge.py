@@ -1,6 +1,4 @@
-"""Several runs' sweep results in one table (``vispe compare-results``): which kind of sweep a results.json holds,
-and one ``report.Pivot`` of runs of one kind, each run's rows labelled by the run. Each kind's pivot (its fields,
-column, column order and metric filter) is the one it registered in ``vispe.sweeps.registry.SWEEPS``."""
+"""Several runs' sweep results in one table (``vispe compare-results``), by the pivot each kind registered."""
 
 from __future__ import annotations
 
@@ -17,8 +15,7 @@ class NotComparable(ValueError):
 
 
 def sweep_kind(results: Any, name: str) -> str:
-    """The kind of sweep a results.json holds (vispe.sweeps.engine writes it as ``sweep``), one of ``SWEEPS``;
-    NotComparable for anything else, naming ``name``."""
+    """The kind of sweep a results.json holds, one of ``SWEEPS``; NotComparable naming ``name`` otherwise."""
     if not isinstance(results, Mapping) or not isinstance(results.get('results'), list):
         commands = ', '.join(f'vispe {kind.command}' for kind in SWEEPS.values())
         raise NotComparable(
@@ -38,11 +35,12 @@ def sweep_kind(results: Any, name: str) -> str:
 def merge(
     documents: Sequence[Mapping[str, Any]], labels: Sequence[str], metric: str | None = None
 ) -> tuple[str, Pivot, str]:
-    """(kind, one pivot of every document's rows with its label as the first key field ``run``, the metric) for
-    results.json documents of one kind; NotComparable names the files of different kinds (``labels`` name them) and
-    those without results; an unfinished sweep's rows are labelled so (``checked_labels``).
-    A kind whose rows each name their metric (``row_metric``: the generation sweep) holds several: ``metric``
-    chooses one (default: the first)."""
+    """(kind, one pivot of every document's rows, each labelled by a first key field ``run``, the metric) for
+    results.json documents of one kind.
+
+    NotComparable names files of different kinds and those without results; an unfinished sweep's rows are labelled so.
+    ``metric`` picks one where rows name their metric (default: the first).
+    """
     kinds = [sweep_kind(d, label) for d, label in zip(documents, labels)]
     if len(set(kinds)) > 1:
         listed = ', '.join(f'{label} is a {kind} sweep' for label, kind in zip(labels, kinds))
@@ -64,8 +62,7 @@ def merge(
 
 
 def data_of(document: Mapping[str, Any]) -> tuple[Any, ...]:
-    """(type, data_root, task) of the data set a results.json was evaluated on (its resolved config's test set,
-    the innermost of its wrappers)."""
+    """(type, data_root, task) of the innermost test data set a results.json was evaluated on."""
     config = document.get('resolved_config') or {}
     prefix = 'test_dataloader.dataset'
     while f'{prefix}.dataset.type' in config:
@@ -74,9 +71,7 @@ def data_of(document: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def check_same_data(documents: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> None:
-    """NotComparable for results of one run given twice (the same checkpoint, config and sweep: one table row would
-    hide the other) and for results evaluated on different data sets, whose numbers one table would set side by side
-    as if they measured the same thing."""
+    """NotComparable for one run given twice, and for results on different data sets."""
     seen: dict[tuple, str] = {}
     for document, label in zip(documents, labels):
         key = tuple(document.get(k) for k in ('sweep', 'checkpoint_sha256', 'config_sha256'))
@@ -92,17 +87,14 @@ def check_same_data(documents: Sequence[Mapping[str, Any]], labels: Sequence[str
 
 
 def non_strict(documents: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> list[str]:
-    """The labels of runs evaluated from a non-strict load (``--non-strict``: some of the model's weights were left
-    at their initial values), which a comparison must say."""
+    """The labels of runs evaluated from a non-strict load, which a comparison must say."""
     return [
         label for d, label in zip(documents, labels) if (d.get('resolved_config') or {}).get('load_strict') is False
     ]
 
 
 def checked_labels(documents: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> list[str]:
-    """The runs' labels, each run that did not finish its sweep marked '(incomplete: ...)' so that the table says
-    which rows stand for a part of a sweep; NotComparable naming the runs that hold no results at all (they would
-    leave the table without a word)."""
+    """The runs' labels, unfinished ones marked '(incomplete: ...)'; NotComparable naming runs with no results."""
     empty = [label for d, label in zip(documents, labels) if isinstance(d, Mapping) and d.get('results') == []]
     if empty:
         raise NotComparable(
@@ -120,8 +112,7 @@ def checked_labels(documents: Sequence[Mapping[str, Any]], labels: Sequence[str]
 
 
 def run_labels(paths: Sequence[str]) -> list[str]:
-    """Each results.json labelled by its folder: the last folder names, as many as make the labels unique
-    (``a/eval`` and ``b/eval`` rather than two ``eval``)."""
+    """Each results.json labelled by its last folder names, as many as make the labels unique."""
     parts = [os.path.abspath(p).split(os.sep)[:-1] for p in paths]
     for depth in range(1, max(len(p) for p in parts) + 1):
         labels = ['/'.join(p[-depth:]) for p in parts]

@@ -1,25 +1,15 @@
-"""Robustness of a classifier checkpoint to its input translated by a fraction of a patch (``vispe
-eval-patch-shift``): the test set at the training resolution, every image rolled by 0, 1/4, 1/2, 3/4 and 1 patch
-along x, along y and diagonally, the accuracy of each.
+"""Robustness of a classifier to its input translated by a fraction of a patch (``vispe eval-patch-shift``): every test
+image rolled by 0, 1/4, 1/2, 3/4 and 1 patch along x, y and diagonally.
 
-The translation is a circular roll (``torch.roll`` over height and width): the image keeps its size and every pixel,
-so no fill colour is chosen and no content is lost, at the price of a seam where the border wraps round (on
-Shapes2D's flat background, mostly invisible). A roll by a whole patch moves every patch onto the next one's place
-(the patch embedding sees the same patches, the encoding other positions): a model without any position signal
-cannot tell it from the original, while a fraction of a patch cuts every patch anew. Shift 0 is the resolution
-sweep's cell at the training resolution (the same model, test set and evaluator: ``resolution.open_classifier``).
-
-What it measures is robustness only where the label does not move with the image: on Shapes2D ``relation`` (which
-shape is left of which) a shift keeps the answer, up to shapes wrapping round the border; on ``position`` (where the
-shape is) a shift changes the right answer itself, and the accuracy falls for that reason.
-
-The JSON schema (cell by cell through ``vispe.sweeps.engine``)::
+The roll (``torch.roll``) keeps every pixel and wraps round the border. A whole patch moves every patch onto the next
+one's place; a fraction cuts them anew. It measures robustness only where the label does not move with the image
+(Shapes2D ``relation``, not ``position``). Shift 0 is the resolution sweep's training-resolution cell. Schema::
 
     {"config": ..., "checkpoint": ..., "train_resolution": ..., "metric": "accuracy", "patch_size": [4, 4],
      "translation": "roll",
      "results": [{"encoding": ..., "direction": "x" | "y" | "xy", "shift": 0.25, "pixels": [0, 1], "value": ...}]}
 
-``shift`` is the fraction of the patch, ``pixels`` the (down, right) roll it became (rounded to whole pixels).
+``shift``: fraction of the patch; ``pixels``: the (down, right) roll in whole pixels.
 """
 
 from __future__ import annotations
@@ -51,8 +41,7 @@ DEFAULT_SHIFTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
 def roll_pixels(shift: float, direction: str, patch: Sequence[int]) -> tuple[int, int]:
-    """The (down, right) roll in pixels of ``shift`` patches along ``direction`` for a (height, width) ``patch``,
-    rounded to whole pixels."""
+    """The (down, right) roll in whole pixels of ``shift`` patches along ``direction``."""
     down, right = DIRECTIONS[direction]
     return down * round(shift * patch[0]), right * round(shift * patch[1])
 
@@ -64,8 +53,7 @@ def roll_view(pixels: tuple[int, int]) -> InputView:
 
 
 def check_settings(shifts: Iterable[float], directions: Iterable[str]) -> tuple[list[float], list[str]]:
-    """The shifts as floats and the directions; ValueError naming a shift that is not a finite number or a
-    direction not in DIRECTIONS."""
+    """The shifts as floats and the directions; ValueError for a non-finite shift or unknown direction."""
     shifts, directions = [float(s) for s in shifts], list(directions)
     bad = [s for s in shifts if not math.isfinite(s)]
     if bad:
@@ -87,8 +75,7 @@ def results_pivot(rows: Iterable[dict[str, Any]], ordered: bool = False) -> repo
 
 
 def results_table(rows: Iterable[dict[str, Any]], title: str = '', failed: Iterable[dict[str, Any]] = ()):
-    """A rich Table: one row per (encoding, direction), one column per shift; 'failed' for results.json's failed
-    cells."""
+    """A rich Table: one row per (encoding, direction), one column per shift ('failed' for failed cells)."""
     table = results_pivot([*rows, *(dict(f, value=report.FAILED) for f in failed)], ordered=True)
     return report.rich_table(table, ['encoding', 'direction'], title or 'accuracy (%) by shift (patches)', '.1f')
 
@@ -128,11 +115,8 @@ def sweep(
     force: bool = False,
     log: Log = print,
 ) -> dict[str, Any]:
-    """Evaluate ``checkpoint`` on its test set at the training resolution with every image rolled by each shift
-    (fractions of a patch; default DEFAULT_SHIFTS) along each direction (default: x, y, xy), one cell each; returns
-    the results dict (module doc). Shift 0 is evaluated once for all directions. With ``out_dir``,
-    ``out_dir/results.json`` is written as each cell finishes and a rerun reuses the finished cells (``force``:
-    recompute them; vispe.sweeps.engine)."""
+    """Evaluate ``checkpoint`` with every test image rolled by each shift along each direction, one cell each (shift 0
+    once); returns the results dict (``run_sweep`` into ``out_dir``)."""
     shifts, directions = check_settings(shifts or DEFAULT_SHIFTS, directions or DIRECTIONS)
     opened = open_classifier(cfg, checkpoint, device, metric_key)
     patch = model_patch_size(opened.model)
@@ -159,8 +143,7 @@ def sweep(
 
 
 def label_moves(cfg) -> str | None:
-    """The warning for a test set whose label moves with the image (its data set's ``metainfo`` says
-    ``label_moves_with_image``: Shapes2D ``position``), where a shift changes the right answer; None otherwise."""
+    """The warning for a test set whose label moves with the image (``metainfo['label_moves_with_image']``)."""
     dataset = DATASETS.build(copy.deepcopy(cfg.test_dataloader.dataset))
     meta = getattr(dataset, 'metainfo', None) or {}
     if not meta.get('label_moves_with_image'):
@@ -177,10 +160,7 @@ evaluate_patch_shift = SWEEPS['patch_shift'].evaluate
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
-    """``vispe eval-patch-shift CONFIG CKPT [--shifts 0 0.25 0.5 0.75 1] [--directions x y xy] --out DIR``:
-    writes DIR/results.json as each cell finishes and DIR/results.png at the end, and prints a table. A rerun into
-    the same DIR reuses the finished cells (--force recomputes them); a DIR of another checkpoint's or config's
-    results is refused."""
+    """``vispe eval-patch-shift CONFIG CKPT [--shifts ...] [--directions ...] --out DIR``: results, plot and table."""
     parser = argparse.ArgumentParser(
         prog=prog, description='Evaluate a classifier checkpoint on its test images shifted by fractions of a patch'
     )

@@ -1,15 +1,10 @@
-"""Evaluate a point-cloud checkpoint at unseen point counts and object scales, as data and as a plot.
-
-The test data set of the config is rebuilt with ``num_points`` = each count (at scale 1) and with ``scale`` = each
-factor (at the training count). The JSON schema written by ``vispe eval-points``::
+"""Evaluate a point-cloud checkpoint at unseen point counts (at scale 1) and object scales (at the training count).
+``vispe eval-points`` writes::
 
     {"config": ..., "checkpoint": ..., "train_points": 512, "metric": "accuracy",
      "results": [{"encoding": ..., "sweep": "points" | "scale", "setting": 1024, "factor": 2.0, "value": ...}, ...]}
 
-``setting`` is the point count or the scale, ``factor`` the same relative to training (points / train_points, or
-the scale itself: training is at scale 1). Each (sweep, setting) is one cell of ``vispe.sweeps.engine``
-(written as it finishes, reused by a rerun, retried at smaller batches when out of memory); the training setting,
-which both sweeps hold, is evaluated once.
+``factor`` is ``setting`` relative to training. Each (sweep, setting) is one engine cell; training's runs once.
 """
 
 from __future__ import annotations
@@ -32,8 +27,7 @@ PART_ORDER = {part: i for i, part in enumerate(PARTS)}
 
 
 def train_points(cfg, meta: dict | None = None) -> int:
-    """The point count the model was trained on: the checkpoint's ``meta`` (RunMetaHook records it), else the
-    config's training data set's num_points (what a --cfg-options override changes), else its top-level
+    """The point count the model was trained on: checkpoint meta, else the training data set's, else the config's
     ``train_points``."""
     return int(training_setting(cfg, meta, 'train_points', 'point count'))
 
@@ -70,8 +64,7 @@ def results_pivot(rows: Sequence[dict[str, Any]]) -> report.Pivot:
 def results_table(
     rows: Sequence[dict[str, Any]], title: str = '', fmt: str = '.1f', failed: Sequence[dict[str, Any]] = ()
 ):
-    """A rich Table: one row per encoding, one column per (sweep, factor); 'failed' for results.json's failed
-    cells."""
+    """A rich Table: one row per encoding, one column per (sweep, factor) ('failed' for failed cells)."""
     table = results_pivot([*rows, *(dict(f, value=report.FAILED) for f in failed)])
     return report.rich_table(table, ['encoding'], title or 'accuracy (%) by test point count and object scale', fmt)
 
@@ -82,8 +75,7 @@ def markdown_table(rows: Sequence[dict[str, Any]], fmt: str = '.1f') -> str:
 
 
 def plot_results(rows: Sequence[dict[str, Any]], path: str, metric: str = 'accuracy', title: str = '') -> str:
-    """Two panels, metric against the point-count factor and against the scale (categories in factor order), one
-    line per encoding with its own marker and offset (report.draw_lines); ``title``: report.describe's."""
+    """Two panels, metric against the point-count factor and against the scale, one line per encoding."""
     fig, axes = report.plt().subplots(1, 2, figsize=(9, 3.8), dpi=120, sharey=True)
     for ax, sweep, xlabel in zip(axes, PARTS, ('test points / training points', 'object scale (training: 1)')):
         chosen = [r for r in rows if r['sweep'] == sweep]
@@ -126,9 +118,7 @@ def sweep(
     force: bool = False,
     log: Log = print,
 ) -> dict[str, Any]:
-    """Evaluate ``checkpoint`` at each point count (scale 1) and each scale (training count); returns the results
-    dict (schema above). With ``out_dir``, ``out_dir/results.json`` is written as each cell finishes and a rerun
-    reuses the finished cells (``force``: recompute them; vispe.sweeps.engine)."""
+    """Evaluate ``checkpoint`` at each point count and scale; the results dict (``run_sweep`` into ``out_dir``)."""
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     model, meta = load_model(cfg, checkpoint, device)
     defaults = default_settings(cfg, meta)

@@ -1,16 +1,8 @@
-"""``SWEEPS``: every kind of evaluation sweep, registered by the module that runs it, as encodings are in
-``vispe.registry.ENCODINGS``. A kind holds what the rest of vispe needs to know of it:
+"""``SWEEPS``: every kind of evaluation sweep, registered by the module that runs it.
 
-* its identity: ``name``, the ``sweep`` string its results.json carries (``identity.sweep_identity``);
-* its pivot for ``vispe compare-results`` (``merge``): the row fields besides the run, each row's column, the
-  columns' order, the x axis label, and ``row_metric``, the row field naming each row's metric when one results.json
-  holds several (the generation sweep's);
-* its run (the sweep function), its plot (results.json -> ``out_dir/results.png``) and ``evaluate``, both in turn;
-* its command: ``vispe <command>``, the line ``vispe -h`` lists, and the module whose ``main(argv, prog)`` runs it.
-
-A new sweep is one module in vispe/sweeps holding its sweep function under ``@SWEEPS.register(...)``, and its name
-in ``vispe/sweeps/__init__.py``'s imports: compare-results, ``evaluate`` and the ``vispe`` command listing read it
-from here.
+A kind holds its identity (``name``, the ``sweep`` string of its results.json), its pivot for ``vispe compare-results``,
+its run, plot and ``evaluate``, and its command. A new sweep is one module in vispe/sweeps with its function under
+``@SWEEPS.register(...)``, imported in ``vispe/sweeps/__init__.py``.
 """
 
 from __future__ import annotations
@@ -33,8 +25,7 @@ Row = Mapping[str, Any]
 
 
 def sweep_and_plot(name: str, sweep: Callable[..., Results], plot: Callable[[Results, str], Any]):
-    """``name``: ``sweep(cfg, checkpoint, *settings, out_dir=..., **options)`` then ``plot(results,
-    out_dir/results.png)``."""
+    """``name``: the sweep into ``out_dir``, then its plot at ``out_dir/results.png``."""
 
     def evaluate(
         cfg,
@@ -62,10 +53,8 @@ def sweep_and_plot(name: str, sweep: Callable[..., Results], plot: Callable[[Res
 
 @dataclass(frozen=True)
 class SweepKind:
-    """One kind of sweep (module doc). ``run(cfg, checkpoint, *settings, device, show_progress=, out_dir=, force=,
-    log=)`` returns results.json's document; ``plot(results, path)`` draws it; ``column(row)`` is a row's column in
-    a merged table, ``order`` sorts those columns (None: as they first appear); ``main`` is the module path of the
-    command (its ``main(argv, prog)``) or that function itself."""
+    """One kind of sweep: ``run`` returns results.json's document, ``plot(results, path)`` draws it, ``column(row)`` and
+    ``order`` place rows in a merged table, ``main`` is the command (a module path or the function)."""
 
     name: str
     run: Callable[..., Results]
@@ -122,9 +111,7 @@ class SweepRegistry(Mapping[str, SweepKind]):
         return self._kinds.pop(name)
 
     def register(self, name: str, **spec: Any) -> Callable[[Callable[..., Results]], Callable[..., Results]]:
-        """Decorator of a sweep function: ``@SWEEPS.register('resolution', plot=..., fields=..., column=...,
-        xlabel=..., command=..., about=..., main=..., order=..., row_metric=...)`` (``SweepKind``'s fields);
-        returns the function unchanged."""
+        """Decorator registering a sweep function with ``SweepKind``'s fields; returns it unchanged."""
 
         def decorate(run: Callable[..., Results]) -> Callable[..., Results]:
             self.add(SweepKind(name=name, run=run, **spec))
@@ -141,8 +128,7 @@ SWEEPS = SweepRegistry()
 
 
 def finish_sweep(console: Any, table: Any, results: Results, out: str) -> NoReturn:
-    """The end of an evaluation command: its table, where results.json and the plot are, and its exit (the error
-    line when cells failed)."""
+    """The end of an evaluation command: its table, where results.json and the plot are, and its exit."""
     console.print(table)
     console.print(f'results: {os.path.join(out, RESULTS)}\nplot: {os.path.join(out, PLOT)}')
     sys.exit(failure_message(results, out))

@@ -1,10 +1,9 @@
-"""Evaluate one checkpoint at several resolutions (and resolution strategies), as data and as a plot.
-
-The JSON schema written by ``vispe eval-resolution`` (cell by cell, through ``vispe.sweeps.engine``,
-which adds ``failed``, ``complete`` and the identity fields it documents)::
+"""Evaluate one checkpoint at several resolutions and resolution strategies. ``vispe eval-resolution`` writes::
 
     {"config": ..., "checkpoint": ..., "train_resolution": ..., "metric": "accuracy",
      "results": [{"encoding": ..., "strategy": ..., "resolution": ..., "value": ...}, ...]}
+
+Each (strategy, resolution) is one ``vispe.sweeps.engine`` cell.
 """
 
 from __future__ import annotations
@@ -37,9 +36,8 @@ from vispe.sweeps.settings import SettingsEvaluator
 
 
 class OpenedClassifier(NamedTuple):
-    """A classifier checkpoint ready for a sweep on its test set: the model, its encoding label, the evaluator of
-    test-set settings, the resize setting (``resize_setting``) and results.json's header (config, checkpoint,
-    ``training_record``, resize, metric)."""
+    """A classifier checkpoint ready for a sweep on its test set: model, encoding label, evaluator, resize setting and
+    results header."""
 
     model: torch.nn.Module
     label: str
@@ -51,8 +49,7 @@ class OpenedClassifier(NamedTuple):
 def open_classifier(
     cfg, checkpoint: str, device: str | None, metric_key: str = 'accuracy/top1', resize: str | None = None
 ) -> OpenedClassifier:
-    """Load ``checkpoint`` on ``device`` (default: cuda when available) for the resolution sweep and the sweeps that
-    evaluate a classifier as it does (vispe.sweeps.patch_shift): the same model, loaders and header."""
+    """Load ``checkpoint`` on ``device`` (default: cuda when available) for the sweeps that evaluate a classifier."""
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     model, meta = load_model(cfg, checkpoint, device)
     record = training_record(cfg, meta)  # a run on several sizes has no one training resolution
@@ -69,8 +66,7 @@ def open_classifier(
 
 
 def resize_setting(cfg, resize: str | None) -> dict[str, str]:
-    """``{'resize': mode}`` for a test set that resizes image files (its class takes ``resize``; default 'crop'),
-    {} for one that draws each size itself (Shapes2D); a ValueError when ``resize`` is asked of the latter."""
+    """``{'resize': mode}`` for a test set of image files, {} for one drawing sizes itself (then ``resize`` raises)."""
     dataset = cfg.test_dataloader.dataset
     kind = dataset.get('type')
     cls = DATASETS.get(kind) if isinstance(kind, str) else kind
@@ -95,8 +91,7 @@ def merged_column(row: report.Row) -> str:
 
 
 def results_pivot(rows: Iterable[dict[str, Any]], ordered: bool = False) -> report.Pivot:
-    """One line per (encoding, strategy), one column per resolution: as they first appear, or (``ordered``) by
-    pixel count then height, the order of the figures' x axis."""
+    """One line per (encoding, strategy), one column per resolution, as they appear or (``ordered``) by pixel count."""
     return report.pivot(
         list(rows), ('encoding', 'strategy'), resolution_column, order=report.resolution_order if ordered else None
     )
@@ -109,8 +104,7 @@ def results_table(
     fmt: str = '.1f',
     failed: Iterable[dict[str, Any]] = (),
 ):
-    """A rich Table: one row per (encoding, strategy), one column per resolution; values formatted with ``fmt``,
-    'failed' where a cell of ``failed`` (results.json's) ran out of memory even at batch size 1."""
+    """A rich Table: one row per (encoding, strategy), one column per resolution ('failed' for failed cells)."""
     table = results_pivot([*rows, *(dict(f, value=report.FAILED) for f in failed)])
     return report.rich_table(table, ['encoding', 'strategy'], title or f'{metric} by test resolution', fmt)
 
@@ -124,8 +118,7 @@ def line_label(key: tuple[str, str]) -> str:
 def plot_results(
     rows: Iterable[dict[str, Any]], path: str, metric: str = 'accuracy', train_resolution=None, title: str = ''
 ) -> str:
-    """Metric against resolution, one line per (encoding, strategy), resolutions as categories (report.draw_lines);
-    ``title`` (report.describe of the results) says what model it is. Saved as PNG."""
+    """Metric against resolution (categorical), one line per (encoding, strategy), saved as PNG."""
     table = results_pivot(rows, ordered=True)
     train = None if train_resolution is None else resolution_label(train_resolution)
     return report.plot_lines(
@@ -170,14 +163,12 @@ def sweep(
     log: Log = print,
     resize: str | None = None,
 ) -> dict[str, Any]:
-    """Evaluate ``checkpoint`` at each resolution and strategy, one cell each; returns the results dict (schema
-    above). ``resize``: how a test set of image files brings an image to a size of another aspect ratio ('crop',
-    the default: cover and cut the centre out; 'pad'; 'stretch'; ``vispe.datasets.augment.RESIZE_MODES``), recorded
-    in the results; a procedural test set draws each size itself and takes none. With ``out_dir``,
-    ``out_dir/results.json`` is written as each cell finishes and a rerun reuses the finished cells (``force``:
-    recompute them; vispe.sweeps.engine). ``resolutions`` None: ``default_resolutions`` of the
-    training size and the model's patch (0.5x, 0.75x, 1x, 1.5x, 2x, 3x, then 2:1 and 1:2 at the training token
-    count), the rows' ``resolution`` then holding the pixel sizes (an int, or [H, W] for non-square)."""
+    """Evaluate ``checkpoint`` at each resolution and strategy, one cell each; returns the results dict (``run_sweep``
+    into ``out_dir``).
+
+    ``resize``: how a test set of image files meets another aspect ratio ('crop', 'pad', 'stretch'); a procedural one
+    takes none. ``resolutions`` None: ``default_resolutions`` of the training size and patch.
+    """
     opened = open_classifier(cfg, checkpoint, device, metric_key, resize)
     model, settings, train = opened.model, opened.settings, opened.header['train_resolution']
     strategies = check_strategies(model, strategies)

@@ -1,6 +1,5 @@
-"""Evaluate one checkpoint on its test set rebuilt under several settings (overrides of the test data set's
-arguments), strategies and input views (a named change of each batch's images, such as the patch-shift sweep's
-translation): what the cells of every sweep in vispe.sweeps evaluate (``vispe.sweeps.engine`` runs the cells)."""
+"""Evaluate one checkpoint on its test set rebuilt under several settings (data-set overrides), strategies and input
+views: what every sweep's cells evaluate."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ def settings_loader(cfg, overrides: Mapping[str, Any], batch_size: int | None = 
 
 
 class InputView(NamedTuple):
-    """A change of every batch's ``inputs`` (a tensor of images, or a list of them) before the model sees it:
-    ``name`` tells views apart in ``SettingsEvaluator``'s cache, ``apply`` maps one image tensor (C, H, W) or a batch
+    """A change of every batch's ``inputs`` before the model: ``name`` tells views apart, ``apply`` maps (C, H, W) or
     (B, C, H, W) to the same shape."""
 
     name: str
@@ -50,10 +48,8 @@ class ViewedLoader:
 
 
 class SettingsEvaluator:
-    """A model and the config's test set under data-set overrides: ``metrics(overrides, batch_size, strategy)`` runs
-    one pass (with a fresh evaluator, so an attempt cut short by an out-of-memory error leaves nothing behind) and
-    keeps the result, so a setting that two cells share (the training setting of both point sweeps) runs once.
-    Loaders are built once per setting and batch size."""
+    """A model and the config's test set under data-set overrides; ``metrics`` runs one pass with a fresh evaluator and
+    caches the result per setting."""
 
     def __init__(self, cfg, model) -> None:
         self.cfg, self.model = cfg, model
@@ -74,8 +70,7 @@ class SettingsEvaluator:
     def metrics(
         self, overrides: Mapping[str, Any], batch_size: int, strategy: str = 'default', view: InputView | None = None
     ) -> dict[str, float]:
-        """The test evaluator's metrics of the model under ``strategy`` on the test set with ``overrides``, each
-        batch's images changed by ``view`` when one is given."""
+        """The test metrics of the model under ``strategy`` and ``overrides``, images changed by ``view`` if given."""
         key = (strategy, json.dumps(dict(overrides), sort_keys=True, default=str), view.name if view else '')
         if key not in self._metrics:
             if strategy != 'default':

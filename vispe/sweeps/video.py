@@ -1,25 +1,14 @@
-"""Evaluate a video checkpoint at unseen frame counts and frame sizes, every strategy, as data and as a plot.
+"""Evaluate a video checkpoint at unseen frame counts (at the training size) and sizes (at the training count).
 
-The test data set of the config is rebuilt with ``num_frames`` = each count (at the training frame size) and with
-``image_size`` = each size (at the training frame count). ShapesVideo renders the same clip at any frame count (each
-frame averages its exposure), so more frames are the same clip at a higher frame rate. How the positions count time
-(``time``):
-
-- ``tubelets`` (default): each tubelet one step, as in training; a clip of 2T frames has twice the tubelets, and
-  the encodings' strategies decide what to do with the longer range (``none`` extends it, ``interpolate`` squeezes
-  it back, ...).
-- ``clip``: the positions carry the frame rate (``Positions.spacing`` = T_train / T): 2T frames sit at half steps
-  over the training span. A property of the data the model is told, not a strategy.
-
-The JSON schema written by ``vispe eval-video``::
+``time`` says how positions count time: ``tubelets`` (default: one step per tubelet; the strategies handle a longer
+range) or ``clip`` (``Positions.spacing`` = T_train / T: more frames sit at smaller steps over the training span).
+``vispe eval-video`` writes::
 
     {"config": ..., "checkpoint": ..., "train_frames": 8, "train_resolution": 32, "time": "tubelets",
      "metric": "accuracy", "results": [{"encoding": ..., "strategy": ..., "sweep": "frames" | "size",
      "setting": 16, "factor": 2.0, "value": ...}, ...]}
 
-``setting`` is the frame count or the frame size in pixels, ``factor`` the same relative to training. Each
-(strategy, sweep, setting) is one cell of ``vispe.sweeps.engine``; the training setting, which both halves hold,
-is evaluated once per strategy.
+Each (strategy, sweep, setting) is one engine cell; the training setting runs once per strategy.
 """
 
 from __future__ import annotations
@@ -52,8 +41,8 @@ SIZE_FACTORS = (0.5, 0.75, 1, 1.5, 2)
 
 
 def train_frames(cfg, meta: dict | None = None) -> int:
-    """The frame count the model was trained on: the checkpoint's meta (RunMetaHook), else the config's training
-    data set's num_frames, else its top-level ``train_frames``."""
+    """The frame count the model was trained on: checkpoint meta, else the training data set's, else the config's
+    ``train_frames``."""
     return int(training_setting(cfg, meta, 'train_frames', 'frame count'))
 
 
@@ -66,8 +55,7 @@ def train_size(cfg, meta: dict | None = None) -> int:
 
 
 def default_settings(frames: int, size: int, tubelet: int, patch: int) -> dict[str, list[int]]:
-    """Frame counts T/2, T, 2T, 4T and frame sizes 0.5x, 0.75x, 1x, 1.5x, 2x, each rounded to the tubelet and the
-    patch (at least one of each), duplicates dropped."""
+    """Frame counts T/2 to 4T and sizes 0.5x to 2x, rounded to the tubelet and patch, duplicates dropped."""
 
     def rounded(value: float, step: int) -> int:
         return max(step, round(value / step) * step)
@@ -98,8 +86,7 @@ def results_pivot(rows: Sequence[dict[str, Any]]) -> report.Pivot:
 def results_table(
     rows: Sequence[dict[str, Any]], title: str = '', fmt: str = '.1f', failed: Sequence[dict[str, Any]] = ()
 ):
-    """A rich Table: one row per (encoding, strategy), one column per (sweep, factor); 'failed' for results.json's
-    failed cells."""
+    """A rich Table: one row per (encoding, strategy), one column per (sweep, factor) ('failed' for failed cells)."""
     table = results_pivot([*rows, *(dict(f, value=report.FAILED) for f in failed)])
     return report.rich_table(
         table, ['encoding', 'strategy'], title or 'accuracy (%) by test frame count and frame size', fmt
@@ -117,8 +104,7 @@ def line_label(key: tuple[str, ...]) -> str:
 
 
 def plot_results(rows: Sequence[dict[str, Any]], path: str, metric: str = 'accuracy', title: str = '') -> str:
-    """Two panels, metric against the frame-count factor and against the frame-size factor, one line per
-    (encoding, strategy) (report.draw_lines); ``title``: report.describe's."""
+    """Two panels, metric against the frame-count and frame-size factors, one line per (encoding, strategy)."""
     fig, axes = report.plt().subplots(1, 2, figsize=(10, 4), dpi=120, sharey=True)
     for ax, sweep, xlabel in zip(axes, PARTS, ('test frames / training frames', 'test frame size / training size')):
         chosen = [r for r in rows if r['sweep'] == sweep]
@@ -175,9 +161,8 @@ def sweep(
     force: bool = False,
     log: Log = print,
 ) -> dict[str, Any]:
-    """Evaluate ``checkpoint`` at each frame count (training size) and each frame size (training frame count), under
-    each strategy; returns the results dict (schema above). With ``out_dir``, ``out_dir/results.json`` is written as
-    each cell finishes and a rerun reuses the finished cells (``force``: recompute them; vispe.sweeps.engine)."""
+    """Evaluate ``checkpoint`` at each frame count and frame size under each strategy; returns the results dict
+    (``run_sweep`` into ``out_dir``)."""
     if time not in TIME_MODES:
         raise ValueError(f'time must be one of {TIME_MODES} (how the positions count time), got {time!r}')
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')

@@ -1,5 +1,4 @@
-"""Classification as mmengine models (a vispe ViT on images, a point transformer on clouds, a space-time ViT on
-clips): cross-entropy, top-1 predictions."""
+"""Classification as mmengine models (images, point clouds, clips): cross-entropy, top-1 predictions."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from torch import nn
 from vispe.backbones import create_model
 from vispe.registry import MODELS, closest
 
-#: the batch keys a classifier takes
 BATCH_KEYS = ('inputs', 'labels')
 #: batch keys a classifier accepts and does not use: ``crop``, the box ``RandomResizedCropBox`` reports (a
 #: micro-condition for generators), so that one data pipeline serves both
@@ -21,23 +19,16 @@ IGNORED_BATCH_KEYS = ('crop',)
 
 
 class Classifier(BaseModel):
-    """Cross-entropy classification around a backbone (inputs -> logits) that subclasses build from its config
-    (``build_backbone``).
+    """Cross-entropy classification around a backbone (inputs -> logits) that subclasses build (``build_backbone``).
+    Batches are dicts ``{'inputs': ..., 'labels': (B,)}``, optionally with a ``crop`` box (ignored); any other key
+    raises TypeError naming it. ``mode='loss'``: ``{'loss': ...}``; ``'predict'``: one ``{pred, label, score}`` per
+    sample (``Accuracy``); ``'tensor'``: the logits.
 
     Args:
-        backbone: the backbone's config, as the subclass reads it (``ImageClassifier``: ``vispe.create_model``'s keyword
-            arguments; ``PointClassifier``: a registry config).
+        backbone: the backbone's config, as the subclass reads it.
         label_smoothing: cross-entropy label smoothing.
-        data_preprocessor: mmengine data preprocessor config (None: mmengine's default, which moves the batch to the
-            device).
-        init_cfg: mmengine weight-initialisation config (``BaseModule.init_cfg``); None: the modules' own
-            initialisation.
-
-    Batches are dicts ``{'inputs': ..., 'labels': (B,)}`` (``inputs`` whatever the backbone takes: a tensor, or
-    for a vispe ViT also a list of (C, H_i, W_i) images of different sizes, from ``mixed_size_collate``),
-    optionally with a ``crop`` box (``RandomResizedCropBox``), which is ignored; any other key is an error naming
-    it. ``mode='loss'`` returns ``{'loss': ...}``, ``mode='predict'`` one dict per sample (``pred``, ``label``,
-    ``score``) for the ``Accuracy`` metric, and ``mode='tensor'`` the logits.
+        data_preprocessor: mmengine data preprocessor config (None: mmengine's default).
+        init_cfg: mmengine weight-initialisation config; None: the modules' own.
     """
 
     def __init__(
@@ -55,14 +46,11 @@ class Classifier(BaseModel):
         raise NotImplementedError
 
     def class_count(self) -> int | None:
-        """The number of logits it gives: its backbone's ``num_classes`` (timm's and vispe's backbones have it; 0
-        means no head), None when the backbone does not say. What ``ClassCountHook`` holds the data set to."""
+        """The number of logits: the backbone's ``num_classes`` (0: no head), or None when it does not say."""
         count = getattr(self.backbone, 'num_classes', None)
         return int(count) if count is not None else None
 
     def _run_forward(self, data: Any, mode: str) -> Any:
-        """mmengine's forward of a batch, after refusing keys this classifier does not know (by name, with the
-        closest known one) instead of Python's bare "unexpected keyword argument"."""
         if isinstance(data, dict):
             known = BATCH_KEYS + IGNORED_BATCH_KEYS
             unknown = [key for key in data if key not in known]
@@ -81,8 +69,6 @@ class Classifier(BaseModel):
         mode: str = 'tensor',
         crop: torch.Tensor | None = None,
     ) -> torch.Tensor | dict[str, torch.Tensor] | list[dict[str, torch.Tensor]]:
-        """``inputs`` go to the backbone as they are: (B, C, H, W), or a list of B (C, H_i, W_i) images of mixed
-        sizes. ``crop`` (B, 4) is accepted and unused (see ``IGNORED_BATCH_KEYS``)."""
         logits = self.backbone(inputs)  # (B, num_classes)
         if mode == 'tensor':
             return logits
@@ -98,14 +84,8 @@ class Classifier(BaseModel):
 
 @MODELS.register_module()
 class ImageClassifier(Classifier):
-    """A vispe ViT classifier for mmengine's Runner: ``backbone`` holds the keyword arguments of
-    ``vispe.create_model``: ``model_name`` (any timm ViT name), ``encoding`` and timm keyword arguments (img_size,
-    patch_size, embed_dim, num_classes, ...). Modes as ``Classifier``; batches are dicts
-    ``{'inputs': (B, C, H, W), 'labels': (B,)}``, or with ``inputs`` a list of B (C, H_i, W_i) images of mixed sizes
-    (each a multiple of the patch size; ``vispe.datasets.batching``).
-
-    Arguments: as `Classifier`.
-    """
+    """A vispe ViT classifier; ``backbone`` holds ``vispe.create_model``'s keyword arguments, ``inputs`` are
+    (B, C, H, W) or a list of (C, H_i, W_i) images of mixed sizes. Arguments: as `Classifier`."""
 
     def build_backbone(self, cfg: dict[str, Any]) -> nn.Module:
         if 'model_name' not in cfg:
@@ -124,20 +104,10 @@ class RegistryClassifier(Classifier):
 
 @MODELS.register_module()
 class PointClassifier(RegistryClassifier):
-    """A point-cloud classifier for mmengine's Runner: ``backbone`` is a registry config of a network taking
-    (B, N, 3) clouds, e.g. ``dict(type='PointTransformer', num_classes=..., encoding='point_mlp')``. Modes as
-    ``Classifier``; batches are dicts ``{'inputs': (B, N, 3), 'labels': (B,)}``.
-
-    Arguments: as `Classifier`.
-    """
+    """A point-cloud classifier: ``backbone`` configures a network on (B, N, 3) clouds. Arguments: as `Classifier`."""
 
 
 @MODELS.register_module()
 class VideoClassifier(RegistryClassifier):
-    """A video classifier for mmengine's Runner: ``backbone`` is a registry config of a network taking (B, C, T, H, W)
-    clips, e.g. ``dict(type='VideoTransformer', num_classes=..., encoding='rope_axial')``. Modes as ``Classifier``;
-    batches are dicts ``{'inputs': (B, C, T, H, W), 'labels': (B,)}``, or with ``inputs`` a list of (C, T_i, H_i, W_i)
-    clips of different sizes.
-
-    Arguments: as `Classifier`.
-    """
+    """A video classifier: ``backbone`` configures a network on (B, C, T, H, W) clips or a list of them.
+    Arguments: as `Classifier`."""

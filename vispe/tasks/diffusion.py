@@ -1,15 +1,6 @@
-"""Class-conditional image diffusion as an mmengine model: flow matching (default) or DDPM, sampled with CFG.
-
-The objectives' paths, targets and samplers are ``vispe.tasks.samplers`` (their conventions are written there).
-
-Labels: index ``num_classes`` (the backbone's) is the null class. Classifier-free guidance (Ho & Salimans 2022) needs
-training on it for some labels (10% in DiT). vispe's DiT drops labels itself (``class_dropout_prob=0.1``, as in the
-paper's LabelEmbedder), so this model's ``class_dropout`` defaults to 0; set it for backbones that do not. Sampling::
-
-    out = out_null + s * (out_cond - out_null);    s = 1 skips the null pass.
-
-Backbone interface: ``net(x, t, y, crop=None) -> (B, C or 2C, H, W)``; with 2C outputs (DiT's learned sigma) only the
-first C channels are used.
+"""Class-conditional image diffusion as an mmengine model: flow matching (default) or DDPM (``vispe.tasks.samplers``)
+with classifier-free guidance, ``out = out_null + s * (out_cond - out_null)``; label ``num_classes`` is the null class.
+The backbone is ``net(x, t, y, crop=None) -> (B, C or 2C, H, W)``; of 2C outputs (learned sigma) the first C are used.
 """
 
 from __future__ import annotations
@@ -46,7 +37,6 @@ class Objective(nn.Module):
     default_sampler: ClassVar[str] = ''
 
     def train_times(self, n: int, device: torch.device) -> Tensor:
-        """(n,) random training times on ``device``."""
         raise NotImplementedError
 
     def eval_times(self, n: int) -> Tensor:
@@ -66,7 +56,6 @@ class Objective(nn.Module):
         raise NotImplementedError
 
     def sample(self, predict: PredictFn, noise: Tensor, steps: int, sampler: str) -> Tensor:
-        """Integrate from ``noise`` back to data in ``steps`` steps of ``sampler``."""
         raise NotImplementedError
 
 
@@ -125,8 +114,7 @@ class DDPM(Objective):
         return t.float() if isinstance(t, Tensor) else float(t)
 
     def noise_level(self, t: Tensor) -> Tensor:
-        """t / (T - 1): 1 at the first DDIM step (T - 1), 0 at the last (DyPE's time is flow matching's; this is
-        vispe's mapping of the DDPM index onto it)."""
+        """t / (T - 1): vispe's mapping of the DDPM index onto DyPE's time (1 at the first DDIM step, 0 at the last)."""
         return t.float() / max(self.num_timesteps - 1, 1)
 
     def sample(self, predict: PredictFn, noise: Tensor, steps: int, sampler: str) -> Tensor:
@@ -145,24 +133,19 @@ OBJECTIVES: dict[str, type[Objective]] = {'flow': FlowMatching, 'ddpm': DDPM}
 class DiffusionModel(BaseModel):
     """Wraps a denoising backbone (``MODELS.build(backbone)``, e.g. vispe's DiT) for mmengine's Runner.
 
+    Batches are dicts ``{'inputs': (B, C, H, W) in [-1, 1], 'labels': (B,), 'crop': optional (B, 4)}``; without labels,
+    unconditional. ``mode='loss'``: ``{'loss': ...}``; ``'predict'``: one ``{loss, t, label}`` per sample
+    (``DenoisingLoss``); ``'tensor'``: the prediction on the same deterministic noising.
+
     Args:
-        backbone: config of a network ``net(x, t, y, crop=None)`` with a ``num_classes`` attribute (see module doc); one
-            with a ``noise_level`` argument (vispe's DiT) also gets the time in [0, 1] (1: pure noise), which DyPE's
-            strategies follow.
+        backbone: config of a network ``net(x, t, y, crop=None)`` with ``num_classes``; one taking ``noise_level`` also
+            gets the time in [0, 1].
         objective: 'flow' (velocity, rectified flow) or 'ddpm' (eps, linear betas).
         num_train_timesteps: T; the backbone sees times in [0, T].
-        class_dropout: probability of replacing a training label by the null label, for classifier-free guidance. 0 by
-            default because vispe's DiT already does it (``class_dropout_prob=0.1``); do not stack both.
-        val_seed: seed of the noise in ``mode='predict'`` / ``'tensor'``, whose times are stratified over the batch, so
-            held-out losses compare between checkpoints and resolutions.
-        data_preprocessor: mmengine data preprocessor config (default: move the batch to the device).
-        init_cfg: mmengine weight-initialisation config (``BaseModule.init_cfg``); None: the modules' own
-            initialisation.
-
-    Batches are dicts ``{'inputs': (B, C, H, W) in [-1, 1], 'labels': (B,), 'crop': optional (B, 4)}``; without
-    labels the model is unconditional (null class). ``mode='loss'`` returns ``{'loss': ...}``, ``mode='predict'`` one
-    dict per sample (``loss``: its denoising MSE, ``t``, ``label``) for the ``DenoisingLoss`` metric, and
-    ``mode='tensor'`` the backbone's prediction on the same deterministic noising.
+        class_dropout: probability of a training label becoming the null label (vispe's DiT drops labels itself).
+        val_seed: seed of the noise in 'predict' / 'tensor' (times stratified), so held-out losses compare.
+        data_preprocessor: mmengine data preprocessor config.
+        init_cfg: mmengine weight-initialisation config; None: the modules' own.
     """
 
     def __init__(
@@ -223,13 +206,11 @@ class DiffusionModel(BaseModel):
         return [{'loss': loss, 't': ti, 'label': yi} for loss, ti, yi in zip(losses, t, y)]
 
     def _backbone(self, x: Tensor, t_net: TimeLike, y: Tensor, crop: Tensor | None, t: Tensor) -> Tensor:
-        """The backbone at network time ``t_net``, and, if it takes it, the objective time ``t`` in [0, 1]."""
         if self._noise_level_arg:
             return self.backbone(x, t_net, y, crop=crop, noise_level=self.objective.noise_level(t))
         return self.backbone(x, t_net, y, crop=crop)
 
     def _labels(self, labels: Tensor | Sequence[int] | None, batch: int, device: torch.device) -> Tensor:
-        """Labels as a long (B,) tensor on ``device``; none means unconditional (the null class)."""
         if labels is None:
             return torch.full((batch,), self.num_classes, dtype=torch.long, device=device)
         labels = torch.as_tensor(labels, device=device).long().reshape(-1)
@@ -266,18 +247,11 @@ class DiffusionModel(BaseModel):
         crop: Tensor | None = None,
         noise: Tensor | None = None,
     ) -> Tensor:
-        """Generate images in [-1, 1] (clamped), one per label, in eval mode.
-
-        Args:
-            labels: (B,) class indices; ``num_classes`` gives unconditional samples.
-            size: int or (H, W); not needed when ``noise`` is given.
-            steps: integration steps (flow; Heun uses two evaluations per step) or DDIM timesteps (ddpm).
-            sampler: 'euler' or 'heun' (flow, default 'heun'), 'ddim' (ddpm).
-            cfg_scale: classifier-free guidance scale s; 1 is the plain conditional model.
-            generator: draws the initial noise (on its own device, then moved to the model's).
-            crop: (B, 4) or (4,) crop boxes (top, left, height, width as fractions) passed to the backbone.
-            noise: (B, C, H, W) initial noise (t = 1 / t = T - 1) instead of drawing it.
-        """
+        """Generate images in [-1, 1] (clamped), one per label (``num_classes``: unconditional), in eval mode, from
+        ``noise`` (B, C, H, W) or from noise drawn with ``generator`` at ``size`` (int or (H, W)). ``steps``:
+        integration steps (flow; Heun evaluates twice per step) or DDIM timesteps (ddpm); ``sampler``: 'euler' or
+        'heun' (flow, default 'heun'), 'ddim' (ddpm); ``cfg_scale``: the guidance scale s (1: the plain conditional
+        model); ``crop``: (B, 4) or (4,) boxes passed to the backbone."""
         sampler = sampler or self.objective.default_sampler
         if sampler not in self.objective.samplers:
             raise ValueError(

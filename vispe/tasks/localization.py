@@ -13,25 +13,15 @@ from vispe.registry import MODELS
 
 @MODELS.register_module()
 class MultiViewLocalizer(BaseModel):
-    """Predict a world-frame 3D point (the target object's centre) from V posed views.
+    """Predict a world-frame 3D point (the target's centre) from V posed views: the backbone's output y, in the first
+    view's camera frame, goes to the world as x_world = T_0 y. Batches hold ``inputs`` (B, V, 3, H, W), ``K``,
+    ``cam_to_world``, ``target`` (B, 3) and optional ``depth``. ``mode='loss'``: mean Euclidean error plus the
+    encodings' auxiliary losses; ``'predict'``: ``{pred, target}`` per sample; ``'tensor'``: (B, 3).
 
     Args:
-        backbone: registry config of a multi-view network ``(images, K, cam_to_world) -> (B, 3)``, e.g.
-            ``dict(type='MultiViewTransformer', encoding='gta')``.
-        data_preprocessor: mmengine data preprocessor config (default: move the batch to the device).
-        init_cfg: mmengine weight-initialisation config (``BaseModule.init_cfg``); None: the modules' own
-            initialisation.
-
-    The backbone's output is read in the first view's camera frame and taken to the world with that view's pose,
-    x_world = T_0 y: a model whose features do not depend on the world frame (gta) can then still answer in it,
-    and every model gets the same known transform. Without camera information in the tokens the answer stays
-    ambiguous (relative poses, focal length and object size are unknown), which the task is built on.
-
-    Batches are dicts with ``inputs`` (B, V, 3, H, W), ``K`` (B, V, 3, 3), ``cam_to_world`` (B, V, 4, 4) and
-    ``target`` (B, 3), and optionally ``depth`` (B, V, 1, H, W), which a backbone with ``forward_with_losses`` (the
-    multi-view transformer) passes to its encodings (other keys are ignored). ``mode='loss'``:
-    ``{'loss': mean Euclidean error}`` and the encodings' auxiliary losses (3DPPE's ``loss_depth``);
-    ``'predict'``: one ``{'pred', 'target'}`` per sample for ``Localization3D``; ``'tensor'``: (B, 3) world points.
+        backbone: registry config of a multi-view network ``(images, K, cam_to_world) -> (B, 3)``.
+        data_preprocessor: mmengine data preprocessor config.
+        init_cfg: mmengine weight-initialisation config; None: the modules' own.
     """
 
     def __init__(

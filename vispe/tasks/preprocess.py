@@ -14,21 +14,12 @@ from vispe.registry import MODELS
 
 @MODELS.register_module()
 class MultiScaleDataPreprocessor(BaseDataPreprocessor):
-    """Multi-scale training: each training batch is resized to one size drawn from ``sizes``.
+    """Multi-scale training: after mmengine's preprocessing, each training batch is resized (antialiased bilinear) to
+    one size drawn from ``sizes``; validation and test batches keep their size; a mixed-size list batch is refused.
 
     Args:
-        sizes: square sizes in pixels, drawn uniformly (global torch RNG) once per batch; every size must be divisible
-            by the model's patch size.
-        non_blocking: copy the batch to the device asynchronously (mmengine's ``BaseDataPreprocessor``).
-
-    mmengine's default preprocessor runs first (casts the batch, moves it to the device); then, in training only,
-    ``inputs`` (B, C, H, W) are resized with antialiased bilinear interpolation. Validation and test batches are
-    left at their data set's size. One size per batch keeps batches rectangular; in distributed training each
-    rank draws its own.
-
-    It resizes stacked batches only: a batch of mixed sizes (``inputs`` a list, from ``mixed_size_collate``) is
-    refused in training, since resizing it to one size would undo the mix; mixed-resolution data sets draw their
-    sizes themselves (``size_policy``, ``vispe.datasets.sizes``).
+        sizes: square sizes in pixels, divisible by the patch, drawn uniformly once per batch (global RNG).
+        non_blocking: copy the batch to the device asynchronously.
     """
 
     def __init__(self, sizes: Sequence[int], non_blocking: bool = False) -> None:

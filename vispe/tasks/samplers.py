@@ -1,24 +1,9 @@
-"""The two diffusion objectives' maths as plain functions: paths x_t, regression targets and samplers.
+"""The two diffusion objectives' maths; time runs from data (0) to noise, samplers integrate it backwards.
 
-Conventions (both objectives): time runs from data to noise, and samplers integrate it backwards.
-
-``objective='flow'``: rectified flow / linear-path flow matching (Liu et al. 2023; Lipman et al. 2023; SiT, Ma et
-al. 2024)::
-
-    x_t = (1 - t) * x0 + t * eps,    t ~ U[0, 1],    eps ~ N(0, I)
-    v   = d x_t / dt = eps - x0      (points from data towards noise)
-
-``t = 0`` is data and ``t = 1`` pure noise. The backbone predicts ``v`` (MSE loss) and sees the time as
-``num_train_timesteps * t`` (DiT's scale, [0, 1000]). Sampling integrates ``dx/dt = v(x, t)`` from ``t = 1`` down
-to ``t = 0`` on a uniform grid, so a step is ``x <- x + (t_next - t) * v`` with ``t_next < t``.
-
-``objective='ddpm'``: DDPM (Ho et al. 2020) with DiT's schedule: betas linear from 1e-4 to 0.02 over T = 1000
-steps (scaled by 1000 / T for other T, as in Improved DDPM), ``ab_t = prod_{s <= t} (1 - beta_s)``::
-
-    x_t = sqrt(ab_t) * x0 + sqrt(1 - ab_t) * eps,    t ~ U{0, ..., T - 1}
-
-The backbone predicts ``eps`` (MSE loss) and sees the integer ``t``. Sampling is DDIM with eta = 0 (Song et al.
-2021) on ``steps`` evenly spaced timesteps from T - 1 to 0, then to the clean image (``ab = 1``).
+- ``flow``: rectified flow / linear-path flow matching (Liu et al. 2023; Lipman et al. 2023; SiT), t ~ U[0, 1]; the
+  backbone predicts v = eps - x0 at ``num_train_timesteps * t``; Euler or Heun steps from 1 to 0 on a uniform grid.
+- ``ddpm``: DDPM (Ho et al. 2020) with DiT's betas, linear 1e-4 to 0.02 over T = 1000 (scaled by 1000 / T),
+  t ~ U{0, ..., T - 1}; the backbone predicts eps at integer t; DDIM (eta = 0) from T - 1 to 0, then the clean image.
 """
 
 from __future__ import annotations
@@ -34,7 +19,6 @@ PredictFn = Callable[[Tensor, float], Tensor]
 
 
 def _per_sample(t: TimeLike, x: Tensor) -> Tensor:
-    """A scalar or (B,) time as a tensor that broadcasts against x (B, ...)."""
     t = torch.as_tensor(t, dtype=x.dtype, device=x.device)
     return t.reshape(-1, *([1] * (x.dim() - 1))) if t.dim() else t
 
@@ -51,12 +35,10 @@ def flow_interpolate(x0: Tensor, eps: Tensor, t: TimeLike) -> Tensor:
 
 
 def flow_target(x0: Tensor, eps: Tensor) -> Tensor:
-    """The velocity of the linear path, ``d x_t / dt = eps - x0``."""
     return eps - x0
 
 
 def euler_step(velocity: PredictFn, x: Tensor, t: float, t_next: float) -> Tensor:
-    """One explicit Euler step of ``dx/dt = velocity(x, t)`` from t to t_next."""
     return x + (t_next - t) * velocity(x, t)
 
 
@@ -71,7 +53,6 @@ FLOW_STEPS = {'euler': euler_step, 'heun': heun_step}
 
 
 def flow_sample(velocity: PredictFn, noise: Tensor, steps: int, sampler: str = 'euler') -> Tensor:
-    """Integrate ``dx/dt = velocity(x, t)`` from t = 1 (``noise``) to t = 0 in ``steps`` uniform steps."""
     step = FLOW_STEPS[sampler]
     times = torch.linspace(1.0, 0.0, steps + 1, dtype=torch.float64).tolist()
     x = noise
@@ -113,7 +94,6 @@ def ddim_timesteps(steps: int, num_timesteps: int = 1000) -> list[int]:
 
 
 def ddim_sample(eps_fn: PredictFn, noise: Tensor, alphas_cumprod: Tensor, steps: int) -> Tensor:
-    """DDIM (eta = 0) from ``noise`` at t = T - 1 to the clean image; ``eps_fn(x, t)`` predicts eps at timestep t."""
     timesteps = ddim_timesteps(steps, len(alphas_cumprod))
     x = noise
     for i, t in enumerate(timesteps):

@@ -1,11 +1,6 @@
-"""timm interop for vispe's ViT, one way: this package imports ``vispe.backbones.vit`` and is never imported by it.
-
-``create`` (``create_model``: any timm name with a vispe encoding, ``local-dir:`` folders), ``vispe_vit`` (vispe's
-own timm names and their registration, ``register_timm_names``; its module name is what
-``timm.list_models(module='vispe_vit')`` lists), ``names`` (what is known of a name before building it:
-``default_cfgs``, architectures, argument checks), ``eva`` (timm's naver RoPE-ViT and DINOv3 models converted,
-state dicts included) and ``loading`` (weight files, pretrained configs, ``features_only`` wrappers).
-"""
+"""timm interop for vispe's ViT, one way (it imports ``vispe.backbones.vit``, never the reverse): ``create``
+(``create_model``), ``vispe_vit`` (vispe's timm names), ``names``, ``eva`` (timm's RoPE-ViT and DINOv3 converted) and
+``loading`` (weights, configs, feature wrappers)."""
 
 from vispe.backbones.timm_interop.create import create_model
 from vispe.backbones.timm_interop.names import default_cfgs

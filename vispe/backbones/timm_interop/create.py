@@ -1,7 +1,5 @@
-"""``vispe.create_model``: any timm ViT name with a vispe encoding, weights kept (``apply_encoding``), timm's Eva
-RoPE-ViT and DINOv3 names converted (``vispe.backbones.timm_interop.eva``), vispe's own names, and timm's
-``local-dir:`` folders, each with a pretrained config of its own and the model arguments that rebuild it.
-"""
+"""``vispe.create_model``: any timm ViT name with a vispe encoding, timm's Eva RoPE-ViT and DINOv3 names converted,
+vispe's own names and ``local-dir:`` folders."""
 
 from __future__ import annotations
 
@@ -29,14 +27,12 @@ from vispe.backbones.timm_interop.names import (
     vispe_cfg,
 )
 from vispe.backbones.vit import VisionTransformerPE, apply_encoding
-from vispe.checks import one_build
 from vispe.encodings.build import EncodingSpec, normalize_spec
 from vispe.flex import check_kernel
 from vispe.positions import build_position_sampler
 from vispe.registry import closest
 
 
-@one_build()
 def create_model(
     model_name: str,
     encoding: EncodingSpec = 'default',
@@ -46,23 +42,10 @@ def create_model(
 ) -> nn.Module:
     """Build any timm ViT name with ``encoding``; extra keyword arguments go to ``timm.create_model``.
 
-    ``encoding='default'`` keeps what the name implies: the learned table of a plain ViT, the rotary encoding
-    of timm's ``*_rope_*`` models, the encoding in a vispe-registered name. ``features_only=True`` (with
-    ``out_indices``, ``feature_cls`` 'getter', 'hook' or 'fx') returns timm's feature wrapper, as timm does for its
-    ViTs. ``position_sampler=dict(type='rpe2d', max_grid=(16, 16))`` attaches a training-time position sampler.
-    ``'local-dir:PATH'`` rebuilds a model ``timm.models.save_for_hf`` saved (vispe names and converted timm names).
-
-    ``checkpoint_path``: weights to load after building, strictly (a different ``num_classes`` only leaves the head
-    fresh, with a warning): a vispe or timm state dict, a safetensors file, or a ``tools/train.py`` checkpoint (its
-    ``backbone.`` prefix is handled): ``vispe.create_model(**cfg.model.backbone, checkpoint_path='epoch_30.pth')``
-    with the backbone arguments of the training config. A checkpoint that does not fit is an error naming the keys
-    that differ and, for a training checkpoint, the backbone arguments its config had.
-
-    Every converted model carries a pretrained config of its own (``model.pretrained_cfg``): its vispe name as the
-    architecture (``vit_tiny_patch16_224`` with ``encoding='irpe'`` is ``vit_tiny_patch16_irpe_224``; other timm
-    names keep theirs), its input size and classes, no hub id or url (those name timm's weights, which the
-    converted model no longer is), and the preprocessing of the weights it holds: timm's with ``pretrained=True``,
-    vispe's otherwise.
+    ``encoding='default'`` keeps what the name implies (a plain ViT's learned table, a ``*_rope_*`` name's rotary
+    encoding). ``features_only=True`` returns timm's feature wrapper; ``'local-dir:PATH'`` rebuilds a ``save_for_hf``
+    folder. ``checkpoint_path`` is loaded strictly (only a head of another ``num_classes`` may differ, left fresh with
+    a warning). A converted model's ``pretrained_cfg`` is its own (its vispe name, input size, classes; no hub id).
     """
     native = model_name.split('.')[0] in default_cfgs
     if model_name.startswith('local-dir:'):
@@ -122,8 +105,7 @@ def create_model(
 
 
 def check_model_name(model_name: str) -> None:
-    """ValueError naming the closest timm and vispe names for a name timm does not know (timm's own error names
-    none); hub names (``hf-hub:``) are left to timm."""
+    """ValueError naming the closest known names for a name timm does not know; hub names are left to timm."""
     if ':' in model_name or timm.is_model(model_name.split('.')[0]):
         return
     raise ValueError(
@@ -140,9 +122,7 @@ def adopt_converted(
     pretrained: bool,
     model_args: dict[str, Any],
 ) -> None:
-    """Give a timm ViT that ``apply_encoding`` converted to ``encoding`` a pretrained config of its own
-    (``create_model``'s docstring) and the model arguments that rebuild it (``timm.models.save_for_hf`` writes
-    them: the name's own encoding is implied, any other spec, options included, is an argument)."""
+    """Give a converted timm ViT its own pretrained config and the model arguments that rebuild it (``save_for_hf``)."""
     name = registered_name(base, encoding)
     if pretrained:  # the weights are timm's: their preprocessing, not their source, which is another model
         cfg = {k: v for k, v in source_cfg.items() if k not in ('hf_hub_id', 'url', 'file', 'state_dict', 'source')}
@@ -166,10 +146,8 @@ def from_local_dir(
     checkpoint_path: str | None,
     **kwargs: Any,
 ) -> nn.Module:
-    """``vispe.create_model('local-dir:PATH')`` of a converted timm name (``encoding`` among its saved model arguments
-    ``model_args``, its ``architecture`` the timm name; ``cfg`` the folder's pretrained config), which timm cannot
-    rebuild: the model from its arguments, then with ``pretrained=True`` the folder's weights, strictly, as timm
-    does for its own names."""
+    """``create_model('local-dir:PATH')`` of a converted timm name, which timm cannot rebuild; ``pretrained`` loads the
+    folder's weights strictly."""
     features_only, feature_kwargs = split_feature_args(architecture, kwargs)
     model = create_model(architecture, **{**model_args, **kwargs})
     assert isinstance(model, VisionTransformerPE)  # without features_only, create_model returns the model itself

@@ -1,7 +1,5 @@
-"""timm's Eva-class ViTs as ``VisionTransformerPE``: the naver-ai RoPE-ViT names (``vit_*_rope_*``) and DINOv3
-(``vit_*_dinov3*``): which names they are, the VisionTransformerPE arguments that rebuild them, and their state dicts
-mapped onto vispe's keys, so that the converted model gives timm's outputs.
-"""
+"""timm's Eva-class ViTs (naver RoPE-ViT ``vit_*_rope_*``, DINOv3 ``vit_*_dinov3*``) as ``VisionTransformerPE``, state
+dicts mapped onto vispe's keys so the converted model gives timm's outputs."""
 
 from __future__ import annotations
 
@@ -38,8 +36,7 @@ def eva_rope_base(model_name: str) -> tuple[str, list[str]] | None:
 
 
 def _learned_key(prefix: str, encodings: nn.ModuleDict, role: str, picks: Callable[[Encoding], bool]) -> str:
-    """The state-dict key (under ``prefix``) of the one learned parameter of the encoding among ``encodings`` that
-    ``picks`` selects by what it declares; a ValueError naming ``role`` when there is no such encoding."""
+    """The state-dict key of the one learned parameter of the encoding ``picks`` selects; ValueError naming ``role``."""
     for name, enc in encodings.items():
         params = [n for n, _ in enc.named_parameters()] if isinstance(enc, Encoding) and picks(enc) else []
         if len(params) == 1:
@@ -53,10 +50,7 @@ def _learned_key(prefix: str, encodings: nn.ModuleDict, role: str, picks: Callab
 def convert_eva_rope_state_dict(
     state_dict: dict[str, torch.Tensor], model: VisionTransformerPE
 ) -> dict[str, torch.Tensor]:
-    """Map an Eva RoPE-ViT state dict (timm naver models) onto the keys of ``model``, the VisionTransformerPE built
-    for it: Eva's absolute table goes to the encoding declaring a learned table (``Encoding.learned_pos_embed``),
-    its per-block rotary frequencies (2, depth, H, d/2) to each block's rotary encoding (the one with a ``rotate``
-    hook and learned frequencies), layer scale ``gamma_1`` / ``gamma_2`` to ``ls1.gamma`` / ``ls2.gamma``."""
+    """Map an Eva RoPE-ViT state dict onto ``model``'s keys: the table, per-block rotary frequencies and layer scale."""
     out = {}
     for key, value in state_dict.items():
         if key == 'rope.freqs':  # (2, depth, H, d/2) -> per block (2, H, d/2)
@@ -100,8 +94,8 @@ def rotate_half_order(head_dim: int) -> torch.Tensor:
 
 
 def eva_dinov3_arguments(eva: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The VisionTransformerPE arguments and the ``rope_dinov3`` options that rebuild timm's DINOv3 ``eva`` (its
-    modules read, not its name), or a TypeError naming the part that vispe's blocks cannot carry."""
+    """The VisionTransformerPE arguments and ``rope_dinov3`` options that rebuild timm's DINOv3 ``eva``, read off its
+    modules; TypeError for a part vispe's blocks cannot carry."""
     from timm.layers import Mlp, SwiGLU
     from timm.layers.pos_embed_sincos import RotaryEmbeddingDinoV3
     from timm.models.eva import EvaBlock
@@ -185,11 +179,12 @@ def eva_dinov3_arguments(eva: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 def convert_eva_dinov3_state_dict(
     state_dict: dict[str, torch.Tensor], num_heads: int, rotate_half: bool = True
 ) -> dict[str, torch.Tensor]:
-    """Map a DINOv3 Eva state dict (timm's ``vit_*_dinov3*``) onto VisionTransformerPE's keys: layer scale
-    ``gamma_1`` / ``gamma_2`` -> ``ls1.gamma`` / ``ls2.gamma``; ``q_bias`` and ``v_bias`` -> ``qkv.bias`` with
-    Eva's k bias, 0 (a k bias adds the same term to every logit of a query, so it could not change the attention
-    anyway); with ``rotate_half``, q's and k's channels of each head put in vispe's pair order (``rotate_half_order``,
-    the same permutation for q and k, so every q . k is unchanged)."""
+    """Map a DINOv3 Eva state dict onto VisionTransformerPE's keys.
+
+    Layer scale is renamed; ``q_bias`` and ``v_bias`` become ``qkv.bias`` with a zero k bias (which cannot change
+    attention); with ``rotate_half``, q's and k's channels are permuted into vispe's pair order (``rotate_half_order``),
+    leaving every q . k unchanged.
+    """
     out: dict[str, torch.Tensor] = {}
     for key, value in state_dict.items():
         if key.endswith(('.attn.q_bias', '.attn.v_bias')):
@@ -223,14 +218,12 @@ _DINOV3_PASSED = ('drop_rate', 'pos_drop_rate', 'proj_drop_rate', 'attn_drop_rat
 
 
 def from_eva_dinov3(model_name: str, pretrained: bool = False, **kwargs: Any) -> VisionTransformerPE:
-    """Build timm's DINOv3 ``model_name`` (pretrained if asked; its Eva arguments, ``rope_*`` included, as timm
-    takes them) and return the vispe equivalent: the same blocks, register tokens, layer scale, qkv bias and MLP, its
-    rotary embedding as ``rope_dinov3`` with timm's settings, and its weights loaded strictly."""
+    """Build timm's DINOv3 ``model_name`` (pretrained if asked) and return the vispe equivalent, loaded strictly."""
     return convert_eva_dinov3(model_name, pretrained, **kwargs)[0]
 
 
 def convert_eva_dinov3(model_name: str, pretrained: bool, **kwargs: Any) -> tuple[VisionTransformerPE, dict[str, Any]]:
-    """``from_eva_dinov3``, and the ``rope_dinov3`` spec it built (``create_model`` records it)."""
+    """``from_eva_dinov3``, and the ``rope_dinov3`` spec it built."""
     if not is_eva_dinov3(model_name):
         raise ValueError(f"{model_name} is not one of timm's DINOv3 names (vit_*_dinov3*)")
     eva: Any = timm.create_model(model_name, pretrained=pretrained, **kwargs)  # timm's Eva

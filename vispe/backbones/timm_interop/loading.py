@@ -1,9 +1,5 @@
-"""Weights for vispe's ViT: the one reader of weight files (``load_checkpoint_into``: a state dict, a safetensors
-file, a ``tools/train.py`` checkpoint), the strict loader (``load_vispe_weights``: every key and shape must fit,
-but a classifier head of another size, which starts afresh with a warning), ``pretrained=True`` of a vispe name
-(``load_pretrained``), the pretrained config that describes a built model, and timm's feature wrappers
-(``features_only=True``).
-"""
+"""Weights for vispe's ViT: the reader of weight files, the strict loader, ``pretrained=True`` of a vispe name, the
+pretrained config of a built model and timm's feature wrappers."""
 
 from __future__ import annotations
 
@@ -23,17 +19,14 @@ FEATURE_CLASSES = ('getter', 'hook', 'fx')
 
 # --- weights --------------------------------------------------------------------------------------------------------
 def _strip_prefix(state: dict[str, torch.Tensor], model_keys: set) -> dict[str, torch.Tensor]:
-    """An mmengine classifier checkpoint holds the backbone under ``backbone.`` (and the data preprocessor beside
-    it, which has no weights of the ViT): keep those keys, prefix removed, when that is what fits the model."""
+    """``state`` without an mmengine checkpoint's ``backbone.`` prefix, when that is what fits the model."""
     if any(k in model_keys for k in state) or not any(k.startswith('backbone.') for k in state):
         return state
     return {k[len('backbone.') :]: v for k, v in state.items() if k.startswith('backbone.')}
 
 
 def weights_file(cfg: dict[str, Any]) -> str:
-    """The weights named by a pretrained config's ``file``: the file itself, or in a folder (timm's
-    ``save_for_hf`` / ``local-dir:``) its model.safetensors or pytorch_model.bin; a path that does not exist is a
-    FileNotFoundError naming it."""
+    """The weights a config's ``file`` names: the file, or a folder's model.safetensors or pytorch_model.bin."""
     path = cfg['file']
     if not os.path.exists(path):
         raise FileNotFoundError(
@@ -54,10 +47,11 @@ def _head_keys(model: VisionTransformerPE) -> list[str]:
 
 
 def load_vispe_weights(model: VisionTransformerPE, state: dict[str, torch.Tensor], path: str = 'weights') -> list[str]:
-    """Load ``state`` into the vispe ViT ``model``, strictly but for the head: every other key and shape must fit,
-    else ``CheckpointError`` naming what differs (the model is left untouched). A head of another shape (the model
-    was built with another ``num_classes``) is left at its fresh initialisation, with a warning; a head the model
-    has and the file lacks is refused unless the model has none (``num_classes=0``). Returns the keys left fresh."""
+    """Load ``state`` into ``model`` strictly but for the head; returns the keys left fresh.
+
+    Any other mismatch raises ``CheckpointError`` naming what differs, the model untouched. A head of another shape
+    stays at its initialisation, with a warning.
+    """
     from vispe.engine.checkpoint import CheckpointError, StateMismatch, upgrade_state
 
     model_state = model.state_dict()
@@ -96,8 +90,7 @@ def _describe(model: VisionTransformerPE) -> str:
 
 
 def load_pretrained(model: VisionTransformerPE, cfg: dict[str, Any]) -> None:
-    """``pretrained=True``: the weights the config names (``file``; ``state_dict``), strictly. vispe's names have
-    none of their own, so without a file this says so instead of returning random weights."""
+    """``pretrained=True``: the weights the config names, strictly; ValueError when it names none (vispe ships none)."""
     if cfg.get('state_dict') is not None:
         load_vispe_weights(model, cfg['state_dict'], 'pretrained_cfg state_dict')
         return
@@ -132,8 +125,7 @@ def describe_model_cfg(model: VisionTransformerPE, cfg: dict[str, Any]) -> dict[
 
 # --- features_only --------------------------------------------------------------------------------------------------
 def check_feature_cls(name: str, feature_cls: Any) -> Any:
-    """``feature_cls`` if timm's ViTs support it with features_only (``FEATURE_CLASSES``, or a class), else a
-    ValueError naming ``name`` and the supported ones."""
+    """``feature_cls`` if timm's ViTs support it with features_only (``FEATURE_CLASSES``, a class); else ValueError."""
     if isinstance(feature_cls, str) and feature_cls.lower() not in FEATURE_CLASSES:
         raise ValueError(
             f'{name}: features_only supports feature_cls {list(FEATURE_CLASSES)} (as timm ViTs do; getter is the '
@@ -144,8 +136,7 @@ def check_feature_cls(name: str, feature_cls: Any) -> Any:
 
 
 def split_feature_args(name: str, kwargs: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
-    """Take ``features_only`` and the feature wrapper's arguments (out_indices, feature_cls, output_fmt) out of
-    ``kwargs``; an unsupported ``feature_cls`` is refused here, before anything is built."""
+    """Pop ``features_only`` and the feature wrapper's arguments from ``kwargs``, checking ``feature_cls``."""
     features_only = kwargs.pop('features_only', False)
     feature_cfg: dict[str, Any] = {
         k: kwargs.pop(k) for k in ('out_indices', 'feature_cls', 'output_fmt') if k in kwargs
@@ -156,8 +147,7 @@ def split_feature_args(name: str, kwargs: dict[str, Any]) -> tuple[bool, dict[st
 
 
 def wrap_features(model: VisionTransformerPE, name: str, feature_cls: Any = 'getter', **feature_cfg: Any) -> nn.Module:
-    """timm's feature wrapper around a vispe ViT (``features_only=True``), carrying the model's pretrained config
-    (without the classifier entries, as timm does)."""
+    """timm's feature wrapper around a vispe ViT, carrying the model's pretrained config."""
     from timm.models._features import FeatureGetterNet, FeatureHookNet
     from timm.models._features_fx import FeatureGraphNet
 
@@ -174,11 +164,11 @@ def wrap_features(model: VisionTransformerPE, name: str, feature_cls: Any = 'get
 
 
 def load_checkpoint_into(model: VisionTransformerPE, path: str) -> None:
-    """The one reader of weight files (``checkpoint_path=``, ``pretrained_cfg_overlay=dict(file=...)``,
-    ``local-dir:``): a state dict, a safetensors file or a ``tools/train.py`` checkpoint (``torch.load(weights_only=
-    True)`` with vispe's allow-list), loaded strictly (``load_vispe_weights``); a mismatch with a training checkpoint
-    also names the backbone arguments its config had. A training checkpoint's record of what it trained on sets the
-    encodings' training grid (``run_meta.align_training_grid``; a warning says so where ``img_size`` differs)."""
+    """Load a state dict, safetensors file or training checkpoint into ``model``, strictly (``load_vispe_weights``).
+
+    A training checkpoint's mismatch also names the backbone arguments its config had; its record of the training data
+    sets the encodings' training grid (a warning where ``img_size`` differs).
+    """
     from vispe.engine.checkpoint import CheckpointError, load_checkpoint, state_dict_of
     from vispe.engine.run_meta import align_training_grid
 
@@ -202,9 +192,7 @@ def load_checkpoint_into(model: VisionTransformerPE, path: str) -> None:
 
 
 def trained_backbone(ckpt: dict[str, Any]) -> dict[str, Any] | None:
-    """The ``model.backbone`` arguments of the config a checkpoint was trained from, as the checkpoint records it
-    (``vispe.engine.config_record``); None when it records none that reads as data. No file beside the checkpoint
-    is read: a config runs only when the user names it."""
+    """The ``model.backbone`` arguments of the config a checkpoint records, or None; no file beside it is read."""
     from vispe.engine.config_record import recorded_config_or_none
 
     cfg = recorded_config_or_none(ckpt)

@@ -1,8 +1,5 @@
-"""What vispe knows about timm names before building one: vispe's own names (``vit_{size}_patch16_{encoding}_224``,
-their pretrained configs in ``default_cfgs``), the class a timm name builds with the width and heads of its
-architecture, the arguments that class takes (so that a misspelled one is refused before timm meets it, naming the
-closest valid ones), and the encoding a plain timm ViT's learned table converts to.
-"""
+"""What vispe knows about a timm name before building it: vispe's own names and their ``default_cfgs``, the class and
+architecture a name builds, the arguments it takes, and the encoding a timm ViT's table converts to."""
 
 from __future__ import annotations
 
@@ -50,8 +47,8 @@ def is_vispe_name(name: str) -> bool:
 
 
 def vispe_cfg(**overrides: Any) -> dict[str, Any]:
-    """The pretrained config of a vispe name: what vispe's image pipeline feeds it (ImageFolderDataset's eval
-    transform: bilinear resize of the short side to the crop, centre crop, ImageNet mean / std), and no weights."""
+    """The pretrained config of a vispe name: vispe's eval preprocessing (bilinear short-side resize, centre crop,
+    ImageNet mean / std), no weights."""
     return dict(
         url='',
         num_classes=1000,
@@ -71,8 +68,7 @@ def vispe_cfg(**overrides: Any) -> dict[str, Any]:
 
 
 def registered_name(base: str, encoding: EncodingSpec) -> str | None:
-    """The vispe name that builds timm's ``base`` with ``encoding`` (its first encoding names it; the others come
-    as ``encoding=``), or None when ``base`` is not one vispe names (vit_{tiny,small,base,large}_patch16_224)."""
+    """The vispe name that builds timm's ``base`` with ``encoding``'s first encoding, or None."""
     size = next((s for s, b in TIMM_BASES.items() if b == base), None)
     cfgs = normalize_spec(encoding) if encoding is not None else []
     if size is None or not cfgs:
@@ -118,8 +114,7 @@ class Architecture:
 
 @functools.cache
 def architecture(model_name: str) -> Architecture | None:
-    """What ``timm.create_model(model_name)`` builds, found by building it once on the meta device (no memory, no
-    weights; cached per name); None when it does not build (an unknown name: the real build then says why)."""
+    """What ``timm.create_model(model_name)`` builds (one meta-device build, cached); None when it does not build."""
     try:
         with torch.device('meta'):
             model = timm.create_model(model_name, pretrained=False)
@@ -132,10 +127,8 @@ def architecture(model_name: str) -> Architecture | None:
 
 
 def check_model_kwargs(model_name: str, kwargs: dict[str, Any], cls: type[nn.Module] | None = None) -> None:
-    """Before ``create_model`` builds ``model_name`` (a class ``cls``; None: the one timm builds for the name) from
-    ``kwargs``: a TypeError naming the closest valid arguments for one the class, timm's builder and create_model
-    all do not take (a None value passes: timm drops those), and a ValueError when a given embed_dim or num_heads
-    does not divide with the name's other one (a given pair is ``check_vit_kwargs``'s)."""
+    """Before building ``model_name``: TypeError naming the closest valid argument for an unknown one, ValueError when a
+    given embed_dim or num_heads does not divide with the name's other."""
     if all(v is None for v in kwargs.values()):  # nothing to check: no meta-device build of the name
         return
     arch = architecture(model_name.split('.')[0]) if cls is None else Architecture(cls, None, None)
@@ -156,8 +149,7 @@ def check_model_kwargs(model_name: str, kwargs: dict[str, Any], cls: type[nn.Mod
 
 
 def timm_table_encoding() -> str:
-    """The encoding a plain timm ViT's learned table converts to by default: the one registered encoding holding a
-    learned table (``Encoding.learned_pos_embed``)."""
+    """The one registered encoding holding a learned table, which a timm ViT's table converts to."""
     names = encodings_declaring('learned_pos_embed')
     if len(names) != 1:
         raise ValueError(f'a timm ViT table converts to the one encoding holding a learned table; there are {names}')
