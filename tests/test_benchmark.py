@@ -13,8 +13,8 @@ import torch
 
 import vispe
 from vispe.bench.measure import BenchmarkConfig, default_out_path, measure, measure_scaling, run_benchmark
+from vispe.bench.reports import write_report
 from vispe.bench.subjects import SDPA, build_subjects, encoding_kind, resolve_encodings
-from vispe.bench.targets import write_report
 from vispe.bench.timing import NO_SDPA, Subject, interleaved_times, peak_memory_mb
 from vispe.encodings import parse_encoding_spec
 
@@ -325,7 +325,8 @@ def test_cli_throughput(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
 
 
 def test_targets_apply_only_in_their_setting() -> None:
-    from vispe.bench.targets import target_of, target_text
+    from vispe.bench.reports import target_text
+    from workbench.targets import target_of
 
     cpu = {'model': 'vit_small_patch16_224', 'img_size': [224, 224], 'level': 'model', 'batch_size': 8}
     assert target_of({**cpu, 'device': 'cpu', 'amp': False}, 'irpe') == 1.35
@@ -366,7 +367,7 @@ def test_the_video_model_times_video_encodings_against_ape_learned() -> None:
     a real training step on clips (gradients reach the tubelet embedding); --model-kwargs set the frame count; the
     issue's CPU target applies in its setting only; the attention level is refused with the fix."""
     from vispe.bench.subjects import default_rows
-    from vispe.bench.targets import target_of
+    from workbench.targets import target_of
 
     cfg = BenchmarkConfig(model='video', img_size=(16, 16), batch_size=2, warmup=1, repeats=1)
     assert {'ape_learned', 'rope_axial'} <= set(default_rows('video')) <= set(vispe.list_encodings(ndim=3))

@@ -8,8 +8,6 @@ import torch
 
 from vispe.bench.measure import BenchmarkConfig
 from vispe.bench.mixed import (
-    GPU_TARGETS,
-    TARGETS,
     flexi_grids,
     mixed_markdown,
     native_grids,
@@ -17,6 +15,8 @@ from vispe.bench.mixed import (
     run_mixed_benchmark,
 )
 from vispe.layout import make_layout
+from workbench.targets import MIXED_GPU_TARGETS as GPU_TARGETS
+from workbench.targets import MIXED_TARGETS as TARGETS
 
 
 def test_native_grids_keep_the_token_budget_at_wide_and_tall_ratios():
@@ -50,7 +50,7 @@ def test_the_report_has_every_batch_with_its_ratio_and_target():
         repeats=1,
         model_kwargs=dict(patch_size=4, embed_dim=32, depth=1, num_heads=2, num_classes=3),
     )
-    report = run_mixed_benchmark(cfg, ['rope_mixed'])
+    report = run_mixed_benchmark(cfg, ['rope_mixed'], TARGETS)
     rows = {r['batch']: r for r in report['results']}
     assert set(rows) == {'fixed', 'padded', 'packed', 'padded (flexi)'}
     assert rows['fixed']['ratio'] == 1.0 and rows['fixed']['slots'] == 4 * (1 + 16)  # cls + 4 x 4 patches per row

@@ -27,7 +27,7 @@ from vispe.engine.config import load_config
 from vispe.engine.config_files import ConfigError
 from vispe.engine.config_record import RECORD_KEY, config_from_record, recorded_config
 from vispe.engine.train import train
-from vispe.experiments.zoo import export_model
+from workbench.zoo import export_model
 
 #: a payload of each form, as Python text: an import (inside a function: mmengine refuses top-level imports in a
 #: text config), ``__import__``, an attribute chain from a literal to ``open``, and ``eval``

@@ -1,4 +1,4 @@
-"""tools/gpu_check.sh and its Python (vispe/evaluation/gpu_check*.py) on the CPU: every step at toy sizes into one
+"""tools/gpu_check.sh and its Python (workbench/gpu_*.py) on the CPU: every step at toy sizes into one
 summary with the expected sections and rows, the order compiled rows are spent in, what the budget leaves out
 (named in the summary), and the shell wrapper's choice of Python. Nothing here times anything."""
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from vispe.bench.gpu_check import Clock, StepResult, compile_order, compiled_benchmark, plan_for, run_gpu_check
-from vispe.bench.gpu_summary import summary_markdown
+from workbench.gpu_steps import Clock, StepResult, compile_order, compiled_benchmark, plan_for, run_gpu_check
+from workbench.gpu_summary import summary_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = [
@@ -195,7 +195,7 @@ def test_without_pytest_the_tests_step_fails_in_one_line_and_the_rest_go_on(monk
 def test_irpe_on_flex_is_judged_against_the_learned_bias_floor_in_time_and_memory() -> None:
     """The issue-37 target rows: irpe's FlexAttention core over the sdpa_bias floor, time (<= 1.3) and peak memory
     (<= 1.0), judged on a GPU plan from the two attention reports of the huge setting."""
-    from vispe.bench.gpu_summary import Summary
+    from workbench.gpu_summary import Summary
 
     def report(rows: dict[str, tuple[float, float]]) -> dict:
         return {'results': [{'encoding': n, 'median_ms': ms, 'peak_mb': mb} for n, (ms, mb) in rows.items()]}

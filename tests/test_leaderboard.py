@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from vispe.experiments.leaderboard import leaderboard_runs
-from vispe.experiments.leaderboard_report import best_strategy, markdown, plain_strategy, summarize
+from workbench.leaderboard_report import best_strategy, markdown, plain_strategy, summarize
+from workbench.leaderboard_runs import leaderboard_runs
 
 VALUES = {
     ('position', 'rope_axial', 'none', '32'): [100.0, 98.0],
@@ -51,7 +51,7 @@ def test_one_run_per_task_encoding_and_seed():
 
 
 def test_plot_writes_a_png_per_call(tmp_path):
-    from vispe.experiments.leaderboard_report import plot
+    from workbench.leaderboard_report import plot
 
     path = plot(summarize(VALUES), ['position'], ['32', '64'], str(tmp_path / 'lb.png'))
     with open(path, 'rb') as f:
@@ -61,7 +61,7 @@ def test_plot_writes_a_png_per_call(tmp_path):
 def test_plot_puts_the_test_sizes_in_increasing_order(tmp_path, monkeypatch):
     """The sweep lists 1x first (tables read it so); a line drawn in that order would run 32 -> 16 -> 24 -> 48 and
     show a dip that is not there. The plot's x axis runs by pixel count, the training size dotted where it falls."""
-    from vispe.experiments import leaderboard_report as lbr
+    from workbench import leaderboard_report as lbr
 
     figures = []
     monkeypatch.setattr(lbr.report, 'save_figure', lambda fig, path: figures.append(fig) or path)
@@ -75,8 +75,8 @@ def test_plot_puts_the_test_sizes_in_increasing_order(tmp_path, monkeypatch):
 
 
 def test_regimes_are_runs_and_tables_of_their_own():
-    from vispe.experiments.compare import REGIME_CONFIGS
-    from vispe.experiments.leaderboard_report import regime_markdown, task_label
+    from workbench.leaderboard_report import regime_markdown, task_label
+    from workbench.leaderboard_runs import REGIME_CONFIGS
 
     regimes = {r: REGIME_CONFIGS[r] for r in ('fixed', 'aspect')}
     runs = leaderboard_runs({'position': REGIME_CONFIGS['fixed']['position']}, ['peg'], [0], 'out', regimes)
@@ -104,7 +104,7 @@ def _results(resolutions, strategies, value=50.0, complete=True):
 
 def test_non_square_results_land_in_their_columns(monkeypatch):
     """JSON reads a (44, 24) resolution back as [44, 24]: the tables still find it under '44x24'."""
-    from vispe.experiments import leaderboard as lb
+    from workbench import leaderboard_runs as lb
 
     monkeypatch.setattr(lb, 'train_and_evaluate', lambda run, res, log: _results(res, ['default'], value=42.0))
     runs = leaderboard_runs({'position': 'p.py'}, ['peg'], [0], 'out')
@@ -114,7 +114,7 @@ def test_non_square_results_land_in_their_columns(monkeypatch):
 
 
 def test_the_archive_keeps_each_run_and_serves_it_where_no_checkpoint_is(tmp_path, monkeypatch):
-    from vispe.experiments import leaderboard as lb
+    from workbench import leaderboard_runs as lb
 
     trained = []
 
@@ -156,7 +156,7 @@ def test_a_run_records_its_wall_time_and_its_cpu_time_apart(tmp_path, monkeypatc
     computes takes both: run.json keeps the two, so a wall time stretched by the machine can be told apart."""
     import time
 
-    from vispe.experiments import leaderboard as lb
+    from workbench import leaderboard_runs as lb
 
     monkeypatch.setattr(lb, 'final_checkpoint', lambda run: None)
     run = leaderboard_runs({'position': 'p.py'}, ['peg'], [0], str(tmp_path / 'out'))[0]
@@ -184,7 +184,7 @@ def test_a_resumed_run_records_where_it_resumed_and_its_threads(tmp_path, monkey
     count). A run started from scratch records no checkpoint."""
     import torch
 
-    from vispe.experiments import leaderboard as lb
+    from workbench import leaderboard_runs as lb
 
     monkeypatch.setattr(lb, 'final_checkpoint', lambda run: None)  # not finished: trained (here: resumed) now
     runs = leaderboard_runs({'position': 'p.py'}, ['peg'], [0, 1], str(tmp_path / 'out'))
@@ -204,7 +204,7 @@ def test_a_run_records_its_mean_training_loss_per_epoch_the_resumed_session_repl
     """run.json keeps each epoch's mean logged loss (mmengine's vis_data/scalars.json), so a plateau can be read
     from the archive; an epoch that an interrupted session had begun and the resumed one trained again counts
     once, with the resumed session's losses. Lines without a loss (validation metrics) are not losses."""
-    from vispe.experiments import leaderboard as lb
+    from workbench import leaderboard_runs as lb
 
     monkeypatch.setattr(lb, 'final_checkpoint', lambda run: None)
     run = leaderboard_runs({'position': 'p.py'}, ['peg'], [0], str(tmp_path / 'out'))[0]
@@ -232,7 +232,7 @@ def test_a_run_records_its_mean_training_loss_per_epoch_the_resumed_session_repl
 
 
 def test_a_run_with_a_local_checkpoint_is_evaluated_from_it_not_from_the_archive(tmp_path, monkeypatch):
-    from vispe.experiments import leaderboard as lb
+    from workbench import leaderboard_runs as lb
 
     monkeypatch.setattr(lb, 'supported_strategies', lambda run: ['default'])
     monkeypatch.setattr(lb, 'final_checkpoint', lambda run: '/local/epoch_12.pth')
@@ -250,7 +250,7 @@ def test_a_run_with_a_local_checkpoint_is_evaluated_from_it_not_from_the_archive
 
 
 def test_a_board_without_fixed_runs_leaves_the_model_zoo_alone(tmp_path, monkeypatch, capsys):
-    from vispe.cli import leaderboard as cli
+    from workbench import leaderboard as cli
 
     def collect(runs, resolutions, archive=None, jobs=1, train=True):
         return {(run.task, run.encoding, 'default', r): [60.0] for run in runs for r in resolutions}
@@ -268,7 +268,7 @@ def test_a_board_without_fixed_runs_leaves_the_model_zoo_alone(tmp_path, monkeyp
 
 
 def test_the_regime_plot_draws_each_encoding_with_a_line_per_regime(tmp_path):
-    from vispe.experiments.leaderboard_report import regime_pivot, regime_plot, task_label
+    from workbench.leaderboard_report import regime_pivot, regime_plot, task_label
 
     values = dict(VALUES)
     values[(task_label('position', 'sizes'), 'rope_axial', 'none', '64')] = [99.0, 97.0]
@@ -285,7 +285,7 @@ def test_the_regime_plot_draws_each_encoding_with_a_line_per_regime(tmp_path):
 
 
 def test_a_board_of_several_regimes_plots_them_per_task(tmp_path, monkeypatch):
-    from vispe.cli import leaderboard as cli
+    from workbench import leaderboard as cli
 
     def collect(runs, resolutions, archive=None, jobs=1, train=True):
         return {(run.task, run.encoding, 'default', r): [60.0] for run in runs for r in resolutions}
@@ -318,7 +318,7 @@ def fake_work(run, resolutions, log):
 
 
 def test_parallel_jobs_archive_every_finished_run_and_report_the_failures_together(tmp_path):
-    from vispe.experiments.leaderboard import Archive, collect
+    from workbench.leaderboard_runs import Archive, collect
 
     archive = Archive(str(tmp_path / 'archive'), str(tmp_path / 'out'))
     config = 'vit/vit_tiny_shapes2d_position.py'  # peg's strategies are read from it when a run is read back
@@ -340,8 +340,8 @@ def test_parallel_jobs_archive_every_finished_run_and_report_the_failures_togeth
 
 
 def test_no_train_tables_what_the_archive_holds_and_lists_the_rest(tmp_path, monkeypatch, capsys):
-    from vispe.cli import leaderboard as cli
-    from vispe.experiments import leaderboard as lb
+    from workbench import leaderboard as cli
+    from workbench import leaderboard_runs as lb
 
     def train_and_evaluate(*args):
         raise AssertionError('--no-train must not train')
@@ -396,7 +396,7 @@ def test_a_run_records_the_commit_of_the_code_its_process_loaded(tmp_path, monke
     """A --jobs worker keeps the code it imported for its first run: every run it trains records that commit, not
     the checkout's when the run ends (HEAD moves on while a queue trains), and says when vispe/ or configs/ had
     uncommitted changes. A run only read from its checkpoint keeps the checkout's commit as before."""
-    from vispe.experiments import leaderboard as lb
+    from workbench import leaderboard_runs as lb
 
     heads = iter(['1111111', '2222222', '3333333'])
     changed = {'status': ''}
@@ -426,8 +426,8 @@ def test_an_option_variant_is_a_run_of_its_own_in_a_folder_every_file_system_tak
 
     from vispe.encodings.dinov3 import RoPEDinoV3
     from vispe.experiments.compare import run_config
-    from vispe.experiments.zoo import model_name
     from vispe.registry import MODELS
+    from workbench.zoo import model_name
 
     (run,) = leaderboard_runs({'position': 'configs/vit/vit_tiny_shapes2d_position.py'}, ['rope_dinov3:rescale=none'],
                               [0], 'out')  # fmt: skip
@@ -442,7 +442,7 @@ def test_an_option_variant_is_a_run_of_its_own_in_a_folder_every_file_system_tak
 def test_an_option_variant_gets_rows_of_its_own(monkeypatch):
     """Both runs' results name the encoding alone ('peg' here, as eval_resolution labels a model); the board keeps
     them apart by the runs' own labels."""
-    from vispe.experiments import leaderboard as lb
+    from workbench import leaderboard_runs as lb
 
     values = {'peg': 40.0, 'peg:option=1': 60.0}
     monkeypatch.setattr(
@@ -484,7 +484,8 @@ def test_a_spec_with_several_options_reaches_the_model_whole(spec, expected):
 def test_the_fuzzy_variant_trains_on_jittered_positions_and_sweeps_grid_sample():
     """'ape_learned@fuzzy' (ViTAR's fuzzy PE) is ape_learned plus the fuzzy sampler, read with grid_sample: its runs
     carry both, and its sweep measures grid_sample beside the table's other strategies (opt-in elsewhere)."""
-    from vispe.experiments.compare import REGIME_CONFIGS, Run, encoding_option, run_config, supported_strategies
+    from vispe.experiments.compare import Run, encoding_option, run_config, supported_strategies
+    from workbench.leaderboard_runs import REGIME_CONFIGS
 
     fixed = REGIME_CONFIGS['fixed']
     fuzzy, plain = leaderboard_runs({'position': fixed['position']}, ['ape_learned@fuzzy', 'ape_learned'], [0], 'out')
@@ -498,8 +499,8 @@ def test_the_fuzzy_variant_trains_on_jittered_positions_and_sweeps_grid_sample()
 
 
 def _board_entries() -> list[str]:
-    from vispe.cli.leaderboard import VARIANTS
     from vispe.encodings import list_encodings
+    from workbench.leaderboard import VARIANTS
 
     return list_encodings(ndim=2) + list(VARIANTS)
 
@@ -508,8 +509,9 @@ def _board_entries() -> list[str]:
 def test_every_board_entry_has_a_plain_strategy(entry):
     """The tables list each entry with its plain strategy (scales nothing): loope's strategies (interpolate, extend)
     once had none, and its table crashed after its runs had trained."""
-    from vispe.experiments.compare import REGIME_CONFIGS, supported_strategies
-    from vispe.experiments.leaderboard_report import PLAIN
+    from vispe.experiments.compare import supported_strategies
+    from workbench.leaderboard_report import PLAIN
+    from workbench.leaderboard_runs import REGIME_CONFIGS
 
     (run,) = leaderboard_runs({'position': REGIME_CONFIGS['fixed']['position']}, [entry], [0], 'out')
     strategies = supported_strategies(run)
@@ -537,8 +539,8 @@ def test_the_three_cell_board_tables_each_run_beside_the_paper_with_the_epoch_it
     """The Three-Cell table: best first, the paper's counterpart and average, the spread over seeds, and per seed the
     first epoch whose training loss is below 1.5 (read from the archived run.json; 'never', or '?' for a run archived
     without its losses). Its default encodings add the paper's rows the main board lacks: no PE and the 1D sine."""
-    from vispe.cli import leaderboard as cli
-    from vispe.experiments import leaderboard as lb
+    from workbench import leaderboard as cli
+    from workbench import leaderboard_runs as lb
 
     def train_and_evaluate(*args):
         raise AssertionError('--no-train must not train')

@@ -11,11 +11,11 @@ from vispe.engine.checkpoint import load_checkpoint
 from vispe.engine.config import load_config
 from vispe.engine.config_record import RECORD_KEY, config_record, recorded_config
 from vispe.experiments.compare import Run
-from vispe.experiments.leaderboard_report import summarize
-from vispe.experiments.zoo import shipped_models, write_model_zoo
 from vispe.files import sha256
 from vispe.registry import MODELS
 from vispe.sweeps import resolution as R
+from workbench.leaderboard_report import summarize
+from workbench.zoo import shipped_models, write_model_zoo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = 'configs/vit/vit_tiny_shapes2d_position.py'

@@ -33,7 +33,7 @@ import torch
 import vispe
 import vispe.datasets
 import vispe.bench.mixed
-import vispe.bench.gpu_summary
+import workbench.gpu_summary
 import vispe.bench.throughput
 import vispe.cli.eval_generation, vispe.tasks.diffusion  # the DiT's training and its evaluation
 

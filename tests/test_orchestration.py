@@ -166,18 +166,25 @@ def test_installed_wheel_trains_and_evaluates_a_shipped_config_outside_the_check
 
 def test_every_tool_is_a_vispe_command_and_its_script_a_shim(capsys):
     """Before: benchmark, compare_results, benchmark_fps and infer_points lived in tools/ only, so an installed vispe
-    could not run them. Now every tool is a ``vispe`` subcommand and tools/X.py imports its main."""
+    could not run them. Now every tool is a ``vispe`` subcommand and tools/X.py imports its main, or (the project's
+    own tools: the GPU check, the leaderboards, timm's suite) a workbench module's, which vispe does not list."""
     import glob
     import re
 
     from vispe.cli import commands, main
 
     modules = {module for module, _ in commands().values() if module}
+    assert not {'gpu-check', 'timm-tests', 'leaderboard', 'leaderboard-video'} & set(commands())  # the workbench's
     for script in glob.glob(os.path.join(ROOT, 'tools', '*.py')):
         name = os.path.basename(script)
-        found = re.search(r'^from vispe\.cli\.(\w+) import main', open(script).read(), re.M)
-        assert found and found.group(1) in modules, f'{name} is not a shim of a vispe command'
-    for command in ('benchmark', 'compare-results', 'benchmark-fps', 'infer-points', 'gpu-check', 'timm-tests'):
+        found = re.search(r'^from (vispe\.cli|workbench)\.(\w+) import (?:\w+, )*main\b', open(script).read(), re.M)
+        assert found, f'{name} is not a shim of a vispe command or a workbench module'
+        if found.group(1) == 'workbench':
+            assert os.path.isfile(os.path.join(ROOT, 'workbench', f'{found.group(2)}.py'))
+            assert found.group(2) not in modules, f'{name}: a workbench module listed as a vispe command'
+        else:
+            assert found.group(2) in modules, f'{name} is not a shim of a vispe command'
+    for command in ('benchmark', 'compare-results', 'benchmark-fps', 'infer-points'):
         with pytest.raises(SystemExit) as exit_info:
             main([command, '--help'])
         assert exit_info.value.code == 0 and f'usage: vispe {command}' in capsys.readouterr().out
@@ -206,7 +213,7 @@ def test_the_resume_hint_names_the_command_the_user_ran(monkeypatch, tmp_path):
 
 def test_timm_tests_passes_what_follows_double_dash_to_pytest(monkeypatch, capsys):
     """Before: 'SRC --sizes tiny -- -x' was refused, and '--sizes tiny SRC -- -x' took '-x' for the timm source."""
-    from vispe.cli import timm_tests
+    from workbench import timm_tests
 
     calls = []
     monkeypatch.setattr(timm_tests, 'read_test_file', lambda source: 'FEAT_INTER_FILTERS = [\n]\n')

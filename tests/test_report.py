@@ -128,7 +128,7 @@ def test_resolution_plot_labels_non_square_sizes_apart_and_keeps_equal_lines_vis
 
 
 def test_leaderboard_plot_puts_non_square_sizes_apart(tmp_path, monkeypatch):
-    from vispe.experiments.leaderboard_report import plot, summarize
+    from workbench.leaderboard_report import plot, summarize
 
     values = {('t', e, 'none', r): [1.0, 2.0] for e in ('a', 'b') for r in ('32', '32x48', '48x32')}
     axes = _axes_after(

@@ -108,8 +108,9 @@ def test_the_answer_is_about_the_centre_not_the_shape_of_the_triangle(seed: int)
 
 
 def test_board_runs_three_cell_alone_at_its_own_size(capsys) -> None:
-    from vispe.cli.leaderboard import main
-    from vispe.experiments.compare import DEFAULT_TASKS, SHAPES2D_TASK_CONFIGS, task_resolutions
+    from vispe.experiments.compare import SHAPES2D_TASK_CONFIGS
+    from workbench.leaderboard import main
+    from workbench.leaderboard_runs import DEFAULT_TASKS, task_resolutions
 
     assert task_resolutions('three_cell_loope') == ['56'] and task_resolutions('position')[0] == '32'
     assert 'three_cell_loope' in SHAPES2D_TASK_CONFIGS and 'three_cell_loope' not in DEFAULT_TASKS

@@ -7,8 +7,9 @@ import pytest
 import torch
 from test_tools import tiny_config
 
-from vispe.bench.targets import print_throughput
-from vispe.bench.throughput import TARGET, prepare_config, run_plain_loop, run_runner, runner_vs_loop
+from vispe.bench.reports import print_throughput
+from vispe.bench.throughput import prepare_config, run_plain_loop, run_runner, runner_vs_loop
+from workbench.targets import THROUGHPUT_TARGET as TARGET
 
 WARMUP, ITERS = 1, 3
 
@@ -21,7 +22,7 @@ def config(tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def report(config):
-    return runner_vs_loop(config, iters=ITERS, warmup=WARMUP, rounds=2, device='cpu')
+    return runner_vs_loop(config, iters=ITERS, warmup=WARMUP, rounds=2, device='cpu', target=TARGET)
 
 
 def test_report_figures(report):
@@ -55,6 +56,8 @@ def test_print_throughput(report, capsys):
     # the verdict follows the ratio, not the other way round
     print_throughput({**report, 'ratio': 1.2, 'met': False})
     assert 'NOT met' in capsys.readouterr().out
+    print_throughput({**report, 'target': None, 'met': None})  # no target given: the ratio, not judged
+    assert 'met' not in capsys.readouterr().out
 
 
 def test_both_loops_train_the_same_model(config):

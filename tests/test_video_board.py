@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from vispe.cli import leaderboard_video
 from vispe.engine.config import load_config
-from vispe.experiments import video_board as V
 from vispe.experiments.compare import run_config
+from workbench import leaderboard_video
+from workbench import video_board as V
 
 #: a run's sweep: value per (encoding, strategy, sweep, factor), the seed adding to it
 SWEEP = {

@@ -34,7 +34,7 @@ LAYERS: dict[str, Layer] = {
         'generated docs, parity recorders, tools/*.py); nothing in vispe imports them',
     ),
     'commands': Layer(9, ('vispe.cli', 'vispe.__main__'), (BELOW,), 'the `vispe` command: one subcommand per tool'),
-    'experiments': Layer(8, ('vispe.experiments',), (BELOW,), 'experiments over many runs (compare, model zoo)'),
+    'experiments': Layer(8, ('vispe.experiments',), (BELOW,), 'experiments over many runs (compare)'),
     'sweeps': Layer(7, ('vispe.sweeps',), (BELOW,), 'evaluation sweeps, one kind per file in the SWEEPS registry'),
     'bench': Layer(7, ('vispe.bench',), (BELOW,), 'the speed and memory benchmark'),
     'api': Layer(

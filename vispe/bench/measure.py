@@ -2,7 +2,7 @@
 
 The benchmark in three parts: ``subjects`` builds one subject per row (the whole model, or one attention
 layer, with that encoding; plus an ``sdpa`` row at attention level), ``timing`` measures them and
-``targets`` prints and writes the report this module assembles.
+``reports`` prints and writes the report this module assembles.
 
 Every subject is built first, in one process, from the same seed; all are warmed up; the repeats are then
 interleaved (round-robin, the starting subject rotating each round) so that drift from other processes, clock

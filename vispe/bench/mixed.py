@@ -15,14 +15,12 @@ mixed batch and of a packed one, side by side in one process, at the same token 
 
 With ``cfg.amp`` every forward runs under bf16 autocast (``subjects.training_step``).
 
-Targets (issue 18, CPU float32): padded <= 1.15x fixed (about the same real tokens; the ratio includes the padding),
-packed <= 1.05x fixed (the same token slots: the cost of the packing itself, the block-diagonal mask and per-image
-work); on a GPU (issue 37, bf16, FlexAttention's BlockMask) padded <= 1.10x, packed <= 1.05x (``targets_for``).
-The rounds are interleaved as in the encoding benchmark (``timing.interleaved_times``) and every
-model has the same weights. A ratio is the median over rounds of the round's time over the fixed batch's in that
-round (``timing.paired_ratio``: the machine's drift cancels; the ratio of the medians is in the JSON too),
-with a 90% bootstrap interval over the rounds (``timing.ratio_interval``) and a verdict on it: met, missed,
-or undecided when the noise spans the target.
+The rounds are interleaved as in the encoding benchmark (``timing.interleaved_times``) and every model has the
+same weights. A ratio is the median over rounds of the round's time over the fixed batch's in that round
+(``timing.paired_ratio``: the machine's drift cancels; the ratio of the medians is in the JSON too), with a 90%
+bootstrap interval over the rounds (``timing.ratio_interval``). Given targets (layout -> the most its batch may cost
+against the fixed one), each row is judged on that interval: met, missed, or undecided when the noise spans the
+target.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ import copy
 import math
 import os
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -43,16 +41,6 @@ from vispe.bench.subjects import training_step, vit_kwargs
 from vispe.bench.timing import Subject, interleaved_times, paired_ratio, ratio_interval
 from vispe.encodings.build import parse_encoding_spec, split_variant
 from vispe.layout import make_layout
-
-#: the most a mixed batch may cost against the fixed one, per layout (issue 18's acceptance, CPU float32)
-TARGETS = {'padded': 1.15, 'packed': 1.05}
-#: the same on a GPU (issue 37: bf16, FlexAttention's BlockMask instead of the dense mask)
-GPU_TARGETS = {'padded': 1.10, 'packed': 1.05}
-
-
-def targets_for(device: str) -> dict[str, float]:
-    """The mixed-batch targets of a device ('cuda...' or 'cpu')."""
-    return GPU_TARGETS if str(device).startswith('cuda') else TARGETS
 
 
 def native_grids(grid: tuple[int, int], count: int, generator: torch.Generator) -> list[tuple[int, int]]:
@@ -150,11 +138,14 @@ def _slots(grids: Sequence[tuple[int, int]], mode: str, capacity: int | None, pr
     return layout.num_rows * layout.length
 
 
-def run_mixed_benchmark(cfg: BenchmarkConfig, encodings: Sequence[str]) -> dict[str, Any]:
-    """Per encoding: median ms of each subject, its ratio to ``fixed``, token counts, and whether the targets hold."""
+def run_mixed_benchmark(
+    cfg: BenchmarkConfig, encodings: Sequence[str], targets: Mapping[str, float] | None = None
+) -> dict[str, Any]:
+    """Per encoding: median ms of each subject, its ratio to ``fixed``, token counts, and whether ``targets`` (layout
+    -> the most its ratio may be) hold."""
     rows = []
     load_before = os.getloadavg()[0]
-    targets = targets_for(cfg.device)
+    targets = dict(targets or {})
     for encoding in encodings:
         subjects, info = mixed_subjects(cfg, encoding)
         times = interleaved_times(subjects, cfg.warmup, cfg.repeats, cfg.device)
@@ -224,14 +215,11 @@ def mixed_markdown(report: dict[str, Any]) -> str:
 
 
 __all__ = [
-    'GPU_TARGETS',
-    'TARGETS',
     'flexi_grids',
     'mixed_markdown',
     'mixed_subjects',
     'native_grids',
     'packed_rows',
     'run_mixed_benchmark',
-    'targets_for',
     'verdict',
 ]

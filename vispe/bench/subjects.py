@@ -64,7 +64,7 @@ VIDEO_DEFAULT = ('ape_learned', 'ape_sincos', 'rope_axial', 'rope_mixed', 'mrope
 #: the video model's default arguments: the tiny video configs' (configs/_base_/models/video_tiny.py)
 VIDEO_ARGS = dict(num_frames=8, patch_size=4, tubelet_size=2, embed_dim=128, depth=4, num_heads=4, mlp_ratio=2.0)
 #: ViT-S on clips (``--model-kwargs``): its width, depth, heads (head dim 64) and MLP in 16 px patches; at 8 frames
-#: of 112 px a 4 x 7 x 7 grid, the 196 tokens of the image targets' ViT-S/16 at 224 px
+#: of 112 px a 4 x 7 x 7 grid, the 196 tokens of ViT-S/16 at 224 px
 VIDEO_SMALL = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4.0)
 
 

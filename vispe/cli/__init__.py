@@ -25,11 +25,6 @@ COMMANDS = {
     'test': ('test', 'test a checkpoint and print its metrics (tools/test.py)'),
     'infer': ('infer', 'classify image files with a trained image classifier, top-k class names (tools/infer.py)'),
     'compare': ('compare_encodings', 'train and compare encodings on shapes2d (tools/compare_encodings.py)'),
-    'leaderboard': ('leaderboard', 'train and rank every 2D encoding on shapes2d (tools/leaderboard.py)'),
-    'leaderboard-video': (
-        'leaderboard_video',
-        'train and rank the video encodings on ShapesVideo across frame counts and sizes (tools/leaderboard_video.py)',
-    ),
     'demo': ('demo', "the README's demo: three encodings on shapes2d position (tools/demo.py)"),
     'demo-points': ('demo_points', 'the point-cloud demo (tools/demo_points.py)'),
     'demo-cameras': ('demo_cameras', 'the camera-encoding demo (tools/demo_cameras.py)'),
@@ -38,11 +33,6 @@ COMMANDS = {
     'compare-results': ('compare_results', "merge several runs' sweep results into one table and figure"),
     'benchmark': ('benchmark', 'time a training step per encoding; mixed sizes, scaling, Runner throughput'),
     'benchmark-fps': ('benchmark_fps', "time vispe's farthest-point sampling against open3d's"),
-    'gpu-check': (
-        'gpu_check',
-        'the prepared GPU check: GPU tests and benchmarks into one summary (tools/gpu_check.sh)',
-    ),
-    'timm-tests': ('timm_tests', "run timm's own model tests over vispe's names (tools/timm_model_tests.py)"),
     'configs': ('', 'list the shipped configs (names any command takes as CONFIG)'),
 }
 

@@ -10,12 +10,10 @@ r"""Time one training step (forward + backward) of a ViT, or of one attention la
 
 Prints the configuration and a table (median ms, min ms, ratio to the baseline's median, peak MB, SDPA kernel)
 and writes JSON. ``--mixed-sizes`` times a fixed-size batch against padded and packed batches of mixed sizes at the
-same token count, per encoding (targets: padded <= 1.15x, packed <= 1.05x; vispe/bench/mixed.py).
-``--scaling`` runs every size and adds how each encoding's cost grows against the baseline's.
-``--throughput CONFIG`` instead trains the config's model through the mmengine Runner and through a plain PyTorch
-loop, side by side, and prints images/s and their ratio (target: Runner within 1.05x; vispe/bench/throughput.py).
-Method and caveats: vispe/bench/measure.py (and subjects.py, timing.py).
-(tools/benchmark.py in a checkout is this command)
+same token count, per encoding (vispe/bench/mixed.py). ``--scaling`` runs every size and adds how each encoding's
+cost grows against the baseline's. ``--throughput CONFIG`` instead trains the config's model through the mmengine
+Runner and through a plain PyTorch loop, side by side, and prints images/s and their ratio
+(vispe/bench/throughput.py). Method and caveats: vispe/bench/measure.py (and subjects.py, timing.py).
 """
 
 from __future__ import annotations
@@ -41,14 +39,8 @@ from vispe.bench.measure import (
     settings_id,
 )
 from vispe.bench.mixed import mixed_markdown, run_mixed_benchmark
+from vispe.bench.reports import Targets, print_report, print_scaling, print_throughput, summary_markdown, write_report
 from vispe.bench.subjects import LEVELS, MULTIVIEW, VIDEO, baseline_of, build_subjects, is_dit, resolve_encodings
-from vispe.bench.targets import (
-    print_report,
-    print_scaling,
-    print_throughput,
-    summary_markdown,
-    write_report,
-)
 from vispe.bench.throughput import runner_vs_loop
 from vispe.bench.timing import COMPILE_SCOPES
 from vispe.evaluation.outputs import OutputConflict, check_target, run_id
@@ -211,7 +203,7 @@ def model_problem(args: argparse.Namespace) -> str | None:
     return f'--model {args.model!r}: no such timm or vispe model; {hint}'
 
 
-def throughput(args: argparse.Namespace) -> int:
+def throughput(args: argparse.Namespace, targets: Targets) -> int:
     """--throughput: Runner against a plain loop on one config."""
     keys = ('throughput', 'iters', 'warmup', 'rounds', 'cfg_options', 'amp', 'compile', 'device', 'threads')
     run = run_id({k: getattr(args, k) for k in keys})
@@ -229,6 +221,7 @@ def throughput(args: argparse.Namespace) -> int:
             amp=args.amp,
             compile=args.compile,
             device=args.device,
+            target=targets.throughput,
         )
     except (ValueError, FileNotFoundError) as err:  # a missing config, bad counts or no CUDA
         print(f'benchmark.py: error: {err}', file=sys.stderr)
@@ -237,7 +230,7 @@ def throughput(args: argparse.Namespace) -> int:
     return write(report, path, run, args.force)
 
 
-def mixed_sizes(cfg: BenchmarkConfig, args: argparse.Namespace) -> int:
+def mixed_sizes(cfg: BenchmarkConfig, args: argparse.Namespace, targets: Targets) -> int:
     """--mixed-sizes: fixed vs padded vs packed batches per encoding."""
     encodings = cfg.encodings or ['ape_learned', 'rope_mixed']
     run = settings_id(cfg, mode='mixed_sizes', threads=args.threads)
@@ -246,7 +239,7 @@ def mixed_sizes(cfg: BenchmarkConfig, args: argparse.Namespace) -> int:
     if not claim(path, run, args.force):
         return 2
     try:
-        report = run_mixed_benchmark(cfg, encodings)
+        report = run_mixed_benchmark(cfg, encodings, targets.mixed(cfg.device) if targets.mixed else None)
     except (ValueError, TypeError) as err:
         print(f'benchmark.py: error: {err}', file=sys.stderr)
         return 2
@@ -254,18 +247,20 @@ def mixed_sizes(cfg: BenchmarkConfig, args: argparse.Namespace) -> int:
     return write(report, path, run, args.force)
 
 
-def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str | None = None, targets: Targets | None = None) -> int:
+    """Run the command; ``targets``: what to judge the figures against (none: reported, not judged)."""
     args = parse_args(argv, prog)
+    targets = targets or Targets()
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.throughput:
-        return throughput(args)
+        return throughput(args, targets)
     if args.summarize:
         reports = []
         for path in args.summarize:  # a --scaling report holds one report per size
             report = json.loads(Path(path).read_text())
             reports.extend(report.get('reports', [report]))
-        print(summary_markdown(reports), end='')
+        print(summary_markdown(reports, targets.encoding), end='')
         return 0
     problem = model_problem(args)
     if problem:
@@ -289,7 +284,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         model_kwargs=dict(args.model_kwargs),
     )
     if args.mixed_sizes:
-        return mixed_sizes(cfg, args)
+        return mixed_sizes(cfg, args, targets)
     sizes = None if args.scaling is None else (args.scaling or list(SCALING_SIZES))
     try:  # bad names, sizes or arguments: vispe's message says what to fix, before anything is timed
         if sizes is None:
@@ -313,8 +308,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         return 2
     if sizes is None:
         report = measure(cfg, subjects)
-        print_report(report)
+        print_report(report, targets.encoding)
     else:
         report = measure_scaling(cfg, sizes)
-        print_scaling(report)
+        print_scaling(report, targets.encoding)
     return write(report, path, run, args.force)

@@ -1,4 +1,4 @@
-"""What the orchestration commands (compare, leaderboard, demos) share."""
+"""What the orchestration commands (compare, the demos) share."""
 
 from __future__ import annotations
 

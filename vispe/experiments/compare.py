@@ -15,10 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vispe.encodings.build import parse_encoding_spec, split_variant
+from vispe.encodings.build import parse_encoding_spec
 from vispe.engine.checkpoint import pointed_checkpoint
 from vispe.engine.config import load_config, parse_option_value
-from vispe.engine.config_files import configs_dir
 from vispe.engine.train import train as train_in_process
 from vispe.evaluation import outputs, report
 from vispe.evaluation.report import write_json
@@ -33,35 +32,6 @@ SHAPES2D_TASK_CONFIGS = {
     'three_cell_loope': 'vit/vit_tiny_shapes2d_three_cell_loope.py',
 }
 
-#: the tasks a leaderboard trains unless told; LOOPE's Three-Cell benchmark (``three_cell_loope``) is a board of its
-#: own, asked for by name: its question is about its 14 x 14 grid, so it is asked at the training size only
-DEFAULT_TASKS = ('position', 'relation')
-#: test sizes of the leaderboard's tasks: 1x, then 0.5x-3x and 2:1 / 1:2 at the 64 tokens of 32 px
-DEFAULT_RESOLUTIONS = ('32', '16', '24', '48', '64', '96', '44x24', '24x44')
-#: tasks with test sizes of their own (and only the fixed training regime)
-TASK_RESOLUTIONS = {'three_cell_loope': ('56',)}
-
-
-def task_resolutions(task: str) -> list[str]:
-    """The test sizes a board evaluates ``task`` at when none are asked for (the first: its training size)."""
-    return list(TASK_RESOLUTIONS.get(task, DEFAULT_RESOLUTIONS))
-
-
-#: per training regime of the leaderboard, one shipped config per shapes2d task: ``fixed`` (32 px, as above),
-#: ``sizes`` (FlexiViT: one square side of 16-64 px per batch) and ``aspect`` (NaFlex: each image its own aspect
-#: ratio in [1/3, 3] within the fixed size's 64 tokens, batches of mixed sizes padded)
-REGIME_CONFIGS = {
-    'fixed': SHAPES2D_TASK_CONFIGS,
-    'sizes': {
-        'position': 'vit/vit_tiny_shapes2d_mixedres_position.py',
-        'relation': 'vit/vit_tiny_shapes2d_mixedres_relation.py',
-    },
-    'aspect': {
-        'position': 'vit/vit_tiny_shapes2d_mixedres_aspect_position.py',
-        'relation': 'vit/vit_tiny_shapes2d_mixedres_aspect_relation.py',
-    },
-}
-
 #: a sweep as compare runs one: ``sweep(cfg, checkpoint, *settings, out_dir=, force=, log=)`` (vispe.sweeps.registry)
 Sweep = Callable[..., dict[str, Any]]
 
@@ -69,7 +39,7 @@ Sweep = Callable[..., dict[str, Any]]
 @dataclass
 class Run:
     """One training run: ``config`` (a file or a shipped config's name) with ``cfg_options``, in ``work_dir``;
-    ``encoding``, ``seed`` and the training ``regime`` (``REGIME_CONFIGS``) label it (the leaderboard)."""
+    ``encoding``, ``seed`` and the training ``regime`` label it."""
 
     task: str
     config: str
@@ -91,13 +61,6 @@ def encoding_option(encoding: str) -> str:
     return f'model.backbone.encoding={value}'
 
 
-def entry_options(entry: str) -> list[str]:
-    """A leaderboard entry's cfg-options: an encoding spec's (``encoding_option``), or a named variant's
-    (``vispe.encodings.build.VARIANTS``): its spec's and its backbone arguments."""
-    spec, kwargs = split_variant(entry)
-    return [encoding_option(spec), *(f'model.backbone.{key}={value!r}' for key, value in kwargs.items())]
-
-
 def schedule_options(epochs: int | None) -> list[str]:
     """Override the number of epochs of the adamw_short schedule (warm-up 1 epoch, then the cosine, which follows the
     run's length by itself)."""
@@ -117,14 +80,6 @@ def run_options(run: Run) -> dict[str, Any]:
 def run_config(run: Run):
     """The run's config with its cfg-options applied."""
     return load_config(run.config, run_options(run))
-
-
-def checkout_path(config: str) -> str:
-    """How a checkout names a config (tools/train.py's argument): 'vit/x.py' (a shipped config's name) ->
-    'configs/vit/x.py'; a file path stays as it is."""
-    if os.path.isfile(config) or os.path.isabs(config) or config.startswith('configs/'):
-        return config
-    return f'configs/{config}' if os.path.isfile(os.path.join(configs_dir(), config)) else config
 
 
 def shown(path: str) -> str:

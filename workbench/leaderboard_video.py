@@ -1,7 +1,7 @@
-"""``vispe leaderboard-video [--encodings ...] [--tasks direction] [--seeds 0 1 2] [--epochs N] [--jobs 2]
-[--out outputs/leaderboard_video] [--archive DIR] [--no-train]`` (tools/leaderboard_video.py,
-`make leaderboard-video`): the video block of the leaderboard (about 20 CPU-minutes a run: 8 encodings x 3 seeds
-take several hours on 2 cores; not for CI).
+"""``python tools/leaderboard_video.py [--encodings ...] [--tasks direction] [--seeds 0 1 2] [--epochs N] [--jobs 2]
+[--out outputs/leaderboard_video] [--archive DIR] [--no-train]`` (``make leaderboard-video``, ``python -m
+workbench.leaderboard_video``): the video block of the leaderboard (several CPU-hours for the full board; not for
+CI).
 
 Trains the tiny space-time ViT on ShapesVideo for each encoding, task and seed (finished runs are reused, unfinished
 ones resume), sweeps each at T/2 to 4T frames and 0.5x to 2x the frame size under every strategy, and writes
@@ -20,7 +20,14 @@ from vispe.cli.common import demo_parser
 from vispe.datasets.shapes_video import TASKS
 from vispe.evaluation import outputs
 from vispe.evaluation.report import console as report_console
-from vispe.experiments import video_board as V
+from workbench import video_board as V
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: the checkout's folders for the outputs and the archive of runs (committed: the runs behind the docs' tables)
+CHECKOUT = {
+    'default_out': os.path.join(ROOT, 'outputs', 'leaderboard_video'),
+    'default_archive': os.path.join(ROOT, 'results', 'leaderboard_video'),
+}
 
 
 def main(
@@ -73,3 +80,6 @@ def main(
 
 if __name__ == '__main__':
     main()
+
+if __name__ == '__main__':
+    main(**CHECKOUT)

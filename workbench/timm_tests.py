@@ -1,6 +1,7 @@
 """Run timm's own model tests (tests/test_models.py of a timm source tree) over vispe's registered names.
 
-    vispe timm-tests TIMM_SOURCE [--sizes tiny small] [--without fx ...] [-- PYTEST_ARGS...]
+    python -m workbench.timm_tests TIMM_SOURCE [--sizes tiny small] [--without fx ...] [-- PYTEST_ARGS...]
+    python tools/timm_model_tests.py TIMM_SOURCE ...
 
 TIMM_SOURCE is a timm checkout, or a bare git directory of one (the version nearest the pinned timm). The test file
 is copied unmodified but for one change, vispe's module name ('vispe_vit') added to its ``FEAT_INTER_FILTERS``
@@ -125,3 +126,6 @@ def print_table(report: str, selected) -> None:
 
 
 __all__ = ['FAMILIES', 'add_module_filter', 'main', 'names', 'print_table', 'read_test_file', 'split_pytest_args']
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,55 +1,34 @@
-"""The benchmark's reports for people and files: the issues' speed targets, the terminal tables (one size, the
-scaling across sizes, the Runner-vs-loop throughput), a markdown summary of several reports and the JSON file."""
+"""The benchmark's reports for people and files: the terminal tables (one size, the scaling across sizes, the
+Runner-vs-loop throughput), a markdown summary of several reports, the JSON file, and the targets a caller may judge
+them against."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vispe.bench.subjects import VIDEO_SMALL, encoding_kind
+from vispe.bench.subjects import encoding_kind
 from vispe.evaluation.outputs import write_json
 from vispe.evaluation.report import console as report_console
 
-#: The issues' speed targets: forward + backward of vit_small_patch16_224 at 224 px, ratio to ape_learned's median
-#: (GPU: batch 64, bf16; CPU: batch 8, float32). Benchmarks report them, met or not; no test times anything.
-TARGET_SETTING = {
-    'cuda': {'model': 'vit_small_patch16_224', 'img_size': [224, 224], 'level': 'model', 'batch_size': 64, 'amp': True},
-    'cpu': {'model': 'vit_small_patch16_224', 'img_size': [224, 224], 'level': 'model', 'batch_size': 8, 'amp': False},
-}
-TARGETS = {
-    'cuda': {  # issue 36: rotary encodings with fixed tables within 5%, learned rotations within 15%; issue 37:
-        # the bias encodings (FlexAttention) and lepe (its fused conv)
-        # loope: an absolute embed (one (N, D) sine table), as lff (issue 41)
-        **dict.fromkeys(['rope_axial', 'rope_mixed', 'rope_dinov3', 'lff', 'loope', 'peg', 'alibi2d'], 1.05),
-        # irpe: contextual on K, the default; string_*: learned rotary (issue 41)
-        **dict.fromkeys(
-            ['harope', 'comrope_ap', 'comrope_ld', 'liere', 'string_cayley', 'string_circulant', 'irpe'], 1.15
-        ),
-        'lepe': 1.10,
-    },
-    'cpu': {
-        **dict.fromkeys(['rope_axial', 'rope_mixed', 'lff', 'loope', 'peg'], 1.05),
-        **dict.fromkeys(['lepe', 'harope'], 1.10),
-        **dict.fromkeys(
-            ['comrope_ap', 'comrope_ld', 'liere', 'string_cayley', 'string_circulant', 'irpe:mode=bias'], 1.15
-        ),
-        'irpe': 1.35,
-    },
-}
-#: issue 43: the rotary encodings on video grids within 5% of ape_learned on CPU, in the image targets' model and
-#: token count: ViT-S on 8 frames of 112 px (``--model video --img-size 112 --model-kwargs`` ``VIDEO_SMALL``, 196
-#: tokens), batch 8, float32. The video configs' tiny model (width 128, head dim 32) is reported beside it without
-#: a target: there a pass over q and k weighs more against the small matmuls.
-VIDEO_TARGET_SETTING = {
-    'model': 'video',
-    'img_size': [112, 112],
-    'level': 'model',
-    'batch_size': 8,
-    'amp': False,
-    'model_kwargs': VIDEO_SMALL,
-}
-VIDEO_TARGETS = {'cpu': dict.fromkeys(['rope_axial', 'rope_mixed', 'mrope', 'videorope', 'vrope'], 1.05)}
+#: a caller's target for one row of a report: (report, the row's encoding) -> the most its ratio may be, or None
+TargetOf = Callable[[dict[str, Any], str], 'float | None']
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Ratios a caller judges the benchmark's figures against (vispe sets none): ``encoding`` for the rows of the
+    encoding benchmark, ``mixed`` (device -> layout -> the most a mixed batch may cost against the fixed one) and
+    ``throughput`` (the most the plain loop's images/s may exceed the Runner's by). Without one, nothing is judged
+    and the tables have no target column."""
+
+    encoding: TargetOf | None = None
+    mixed: Callable[[str], Mapping[str, float]] | None = None
+    throughput: float | None = None
+
+
 #: how each kind of encoding's cost should grow with the token count N, against plain attention
 GROWTH_EXPECTED = {
     'embed': 'proportional: one (N, D) table added to the tokens, O(N D)',
@@ -59,19 +38,6 @@ GROWTH_EXPECTED = {
     'none': 'the reference: fused SDPA alone',
     'model': "a whole model by name (timm's own or vispe's): grows as its attention and MLPs do",
 }
-
-
-def target_of(report: dict[str, Any], encoding: str) -> float | None:
-    """The issues' target ratio for a row of ``report``, or None when the report is not in the targets' setting
-    (``TARGET_SETTING``: model, size, level, batch and precision) or the row has none."""
-    device = 'cuda' if report['device'].startswith('cuda') else 'cpu'
-    if report.get('model') == VIDEO_TARGET_SETTING['model']:
-        if any(report.get(k) != v for k, v in VIDEO_TARGET_SETTING.items()):
-            return None
-        return VIDEO_TARGETS.get(device, {}).get(encoding)
-    if any(report.get(k) != v for k, v in TARGET_SETTING[device].items()):
-        return None
-    return TARGETS[device].get(encoding)
 
 
 def target_text(ratio: float, target: float | None) -> str:
@@ -115,10 +81,10 @@ def noise_note(report: dict[str, Any], tolerance: float = 1.2) -> str | None:
     )
 
 
-def summary_markdown(reports: Sequence[dict[str, Any]]) -> str:
-    """One markdown table of several reports of the same rows (``tools/benchmark.py --summarize``: e.g. 224 / 448
-    px, eager / compiled): per encoding its ratio in each report, the SDPA kernel of the first, peak MB of each and
-    the target where the first report is in the targets' setting."""
+def summary_markdown(reports: Sequence[dict[str, Any]], target_of: TargetOf | None = None) -> str:
+    """One markdown table of several reports of the same rows (``vispe benchmark --summarize``: e.g. 224 / 448 px,
+    eager / compiled): per encoding its ratio in each report, the SDPA kernel of the first, peak MB of each and, with
+    ``target_of``, the first report's target."""
 
     def label(report: dict[str, Any]) -> str:
         h, w = report['img_size']
@@ -126,39 +92,41 @@ def summary_markdown(reports: Sequence[dict[str, Any]]) -> str:
         return f'{size} px{" bf16" if report.get("amp") else ""}{" compiled" if report.get("compile") else ""}'
 
     head = ['encoding', 'kind', *(f'ratio {label(r)}' for r in reports), *(f'MB {label(r)}' for r in reports)]
-    head += ['SDPA kernel', 'target']
+    head += ['SDPA kernel', *(['target'] if target_of else [])]
     lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
     rows = [{r['encoding']: r for r in report['results']} for report in reports]
     for name, first in rows[0].items():
         ratios = [f'{by[name]["ratio"]:.3f}' if name in by else '-' for by in rows]
         peaks = [f'{by[name]["peak_mb"]:.0f}' if name in by else '-' for by in rows]
-        target = target_text(first['ratio'], target_of(reports[0], name))
-        cells = [name, encoding_kind(name), *ratios, *peaks, first.get('sdpa', ''), target]
+        cells = [name, encoding_kind(name), *ratios, *peaks, first.get('sdpa', '')]
+        if target_of:
+            cells.append(target_text(first['ratio'], target_of(reports[0], name)))
         lines.append('| ' + ' | '.join(cells) + ' |')
     return '\n'.join([config_line(reports[0]), '', *lines]) + '\n'
 
 
 # --- terminal tables ---------------------------------------------------------------------------------------------
-def print_report(report: dict[str, Any]) -> None:
-    """Print the configuration line, the table (encoding, median ms, min ms, ratio, peak MB, SDPA kernel) and any
-    noise note."""
+def print_report(report: dict[str, Any], target_of: TargetOf | None = None) -> None:
+    """Print the configuration line, the table (encoding, median ms, min ms, ratio, peak MB, SDPA kernel, and with
+    ``target_of`` the target) and any noise note."""
     from rich.table import Table
 
-    table = Table(
-        'encoding', 'median ms', 'min ms', f'ratio vs {report["baseline"]}', 'peak MB', 'SDPA kernel', 'target'
-    )
+    head = ['encoding', 'median ms', 'min ms', f'ratio vs {report["baseline"]}', 'peak MB', 'SDPA kernel']
+    table = Table(*head, *(['target'] if target_of else []))
     for column in table.columns[1:5]:
         column.justify = 'right'
     for r in report['results']:
-        table.add_row(
+        cells = [
             r['encoding'],
             f'{r["median_ms"]:.2f}',
             f'{r["min_ms"]:.2f}',
             f'{r["ratio"]:.3f}',
             f'{r["peak_mb"]:.1f}',
             r.get('sdpa', ''),
-            target_text(r['ratio'], target_of(report, r['encoding'])),
-        )
+        ]
+        if target_of:
+            cells.append(target_text(r['ratio'], target_of(report, r['encoding'])))
+        table.add_row(*cells)
     print(config_line(report))
     report_console().print(table)
     note = noise_note(report)
@@ -166,13 +134,13 @@ def print_report(report: dict[str, Any]) -> None:
         print(note)
 
 
-def print_scaling(report: dict[str, Any]) -> None:
+def print_scaling(report: dict[str, Any], target_of: TargetOf | None = None) -> None:
     """The per-size tables, then one table of ratios by size and growth relative to the baseline, and what each
     kind of encoding is expected to do."""
     from rich.table import Table
 
     for sized in report['reports']:
-        print_report(sized)
+        print_report(sized, target_of)
     sizes = report['sizes']
     table = Table(
         'encoding',
@@ -208,7 +176,7 @@ def throughput_config_line(report: dict[str, Any]) -> str:
 
 def print_throughput(report: dict[str, Any]) -> None:
     """Print a ``throughput.runner_vs_loop`` report: the configuration line, a table (loop, median / min / max
-    images/s) and the ratio against the target."""
+    images/s) and the ratio, against the report's target when it has one."""
     from rich.table import Table
 
     table = Table('loop', 'median images/s', 'min', 'max')
@@ -220,26 +188,22 @@ def print_throughput(report: dict[str, Any]) -> None:
         table.add_row(label, f'{s["median"]:.1f}', f'{s["min"]:.1f}', f'{s["max"]:.1f}')
     print(throughput_config_line(report))
     report_console().print(table)
-    verdict = 'met' if report['met'] else 'NOT met'
-    print(
-        f'ratio plain / runner = {report["ratio"]:.3f} (target <= {report["target"]:.2f}: {verdict}; '
-        '1.0 = no Runner overhead)'
-    )
+    judged = ''
+    if report.get('target') is not None:
+        judged = f'target <= {report["target"]:.2f}: {"met" if report["met"] else "NOT met"}; '
+    print(f'ratio plain / runner = {report["ratio"]:.3f} ({judged}1.0 = no Runner overhead)')
 
 
 __all__ = [
     'GROWTH_EXPECTED',
-    'TARGETS',
-    'TARGET_SETTING',
-    'VIDEO_TARGETS',
-    'VIDEO_TARGET_SETTING',
+    'TargetOf',
+    'Targets',
     'config_line',
     'noise_note',
     'print_report',
     'print_scaling',
     'print_throughput',
     'summary_markdown',
-    'target_of',
     'target_text',
     'throughput_config_line',
     'write_report',

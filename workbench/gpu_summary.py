@@ -20,10 +20,10 @@ from typing import Any
 import timm
 import torch
 
-from vispe.bench.gpu_check import BASELINE, Plan, StepResult
 from vispe.bench.rows import SDPA_BIAS
 from vispe.bench.subjects import SDPA, encoding_kind
-from vispe.bench.targets import TARGETS, target_of
+from workbench.gpu_steps import BASELINE, Plan, StepResult
+from workbench.targets import TARGETS, target_of
 
 #: compiled vispe against compiled timm, same architecture and setting (issue 36): no slower
 VS_TIMM_TARGET = 1.0

@@ -24,18 +24,27 @@ from typing import Any
 import torch
 
 from vispe.engine.checkpoint import load_checkpoint, state_dict_of
+from vispe.engine.config_files import configs_dir
 from vispe.engine.config_record import RECORD_KEY, recorded_config
 from vispe.engine.run_meta import META_KEYS
 from vispe.evaluation.outputs import write_json, write_text
 from vispe.evaluation.trained_model import resolution_label
-from vispe.experiments.compare import Run, checkout_path, final_checkpoint, markdown_table
-from vispe.experiments.leaderboard_report import Stats, best_strategy, card_note
+from vispe.experiments.compare import Run, final_checkpoint, markdown_table
 from vispe.files import sha256
+from workbench.leaderboard_report import Stats, best_strategy, card_note
 
 #: provenance kept from mmengine's checkpoint meta (the rest is training state), the config as data (never its
 #: Python text), and what the model was trained on (RunMetaHook's train_resolution / train_points, which the sweeps
 #: read)
 KEPT_META = ('epoch', 'iter', 'seed', 'experiment_name', 'mmengine_version', 'dataset_meta', RECORD_KEY, *META_KEYS)
+
+
+def checkout_path(config: str) -> str:
+    """How a checkout names a config (tools/train.py's argument): 'vit/x.py' (a shipped config's name) ->
+    'configs/vit/x.py'; a file path stays as it is."""
+    if os.path.isfile(config) or os.path.isabs(config) or config.startswith('configs/'):
+        return config
+    return f'configs/{config}' if os.path.isfile(os.path.join(configs_dir(), config)) else config
 
 
 def model_name(task: str, encoding: str) -> str:

@@ -1,4 +1,4 @@
-"""What the GPU check (``vispe.bench.gpu_check``) runs: its two model settings and the attention core's, the
+"""What the GPU check (``workbench.gpu_steps``) runs: its two model settings and the attention core's, the
 rows, the seconds each step is expected to take on an H200 (guesses: a step expected to overrun is skipped), and the
 order compiled rows are spent in. ``plan_for('cpu')`` is the same plan at toy sizes."""
 

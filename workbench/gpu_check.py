@@ -1,12 +1,12 @@
-r"""The prepared GPU check (issue 36): GPU-marked tests, then the benchmarks under a time budget, into one summary.
+r"""The prepared GPU check: GPU-marked tests, then the benchmarks under a time budget, into one summary.
 
     tools/gpu_check.sh                   # on a GPU machine: its own python3 (or .venv) and torch, no internet
     tools/gpu_check.sh --device cpu      # the same steps at toy sizes, to test the script where there is no GPU
-    vispe gpu-check --device cuda --budget 360 --out outputs/gpu_check --tests PATH_TO_VISPE_TESTS
+    python -m workbench.gpu_check --device cuda --budget 360 --out outputs/gpu_check --tests tests
 
 Writes OUT/summary.md (the targets and whether they are met, the figures, what was skipped and why), one JSON
 report per step (the format of ``vispe benchmark``) and OUT/tests.txt. The steps and how the budget is spent:
-vispe/bench/gpu_check.py. Exit status: pytest's when the GPU tests failed, 1 when a step failed, else 0.
+workbench/gpu_steps.py. Exit status: pytest's when the GPU tests failed, 1 when a step failed, else 0.
 Environment (defaults of the options): OUT, BUDGET, ENCODINGS (space-separated rows).
 """
 
@@ -82,9 +82,9 @@ def main(argv: list[str] | None = None, prog: str | None = None, start: float = 
         return 2
     from dataclasses import replace
 
-    from vispe.bench.gpu_check import KIND, Clock, plan_for, run_gpu_check
-    from vispe.bench.gpu_summary import summary_markdown
     from vispe.evaluation.outputs import OutputConflict, forcing, write_text
+    from workbench.gpu_steps import KIND, Clock, plan_for, run_gpu_check
+    from workbench.gpu_summary import summary_markdown
 
     plan = replace(
         plan_for(args.device, args.encodings, args.compile_backend, args.compile_scope), tests=tuple(args.tests)
@@ -111,3 +111,6 @@ def main(argv: list[str] | None = None, prog: str | None = None, start: float = 
 
 
 __all__ = ['DEFAULT_BUDGET', 'main', 'parse_args']
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,18 +1,17 @@
-"""``vispe leaderboard [--encodings ...] [--tasks position relation] [--seeds 0 1 2] [--resolutions 32 16 ... 24x44] \
-    [--regimes fixed sizes aspect] [--out outputs/leaderboard] [--models models] [--archive DIR] [--jobs N] \
-    [--no-train]``
-    (tools/leaderboard.py)
+"""``python tools/leaderboard.py [--encodings ...] [--tasks position relation] [--seeds 0 1 2] \
+    [--resolutions 32 16 ... 24x44] [--regimes fixed sizes aspect] [--out outputs/leaderboard] [--models models] \
+    [--archive DIR] [--jobs N] [--no-train]`` (``make leaderboard``, ``python -m workbench.leaderboard``)
 
 The encoding leaderboard (about an hour or more on CPU; not for CI). Trains every encoding on each shapes2d task
 with one schedule and each seed (finished runs are reused), evaluates at every resolution with every strategy, and
 writes OUT/leaderboard.md, .json and .png: per encoding its plain strategy and its best one, mean +- std over seeds.
 With several ``--regimes`` (how the model is trained: ``fixed`` 32 px, ``sizes`` FlexiViT-style square sides of
-16-64 px, ``aspect`` random aspect ratios within the 64 tokens of 32 px; vispe.experiments.compare.REGIME_CONFIGS)
+16-64 px, ``aspect`` random aspect ratios within the 64 tokens of 32 px; ``leaderboard_runs.REGIME_CONFIGS``)
 each regime is trained and tabled like a task of its own, and one more table per task sets the regimes side by side
 (and OUT/regimes_<task>.png plots them, a panel per encoding).
 Then exports the first seed's fixed-regime checkpoints to the model zoo (MODELS/<name>/ with config, slim
 checkpoint, metrics and card; MODELS/README.md with the table and plot). With ``--archive DIR`` each run's results
-are kept in DIR too (``vispe.experiments.leaderboard.Archive``), and a run found there is read instead of trained.
+are kept in DIR too (``leaderboard_runs.Archive``), and a run found there is read instead of trained.
 """
 
 from __future__ import annotations
@@ -26,15 +25,8 @@ from vispe.encodings import list_encodings
 from vispe.encodings.build import VARIANTS as NAMED_VARIANTS
 from vispe.engine.workdir import out_folder
 from vispe.evaluation.outputs import check_target, forcing, write_json, write_text
-from vispe.experiments.compare import (
-    DEFAULT_TASKS,
-    REGIME_CONFIGS,
-    SHAPES2D_TASK_CONFIGS,
-    TASK_RESOLUTIONS,
-    task_resolutions,
-)
-from vispe.experiments.leaderboard import Archive, collect, leaderboard_runs, training_losses
-from vispe.experiments.leaderboard_report import (
+from vispe.experiments.compare import SHAPES2D_TASK_CONFIGS
+from workbench.leaderboard_report import (
     markdown,
     plot,
     regime_markdown,
@@ -43,8 +35,19 @@ from vispe.experiments.leaderboard_report import (
     task_label,
     three_cell_markdown,
 )
-from vispe.experiments.zoo import write_model_zoo
+from workbench.leaderboard_runs import (
+    DEFAULT_TASKS,
+    REGIME_CONFIGS,
+    TASK_RESOLUTIONS,
+    Archive,
+    collect,
+    leaderboard_runs,
+    task_resolutions,
+    training_losses,
+)
+from workbench.zoo import write_model_zoo
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: variants the board trains beside the registered encodings: rope_dinov3 without its training-time coordinate
 #: augmentation (on by default), to show what the augmentation does; the learned table with LaPE's per-block
 #: LayerNorms; ViTAR's fuzzy PE (a named variant, encodings.build.VARIANTS: ape_learned trained on jittered
@@ -52,6 +55,13 @@ from vispe.experiments.zoo import write_model_zoo
 VARIANTS = ('rope_dinov3:rescale=none', 'ape_learned:lape=true', 'ape_learned@fuzzy')
 #: the Three-Cell paper's rows that the main board does not train: no PE, and its 1D sine (LOOPE's raster order)
 THREE_CELL_EXTRAS = tuple(e for e in three_cell.PAPER_AVERAGES if e not in (*list_encodings(ndim=2), *VARIANTS))
+#: the checkout's folders for the outputs, the model zoo and the archive of runs (committed: the runs behind the
+#: docs' tables)
+CHECKOUT = {
+    'default_out': os.path.join(ROOT, 'outputs', 'leaderboard'),
+    'default_models': os.path.join(ROOT, 'models'),
+    'default_archive': os.path.join(ROOT, 'results', 'leaderboard'),
+}
 
 
 def main(
@@ -211,3 +221,6 @@ def board(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 if __name__ == '__main__':
     main()
+
+if __name__ == '__main__':
+    main(**CHECKOUT)

@@ -30,7 +30,13 @@ from typing import Any
 
 import torch
 
-from vispe.bench.gpu_plan import (
+from vispe.bench.measure import BenchmarkConfig, measure
+from vispe.bench.reports import write_report
+from vispe.bench.rows import SDPA_BIAS
+from vispe.bench.subjects import SDPA, build_subjects
+from vispe.bench.timing import COMPILE_WARMUP, Subject, compile_limits, compile_module, synchronize
+from vispe.evaluation.outputs import check_target, write_text
+from workbench.gpu_plan import (
     BASELINE,
     TARGET_ORDER,
     TIMM_PAIRS,
@@ -39,12 +45,7 @@ from vispe.bench.gpu_plan import (
     compile_order,
     plan_for,
 )
-from vispe.bench.measure import BenchmarkConfig, measure
-from vispe.bench.rows import SDPA_BIAS
-from vispe.bench.subjects import SDPA, build_subjects
-from vispe.bench.targets import write_report
-from vispe.bench.timing import COMPILE_WARMUP, Subject, compile_limits, compile_module, synchronize
-from vispe.evaluation.outputs import check_target, write_text
+from workbench.targets import THROUGHPUT_TARGET, mixed_targets_for
 
 
 # --- running under a budget ------------------------------------------------------------------------------------
@@ -181,6 +182,7 @@ def throughput(plan: Plan, out: Path) -> dict[str, Any]:
         amp=True,
         device=plan.device,
         work_dir=str(out / 'throughput_work'),
+        target=THROUGHPUT_TARGET,
     )
 
 
@@ -229,7 +231,7 @@ def steps(plan: Plan, out: Path, clock: Clock) -> list[Step]:
         (
             'mixed',
             f'mixed-size batches, {s.label}',
-            lambda: run_mixed_benchmark(s.config(device), plan.mixed_encodings),
+            lambda: run_mixed_benchmark(s.config(device), plan.mixed_encodings, mixed_targets_for(device)),
         ),
         ('video', f'eager, {v}', video),
         ('throughput', 'Runner against a plain loop', lambda: throughput(plan, out)),

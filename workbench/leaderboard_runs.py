@@ -15,19 +15,57 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from vispe.encodings.build import split_variant
 from vispe.evaluation.outputs import write_json
 from vispe.evaluation.trained_model import resolution_label
 from vispe.experiments.compare import (
+    SHAPES2D_TASK_CONFIGS,
     Run,
     covers,
-    entry_options,
+    encoding_option,
     final_checkpoint,
     last_checkpoint,
     shown,
     supported_strategies,
     train_and_evaluate,
 )
-from vispe.experiments.leaderboard_report import Key, task_label
+from workbench.leaderboard_report import Key, task_label
+
+#: the tasks a leaderboard trains unless told; LOOPE's Three-Cell benchmark (``three_cell_loope``) is a board of its
+#: own, asked for by name: its question is about its 14 x 14 grid, so it is asked at the training size only
+DEFAULT_TASKS = ('position', 'relation')
+#: test sizes of the leaderboard's tasks: 1x, then 0.5x-3x and 2:1 / 1:2 at the 64 tokens of 32 px
+DEFAULT_RESOLUTIONS = ('32', '16', '24', '48', '64', '96', '44x24', '24x44')
+#: tasks with test sizes of their own (and only the fixed training regime)
+TASK_RESOLUTIONS = {'three_cell_loope': ('56',)}
+
+
+def task_resolutions(task: str) -> list[str]:
+    """The test sizes a board evaluates ``task`` at when none are asked for (the first: its training size)."""
+    return list(TASK_RESOLUTIONS.get(task, DEFAULT_RESOLUTIONS))
+
+
+#: per training regime of the leaderboard, one shipped config per shapes2d task: ``fixed`` (32 px, as above),
+#: ``sizes`` (FlexiViT: one square side of 16-64 px per batch) and ``aspect`` (NaFlex: each image its own aspect
+#: ratio in [1/3, 3] within the fixed size's 64 tokens, batches of mixed sizes padded)
+REGIME_CONFIGS = {
+    'fixed': SHAPES2D_TASK_CONFIGS,
+    'sizes': {
+        'position': 'vit/vit_tiny_shapes2d_mixedres_position.py',
+        'relation': 'vit/vit_tiny_shapes2d_mixedres_relation.py',
+    },
+    'aspect': {
+        'position': 'vit/vit_tiny_shapes2d_mixedres_aspect_position.py',
+        'relation': 'vit/vit_tiny_shapes2d_mixedres_aspect_relation.py',
+    },
+}
+
+
+def entry_options(entry: str) -> list[str]:
+    """A leaderboard entry's cfg-options: an encoding spec's (``encoding_option``), or a named variant's
+    (``vispe.encodings.build.VARIANTS``): its spec's and its backbone arguments."""
+    spec, kwargs = split_variant(entry)
+    return [encoding_option(spec), *(f'model.backbone.{key}={value!r}' for key, value in kwargs.items())]
 
 
 def leaderboard_runs(
@@ -38,7 +76,7 @@ def leaderboard_runs(
     regimes: dict[str, dict[str, str]] | None = None,
 ) -> list[Run]:
     """One run per (task, encoding, seed), in ``out/<task>/<encoding>/seed<k>``; with ``regimes`` (regime -> task ->
-    config, ``compare.REGIME_CONFIGS``), one per regime too: the ``fixed`` regime there, any other in
+    config, ``REGIME_CONFIGS``), one per regime too: the ``fixed`` regime there, any other in
     ``out/<regime>/<task>/...`` and labelled ``task_label(task, regime)``, its task's table of its own."""
     plan = regimes or {'fixed': task_configs}
     return [

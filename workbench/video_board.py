@@ -19,9 +19,9 @@ from typing import Any
 from vispe.datasets.shapes_video import TASKS
 from vispe.evaluation import report
 from vispe.experiments.compare import Run, encoding_option, schedule_options, supported_strategies, train_and_sweep
-from vispe.experiments.leaderboard import Archive, collect, run_folder
-from vispe.experiments.leaderboard_report import Stats, markdown, strategy_pivot, summarize
 from vispe.sweeps.video import FRAME_FACTORS, SIZE_FACTORS, evaluate_video, factor_label, factor_order
+from workbench.leaderboard_report import Stats, markdown, strategy_pivot, summarize
+from workbench.leaderboard_runs import Archive, collect, run_folder
 
 #: the config every run starts from (its task and encoding set by cfg-options)
 CONFIG = 'video/video_tiny_rope_axial_shapes_video.py'
