@@ -1,10 +1,6 @@
-"""Rotations of b-channel blocks for rotary encodings with learned generators (ComRoPE, HARoPE, LieRE).
-
-* b = 4: so(4) splits into commuting left and right quaternion multiplications (``so4_split``), so
-  exp(t S) = exp(t a) x exp(t b), and ``isoclinic_frame`` turns both axes onto i: a fixed frame and two plane
-  rotations, so that only angles depend on the token.
-* Any b: ``expm`` (float32-accurate, with its own backward), ``exp_skew`` with closed forms for b = 2 and 4, and
-  ``apply_blocks`` / ``transform_heads`` / ``rotate_in_frame`` to apply them to q and k.
+"""Rotations of b-channel blocks for rotary encodings with learned generators (ComRoPE, HARoPE, LieRE): closed
+forms for b = 2 and 4 (so(4) as commuting quaternion multiplications, ``isoclinic_frame``), ``expm`` with its own
+backward for any b, and ``apply_blocks`` / ``transform_heads`` / ``rotate_in_frame`` to apply them to q and k.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""HARoPE: head-wise adaptive rotary position encoding (Li et al., 2025, for diffusion transformers).
+"""HARoPE: head-wise adaptive rotary position encoding (Li et al., 2025; Studentxll/HARoPE).
 
-Per head an invertible M = U diag(s) V^T (d x d) mixes the channels before 2D axial RoPE (theta = 10000):
-q -> M q and k -> M^-T k, so the score (R_m M q)^T (R_n M^-T k) = q^T M^T R(n - m) M^-T k still depends only on the
-offset. U = exp(g (A_u - A_u^T)), V = exp(g (A_v - A_v^T)) are orthogonal (g = ``generator_scale``; the authors'
-code, Studentxll/HARoPE, uses 1/2) and s = softplus(sigma) + 1e-6 > 0, so M^-T = U diag(1/s) V^T in closed form.
-Init A_u = A_v = 0, softplus(sigma) = 1: M = I up to the 1e-6, and training starts as plain RoPE.
-
-M and M^-T act on every token, prefix included (RoPE then leaves the prefix unrotated: prefix-prefix scores are
-unchanged). The strategies are rope_axial's, applied to the rotation after M. U and V come from ``expm`` once per
-forward pass; M and M^-T are rounded once to q's dtype.
+Per head an invertible M = U diag(s) V^T mixes the channels around 2D axial RoPE: q -> M q, k -> M^-T k, so the
+score q^T M^T R(n - m) M^-T k still depends only on the offset. U = exp(g (A_u - A_u^T)), V likewise (orthogonal;
+g = ``generator_scale``, the authors' 1/2), s = softplus(sigma) + 1e-6; at init M = I up to the 1e-6. M acts on every
+token, prefix included; the strategies are rope_axial's, after M.
 """
 
 from __future__ import annotations

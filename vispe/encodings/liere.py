@@ -1,13 +1,10 @@
 """LieRE: Lie rotational positional encodings (Ostmeier et al., ICML 2025; github.com/StanfordMIMI/LieRE).
 
-Token n at normalised position x_n is rotated by R(x_n) = exp(sum_a x_na A_a), one learned skew-symmetric generator
-per axis, block diagonal (J = d / b blocks of b x b), every head and layer its own. The generators need not commute:
-q . k depends on both positions; R(0) = I, R(x) is orthogonal, and along one axis R(x)^T R(y) = R(y - x).
-``generators`` (ndim, H, J, b (b - 1) / 2) hold the blocks' strict upper triangles (the reference's full tensors map
-onto them by ``raw[a, layer, h * J + j][triu]``). Positions as the reference: x = r (n / g) / (n - 1) on an n-token
-axis at training size g; off a grid, min-max per sample; prefix tokens at x = 0. b = 2 takes the rotary kernel, b = 4
-the closed form ``exp_so4``, others ``expm``. Departure: the reference ends up using layer 0's generators in every
-layer; vispe gives each layer its own (docs/encodings/rotary.md).
+Token n is rotated by R(x_n) = exp(sum_a x_na A_a), learned skew generators per axis, block diagonal (J = d / b
+blocks), per head and layer; they need not commute, so q . k depends on both positions (relative along one axis).
+``generators`` hold the blocks' strict upper triangles (the reference's ``raw[a, layer, h * J + j][triu]``).
+Positions as the reference: x = r (n / g) / (n - 1) on a grid, min-max per sample off one, 0 for prefix tokens.
+Departure: the reference ends up with layer 0's generators in every layer; vispe gives each layer its own.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Encodings for point clouds, on positions in the data's unit (ndim 3).
-
-``point_mlp`` is Point-MAE's (Pang et al., ECCV 2022): the group centres through Linear(3, 128) - GELU -
-Linear(128, D), added to the group tokens before every block; absolute. ``rope3d`` is rotary embedding on (x, y, z):
-relative, so with translation-invariant tokens (centred groups) a translated cloud gives the same logits. Points come
-in metres (or the data's unit), not tokens, so every frequency is multiplied by ``freq_scale`` (rad per unit), about
-1 / (distance between neighbouring group centres): 8 for unit-size objects with 64 groups, about 4 for clouds
-normalised into the unit sphere.
+"""Encodings for point clouds, on positions in the data's unit: ``point_mlp`` (Point-MAE's MLP of the group
+centres, absolute) and ``rope3d`` (rotary, relative; ``freq_scale`` rad per unit, about 1 / the distance between
+neighbouring group centres: 8 for unit-size objects with 64 groups).
 """
 
 from __future__ import annotations
@@ -66,22 +61,18 @@ class PointMLP(Encoding):
 
 @ENCODINGS.register_module(name='rope3d')
 class RoPE3D(VectorRoPE):
-    """Rotary embedding of ndim-D point positions (default 3: x, y, z), axial or mixed.
-
-    P_a = d // (2 ndim) pairs per axis, pair k with magnitude freq_scale / theta^(k / P_a); pairs beyond ndim P_a start
-    at frequency 0 (unrotated). Axial: group a turns with coordinate a. Mixed: rope_mixed's init generalised, per head
-    a random rotation U with group a along U's column a; learned, without weight decay. A cls token at the centroid
-    makes every logit a function of position differences, so the whole network is translation-invariant.
+    """Rotary embedding of ndim-D point positions: P_a = d // (2 ndim) pairs per axis with magnitudes
+    freq_scale / theta^(k / P_a), the remaining pairs unrotated; axial (group a turns with coordinate a) or mixed
+    (learned, each head's groups along a random rotation's columns). A centroid prefix keeps every logit relative.
 
     Args:
         dim: model width.
-        num_heads: attention heads (head dim d = dim / num_heads).
+        num_heads: attention heads.
         ndim: position dimensions (the backbone passes 3).
-        mode: 'axial' (fixed frequencies; theta 100 as rope_axial) or 'mixed' (learned per layer, head and pair; theta
-            10 as rope_mixed).
+        mode: 'axial' (fixed; theta 100) or 'mixed' (learned per layer, head and pair; theta 10).
         theta: frequency base (None: the mode's default).
         freq_scale: rad per data unit of the fastest pair.
-        prefix: where prefix tokens sit: 'centroid' (the mean of the sample's positions) or 'none' (unrotated).
+        prefix: 'centroid' (the mean of the sample's positions) or 'none' (unrotated).
     """
 
     ndims = (3,)

@@ -1,9 +1,5 @@
-"""Rotary position embeddings for vision: axial and mixed (Heo et al., "Rotary Position Embedding for Vision
-Transformer", ECCV 2024), on image and video grids, with the resolution strategies of the rotary core
-(``vispe.encodings.rotary_core``).
-
-The channel layout is timm's naver-ai RoPE-ViT's, so their weights load unchanged: pairs are interleaved channels
-(2j, 2j+1), and on images the first half of the pairs turns with the column (x), the second half with the row (y).
+"""Rotary position embeddings for vision, axial and mixed (Heo et al., ECCV 2024), on image and video grids, in
+timm's RoPE-ViT channel layout (interleaved pairs; on images the column's pairs first), so its weights load unchanged.
 """
 
 from __future__ import annotations

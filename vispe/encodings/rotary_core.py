@@ -1,15 +1,8 @@
 """The rotary core. Every rotary encoding turns channel pairs (2j, 2j+1) of q and k by angles that are sums of
-coordinate x frequency, through one real (cos, sin) table and the rotation of ``vispe.kernels.rotary``; prefix tokens
-take (1, 0) rows and pass unrotated (or sit at their sample's centroid).
-
-- Frequencies (``vispe.encodings.rotary_scaling``, re-exported here): ``frequency_ladder`` (one axis' fixed ladder),
-  ``axial_frequencies``, ``rotary_sections`` (pairs per axis), ``random_rotation`` (the mixed inits).
-- ``VectorRoPE``: frequency vectors F (ndim, H or 1, d/2), angle_j = sum_a x_a F[a, h, j], on any coordinates
-  (rope3d, STRING).
-- ``GridRoPE``: rotary encodings on token grids that know their training grid (rope_axial, rope_mixed, the video
-  RoPEs): the resolution strategies, each written once over frequencies and their ranks (``strategy_factors``; the
-  maths in ``vispe.encodings.rotary_scaling``), the table per grid (cached when the frequencies are fixed), mixed-size
-  batches rotated by rows, and YaRN's logit scale.
+coordinate x frequency, through one (cos, sin) table and ``vispe.kernels.rotary``. ``VectorRoPE``: frequency vectors
+on any coordinates (rope3d, STRING). ``GridRoPE``: encodings on token grids with a training grid (rope_axial,
+rope_mixed, HARoPE, the video RoPEs): the resolution strategies by frequency rank (``strategy_factors``, maths in
+``vispe.encodings.rotary_scaling``), the per-grid table and its cache, mixed-size batches by rows, YaRN's scale.
 """
 
 from __future__ import annotations
@@ -64,10 +57,8 @@ PREFIX_MODES = ('none', 'centroid')
 
 
 class VectorRoPE(Encoding):
-    """RoPE with frequency vectors on ndim-D coordinates: pair j of head h turns by sum_a x_a freqs[a, h, j].
-
-    Prefix tokens pass unrotated (``prefix='none'``) or sit at their sample's centroid (``'centroid'``: every logit is
-    then relative). Nothing is cached. Not registered: rope3d and STRING build on it.
+    """RoPE with frequency vectors: pair j of head h turns by sum_a x_a freqs[a, h, j]; prefix tokens unrotated
+    (``prefix='none'``) or at their sample's centroid (``'centroid'``). Nothing is cached.
 
     Args:
         freqs: (ndim, H or 1, d/2) frequency vectors in coordinate order.

@@ -126,18 +126,11 @@ def correction_ramp(
     slow: float | torch.Tensor,
     high_cap: str,
 ) -> torch.Tensor:
-    """The references' YaRN ramp over one ladder of pairs, the last dim of (..., n) ``rotations`` (turns of each
-    pair over the training extent): 0 for a pair that keeps its frequency, 1 for one that is interpolated, linear in
-    the pair index k (``ranks``: ``descending_ranks`` of the rotations, 0 = fastest) from low = floor(k(fast)),
-    clamped at 0, to high = ceil(k(slow)), clamped at 2n - 1 (``high_cap='dims'``: transformers'
-    ``find_correction_range``) or n (``'pairs'``: DyPE's), k(beta) being
-    the index of the pair turning beta times. A ladder's pair k turns r_0 rho^k times, so k(beta) = ln(r_0 / beta) /
-    ln(1 / rho), with r_0 and rho read from its fastest and slowest pair (exact for a geometric ladder; learned
-    frequencies ranked by magnitude). ``fast`` and ``slow`` may be tensors that broadcast in front (DyPE's
-    thresholds times kappa).
-
-    Both ends are clamped into [0, cap]; where they meet, the ramp is a step and the pairs after it are
-    interpolated (the references clamp one side of each end only: module doc, departures).
+    """The references' YaRN ramp over one ladder (the last dim of ``rotations``, each pair's turns over the training
+    extent): 0 keeps a pair's frequency, 1 interpolates it, linear in the pair index (``ranks``, 0 = fastest) from
+    floor(k(fast)) to ceil(k(slow)), k(beta) = ln(r_0 / beta) / ln(1 / rho) the index of the pair turning beta times
+    (r_0, rho from the fastest and slowest pair). Both ends are clamped into [0, cap], cap 2n - 1 (``high_cap='dims'``,
+    transformers') or n (``'pairs'``, DyPE's); ``fast`` and ``slow`` may be tensors broadcasting in front.
     """
     r = rotations.detach().double()
     n = r.shape[-1]

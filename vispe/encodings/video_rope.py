@@ -27,15 +27,8 @@ MROPE_LAYOUTS = ('interleaved', 'sections')
 
 class ChannelMapRoPE(GridRoPE):
     """The shared core: p_i = sum_a A[i, a] (x_a + B[i, a]) / s_a (s_a: ``interpolate``'s scales), turned by
-    w_i = theta^(-2i/d); a subclass gives A and B (``channel_map``) and each channel's axis (``set_axes``).
-
-    Args:
-        dim: the attention's width.
-        num_heads: the attention's heads.
-        ndim: position axes; only 3, (t, h, w).
-        theta: base of the frequency ladder, > 0.
-        grid_size: the training grid (t, h, w), needed by every strategy but ``none``.
-        min_pairs: the fewest channel pairs the layout needs.
+    w_i = theta^(-2i/d); a subclass gives A and B (``channel_map``) and each channel's axis (``set_axes``), and passes
+    ``min_pairs``, the fewest channel pairs its layout needs.
     """
 
     ndims: ClassVar[tuple[int, ...]] = (3,)
