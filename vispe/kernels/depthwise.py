@@ -34,7 +34,8 @@ def use_depthwise_backend(name: str | None):
 
 
 def depthwise_backend(x: torch.Tensor) -> str:
-    """``torch`` when compiling, exporting or FX-tracing, else a forced one, else ``triton`` where it works, else ``torch``."""
+    """``torch`` when compiling, exporting or FX-tracing, else a forced one, else ``triton`` where it works, else
+    ``torch``."""
     return _FORCED.choose(x, _triton_launch, kernel_works, 'torch')
 
 
