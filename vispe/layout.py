@@ -29,8 +29,7 @@ class TokenLayout:
     """Where each image of a mixed batch sits; build it with ``make_layout``. Derived tensors are cached per device.
 
     Attributes (per image, in input order): ``grids`` (h, w), ``rows`` its row, ``slots`` its place among its row's
-    images, ``starts`` where its segment begins; ``num_rows`` B, ``prefix_per_image`` P, ``length`` T.
-    """
+    images, ``starts`` where its segment begins; ``num_rows`` B, ``prefix_per_image`` P, ``length`` T."""
 
     grids: tuple[tuple[int, int], ...]
     rows: tuple[int, ...]

@@ -98,12 +98,11 @@ def build_backbone_encodings(
     grid: bool = True,
     **extra_context: Any,
 ) -> tuple[nn.ModuleDict, list[nn.ModuleDict]]:
-    """Build ``spec`` (a name, a config dict or a list of them) for a ``depth``-block backbone.
-
-    Returns one ModuleDict of the model-level encodings (embed / after_block hooks) and ``depth`` of the per-layer ones
-    (built with ``layer_index=i``), keyed by registry name. Raises ValueError before building for a width not divisible
-    by ``num_heads``, an encoding ``backbone`` cannot serve, or two rotary encodings. Each encoding gets the context it
-    names: dim, num_heads, ndim, grid_size (the training grid), depth and ``extra_context``.
+    """Build ``spec`` (a name, a config dict or a list of them) for a ``depth``-block backbone: one ModuleDict of the
+    model-level encodings (embed / after_block hooks) and ``depth`` of the per-layer ones (``layer_index=i``), keyed by
+    registry name. Raises ValueError before building for a width not divisible by ``num_heads``, an encoding
+    ``backbone`` cannot serve, or two rotary encodings. Each encoding gets the context it names: dim, num_heads,
+    ndim, grid_size (the training grid), depth and ``extra_context``.
     """
     check_heads(dim, num_heads, backbone)
     cfgs = normalize_spec(spec)
@@ -169,11 +168,8 @@ def pe_blocks(
 
 class EncodingHost(nn.Module):
     """What a backbone says about its encodings: model-level ones in ``self.pe``, per-layer ones in
-    ``blocks[i].attn.pe``.
-
-    It declares, once for timm's and vispe's optimizer builders, the parameters without weight decay and the layers of
-    layer-wise decay (the stem and ``pe``, then each block with its per-layer encodings).
-    """
+    ``blocks[i].attn.pe``; it declares, once for timm's and vispe's optimizer builders, the parameters without weight
+    decay and the layers of layer-wise decay (the stem and ``pe``, then each block with its per-layer encodings)."""
 
     #: parameter-name prefixes of the stem besides ``pe``: the embeddings before the first block
     stem_prefixes: ClassVar[tuple[str, ...]] = ()
@@ -249,10 +245,7 @@ class EncodingHost(nn.Module):
 
 class PEBackbone(EncodingHost):
     """The forward protocol: ``tokens`` (inputs -> embedded tokens (B, N, D) and ``Positions``), then ``run_blocks``.
-
-    A subclass builds its encodings with ``build_encodings``, supplies ``tokens``, and has ``blocks[i](x, pos,
-    *block_args)``.
-    """
+    A subclass builds its encodings (``build_encodings``), supplies ``tokens``, has ``blocks[i](x, pos, *args)``."""
 
     #: recompute each block's activations in the backward pass (timm's ``set_grad_checkpointing`` sets it)
     grad_checkpointing: bool = False

@@ -266,8 +266,7 @@ class DiT(PEBackbone):
         check_patch_multiple('DiT', (height, width), (self.patch_size, self.patch_size))
 
     def tokens(self, x: torch.Tensor, noise_level: torch.Tensor | None = None) -> tuple[torch.Tensor, Positions]:
-        """Images (B, C, H, W) -> tokens (B, h*w, D), embed hooks applied, and their positions (with
-        ``noise_level``)."""
+        """Images (B, C, H, W) -> tokens (B, h*w, D), embed hooks applied, and positions (with ``noise_level``)."""
         check_image_dims('DiT', x.shape)
         check_channels('DiT', 'the input', x.shape, self.x_embedder.proj.weight.shape[1])
         check_input_dtype('DiT', x, self.x_embedder.proj.weight)
@@ -303,10 +302,8 @@ class DiT(PEBackbone):
         crop: torch.Tensor | None = None,
         noise_level: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """x (B, C, H, W) at network time ``t`` (B,) with labels ``y`` -> (B, C_out, H, W).
-
-        ``noise_level``: the same time in [0, 1] (1: pure noise), for the strategies that follow it (DyPE).
-        """
+        """x (B, C, H, W) at network time ``t`` (B,) with labels ``y`` -> (B, C_out, H, W); ``noise_level``: the same
+        time in [0, 1] (1: pure noise), for the strategies that follow it (DyPE)."""
         tokens, pos = self.tokens(x, noise_level)  # (B, h*w, D)
         c = self.condition(t, y, crop, x.shape[0])  # (B, D)
         tokens = self.run_blocks(tokens, pos, c)

@@ -1,9 +1,7 @@
 """A multi-view transformer: V views through one shared patch embedding, joint attention over all views' tokens, and
-positions that carry each token's view and camera (``vispe.positions.Cameras``).
-
-Camera encodings see every token with its camera; image encodings work per view (embed ones on each view's grid, rotary
-ones by each token's (row, col) in its view). Encodings that need one grid (peg, lepe, irpe) are refused.
-"""
+positions that carry each token's view and camera (``vispe.positions.Cameras``). Camera encodings see every token with
+its camera; image encodings work per view (embed ones on each view's grid, rotary ones by each token's (row, col) in
+its view); encodings that need one grid (peg, lepe, irpe) are refused."""
 
 from __future__ import annotations
 

@@ -16,11 +16,9 @@ from vispe.registry import MODELS
 
 
 def farthest_point_sample(xyz: Tensor, num: int, start: Tensor | None = None) -> Tensor:
-    """Indices (B, num) of ``num`` points of ``xyz`` (B, N, 3) picked by farthest-point sampling.
-
-    The first pick is ``start`` (B,) (default point 0, as open3d); each next one is the point farthest from those picked
-    (the first on ties), by squared distance in float32 or wider.
-    """
+    """Indices (B, num) of ``num`` points of ``xyz`` (B, N, 3) picked by farthest-point sampling: the first is
+    ``start`` (B,) (default point 0, as open3d), each next one the point farthest from those picked (the first on ties),
+    by squared distance in float32 or wider."""
     if xyz.dim() != 3:
         raise ValueError(f'xyz must be (B, N, D) points, got shape {tuple(xyz.shape)}')
     B, N, _ = xyz.shape
@@ -67,10 +65,8 @@ def group_points(xyz: Tensor, num_groups: int, group_size: int) -> tuple[Tensor,
 
 
 class MiniPointNet(nn.Module):
-    """Point-MAE's group encoder: (B, G, K, 3) -> (B, G, embed_dim), invariant to point order within a group.
-
-    LayerNorm where Point-MAE has BatchNorm, so a token does not depend on the other clouds of the batch.
-    """
+    """Point-MAE's group encoder: (B, G, K, 3) -> (B, G, embed_dim), invariant to point order within a group; LayerNorm
+    where Point-MAE has BatchNorm, so a token does not depend on the other clouds of the batch."""
 
     def __init__(self, embed_dim: int, hidden: int = 128, in_dim: int = 3) -> None:
         super().__init__()

@@ -39,9 +39,8 @@ class VideoTransformer(PEBackbone):
         global_pool: 'token' (the cls token) or 'avg' (the mean of the tubelet tokens).
 
     ``forward(clips, time_spacing=None)``: (B, C, T, H, W), T divisible by the tubelet and H, W by the patch -> (B,
-    num_classes). ``time_spacing`` is the time between tubelets in units of the training clips' (2 at half the training
-    frame rate; None: the model's ``time_spacing``). A list of (C, T_i, H_i, W_i) clips gives one row per clip, each
-    size run as one batch.
+    num_classes); ``time_spacing``: the time between tubelets in the training clips' units (2: half the training frame
+    rate; None: the model's). A list of (C, T_i, H_i, W_i) clips gives one row per clip, each size one batch.
     """
 
     #: the tubelet embedding and the cls token (layer 0 of layer-wise lr decay, with the model-level encodings)

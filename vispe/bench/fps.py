@@ -1,15 +1,9 @@
 """vispe's batched farthest-point sampling against open3d's ``farthest_point_down_sample``: time and coverage.
 
-Both are timed side by side in one process (interleaved rounds, median), on the same primitives3d clouds: vispe's
-on the whole (B, N, 3) batch at once (CPU or CUDA), open3d one cloud after another (CPU; that is its API). Coverage
-is measured for both and for a random subset of the same size:
-
-- covering radius: the largest distance from a point of the cloud to its nearest pick (smaller covers better;
-  farthest-point sampling is within 2x of the best possible);
-- spread: the smallest distance between two picks (larger spreads better).
-
-Both start from point 0 and take the first farthest point on ties, so their picks should be the same points;
-``same picks`` reports the share of clouds where they are.
+Both are timed side by side (interleaved rounds, median) on the same primitives3d clouds, vispe's on the whole batch,
+open3d's cloud by cloud. Coverage, for both and a random subset of the same size: the covering radius (the largest
+distance from a point to its nearest pick; smaller is better) and the spread (the smallest distance between two
+picks; larger is better). Both start from point 0 and take the first farthest point on ties: their picks should agree.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """Speed and memory of positional encodings: one training step (forward + backward) per encoding.
 
-The benchmark in three parts: ``subjects`` builds one subject per row (the whole model, or one attention
-layer, with that encoding; plus an ``sdpa`` row at attention level), ``timing`` measures them and
-``reports`` prints and writes the report this module assembles.
-
-Every subject is built first, in one process, from the same seed; all are warmed up; the repeats are then
-interleaved (round-robin, the starting subject rotating each round) so that drift from other processes, clock
-changes or heat falls on every encoding alike. Medians are reported, with min and a ratio to the baseline, the
-peak memory of one step, and the SDPA kernel the step ran (read from the profiler's aten ops: flash, efficient,
-cudnn or math on CUDA, cpu-flash on CPU, none when the attention weights were materialised).
-
-Options: ``amp`` runs the forward under bf16 autocast; ``compile`` compiles each subject with
-``nn.Module.compile`` before the warm-up. ``measure_scaling`` repeats the benchmark at 224, 448 and 672 px and
-reports how each encoding's cost grows against the baseline's (rotary and embed encodings should grow like plain
-attention; bias encodings carry N^2 tables).
+``subjects`` builds one subject per row, ``timing`` measures them and ``reports`` prints and writes the report this
+module assembles. ``measure_scaling`` repeats the benchmark at 224, 448 and 672 px: how each cost grows against the
+baseline's.
 """
 
 from __future__ import annotations
@@ -44,10 +33,8 @@ from vispe.bench.timing import (
 
 
 def default_out_path(model: str, img_size: tuple[int, int], level: str, run: str | None = None) -> Path:
-    """outputs/benchmark/<model>_<size>_<level>_<run>.json, size '224' when square else '224x320'; ``run`` is the
-    short hash of the run's settings (``settings_id``), so runs of other encodings, batches or devices never share a
-    file (without it the name ends at the level). A '/' in the model name ('DiT-S/2') becomes '-', so the report
-    stays in outputs/benchmark/."""
+    """outputs/benchmark/<model>_<size>_<level>_<run>.json: size '224' or '224x320', ``run`` the ``settings_id`` (the
+    name ends at the level without it), '/' in the model name ('DiT-S/2') replaced by '-'."""
     h, w = img_size
     name = model.replace('/', '-')
     tail = f'_{run}' if run else ''
@@ -138,9 +125,8 @@ SCALING_SIZES = (224, 448, 672)
 
 
 def measure_scaling(cfg: BenchmarkConfig, sizes: Sequence[int] = SCALING_SIZES) -> dict[str, Any]:
-    """The benchmark at each square size (each size's subjects built, measured and freed before the next), and
-    per encoding its time at every size relative to the baseline there, plus its growth from the first size to
-    the last divided by the baseline's growth (1.0 = grows like the baseline)."""
+    """The benchmark at each square size (each size's subjects freed before the next): per encoding its ratio to the
+    baseline at every size and its growth from first to last size over the baseline's (1.0: grows alike)."""
     reports = []
     for size in sizes:
         sized = replace(cfg, img_size=normalize_img_size(size))

@@ -1,26 +1,11 @@
 """What a batch of mixed image sizes costs: one training step (forward + backward) of a fixed-size batch, of a padded
-mixed batch and of a packed one, side by side in one process, at the same token count.
+mixed batch and of a packed one, side by side in one process, at the same token count and with the same weights.
 
-- ``fixed``: B images of the benchmark's size, N = h * w patch tokens and P prefix tokens (cls, registers) each:
-  B rows of T = P + N tokens.
-- ``padded``: B images at native aspect ratios (log-uniform in [1/3, 3]) under the token budget N (NaFlex: the
-  largest grid of that aspect ratio with at most N tokens), one per row, padded to the longest: at most B * T token
-  slots, of which the real tokens are a few percent fewer.
-- ``packed``: FlexiViT-style square sizes (sides uniform from half the grid to the grid), packed first-fit by
-  decreasing size (``vispe.layout``: each image its P prefix tokens and its patches) into rows of T tokens; the
-  images of the B fullest rows are kept, so the packed batch has the fixed batch's B x T tensor. What the rows
-  cannot hold is padding: the report gives the real tokens (patches and prefix tokens) beside the slots, and the
-  cost per real token.
-- ``padded (flexi)``: the packed batch's images, padded one per row instead: what packing saves.
-
-With ``cfg.amp`` every forward runs under bf16 autocast (``subjects.training_step``).
-
-The rounds are interleaved as in the encoding benchmark (``timing.interleaved_times``) and every model has the
-same weights. A ratio is the median over rounds of the round's time over the fixed batch's in that round
-(``timing.paired_ratio``: the machine's drift cancels; the ratio of the medians is in the JSON too), with a 90%
-bootstrap interval over the rounds (``timing.ratio_interval``). Given targets (layout -> the most its batch may cost
-against the fixed one), each row is judged on that interval: met, missed, or undecided when the noise spans the
-target.
+``fixed``: B images of T = P + N tokens (P prefix, N patches); ``padded``: B images at native aspect ratios under the
+budget N (``native_grids``), one per row, padded to the longest; ``packed``: square sizes (``flexi_grids``) packed
+first-fit into rows of T tokens, the B fullest rows kept (``packed_rows``), so the batch is the fixed one's B x T
+tensor; ``padded (flexi)``: the packed images padded one per row instead. A ratio is ``timing.paired_ratio`` of the
+round's step over the fixed batch's, judged against a target on ``timing.ratio_interval`` (``verdict``).
 """
 
 from __future__ import annotations
@@ -73,9 +58,8 @@ def flexi_grids(grid: tuple[int, int], total: int, generator: torch.Generator) -
 
 
 def packed_rows(grids: Sequence[tuple[int, int]], capacity: int, rows: int, prefix: int = 0) -> list[tuple[int, int]]:
-    """The grids, in input order, that first-fit packing (``vispe.layout.make_layout``, each image its ``prefix``
-    tokens and its patches, rows of ``prefix + capacity`` tokens) puts in its ``rows`` fullest rows: at most the
-    fixed batch's tensor of ``rows`` images of ``capacity`` patch tokens."""
+    """The grids, in input order, that first-fit packing (``vispe.layout.make_layout``) puts in its ``rows`` fullest
+    rows of ``prefix + capacity`` tokens: at most the fixed batch's tensor."""
     layout = make_layout(grids, prefix, 'pack', capacity)
     fill = [0] * layout.num_rows
     for (h, w), row in zip(layout.grids, layout.rows):
@@ -189,8 +173,8 @@ def run_mixed_benchmark(
 
 
 def verdict(interval: Sequence[float], target: float) -> str:
-    """'met' when the whole 90% interval of the ratio is at or under ``target``, 'missed' when it is all above,
-    otherwise 'undecided' (the timings' noise spans the target: more repeats, or a quieter machine, decide it)."""
+    """'met' when the whole 90% interval of the ratio is at or under ``target``, 'missed' when all of it is above,
+    else 'undecided' (the noise spans the target)."""
     lo, hi = interval
     return 'met' if hi <= target else 'missed' if lo > target else 'undecided'
 

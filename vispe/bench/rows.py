@@ -1,15 +1,10 @@
 """Benchmark rows that are not an encoding of the benchmark's model (``subjects`` builds them):
 
-* ``timm:<name>`` and ``vispe:<name>`` (model level): a whole model by its timm name, randomly initialised (nothing
-  is downloaded), at the benchmark's image size and with its model arguments: ``timm.create_model(name)``, timm's
-  own model, or ``vispe.create_model(name)``, vispe's model of that name with the encoding the name implies. Side
-  by side they answer "what does vispe cost against timm's own implementation": e.g. timm's Eva
-  ``vit_small_patch16_rope_mixed_224`` against the ``VisionTransformerPE`` with rope_mixed that vispe builds for
-  that name (the same layer scale, pooling and table layout), or timm's DINOv3 ``vit_small_patch16_dinov3``
-  against vispe's. ``vispe.create_model('vit_small_patch16_224')`` is the ``ape_learned`` row of that model.
-* ``sdpa_bias`` (attention level): the plain attention layer (the ``sdpa`` row) with a learned (1, H, N, N)
-  additive bias passed to SDPA as its float mask, its gradient computed: the floor under any encoding that adds
-  a logit bias, so that an encoding's attention core can be read against SDPA alone and against that floor.
+* ``timm:<name>`` / ``vispe:<name>`` (model level): a whole model, randomly initialised, at the benchmark's image size
+  and model arguments: timm's own model against vispe's of that name (Eva ``vit_small_patch16_rope_mixed_224``,
+  DINOv3 ``vit_small_patch16_dinov3``); ``vispe:vit_small_patch16_224`` is that model's ``ape_learned`` row.
+* ``sdpa_bias`` (attention level): the ``sdpa`` layer with a learned (1, H, N, N) float mask, its gradient computed:
+  the floor under any encoding that adds a logit bias.
 """
 
 from __future__ import annotations

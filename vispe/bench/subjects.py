@@ -1,25 +1,8 @@
-"""What the benchmark times: one subject (``timing.Subject``) per row, built from the same seed.
+"""What the benchmark times: one ``timing.Subject`` per row, every row built from the same seed.
 
-* ``model`` level: the whole model on random images: a timm ViT name with cross-entropy on random labels, or a DiT
-  name (``DiT-S/2``, ``DiT-Ti/4``, ...: ``vispe.backbones.dit.dit``) with the diffusion MSE on random times and labels.
-* ``model`` level, ``--model multiview``: the tiny multi-view transformer of the camera configs (4 px patches,
-  width 128, 4 blocks, 4 heads; ``--model-kwargs`` change them) on MULTIVIEW_VIEWS random posed views with
-  random depth maps, the squared output plus the encodings' auxiliary losses (3DPPE's depth loss); rows are camera
-  encodings (default: every one the model takes), against ``plucker``.
-* ``model`` level, ``--model video``: the tiny space-time ViT of the video configs (8 frames in tubelets of 2, 4 px
-  patches, width 128, 4 blocks, 4 heads; ``--model-kwargs`` change them, ``num_frames`` included) on random clips of
-  the image size, cross-entropy on random labels; rows are video encodings (default: ``VIDEO_DEFAULT``), against
-  ``ape_learned``.
-* ``attention`` level: one vispe ``Attention`` layer of the model's width and heads on (B, N, D) random tokens of
-  the grid the image size gives, holding the model's own first-layer encoding instance; plus an ``sdpa`` row (the
-  same layer with no encoding). A model-level encoding (embed / after_block hooks, e.g. ``ape_learned``) is timed
-  as its hook on the tokens followed by that plain layer (``EncodedAttention``).
-
-A row is an encoding spec of ``vispe.encodings.build.parse_encoding_spec``: 'a+b' combines, 'name:key=value' sets
-arguments; or a named variant (``vispe.encodings.build.VARIANTS``: a spec with further ViT arguments, e.g.
-'ape_learned@fuzzy', model level); or one of ``rows``'s: a whole model by name ('timm:<name>', 'vispe:<name>',
-model level) or ``sdpa_bias`` (attention level: SDPA with a learned bias).
-"""
+``model`` level: a training step of the whole model (a timm ViT, a DiT, ``multiview`` or ``video``) on random inputs;
+``attention`` level: one vispe ``Attention`` layer on random tokens of the image's grid, a model-level encoding as its
+hook followed by that layer. The models and the row specs are described in the speed guide ("What is timed")."""
 
 from __future__ import annotations
 
@@ -79,8 +62,7 @@ def family(model: str) -> str:
 
 
 def default_rows(model: str) -> list[str]:
-    """The rows a family times when none are given: every encoding its backbone takes (the camera ones for the
-    multi-view model, ``VIDEO_DEFAULT`` where registered for video)."""
+    """Every encoding the family's backbone takes (the camera ones for multiview, ``VIDEO_DEFAULT`` for video)."""
     if family(model) == 'multiview':
         return multiview_camera_encodings()
     if family(model) == 'video':
@@ -103,11 +85,8 @@ def _classes(name: str) -> list[type[Encoding]]:
 def resolve_encodings(
     encodings: Sequence[str] | None, baseline: str, level: str = 'model', model: str = ''
 ) -> list[str]:
-    """Row names: the baseline first, then the rest in the given order (default: every encoding ``model``'s family
-    takes), duplicates dropped, each validated.
-
-    An unknown name raises vispe's ValueError (it lists the closest registered names).
-    """
+    """Row names: the baseline first, then the rest in order (default: ``default_rows``), duplicates dropped; an
+    unknown name raises vispe's ValueError (it lists the closest registered names)."""
     if family(model) in (MULTIVIEW, VIDEO) and level != 'model':
         raise ValueError(f'the {family(model)} model is benchmarked whole: use --level model')
     names = list(dict.fromkeys([baseline, *(default_rows(model) if encodings is None else encodings)]))
@@ -126,9 +105,8 @@ def resolve_encodings(
 
 
 def encoding_kind(name: str) -> str:
-    """For a row spec: 'bias' (a logit bias or a value term over the attention weights: N^2 tables), 'rotary'
-    (rotates q and k), 'value' (a term computed from V alone), 'embed' (changes the tokens); 'none' for the
-    plain-attention row, 'bias' for ``sdpa_bias``, 'model' for a whole model named by a 'timm:' or 'vispe:' row."""
+    """'bias' (logit bias or value term over the attention weights: N^2 tables), 'rotary', 'value' (from V alone),
+    'embed' (changes the tokens); 'none' for ``sdpa``, 'bias' for ``sdpa_bias``, 'model' for 'timm:' / 'vispe:' rows."""
     if name == SDPA:
         return 'none'
     if name == SDPA_BIAS:
@@ -184,8 +162,7 @@ def _ready(model: Model, cfg: BenchmarkConfig) -> Model:
 
 
 def _patch_embed(model: VisionTransformerPE | DiT) -> Any:
-    """The model's patch embedding: timm's PatchEmbed (or HybridEmbed, ...), which timm types as its untyped
-    ``embed_layer`` returns; its ``proj`` and ``patch_size`` are read."""
+    """The model's patch embedding (timm's PatchEmbed, HybridEmbed, ...): its ``proj`` and ``patch_size`` are read."""
     return model.x_embedder if isinstance(model, DiT) else model.patch_embed
 
 
@@ -228,8 +205,7 @@ def multiview_camera_encodings() -> list[str]:
 
 
 def _multiview_subject(cfg: BenchmarkConfig, name: str) -> Subject:
-    """A multi-view training step: the squared output and the encodings' auxiliary losses, on random posed views
-    (cameras 3-4.5 from the origin looking near it, fields of view 40-70 degrees) with random depth maps."""
+    """A multi-view training step: the squared output plus the auxiliary losses, on random posed views with depths."""
     if name in VARIANTS or is_model_row(name):
         raise ValueError(f'row {name!r} is a ViT row; the multi-view model takes encodings only')
     args = dict(patch_size=4, embed_dim=128, depth=4, num_heads=4) | dict(cfg.model_kwargs)
@@ -253,8 +229,7 @@ def _multiview_subject(cfg: BenchmarkConfig, name: str) -> Subject:
 
 
 def _video_subject(cfg: BenchmarkConfig, name: str) -> Subject:
-    """A video training step: cross-entropy on random labels of random clips of ``VIDEO_ARGS['num_frames']`` (or
-    --model-kwargs') frames of the image size."""
+    """A video training step: cross-entropy on random labels of random clips of the image size."""
     if name in VARIANTS or is_model_row(name):
         raise ValueError(f'row {name!r} is a ViT row; the video model takes encodings only')
     args = VIDEO_ARGS | dict(cfg.model_kwargs)

@@ -1,18 +1,10 @@
 """Training throughput of the mmengine Runner against a plain PyTorch loop over the same model, data and optimizer:
 what the Runner's hooks, message hub, logging and optimizer wrapper cost on top of the training step.
 
-Both loops train the config's model in one process for ``warmup + iters`` iterations a round and time the last
-``iters`` (images/s, data fetch included; CUDA synchronised at the window's two ends only). Rounds alternate which
-loop goes first, so drift falls on both; the report gives medians over rounds and ``ratio = plain / runner``
-(1.0: no overhead).
-
-The Runner runs as users run it (the config's hooks, optimizer wrapper and schedulers); ``prepare_config`` changes
-only what a measurement needs: an ``IterBasedTrainLoop`` of ``warmup + iters`` iterations, an ``InfiniteSampler`` in
-place of a ``DefaultSampler`` (mmengine's loop sleeps 2 s when a finite sampler runs out), no validation, a
-CheckpointHook that saves nothing, ``log_level='WARNING'`` (lines formatted, not printed), a fixed seed and a fresh
-work_dir per round. The plain loop builds the same model (same seed, ``init_weights``), dataloader
-(``Runner.build_dataloader``) and optimizer (the ``optim_wrapper`` config's, used directly): ``zero_grad``, loss
-forward, ``backward``, ``step``; no scheduler, no logging, no ``.item()``.
+Each round trains both for ``warmup + iters`` iterations and times the last ``iters`` (images/s, data fetch included;
+CUDA synchronised at the window's ends only), alternating which goes first; ``ratio = plain / runner`` of the medians.
+The Runner runs as users run it, changed only where a measurement needs it (``prepare_config``); the plain loop is
+``zero_grad``, forward, ``backward``, ``step``, with no scheduler, no logging and no ``.item()``.
 """
 
 from __future__ import annotations
@@ -102,9 +94,9 @@ def prepare_config(
     cfg_options: dict | None = None,
     work_dir: str | None = None,
 ) -> Config:
-    """The config as both loops use it: ``warmup + iters`` iterations of an IterBasedTrainLoop, an InfiniteSampler
-    in place of a DefaultSampler, no validation, no checkpoint saved, WARNING-level logs, a fixed seed (see the
-    module docstring). ``work_dir`` is the parent of the rounds' work dirs (a temporary folder when None)."""
+    """The config both loops use: ``warmup + iters`` iterations of an IterBasedTrainLoop, an InfiniteSampler for a
+    DefaultSampler (mmengine's loop sleeps 2 s when a finite one runs out), no validation or checkpoint, WARNING-level
+    logs, a fixed seed; ``work_dir``: the parent of the rounds' work dirs (a temporary folder when None)."""
     if iters < 1 or warmup < 0:
         raise ValueError(f'iters must be >= 1 and warmup >= 0, got iters={iters} warmup={warmup}')
     cfg = load_config(config, cfg_options, work_dir=work_dir or tempfile.gettempdir())
@@ -210,9 +202,8 @@ def run_runner(
 
 
 def _endless(dataloader: Iterable) -> Iterator:
-    """The dataloader's batches without end; a finite sampler starts its next epoch (``set_epoch``) when it runs
-    out, without the 2 s pause of mmengine's iteration loop (an InfiniteSampler never runs out). The first
-    iterator is made now, as IterBasedTrainLoop makes it when built (it draws a seed from the global RNG)."""
+    """The dataloader's batches without end, a finite sampler starting its next epoch (``set_epoch``) without mmengine's
+    2 s pause; the first iterator is made now, as IterBasedTrainLoop does (it draws a seed from the global RNG)."""
     first = iter(dataloader)
 
     def batches() -> Iterator:
@@ -237,8 +228,7 @@ def run_plain_loop(
     compile: bool = False,
     keep_state: bool = False,
 ) -> LoopRun:
-    """Train the config's model in a plain PyTorch loop (see the module docstring) and time its last ``iters``
-    iterations."""
+    """Train the config's model in a plain PyTorch loop and time its last ``iters`` iterations."""
     device = device or default_device()
     randomness = cfg.get('randomness') or {}
     with DefaultScope.overwrite_default_scope(cfg.get('default_scope')):

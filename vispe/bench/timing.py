@@ -1,10 +1,6 @@
-"""How the benchmark measures a subject (one training step of one row): wall time over interleaved rounds, the peak
-memory of one step, the SDPA kernel it ran, and the limits under which compiled subjects run.
-
-Every subject is warmed up first; the repeats are then interleaved (round-robin, the starting subject rotating each
-round) so that drift from other processes, clock changes or heat falls on every encoding alike. Memory and the SDPA
-kernel are read after timing, so that the profiler's overhead never touches the times.
-"""
+"""How the benchmark measures a subject (one training step of one row): wall time over interleaved rounds (all warmed
+up first; round-robin, the starting subject rotating, so drift falls on every row alike), then the peak memory of one
+step and the SDPA kernel it ran (after timing, so the profiler never touches the times)."""
 
 from __future__ import annotations
 
@@ -56,11 +52,8 @@ COMPILE_SCOPES = ('model', 'blocks')
 
 
 def compile_module(module: nn.Module, scope: str = 'model', backend: str | Callable[..., Any] = 'inductor') -> None:
-    """``nn.Module.compile`` in place: the module, or with ``scope='blocks'`` each of its ``blocks`` (a ViT's, a
-    DiT's, timm's Eva: the region that repeats). A model's blocks are the same code on parameters of the same shapes,
-    so dynamo compiles the first and every other block reuses that graph (vispe's encodings recompile nothing from
-    block to block, tests/test_compile.py): a fraction of a whole model's compilation time, with patch embedding and
-    head left eager. A module without ``blocks`` (an attention-level row) is compiled whole."""
+    """``nn.Module.compile`` in place: the module, or with ``scope='blocks'`` each of its ``blocks`` (dynamo compiles
+    the first and the others reuse its graph; patch embedding and head stay eager); without ``blocks``, the whole."""
     if scope not in COMPILE_SCOPES:
         raise ValueError(f'compile scope must be one of {COMPILE_SCOPES}, got {scope!r}')
     blocks = getattr(module, 'blocks', None)
@@ -78,10 +71,8 @@ def compile_subjects(subjects: Sequence[Subject], scope: str = 'model') -> None:
 
 
 def compile_limits(num_subjects: int) -> AbstractContextManager[None]:
-    """A context for running compiled subjects: subjects of one class share their forward's code object, and dynamo
-    keeps a bounded number of compiled versions per code object before it runs eager. Inside, the limits fit every
-    row, and hitting them raises instead of timing eager code under a 'compiled' label; outside, torch's defaults
-    stay as they were."""
+    """A context for running compiled subjects (those of one class share their forward's code object): dynamo's
+    recompile limits fit every row, hitting them raises rather than timing eager code, and exiting restores them."""
     import torch._dynamo
 
     config = torch._dynamo.config
@@ -126,9 +117,8 @@ def interleaved_times(subjects: Sequence[Steppable], warmup: int, repeats: int, 
 
 
 def paired_ratio(times: Sequence[float], base: Sequence[float]) -> float:
-    """The median over rounds of times[r] / base[r], for two subjects timed in the same interleaved rounds: each
-    round's pair runs seconds apart, so a drift of the machine's speed (a step's time moves by 10-25% from round to
-    round on a shared 2-core virtual machine) falls on both and cancels, where a ratio of the two medians keeps it."""
+    """The median over rounds of times[r] / base[r], for two subjects timed in the same interleaved rounds: a drift of
+    the machine's speed falls on both of a round's pair and cancels, where a ratio of the two medians keeps it."""
     return statistics.median(_per_round(times, base).tolist())  # the mean of the middle two for an even count
 
 
@@ -143,8 +133,7 @@ def ratio_interval(
     times: Sequence[float], base: Sequence[float], level: float = 0.9, resamples: int = 2000, seed: int = 0
 ) -> tuple[float, float]:
     """A bootstrap interval of ``paired_ratio(times, base)``: rounds drawn with replacement, ``level`` of the
-    resampled medians of the per-round ratios between the bounds. Seeded, so a report is reproducible from its
-    times."""
+    resampled medians between the bounds; seeded, so a report is reproducible from its times."""
     per_round = _per_round(times, base)
     gen = torch.Generator().manual_seed(seed)
     rounds = torch.randint(len(per_round), (resamples, len(per_round)), generator=gen)
@@ -164,10 +153,8 @@ MEMORY_METHODS = {
 
 @contextmanager
 def profiled(**kwargs: Any) -> Iterator[Any]:
-    """``torch.profiler.profile(activities=[CPU], **kwargs)`` with the native log lines of its start and stop
-    (kineto's 'USDT ... profiler_start', 'gpuGetDeviceCount failed' on a machine without a GPU) kept off stderr: a
-    benchmark's output is its table. Only the profiler's own start and stop write there; the step runs between them
-    with stderr as it was."""
+    """``torch.profiler.profile(activities=[CPU], **kwargs)`` with the native log lines of its start and stop kept off
+    stderr; the step between them writes to stderr as usual."""
     from torch.profiler import ProfilerActivity, profile
 
     prof = profile(activities=[ProfilerActivity.CPU], **kwargs)

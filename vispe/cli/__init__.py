@@ -1,13 +1,6 @@
-"""The ``vispe`` command (``python -m vispe``): one subcommand per tool, the same flags and outputs as tools/*.py
-in a checkout, working from an installed vispe (configs are files or shipped configs' names, e.g.
-vit/vit_tiny_shapes2d_position.py; ``vispe configs`` lists them).
-
-    vispe train CONFIG [--work-dir D] [--resume] [--cfg-options k=v ...]
-    vispe eval-resolution CONFIG CKPT --resolutions 32 48 64 --out DIR
-    vispe infer [CONFIG] CKPT IMAGE [IMAGE ...] [--topk 5]
-    vispe compare --encodings ape_learned rope_mixed [--epochs 30]
-    vispe demo
-"""
+"""The ``vispe`` command (``python -m vispe``): one subcommand per tool, the same flags and outputs as tools/*.py in a
+checkout, working from an installed vispe (configs are files or shipped configs' names; ``vispe configs`` lists
+them)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""``vispe compare --tasks position relation --encodings ape_learned rope_mixed irpe+ape_learned \
-    [--epochs 30] [--resolutions 32 48 64] [--out outputs/compare]``  (tools/compare_encodings.py is this command)
-
-Compares encodings on shapes2d tasks at several resolutions, same schedule and seed for every encoding. Each run
-is trained, then evaluated at the resolutions (in process); finished runs are reused. Prints a markdown table per
-task and writes OUT/summary.json and OUT/summary_<task>.png.
-"""
+"""``vispe compare --tasks position relation --encodings ape_learned rope_mixed irpe+ape_learned [--epochs 30]
+[--resolutions 32 48 64] [--out outputs/compare]`` (tools/compare_encodings.py is this command): encodings trained on
+shapes2d tasks with one schedule and seed, then evaluated at the resolutions (finished runs reused); a markdown table
+per task, OUT/summary.json and OUT/summary_<task>.png."""
 
 from __future__ import annotations
 

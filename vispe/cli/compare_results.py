@@ -1,15 +1,7 @@
-"""Merge several runs' sweep results into one table and one figure:
-
-vispe compare-results A/eval/results.json B/eval/results.json [--labels a b] --out DIR [--metric fd]
-
-Each run is labelled by its folder (as many trailing folder names as keep the labels apart) or by --labels. Writes
-DIR/comparison.md (printed too), DIR/comparison.json (the merged pivot and its sources) and DIR/comparison.png.
-Results of different sweep kinds (resolution, points, cameras, generation, ...: vispe.sweeps.registry.SWEEPS), or a
-file that is not a sweep's results.json, are refused: one table compares like with like. A sweep that did not
-finish (interrupted, or with failed cells) is labelled '(incomplete: ...)' in every row; one that holds no results
-is refused by name.
-(tools/compare_results.py in a checkout is this command)
-"""
+"""``vispe compare-results A/eval/results.json B/eval/results.json [--labels a b] --out DIR [--metric fd]``
+(tools/compare_results.py is this command): several runs' results of one sweep kind merged into DIR/comparison.md
+(printed), comparison.json and comparison.png. Runs are labelled by their folders (or --labels); results of another
+kind, or not a sweep's, are refused; an unfinished sweep is labelled '(incomplete: ...)', an empty one refused."""
 
 from __future__ import annotations
 

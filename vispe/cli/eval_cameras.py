@@ -1,11 +1,6 @@
-"""vispe eval-cameras CONFIG CKPT [--settings train fov_wide views_4] --out DIR (tools/eval_cameras.py is this
-command): a multi-view checkpoint at camera settings it never saw (field of view, image size, views, distance).
-
-Settings are named in the config's ``camera_eval.settings`` (overrides of the test set). Writes DIR/results.json as
-each setting finishes and DIR/results.png at the end, and prints a table of mean 3D error / share within the
-threshold. A rerun into the same DIR reuses the finished settings (--force recomputes them); a DIR of another
-checkpoint's or config's results is refused.
-"""
+"""``vispe eval-cameras CONFIG CKPT [--settings train fov_wide views_4] --out DIR`` (tools/eval_cameras.py is this
+command): a multi-view checkpoint at the camera settings named in the config's ``camera_eval.settings``, into
+DIR/results.json and DIR/results.png as a resumable sweep."""
 
 from __future__ import annotations
 

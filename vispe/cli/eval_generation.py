@@ -1,13 +1,8 @@
-"""vispe eval-generation CONFIG CKPT --resolutions 32 48 64 --samples-per-class 8 [--strategy none yarn ...] \
-    --out DIR [--classifier-checkpoint PTH | --no-fd]      (tools/eval_generation.py is this command)
-
-Samples a diffusion checkpoint at several resolutions and scores the samples offline. Writes DIR/results.json
-(eval_resolution's schema, one row per metric) and DIR/samples_<strategy>_<res>.png as each (strategy, resolution)
-cell finishes and prints one table per metric: object count and attribute accuracy (%), FD and KID in a shapes2d
-classifier's feature space, held-out denoising MSE. The classifier comes from the config's generation_eval (or the
-flags below). A rerun into the same DIR reuses the finished cells (--force recomputes them); a DIR of another
-checkpoint's, config's or sample settings' results is refused.
-"""
+"""``vispe eval-generation CONFIG CKPT --resolutions 32 48 64 --samples-per-class 8 [--strategy none yarn ...] --out DIR
+[--classifier-checkpoint PTH | --no-fd]`` (tools/eval_generation.py is this command): a diffusion checkpoint sampled
+at several resolutions and scored offline (object count and attributes, FD and KID, denoising MSE) into
+DIR/results.json and DIR/samples_<strategy>_<res>.png as a resumable sweep; the FD classifier is the config's
+``generation_eval`` one unless given."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""``vispe eval-points CONFIG CKPT [--points 512 1024 2048] [--scales 1 1.5 2] --out DIR``
-(tools/eval_points.py is this command)
-
-Defaults come from the config's ``point_eval`` (1x / 2x / 4x the training points, scales 1 / 1.5 / 2). Writes
-DIR/results.json as each cell finishes and DIR/results.png at the end, and prints a table. A rerun into the same DIR
-reuses the finished cells (--force recomputes them); a DIR of another checkpoint's or config's results is refused.
-"""
+"""``vispe eval-points CONFIG CKPT [--points 512 1024 2048] [--scales 1 1.5 2] --out DIR`` (tools/eval_points.py is
+this command): a point checkpoint at other point counts and scales (defaults: the config's ``point_eval``), into
+DIR/results.json and DIR/results.png as a resumable sweep."""
 
 from __future__ import annotations
 

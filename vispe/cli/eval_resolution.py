@@ -1,14 +1,7 @@
-"""``vispe eval-resolution CONFIG CKPT [--resolutions 16 24 32 48 64 96 32x64 64x32] [--strategy none ...]
---out DIR``
-(tools/eval_resolution.py is this command)
-
-Without --resolutions it sweeps 0.5x, 0.75x, 1x, 1.5x, 2x and 3x the training size (rounded to the patch) and a tall
-(2:1) and a wide (1:2) size at the training token count (``checkpoints.default_resolutions`` states the rounding).
-
-Writes DIR/results.json as each (strategy, resolution) cell finishes and DIR/results.png at the end, and prints a
-table. A rerun into the same DIR reuses the finished cells (--force recomputes them); a DIR holding another
-checkpoint's or config's results is refused. A cell out of memory is retried at half the batch size, down to 1.
-"""
+"""``vispe eval-resolution CONFIG CKPT [--resolutions 16 24 32 48 64 96 32x64 64x32] [--strategy none ...] --out DIR``
+(tools/eval_resolution.py is this command): a checkpoint at other resolutions (by default
+``vispe.evaluation.trained_model.default_resolutions``) under each strategy, into DIR/results.json and
+DIR/results.png as a resumable sweep."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """``vispe eval-video CONFIG CKPT [--frames 4 8 16 32] [--sizes 16 24 32 48 64] [--strategy none ...]
-[--time tubelets|clip] --out DIR`` (tools/eval_video.py is this command)
-
-Without --frames and --sizes it sweeps T/2, T, 2T and 4T frames at the training frame size, and 0.5x, 0.75x, 1x,
-1.5x and 2x the frame size at the training frame count (rounded to the tubelet and the patch), under every strategy
-the model's encodings support. ``--time clip`` tells the model each clip's frame rate (positions at T_train / T
-apart) instead of counting tubelets (``vispe.sweeps.video``).
-
-Writes DIR/results.json as each cell finishes and DIR/results.png at the end, and prints a table. A rerun into the
-same DIR reuses the finished cells (--force recomputes them); a DIR of another checkpoint's or config's results is
-refused.
-"""
+[--time tubelets|clip] --out DIR`` (tools/eval_video.py is this command): a video checkpoint at other frame counts and
+frame sizes (``vispe.sweeps.video``), into DIR/results.json and DIR/results.png as a resumable sweep."""
 
 from __future__ import annotations
 

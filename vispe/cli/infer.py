@@ -1,14 +1,7 @@
-"""``vispe infer [CONFIG] CKPT FILE [FILE ...] [--topk 5]`` (tools/infer.py is this command): classify image files
-with a trained image classifier and print the top-k classes, with their names, one line per file.
-
-CONFIG (a .py file or a shipped config's name) is optional: without it, the config the checkpoint was trained from
-is used, as vispe's runner records it in the checkpoint as data (``vispe.engine.config_record``; the Python text
-mmengine also saves there is never run). Each file is prepared as the config's test images are (resized
-and centre-cropped to the test size, or to its size under a NaFlex token budget, and normalised); class names are
-the training data set's (an ImageFolder's class folders), which mmengine saves in the checkpoint. A file that cannot
-be read is one ``error: FILE: problem`` line on stderr and the others are still classified; the exit status is then
-1, after a count of the files that failed.
-"""
+"""``vispe infer [CONFIG] CKPT FILE [FILE ...] [--topk 5]`` (tools/infer.py is this command): classify image files,
+prepared as the config's test images, and print the top-k class names per file. Without CONFIG, the config the
+checkpoint records as data (``vispe.engine.config_record``; its Python text is never run). An unreadable file is one
+``error: FILE: problem`` line on stderr, the others still classified, exit status 1."""
 
 from __future__ import annotations
 
@@ -27,8 +20,7 @@ from vispe.evaluation.trained_model import load_model
 
 
 def split_paths(paths: Sequence[str]) -> tuple[str | None, str, list[str]]:
-    """(config or None, checkpoint, image files) of the positional arguments: a first one ending in .py is the
-    config."""
+    """(config or None, checkpoint, files) of the positional arguments: a first one ending in .py is the config."""
     config = paths[0] if paths and paths[0].endswith('.py') else None
     rest = list(paths[1:] if config else paths)
     if len(rest) < 2:

@@ -1,14 +1,7 @@
-"""Classify your own point clouds (.ply, .pcd, .xyz, .pts) or meshes (.off, .obj, .stl) with a trained point model:
-
-    vispe infer-points CONFIG CKPT FILE [FILE ...] [--topk 3] [--frame bbox]
-
-Each file is farthest-point sampled to the config's test point count and put in its data set's frame (primitives3d:
-centred on its bounding box, in the data's unit; ModelNet40: centred and scaled into the unit sphere) before the
-model sees it. Prints the top-k classes with their probabilities, one line per file. A file that cannot be read is
-one `error: FILE: problem` line on stderr and the others are still classified; the exit status is then 1, after a
-count of the files that failed. A cloud with under half of the point count is classified, with a warning.
-(tools/infer_points.py in a checkout is this command)
-"""
+"""``vispe infer-points CONFIG CKPT FILE [FILE ...] [--topk 3] [--frame bbox]`` (tools/infer_points.py is this
+command): classify point clouds (.ply, .pcd, .xyz, .pts) or meshes (.off, .obj, .stl), each sampled and framed as the
+config's test set, one line per file. An unreadable file is one ``error: FILE: problem`` line on stderr, the others
+still classified, exit status 1; a cloud under half the point count is classified with a warning."""
 
 from __future__ import annotations
 

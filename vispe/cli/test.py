@@ -1,12 +1,6 @@
-"""vispe test CONFIG CKPT [--non-strict] (tools/test.py is this command): test a checkpoint with the mmengine Runner
-and print its metrics.
-
-The checkpoint must fit the model the config builds, key for key and shape for shape; a mismatch is refused naming
-the keys. ``--non-strict`` loads what fits and lists the keys it left at their initial values.
-
-Another test size and a resolution strategy are config entries: ``--cfg-options test_dataloader.dataset.image_size=64
-model.backbone.encoding.strategy=interpolate`` (an encoding given by name becomes ``dict(type=name, strategy=...)``).
-"""
+"""``vispe test CONFIG CKPT [--non-strict]`` (tools/test.py is this command): test a checkpoint with the mmengine
+Runner and print its metrics. The checkpoint must fit the config's model key for key and shape for shape
+(``--non-strict`` loads what fits and lists the rest); another test size or strategy is a ``--cfg-options`` entry."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Safe checkpoint loading: ``torch.load(weights_only=True)`` everywhere, with an exact allow-list.
-
-mmengine stores its MessageHub (``HistoryBuffer`` with numpy arrays) in every checkpoint; ``allow_mmengine_checkpoints``
-allow-lists exactly those classes, so resume works while arbitrary pickled code is refused. Buffers are saved without
-their class-level statistics functions, which would need ``builtins.getattr`` on the list.
+"""Safe checkpoint loading: ``torch.load(weights_only=True)`` everywhere, with an exact allow-list of the classes of
+mmengine's MessageHub (``allow_mmengine_checkpoints``), so resume works while arbitrary pickled code is refused.
+Buffers are saved without their class-level statistics functions, which would need ``builtins.getattr`` on the list.
 """
 
 from __future__ import annotations
@@ -53,10 +51,7 @@ def _mmengine_local_loader(filename: str, map_location: Any = None) -> dict[str,
 
 def allow_mmengine_checkpoints() -> None:
     """Make mmengine checkpoints load safely, process-wide, and route the Runner's local loading through
-    ``load_checkpoint``.
-
-    Idempotent; ``import vispe`` calls it.
-    """
+    ``load_checkpoint``. Idempotent; ``import vispe`` calls it."""
     from mmengine.runner.checkpoint import CheckpointLoader
 
     torch.serialization.add_safe_globals(mmengine_safe_globals())
@@ -172,10 +167,8 @@ def load_checkpoint(
 
 
 def upgrade_state(model: nn.Module, state: dict[str, Any], path: str | None = None) -> dict[str, Any]:
-    """A copy of ``state`` after each submodule's ``upgrade_state(state, prefix)`` filled in or refused its entries.
-
-    A refusal is a ValueError, or with ``path`` a ``CheckpointError`` naming the file.
-    """
+    """A copy of ``state`` after each submodule's ``upgrade_state(state, prefix)`` filled in or refused its entries; a
+    refusal is a ValueError, or with ``path`` a ``CheckpointError`` naming the file."""
     state = dict(state)
     try:
         for prefix, module in model.named_modules():
@@ -238,10 +231,8 @@ _STEP = re.compile(r'(?:epoch|iter)_(\d+)\.pth$')
 
 
 def pointed_checkpoint(work_dir: str) -> tuple[str | None, str | None]:
-    """(path, note) of the checkpoint ``work_dir``'s ``last_checkpoint`` names, taken from ``work_dir`` itself.
-
-    A copied work dir's absolute pointer resolves to the same file name in ``work_dir``; nothing outside is taken.
-    """
+    """(path, note) of the checkpoint ``work_dir``'s ``last_checkpoint`` names, taken from ``work_dir`` itself: a copied
+    work dir's absolute pointer resolves to the same file name in ``work_dir``; nothing outside is taken."""
     pointer = osp.join(work_dir, 'last_checkpoint')
     if not osp.isfile(pointer):
         return None, None

@@ -178,10 +178,8 @@ class VispeRunner(Runner):
         strict: bool | None = None,
         revise_keys: list = [(r'^module\.', '')],  # noqa: B006 (mmengine's signature)
     ) -> dict:
-        """mmengine's ``load_checkpoint``, strict unless ``load_strict = False`` (resumes always).
-
-        Outside training, the encodings' training grid then follows what the checkpoint's run trained on.
-        """
+        """mmengine's ``load_checkpoint``, strict unless ``load_strict = False`` (resumes always); outside training,
+        the encodings' training grid then follows what the checkpoint's run trained on."""
         strict = True if self._resuming else (self._load_strict if strict is None else strict)
         checkpoint = self._preloaded.pop(filename, None) or _load_checkpoint(filename, map_location=map_location)
         if isinstance(checkpoint.get('meta'), dict):  # mmengine's resume runs meta['config'] as Python: never

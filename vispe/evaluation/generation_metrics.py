@@ -1,11 +1,7 @@
 """Offline metrics for class-conditional generation on Shapes2D 'shape_color': objects, attributes, FD and KID.
 
-- ``find_objects``: pixels that are at least half one palette colour over black, within a residual, form per-colour
-  masks, split into 8-connected components; small ones are dropped.
-- shape: soft IoU of a component's coverage with the five analytic shapes, rendered by shapes2d's renderer, placed and
-  sized by the component's moments; no learned model, so the same at every resolution.
-- Frechet distance and KID on the pooled pre-logit features of a vispe classifier (``ShapesFeatures``).
-"""
+Objects are 8-connected components of per-colour masks; a shape is the analytic template of best soft IoU (rendered by
+shapes2d, placed and sized by the component's moments). FD and KID use a vispe classifier's features."""
 
 from __future__ import annotations
 
@@ -81,16 +77,11 @@ def find_objects(
     min_coverage: float = MIN_COVERAGE,
     max_residual: float = MAX_RESIDUAL,
 ) -> list[list[Component]]:
-    """The objects of each image: 8-connected components of each palette colour, at least ``min_area`` large.
+    """The objects of each image (``Component``s, largest first): 8-connected components of each palette colour.
 
-    Args:
-        images: (B, 3, H, W) in [-1, 1].
-        palette: RGB colours in [0, 1]; other colours are background.
-        min_area: smallest component kept, as a fraction of H * W.
-        min_coverage: a pixel is of colour c when it is at least this much of c over black, within ``max_residual``.
-        max_residual: that tolerance (RGB distance, [0, 1] scale).
-
-    Returns one list per image of ``Component``, largest first.
+    ``images``: (B, 3, H, W) in [-1, 1]; ``palette``: RGB in [0, 1], other colours are background. A pixel is of colour
+    c when at least ``min_coverage`` of c over black, within RGB distance ``max_residual``; components smaller than
+    ``min_area`` of H * W are dropped.
     """
     if images.shape[0] > CHUNK:  # bounds the (B, K, 3, H, W) temporaries of the colour fit
         return [
@@ -149,10 +140,8 @@ def _soft_iou(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def shape_scores(component: Component, shapes: Sequence[str] = SHAPE_COLOR_SHAPES) -> dict[str, float]:
-    """Soft IoU of the component's coverage with each shape, placed at its centroid and sized to its area.
-
-    The coverage is first divided by its upper quartile, so a darker or brighter shade has the same shape.
-    """
+    """Soft IoU of the component's coverage with each shape, placed at its centroid and sized to its area; the coverage
+    is first divided by its upper quartile, so a darker or brighter shade has the same shape."""
     height, width = component.mask.shape
     top, left, bottom, right = component.bbox
     r0, c0, r1, c1 = max(top - 2, 0), max(left - 2, 0), min(bottom + 2, height), min(right + 2, width)
@@ -196,10 +185,7 @@ def object_metrics(
     min_iou: float = MIN_SHAPE_IOU,
 ) -> dict[str, float]:
     """Count, colour, shape and attribute accuracy of images generated for 'shape_color' ``labels`` (colour *
-    len(shapes) + shape).
-
-    Every share is over all samples: one without exactly one object fails all of them.
-    """
+    len(shapes) + shape), each over all samples: one without exactly one object fails all of them."""
     labels = torch.as_tensor(labels).flatten().tolist()
     if len(labels) != images.shape[0]:
         raise ValueError(f'{images.shape[0]} images but {len(labels)} labels')
@@ -225,12 +211,12 @@ def object_metrics(
 class ShapesFeatures(nn.Module):
     """Pooled pre-logit features of a vispe classifier, as torchmetrics' custom FID / KID feature extractor.
 
-    ``forward``: (B, 3, H, W) in [-1, 1], H and W divisible by the patch -> (B, num_features) float32, at the generated
-    resolution (not resized), so distances compare only between sets of one resolution; eval mode, no grad.
+    ``forward``: (B, 3, H, W) in [-1, 1], H and W divisible by the patch -> (B, num_features) float32 at that resolution
+    (not resized), so distances compare only sets of one resolution; always eval mode, no grad.
 
     Args:
         classifier: a vispe ``ImageClassifier`` (its ``backbone`` is used) or a vispe / timm ViT.
-        mean: the classifier's input normalisation, applied to images mapped to [0, 1]; 0.5 / 0.5 passes them unchanged.
+        mean: the classifier's input normalisation of images mapped to [0, 1]; 0.5 / 0.5 passes them unchanged.
         std: see ``mean``.
     """
 
@@ -319,11 +305,9 @@ def generation_metrics(
     kid_subset_size: int = 1000,
     batch_size: int = 256,
 ) -> dict[str, float]:
-    """All offline generation metrics of ``fake`` (N, 3, H, W) in [-1, 1] generated for ``labels``.
-
-    The ``object_metrics`` shares; with ``real`` images of the same resolution and a ``feature_module`` also ``fd``,
-    ``kid_mean`` and ``kid_std``.
-    """
+    """All offline metrics of ``fake`` (N, 3, H, W) in [-1, 1] generated for ``labels``: the ``object_metrics``
+    shares; with ``real`` images of the same resolution and a ``feature_module``, ``fd``, ``kid_mean`` and
+    ``kid_std`` too."""
     results = object_metrics(fake, labels, shapes, palette)
     if feature_module is not None:
         if real is None:

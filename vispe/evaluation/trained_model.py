@@ -60,11 +60,10 @@ def default_resolutions(
     aspects: Sequence[float] = DEFAULT_ASPECTS,
 ) -> list[Resolution]:
     """The resolutions eval_resolution runs by default: ``scales`` x the training size, then the ``aspects`` (height /
-    width) at the training token count.
+    width) at the training token count; ints for a square training size, else (H, W) pairs, duplicates listed once.
 
     A scaled side is rounded to the nearest multiple of the patch (halves up), at least one patch. An aspect a >= 1 at N
     tokens has its short side round(sqrt(N / a)) tokens (round(sqrt(N a)) for a < 1) and its long side round(N / short).
-    A square training size gives ints, else (H, W) pairs; duplicates are listed once.
     """
     (th, tw), (ph, pw) = _hw(train), _hw(patch)
     out: list[Resolution] = []
@@ -159,11 +158,9 @@ def label_by_checkpoint(cfg: Any, meta: dict | None) -> None:
 
 
 def load_model(cfg: Any, checkpoint: str, device: str) -> tuple[torch.nn.Module, dict]:
-    """(the config's model with the checkpoint's weights on ``device``, in eval mode; the checkpoint's meta).
-
-    The checkpoint must fit key for key unless ``load_strict = False``. Its encodings' training grid follows the
-    checkpoint (a warning where it differs), and the data sets label by its class names.
-    """
+    """(the config's model with the checkpoint's weights on ``device``, in eval mode; the checkpoint's meta). The
+    checkpoint must fit key for key unless ``load_strict = False``; the encodings' training grid follows the checkpoint
+    (a warning where it differs), and the data sets label by its class names."""
     init_default_scope(cfg.get('default_scope', 'vispe'))
     model = MODELS.build(copy.deepcopy(cfg.model))
     ckpt = load_checkpoint(checkpoint, model, strict=cfg.get('load_strict', True))
@@ -271,11 +268,8 @@ def rank_classes(
     batch_size: int,
     logits: Callable[[list[Any]], torch.Tensor],
 ) -> list[dict[str, Any]]:
-    """Give every result holding a sample under ``key`` its ``'top'`` ``topk`` (class, probability) pairs, batches
-    through ``logits``; the sample is dropped.
-
-    ValueError when the model's outputs and the class names differ in number.
-    """
+    """Give every result holding a sample under ``key`` its ``'top'`` ``topk`` (class, probability) pairs, batched
+    through ``logits``, and drop the sample; ValueError when the outputs and the class names differ in number."""
     good = [r for r in results if key in r]
     for start in range(0, len(good), batch_size):
         chunk = good[start : start + batch_size]

@@ -1,10 +1,7 @@
-"""Train-and-sweep comparisons of encodings: each run trains in process (``vispe.engine.train``, what ``vispe train``
-runs), is evaluated at several resolutions (``vispe.sweeps.resolution``, what ``vispe eval-resolution`` runs), and
-lands in one summary (JSON, PNG per task, a table). Configs are files or shipped configs' names (vit/...), so a
-comparison runs from an installed vispe as from a checkout.
-
-Finished runs are reused (a run is finished when its last checkpoint is the config's final epoch) and
-unfinished ones resume, so a comparison can be interrupted and started again.
+"""Train-and-sweep comparisons of encodings: each run trains in process (``vispe.engine.train``), is evaluated at
+several resolutions (``vispe.sweeps.resolution``) and lands in one summary (JSON, PNG per task, a table). Configs are
+files or shipped configs' names, so a comparison runs from an installed vispe. Finished runs (last checkpoint at the
+config's final epoch) are reused and unfinished ones resume, so a comparison can be interrupted and started again.
 """
 
 from __future__ import annotations
@@ -51,9 +48,8 @@ class Run:
 
 
 def encoding_option(encoding: str) -> str:
-    """'rope_mixed+peg' -> the cfg-option selecting that encoding list. A spec with several options
-    ('loope:order=raster,context=false') becomes a Python literal of its parts, which ``--cfg-options`` reads whole:
-    as a plain value it would be split into a list on its commas."""
+    """'rope_mixed+peg' -> the cfg-option selecting that encoding list; a spec with several options
+    ('loope:order=raster,context=false') becomes a Python literal, which ``--cfg-options`` reads whole, unsplit."""
     if ',' in encoding:
         return f'model.backbone.encoding={parse_encoding_spec(encoding)!r}'
     names = encoding.split('+')
@@ -62,8 +58,7 @@ def encoding_option(encoding: str) -> str:
 
 
 def schedule_options(epochs: int | None) -> list[str]:
-    """Override the number of epochs of the adamw_short schedule (warm-up 1 epoch, then the cosine, which follows the
-    run's length by itself)."""
+    """Override the epochs of the adamw_short schedule (warm-up 1 epoch, then a cosine following the run's length)."""
     if epochs is None:
         return []
     if epochs < 2:
@@ -111,8 +106,7 @@ def final_checkpoint_name(cfg) -> str:
 
 
 def train(run: Run, log: Callable[[str], None] = print) -> str:
-    """Train one run in process, reusing a finished one and resuming an interrupted one; returns its final
-    checkpoint."""
+    """Train one run in process, reusing a finished run and resuming an interrupted one; returns its last checkpoint."""
     ckpt = final_checkpoint(run)
     if ckpt:
         log(f'reusing {shown(ckpt)}')
@@ -155,9 +149,8 @@ def train_and_evaluate(run: Run, resolutions: Sequence[str], log: Callable[[str]
 
 
 def train_and_sweep(run: Run, sweep: Sweep, log: Callable[[str], None] = print) -> dict:
-    """Train (or reuse / resume) one run, then evaluate it with ``sweep`` at its config's default settings
-    (``evaluate_points``, ``evaluate_cameras``) into ``work_dir/eval`` (reused when newer than the checkpoint);
-    returns its results.json."""
+    """Train (or reuse / resume) one run, then evaluate it with ``sweep`` at its config's default settings into
+    ``work_dir/eval`` (reused when newer than the checkpoint); returns its results.json."""
     ckpt = train(run, log)
     out = os.path.join(run.work_dir, 'eval')
     evaluate(run, ckpt, sweep, out, log=log)  # finished cells are reused where nothing they depend on changed

@@ -1,17 +1,11 @@
 """A depthwise K x K convolution (stride 1, zero padding) over the patch tokens of a token-major sequence (LePE).
 
 Input (B, T, C), channels contiguous, any batch and token strides (timm's fused qkv slice is read in place); the tokens
-after ``num_prefix`` form an (h, w) grid. Output (B, T, C): the conv on the patch tokens, zero on the prefix.
-
-Backends, per call (``depthwise_backend``):
-
-- ``triton``: CUDA tensors in eager mode (``vispe.kernels.depthwise_triton``): one read of the values, float32
-  accumulation, one write; the backward is the same kernel with the flipped filter, and deterministic per-block partial
-  sums for the filter's gradient. Checked once per device against the reference (``kernel_works``); on failure, a
-  warning and the ``torch`` path.
-- ``torch``: ``F.conv2d`` on a channels-last view of the tokens; on CPU, and when compiling, exporting or tracing.
-
-Both agree to float32 rounding, forward and backward.
+after ``num_prefix`` form an (h, w) grid. Output (B, T, C): the conv on the patch tokens, zero on the prefix. Backends
+(``depthwise_backend``), equal to float32 rounding, forward and backward: ``triton`` (CUDA eager, ``depthwise_triton``:
+float32 accumulation; the backward is the flipped-filter conv and deterministic per-block partial sums for the
+filter; checked once per device, else a warning and ``torch``) and ``torch`` (``F.conv2d`` on a channels-last view;
+on CPU, and when compiling, exporting or tracing).
 """
 
 from __future__ import annotations
@@ -40,8 +34,8 @@ def use_depthwise_backend(name: str | None):
 
 
 def depthwise_backend(x: torch.Tensor) -> str:
-    """``torch`` when compiling, exporting or FX-tracing; else a forced one; else ``triton`` for CUDA tensors the
-    checked kernel takes; else ``torch``."""
+    """``torch`` when compiling, exporting or FX-tracing, else a forced one, else ``triton`` where it works, else
+    ``torch``."""
     return _FORCED.choose(x, _triton_launch, kernel_works, 'torch')
 
 

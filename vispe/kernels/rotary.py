@@ -1,21 +1,13 @@
 """The one rotation every rotary encoding applies: interleaved channel pairs (x_2j, x_2j+1) of q and k turned by
 per-token angles, from a real (cos, sin) table.
 
-Table: float32 (..., N, d/2, 2) of (cos a, sin a) per token and pair (``cos_sin_table``), broadcast over batch
-and heads; or rows (R, G, d/2, 2), G = 1 or H, with a (B, N) index of each token's row (``rotate_qk_rows``). Prefix
-tokens take (1, 0). The rotation runs in float32 and returns the input dtype; ``scale`` multiplies the result before
-the cast; ``inverse`` turns by -a.
-
-Backends, per call (``rotary_backend``):
-
-- ``triton``: CUDA tensors in eager mode (``vispe.kernels.rotary_triton``): q and k in one pass, float32 registers,
-  token-major outputs like timm's; the backward is the same kernel at -a, also writing the table's gradient when it
-  needs one. Checked once per device (``kernel_works``); on failure, a warning and the complex path.
-- ``complex``: CPU eager: pairs times the table, both viewed as complex64.
-- ``torch``: the real-valued reference, x0 c - x1 s and x0 s + x1 c; under ``torch.compile``, ``torch.export`` and FX
-  traces (TorchScript-compatible).
-
-Every backend agrees with the reference to float32 rounding, forward and backward.
+Table: float32 (..., N, d/2, 2) of (cos a, sin a) per token and pair (``cos_sin_table``), broadcast over batch and
+heads; or rows (R, G, d/2, 2), G = 1 or H, with a (B, N) index of each token's row (``rotate_qk_rows``). Prefix tokens
+take (1, 0). The rotation runs in float32 and returns the input dtype; ``scale`` multiplies before the cast; ``inverse``
+turns by -a. Backends (``rotary_backend``), equal to the reference to float32 rounding, forward and backward:
+``triton`` (CUDA eager, ``rotary_triton``: q and k in one pass, the backward the same kernel at -a; checked once per
+device, else a warning and ``complex``), ``complex`` (CPU eager: pairs times the table as complex64) and ``torch``
+(the real reference x0 c - x1 s, x0 s + x1 c; under compile, export and FX traces; TorchScript-compatible).
 """
 
 from __future__ import annotations

@@ -130,12 +130,9 @@ def launch(
     inverse: bool,
     inputs: list[torch.Tensor] | None = None,
 ) -> tuple[list[torch.Tensor], torch.Tensor | None]:
-    """Rotate one or two (B, H, N, d) tensors (any strides) by ``table`` (dense, or rows with ``index``) times
-    ``scale``; outputs are token-major like timm's q and k.
-
-    In a backward, ``inputs`` (the forward's inputs) asks for the table's per-token gradient (B, H, N, d/2, 2) float32
-    in the same pass; else None.
-    """
+    """Rotate one or two (B, H, N, d) tensors (any strides) by ``table`` (dense, or rows with ``index``) times ``scale``
+    into token-major outputs like timm's q and k. In a backward, ``inputs`` (the forward's) asks for the table's
+    per-token float32 gradient (B, H, N, d/2, 2) in the same pass."""
     xs = [x if x.stride(-1) == 1 else x.contiguous() for x in xs]
     ys = [y if y.stride(-1) == 1 else y.contiguous() for y in inputs] if inputs is not None else list(xs)
     B, H, N, d = xs[0].shape

@@ -1,13 +1,10 @@
 """The one engine behind every evaluation sweep: cells run in order and ``DIR/results.json`` is rewritten atomically
-after each, so an error, an out-of-memory cell or Ctrl-C never loses a finished cell.
-
-* Resumable: a rerun into the same folder reuses the finished cells' rows; ``force=True`` recomputes everything.
-* Refusing: results of another checkpoint, config, data, version or sweep (``vispe.sweeps.identity``) are neither reused
-  nor overwritten (``SweepConflict``).
-* Out-of-memory safe: a cell is retried at half the batch size down to 1, then recorded under ``failed``.
-
-results.json keeps each sweep's schema and adds ``failed``, ``complete``, ``sweep``, the identity fields and
-``other_rows`` (rows of cells an earlier run asked for and this one did not).
+after each, so an error, an out-of-memory cell or Ctrl-C never loses a finished cell. A rerun reuses the finished
+cells (``force=True`` recomputes); results of another checkpoint, config, data, version or sweep
+(``vispe.sweeps.identity``) are neither reused nor overwritten (``SweepConflict``); a cell out of memory is retried at
+half the batch size down to 1, then recorded under ``failed``. results.json keeps each sweep's schema and adds
+``failed``, ``complete``, ``sweep``, the identity fields and ``other_rows`` (rows of cells an earlier run asked for and
+this one did not).
 """
 
 from __future__ import annotations
@@ -182,10 +179,8 @@ def run_sweep(
     log: Log = print,
 ) -> Row:
     """Run ``cells`` in order, reusing finished ones (unless ``force``) and writing ``out_dir/results.json`` after each;
-    returns the final document.
-
-    Raises SweepConflict before computing anything when ``out_dir`` holds results of another identity.
-    """
+    returns the final document. Raises SweepConflict before computing anything when ``out_dir`` holds results of
+    another identity."""
     names = [c.name for c in cells]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:

@@ -124,11 +124,8 @@ def sweep_generation(
     show_progress: bool = False,
 ) -> dict[str, Any]:
     """Sample and score ``checkpoint`` at each resolution and strategy, one cell each (``run_sweep`` into ``out_dir``,
-    plus a sample grid per cell).
-
-    ``classifier``: (config, checkpoint) of the FD / KID feature extractor, or None. Out of memory, a cell halves its
-    sampling batch.
-    """
+    plus a sample grid per cell); ``classifier``: (config, checkpoint) of the FD / KID feature extractor, or None. Out
+    of memory, a cell halves its sampling batch."""
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     model, meta = trained_model.load_model(cfg, checkpoint, device)
     if not hasattr(model, 'sample'):

@@ -1,9 +1,6 @@
 """Robustness of a classifier to its input translated by a fraction of a patch (``vispe eval-patch-shift``): every test
-image rolled by 0, 1/4, 1/2, 3/4 and 1 patch along x, y and diagonally.
-
-The roll (``torch.roll``) keeps every pixel and wraps round the border. A whole patch moves every patch onto the next
-one's place; a fraction cuts them anew. It measures robustness only where the label does not move with the image
-(Shapes2D ``relation``, not ``position``). Shift 0 is the resolution sweep's training-resolution cell. Schema::
+image rolled (``torch.roll``: wrapping round, every pixel kept) by 0, 1/4, 1/2, 3/4 and 1 patch along x, y and
+diagonally; meaningful only where the label does not move with the image (Shapes2D ``relation``). Schema::
 
     {"config": ..., "checkpoint": ..., "train_resolution": ..., "metric": "accuracy", "patch_size": [4, 4],
      "translation": "roll",

@@ -163,12 +163,9 @@ def sweep(
     log: Log = print,
     resize: str | None = None,
 ) -> dict[str, Any]:
-    """Evaluate ``checkpoint`` at each resolution and strategy, one cell each; returns the results dict (``run_sweep``
-    into ``out_dir``).
-
-    ``resize``: how a test set of image files meets another aspect ratio ('crop', 'pad', 'stretch'); a procedural one
-    takes none. ``resolutions`` None: ``default_resolutions`` of the training size and patch.
-    """
+    """Evaluate ``checkpoint`` at each resolution (None: ``default_resolutions`` of the training size and patch) and
+    strategy, one cell each; returns the results dict (``run_sweep`` into ``out_dir``). ``resize``: how a test set of
+    image files meets another aspect ratio ('crop', 'pad', 'stretch'); a procedural one takes none."""
     opened = open_classifier(cfg, checkpoint, device, metric_key, resize)
     model, settings, train = opened.model, opened.settings, opened.header['train_resolution']
     strategies = check_strategies(model, strategies)
