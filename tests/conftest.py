@@ -1,5 +1,7 @@
 import gc
 import os
+import socket
+import subprocess
 import sys
 
 import pytest
@@ -98,3 +100,31 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+def torchrun_cmd(config: str, work_dir, *extra: str) -> list:
+    """tools/train.py under torchrun, 2 CPU processes (gloo), on a free port (a fixed one collides with another run
+    of the tests, or with a worker of this one)."""
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        port = sock.getsockname()[1]
+    run = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2', '--master_port', str(port)]
+    return [*run, 'tools/train.py', config, '--work-dir', str(work_dir), '--launcher', 'pytorch', *extra]
+
+
+#: epochs of the DDP run below; 32 images / (2 ranks x batch 8) = 2 iterations an epoch
+DDP_EPOCHS = 4
+
+
+@pytest.fixture(scope='session')
+def ddp_run(tmp_path_factory):
+    """One uninterrupted DDP run through torchrun (test_tools' check of DDP training, and test_interrupted's
+    reference for a killed and resumed DDP run), started once: (config, work dir, its log). Tests that take it are
+    marked ``xdist_group('ddp')`` so that one worker runs them all."""
+    from test_tools import tiny_config
+
+    tmp = tmp_path_factory.mktemp('ddp')
+    config = tiny_config(tmp, epochs=DDP_EPOCHS, samples=32)
+    proc = subprocess.run(torchrun_cmd(config, tmp / 'whole'), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return config, tmp / 'whole', proc.stdout + proc.stderr
