@@ -15,14 +15,17 @@ TINY_VIT = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, m
 
 
 def pytest_configure(config):
-    """Under pytest-xdist (make test), each worker takes its share of the cores as torch threads, and so do the
-    processes its tests start (OMP_NUM_THREADS): workers that each take every core thrash. An OMP_NUM_THREADS set by
-    the caller is kept."""
+    """Under pytest-xdist (make test), each worker takes its share of the cores: as torch threads, as Inductor's
+    compile workers (TORCHINDUCTOR_COMPILE_THREADS), and so do the processes its tests start (OMP_NUM_THREADS).
+    Workers that each take every core thrash. Settings the caller made are kept."""
     workers = os.environ.get('PYTEST_XDIST_WORKER_COUNT')
-    if workers and 'OMP_NUM_THREADS' not in os.environ:
-        threads = max(1, len(os.sched_getaffinity(0)) // int(workers))
-        os.environ['OMP_NUM_THREADS'] = str(threads)
-        torch.set_num_threads(threads)
+    if not workers:
+        return
+    threads = str(max(1, len(os.sched_getaffinity(0)) // int(workers)))
+    if 'OMP_NUM_THREADS' not in os.environ:
+        os.environ['OMP_NUM_THREADS'] = threads
+        torch.set_num_threads(int(threads))
+    os.environ.setdefault('TORCHINDUCTOR_COMPILE_THREADS', threads)  # read when Inductor's config is first imported
 
 
 def pytest_collection_finish(session):
