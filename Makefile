@@ -6,6 +6,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# make test runs the tests in one pytest-xdist worker per core (at most 8: each can hold a few GB); tests/conftest.py
+# gives each worker its share of the cores as torch threads. loadgroup spreads the tests one by one, except those
+# marked xdist_group (modules whose tests share an expensive fixture), which stay on one worker.
+PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 8 ] && n=8; echo $$n)
 # A new .venv takes about 7 GB (torch with its CUDA libraries, triton, open3d); pip's own "No space left on
 # device" comes only after minutes of installing, so the bootstrap checks first.
 VENV_MIN_FREE_GB ?= 9
@@ -16,7 +20,7 @@ demo: $(STAMP)
 	$(PY) tools/demo.py
 
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # ruff (lint and format) over the code, mypy over vispe/ (its settings: [tool.mypy] in pyproject.toml); CI runs it
 lint: $(STAMP)

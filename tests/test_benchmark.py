@@ -45,7 +45,9 @@ RESULT_KEYS = {'encoding', 'median_ms', 'min_ms', 'ratio', 'peak_mb', 'sdpa'}
 ROOT = Path(__file__).resolve().parents[1]
 
 
-pytestmark = pytest.mark.usefixtures('one_thread')
+#: one xdist worker runs this module (make test's --dist loadgroup), so its module fixture runs once
+#: (a report of every encoding)
+pytestmark = [pytest.mark.usefixtures('one_thread'), pytest.mark.xdist_group('benchmark')]
 
 
 @pytest.fixture(scope='module')

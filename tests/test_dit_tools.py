@@ -16,6 +16,11 @@ BASE = os.path.join(ROOT, 'configs/dit/dit_tiny_rope_axial_rpe2d_shapes2d.py')
 CLASSIFIER = os.path.join(ROOT, 'configs/dit/classifier_shapes2d_shape_color.py')
 
 
+#: one xdist worker runs this module (make test's --dist loadgroup), so its module fixture runs once
+#: (a DiT trained through tools/train.py)
+pytestmark = pytest.mark.xdist_group('dit_tools')
+
+
 @pytest.fixture(scope='module')
 def trained(tmp_path_factory):
     """Three iterations of a 2-block DiT through tools/train.py; returns (config, checkpoint, tmp dir)."""

@@ -47,6 +47,11 @@ def rows_of(summary: str, section: str) -> dict[str, list[str]]:
     return {row[0]: row[1:] for row in cells[1:]}  # without the header
 
 
+#: one xdist worker runs this module (make test's --dist loadgroup), so its module fixture runs once
+#: (every step of the check at toy sizes)
+pytestmark = pytest.mark.xdist_group('gpu_check')
+
+
 @pytest.fixture(scope='module')
 def toy_run(tmp_path_factory):
     torch.set_num_threads(1)

@@ -47,6 +47,11 @@ def image_tree(root, per_class: int = 4):
     return root
 
 
+#: one xdist worker runs this module (make test's --dist loadgroup), so its module fixture runs once
+#: (an image tree and a run on it)
+pytestmark = pytest.mark.xdist_group('image_folder_training')
+
+
 @pytest.fixture(scope='module')
 def tree(tmp_path_factory):
     return image_tree(tmp_path_factory.mktemp('images'))

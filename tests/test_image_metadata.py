@@ -187,6 +187,11 @@ def test_infer_sees_photos_upright(tmp_path) -> None:
         assert_upright(x, orientation)
 
 
+#: one xdist worker runs this module (make test's --dist loadgroup), so its module fixture runs once
+#: (a run on sideways photos)
+pytestmark = pytest.mark.xdist_group('image_metadata')
+
+
 @pytest.fixture(scope='module')
 def trained(tmp_path_factory):
     """Two steps of vit_tiny_imagefolder.py on sideways phone photos; returns its checkpoint."""

@@ -7,21 +7,20 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import DDP_EPOCHS, ROOT, torchrun_cmd
 from test_tools import tiny_config
 
 from vispe.engine.atomic import PARTIAL, atomic_open, atomic_write, remove_partial_files
 from vispe.engine.checkpoint import is_complete_checkpoint, latest_checkpoint, read_checkpoint
 from vispe.files import sha256
 
-EPOCHS = 4  # of 2 iterations (16 images, batch 8): a checkpoint after each epoch, the last two kept
+EPOCHS = DDP_EPOCHS  # of 2 iterations (16 images, batch 8): a checkpoint after each epoch, the last two kept
 
 
 # --- atomic files ------------------------------------------------------------------------------------------------
@@ -103,6 +102,10 @@ def assert_resumable(work_dir) -> None:
             assert is_complete_checkpoint(str(work_dir / name)), name
 
 
+#: the tests that compare against it run on one xdist worker (make test's --dist loadgroup), so it runs once
+KILL_9 = pytest.mark.xdist_group('kill_9')
+
+
 @pytest.fixture(scope='module')
 def uninterrupted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp('uninterrupted')
@@ -126,6 +129,7 @@ def kill_when(proc: subprocess.Popen, marker: str, delay: float) -> bool:
 
 
 @pytest.mark.slow
+@KILL_9
 def test_kill_9_at_random_moments_then_resume_ends_bit_exact(uninterrupted, tmp_path) -> None:
     config, reference = uninterrupted
     work = tmp_path / 'work'
@@ -179,6 +183,7 @@ runpy.run_path('tools/train.py', run_name='__main__')
 
 
 @pytest.mark.slow
+@KILL_9
 @pytest.mark.parametrize('where', ['checkpoint_write', 'checkpoint_rename', 'pointer_rename'])
 def test_kill_9_at_each_step_of_a_checkpoint_save_then_resume_ends_bit_exact(uninterrupted, tmp_path, where) -> None:
     """The run SIGKILLs itself, deterministically, inside the write of epoch_2.pth, between its complete temporary
@@ -208,26 +213,14 @@ def test_kill_9_at_each_step_of_a_checkpoint_save_then_resume_ends_bit_exact(uni
     assert all(torch.equal(reference[k], final[k]) for k in reference)
 
 
-def torchrun_cmd(config: str, work_dir, *extra: str) -> list:
-    """tools/train.py under torchrun, 2 CPU processes (gloo), on a free port."""
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        port = sock.getsockname()[1]
-    run = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2', '--master_port', str(port)]
-    return [*run, 'tools/train.py', config, '--work-dir', str(work_dir), '--launcher', 'pytorch', *extra]
-
-
 @pytest.mark.slow
-def test_kill_9_of_a_ddp_run_then_resume_ends_bit_exact(tmp_path) -> None:
+@pytest.mark.xdist_group('ddp')
+def test_kill_9_of_a_ddp_run_then_resume_ends_bit_exact(ddp_run, tmp_path) -> None:
     """torchrun with 2 processes: the whole process group is SIGKILLed just after the epoch-2 checkpoint began.
     Rank 0 alone writes, atomically; ``--resume`` under torchrun finishes, does not train the saved epochs again, and
     ends equal to an uninterrupted DDP run. (No dropout here: RNGStateHook restores states only in single-process
     runs, since a checkpoint holds rank 0's; the data order comes from the sampler's seed and epoch.)"""
-    config = tiny_config(tmp_path, epochs=EPOCHS, samples=32)  # 2 iterations an epoch: 32 / (2 ranks x batch 8)
-    whole = subprocess.run(
-        torchrun_cmd(config, tmp_path / 'whole'), cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
-    assert whole.returncode == 0, whole.stderr[-3000:]
+    config, whole, _ = ddp_run  # the uninterrupted run: DDP_EPOCHS (= EPOCHS) epochs of 2 iterations
     work = tmp_path / 'work'
     proc = subprocess.Popen(
         torchrun_cmd(config, work),
@@ -252,7 +245,7 @@ def test_kill_9_of_a_ddp_run_then_resume_ends_bit_exact(tmp_path) -> None:
     assert resumed.returncode == 0, log[-3000:]
     assert 'Distributed training: True' in log and 'resumed epoch' in log
     assert 'Epoch(train) [1]' not in log, 'a saved epoch was trained again'
-    reference = read_checkpoint(str(tmp_path / 'whole' / f'epoch_{EPOCHS}.pth'))['state_dict']
+    reference = read_checkpoint(str(whole / f'epoch_{EPOCHS}.pth'))['state_dict']
     final = final_weights(work)
     different = [k for k in reference if not torch.equal(reference[k], final[k])]
     assert not different, f'resumed DDP run differs from the uninterrupted one in {different[:5]}'

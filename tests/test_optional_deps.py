@@ -4,6 +4,7 @@ machine's own Python), and what needs it says so in one line naming the extra.""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -44,8 +45,24 @@ print('ok')
 """
 )
 
-#: then the ``vispe`` command with the arguments after ``-c``'s script
-VISPE = NO_OPEN3D + 'from vispe.cli import main\nmain()\nassert "open3d" not in sys.modules, "open3d was imported"\n'
+#: then the ``vispe`` command once for each argument list in the JSON list after ``-c``'s script, in this one
+#: interpreter (each command's start-up is a few seconds of imports), each announced on stdout
+VISPE = (
+    NO_OPEN3D
+    + """
+import json
+from vispe.cli import main
+
+for args in json.loads(sys.argv[1]):
+    print('$ vispe', *args, flush=True)
+    try:
+        main(args)
+    except SystemExit as done:  # a command may end with sys.exit(0); any other status ends the script with it
+        if done.code not in (None, 0):
+            raise
+assert 'open3d' not in sys.modules, 'open3d was imported'
+"""
+)
 
 
 def without_open3d(script: str, *args: str, cwd=ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -64,24 +81,20 @@ def test_vispe_and_2d_models_run_without_open3d() -> None:
 @pytest.mark.slow
 def test_2d_training_evaluation_and_throughput_run_without_open3d(tmp_path) -> None:
     """A tiny shapes2d ViT trained by the Runner (two iterations), its resolution sweep and the Runner-vs-loop
-    throughput benchmark, each through the ``vispe`` command, in interpreters where open3d does not import."""
-
-    def vispe(*args: str) -> str:
-        proc = without_open3d(VISPE, *args, cwd=tmp_path)
-        assert proc.returncode == 0, f'vispe {" ".join(args)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}'
-        return proc.stdout
-
+    throughput benchmark, each through the ``vispe`` command, one after the other in an interpreter where open3d
+    does not import."""
     config = tiny_config(tmp_path, encoding='rope_mixed')
-    vispe('train', config, '--work-dir', str(tmp_path / 'work'))
-    ckpt = tmp_path / 'work' / 'epoch_1.pth'
-    assert ckpt.is_file()
-    out = tmp_path / 'eval'
-    vispe('eval-resolution', config, str(ckpt), '--resolutions', '32', '--strategy', 'none', '--out', str(out))
-    assert (out / 'results.json').is_file()
-    report = tmp_path / 'throughput.json'
-    printed = vispe('benchmark', '--throughput', config, '--iters', '1', '--warmup', '1', '--rounds', '1',
-                    '--out', str(report))  # fmt: skip
-    assert 'ratio plain / runner' in printed and report.is_file()
+    ckpt, out, report = tmp_path / 'work' / 'epoch_1.pth', tmp_path / 'eval', tmp_path / 'throughput.json'
+    commands = [
+        ['train', config, '--work-dir', str(tmp_path / 'work')],
+        ['eval-resolution', config, str(ckpt), '--resolutions', '32', '--strategy', 'none', '--out', str(out)],
+        ['benchmark', '--throughput', config, '--iters', '1', '--warmup', '1', '--rounds', '1', '--out', str(report)],
+    ]
+    proc = without_open3d(VISPE, json.dumps(commands), cwd=tmp_path)
+    ran = [line for line in proc.stdout.splitlines() if line.startswith('$ vispe')]
+    assert proc.returncode == 0, f'{ran[-1:]} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}'
+    assert len(ran) == 3 and ckpt.is_file() and (out / 'results.json').is_file() and report.is_file()
+    assert 'ratio plain / runner' in proc.stdout.split(ran[-1], 1)[1]  # printed by the benchmark
 
 
 @pytest.mark.slow
@@ -89,14 +102,20 @@ def test_gpu_tests_collect_without_open3d() -> None:
     """``pytest --collect-only -m gpu`` over tests/ (what tools/gpu_check.sh runs) collects without an error where
     open3d is missing: the modules that need it skip, the others import without it; test_amp, which takes the
     point and camera tools' tiny configs, keeps its tests."""
-    script = NO_OPEN3D + 'import pytest\nsys.exit(pytest.main(sys.argv[1:]))\n'
-    collect = ['--collect-only', '-q', '-p', 'no:cacheprovider']
-    proc = without_open3d(script, *collect, '-m', 'gpu', 'tests')
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert 'error' not in proc.stdout.lower(), proc.stdout[-3000:]
-    assert 'tests/test_gpu.py::' in proc.stdout
-    proc = without_open3d(script, *collect, 'tests/test_amp.py')
-    assert proc.returncode == 0 and 'tests/test_amp.py::' in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    # both collections in one interpreter (its start-up is a few seconds of imports), separated by a line
+    script = NO_OPEN3D + (
+        'import pytest\n'
+        "collect = ['--collect-only', '-q', '-p', 'no:cacheprovider']\n"
+        "code = pytest.main([*collect, '-m', 'gpu', 'tests'])\n"
+        "print('---- test_amp', flush=True)\n"
+        "sys.exit(code or pytest.main([*collect, 'tests/test_amp.py']))\n"
+    )
+    proc = without_open3d(script)
+    gpu, _, amp = proc.stdout.partition('---- test_amp')
+    assert proc.returncode == 0 and amp, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert 'error' not in gpu.lower(), gpu[-3000:]
+    assert 'tests/test_gpu.py::' in gpu
+    assert 'tests/test_amp.py::' in amp and 'error' not in amp.lower(), amp[-3000:] + proc.stderr[-2000:]
 
 
 def test_what_needs_open3d_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:

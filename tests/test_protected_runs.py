@@ -19,6 +19,7 @@ from test_tools import run_tool, tiny_config
 from vispe.engine.checkpoint import CheckpointError, checkpoint_candidates, pointed_checkpoint, read_checkpoint
 from vispe.engine.config import load_config, without_validation
 from vispe.engine.runner import VispeRunner
+from vispe.engine.train import train
 from vispe.engine.workdir import LOCK_NAME, WorkDirError, WorkDirLock
 
 
@@ -116,7 +117,7 @@ def test_a_second_run_in_a_locked_work_dir_is_refused_naming_the_holder(tmp_path
     line = proc.stderr.strip().splitlines()[-1]
     assert f'is in use by another training run (PID {os.getpid()}' in line and 'another --work-dir' in line
     assert sorted(os.listdir(work)) == [LOCK_NAME], 'the refused run wrote into the work dir'
-    run_tool('tools/train.py', config, '--work-dir', str(work))  # free again once the holder is gone
+    train(config, str(work))  # free again once the holder is gone (the command's training, in process)
 
 
 def test_a_stale_lock_of_a_killed_run_is_taken_over(tmp_path) -> None:
@@ -139,8 +140,9 @@ def test_stale_lock_takeover_is_logged_by_training(tmp_path) -> None:
     config, work = tiny_config(tmp_path), tmp_path / 'work'
     work.mkdir()
     (work / LOCK_NAME).write_text('{"pid": 999999, "host": "h", "started": 0, "command": "python tools/train.py x"}')
-    proc = run_tool('tools/train.py', config, '--work-dir', str(work))
-    assert 'took over the lock' in proc.stdout + proc.stderr and 'PID 999999' in proc.stdout + proc.stderr
+    train(config, str(work))  # what tools/train.py runs, in process (a tool's start-up is a few seconds)
+    log = ''.join(p.read_text() for p in work.rglob('*.log'))
+    assert 'took over the lock' in log and 'PID 999999' in log
 
 
 def test_a_fresh_run_refuses_a_work_dir_holding_another_runs_checkpoints(trained, tmp_path) -> None:
@@ -246,8 +248,8 @@ def test_resume_on_a_missing_work_dir_says_so_and_names_close_ones(tmp_path) -> 
 def test_resume_on_a_work_dir_without_checkpoints_says_it_starts_anew(tmp_path) -> None:
     config, work = tiny_config(tmp_path), tmp_path / 'work'
     work.mkdir()
-    proc = run_tool('tools/train.py', config, '--work-dir', str(work), '--resume')
-    log = proc.stdout + proc.stderr
+    train(config, str(work), resume=True)  # tools/train.py --resume, in process
+    log = ''.join(p.read_text() for p in work.rglob('*.log'))
     assert (
         'holds no complete checkpoint yet' in log
         and 'starting a new run' in log

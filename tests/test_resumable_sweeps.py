@@ -205,12 +205,13 @@ def test_cells_of_every_kind_go_through_one_engine():
 
 @pytest.mark.slow
 def test_eval_resolution_tool_resumes_refuses_and_forces(setup, tmp_path):
+    """The tool on a folder the same sweep finished (in process here: the start-up of a tool is a few seconds)
+    reuses its cell; another checkpoint's results are refused in one line, and --force replaces them."""
     cfg, ckpt, out = setup
+    sweep(setup, resolutions=[32])
     args = ['tools/eval_resolution.py', cfg.filename, ckpt, '--resolutions', '32', '--strategy', 'bicubic']
-    first = run_tool(*args, '--out', out, '--no-progress')
-    assert 'results.json' in first.stdout
     again = run_tool(*args, '--out', out, '--no-progress')
-    assert 'reusing 1 of 1 finished cells' in again.stdout
+    assert 'reusing 1 of 1 finished cells' in again.stdout and 'results.json' in again.stdout
     other = save_model(cfg, tmp_path / 'other.pth', seed=1)
     refused = run_tool(*[other if a == ckpt else a for a in args], '--out', out, check=False)
     assert refused.returncode == 1 and 'error:' in refused.stderr and 'another checkpoint' in refused.stderr

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import changed_keys, train_in_process
+from conftest import DDP_EPOCHS, changed_keys, train_in_process
 
 from vispe.engine.checkpoint import read_checkpoint
 
@@ -155,35 +155,13 @@ def test_resume_after_kill(tmp_path):
 
 
 @pytest.mark.slow
-def test_ddp_two_processes_gloo(tmp_path):
-    config = tiny_config(tmp_path, samples=32)
-    work = tmp_path / 'work'
-    proc = subprocess.run(
-        [
-            sys.executable,
-            '-m',
-            'torch.distributed.run',
-            '--nproc_per_node',
-            '2',
-            '--master_port',
-            '29517',
-            'tools/train.py',
-            config,
-            '--work-dir',
-            str(work),
-            '--launcher',
-            'pytorch',
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log[-3000:]
+@pytest.mark.xdist_group('ddp')
+def test_ddp_two_processes_gloo(ddp_run):
+    """torchrun with 2 CPU processes (gloo) trains: conftest's DDP run, which test_interrupted resumes against."""
+    _, work, log = ddp_run
     assert 'Distributed training: True' in log
-    ckpt = read_checkpoint(str(work / 'epoch_1.pth'))
-    assert ckpt['meta']['iter'] == 2  # 32 images / (2 processes x batch 8)
+    ckpt = read_checkpoint(str(work / f'epoch_{DDP_EPOCHS}.pth'))
+    assert ckpt['meta']['iter'] == 2 * DDP_EPOCHS  # 32 images / (2 processes x batch 8) an epoch
 
 
 def test_a_trained_checkpoint_loads_into_create_model_in_one_call(trained):
