@@ -131,3 +131,19 @@ def ddp_run(tmp_path_factory):
     proc = subprocess.run(torchrun_cmd(config, tmp / 'whole'), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return config, tmp / 'whole', proc.stdout + proc.stderr
+
+
+def run_main(main, *args: str, capsys) -> subprocess.CompletedProcess:
+    """A command's ``main`` run in this process on ``args``, ended as its process would end: its exit status, stdout
+    and stderr (``sys.exit('message')`` prints the message to stderr and exits 1; an exception other than SystemExit
+    propagates, as the traceback a process would print). tools/X.py is a shim of vispe.cli.X's main
+    (test_orchestration checks it), so this spares a test the few seconds of a new interpreter's imports."""
+    capsys.readouterr()
+    try:
+        code = main(list(args))
+    except SystemExit as done:
+        code = done.code
+    out, err = capsys.readouterr()
+    if isinstance(code, str):
+        err, code = f'{err}{code}\n', 1
+    return subprocess.CompletedProcess(list(args), code or 0, out, err)

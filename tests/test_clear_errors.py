@@ -12,9 +12,10 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_main
 from test_tools import run_tool, tiny_config
 
+from vispe.cli.train import main as train_main
 from vispe.engine.atomic import PARTIAL
 from vispe.engine.checkpoint import latest_checkpoint, read_checkpoint
 from vispe.engine.config import CfgOptionsAction, load_config
@@ -57,11 +58,11 @@ def test_bad_numbers_are_refused_before_the_runner_starts(option, needles, tmp_p
         ('model.backbone.encoding=[rope_axial,rope_mixed]', ['model: VisionTransformerPE: rope_axial cannot be']),
     ],
 )
-def test_a_model_the_config_cannot_build_is_one_line(option, needles, tmp_path) -> None:
+def test_a_model_the_config_cannot_build_is_one_line(option, needles, tmp_path, capsys) -> None:
     """Before: timm's "unsupported operand type(s) for //: 'str' and 'int'" traceback; two rotary encodings
-    trained."""
-    proc = run_tool('tools/train.py', tiny_config(tmp_path), '--work-dir', str(tmp_path / 'w'), '--cfg-options',
-                    option, check=False)  # fmt: skip
+    trained. (The command in process: the tests above and below run it as a process, on the same exit path.)"""
+    proc = run_main(train_main, tiny_config(tmp_path), '--work-dir', str(tmp_path / 'w'), '--cfg-options', option,
+                    capsys=capsys)  # fmt: skip
     assert_one_clean_error(proc, *needles)
     assert not (tmp_path / 'w' / 'epoch_1.pth').exists()
 
@@ -86,19 +87,20 @@ def test_a_work_dir_that_cannot_be_written_is_refused(tmp_path) -> None:
     assert_one_clean_error(proc, "work dir '/sys/vispe/work' is not writable", "'/sys'", 'another --work-dir')
 
 
-def test_a_config_with_a_syntax_error_names_the_file_and_line(tmp_path) -> None:
+def test_a_config_with_a_syntax_error_names_the_file_and_line(tmp_path, capsys) -> None:
+    """(The command in process, as above.)"""
     base = tiny_config(tmp_path)
     broken = tmp_path / 'broken.py'
     broken.write_text(f"_base_ = ['{base}']\nmodel = dict(backbone=dict(depth=2,)\n")
-    proc = run_tool('tools/train.py', str(broken), '--work-dir', str(tmp_path / 'w'), check=False)
+    proc = run_main(train_main, str(broken), '--work-dir', str(tmp_path / 'w'), capsys=capsys)
     assert_one_clean_error(proc, f'config {broken}, line 2: syntax error', 'never closed', 'model = dict(')
     leaf = tmp_path / 'leaf.py'
     leaf.write_text(f"_base_ = ['{broken.name}']\n")  # the error is in a base file: that one is named
-    proc = run_tool('tools/train.py', str(leaf), '--work-dir', str(tmp_path / 'w'), check=False)
+    proc = run_main(train_main, str(leaf), '--work-dir', str(tmp_path / 'w'), capsys=capsys)
     assert_one_clean_error(proc, f'config {broken}, line 2: syntax error')
     code = tmp_path / 'code.py'
     code.write_text(f"_base_ = ['{base}']\nsteps = 1 / 0\n")
-    proc = run_tool('tools/train.py', str(code), '--work-dir', str(tmp_path / 'w'), check=False)
+    proc = run_main(train_main, str(code), '--work-dir', str(tmp_path / 'w'), capsys=capsys)
     assert_one_clean_error(proc, f'config {code}, line 2: ZeroDivisionError: division by zero')
 
 

@@ -8,9 +8,11 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import changed_keys, needs_open3d, tiny_point_config, train_in_process
+from conftest import changed_keys, needs_open3d, run_main, tiny_point_config, train_in_process
 from test_tools import run_tool
 
+from vispe.cli.benchmark_fps import main as benchmark_fps_main
+from vispe.cli.infer_points import main as infer_points_main
 from vispe.engine.checkpoint import read_checkpoint
 from vispe.engine.config import load_config
 from vispe.evaluation.point_inference import dataset_view, predict_files
@@ -80,7 +82,7 @@ def test_eval_points_reuses_the_cells_it_finished(trained, tmp_path) -> None:
     assert json.loads((tmp_path / 'eval' / 'results.json').read_text())['results'] == both['results']
 
 
-def test_infer_points_classifies_ply_and_off_files(trained, tmp_path) -> None:
+def test_infer_points_classifies_ply_and_off_files(trained, tmp_path, capsys) -> None:
     config, ckpt, _, _ = trained
     cloud = o3d.geometry.TriangleMesh.create_torus(0.4, 0.12).sample_points_uniformly(600)
     assert o3d.io.write_point_cloud(str(tmp_path / 'torus.ply'), cloud)
@@ -93,7 +95,7 @@ def test_infer_points_classifies_ply_and_off_files(trained, tmp_path) -> None:
     for line in lines:
         predicted = line.split(': ', 1)[1].split(' (')[0]
         assert predicted in classes and line.count('%') == 2
-    missing = run_tool('tools/infer_points.py', config, ckpt, str(tmp_path / 'nope.pcd'), check=False)
+    missing = run_main(infer_points_main, config, ckpt, str(tmp_path / 'nope.pcd'), capsys=capsys)  # in process
     assert missing.returncode != 0 and 'no such point-cloud file' in missing.stderr
 
 
@@ -135,7 +137,7 @@ def test_user_clouds_are_put_in_the_data_sets_frame(tmp_path) -> None:
     assert torch.isclose(sphere.norm(dim=1).max(), torch.tensor(1.0)) and sphere.mean(0).abs().max() < 1e-5
 
 
-def test_fps_benchmark_times_both_and_measures_coverage(tmp_path) -> None:
+def test_fps_benchmark_times_both_and_measures_coverage(tmp_path, capsys) -> None:
     out = tmp_path / 'fps.json'
     proc = run_tool('tools/benchmark_fps.py', '--settings', '2x256x16', '--repeats', '1', '--out', str(out))
     rows = json.loads(out.read_text())['rows']
@@ -144,7 +146,7 @@ def test_fps_benchmark_times_both_and_measures_coverage(tmp_path) -> None:
     assert ours['median_ms'] > 0 and theirs['ratio_to_open3d'] == 1.0 and ours['same_picks_as_open3d'] == 1.0
     assert ours['covering_radius'] == pytest.approx(theirs['covering_radius'])
     assert ours['covering_radius'] < random['covering_radius'] and ours['spread'] > random['spread']
-    bad = run_tool('tools/benchmark_fps.py', '--settings', '2x16x32', check=False)
+    bad = run_main(benchmark_fps_main, '--settings', '2x16x32', capsys=capsys)  # in process
     assert bad.returncode != 0 and 'picks <= points' in bad.stderr
 
 
