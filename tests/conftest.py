@@ -1,4 +1,6 @@
 import gc
+import importlib
+import itertools
 import os
 import socket
 import subprocess
@@ -45,15 +47,24 @@ def tiny_vit_kwargs():
     return dict(TINY_VIT)
 
 
+#: numbers the runs of ``train_in_process`` (their experiment names)
+_RUNS = itertools.count()
+
+
 def train_in_process(config: str, work_dir: str):
     """Train ``config`` with mmengine's Runner in this process; returns (config path, path of epoch_1.pth, the
-    model's initial state dict, the runner). Used by the tools tests' module fixtures."""
+    model's initial state dict, the runner). Used by the tools tests' module fixtures. The run has an experiment
+    name of its own: mmengine keys its logger and message hub by config name and second, and the runner is kept
+    for the tests to read, so another run of a config of that name in the same second (under xdist, of another
+    module) would write its losses into this run's message hub."""
     from mmengine.runner import Runner
 
     from vispe.engine.config import load_config
 
     cfg = load_config(config, work_dir=work_dir)
+    cfg.experiment_name = f'{os.path.splitext(os.path.basename(config))[0]}_run{next(_RUNS)}'
     runner = Runner.from_cfg(cfg)
+    runner.cfg.pop('experiment_name')  # the run's record of its config (in its checkpoints) is the file's
     init = {k: v.clone() for k, v in runner.model.state_dict().items()}
     runner.train()
     return cfg.filename, os.path.join(work_dir, 'epoch_1.pth'), init, runner
@@ -133,16 +144,38 @@ def ddp_run(tmp_path_factory):
     return config, tmp / 'whole', proc.stdout + proc.stderr
 
 
+def mmengine_instances() -> set[str]:
+    """The names under which mmengine's ManagerMixin classes (MMLogger, MessageHub, ...) hold instances now."""
+    from mmengine.utils import ManagerMixin
+
+    names, classes = set(), [ManagerMixin]
+    while classes:
+        cls = classes.pop()
+        names |= set(cls._instance_dict)
+        classes += cls.__subclasses__()
+    return names
+
+
 def run_main(main, *args: str, capsys) -> subprocess.CompletedProcess:
-    """A command's ``main`` run in this process on ``args``, ended as its process would end: its exit status, stdout
-    and stderr (``sys.exit('message')`` prints the message to stderr and exits 1; an exception other than SystemExit
-    propagates, as the traceback a process would print). tools/X.py is a shim of vispe.cli.X's main
-    (test_orchestration checks it), so this spares a test the few seconds of a new interpreter's imports."""
+    """A command's ``main`` (or ``'tools/X.py'``: the vispe.cli.X main that script runs, test_orchestration checks
+    that each tool is such a shim) run in this process on ``args``, ended as its process would end: its exit status,
+    stdout and stderr (``sys.exit('message')`` prints the message to stderr and exits 1; an exception other than
+    SystemExit propagates, as the traceback a process would print). It spares a test that already runs the tool as a
+    process the few seconds of another interpreter's imports."""
+    if isinstance(main, str):
+        name = os.path.splitext(os.path.basename(main))[0]
+        main = importlib.import_module(f'vispe.cli.{name}').main
     capsys.readouterr()
+    before = mmengine_instances()
     try:
         code = main(list(args))
     except SystemExit as done:
         code = done.code
+    finally:  # what the process's end would drop: the mmengine instances (logger, ...) of a run it began
+        from vispe.engine.train import release_instances
+
+        for name in mmengine_instances() - before:
+            release_instances(name)
     out, err = capsys.readouterr()
     if isinstance(code, str):
         err, code = f'{err}{code}\n', 1

@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from conftest import changed_keys, needs_open3d, train_in_process
+from conftest import changed_keys, needs_open3d, run_main, train_in_process
 from test_tools import run_tool
 
 from vispe.engine.checkpoint import read_checkpoint
@@ -53,7 +53,7 @@ def test_runner_trains_three_iterations(trained) -> None:
     assert metrics > 0
 
 
-def test_eval_cameras_writes_json_and_plot(trained, tmp_path) -> None:
+def test_eval_cameras_writes_json_and_plot(trained, tmp_path, capsys) -> None:
     config, ckpt, _, _ = trained
     out = tmp_path / 'eval'
     proc = run_tool('tools/eval_cameras.py', config, ckpt, '--out', str(out), '--no-progress')
@@ -66,7 +66,7 @@ def test_eval_cameras_writes_json_and_plot(trained, tmp_path) -> None:
     assert (out / 'results.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     assert 'views_3' in proc.stdout
     assert camera_sweep.markdown_table(rows).splitlines()[0] == '| encoding | train | views_3 | image_24 |'
-    bad = run_tool('tools/eval_cameras.py', config, ckpt, '--settings', 'moon', '--out', str(tmp_path), check=False)
+    bad = run_main('tools/eval_cameras.py', config, ckpt, '--settings', 'moon', '--out', str(tmp_path), capsys=capsys)
     assert bad.returncode != 0 and "unknown camera settings ['moon']" in bad.stderr
 
 

@@ -5,6 +5,7 @@ import os
 
 import pytest
 import torch
+from conftest import run_main
 from mmengine.registry import init_default_scope
 from test_tools import ROOT, run_tool
 
@@ -91,20 +92,20 @@ def test_generation_sweep_reuses_its_cells_and_refuses_other_sample_settings(tra
         sweep_generation(cfg, ckpt, [32], ['none'], 2, out_dir=out, device='cpu')
 
 
-def test_eval_generation_says_how_to_get_the_feature_extractor(trained, tmp_path):
+def test_eval_generation_says_how_to_get_the_feature_extractor(trained, tmp_path, capsys):
     config, ckpt, _ = trained
     args = ['--resolutions', '32', '--samples-per-class', '1', '--out', str(tmp_path)]
-    proc = run_tool(
-        'tools/eval_generation.py', config, ckpt, *args, '--classifier-checkpoint', 'missing.pth', check=False
+    proc = run_main(
+        'tools/eval_generation.py', config, ckpt, *args, '--classifier-checkpoint', 'missing.pth', capsys=capsys
     )
     assert proc.returncode != 0 and 'vispe train' in proc.stderr and 'tools/train.py' in proc.stderr
     assert '--no-fd' in proc.stderr
 
 
-def test_eval_generation_refuses_a_classifier_config(trained, tmp_path):
+def test_eval_generation_refuses_a_classifier_config(trained, tmp_path, capsys):
     _, ckpt, _ = trained
     args = ['--resolutions', '32', '--out', str(tmp_path), '--no-fd']
-    proc = run_tool('tools/eval_generation.py', CLASSIFIER, ckpt, *args, check=False)
+    proc = run_main('tools/eval_generation.py', CLASSIFIER, ckpt, *args, capsys=capsys)
     assert proc.returncode != 0 and 'error:' in proc.stderr and 'Traceback' not in proc.stderr
 
 

@@ -61,9 +61,9 @@ def test_eval_points_sweeps_counts_and_scales(trained, tmp_path) -> None:
     assert table.splitlines()[0] == '| encoding | 1x points | 2x points | 1x scale | 2x scale |'
 
 
-def test_eval_points_with_explicit_settings_and_bad_ones(trained, tmp_path) -> None:
+def test_eval_points_with_explicit_settings_and_bad_ones(trained, tmp_path, capsys) -> None:
     config, ckpt, _, _ = trained
-    proc = run_tool('tools/eval_points.py', config, ckpt, '--points', '0', '--out', str(tmp_path), check=False)
+    proc = run_main('tools/eval_points.py', config, ckpt, '--points', '0', '--out', str(tmp_path), capsys=capsys)
     assert proc.returncode != 0 and 'point counts must be >= 1' in proc.stderr
 
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, run_main
 from test_tools import run_tool, tiny_config
 
 from vispe.engine.checkpoint import CheckpointError, checkpoint_candidates, pointed_checkpoint, read_checkpoint
@@ -52,11 +52,11 @@ def trained(tmp_path_factory):
 
 
 # --- 1. strict loading -------------------------------------------------------------------------------------------
-def test_test_tool_refuses_a_checkpoint_of_another_encoding(trained, tmp_path) -> None:
+def test_test_tool_refuses_a_checkpoint_of_another_encoding(trained, tmp_path, capsys) -> None:
     """Before: 'accuracy/top1: 9.3750' (chance) and exit 0, the mismatch only in mmengine's log."""
     config, work = trained
     args = ['tools/test.py', config, str(work / 'epoch_2.pth'), '--work-dir', str(tmp_path)]
-    proc = run_tool(*args, '--cfg-options', 'model.backbone.encoding=rope_mixed', check=False)
+    proc = run_main(*args, '--cfg-options', 'model.backbone.encoding=rope_mixed', capsys=capsys)  # in process
     assert proc.returncode == 1 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
     line = proc.stderr.strip().splitlines()[-1]
     assert line.startswith('error: ') and 'does not fit this model' in line
@@ -137,7 +137,9 @@ def test_a_stale_lock_of_a_killed_run_is_taken_over(tmp_path) -> None:
 
 
 def test_stale_lock_takeover_is_logged_by_training(tmp_path) -> None:
-    config, work = tiny_config(tmp_path), tmp_path / 'work'
+    # a config name of its own: mmengine keys its logger by config name and second, and an earlier run in this
+    # process within the same second would hold the log file
+    config, work = tiny_config(tmp_path, name='takeover.py'), tmp_path / 'work'
     work.mkdir()
     (work / LOCK_NAME).write_text('{"pid": 999999, "host": "h", "started": 0, "command": "python tools/train.py x"}')
     train(config, str(work))  # what tools/train.py runs, in process (a tool's start-up is a few seconds)
@@ -145,10 +147,10 @@ def test_stale_lock_takeover_is_logged_by_training(tmp_path) -> None:
     assert 'took over the lock' in log and 'PID 999999' in log
 
 
-def test_a_fresh_run_refuses_a_work_dir_holding_another_runs_checkpoints(trained, tmp_path) -> None:
+def test_a_fresh_run_refuses_a_work_dir_holding_another_runs_checkpoints(trained, tmp_path, capsys) -> None:
     config, work = trained
     before = snapshot(work)
-    proc = run_tool('tools/train.py', config, '--work-dir', str(work), check=False)
+    proc = run_main('tools/train.py', config, '--work-dir', str(work), capsys=capsys)
     assert proc.returncode == 1 and 'already holds the checkpoints of a run' in proc.stderr
     assert '--resume' in proc.stderr and '--overwrite' in proc.stderr
     assert snapshot(work) == before
@@ -196,13 +198,13 @@ def test_a_copied_work_dir_resumes_its_own_checkpoint_not_the_originals(trained,
         runner(config, lone, resume=True)
 
 
-def test_a_resume_with_a_changed_encoding_is_refused_before_anything_is_written(trained) -> None:
+def test_a_resume_with_a_changed_encoding_is_refused_before_anything_is_written(trained, capsys) -> None:
     """Before: 'different number of parameter groups' from deep inside mmengine, after the work dir's saved config
     had been overwritten with the new encoding (so evaluating the old checkpoint with it gave a wrong number)."""
     config, work = trained
     before = snapshot(work)
-    proc = run_tool('tools/train.py', config, '--work-dir', str(work), '--resume', '--cfg-options',
-                    'model.backbone.encoding=rope_axial', 'train_cfg.max_epochs=3', check=False)  # fmt: skip
+    proc = run_main('tools/train.py', config, '--work-dir', str(work), '--resume', '--cfg-options',
+                    'model.backbone.encoding=rope_axial', 'train_cfg.max_epochs=3', capsys=capsys)  # fmt: skip
     assert proc.returncode == 1 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
     line = proc.stderr.strip().splitlines()[-1]
     assert f"cannot resume from '{work}/epoch_2.pth' with this config" in line
@@ -222,23 +224,23 @@ def test_a_resume_whose_optimizer_groups_changed_is_refused(trained, tmp_path) -
     assert snapshot(work) == before
 
 
-def test_a_weights_only_checkpoint_cannot_be_resumed(tmp_path) -> None:
+def test_a_weights_only_checkpoint_cannot_be_resumed(tmp_path, capsys) -> None:
     """Before: KeyError: 'message_hub', after the config had been overwritten."""
     config, work = tiny_config(tmp_path), tmp_path / 'work'
     work.mkdir()
     model = runner(config, tmp_path / 'other').model
     torch.save({'state_dict': model.state_dict()}, str(work / 'epoch_1.pth'))
     before = snapshot(work)
-    proc = run_tool('tools/train.py', config, '--work-dir', str(work), '--resume', check=False)
+    proc = run_main('tools/train.py', config, '--work-dir', str(work), '--resume', capsys=capsys)
     assert proc.returncode == 1 and 'holds weights only' in proc.stderr and 'load_from' in proc.stderr
     assert snapshot(work) == before
 
 
-def test_resume_on_a_missing_work_dir_says_so_and_names_close_ones(tmp_path) -> None:
+def test_resume_on_a_missing_work_dir_says_so_and_names_close_ones(tmp_path, capsys) -> None:
     """Before: 'Auto resumed from the latest checkpoint None.' and a new run from scratch in a new folder."""
     config = tiny_config(tmp_path)
     (tmp_path / 'vit_tiny_run').mkdir()
-    proc = run_tool('tools/train.py', config, '--work-dir', str(tmp_path / 'vit_tiny_rnu'), '--resume', check=False)
+    proc = run_main('tools/train.py', config, '--work-dir', str(tmp_path / 'vit_tiny_rnu'), '--resume', capsys=capsys)
     assert proc.returncode == 1
     line = proc.stderr.strip().splitlines()[-1]
     assert 'does not exist, so there is no run to continue' in line and 'vit_tiny_run' in line
@@ -246,7 +248,7 @@ def test_resume_on_a_missing_work_dir_says_so_and_names_close_ones(tmp_path) -> 
 
 
 def test_resume_on_a_work_dir_without_checkpoints_says_it_starts_anew(tmp_path) -> None:
-    config, work = tiny_config(tmp_path), tmp_path / 'work'
+    config, work = tiny_config(tmp_path, name='anew.py'), tmp_path / 'work'  # its own logger (above)
     work.mkdir()
     train(config, str(work), resume=True)  # tools/train.py --resume, in process
     log = ''.join(p.read_text() for p in work.rglob('*.log'))

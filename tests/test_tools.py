@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import DDP_EPOCHS, changed_keys, train_in_process
+from conftest import DDP_EPOCHS, changed_keys, run_main, train_in_process
 
 from vispe.engine.checkpoint import read_checkpoint
 
@@ -74,9 +74,9 @@ def test_eval_resolution_writes_the_json_and_plot(trained, tmp_path):
     assert 'bicubic' in proc.stdout and 'results.json' in proc.stdout
 
 
-def test_eval_resolution_rejects_unknown_strategy(trained, tmp_path):
+def test_eval_resolution_rejects_unknown_strategy(trained, tmp_path, capsys):
     config, ckpt, _, _ = trained
-    proc = run_tool(
+    proc = run_main(
         'tools/eval_resolution.py',
         config,
         ckpt,
@@ -86,8 +86,8 @@ def test_eval_resolution_rejects_unknown_strategy(trained, tmp_path):
         'yarn',
         '--out',
         str(tmp_path),
-        check=False,
-    )
+        capsys=capsys,
+    )  # in process: the test above runs the tool as a process
     assert proc.returncode != 0 and "strategies ['yarn'] are not supported" in proc.stderr
 
 
@@ -97,20 +97,20 @@ def test_test_tool_prints_metrics(trained, tmp_path):
     assert 'accuracy/top1:' in proc.stdout
 
 
-def test_test_tool_refuses_a_non_checkpoint_and_leaves_it(trained, tmp_path):
+def test_test_tool_refuses_a_non_checkpoint_and_leaves_it(trained, tmp_path, capsys):
     config, _, _, _ = trained
     bad = tmp_path / 'notes.pth'
     bad.write_text('my notes, not weights')
-    proc = run_tool('tools/test.py', config, str(bad), '--work-dir', str(tmp_path / 'w'), check=False)
+    proc = run_main('tools/test.py', config, str(bad), '--work-dir', str(tmp_path / 'w'), capsys=capsys)
     assert proc.returncode != 0 and 'is not a PyTorch checkpoint' in proc.stderr
     assert 'Traceback' not in proc.stderr
     assert bad.read_text() == 'my notes, not weights'
 
 
-def test_train_rejects_config_typo(tmp_path):
+def test_train_rejects_config_typo(tmp_path, capsys):
     path = tmp_path / 'typo.py'
     path.write_text(f"_base_ = ['{BASE.format('rope_axial')}']\ntrain_dataloder = dict(batch_size=2)\n")
-    proc = run_tool('tools/train.py', str(path), '--work-dir', str(tmp_path / 'w'), check=False)
+    proc = run_main('tools/train.py', str(path), '--work-dir', str(tmp_path / 'w'), capsys=capsys)
     assert proc.returncode != 0 and "did you mean 'train_dataloader'" in proc.stderr
 
 

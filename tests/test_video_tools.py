@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from conftest import ROOT, changed_keys, train_in_process
+from conftest import ROOT, changed_keys, run_main, train_in_process
 from test_tools import run_tool
 
 from vispe.engine.checkpoint import read_checkpoint
@@ -90,9 +90,9 @@ def test_clip_time_tells_the_model_the_frame_rate(trained, tmp_path) -> None:
     assert clip['results'][0]['value'] == steps['results'][0]['value']
 
 
-def test_bad_settings_are_refused_before_any_cell(trained, tmp_path) -> None:
+def test_bad_settings_are_refused_before_any_cell(trained, tmp_path, capsys) -> None:
     config, ckpt, _, _ = trained
-    proc = run_tool('tools/eval_video.py', config, ckpt, '--frames', '5', '--out', str(tmp_path), check=False)
+    proc = run_main('tools/eval_video.py', config, ckpt, '--frames', '5', '--out', str(tmp_path), capsys=capsys)
     assert proc.returncode != 0 and '--frames 5 is 5 frames of 16x16' in proc.stderr
     assert not (tmp_path / 'results.json').exists()
     cfg = load_config(config)
