@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -88,7 +89,9 @@ def test_a_test_run_leaves_the_training_config_alone(trained, tmp_path) -> None:
 def test_runner_load_from_is_strict_unless_asked(trained, tmp_path) -> None:
     config, work = trained
     ckpt = str(work / 'epoch_2.pth')
-    options = dict(load_from=ckpt)
+    # an experiment name of this test's own: mmengine shares the logger of runs of one name started in one second,
+    # and another test's runner (under xdist, in this worker) may hold it with its log file elsewhere
+    options = dict(load_from=ckpt, experiment_name=f'load_from_strict_{os.getpid()}_{time.time_ns()}')
     cfg_mixed = dict(model=dict(type='ImageClassifier', backbone=dict(load_config(config).model.backbone)))
     cfg_mixed['model']['backbone']['encoding'] = 'rope_mixed'
     with pytest.raises(CheckpointError, match=r'(?s)does not fit.*2 missing keys.*1 unexpected key'):
@@ -100,8 +103,7 @@ def test_runner_load_from_is_strict_unless_asked(trained, tmp_path) -> None:
     assert torch.equal(now['backbone.head.weight'], saved['backbone.head.weight'])  # what fits is loaded
     freqs = 'backbone.blocks.0.attn.pe.rope_mixed.freqs'
     assert torch.equal(now[freqs], init[freqs])  # what does not keeps its initial values
-    # mmengine shares one logger between runners made within the same second: read every log of this test
-    log = ''.join(p.read_text() for p in tmp_path.rglob('*.log'))
+    log = ''.join(p.read_text() for p in tmp_path.rglob('*.log'))  # both runners share the experiment's logger
     assert f"2 of the model's keys keep their initial values ({freqs}" in log
 
 
@@ -261,7 +263,9 @@ def test_resume_on_a_work_dir_without_checkpoints_says_it_starts_anew(tmp_path) 
 
 
 def test_a_corrupt_newest_checkpoint_is_named_when_resume_falls_back(tmp_path) -> None:
-    config = tiny_config(tmp_path, epochs=2)
+    # a config name of its own: mmengine shares the logger of runs of one name started in one second, and another
+    # test's runner in this process would hold its log file elsewhere
+    config = tiny_config(tmp_path, epochs=2, name='corrupt_resume.py')
     work = tmp_path / 'work'
     runner(config, work).train()
     data = bytearray((work / 'epoch_2.pth').read_bytes())
