@@ -64,14 +64,14 @@ def test_plot_puts_the_test_sizes_in_increasing_order(tmp_path, monkeypatch):
     from workbench import leaderboard_report as lbr
 
     figures = []
-    monkeypatch.setattr(lbr.report, 'save_figure', lambda fig, path: figures.append(fig) or path)
+    monkeypatch.setattr(lbr.figures, 'save_figure', lambda fig, path: figures.append(fig) or path)
     values = {('position', 'peg', 'default', r): [50.0] for r in ('32', '16', '64', '44x24', '24x44')}
     lbr.plot(summarize(values), ['position'], ['32', '16', '64', '44x24', '24x44'], str(tmp_path / 'lb.png'))
     ax = figures[0].axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ['16', '32', '24x44', '44x24', '64']
     dotted = [line for line in ax.get_lines() if line.get_linestyle() == ':']
     assert [line.get_xdata()[0] for line in dotted] == [1]  # 32 px, the training size
-    lbr.report.plt().close(figures[0])
+    lbr.figures.plt().close(figures[0])
 
 
 def test_regimes_are_runs_and_tables_of_their_own():

@@ -117,7 +117,7 @@ def test_rows_are_keyed_resumable_and_merge_into_one_table(models, tmp_path, cap
     compare_results.main([os.path.join(out, 'results.json'), str(other / 'results.json'), '--out', str(tmp_path / 'c')])
     table = (tmp_path / 'c' / 'comparison.md').read_text().splitlines()
     assert table[0] == '| run | encoding | direction | 0 | 0.25 | 0.5 |'
-    assert [line.split(' | ')[0] for line in table[2:4]] == ['| a/eval', '| b/eval']
+    assert [line.split(' | ')[0] for line in table[2:4]] == ['| a', '| b']
     assert json.loads((tmp_path / 'c' / 'comparison.json').read_text())['sweep'] == 'patch_shift'
 
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from vispe.engine.run_meta import resolution_label
-from vispe.evaluation import report
+from vispe.evaluation import figures, report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT_PATH = pathlib.Path(ROOT)
@@ -102,7 +102,7 @@ def test_describe_names_model_data_and_training_size():
 def _axes_after(plot, tmp_path, monkeypatch):
     """Run ``plot`` and return the Axes of the figures it saved (save_figure closes them, so catch them first)."""
     saved = []
-    monkeypatch.setattr(report.plt().Figure, 'savefig', lambda fig, path, **kw: saved.append(fig))
+    monkeypatch.setattr(figures.plt().Figure, 'savefig', lambda fig, path, **kw: saved.append(fig))
     plot()
     return [ax for fig in saved for ax in fig.axes]
 
@@ -122,9 +122,10 @@ def test_resolution_plot_labels_non_square_sizes_apart_and_keeps_equal_lines_vis
     lines = [ln for ln in ax.get_lines() if ln.get_marker() not in (None, 'None', '')]
     assert len(lines) == 2
     (xa, ya), (xb, yb) = [(list(ln.get_xdata()), list(ln.get_ydata())) for ln in lines]
-    assert ya == yb  # equal values ...
-    assert lines[0].get_marker() != lines[1].get_marker() and xa != xb  # ... yet both lines visible
-    assert len(set(xa)) == 3  # three distinct positions, 32x48 and 48x32 included
+    assert ya == yb and xa == xb == [0, 1, 2]  # equal values, on the ticks ...
+    a, b = lines  # ... yet both visible: another marker, colour and size, the later one nested in the first
+    assert a.get_marker() != b.get_marker() and a.get_color() != b.get_color()
+    assert a.get_markersize() > b.get_markersize()
 
 
 def test_leaderboard_plot_puts_non_square_sizes_apart(tmp_path, monkeypatch):
@@ -173,11 +174,11 @@ def test_compare_results_merges_runs_into_one_table_and_figure(tmp_path):
     assert done.returncode == 0, done.stderr
     table = (tmp_path / 'cmp' / 'comparison.md').read_text().splitlines()
     assert table[0] == '| run | encoding | strategy | 32 | 32x48 | 48x32 |'
-    assert table[2] == '| run_a/eval | rope | none | 90.0 | 80.0 | nan |'
-    assert table[3] == '| run_b/eval | rope | none | 90.0 | nan | 70.0 |'
+    assert table[2] == '| run_a | rope | none | 90.0 | 80.0 | nan |'
+    assert table[3] == '| run_b | rope | none | 90.0 | nan | 70.0 |'
     assert table[0] in done.stdout
     merged = json.loads((tmp_path / 'cmp' / 'comparison.json').read_text())
-    assert merged['sweep'] == 'resolution' and set(merged['sources']) == {'run_a/eval', 'run_b/eval'}
+    assert merged['sweep'] == 'resolution' and set(merged['sources']) == {'run_a', 'run_b'}
     with open(tmp_path / 'cmp' / 'comparison.png', 'rb') as f:
         assert f.read(8) == b'\x89PNG\r\n\x1a\n'
 
@@ -275,3 +276,50 @@ def test_tables_printed_to_a_file_or_pipe_are_whole():
     sources = [p for folder in ('vispe', 'tools') for p in (ROOT_PATH / folder).rglob('*.py')]
     built = [str(p) for p in sources if re.search(r'\bConsole\(', p.read_text()) and p.name != 'report.py']
     assert built == []
+
+
+def _figure_after(plot, monkeypatch):
+    saved = []
+    monkeypatch.setattr(figures.plt().Figure, 'savefig', lambda fig, path, **kw: saved.append(fig))
+    plot()
+    return saved[0]
+
+
+def test_every_line_has_its_own_colour_and_marker_up_to_twelve_lines():
+    for count in (3, 10, 11, 12):
+        styles = figures.line_styles(count)
+        assert len({s['color'] for s in styles}) == count, count
+        assert len({s['marker'] for s in styles}) == count, count
+
+
+def test_a_sweep_figure_has_chance_its_legend_outside_the_data_and_names_the_real_model(tmp_path, monkeypatch):
+    from vispe.sweeps.resolution import plot
+
+    config = {'model.backbone.model_name': 'vit_tiny_patch16_224', 'model.backbone.encoding': 'rope_mixed',
+              'model.backbone.patch_size': 4, 'model.backbone.embed_dim': 64, 'model.backbone.depth': 4,
+              'model.backbone.num_heads': 4, 'model.backbone.num_classes': 27}  # fmt: skip
+    rows = [row(enc, res, 50.0, strategy=s) for enc in ('ape', 'rope') for s in ('none', 'interpolate')
+            for res in (32, 64)]  # fmt: skip
+    results = {'train_resolution': 32, 'resolved_config': config, 'results': rows}
+    fig = _figure_after(lambda: plot(results, str(tmp_path / 'r.png')), monkeypatch)
+    (ax,) = fig.axes
+    title = ax.get_title()
+    assert title.startswith('ViT (rope_mixed; patch 4, width 64, depth 4, heads 4)'), title
+    assert 'patch16' not in title and 'trained at 32 px' in title
+    chance = [ln for ln in ax.get_lines() if ln.get_linestyle() == '--']
+    assert len(chance) == 1 and list(chance[0].get_ydata()) == [pytest.approx(100 / 27)] * 2
+    assert ax.get_ylim()[0] == 0
+    legend = ax.get_legend()
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert len(labels) == len(set(labels)) and labels[-1] == 'chance (3.7)'
+    fig.canvas.draw()  # the legend's box lies right of the axes: it covers no data
+    assert legend.get_window_extent().x0 >= ax.get_window_extent().x1
+
+
+def test_compare_results_labels_say_each_thing_once():
+    from vispe.cli.compare_results import line_label
+    from vispe.sweeps import merge
+
+    assert merge.run_labels(['runs/rope_mixed/eval/results.json', 'runs/ape/eval/results.json']) == ['rope_mixed', 'ape']
+    assert line_label(('rope_mixed', 'rope_mixed', 'none')) == 'rope_mixed none'
+    assert line_label(('seed0/rope', 'rope_mixed', 'default')) == 'seed0/rope rope_mixed'

@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 
-from vispe.evaluation import report
+from vispe.evaluation import figures, report
 from vispe.evaluation.outputs import save_figure
 
 #: the strategy that means "no extrapolation trick" for each family; encodings without strategies report 'default';
@@ -111,22 +111,22 @@ def three_cell_markdown(
 def plot(stats: Stats, tasks: Sequence[str], resolutions: Sequence[str], path: str) -> str:
     """One row per task, columns 'plain strategy' and 'best strategy': accuracy against test resolution in
     increasing pixel count (categories, so 32x48 and 48x32 are two ticks; the training size ``resolutions[0]`` is
-    dotted), one line per encoding with its spread over seeds as error bars, its own marker and a small offset
-    (equal lines stay visible). Saved as PNG."""
-    fig, axes = report.plt().subplots(len(tasks), 2, figsize=(11, 4 * len(tasks)), dpi=110, squeeze=False, sharey='row')
+    dotted), one line per encoding with its spread over seeds as error bars, its own colour and marker. Saved as PNG."""
+    fig, axes = figures.plt().subplots(
+        len(tasks), 2, figsize=(11, 4 * len(tasks)), dpi=110, squeeze=False, sharey='row'
+    )
     for row, task in enumerate(tasks):
         for col, title in enumerate(('plain strategy', 'best strategy')):
             ax = axes[row][col]
             table = strategy_pivot(stats, task, resolutions, best=col == 1)  # best: judged with 1x = resolutions[0]
             table.columns = sorted(resolutions, key=report.resolution_order)
-            cmap = report.plt().cm.tab20
-            colors = {key: cmap(i % 20) for i, key in enumerate(table.keys)}  # one colour per encoding, every panel
-            report.draw_lines(ax, table, lambda key: f'{key[0]} ({key[1]})', resolutions[0], colors=colors)
+            styles = figures.key_styles(table.keys)  # one colour and marker per encoding, every panel
+            figures.draw_lines(ax, table, lambda key: f'{key[0]} ({key[1]})', resolutions[0], styles=styles)
             ax.set_title(f'shapes2d {task}: {title}')
             ax.set_xlabel('test resolution (H x W; dotted: training)')
             ax.set_ylabel('top-1 accuracy (%)')
             ax.legend(fontsize=7)
-    return report.save_figure(fig, path)
+    return figures.save_figure(fig, path)
 
 
 def card_note(stats: Stats, task: str, encoding: str, resolutions: Sequence[str]) -> str:
@@ -201,16 +201,14 @@ def regime_plot(stats: Stats, task: str, regimes: Sequence[str], resolutions: Se
     columns = sorted(resolutions, key=report.resolution_order)
     cols = min(4, len(encodings))
     rows = -(-len(encodings) // cols)
-    fig, axes = report.plt().subplots(rows, cols, figsize=(3.6 * cols, 3.0 * rows), dpi=110, squeeze=False, sharey=True)
-    cmap = report.plt().cm.tab10
-    colors = {(r,): cmap(i % 10) for i, r in enumerate(regimes)}  # a regime looks the same in every panel
-    markers = {(r,): report.MARKERS[i % len(report.MARKERS)] for i, r in enumerate(regimes)}
+    fig, axes = figures.plt().subplots(
+        rows, cols, figsize=(3.6 * cols, 3.0 * rows), dpi=110, squeeze=False, sharey=True
+    )
+    styles = figures.key_styles([(r,) for r in regimes])  # a regime looks the same in every panel
     train = f'{resolutions[0]} px (the fixed regime trains there)'
     for ax, encoding in zip(axes.flat, encodings):
         table = regime_pivot(stats, task, encoding, regimes, columns)
-        report.draw_lines(
-            ax, table, lambda key: key[0], resolutions[0], colors=colors, train_label=train, markers=markers
-        )
+        figures.draw_lines(ax, table, lambda key: key[0], resolutions[0], train_label=train, styles=styles)
         strategies = {plain_strategy(stats, task_label(task, r), encoding) for (r,) in table.keys}
         ax.set_title(f'{encoding} ({", ".join(sorted(strategies))})', fontsize=9)
         ax.tick_params(axis='x', labelsize=7, rotation=45)
@@ -226,7 +224,7 @@ def regime_plot(stats: Stats, task: str, regimes: Sequence[str], resolutions: Se
     try:
         return save_figure(fig, path)
     finally:
-        report.plt().close(fig)
+        figures.plt().close(fig)
 
 
 __all__ = [

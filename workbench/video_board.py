@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from vispe.datasets.shapes_video import TASKS
-from vispe.evaluation import report
+from vispe.evaluation import figures
 from vispe.experiments.compare import Run, encoding_option, schedule_options, supported_strategies, train_and_sweep
 from vispe.sweeps.video import FRAME_FACTORS, SIZE_FACTORS, evaluate_video, factor_label, factor_order
 from workbench.leaderboard_report import Stats, markdown, strategy_pivot, summarize
@@ -152,19 +152,19 @@ def board_rows(stats: Stats) -> list[dict[str, Any]]:
 def plot(stats: Stats, tasks: Sequence[str], columns: Sequence[str], path: str) -> str:
     """Per task a row of four panels: frames and frame size, each with the encodings' plain and best strategies;
     accuracy against the factor (the training setting dotted), one line per encoding with its spread over seeds."""
-    fig, axes = report.plt().subplots(len(tasks), 4, figsize=(18, 4 * len(tasks)), dpi=100, squeeze=False)
+    fig, axes = figures.plt().subplots(len(tasks), 4, figsize=(18, 4 * len(tasks)), dpi=100, squeeze=False)
     for row, task in enumerate(tasks):
         for col, (part, best) in enumerate((('frames', False), ('frames', True), ('size', False), ('size', True))):
             ax = axes[row][col]
             table = strategy_pivot(stats, task, list(columns), best=best)
             shown = [c for c in columns if c.endswith(part) or c == TRAIN_COLUMN]
             table.columns = sorted(shown, key=lambda c: float(c.split('x ')[0]))  # by factor, frames or size
-            report.draw_lines(ax, table, lambda key: f'{key[0]} ({key[1]})', TRAIN_COLUMN, train_label='training')
+            figures.draw_lines(ax, table, lambda key: f'{key[0]} ({key[1]})', TRAIN_COLUMN, train_label='training')
             ax.set_title(f'ShapesVideo {task}: {part}, {"best" if best else "plain"} strategy', fontsize=9)
             ax.set_xlabel('test frames / training frames' if part == 'frames' else 'test frame size / training')
             ax.set_ylabel('top-1 accuracy (%)')
             ax.legend(fontsize=6)
-    return report.save_figure(fig, path)
+    return figures.save_figure(fig, path)
 
 
 __all__ = [

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from vispe.engine.atomic import DiskFullError
 from vispe.engine.workdir import out_folder
-from vispe.evaluation import outputs, report
+from vispe.evaluation import figures, outputs, report
 from vispe.sweeps import merge
 from vispe.sweeps.registry import SWEEPS
 
@@ -79,11 +79,26 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> str:
 
 
 def plot(args, table, documents, labels, kind, metric) -> str:
-    return report.plot_lines(
+    return figures.plot_lines(
         table,
         os.path.join(args.out, 'comparison.png'),
         title=merge.merged_title(documents, labels),
         xlabel=SWEEPS[kind].xlabel,
         ylabel=metric,
-        label=lambda key: ' '.join(str(k) for k in key if k != 'default'),
+        label=line_label,
+        chance=common_chance(documents, metric),
     )
+
+
+def line_label(key: tuple) -> str:
+    """A legend entry: the key's fields, leaving out 'default' and a field the run's label already says
+    ('rope_mixed none' for the run rope_mixed, not 'rope_mixed rope_mixed none')."""
+    run, *rest = (str(k) for k in key)
+    said = set(run.replace('/', ' ').split())
+    return ' '.join([run, *(k for k in rest if k != 'default' and k not in said)])
+
+
+def common_chance(documents, metric: str) -> float | None:
+    """The runs' chance level when they all have the same one, else None."""
+    levels = {figures.chance_level(d, metric) for d in documents}
+    return levels.pop() if len(levels) == 1 else None

@@ -161,7 +161,7 @@ def save_figure(fig: Any, path: str | os.PathLike, force: bool | None = None) ->
     ext = os.path.splitext(path)[1].lower()
     buf = io.BytesIO()
     meta = {'Software': MARKER} if ext in ('.png', '') else {'Creator': MARKER}
-    fig.savefig(buf, format=ext[1:] or 'png', metadata=meta)
+    fig.savefig(buf, format=ext[1:] or 'png', metadata=meta, bbox_inches='tight')  # a legend outside the axes too
     atomic_write(path, buf.getvalue())
     return path
 

@@ -19,13 +19,6 @@ from vispe.evaluation import outputs
 Row = Mapping[str, Any]
 Key = tuple[Any, ...]
 
-#: one marker per line, cycling; filled and hollow shapes so overlapping lines differ in outline too
-MARKERS = ('o', 's', '^', 'D', 'v', 'P', 'X', '<', '>', '*', 'h', 'p')
-#: the horizontal offset between neighbouring lines, in category widths: visible, yet far from the next category
-OFFSET = 0.06
-#: characters of a title line before it wraps (the figure widens to fit it)
-TITLE_WIDTH = 120
-
 
 class Stat(NamedTuple):
     """A cell's mean, standard deviation (0 for one value) and count; equal to the tuple (mean, std, n)."""
@@ -222,19 +215,22 @@ def _as_lists(node: Any) -> Any:
     return {k: _as_lists(v) for k, v in node.items()}
 
 
+#: the backbone's shape as titles give it, (config key, word); it replaces a timm name that the config reshaped
+SHAPE_WORDS = (('patch_size', 'patch'), ('embed_dim', 'width'), ('depth', 'depth'), ('num_heads', 'heads'))
 #: a results.json ``resize`` in words, for titles
 RESIZE_WORDS = {'crop': 'centre crop', 'pad': 'padding', 'stretch': 'stretching'}
 
 
 def describe(results: Mapping[str, Any]) -> str:
-    """'vit_tiny_patch16_224 (rope_mixed; depth 4, dim 64) on Shapes2D, trained at 32 px, 6000 training samples' of a
-    results.json, from the recorded training config (else the evaluated one); '' when it holds none."""
+    """'ViT (rope_mixed; patch 4, width 64, depth 4, heads 4) on Shapes2D, trained at 32 px, 6000 training samples'
+    of a results.json, from the recorded training config (else the evaluated one); '' when it holds none. A timm
+    name (vit_tiny_patch16_224) whose patch, width or depth the config changed is named by its family only."""
     config = results.get('trained_config') or results.get('resolved_config') or {}
     backbone = {k[len('model.backbone.') :]: v for k, v in config.items() if k.startswith('model.backbone.')}
     model = backbone.get('type') or backbone.get('model_name') or config.get('model.type')
-    shape = ', '.join(
-        f'{name} {backbone[key]}' for key, name in (('depth', 'depth'), ('embed_dim', 'dim')) if key in backbone
-    )
+    shape = ', '.join(f'{name} {backbone[key]}' for key, name in SHAPE_WORDS if key in backbone)
+    if shape and model == backbone.get('model_name'):  # a timm name whose shape the config changed
+        model = 'ViT' if str(model).startswith('vit_') else str(model).split('_')[0]
     spec = _subtree(config, 'model.backbone.encoding')
     try:
         encoding = spec_text(spec) if spec is not None else None
@@ -265,84 +261,6 @@ def describe(results: Mapping[str, Any]) -> str:
     return ', '.join([' '.join(parts), *trained] if parts else trained)
 
 
-# ------------------------------------------------------------------------------------------------------------------
-# figures
-# ------------------------------------------------------------------------------------------------------------------
-
-
-def plt():
-    """matplotlib.pyplot on the Agg backend: figures are files, never windows."""
-    import matplotlib
-
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as pyplot
-
-    return pyplot
-
-
-def draw_lines(
-    ax,
-    table: Pivot,
-    label: Callable[[Key], str] = key_text,
-    train_column: str | None = None,
-    spread: bool = True,
-    colors: Mapping[Key, Any] | None = None,
-    train_label: str = 'train resolution',
-    markers: Mapping[Key, str] | None = None,
-) -> None:
-    """One line per row key over the pivot's columns as categorical ticks, each with a marker and a small offset; error
-    bars when ``spread``; a dotted line at ``train_column``."""
-    xs = range(len(table.columns))
-    count = len(table.keys)
-    for i, key in enumerate(table.keys):
-        shift = (i - (count - 1) / 2) * OFFSET
-        stats = [table.stat(key, c) for c in table.columns]
-        means, stds = [s.mean for s in stats], [s.std for s in stats]
-        marker = markers[key] if markers is not None else MARKERS[i % len(MARKERS)]
-        style = dict(marker=marker, capsize=3, label=label(key), markersize=6, linewidth=1.4)
-        if colors is not None:
-            style['color'] = colors[key]
-        ax.errorbar([x + shift for x in xs], means, yerr=stds if spread and any(stds) else None, **style)
-    if train_column is not None and train_column in table.columns:
-        ax.axvline(table.columns.index(train_column), color='grey', linestyle=':', label=train_label)
-    ax.set_xticks(list(xs), table.columns)
-    ax.set_xlim(-0.5, len(table.columns) - 0.5)
-    ax.grid(alpha=0.3)
-
-
-def save_figure(fig, path: str) -> str:
-    """Tight layout, write ``path`` (checked first), close the figure; returns the path."""
-    fig.tight_layout()
-    try:
-        return outputs.save_figure(fig, path)
-    finally:
-        plt().close(fig)
-
-
-def plot_lines(
-    table: Pivot,
-    path: str,
-    title: str = '',
-    xlabel: str = '',
-    ylabel: str = '',
-    label: Callable[[Key], str] = key_text,
-    train_column: str | None = None,
-) -> str:
-    """A one-panel figure of ``draw_lines``, saved as PNG at ``path``."""
-    import textwrap
-
-    title = '\n'.join(textwrap.fill(line, TITLE_WIDTH) for line in title.splitlines())
-    longest = max([0, *map(len, title.splitlines())])
-    width = max(6.0, 0.9 * len(table.columns) + 2, 0.075 * longest)  # a title line fits at fontsize 8
-    fig, ax = plt().subplots(figsize=(width, 4.0 + 0.15 * title.count('\n')), dpi=120)
-    draw_lines(ax, table, label, train_column)
-    ax.set_title(title, fontsize=8)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.legend(fontsize=7)
-    return save_figure(fig, path)
-
-
 __all__ = [
     'PIPE_WIDTH',
     'console',
@@ -352,13 +270,10 @@ __all__ = [
     'Stat',
     'cell_text',
     'describe',
-    'draw_lines',
     'key_text',
     'markdown',
     'pivot',
-    'plot_lines',
     'resolution_order',
-    'save_figure',
     'summarize',
     'write_json',
 ]

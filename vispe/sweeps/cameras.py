@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from vispe.evaluation import report
+from vispe.evaluation import figures, report
 from vispe.evaluation.trained_model import encoding_label, load_model, trained_config
 from vispe.sweeps.engine import Cell, Log, run_sweep
 from vispe.sweeps.identity import sweep_identity
@@ -81,7 +81,7 @@ def plot_results(rows: Sequence[dict[str, Any]], path: str, title: str = '') -> 
 
     cols = _settings(rows)
     errors = results_pivot(rows, 'mean_error')
-    fig, ax = report.plt().subplots(figsize=(max(6.0, 1.3 * len(cols) + 1), 3.8), dpi=120)
+    fig, ax = figures.plt().subplots(figsize=(max(6.0, 1.3 * len(cols) + 1), 3.8), dpi=120)
     width = 0.8 / max(1, len(errors.keys))
     x = np.arange(len(cols))
     for i, key in enumerate(errors.keys):
@@ -91,10 +91,10 @@ def plot_results(rows: Sequence[dict[str, Any]], path: str, title: str = '') -> 
     ax.set_xticks(x, cols, rotation=20)
     ax.set_ylabel('mean 3D error (data units)')
     ax.grid(axis='y', alpha=0.3)
-    ax.legend(fontsize=8)
+    figures.legend_outside(ax, fontsize=8)
     if title:
         ax.set_title(title, fontsize=9)
-    return report.save_figure(fig, path)
+    return figures.save_figure(fig, path)
 
 
 HATCHES = ('', '//', '..', 'xx', '\\\\', '++')

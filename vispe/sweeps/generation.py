@@ -20,7 +20,7 @@ import torch
 from vispe.encodings.rotary_scaling import DYPE_STRATEGIES
 from vispe.engine.checkpoint import checkpoints_inside
 from vispe.engine.config import load_config
-from vispe.evaluation import report, trained_model
+from vispe.evaluation import figures, report, trained_model
 from vispe.evaluation.generation_metrics import ShapesFeatures, generation_metrics
 from vispe.files import check_file
 from vispe.registry import DATASETS
@@ -80,20 +80,20 @@ def generate(model, num_classes: int, per_class: int, size, settings: dict[str, 
 def plot(results: dict[str, Any], path: str) -> str:
     """results.json's figure: one panel per metric against resolution, one line per (encoding, strategy)."""
     metrics = list(dict.fromkeys(r['metric'] for r in results['results'])) or ['(no results)']
-    fig, axes = report.plt().subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.8), dpi=120, squeeze=False)
+    fig, axes = figures.plt().subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.8), dpi=120, squeeze=False)
     train = results.get('train_resolution')
     for ax, metric in zip(axes[0], metrics):
         table = resolution_sweep.results_pivot(metric_rows(results, metric), ordered=True)
-        report.draw_lines(
+        figures.draw_lines(
             ax, table, resolution_sweep.line_label, None if train is None else trained_model.resolution_label(train)
         )
         ax.set_title(metric, fontsize=9)
         ax.set_xlabel('test resolution (H x W)')
-    axes[0][0].legend(fontsize=7)
+    figures.legend_outside(axes[0][-1])
     title = report.describe(results)
     if title:
         fig.suptitle(title, fontsize=8)
-    return report.save_figure(fig, path)
+    return figures.save_figure(fig, path)
 
 
 @SWEEPS.register(

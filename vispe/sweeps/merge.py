@@ -112,8 +112,11 @@ def checked_labels(documents: Sequence[Mapping[str, Any]], labels: Sequence[str]
 
 
 def run_labels(paths: Sequence[str]) -> list[str]:
-    """Each results.json labelled by its last folder names, as many as make the labels unique."""
+    """Each results.json labelled by its last folder names, as many as make the labels unique; folder names that end
+    every path alike (runs/a/eval, runs/b/eval) are left out: they tell the runs not apart."""
     parts = [os.path.abspath(p).split(os.sep)[:-1] for p in paths]
+    while len(parts) > 1 and all(len(p) > 1 and p[-1] == parts[0][-1] for p in parts):
+        parts = [p[:-1] for p in parts]
     for depth in range(1, max(len(p) for p in parts) + 1):
         labels = ['/'.join(p[-depth:]) for p in parts]
         if len(set(labels)) == len(labels):

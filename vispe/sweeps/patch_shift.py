@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from vispe.engine.config import common_parser_args, sweep_parser_args
-from vispe.evaluation import report
+from vispe.evaluation import figures, report
 from vispe.evaluation.trained_model import model_patch_size
 from vispe.registry import DATASETS
 from vispe.sweeps import engine
@@ -79,13 +79,14 @@ def results_table(rows: Iterable[dict[str, Any]], title: str = '', failed: Itera
 
 def plot(results: dict[str, Any], path: str) -> str:
     """Accuracy against the shift, one line per (encoding, direction); report.describe's title. Saved as PNG."""
-    return report.plot_lines(
+    return figures.plot_lines(
         results_pivot(results['results'], ordered=True),
         path,
         title=report.describe(results),
         xlabel='shift (fraction of a patch; circular roll)',
         ylabel=f'{results.get("metric", "accuracy")} (%)',
         label=lambda key: f'{key[0]} ({key[1]})',
+        chance=figures.chance_level(results, results.get('metric', 'accuracy')),
     )
 
 

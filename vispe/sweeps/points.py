@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from vispe.evaluation import report
+from vispe.evaluation import figures, report
 from vispe.evaluation.trained_model import encoding_label, load_model, trained_config, training_setting
 from vispe.sweeps.engine import Cell, Log, run_sweep
 from vispe.sweeps.identity import sweep_identity
@@ -74,25 +74,29 @@ def markdown_table(rows: Sequence[dict[str, Any]], fmt: str = '.1f') -> str:
     return report.markdown(results_pivot(rows), fmt, align=':')
 
 
-def plot_results(rows: Sequence[dict[str, Any]], path: str, metric: str = 'accuracy', title: str = '') -> str:
-    """Two panels, metric against the point-count factor and against the scale, one line per encoding."""
-    fig, axes = report.plt().subplots(1, 2, figsize=(9, 3.8), dpi=120, sharey=True)
+def plot_results(
+    rows: Sequence[dict[str, Any]], path: str, metric: str = 'accuracy', title: str = '', chance: float | None = None
+) -> str:
+    """Two panels, metric against the point-count factor and against the scale, one line per encoding; ``chance``
+    dashed."""
+    fig, axes = figures.plt().subplots(1, 2, figsize=(9, 3.8), dpi=120, sharey=True)
     for ax, sweep, xlabel in zip(axes, PARTS, ('test points / training points', 'object scale (training: 1)')):
         chosen = [r for r in rows if r['sweep'] == sweep]
         factors = sorted({r['factor'] for r in chosen})
         table = report.pivot(chosen, ('encoding',), lambda r: f'{r["factor"]:g}x', columns=[f'{f:g}x' for f in factors])
-        report.draw_lines(ax, table, lambda key: key[0], train_column='1x', train_label='training')
+        figures.draw_lines(ax, table, lambda key: key[0], train_column='1x', train_label='training', chance=chance)
         ax.set_xlabel(xlabel)
     axes[0].set_ylabel(f'{metric} (%)')
-    axes[1].legend(fontsize=8)
+    figures.legend_outside(axes[1], fontsize=8)
     if title:
         fig.suptitle(title, fontsize=9)
-    return report.save_figure(fig, path)
+    return figures.save_figure(fig, path)
 
 
 def plot(results: dict[str, Any], path: str) -> str:
     """results.json's figure: ``plot_results`` of its rows, described in the title."""
-    return plot_results(results['results'], path, title=report.describe(results))
+    chance = figures.chance_level(results, results.get('metric', 'accuracy'))
+    return plot_results(results['results'], path, title=report.describe(results), chance=chance)
 
 
 @SWEEPS.register(

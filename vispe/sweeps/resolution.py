@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import torch
 
 from vispe.datasets.augment import check_resize
-from vispe.evaluation import report
+from vispe.evaluation import figures, report
 from vispe.evaluation.trained_model import (
     Resolution,
     check_resolutions,
@@ -116,12 +116,17 @@ def line_label(key: tuple[str, str]) -> str:
 
 
 def plot_results(
-    rows: Iterable[dict[str, Any]], path: str, metric: str = 'accuracy', train_resolution=None, title: str = ''
+    rows: Iterable[dict[str, Any]],
+    path: str,
+    metric: str = 'accuracy',
+    train_resolution=None,
+    title: str = '',
+    chance: float | None = None,
 ) -> str:
-    """Metric against resolution (categorical), one line per (encoding, strategy), saved as PNG."""
+    """Metric against resolution (categorical), one line per (encoding, strategy), ``chance`` dashed; saved as PNG."""
     table = results_pivot(rows, ordered=True)
     train = None if train_resolution is None else resolution_label(train_resolution)
-    return report.plot_lines(
+    return figures.plot_lines(
         table,
         path,
         title=title,
@@ -129,13 +134,18 @@ def plot_results(
         ylabel=f'{metric} (%)',
         label=line_label,
         train_column=train,
+        chance=chance,
     )
 
 
 def plot(results: dict[str, Any], path: str) -> str:
     """results.json's figure: ``plot_results`` of its rows, the training resolution dotted, described in the title."""
     return plot_results(
-        results['results'], path, train_resolution=results['train_resolution'], title=report.describe(results)
+        results['results'],
+        path,
+        train_resolution=results['train_resolution'],
+        title=report.describe(results),
+        chance=figures.chance_level(results, results.get('metric', 'accuracy')),
     )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from vispe.evaluation import report
+from vispe.evaluation import figures, report
 from vispe.evaluation.trained_model import (
     check_strategies,
     encoding_label,
@@ -103,27 +103,31 @@ def line_label(key: tuple[str, ...]) -> str:
     return key[0] if key[1] == 'default' else f'{key[0]} ({key[1]})'
 
 
-def plot_results(rows: Sequence[dict[str, Any]], path: str, metric: str = 'accuracy', title: str = '') -> str:
-    """Two panels, metric against the frame-count and frame-size factors, one line per (encoding, strategy)."""
-    fig, axes = report.plt().subplots(1, 2, figsize=(10, 4), dpi=120, sharey=True)
+def plot_results(
+    rows: Sequence[dict[str, Any]], path: str, metric: str = 'accuracy', title: str = '', chance: float | None = None
+) -> str:
+    """Two panels, metric against the frame-count and frame-size factors, one line per (encoding, strategy);
+    ``chance`` dashed."""
+    fig, axes = figures.plt().subplots(1, 2, figsize=(10, 4), dpi=120, sharey=True)
     for ax, sweep, xlabel in zip(axes, PARTS, ('test frames / training frames', 'test frame size / training size')):
         chosen = [r for r in rows if r['sweep'] == sweep]
         factors = sorted({r['factor'] for r in chosen})
         table = report.pivot(
             chosen, ('encoding', 'strategy'), lambda r: f'{r["factor"]:g}x', columns=[f'{f:g}x' for f in factors]
         )
-        report.draw_lines(ax, table, line_label, train_column='1x', train_label='training')
+        figures.draw_lines(ax, table, line_label, train_column='1x', train_label='training', chance=chance)
         ax.set_xlabel(xlabel)
     axes[0].set_ylabel(f'{metric} (%)')
-    axes[1].legend(fontsize=7)
+    figures.legend_outside(axes[1])
     if title:
         fig.suptitle(title, fontsize=9)
-    return report.save_figure(fig, path)
+    return figures.save_figure(fig, path)
 
 
 def plot(results: dict[str, Any], path: str) -> str:
     """results.json's figure: ``plot_results`` of its rows, described in the title."""
-    return plot_results(results['results'], path, title=report.describe(results))
+    chance = figures.chance_level(results, results.get('metric', 'accuracy'))
+    return plot_results(results['results'], path, title=report.describe(results), chance=chance)
 
 
 def _backbone(model: torch.nn.Module) -> Any:
