@@ -320,6 +320,9 @@ def test_compare_results_labels_say_each_thing_once():
     from vispe.cli.compare_results import line_label
     from vispe.sweeps import merge
 
-    assert merge.run_labels(['runs/rope_mixed/eval/results.json', 'runs/ape/eval/results.json']) == ['rope_mixed', 'ape']
+    assert merge.run_labels(['runs/rope_mixed/eval/results.json', 'runs/ape/eval/results.json']) == [
+        'rope_mixed',
+        'ape',
+    ]
     assert line_label(('rope_mixed', 'rope_mixed', 'none')) == 'rope_mixed none'
     assert line_label(('seed0/rope', 'rope_mixed', 'default')) == 'seed0/rope rope_mixed'

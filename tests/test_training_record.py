@@ -115,4 +115,7 @@ def test_a_sweep_describes_the_run_it_evaluates_with_its_encodings_options(tmp_p
     got = sweep(config, ckpt, tmp_path / 'out', ['bicubic'], **options)
     assert {row['encoding'] for row in got['results']} == {'ape_learned:lape=True'}
     title = report.describe(got)
-    assert title.startswith('ViT (ape_learned:lape=True; patch 4, width 32, depth 2, heads 2)') and '8 training samples' in title, title
+    assert (
+        title.startswith('ViT (ape_learned:lape=True; patch 4, width 32, depth 2, heads 2)')
+        and '8 training samples' in title
+    ), title
