@@ -4,10 +4,11 @@ when it ends, so one process can train many runs."""
 from __future__ import annotations
 
 import gc
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mmengine.config import Config
+from mmengine.hooks import Hook
 
 from vispe.engine.checkpoint import allow_mmengine_checkpoints
 from vispe.engine.config import compile_backbone, enable_amp, load_config, setup_distributed_backend
@@ -37,13 +38,16 @@ def training_config(
     return cfg
 
 
-def run_training(cfg: Config, compile: bool = False) -> None:
-    """Build the Runner of ``cfg`` and train, then leave the process (process group, mmengine instances) as it was."""
+def run_training(cfg: Config, compile: bool = False, hooks: Sequence[Hook] = ()) -> None:
+    """Build the Runner of ``cfg``, register ``hooks`` (instances, beside the config's) and train, then leave the
+    process (process group, mmengine instances) as it was."""
     setup_distributed_backend(cfg)
     setup_cpu_distributed(cfg)
     allow_mmengine_checkpoints()
     runner = build_runner(cfg)
     try:
+        for hook in hooks:
+            runner.register_hook(hook)
         if compile:
             compile_backbone(runner.model)
         runner.train()
@@ -81,14 +85,15 @@ def train(
     work_dir: str | None = None,
     cfg_options: Mapping[str, Any] | None = None,
     compile: bool = False,
+    hooks: Sequence[Hook] = (),
     **flags: Any,
 ) -> Config:
     """Train ``config`` (a file or a shipped name) into ``work_dir`` as ``vispe train`` does; returns the run's config.
 
-    ``flags`` are ``training_config``'s; ``compile`` torch.compiles the backbone.
+    ``flags`` are ``training_config``'s; ``compile`` torch.compiles the backbone; ``hooks`` are added to the Runner's.
     """
     cfg = training_config(config, work_dir, cfg_options, **flags)
-    run_training(cfg, compile)
+    run_training(cfg, compile, hooks)
     return cfg
 
 

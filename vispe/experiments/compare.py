@@ -6,6 +6,7 @@ config's final epoch) are reused and unfinished ones resume, so a comparison can
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -16,9 +17,10 @@ from vispe.encodings.build import parse_encoding_spec
 from vispe.engine.checkpoint import pointed_checkpoint
 from vispe.engine.config import load_config, parse_option_value
 from vispe.engine.train import train as train_in_process
-from vispe.evaluation import outputs, report
+from vispe.evaluation import figures, outputs, report
 from vispe.evaluation.report import write_json
 from vispe.evaluation.trained_model import parse_resolution, resolution_label
+from vispe.experiments.progress import RunsProgress
 from vispe.sweeps.engine import SweepConflict, failure_message, replace_args
 from vispe.sweeps.resolution import evaluate_resolution, plot_results, resolution_column
 
@@ -45,6 +47,7 @@ class Run:
     encoding: str = ''
     seed: int | None = None
     regime: str = 'fixed'
+    strategies: list[str] | None = None  # the resolution strategies to evaluate; None: every one the model takes
 
 
 def encoding_option(encoding: str) -> str:
@@ -105,8 +108,9 @@ def final_checkpoint_name(cfg) -> str:
     return f'epoch_{train_cfg.max_epochs}.pth'
 
 
-def train(run: Run, log: Callable[[str], None] = print) -> str:
-    """Train one run in process, reusing a finished run and resuming an interrupted one; returns its last checkpoint."""
+def train(run: Run, log: Callable[[str], None] = print, hooks: Sequence[Any] = ()) -> str:
+    """Train one run in process, reusing a finished run and resuming an interrupted one; returns its last checkpoint.
+    ``hooks``: mmengine Hook instances added to the run's."""
     ckpt = final_checkpoint(run)
     if ckpt:
         log(f'reusing {shown(ckpt)}')
@@ -116,7 +120,7 @@ def train(run: Run, log: Callable[[str], None] = print) -> str:
     log(
         ' '.join(['$ vispe train', run.config, '--work-dir', run.work_dir, *(['--resume'] if resume else []), *options])
     )
-    train_in_process(run.config, run.work_dir, run_options(run), resume=resume)
+    train_in_process(run.config, run.work_dir, run_options(run), resume=resume, hooks=hooks)
     ckpt = final_checkpoint(run)
     if ckpt is None:
         raise RuntimeError(f'training {run.config} into {run.work_dir} ended without its final checkpoint')
@@ -138,12 +142,17 @@ def evaluate(run: Run, ckpt: str, sweep: Sweep, out: str, *settings: Any, log: C
     return results
 
 
-def train_and_evaluate(run: Run, resolutions: Sequence[str], log: Callable[[str], None] = print) -> dict:
+def train_and_evaluate(
+    run: Run, resolutions: Sequence[str], log: Callable[[str], None] = print, progress: RunsProgress | None = None
+) -> dict:
     """Train (or reuse / resume) one run, evaluate it at ``resolutions``; returns its results.json content."""
-    ckpt = train(run, log)
+    ckpt = train(run, log, [progress.hook()] if progress else [])
+    if progress:
+        progress.evaluating(f'evaluating at {", ".join(resolutions)} px')
     eval_dir = os.path.join(run.work_dir, 'eval')
     # the sweep engine reuses each finished cell whose checkpoint, config, data and versions are unchanged
-    evaluate(run, ckpt, evaluate_resolution, eval_dir, [parse_resolution(r) for r in resolutions], None, log=log)
+    sizes = [parse_resolution(r) for r in resolutions]
+    evaluate(run, ckpt, evaluate_resolution, eval_dir, sizes, run.strategies, log=log)
     with open(os.path.join(eval_dir, 'results.json')) as f:
         return json.load(f)
 
@@ -213,12 +222,29 @@ def supported_strategies(run: Run) -> list[str]:
     return available_strategies(model)
 
 
-def compare(runs: Sequence[Run], resolutions: Sequence[str], out_dir: str, log: Callable[[str], None] = print) -> dict:
-    """Run every comparison run; write ``out_dir/summary.json`` and ``out_dir/summary_<task>.png``."""
+def compare(
+    runs: Sequence[Run],
+    resolutions: Sequence[str],
+    out_dir: str,
+    log: Callable[[str], None] = print,
+    progress: RunsProgress | None = None,
+) -> dict:
+    """Run every comparison run; write ``out_dir/summary.json`` and ``out_dir/summary_<task>.png``. With
+    ``progress``, each run's output goes to ``<work_dir>/console.log`` and the terminal shows only its line."""
     tasks: dict[str, dict] = {}
-    for run in runs:
-        result = train_and_evaluate(run, resolutions, log)
-        entry = tasks.setdefault(run.task, {'train_resolution': result['train_resolution'], 'results': []})
+    for k, run in enumerate(runs):
+        quiet = progress.run(k, os.path.join(run.work_dir, 'console.log')) if progress else contextlib.nullcontext()
+        with quiet:
+            result = train_and_evaluate(run, resolutions, log, progress)
+        entry = tasks.setdefault(
+            run.task,
+            {
+                'train_resolution': result['train_resolution'],
+                'results': [],
+                'title': report.describe(model_only(result)),
+            },
+        )
+        entry['chance'] = figures.chance_level(result)
         entry['results'] += [dict(row, task=run.task) for row in result['results']]
     summary = {'metric': 'accuracy', 'resolutions': list(resolutions), 'tasks': tasks, 'runs': [vars(r) for r in runs]}
     summary['json'] = write_json(summary, os.path.join(out_dir, 'summary.json'))
@@ -227,11 +253,21 @@ def compare(runs: Sequence[Run], resolutions: Sequence[str], out_dir: str, log: 
             t['results'],
             os.path.join(out_dir, f'summary_{task}.png'),
             train_resolution=t['train_resolution'],
-            title=f'{task}: ' + report.describe({'train_resolution': t['train_resolution']}),
+            title=f'{task}: {t["title"]}',
+            chance=t['chance'],
         )
         for task, t in tasks.items()
     ]
     return summary
+
+
+def model_only(results: dict) -> dict:
+    """``results`` without its encoding, so that ``report.describe`` names what the compared runs share."""
+    configs = {k: results.get(k) or {} for k in ('trained_config', 'resolved_config')}
+    trimmed = {
+        k: {key: v for key, v in c.items() if not key.startswith('model.backbone.encoding')} for k, c in configs.items()
+    }
+    return {**results, **trimmed}
 
 
 def markdown_table(rows: Sequence[dict], resolutions: Sequence[str], fmt: str = '.1f') -> str:
