@@ -37,6 +37,14 @@ def test_choosing_has_a_family_row_for_every_registered_encoding() -> None:
     assert not missing, f'docs/results/choosing.md, "Every family": no row names {missing}; add them to a family'
 
 
+def test_the_readme_tables_name_every_registered_encoding() -> None:
+    text = (ROOT / 'README.md').read_text(encoding='utf-8')
+    section = text.split('## Encodings', 1)[1].split('\n## ', 1)[0]
+    listed = {name for row in section.splitlines() if row.startswith('|') for name in re.findall(r'`(\w+)`', row)}
+    missing = sorted(set(vispe.list_encodings()) - listed)
+    assert not missing, f'README.md, "Encodings": no table row names {missing}'
+
+
 def test_the_header_shows_the_package_version() -> None:
     config = {'site_name': 'vispe', 'config_file_path': str(ROOT / 'mkdocs.yml'), 'repo_url': None}
     _hooks().on_config(config)

@@ -4,8 +4,9 @@
 
 inline for a count, or around a table (its text then starts and ends with a newline).
 
-``.venv/bin/python workbench/generated_docs.py`` rewrites every marked part in docs/ and README.md; tests/test_generated_docs.py
-fails, naming the page and the section, when one is stale, so a count or a table never drifts from the code.
+``.venv/bin/python workbench/generated_docs.py`` rewrites every marked part in docs/ and README.md;
+tests/test_generated_docs.py fails, naming the page and the section, when one is stale, so a count or a table never
+drifts from the code.
 """
 
 from __future__ import annotations
