@@ -14,7 +14,7 @@ PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 8 ] && n=
 # device" comes only after minutes of installing, so the bootstrap checks first.
 VENV_MIN_FREE_GB ?= 9
 
-.PHONY: demo test lint venv sysdeps clean leaderboard leaderboard-video demo-dit demo-points demo-cameras docs
+.PHONY: demo test lint venv sysdeps clean leaderboard leaderboard-video demo-dit demo-points demo-cameras docs docs-serve
 
 demo: $(STAMP)
 	$(PY) tools/demo.py
@@ -84,6 +84,13 @@ DOCS_STAMP := $(VENV)/.docs-installed
 
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# The built site at http://127.0.0.1:$(DOCS_PORT)/ (Ctrl-C stops it): search works there without a network, where
+# site/index.html opened as a file needs one for its search (the theme loads a small script from the web).
+DOCS_PORT ?= 8000
+docs-serve: docs
+	@echo "serving site/ at http://127.0.0.1:$(DOCS_PORT)/ (Ctrl-C stops)"
+	$(PY) -m http.server $(DOCS_PORT) --bind 127.0.0.1 --directory site
 
 $(DOCS_STAMP): requirements-docs.txt
 	@command -v $(PYTHON) >/dev/null 2>&1 || test -x $(PY) || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=python3"; exit 1; }

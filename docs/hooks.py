@@ -7,7 +7,12 @@ docs/results/leaderboard.md). MkDocs only knows the files under docs/, so here:
   link is rewritten to it;
 * any other link outside docs/ (a config, a test, models/README.md) becomes the path in code font: the site has no
   copy of the repository's files to link to;
-* a link to a file that does not exist is left alone, so that MkDocs reports it (and the strict build fails).
+* a link to a file that does not exist is left alone, so that MkDocs reports it (and the strict build fails);
+* a table's ``mean ± std`` cells keep each number on one line (non-breaking spaces around ``±``).
+
+The header shows the package's version (``site_name`` becomes ``vispe X.Y.Z``), read from vispe/__init__.py's
+``__version__`` (or setup.py's ``version=``) as text: building the site imports neither vispe nor torch. When
+setup.py names the project's public address (``url='https://...'``), the header links it as the repository.
 """
 
 from __future__ import annotations
@@ -15,8 +20,6 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-
-from mkdocs.structure.files import File
 
 IMAGE = ('.png', '.jpg', '.jpeg', '.svg', '.gif')
 LINK = re.compile(r'(!?)\[([^\]]*)\]\(([^)\s]+)\)')
@@ -36,7 +39,44 @@ def _root(config) -> str:
     return os.path.dirname(config['config_file_path'])
 
 
+def _read(root: str, name: str) -> str:
+    path = os.path.join(root, name)
+    if not os.path.exists(path):
+        return ''
+    with open(path, encoding='utf-8') as fh:
+        return fh.read()
+
+
+def package_version(root: str) -> str:
+    """vispe's version under ``root``: ``__version__`` in vispe/__init__.py, else ``version=`` in setup.py, as
+    written (a literal string); neither raises ValueError."""
+    for name, pattern in (('vispe/__init__.py', r'^__version__\s*=\s*'), ('setup.py', r'^\s*version\s*=\s*')):
+        found = re.search(pattern + r"['\"]([^'\"]+)['\"]", _read(root, name), re.M)
+        if found:
+            return found.group(1)
+    raise ValueError(f"no version string in {root}/vispe/__init__.py (__version__ = '...') or setup.py (version='...')")
+
+
+def repository_url(root: str) -> str | None:
+    """The public address setup.py gives (``url='https://...'``), or None when it gives none."""
+    found = re.search(r"^\s*url\s*=\s*['\"](https?://[^'\"]+)['\"]", _read(root, 'setup.py'), re.M)
+    return found.group(1) if found else None
+
+
+def on_config(config):
+    root = _root(config)
+    version = package_version(root)
+    if not config['site_name'].endswith(version):
+        config['site_name'] = f'{config["site_name"]} {version}'
+    url = repository_url(root)
+    if url and not config.get('repo_url'):
+        config['repo_url'], config['repo_name'] = url, 'vispe'
+    return config
+
+
 def on_files(files, config):
+    from mkdocs.structure.files import File  # here: the functions above serve tests without mkdocs installed
+
     root = _root(config)
     for page in [f for f in files if f.src_uri.endswith('.md')]:
         with open(page.abs_src_path, encoding='utf-8') as fh:
@@ -59,4 +99,18 @@ def on_page_markdown(markdown, page, config, files):
             return f'![{text}]({rel})'
         return text if f'`{path}`' in text or text == path else f'{text} (`{path}`)'
 
-    return LINK.sub(replace, markdown)
+    return keep_numbers_whole(LINK.sub(replace, markdown))
+
+
+#: a mean and its spread in a table row ("51.5 ± 10.5"), which a narrow column would break over two lines
+SPREAD = re.compile(r'(\d) ± (\d)')
+
+
+def keep_numbers_whole(markdown: str) -> str:
+    """``markdown`` with the spaces around ``±`` in its table rows made non-breaking: a wide table then scrolls
+    instead of wrapping a number."""
+    lines = markdown.split('\n')
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith('|'):
+            lines[i] = SPREAD.sub('\\1\u00a0±\u00a0\\2', line)
+    return '\n'.join(lines)

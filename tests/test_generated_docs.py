@@ -8,7 +8,7 @@ from workbench import generated_docs
 
 def test_generated_sections_are_current() -> None:
     stale = generated_docs.stale()
-    assert not stale, f'stale generated docs (run python workbench/generated_docs.py): {stale}'
+    assert not stale, f'stale generated docs (run .venv/bin/python workbench/generated_docs.py): {stale}'
 
 
 def test_every_section_is_used_somewhere() -> None:

@@ -4,8 +4,9 @@
 
 inline for a count, or around a table (its text then starts and ends with a newline).
 
-``python workbench/generated_docs.py`` rewrites every marked part in docs/ and README.md; tests/test_generated_docs.py
-fails, naming the page and the section, when one is stale, so a count or a table never drifts from the code.
+``.venv/bin/python workbench/generated_docs.py`` rewrites every marked part in docs/ and README.md;
+tests/test_generated_docs.py fails, naming the page and the section, when one is stale, so a count or a table never
+drifts from the code.
 """
 
 from __future__ import annotations
@@ -86,6 +87,56 @@ def hook_count() -> str:
     return str(len(HOOK_TABLE))
 
 
+def video_encoding_count() -> str:
+    """The encodings for (t, h, w) token grids only: neither images nor point clouds."""
+    import vispe
+    from vispe.encodings.build import encoding_class
+
+    classes = [encoding_class(n) for n in vispe.list_encodings(ndim=3)]
+    return str(sum(1 for cls in classes if cls.ndims == (3,) and cls.needs_grid))
+
+
+def _leaderboard_specs() -> list[str]:
+    """What ``make leaderboard`` trains by default: every 2D encoding, then the named variants."""
+    import vispe
+    from workbench.leaderboard import VARIANTS
+
+    return [*vispe.list_encodings(ndim=2), *VARIANTS]
+
+
+def leaderboard_encoding_count() -> str:
+    import vispe
+
+    return str(len(vispe.list_encodings(ndim=2)))
+
+
+def leaderboard_variant_count() -> str:
+    from workbench.leaderboard import VARIANTS
+
+    return str(len(VARIANTS))
+
+
+#: the leaderboard's default seeds (``tools/leaderboard.py --seeds``; the pages name them)
+LEADERBOARD_SEEDS = (0, 1, 2)
+
+
+def _leaderboard_tasks() -> tuple[str, ...]:
+    from workbench.leaderboard import DEFAULT_TASKS
+
+    return tuple(DEFAULT_TASKS)
+
+
+def leaderboard_run_count() -> str:
+    """Runs of one training regime: every spec on every task at every seed."""
+    return str(len(_leaderboard_specs()) * len(_leaderboard_tasks()) * len(LEADERBOARD_SEEDS))
+
+
+def leaderboard_archived_run_count() -> str:
+    """Runs of the fixed regime the archive (results/leaderboard/TASK/SPEC/seedN/run.json) holds."""
+    archive = ROOT / 'results' / 'leaderboard'
+    return str(sum(len(list((archive / task).glob('*/seed*/run.json'))) for task in _leaderboard_tasks()))
+
+
 def layer_diagram() -> str:
     from workbench import layers
 
@@ -105,6 +156,11 @@ SECTIONS: dict[str, Callable[[], str]] = {
     'hook-table': hook_table,
     'timm-name-count': timm_name_count,
     'hook-count': hook_count,
+    'video-encoding-count': video_encoding_count,
+    'leaderboard-encoding-count': leaderboard_encoding_count,
+    'leaderboard-variant-count': leaderboard_variant_count,
+    'leaderboard-run-count': leaderboard_run_count,
+    'leaderboard-archived-run-count': leaderboard_archived_run_count,
     'layer-diagram': layer_diagram,
     'layer-table': layer_table,
 }
