@@ -14,10 +14,14 @@ PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 8 ] && n=
 # device" comes only after minutes of installing, so the bootstrap checks first.
 VENV_MIN_FREE_GB ?= 9
 
-.PHONY: demo test lint venv sysdeps clean leaderboard leaderboard-video demo-dit demo-points demo-cameras docs docs-serve
+.PHONY: demo demo-full test lint venv sysdeps clean leaderboard leaderboard-video demo-dit demo-points demo-cameras docs docs-serve
 
 demo: $(STAMP)
 	$(PY) tools/demo.py
+
+# The demo at full depth: 30 epochs per run and every resolution strategy (about 20 minutes on 2 cores).
+demo-full: $(STAMP)
+	$(PY) tools/demo.py --full
 
 test: $(STAMP)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)

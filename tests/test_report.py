@@ -311,7 +311,7 @@ def test_a_sweep_figure_has_chance_its_legend_outside_the_data_and_names_the_rea
     assert ax.get_ylim()[0] == 0
     legend = ax.get_legend()
     labels = [t.get_text() for t in legend.get_texts()]
-    assert len(labels) == len(set(labels)) and labels[-1] == 'chance (3.7)'
+    assert len(labels) == len(set(labels)) and labels[-1] == 'chance (3.7%)'
     fig.canvas.draw()  # the legend's box lies right of the axes: it covers no data
     assert legend.get_window_extent().x0 >= ax.get_window_extent().x1
 

@@ -20,13 +20,15 @@ from vispe.cli.common import demo_parser
 from vispe.evaluation.report import console as report_console
 from vispe.experiments.compare import Run, compare, schedule_options
 from vispe.experiments.progress import RunsProgress, clock
-from vispe.sweeps.resolution import resolution_column, results_table
+from vispe.sweeps.resolution import merged_column, results_table
 
 #: encoding -> the strategies the default demo evaluates (--full: every strategy the model takes)
 ENCODINGS = {'ape_learned': ['bicubic'], 'rope_axial': ['none', 'interpolate'], 'rope_mixed': ['none', 'interpolate']}
 RESOLUTIONS = ['32', '48', '64']  # 1x, 1.5x, 2x the training resolution
 #: epochs of the default demo and of --full (the shipped config's)
 EPOCHS, FULL_EPOCHS = 10, 30
+#: each run's config, by encoding (a shipped config's name)
+CONFIG = 'vit/vit_tiny_{}_shapes2d_position.py'
 
 
 def main(
@@ -49,7 +51,7 @@ def main(
     runs = [
         Run(
             'position',
-            f'vit/vit_tiny_{enc}_shapes2d_position.py',
+            CONFIG.format(enc),
             os.path.join(out, enc),
             cfg_options=[] if args.full else schedule_options(EPOCHS),
             encoding=enc,
@@ -69,7 +71,7 @@ def main(
     finally:
         progress.close()
     task = summary['tasks']['position']
-    console.print(results_table(task['results'], title='top-1 accuracy (%) by test resolution (trained at 32 px)'))
+    console.print(results_table(task['results'], title='top-1 (%) by test size; trained at 32 px'))
     text = conclusion(task['results'], task['chance'])
     console.print(text)
     with open(os.path.join(out, 'summary.md'), 'w') as f:
@@ -87,7 +89,7 @@ def conclusion(rows: Sequence[dict], chance: float | None) -> str:
         return [
             r['value']
             for r in rows
-            if resolution_column(r) == resolution
+            if merged_column(r) == resolution
             and (encodings is None or r['encoding'] in encodings)
             and (strategies is None or r['strategy'] in strategies)
         ]
@@ -98,14 +100,14 @@ def conclusion(rows: Sequence[dict], chance: float | None) -> str:
 
     rope = [e for e in ENCODINGS if e.startswith('rope')]
     big = RESOLUTIONS[-1]
-    at_1x = values(RESOLUTIONS[0])
+    rope_1x, table_1x = values(RESOLUTIONS[0], rope), values(RESOLUTIONS[0], ['ape_learned'])
     plain, scaled = values(big, rope, ['none']), values(big, rope, ['interpolate'])
     table = values(big, ['ape_learned'])
-    if not (at_1x and plain and scaled and table):
+    if not (rope_1x and table_1x and plain and scaled and table):
         return 'Some results are missing, so the demo draws no conclusion; see the table.'
     said = [
-        f'At the training size ({RESOLUTIONS[0]} px) every model reaches {span(at_1x)}'
-        + (f' (chance: {chance:.1f}%).' if chance else '.'),
+        f'At the training size ({RESOLUTIONS[0]} px) the rotary models reach {span(rope_1x)} and the learned table '
+        f'{span(table_1x)}' + (f' (chance: {chance:.1f}%).' if chance else '.'),
         f'At {big} px, RoPE with its positions as they are (none) gets {span(plain)}, and with them rescaled onto the '
         f'training range (interpolate) {span(scaled)}; the learned table, resampled, gets {span(table)}.',
     ]

@@ -56,8 +56,8 @@ def draw_lines(
     styles: Mapping[Key, dict[str, Any]] | None = None,
 ) -> None:
     """One line per row key over the pivot's columns as categorical ticks (each its own colour and marker, on the
-    ticks); error bars when ``spread``; a dotted line at ``train_column``; a dashed line at ``chance`` (in the
-    metric's unit), with the y axis from 0. ``styles`` (``key_styles``) keeps a key's look the same across panels."""
+    ticks); error bars when ``spread``; a dotted line at ``train_column``; a dashed line at ``chance`` (a top-1 in
+    percent), with the y axis from 0. ``styles`` (``key_styles``) keeps a key's look the same across panels."""
     xs = list(range(len(table.columns)))
     styles = styles or key_styles(table.keys)
     for key in table.keys:
@@ -69,7 +69,7 @@ def draw_lines(
     if train_column is not None and train_column in table.columns:
         ax.axvline(table.columns.index(train_column), color='grey', linestyle=':', label=train_label, gid=REFERENCE)
     if chance is not None:
-        ax.axhline(chance, color='black', linestyle='--', linewidth=1.0, label=f'chance ({chance:.3g})', gid=REFERENCE)
+        ax.axhline(chance, color='black', linestyle='--', linewidth=1.0, label=f'chance ({chance:.3g}%)', gid=REFERENCE)
         ax.set_ylim(bottom=0)
     ax.set_xticks(xs, table.columns)
     ax.set_xlim(-0.5, len(table.columns) - 0.5)
