@@ -1,6 +1,6 @@
 """The README's demo: train three tiny ViTs on shapes2d `position` (ape_learned, rope_axial, rope_mixed), evaluate
-each at 1x, 1.5x and 2x the training resolution, and print one comparison table; writes outputs/demo/summary.json
-and summary_position.png.
+each at 1x, 1.5x and 2x the training resolution, print the table and what it shows; writes outputs/demo/summary.json,
+summary.md and summary_position.png (--full: 30 epochs and every strategy, into outputs/demo-full).
 
 A second run reuses finished checkpoints (delete outputs/demo to retrain) and resumes unfinished ones.
 

@@ -4,7 +4,7 @@ rotary encodings (rope_axial, rope_mixed); evaluates each at 1x, 1.5x and 2x the
 without rescaling the positions; prints the table, what it shows, and writes a figure and summary.json.
 
 The default takes about 8 minutes on 2 cores; --full (`make demo-full`) trains 30 epochs instead of 10 and evaluates
-every resolution strategy (about 25 minutes). A second run reuses finished checkpoints (delete the output folder to
+every resolution strategy (roughly three times as long). A second run reuses finished checkpoints (delete the output folder to
 retrain) and resumes unfinished ones. Each run's output is in <out>/<encoding>/console.log and mmengine's log.
 """
 
@@ -36,7 +36,9 @@ def main(
 ) -> None:
     parser = demo_parser(prog, __doc__, default_out)
     parser.add_argument(
-        '--full', action='store_true', help='30 epochs and every strategy (about 25 minutes on 2 cores)'
+        '--full',
+        action='store_true',
+        help='30 epochs instead of 10 and every strategy, into OUT-full (roughly three times as long)',
     )
     parser.add_argument(
         '--threads',
