@@ -84,7 +84,7 @@ def plot(args, table, documents, labels, kind, metric) -> str:
         os.path.join(args.out, 'comparison.png'),
         title=merge.merged_title(documents, labels),
         xlabel=SWEEPS[kind].xlabel,
-        ylabel=metric,
+        ylabel=f'{metric} (%)' if metric == 'accuracy' else metric,
         label=line_label,
         chance=common_chance(documents, metric),
     )

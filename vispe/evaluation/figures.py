@@ -33,7 +33,7 @@ def line_styles(count: int) -> list[dict[str, Any]]:
     lines, tab20's (dark hues first) up to twenty; markers shrink down the list, so that equal points nest."""
     cmap = plt().get_cmap('tab10' if count <= 10 else 'tab20')
     order = list(range(cmap.N)) if count <= 10 else [*range(0, 20, 2), *range(1, 20, 2)]
-    sizes = [8.0 - 4.0 * i / max(count - 1, 1) for i in range(count)]
+    sizes = [8.0 - 3.0 * i / max(count - 1, 1) for i in range(count)]
     return [
         dict(color=cmap(order[i % len(order)]), marker=MARKERS[i % len(MARKERS)], markersize=sizes[i])
         for i in range(count)
