@@ -91,7 +91,7 @@ def sample_figure(cells, out: str, path: str) -> str:
     import numpy as np
 
     from vispe.datasets.images import open_image
-    from vispe.evaluation.report import save_figure
+    from vispe.evaluation.figures import save_figure
 
     fig, axes = plt.subplots(
         len(cells), len(RESOLUTIONS), figsize=(1.6 * len(RESOLUTIONS), 1.6 * len(cells)), squeeze=False, dpi=100
