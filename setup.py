@@ -14,9 +14,10 @@ from setuptools import find_packages, setup
 INSTALL_REQUIRES = [
     # 2.9: FX symbolic_trace of vispe's ViTs (timm's features_only feature_cls='fx', TorchScript through FX) calls
     # torch.arange on a traced size, which 2.7 and 2.8 refuse (TypeError), and 2.7's torch.export with dynamic H, W
-    # specialises the sizes; make test-floor ran 2.9.0 (its smoke suite traces and exports a rotary ViT). Known on
-    # 2.9: an exported ape_learned or loope model refuses the training grid's own token count (a guard), and on
-    # 2.7/2.8 eager FlexAttention with alibi2d's score term is data-dependent for dynamo; the pin passes both.
+    # specialises the sizes; make test-floor ran 2.9.0 (its smoke suite traces and exports a rotary ViT). Known to
+    # fail on 2.9, passing at the pin: an exported ape_learned or loope model refuses the training grid's
+    # own token count (a guard), and FlexAttention (attention_kernel='flex') with alibi2d's or irpe's score term
+    # stops dynamo at a data-dependent index (tests/test_flex.py: 12 of 80 fail on CPU, as on 2.8).
     # Older APIs vispe needs: torch.fx's is_fx_symbolic_tracing 2.9 (vispe.backbones.common), torch.compiler.
     # is_exporting and dynamo's recompile_limit 2.7, FlexAttention 2.5, torch.serialization.add_safe_globals 2.4
     'torch>=2.9',

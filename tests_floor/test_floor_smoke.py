@@ -10,6 +10,7 @@ import math
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -29,8 +30,8 @@ def test_vispe_imports_from_the_installed_wheel():
     import vispe
 
     where = Path(vispe.__file__).resolve()
-    assert 'site-packages' in where.parts, where
-    assert not CHECKOUT or Path(CHECKOUT).resolve() not in where.parents, f'{where} is the checkout, not the install'
+    assert where == Path(sysconfig.get_paths()['purelib'], 'vispe', '__init__.py').resolve(), where
+    assert not CHECKOUT or where != Path(CHECKOUT, 'vispe', '__init__.py').resolve(), f'{where} is the checkout'
     assert {'rope_mixed', 'rope_axial', 'ape_learned'} <= set(vispe.list_encodings())
 
 
