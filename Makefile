@@ -14,7 +14,7 @@ PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 8 ] && n=
 # device" comes only after minutes of installing, so the bootstrap checks first.
 VENV_MIN_FREE_GB ?= 9
 
-.PHONY: demo demo-full test lint venv sysdeps clean leaderboard leaderboard-video demo-dit demo-points demo-cameras docs docs-serve
+.PHONY: demo demo-full test test-floor lint venv sysdeps clean leaderboard leaderboard-video demo-dit demo-points demo-cameras docs docs-serve
 
 demo: $(STAMP)
 	$(PY) tools/demo.py
@@ -28,9 +28,41 @@ test: $(STAMP)
 
 # ruff (lint and format) over the code, mypy over vispe/ (its settings: [tool.mypy] in pyproject.toml); CI runs it
 lint: $(STAMP)
-	$(VENV)/bin/ruff check vispe tools tests configs workbench
-	$(VENV)/bin/ruff format --check vispe tools tests configs workbench
+	$(VENV)/bin/ruff check vispe tools tests tests_floor configs workbench
+	$(VENV)/bin/ruff format --check vispe tools tests tests_floor configs workbench
 	$(PY) -m mypy
+
+# The tested install range: a fresh .venv-floor (about 7 GB, torch's CUDA wheels from PyPI; 3-4 minutes) holding
+# setup.py's floor versions, vispe installed from this checkout with `pip install .` (not editable) beside a torch
+# that was there first, and the smoke suite tests_floor/ run from outside the checkout. tests_floor/floor.py also
+# checks the README's claim: a plain `pip install .` would replace a torch that has no torchvision beside it, while
+# `pip install . "torch==<installed>"` keeps it. On success install-floor.json records the versions that passed
+# (commit it); make test checks that setup.py's floors equal them. Run it whenever a floor in setup.py changes.
+FLOOR_VENV := .venv-floor
+FLOOR_PY := $(FLOOR_VENV)/bin/python
+FLOOR_PINS := $(FLOOR_VENV)/floor-pins.txt
+FLOOR_PIP := $(FLOOR_PY) -m pip --disable-pip-version-check
+FLOOR_MIN_FREE_GB ?= 9
+
+test-floor:
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=python3"; exit 1; }
+	rm -rf $(FLOOR_VENV)
+	@free_kb=$$(df -Pk . | awk 'NR == 2 {print $$4}'); \
+		if [ "$$free_kb" -lt $$(( $(FLOOR_MIN_FREE_GB) * 1024 * 1024 )) ]; then \
+			echo "error: $(FLOOR_VENV) needs about $(FLOOR_MIN_FREE_GB) GB free on this disk, and $$(( free_kb / 1024 / 1024 )) GB are free;" \
+				"free some space and run make test-floor again (make FLOOR_MIN_FREE_GB=N changes the threshold)"; \
+			exit 1; fi
+	$(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_PY) tests_floor/floor.py pins $(FLOOR_PINS)
+	$(FLOOR_PIP) install --quiet "$$(grep '^torch==' $(FLOOR_PINS))"
+	rm -rf build
+	$(FLOOR_PY) tests_floor/floor.py keep-torch $(FLOOR_PINS)
+	$(FLOOR_PIP) install --quiet -c $(FLOOR_PINS) pytest
+	$(FLOOR_PIP) check
+	tmp=$$(mktemp -d) && cp tests_floor/test_*.py $$tmp/ && \
+		(cd $$tmp && VISPE_CHECKOUT=$(CURDIR) $(CURDIR)/$(FLOOR_PY) -m pytest -q -p no:cacheprovider test_floor_smoke.py \
+			> smoke.log 2>&1; rc=$$?; cat smoke.log; exit $$rc) && \
+		$(FLOOR_PY) tests_floor/floor.py record install-floor.json $$tmp/smoke.log && rm -rf $$tmp
 
 venv: $(STAMP)
 

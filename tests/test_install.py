@@ -4,6 +4,7 @@ alone (torch's version and files unchanged); open3d is asked for only by the ``3
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -18,11 +19,14 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 #: the installs' environment: no checkout on the path, no venv of the caller's
 CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'VIRTUAL_ENV')}
 #: the packages whose range must have a floor (the ones vispe's code ties to an API's first release)
-FLOORED = {'torch', 'torchvision', 'timm', 'mmengine', 'kornia', 'numpy'}
+FLOORED = {'torch', 'torchvision', 'timm', 'mmengine', 'kornia', 'torchmetrics', 'numpy'}
+#: what make test-floor last passed with (tests_floor/floor.py writes it)
+FLOOR_RECORD = Path(ROOT, 'install-floor.json')
 THREE_D_EXTRAS = ('3d', 'points', 'cameras')
 
 
@@ -80,6 +84,35 @@ def test_the_wheel_states_ranges_that_hold_the_pins(wheel):
     for extra in THREE_D_EXTRAS:
         wanted = {r.name for r in reqs if r.marker is not None and r.marker.evaluate({'extra': extra})}
         assert wanted == {'open3d'}, extra
+
+
+def setup_floors() -> dict[str, str]:
+    """setup.py's INSTALL_REQUIRES as {name: floor} for each requirement with a ``>=`` (read, not run)."""
+    tree = ast.parse(Path(ROOT, 'setup.py').read_text())
+    (value,) = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(getattr(t, 'id', None) == 'INSTALL_REQUIRES' for t in node.targets)
+    ]
+    reqs = [Requirement(r) for r in ast.literal_eval(value)]
+    return {r.name.lower(): s.version for r in reqs for s in r.specifier if s.operator == '>='}
+
+
+def test_every_floor_in_setup_py_is_the_version_make_test_floor_passed_with():
+    """No floor is claimed without a run behind it: install-floor.json holds what make test-floor's smoke suite
+    passed with, and each floor of setup.py must be that version (2.9 and 2.9.0 are one version)."""
+    floors = setup_floors()
+    assert FLOORED <= set(floors), f'setup.py states no floor for {sorted(FLOORED - set(floors))}'
+    rerun = 'run `make test-floor` (it rewrites install-floor.json) and commit the record'
+    assert FLOOR_RECORD.is_file(), f'{FLOOR_RECORD.name} is missing: {rerun}'
+    passed = json.loads(FLOOR_RECORD.read_text())['passed']
+    stale = [
+        f'{name}>={floor} (the record: {passed.get(name, "none")})'
+        for name, floor in sorted(floors.items())
+        if name not in passed or Version(Version(passed[name]).public) != Version(floor)
+    ]
+    stale += [f'{name} {passed[name]} (setup.py: no floor)' for name in sorted(set(passed) - set(floors))]
+    assert not stale, f"setup.py's floors differ from install-floor.json: {'; '.join(stale)}: {rerun}"
 
 
 def shared_venv(tmp_path: Path) -> Path:
