@@ -44,7 +44,7 @@ def wheel(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp('wheel')
     src = tmp / 'vispe-src'
     src.mkdir()
-    for name in ('setup.py', 'pyproject.toml'):
+    for name in ('setup.py', 'pyproject.toml', 'README.md', 'LICENSE', 'vispe_launcher.py'):
         shutil.copy(os.path.join(ROOT, name), src / name)
     ignore = shutil.ignore_patterns('__pycache__', '*.pyc')
     for name in ('vispe', 'configs'):
