@@ -24,8 +24,8 @@ test: $(STAMP)
 
 # ruff (lint and format) over the code, mypy over vispe/ (its settings: [tool.mypy] in pyproject.toml); CI runs it
 lint: $(STAMP)
-	$(VENV)/bin/ruff check vispe tools tests configs workbench
-	$(VENV)/bin/ruff format --check vispe tools tests configs workbench
+	$(VENV)/bin/ruff check vispe vispe_launcher.py tools tests configs workbench examples
+	$(VENV)/bin/ruff format --check vispe vispe_launcher.py tools tests configs workbench examples
 	$(PY) -m mypy
 
 venv: $(STAMP)

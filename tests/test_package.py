@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import WHEEL_SOURCES
 
 import vispe
 import vispe_launcher
@@ -114,7 +115,7 @@ def test_the_wheel_carries_license_types_and_launcher(tmp_path):
     package and named by the console script, py.typed, the license file and its expression, the version."""
     src = tmp_path / 'src'
     src.mkdir()
-    for name in ('setup.py', 'pyproject.toml', 'README.md', 'LICENSE', 'vispe_launcher.py'):
+    for name in WHEEL_SOURCES:
         shutil.copy(ROOT / name, src / name)
     ignore = shutil.ignore_patterns('__pycache__', '*.pyc')
     for name in ('vispe', 'configs'):
