@@ -52,7 +52,10 @@ THREE_D = ['open3d>=0.17']
 def read_version() -> str:
     """vispe.__version__, read from vispe/__init__.py's text (importing vispe would need torch): the one source."""
     with open(os.path.join(HERE, 'vispe', '__init__.py'), encoding='utf-8') as f:
-        return re.search(r"^__version__ = '([^']+)'$", f.read(), re.M).group(1)
+        found = re.search(r"^__version__ = '([^']+)'$", f.read(), re.M)
+    if found is None:
+        raise SystemExit("error: vispe/__init__.py has no line __version__ = '...' for setup.py to read")
+    return found.group(1)
 
 
 with open(os.path.join(HERE, 'README.md'), encoding='utf-8') as f:
@@ -73,9 +76,7 @@ setup(
         'Intended Audience :: Developers',
         'Programming Language :: Python :: 3',
         'Programming Language :: Python :: 3 :: Only',
-        'Programming Language :: Python :: 3.10',
         'Programming Language :: Python :: 3.11',
-        'Programming Language :: Python :: 3.12',
         'Topic :: Scientific/Engineering :: Artificial Intelligence',
         'Topic :: Scientific/Engineering :: Image Recognition',
         'Typing :: Typed',
