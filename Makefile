@@ -28,8 +28,8 @@ test: $(STAMP)
 
 # ruff (lint and format) over the code, mypy over vispe/ (its settings: [tool.mypy] in pyproject.toml); CI runs it
 lint: $(STAMP)
-	$(VENV)/bin/ruff check vispe tools tests tests_floor configs workbench
-	$(VENV)/bin/ruff format --check vispe tools tests tests_floor configs workbench
+	$(VENV)/bin/ruff check vispe vispe_launcher.py tools tests tests_floor configs workbench examples
+	$(VENV)/bin/ruff format --check vispe vispe_launcher.py tools tests tests_floor configs workbench examples
 	$(PY) -m mypy
 
 # The tested install range: a fresh .venv-floor (about 7 GB, torch's CUDA wheels from PyPI; 3-4 minutes) holding

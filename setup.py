@@ -1,15 +1,21 @@
 """vispe: positional encodings for vision and 3D transformers (timm, PyTorch, mmengine).
 
-``pip install vispe`` is the 2D toolkit (ViTs, DiT, the camera encodings, their data sets, sweeps and benchmarks);
-``pip install 'vispe[3d]'`` (or ``[points]``, ``[cameras]``) adds open3d for point-cloud files and the Primitives3D,
-ModelNet40 and MultiViewScenes data sets. ``install_requires`` states the ranges vispe supports, never exact pins,
-so that installing vispe keeps the torch already installed (a cluster's CUDA build); requirements.txt holds the
-exact pins of the development venv (``make venv``). Each floor below is the release that ``make test-floor`` ran
-(install-floor.json records it; tests/test_install.py checks that each floor equals that record and that every pin
-of requirements.txt lies in its range); the comment above it says why it is no lower.
+``pip install .`` in a checkout is the 2D toolkit (ViTs, DiT, the camera encodings, their data sets, sweeps and
+benchmarks); ``pip install '.[3d]'`` (or ``[points]``, ``[cameras]``) adds open3d for point-cloud files and the
+Primitives3D, ModelNet40 and MultiViewScenes data sets. ``install_requires`` states the ranges vispe supports, never
+exact pins; requirements.txt holds the exact pins of the development venv (``make venv``). Each floor below is the
+release that ``make test-floor`` ran (install-floor.json records it; tests/test_install.py checks that each floor
+equals that record and that every pin of requirements.txt lies in its range); the comment above it says why it is no
+lower. Keeping a user's torch takes ``pip install . "torch==<installed>"`` (README): timm needs torchvision, and pip
+takes the newest torchvision, with its torch, where none is installed.
 """
 
+import os
+import re
+
 from setuptools import find_packages, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 INSTALL_REQUIRES = [
     # 2.9: FX symbolic_trace of vispe's ViTs (timm's features_only feature_cls='fx', TorchScript through FX) calls
@@ -50,16 +56,50 @@ INSTALL_REQUIRES = [
 #: (vispe.optional). farthest_point_down_sample (vispe.datasets.pointfiles) is 0.17.
 THREE_D = ['open3d>=0.17']
 
+
+def read_version() -> str:
+    """vispe.__version__, read from vispe/__init__.py's text (importing vispe would need torch): the one source."""
+    with open(os.path.join(HERE, 'vispe', '__init__.py'), encoding='utf-8') as f:
+        found = re.search(r"^__version__ = '([^']+)'$", f.read(), re.M)
+    if found is None:
+        raise SystemExit("error: vispe/__init__.py has no line __version__ = '...' for setup.py to read")
+    return found.group(1)
+
+
+with open(os.path.join(HERE, 'README.md'), encoding='utf-8') as f:
+    README = f.read()
+
 setup(
     name='vispe',
-    version='0.1.0',
+    version=read_version(),
     description='Positional encodings for vision and 3D transformers, on timm, PyTorch and mmengine',
+    long_description=README,
+    long_description_content_type='text/markdown',
+    author='the vispe developers',
+    license_expression='Apache-2.0',
+    license_files=['LICENSE'],
+    classifiers=[
+        'Development Status :: 3 - Alpha',
+        'Intended Audience :: Science/Research',
+        'Intended Audience :: Developers',
+        'Programming Language :: Python :: 3',
+        'Programming Language :: Python :: 3 :: Only',
+        'Programming Language :: Python :: 3.11',
+        'Topic :: Scientific/Engineering :: Artificial Intelligence',
+        'Topic :: Scientific/Engineering :: Image Recognition',
+        'Typing :: Typed',
+    ],
+    keywords=['positional encoding', 'vision transformer', 'rotary', 'RoPE', 'timm', 'pytorch', 'mmengine'],
     # configs/ (at the checkout's root, where the tools and docs name it) ships as vispe/configs: an installed vispe
     # finds its configs by name (vispe.engine.config_files.resolve_config)
     packages=[*find_packages(include=['vispe', 'vispe.*']), 'vispe.configs'],
     package_dir={'vispe.configs': 'configs'},
-    package_data={'vispe.configs': ['**/*.py']},
-    entry_points={'console_scripts': ['vispe = vispe.cli:main']},
+    # py.typed: type checkers read vispe's annotations (PEP 561)
+    package_data={'vispe': ['py.typed'], 'vispe.configs': ['**/*.py']},
+    # the console script enters through vispe_launcher, a module beside the package: `vispe -h` and `vispe --version`
+    # answer without importing vispe (whose __init__ imports torch); a command then runs vispe.cli.main
+    py_modules=['vispe_launcher'],
+    entry_points={'console_scripts': ['vispe = vispe_launcher:main']},
     python_requires='>=3.10',
     install_requires=INSTALL_REQUIRES,
     extras_require={'3d': THREE_D, 'points': THREE_D, 'cameras': THREE_D},

@@ -12,6 +12,10 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+#: the files at the checkout's root that building vispe's wheel reads, beside the folders vispe/ and configs/ (the
+#: tests that build a wheel build it from a copy of these)
+WHEEL_SOURCES = ('setup.py', 'pyproject.toml', 'README.md', 'LICENSE', 'vispe_launcher.py')
+
 # Small, fast settings shared by the tests: 2 blocks, 32 px images, 8 px patches (a 4x4 grid).
 TINY_VIT = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, mlp_ratio=2.0, num_classes=5)
 

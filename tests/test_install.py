@@ -17,7 +17,7 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, WHEEL_SOURCES
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -48,7 +48,7 @@ def wheel(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp('wheel')
     src = tmp / 'vispe-src'
     src.mkdir()
-    for name in ('setup.py', 'pyproject.toml'):
+    for name in WHEEL_SOURCES:
         shutil.copy(os.path.join(ROOT, name), src / name)
     ignore = shutil.ignore_patterns('__pycache__', '*.pyc')
     for name in ('vispe', 'configs'):

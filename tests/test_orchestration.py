@@ -11,6 +11,7 @@ import sysconfig
 import time
 
 import pytest
+from conftest import WHEEL_SOURCES
 from test_tools import tiny_config
 
 from vispe.engine.config import load_config
@@ -104,7 +105,7 @@ def _fresh_venv_with_the_wheel(tmp_path) -> str:
     returns the venv's bin folder."""
     src = tmp_path / 'src'  # a copy, so that the build leaves nothing in the checkout
     src.mkdir()
-    for name in ('setup.py', 'pyproject.toml'):
+    for name in WHEEL_SOURCES:
         shutil.copy(os.path.join(ROOT, name), src / name)
     ignore = shutil.ignore_patterns('__pycache__', '*.pyc')
     for name in ('vispe', 'configs'):

@@ -1,6 +1,7 @@
 """The ``vispe`` command (``python -m vispe``): one subcommand per tool, the same flags and outputs as tools/*.py in a
 checkout, working from an installed vispe (configs are files or shipped configs' names; ``vispe configs`` lists
-them)."""
+them). The console script enters through vispe_launcher, which answers ``-h`` and ``--version`` without importing
+vispe and lists the commands as ``commands()`` does here."""
 
 from __future__ import annotations
 
@@ -54,7 +55,10 @@ def usage() -> str:
     listed = commands()
     width = max(map(len, listed))
     lines = [f'  {name:<{width}}  {about}' for name, (_, about) in listed.items()]
-    return 'usage: vispe COMMAND [ARGS ...]   (vispe COMMAND -h for its flags)\n\ncommands:\n' + '\n'.join(lines)
+    return (
+        'usage: vispe COMMAND [ARGS ...]   (vispe COMMAND -h for its flags; vispe --version)\n\ncommands:\n'
+        + '\n'.join(lines)
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -62,6 +66,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not args or args[0] in ('-h', '--help'):
         print(usage())
         sys.exit(0 if args else 2)
+    if args[0] == '--version':
+        from vispe import __version__
+
+        print(f'vispe {__version__}')
+        return
     name, rest = args[0], args[1:]
     listed = commands()
     if name not in listed:
