@@ -5,6 +5,7 @@ skipped with a warning and counted, and the Runner reports the count."""
 from __future__ import annotations
 
 import io
+import itertools
 import logging
 import warnings
 
@@ -61,6 +62,17 @@ def test_bad_images_are_skipped_and_counted_when_asked(tmp_path) -> None:
     assert any('9.jpg' in m and '2 skipped so far' in m for m in messages)
     with pytest.raises(ValueError, match="on_error must be 'raise' or 'skip'"):
         ImageFolderDataset(root, image_size=8, on_error='ignore')
+
+
+@pytest.mark.parametrize('on_error', ['raise', 'skip'])
+def test_iterating_a_data_set_ends_after_its_last_sample(tmp_path, on_error) -> None:
+    """An index past the end raises IndexError (which ends ``for sample in dataset``), under 'skip' too, whose
+    wrapping to the next readable sample stays inside the data set."""
+    dataset = ImageFolderDataset(image_tree(tmp_path), image_size=8, on_error=on_error)
+    assert len(list(itertools.islice(dataset, 20))) == len(dataset) == 8  # islice: a wrapping data set would not end
+    assert torch.equal(dataset[-1]['inputs'], dataset[7]['inputs'])
+    with pytest.raises(IndexError, match='sample index 8 is out of range for a data set of 8 samples'):
+        dataset[8]
 
 
 def test_skips_in_data_loader_workers_reach_the_main_process(tmp_path) -> None:

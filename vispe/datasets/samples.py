@@ -203,6 +203,8 @@ class SkipsBadSamples:
         else:
             first = index
         flags, n = self._skip_flags, len(self)
+        if not -n <= first < n:  # what ends `for sample in dataset`; 'skip' wraps only inside the data set
+            raise IndexError(f'sample index {first} is out of range for a data set of {n} samples')
         for step in range(n):
             i = (first + step) % n
             if flags is not None and flags[i]:
