@@ -3,7 +3,7 @@ of nine cells holds the shape: absolute position matters), with a learned positi
 rotary encodings (rope_axial, rope_mixed); evaluates each at 1x, 1.5x and 2x the training resolution, with and
 without rescaling the positions; prints the table, what it shows, and writes a figure and summary.json.
 
-The default takes about 8 minutes on 2 cores; --full (`make demo-full`) trains 30 epochs instead of 10 and evaluates
+The default takes 6-8 minutes on 2 cores (idle or busy); --full (`make demo-full`) trains 30 epochs instead of 10 and evaluates
 every resolution strategy (roughly three times as long). A second run reuses finished checkpoints (delete the output
 folder to retrain) and resumes unfinished ones. Each run's output is in <out>/<encoding>/console.log.
 """
@@ -44,7 +44,7 @@ def main(
         '--threads',
         type=int,
         default=1,
-        help='torch threads (default 1: the tiny model gains little from more, and stalls on a busy machine)',
+        help='torch threads (default 1: 2 is faster on idle cores, far slower on busy ones)',
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
