@@ -3,9 +3,9 @@ of nine cells holds the shape: absolute position matters), with a learned positi
 rotary encodings (rope_axial, rope_mixed); evaluates each at 1x, 1.5x and 2x the training resolution, with and
 without rescaling the positions; prints the table, what it shows, and writes a figure and summary.json.
 
-The default takes 6-8 minutes on 2 cores (idle or busy); --full (`make demo-full`) trains 30 epochs instead of 10 and evaluates
-every resolution strategy (roughly three times as long). A second run reuses finished checkpoints (delete the output
-folder to retrain) and resumes unfinished ones. Each run's output is in <out>/<encoding>/console.log.
+The default takes 6-8 minutes on 2 cores (idle or busy); --full (`make demo-full`) trains 30 epochs instead of 10
+and evaluates every resolution strategy (roughly three times as long). A second run reuses finished checkpoints
+(delete the output folder to retrain) and resumes unfinished ones. Each run's output is in <out>/<encoding>/console.log.
 """
 
 from __future__ import annotations
