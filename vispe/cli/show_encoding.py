@@ -61,7 +61,10 @@ def write(result: dict[str, Any], out: str, name: str, title: str = '') -> list[
 def checkpoint_outputs(args: argparse.Namespace) -> list[str]:
     """The trained model's maps and its attention distances, written into ``args.out``."""
     from vispe.cli.infer import config_of
-    from vispe.evaluation.attention_distance import attention_distances, plot_attention_distances
+    from vispe.evaluation.attention_distance import (  # type: ignore[import-not-found,unused-ignore]
+        attention_distances,
+        plot_attention_distances,
+    )
     from vispe.evaluation.trained_model import encoding_label, load_model, model_patch_size, train_resolution
 
     cfg = config_of(args.config, args.checkpoint, None)

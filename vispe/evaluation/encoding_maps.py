@@ -72,11 +72,11 @@ def build_probe(spec: str, grid: Size, seed: int = 0) -> nn.ModuleDict:
     return nn.ModuleDict({c['type']: build_encoding(c, **context) for c in cfgs}).eval()
 
 
-def probe_positions(encodings: nn.ModuleDict, size: Size) -> Positions:
+def probe_positions(encodings: nn.Module, size: Size) -> Positions:
     """Positions of an h x w token grid for ``encodings``: a 2-D grid, a one-frame video grid for encodings of video
     grids, or points (row, column, 0) for encodings of 3-D coordinates alone."""
     h, w = hw(size)
-    classes = [type(e) for e in encodings.values()]
+    classes = [type(e) for e in encodings.modules() if isinstance(e, Encoding)]
     if all(2 in c.ndims for c in classes):
         return grid_positions(h, w)
     if all(c.needs_grid for c in classes):
@@ -306,30 +306,32 @@ def model_maps(
         grid=list(hw(grid)), sizes=[list(hw(s)) for s in sizes], queries=[list(q) for q in queries]
     )
     result.update(maps=[], notes=[], skipped=[])
-    layers = [m for m in model.modules() if isinstance(getattr(m, 'pe', None), nn.ModuleDict) and hasattr(m, 'qkv')]
+    layers: list[Any] = [
+        m for m in model.modules() if isinstance(getattr(m, 'pe', None), nn.ModuleDict) and hasattr(m, 'qkv')
+    ]
     inside = {id(e) for m in layers for e in m.pe.values()}
     top = nn.ModuleDict(
         {type(e).registry_name(): e for e in model.modules() if isinstance(e, Encoding) and id(e) not in inside}
     )
-    norms = {id(b.attn): b.norm1 for b in model.modules() if hasattr(b, 'attn') and hasattr(b, 'norm1')}
+    norms: dict[int, Any] = {id(b.attn): b.norm1 for b in model.modules() if hasattr(b, 'attn') and hasattr(b, 'norm1')}
     chosen, note = strategies_of(model, strategies)
     if note:
         result['notes'].append(f'{label}: {note}')
-    dim = next((m.qkv.in_features for m in layers), PROBE_DIM)
+    dim = int(next((m.qkv.in_features for m in layers), PROBE_DIM))
     content = torch.randn(dim, generator=torch.Generator().manual_seed(seed + 1))
     additive = any(e.active_hooks() & ADDITIVE for e in top.values() if isinstance(e, Encoding))
     for strategy in chosen:
         if strategy != 'default':
             set_strategy(model, strategy)
-        base = dict(encoding=label, strategy=strategy)
+        base: dict[str, Any] = dict(encoding=label, strategy=strategy)
         if additive:
             entry = dict(base, kind='similarity', layer=None)
             add_maps(result, entry, EncodingStack(top), top, grid, sizes, queries, content, 1, heads)
         for i, attn in enumerate(layers):
             stack, both = EncodingStack(top, attn.pe), nn.ModuleDict({**top, **attn.pe})
-            layer = dict(qkv=attn.qkv, norm=norms.get(id(attn)), layer=i)
+            layer: dict[str, Any] = dict(qkv=attn.qkv, norm=norms.get(id(attn)), layer=i)
             entry = dict(base, kind='kernel', layer=i)
-            add_maps(result, entry, stack, both, grid, sizes, queries, content, attn.num_heads, heads, **layer)
+            add_maps(result, entry, stack, both, grid, sizes, queries, content, int(attn.num_heads), heads, **layer)
     return result
 
 
