@@ -97,7 +97,7 @@ def plot_maps(result: dict[str, Any], path: str, title: str = '') -> str:
     fig.suptitle(head, fontsize=9)
     fig.tight_layout(rect=(0, 0, 0.88, 1))
     bar = fig.add_axes((0.9, 0.15, 0.02, 0.7))
-    fig.colorbar(image, cax=bar).set_label('; '.join(f'{k}: {UNITS[k]}' for k in kinds), fontsize=6)
+    fig.colorbar(image, cax=bar).set_label('; '.join(f'{k}: {UNITS[k]}' for k in kinds), fontsize=7)
     try:  # laid out above: save_figure's tight layout would move the colour bar into the maps
         return outputs.save_figure(fig, path)
     finally:
