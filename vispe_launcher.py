@@ -33,6 +33,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ('demo-dit', 'the DiT demo (tools/demo_dit.py)'),
     ('infer-points', 'classify point clouds or meshes with a trained point model'),
     ('compare-results', "merge several runs' sweep results into one table and figure"),
+    ('show-encoding', 'draw what encodings do: similarity maps, relative kernels (tools/show_encoding.py)'),
     ('benchmark', 'time a training step per encoding; mixed sizes, scaling, Runner throughput'),
     ('benchmark-fps', "time vispe's farthest-point sampling against open3d's"),
     ('configs', 'list the shipped configs (names any command takes as CONFIG)'),

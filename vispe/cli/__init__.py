@@ -25,6 +25,10 @@ COMMANDS = {
     'demo-dit': ('demo_dit', 'the DiT demo (tools/demo_dit.py)'),
     'infer-points': ('infer_points', 'classify point clouds or meshes with a trained point model'),
     'compare-results': ('compare_results', "merge several runs' sweep results into one table and figure"),
+    'show-encoding': (
+        'show_encoding',
+        'draw what encodings do: similarity maps, relative kernels (tools/show_encoding.py)',
+    ),
     'benchmark': ('benchmark', 'time a training step per encoding; mixed sizes, scaling, Runner throughput'),
     'benchmark-fps': ('benchmark_fps', "time vispe's farthest-point sampling against open3d's"),
     'configs': ('', 'list the shipped configs (names any command takes as CONFIG)'),

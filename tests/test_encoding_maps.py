@@ -1,0 +1,160 @@
+"""Position maps (vispe.evaluation.encoding_maps) and ``vispe show-encoding``: properties of the maps, not pixels."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import vispe
+from vispe.cli import show_encoding
+from vispe.evaluation.encoding_maps import encoding_maps, model_maps, why_not_drawn
+
+
+def one_map(result, strategy=None, size=None, query=None):
+    """The values of the one map matching ``strategy``, ``size`` (a side) and ``query`` (row, column)."""
+    found = [
+        m
+        for m in result['maps']
+        if (strategy is None or m['strategy'] == strategy)
+        and (size is None or m['size'] == [size, size])
+        and (query is None or m['query'] == list(query))
+    ]
+    assert len(found) == 1, [(m['strategy'], m['size'], m['query']) for m in result['maps']]
+    return torch.tensor(found[0]['values'], dtype=torch.float64)
+
+
+@pytest.mark.parametrize('name', vispe.list_encodings())
+def test_every_encoding_draws_at_a_tiny_grid(name):
+    result = encoding_maps([name], grid=4, sizes=[4, 8])
+    if why_not_drawn(name):  # camera encodings: skipped with the reason, no map
+        assert result['maps'] == [] and 'cameras' in result['skipped'][0]['reason']
+        return
+    assert result['skipped'] == []
+    assert {tuple(m['size']) for m in result['maps']} == {(4, 4), (8, 8)}
+    for entry in result['maps']:
+        values = torch.tensor(entry['values'])
+        assert values.shape == tuple(entry['size'])
+        assert torch.isfinite(values).all()
+        if entry['kind'] == 'similarity':  # a vector's cosine with itself
+            assert values[tuple(entry['query'])] == pytest.approx(1.0)
+
+
+def kernel_around(name, queries):
+    result = encoding_maps([name], grid=12, queries=queries, kind='kernel', strategies=['none'])
+    return [one_map(result, query=q) for q in ((6, 6), (3, 4))]
+
+
+def test_rope_axial_kernel_is_translation_invariant_and_ape_learned_is_not():
+    queries = [(0.5, 0.5), (0.25, 4 / 12)]  # cells (6, 6) and (3, 4)
+    # the window of offsets -3..+3 around each query lies inside the 12x12 grid for both
+    for name, invariant in (('rope_axial', True), ('ape_learned', False)):
+        a, b = kernel_around(name, queries)
+        around_a, around_b = a[3:10, 3:10], b[0:7, 1:8]
+        gap = (around_a - around_b).abs().max().item()
+        spread = (around_a.max() - around_a.min()).item()
+        assert spread > 1e-3, name  # the map is not flat
+        if invariant:
+            assert gap < 1e-5 * max(1.0, spread), (name, gap)  # float32 rotations
+        else:
+            assert gap > 0.05 * spread, (name, gap, spread)
+
+
+def test_sincos_similarity_falls_with_distance_on_each_axis():
+    sim = one_map(encoding_maps(['ape_sincos'], grid=16, queries=[(0.0, 0.0)]))
+    row, col = sim[0, :6], sim[:6, 0]  # from the corner query along each axis, within the fastest decay
+    assert (row[1:] < row[:-1]).all(), row
+    assert (col[1:] < col[:-1]).all(), col
+
+
+@pytest.mark.parametrize('name', ['rope_axial', 'rope_mixed'])
+def test_interpolate_at_2x_is_the_1x_map_stretched_by_2(name):
+    result = encoding_maps([name], grid=8, sizes=[8, 16], strategies=['interpolate', 'none'], queries=[(0.5, 0.5)])
+    one, two = one_map(result, 'interpolate', 8), one_map(result, 'interpolate', 16)
+    assert one_map(result, 'interpolate', 16, (8, 8)) is not None
+    torch.testing.assert_close(two[::2, ::2], one, rtol=1e-6, atol=1e-6)
+    # without interpolation the 2x grid reads unseen offsets: not the stretched map
+    none = one_map(result, 'none', 16)
+    assert (none[::2, ::2] - one).abs().max() > 1e-2
+
+
+def test_a_strategy_the_encoding_does_not_take_is_noted():
+    result = encoding_maps(['ape_learned', 'rope_axial'], grid=4, strategies=['interpolate'])
+    assert {m['strategy'] for m in result['maps'] if m['encoding'] == 'rope_axial'} == {'interpolate'}
+    assert {m['strategy'] for m in result['maps'] if m['encoding'] == 'ape_learned'} == {'bicubic'}
+    assert any('ape_learned' in n and "'bicubic'" in n for n in result['notes'])
+
+
+def test_unknown_encoding_raises_naming_the_closest():
+    with pytest.raises(ValueError, match='rope_mixed'):
+        encoding_maps(['rope_mixd'])
+
+
+def test_model_maps_use_the_layers_own_weights():
+    model = vispe.create_model('vit_tiny_patch16_224', encoding='rope_axial', img_size=64, depth=2, num_classes=2)
+    with torch.no_grad():
+        model.blocks[0].attn.qkv.bias.zero_()
+    result = model_maps(model.eval(), 'rope_axial', grid=4, queries=[(0.5, 0.5)], strategies=['none'])
+    layers = [m['layer'] for m in result['maps']]
+    assert layers == [0, 1]
+    first = one_map({'maps': [m for m in result['maps'] if m['layer'] == 0]})
+    with torch.no_grad():
+        model.blocks[0].attn.qkv.weight.mul_(2)  # a layer's logits are its own qkv's: both q and k doubled
+    again = model_maps(model, 'rope_axial', grid=4, queries=[(0.5, 0.5)], strategies=['none'])
+    doubled = one_map({'maps': [m for m in again['maps'] if m['layer'] == 0]})
+    torch.testing.assert_close(doubled, 4 * first)
+
+
+def test_command_writes_png_and_json(tmp_path, capsys):
+    out = tmp_path / 'maps'
+    show_encoding.main(['rope_mixed', 'ape_learned', '--grid', '4', '--sizes', '4', '8', '--out', str(out)])
+    result = json.loads((out / 'encoding_maps.json').read_text())
+    assert set(result) == {'grid', 'sizes', 'queries', 'maps', 'notes', 'skipped'}
+    assert set(result['maps'][0]) == {'encoding', 'kind', 'strategy', 'layer', 'size', 'query', 'values'}
+    assert {m['encoding'] for m in result['maps']} == {'rope_mixed', 'ape_learned'}
+    assert (out / 'encoding_maps.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    assert str(out / 'encoding_maps.png') in capsys.readouterr().out
+
+
+def test_command_with_a_checkpoint_draws_the_model_and_its_attention_distance(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    import vispe.cli.infer
+    import vispe.evaluation.trained_model as trained
+
+    model = vispe.create_model('vit_tiny_patch16_224', encoding='ape_learned', img_size=64, depth=2, num_classes=2)
+    calls = {}
+    stand_in = types.ModuleType('vispe.evaluation.attention_distance')  # the attention-distance module's interface
+
+    def attention_distances(cfg, checkpoint, sizes, num_images=8, device='cpu'):
+        calls['sizes'] = list(sizes)
+        return {'sizes': list(sizes)}
+
+    def plot_attention_distances(result, path, title=''):
+        open(path, 'wb').close()
+        return path
+
+    stand_in.attention_distances = attention_distances
+    stand_in.plot_attention_distances = plot_attention_distances
+    monkeypatch.setitem(sys.modules, 'vispe.evaluation.attention_distance', stand_in)
+    monkeypatch.setattr(vispe.cli.infer, 'config_of', lambda config, checkpoint, options: {})
+    monkeypatch.setattr(trained, 'load_model', lambda cfg, checkpoint, device: (model.eval(), {}))
+    monkeypatch.setattr(trained, 'train_resolution', lambda cfg, meta: 64)
+    show_encoding.main(['--checkpoint', 'ckpt.pth', '--sizes', '4', '8', '--out', str(tmp_path)])
+    result = json.loads((tmp_path / 'encoding_maps.json').read_text())
+    assert result['grid'] == [4, 4]  # 64 px / patch 16
+    assert {(m['kind'], m['layer']) for m in result['maps']} == {('similarity', None), ('kernel', 0), ('kernel', 1)}
+    assert calls['sizes'] == [64, 128]  # the grids in pixels
+    assert json.loads((tmp_path / 'attention_distance.json').read_text()) == {'sizes': [64, 128]}
+    assert (tmp_path / 'attention_distance.png').exists()
+
+
+def test_command_refuses_bad_input_with_one_line(tmp_path):
+    with pytest.raises(SystemExit, match="error: unknown encoding 'rope_mixd'"):
+        show_encoding.main(['rope_mixd', '--out', str(tmp_path)])
+    with pytest.raises(SystemExit, match='no map to draw.*cameras'):
+        show_encoding.main(['petr', '--out', str(tmp_path)])
+    with pytest.raises(SystemExit, match='name encodings'):
+        show_encoding.main(['--out', str(tmp_path)])
