@@ -28,14 +28,15 @@ def split_paths(paths: Sequence[str]) -> tuple[str | None, str, list[str]]:
     return config, rest[0], rest[1:]
 
 
-def config_of(config: str | None, checkpoint: str, cfg_options: dict | None) -> Config:
-    """``config`` loaded (with --cfg-options), or the one the checkpoint records as data."""
+def config_of(config: str | None, checkpoint: str, cfg_options: dict | None, hint: str = '') -> Config:
+    """``config`` loaded (with --cfg-options), or the one the checkpoint records as data; ``hint`` says how to give
+    a config when the checkpoint records none."""
     if config is not None:
         return load_config(config, cfg_options)
     cfg = recorded_config(
         load_checkpoint(checkpoint),
         checkpoint,
-        f'give the config it was trained with: vispe infer CONFIG {checkpoint} FILE ...',
+        hint or f'give the config it was trained with: vispe infer CONFIG {checkpoint} FILE ...',
     )
     if cfg_options:
         apply_options(cfg, cfg_options)  # as for a named config: a key nothing reads is refused

@@ -34,7 +34,11 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     p.add_argument('encodings', nargs='*', help="encoding specs: rope_mixed ape_learned:lape=true 'rope_axial+peg'")
     p.add_argument('--grid', type=int, default=14, help='the training grid, tokens per side (default 14)')
     p.add_argument(
-        '--sizes', type=int, nargs='+', default=None, help='grids to draw, tokens per side (default: --grid)'
+        '--sizes',
+        type=int,
+        nargs='+',
+        default=None,
+        help='grids to draw, tokens per side (default: 1x and 2x the grid)',
     )
     p.add_argument('--strategies', nargs='+', default=None, help='resolution strategies (default: each its own)')
     p.add_argument('--kind', choices=KINDS, default='auto', help='the map to draw (default: auto, by the hooks)')
@@ -61,27 +65,32 @@ def write(result: dict[str, Any], out: str, name: str, title: str = '') -> list[
 def checkpoint_outputs(args: argparse.Namespace) -> list[str]:
     """The trained model's maps and its attention distances, written into ``args.out``."""
     from vispe.cli.infer import config_of
-    from vispe.evaluation.attention_distance import (  # type: ignore[import-not-found,unused-ignore]
+    from vispe.evaluation.attention_distance import (
         attention_distances,
         plot_attention_distances,
     )
     from vispe.evaluation.trained_model import encoding_label, load_model, model_patch_size, train_resolution
 
-    cfg = config_of(args.config, args.checkpoint, None)
+    cfg = config_of(args.config, args.checkpoint, None, 'give the config it was trained with: --config CONFIG')
     model, meta = load_model(cfg, args.checkpoint, 'cpu')
     train = train_resolution(cfg, meta)
     (ph, pw), (th, tw) = model_patch_size(model), (train, train) if isinstance(train, int) else train
     grid = (th // ph, tw // pw)
-    sizes = args.sizes or [grid[0]]
+    sizes = args.sizes or [grid[0], 2 * grid[0]]
     label = encoding_label(model, meta)
     result = model_maps(model, label, grid, sizes, args.strategies, args.queries, args.heads, args.seed)
     written = write(result, args.out, 'encoding_maps', f'{label} as learned ({os.path.basename(args.checkpoint)})')
     pixels = [s * ph for s in sizes]
-    distances = attention_distances(cfg, args.checkpoint, pixels, num_images=args.num_images, device=args.device)
-    path = os.path.join(args.out, 'attention_distance.json')
-    with open(path, 'w') as f:
-        json.dump(distances, f)
-    return [*written, path, plot_attention_distances(distances, os.path.join(args.out, 'attention_distance.png'))]
+    for strategy in args.strategies or [None]:  # one figure per strategy asked for, else the model's own
+        name = 'attention_distance' + (f'_{strategy}' if strategy else '')
+        distances = attention_distances(
+            cfg, args.checkpoint, pixels, num_images=args.num_images, device=args.device, strategy=strategy
+        )
+        path = os.path.join(args.out, f'{name}.json')
+        with open(path, 'w') as f:
+            json.dump(distances, f)
+        written += [path, plot_attention_distances(distances, os.path.join(args.out, f'{name}.png'))]
+    return written
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
@@ -92,7 +101,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
         if args.checkpoint:
             written = checkpoint_outputs(args)
         else:
-            sizes = args.sizes or [args.grid]
+            sizes = args.sizes or [args.grid, 2 * args.grid]
             result = encoding_maps(
                 args.encodings, args.grid, sizes, args.strategies, args.queries, args.kind, args.heads, args.seed
             )

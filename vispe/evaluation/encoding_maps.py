@@ -176,17 +176,18 @@ def reach(
 
 
 def strategies_of(encodings: nn.Module, wanted: Sequence[str] | None) -> tuple[list[str], str]:
-    """(the strategies of ``wanted`` the encodings take, a note on those left out), or their default when none is."""
+    """(the strategies of ``wanted`` the encodings take, a note on those left out); their own (as built or trained)
+    when ``wanted`` is None or names none they take."""
     takes = available_strategies(encodings, opt_in=True)
     if takes == ['default']:
         return ['default'], ''
+    current = [e.strategy for e in encodings.modules() if isinstance(e, Encoding) and type(e).strategies]
     if wanted is None:
-        return available_strategies(encodings), ''
+        return [current[0]], ''
     chosen = [s for s in wanted if s in takes]
     left = [s for s in wanted if s not in takes]
     note = f'takes none of {left} (it takes {takes})' if left else ''
     if not chosen:
-        current = [e.strategy for e in encodings.modules() if isinstance(e, Encoding) and type(e).strategies]
         chosen = [current[0]]
         note += f'; drawn with its default {chosen[0]}'
     return chosen, note
@@ -228,7 +229,7 @@ def encoding_maps(
     seed: int = 0,
 ) -> dict[str, Any]:
     """Maps of each encoding spec at its initialisation (``seed``), at the training ``grid`` and each of ``sizes``
-    under each of ``strategies`` it takes (None: every default one; one it does not take is noted and left out).
+    under each of ``strategies`` it takes (None: its own; one it does not take is noted and left out).
 
     Returns a JSON-able dict: ``grid``, ``sizes``, ``queries``, ``maps`` (one entry per encoding, strategy, size and
     query: ``encoding``, ``kind``, ``strategy``, ``size``, ``query`` (row, column) and ``values`` (rows of floats)),
