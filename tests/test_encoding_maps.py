@@ -117,38 +117,27 @@ def test_command_writes_png_and_json(tmp_path, capsys):
     assert str(out / 'encoding_maps.png') in capsys.readouterr().out
 
 
-def test_command_with_a_checkpoint_draws_the_model_and_its_attention_distance(tmp_path, monkeypatch):
-    import sys
-    import types
+def test_command_with_a_checkpoint_draws_the_model_and_its_attention_distance(tmp_path):
+    from test_attention_distance import tiny_checkpoint
 
-    import vispe.cli.infer
-    import vispe.evaluation.trained_model as trained
-
-    model = vispe.create_model('vit_tiny_patch16_224', encoding='ape_learned', img_size=64, depth=2, num_classes=2)
-    calls = {}
-    stand_in = types.ModuleType('vispe.evaluation.attention_distance')  # the attention-distance module's interface
-
-    def attention_distances(cfg, checkpoint, sizes, num_images=8, device='cpu'):
-        calls['sizes'] = list(sizes)
-        return {'sizes': list(sizes)}
-
-    def plot_attention_distances(result, path, title=''):
-        open(path, 'wb').close()
-        return path
-
-    stand_in.attention_distances = attention_distances
-    stand_in.plot_attention_distances = plot_attention_distances
-    monkeypatch.setitem(sys.modules, 'vispe.evaluation.attention_distance', stand_in)
-    monkeypatch.setattr(vispe.cli.infer, 'config_of', lambda config, checkpoint, options: {})
-    monkeypatch.setattr(trained, 'load_model', lambda cfg, checkpoint, device: (model.eval(), {}))
-    monkeypatch.setattr(trained, 'train_resolution', lambda cfg, meta: 64)
-    show_encoding.main(['--checkpoint', 'ckpt.pth', '--sizes', '4', '8', '--out', str(tmp_path)])
+    cfg, ckpt = tiny_checkpoint(tmp_path, 'rope_mixed')  # 2 blocks of 2 heads, 4 px patches, trained at 32 px
+    config = str(tmp_path / 'rope_mixed.py')
+    args = ['--checkpoint', ckpt, '--config', config, '--sizes', '8', '16', '--num-images', '2', '--out', str(tmp_path)]
+    show_encoding.main([*args, '--strategies', 'none', 'interpolate'])
     result = json.loads((tmp_path / 'encoding_maps.json').read_text())
-    assert result['grid'] == [4, 4]  # 64 px / patch 16
-    assert {(m['kind'], m['layer']) for m in result['maps']} == {('similarity', None), ('kernel', 0), ('kernel', 1)}
-    assert calls['sizes'] == [64, 128]  # the grids in pixels
-    assert json.loads((tmp_path / 'attention_distance.json').read_text()) == {'sizes': [64, 128]}
-    assert (tmp_path / 'attention_distance.png').exists()
+    assert result['grid'] == [8, 8]  # 32 px / patch 4
+    kinds = {(m['kind'], m['layer'], m['strategy'], tuple(m['size'])) for m in result['maps']}
+    assert {(k, layer) for k, layer, _, _ in kinds} == {('kernel', 0), ('kernel', 1)}
+    assert {(s, size) for _, _, s, size in kinds} == {
+        (s, z) for s in ('none', 'interpolate') for z in ((8, 8), (16, 16))
+    }
+    for strategy in ('none', 'interpolate'):
+        distances = json.loads((tmp_path / f'attention_distance_{strategy}.json').read_text())
+        assert distances['strategy'] == strategy and len(distances['sizes']) == 2  # 32 and 64 px: the grids in pixels
+        for size in distances['sizes'].values():
+            assert len(size['distances']) == 2 and all(len(heads) == 2 for heads in size['distances'])
+            assert all(0 < d <= size['max_distance'] for heads in size['distances'] for d in heads)
+        assert (tmp_path / f'attention_distance_{strategy}.png').is_file()
 
 
 def test_command_refuses_bad_input_with_one_line(tmp_path):
