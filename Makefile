@@ -14,7 +14,7 @@ PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 8 ] && n=
 # device" comes only after minutes of installing, so the bootstrap checks first.
 VENV_MIN_FREE_GB ?= 9
 
-.PHONY: demo demo-full test test-floor lint venv sysdeps clean leaderboard leaderboard-video demo-dit demo-points demo-cameras docs docs-serve
+.PHONY: demo demo-full test test-floor lint venv sysdeps clean leaderboard leaderboard-video demo-dit demo-points demo-cameras docs docs-serve docs-figures
 
 demo: $(STAMP)
 	$(PY) tools/demo.py
@@ -133,3 +133,8 @@ $(DOCS_STAMP): requirements-docs.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-docs.txt
 	touch $(DOCS_STAMP)
+
+# The encoding pages' pictures (workbench/encoding_figures.py: vispe show-encoding's functions, the model zoo for
+# the trained ones), redrawn into docs/; about 10 seconds on 2 cores.
+docs-figures: $(STAMP)
+	$(PY) workbench/encoding_figures.py

@@ -284,7 +284,8 @@ def add_maps(
         for cell, values in zip(cells, maps):
             result['maps'].append(dict(entry, size=list(hw(size)), query=list(cell), values=values))
             kept = finite(values)
-            flat = f'{entry["encoding"]}: its {entry["kind"]} is flat (the same at every key) at initialisation'
+            where = 'at initialisation' if entry['layer'] is None else f'in layer {entry["layer"]}'
+            flat = f'{entry["encoding"]}: its {entry["kind"]} is flat (the same at every key) {where}'
             if kept and max(kept) - min(kept) <= 1e-9 * max(1.0, abs(max(kept))) and flat not in result['notes']:
                 result['notes'].append(flat)
 

@@ -95,7 +95,7 @@ def plot_maps(result: dict[str, Any], path: str, title: str = '') -> str:
     grid = result['grid']
     head = title or f'position maps, training grid {grid[0]}x{grid[1]}'
     fig.suptitle(head, fontsize=9)
-    fig.tight_layout(rect=(0, 0, 0.88, 1))
+    fig.tight_layout(rect=(0, 0, 0.88, 1 - 0.35 / fig.get_figheight()))  # room for the title
     bar = fig.add_axes((0.9, 0.15, 0.02, 0.7))
     fig.colorbar(image, cax=bar).set_label('; '.join(f'{k}: {UNITS[k]}' for k in kinds), fontsize=7)
     try:  # laid out above: save_figure's tight layout would move the colour bar into the maps
