@@ -6,10 +6,22 @@ import json
 
 import pytest
 import torch
+from kornia.geometry.linalg import transform_points
 
 import vispe
+from vispe import geometry
 from vispe.cli import show_encoding
-from vispe.evaluation.encoding_maps import encoding_maps, model_maps, why_not_drawn
+from vispe.evaluation.camera_maps import RIG, Rig, ViewStack, camera_positions, plane_depths, rig_cameras
+from vispe.evaluation.encoding_maps import (
+    PROBE_DIM,
+    PROBE_HEADS,
+    build_probe,
+    encoding_maps,
+    kernel,
+    model_maps,
+    similarity,
+    why_not_drawn,
+)
 
 
 def one_map(result, strategy=None, size=None, query=None):
@@ -27,18 +39,70 @@ def one_map(result, strategy=None, size=None, query=None):
 
 @pytest.mark.parametrize('name', vispe.list_encodings())
 def test_every_encoding_draws_at_a_tiny_grid(name):
+    assert why_not_drawn(name) is None
     result = encoding_maps([name], grid=4, sizes=[4, 8])
-    if why_not_drawn(name):  # camera encodings: skipped with the reason, no map
-        assert result['maps'] == [] and 'cameras' in result['skipped'][0]['reason']
-        return
     assert result['skipped'] == []
     assert {tuple(m['size']) for m in result['maps']} == {(4, 4), (8, 8)}
     for entry in result['maps']:
         values = torch.tensor(entry['values'])
-        assert values.shape == tuple(entry['size'])
+        h, w = entry['size']
+        assert values.shape == (h, entry.get('views', 1) * w)  # a camera encoding's two views side by side
+        assert ('rig' in entry) == (entry.get('views', 1) > 1)
         assert torch.isfinite(values).all()
         if entry['kind'] == 'similarity':  # a vector's cosine with itself
             assert values[tuple(entry['query'])] == pytest.approx(1.0)
+
+
+def camera_map(spec, size=4, rig=RIG, world=None, query=(2, 2)):
+    """(h, 2 w) map of ``spec`` at its auto kind for ``query`` in view 1 on ``rig``, both cameras moved by ``world``."""
+    probe = build_probe(spec, size)
+    stack, pos = ViewStack(probe), camera_positions((size, size), rig, world)
+    row = [query[0] * size + query[1]]
+    if 'rotate' in probe[spec.split(':')[0]].active_hooks():
+        content = torch.randn(PROBE_DIM, generator=torch.Generator().manual_seed(1))
+        values = kernel(stack, pos, row, content, PROBE_HEADS).mean(0)
+    else:
+        values = similarity(stack, pos, row, PROBE_DIM)
+    return values[0].reshape(2, size, size)
+
+
+#: a rigid motion of the world: a camera pose at (1, 2, 3) looking at the origin
+WORLD = geometry.look_at(torch.tensor([1.0, 2.0, 3.0]), torch.zeros(3))
+
+
+@pytest.mark.parametrize(
+    'spec, invariant',
+    [('gta', True), ('prope', True), ('plucker:relative=true', True), ('plucker', False), ('petr', False)],
+)
+def test_moving_both_cameras_by_one_rigid_motion_keeps_a_relative_encodings_map(spec, invariant):
+    # gta and prope see the cameras only through rho(g_q)^-1 rho(g_k); relative plucker through poses relative to view 1
+    before, after = camera_map(spec), camera_map(spec, world=WORLD)
+    gap, spread = (before - after).abs().max().item(), (before.max() - before.min()).item()
+    assert spread > 1e-3, spec  # the map is not flat
+    if invariant:
+        assert gap < 1e-4 * max(1.0, spread), (spec, gap)  # float32 pose chains
+    else:
+        assert gap > 0.01 * spread, (spec, gap, spread)
+
+
+def test_3dppe_on_true_depth_matches_the_token_of_view_2_that_sees_the_same_point():
+    # fov 90 on 4 tokens of 16 px: focal 32 px; view 2 one unit right of view 1, the plane 2 away, parallel: every point
+    # shifts 32 * 1 / 2 = 16 px, one token, to the left in view 2
+    rig = Rig(fov=90.0, baseline=1.0, depth=2.0, converge=False)
+    sim = camera_map('3dppe:depth_source=gt', rig=rig)
+    assert sim[1, 2, 1].item() == pytest.approx(1.0, abs=1e-5)  # the same 3D point: the same vector
+    others = torch.cat([sim[1].flatten()[:9], sim[1].flatten()[10:]])
+    assert others.max() < 1 - 1e-3
+
+
+def test_the_rigs_tokens_see_the_plane():
+    K, poses = rig_cameras((4, 6))
+    depth = plane_depths(K, poses, (4, 6))  # (1, 2, 4, 6), not constant in the turned view 2
+    assert depth[0, 1].std() > 1e-2
+    uv = geometry.pixel_centres(4, 6, stride=RIG.patch)
+    cam = geometry.camera_points(K, uv, depth.reshape(1, 2, -1, 1))
+    world = transform_points(poses[0], cam[0])  # (2, 24, 3)
+    torch.testing.assert_close(world[..., 2], torch.full((2, 24), RIG.depth), rtol=0, atol=1e-5)
 
 
 def kernel_around(name, queries):
@@ -143,7 +207,7 @@ def test_command_with_a_checkpoint_draws_the_model_and_its_attention_distance(tm
 def test_command_refuses_bad_input_with_one_line(tmp_path):
     with pytest.raises(SystemExit, match="error: unknown encoding 'rope_mixd'"):
         show_encoding.main(['rope_mixd', '--out', str(tmp_path)])
-    with pytest.raises(SystemExit, match='no map to draw.*cameras'):
-        show_encoding.main(['petr', '--out', str(tmp_path)])
+    with pytest.raises(SystemExit, match='no map to draw.*peg needs'):  # the multi-view transformer refuses it too
+        show_encoding.main(['peg+gta', '--out', str(tmp_path)])
     with pytest.raises(SystemExit, match='name encodings'):
         show_encoding.main(['--out', str(tmp_path)])

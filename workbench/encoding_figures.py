@@ -109,6 +109,15 @@ FIGURES = {
         'Point encodings on a grid of points (z = 0) at initialisation: similarity (point_mlp), kernel (rope3d)',
         ('point_mlp', 'rope3d'),
     ),
+    'cameras': Figure(
+        'encodings/maps_cameras.png',
+        'encodings/camera-3d.md',
+        'Camera encodings at initialisation on two views of a plane: similarity (plucker, petr, 3dppe), kernel (gta, '
+        'prope)',
+        ('plucker', 'petr', '3dppe', '3dppe:depth_source=gt', 'gta', 'prope'),
+        grid=8,
+        sizes=(8,),
+    ),
     'choosing': Figure(
         'results/choosing_kernels.png',
         'results/choosing.md',

@@ -13,6 +13,9 @@ Three kinds of map, each for a query token and every key token of an h x w grid:
   alone: LePE, PEG), how strongly each key token's input reaches the query's output through the encoding: the norm
   over channels of the gradient of a random projection of the query's output.
 
+Encodings that read cameras are drawn on ``camera_maps.RIG``, two views of one camera looking at a plane: the query
+in view 1, the keys over both views, the map's views side by side.
+
 Queries are given as fractions of the training grid, rounded down to a training cell and scaled with the grid, so a
 query sits at matching positions across sizes that are multiples of the training grid.
 """
@@ -29,6 +32,15 @@ from torch import nn
 from vispe.encodings.base import Encoding
 from vispe.encodings.build import build_encoding, encoding_class, normalize_spec, spec_text
 from vispe.encodings.stack import EncodingStack
+from vispe.evaluation.camera_maps import (
+    RIG,
+    ViewStack,
+    camera_positions,
+    reads_cameras,
+    reads_rig,
+    side_by_side,
+    why_not_on_rig,
+)
 from vispe.evaluation.trained_model import available_strategies, set_strategy
 from vispe.positions import Positions, grid_positions, video_positions
 
@@ -48,18 +60,16 @@ def hw(size: Size | Sequence[int]) -> tuple[int, int]:
 
 
 def why_not_drawn(spec: str) -> str | None:
-    """Why ``spec``'s encodings cannot be drawn on a bare token grid (they need cameras), or None when they can."""
-    names = [c['type'] for c in normalize_spec(spec)]
-    cams = [n for n in names if encoding_class(n).needs_cameras]
-    if cams:
-        return f'{", ".join(cams)} reads cameras, which only a multi-view backbone supplies; no map on a bare grid'
-    return None
+    """Why ``spec``'s encodings cannot be drawn, or None when they can: camera encodings are drawn on the default rig
+    (``camera_maps.RIG``), unless combined with an encoding views do not serve."""
+    return why_not_on_rig(spec) if reads_cameras(spec) else None
 
 
 def build_probe(spec: str, grid: Size, seed: int = 0) -> nn.ModuleDict:
     """The encodings of ``spec`` (a name, 'name:key=value' or 'a+b') built as a one-block backbone builds them: width
     ``PROBE_DIM``, ``PROBE_HEADS`` heads, training grid ``grid``, parameters drawn from ``seed``. ValueError for an
-    unknown name (listing the closest) or an encoding that needs cameras."""
+    unknown name (listing the closest) or a camera encoding combined with one views do not serve (``why_not_drawn``);
+    camera encodings get the rig's patch size."""
     why = why_not_drawn(spec)
     if why:
         raise ValueError(f'{spec}: {why}')
@@ -69,13 +79,18 @@ def build_probe(spec: str, grid: Size, seed: int = 0) -> nn.ModuleDict:
     train = (h, w) if ndim == 2 else (1, h, w)
     torch.manual_seed(seed)
     context = dict(dim=PROBE_DIM, num_heads=PROBE_HEADS, ndim=ndim, grid_size=train, depth=1, layer_index=0)
+    if reads_cameras(spec):
+        context['patch_size'] = RIG.patch
     return nn.ModuleDict({c['type']: build_encoding(c, **context) for c in cfgs}).eval()
 
 
 def probe_positions(encodings: nn.Module, size: Size) -> Positions:
     """Positions of an h x w token grid for ``encodings``: a 2-D grid, a one-frame video grid for encodings of video
-    grids, or points (row, column, 0) for encodings of 3-D coordinates alone."""
+    grids, points (row, column, 0) for encodings of 3-D coordinates alone, or the views of ``camera_maps.RIG`` for
+    encodings that read cameras."""
     h, w = hw(size)
+    if reads_rig(encodings):
+        return camera_positions((h, w))
     classes = [type(e) for e in encodings.modules() if isinstance(e, Encoding)]
     if all(2 in c.ndims for c in classes):
         return grid_positions(h, w)
@@ -233,8 +248,9 @@ def encoding_maps(
 
     Returns a JSON-able dict: ``grid``, ``sizes``, ``queries``, ``maps`` (one entry per encoding, strategy, size and
     query: ``encoding``, ``kind``, ``strategy``, ``size``, ``query`` (row, column) and ``values`` (rows of floats)),
-    ``notes`` and ``skipped`` (``encoding`` and ``reason``, for encodings that need cameras). ValueError for an
-    unknown encoding or kind."""
+    ``notes`` and ``skipped`` (``encoding`` and ``reason``, for a spec ``why_not_drawn`` refuses). A camera
+    encoding's maps are (h, 2 w), view 1 then view 2, with ``views`` (2) and ``rig`` (the rig in words). ValueError
+    for an unknown encoding or kind."""
     if kind not in KINDS:
         raise ValueError(f'unknown map kind {kind!r}; choose one of {list(KINDS)}')
     sizes = list(sizes or [grid])
@@ -257,8 +273,12 @@ def encoding_maps(
         for strategy in chosen:
             if strategy != 'default':
                 set_strategy(probe, strategy)
-            entry = dict(encoding=label, kind=what, strategy=strategy, layer=None)
-            add_maps(result, entry, EncodingStack(probe), probe, grid, sizes, queries, content, PROBE_HEADS, heads)
+            entry: dict[str, Any] = dict(encoding=label, kind=what, strategy=strategy, layer=None)
+            stack = EncodingStack(probe)
+            if reads_rig(probe):
+                entry.update(views=RIG.num_views, rig=RIG.text())
+                stack = ViewStack(probe)
+            add_maps(result, entry, stack, probe, grid, sizes, queries, content, PROBE_HEADS, heads)
     return result
 
 
@@ -281,6 +301,8 @@ def add_maps(
         cells = query_cells(grid, size, queries)
         pos = probe_positions(encodings, size)
         maps = draw(stack, pos, entry['kind'], cells, hw(size)[1], content, num_heads, heads, **layer)
+        if pos.cameras is not None:
+            maps = side_by_side(maps, pos.cameras.num_views)
         for cell, values in zip(cells, maps):
             result['maps'].append(dict(entry, size=list(hw(size)), query=list(cell), values=values))
             kept = finite(values)

@@ -60,8 +60,8 @@ def row_label(key: tuple) -> str:
 def plot_maps(result: dict[str, Any], path: str, title: str = '') -> str:
     """``result`` (``encoding_maps`` or ``model_maps``) as a grid of heat maps saved as PNG at ``path``: a row per
     (encoding, layer, kind, strategy), a column per (size, query), every map on one colour scale from -1 to 1 (a
-    kernel centred and scaled by its row group, ``UNITS``), the query marked; returns the path. ValueError when
-    ``result`` holds no map."""
+    kernel centred and scaled by its row group, ``UNITS``), the query marked; a camera encoding's views side by side,
+    split by a line, its rig under the title. Returns the path. ValueError when ``result`` holds no map."""
     maps = result['maps']
     if not maps:
         skipped = '; '.join(f'{s["encoding"]}: {s["reason"]}' for s in result.get('skipped', []))
@@ -70,8 +70,9 @@ def plot_maps(result: dict[str, Any], path: str, title: str = '') -> str:
     columns = [(tuple(size), k) for size in result['sizes'] for k in range(len(result['queries']))]
     divisor = scales(maps)
     pyplot = plt()
+    wide = max(len(m['values'][0]) / len(m['values']) for m in maps)  # views side by side make maps wider
     fig, axes = pyplot.subplots(
-        len(rows), len(columns), figsize=(1.7 * len(columns) + 1.6, 1.7 * len(rows) + 0.9), squeeze=False
+        len(rows), len(columns), figsize=(1.7 * wide * len(columns) + 1.6, 1.7 * len(rows) + 0.9), squeeze=False
     )
     seen: dict[tuple, int] = {}
     image = None
@@ -85,7 +86,11 @@ def plot_maps(result: dict[str, Any], path: str, title: str = '') -> str:
         image = ax.imshow(values, cmap='RdBu_r', vmin=-1, vmax=1, interpolation='nearest')
         r, c = entry['query']
         ax.plot([c], [r], marker='x', color='black', markersize=4)
-        ax.set_title(f'{size[0]}x{size[1]}, query ({r}, {c})', fontsize=7)
+        views = entry.get('views', 1)
+        for v in range(1, views):  # the views side by side, view 1 on the left
+            ax.axvline(v * size[1] - 0.5, color='black', linewidth=1.0)
+        per_view = ' per view' if views > 1 else ''
+        ax.set_title(f'{size[0]}x{size[1]}{per_view}, query ({r}, {c})', fontsize=7)
     for ax in axes.ravel():
         ax.set_xticks([])
         ax.set_yticks([])
@@ -94,8 +99,11 @@ def plot_maps(result: dict[str, Any], path: str, title: str = '') -> str:
     kinds = list(dict.fromkeys(m['kind'] for m in maps))
     grid = result['grid']
     head = title or f'position maps, training grid {grid[0]}x{grid[1]}'
+    rigs = list(dict.fromkeys(m['rig'] for m in maps if m.get('rig')))
+    if rigs:
+        head += '\ncameras: ' + '; '.join(rigs) + '; query in view 1 (left), keys in both views'
     fig.suptitle(head, fontsize=9)
-    fig.tight_layout(rect=(0, 0, 0.88, 1 - 0.35 / fig.get_figheight()))  # room for the title
+    fig.tight_layout(rect=(0, 0, 0.88, 1 - 0.35 * (head.count('\n') + 1) / fig.get_figheight()))  # the title's room
     bar = fig.add_axes((0.9, 0.15, 0.02, 0.7))
     fig.colorbar(image, cax=bar).set_label('; '.join(f'{k}: {UNITS[k]}' for k in kinds), fontsize=7)
     try:  # laid out above: save_figure's tight layout would move the colour bar into the maps
