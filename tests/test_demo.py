@@ -1,6 +1,8 @@
 """The README's demo (vispe/cli/demo.py) on tiny runs: one progress line on the terminal while each run's own output
 goes to its log file, and a conclusion written from the numbers; RunsProgress's ETA."""
 
+import io
+
 import pytest
 
 from vispe.cli import demo
@@ -100,3 +102,26 @@ def test_the_demo_shows_one_progress_line_and_sends_each_runs_output_to_its_log(
     summary = (out / 'summary.md').read_text()
     assert summary.strip() in ' '.join(shown.split()) or summary.split('.')[0] in shown
     assert summary.startswith('At the training size (32 px)') and (out / 'summary_position.png').is_file()
+
+
+def test_a_run_that_fails_says_where_it_stopped_and_where_its_output_is(tmp_path):
+    shown = io.StringIO()
+    line = RunsProgress(['a', 'b'], stream=shown)
+    log = tmp_path / 'a' / 'console.log'
+    with pytest.raises(RuntimeError, match='diverged'):
+        with line.run(0, str(log)):
+            print('what mmengine said')
+            raise RuntimeError('diverged')
+    line.close()
+    last = shown.getvalue().splitlines()[-1]
+    assert last.startswith('stopped in run 1 of 2 (a) after') and last.endswith(f'its output: {log}')
+    assert 'what mmengine said' in log.read_text() and 'what mmengine said' not in shown.getvalue()
+
+
+def test_a_file_of_the_users_in_the_way_stops_the_demo_before_it_trains(tmp_path, capsys, monkeypatch):
+    (tmp_path / 'summary.md').write_text('my notes')
+    monkeypatch.setattr(demo, 'compare', lambda *a, **k: pytest.fail('trained although a file was in the way'))
+    with pytest.raises(SystemExit) as stop:
+        demo.main(['--out', str(tmp_path)])
+    assert stop.value.code == 2 and 'summary.md' in capsys.readouterr().err
+    assert (tmp_path / 'summary.md').read_text() == 'my notes'

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import torch
 
 from vispe.cli.common import demo_parser
+from vispe.evaluation import outputs
 from vispe.evaluation.report import console as report_console
 from vispe.experiments.compare import Run, compare, schedule_options
 from vispe.experiments.progress import RunsProgress, clock
@@ -67,17 +68,23 @@ def main(
         f'{", ".join(RESOLUTIONS)} px; outputs in {out}'
     )
     start = time.time()
-    progress = RunsProgress([r.encoding for r in runs])
-    try:
-        summary = compare(runs, RESOLUTIONS, out, log=print, progress=progress)
-    finally:
-        progress.close()
-    task = summary['tasks']['position']
+    targets = [os.path.join(out, name) for name in ('summary.json', 'summary_position.png', 'summary.md')]
+    with outputs.forcing(args.force):
+        try:  # a file in the way stops the demo before it trains anything
+            for path, kind in zip(targets, ('summary', 'figure', 'summary')):
+                outputs.check_target(path, kind)
+        except outputs.OutputConflict as err:
+            parser.exit(2, f'error: {err}\n')
+        progress = RunsProgress([r.encoding for r in runs])
+        try:
+            summary = compare(runs, RESOLUTIONS, out, log=print, progress=progress)
+        finally:
+            progress.close()
+        task = summary['tasks']['position']
+        text = conclusion(task['results'], task['chance'])
+        outputs.write_text(targets[2], text + '\n', 'summary')
     console.print(results_table(task['results'], title='top-1 (%) by test size; trained at 32 px'))
-    text = conclusion(task['results'], task['chance'])
     console.print(text)
-    with open(os.path.join(out, 'summary.md'), 'w') as f:
-        f.write(text + '\n')
     console.print(
         f'figure: {summary["plots"][0]}\nnumbers: {summary["json"]}\ntotal time: {clock(time.time() - start)}'
     )

@@ -69,13 +69,14 @@ class RunsProgress:
         self.eval_start: float | None = None
         self.last_shown = 0.0
         self.width = 0
+        self.log_file = ''
 
     # -- what the runs report ------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def run(self, index: int, log_file: str) -> Iterator[None]:
         """Run ``index`` starts: its output goes to ``log_file`` until it ends."""
-        self.index, self.doing, self.last_tick = index, 'starting', None
+        self.index, self.doing, self.last_tick, self.log_file = index, 'starting', None, log_file
         self.show(force=True)
         os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
         with open(log_file, 'a') as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
@@ -150,10 +151,14 @@ class RunsProgress:
         self.stream.flush()
 
     def close(self) -> None:
-        """The last line: the total time; the terminal's cursor after it."""
-        self.doing = f'all {len(self.labels)} runs done'
-        self.index = len(self.labels) - 1
-        text = f'{self.doing} in {clock(self.elapsed())}'
+        """The last line: the total time, or where the runs stopped and that run's log; the cursor after it."""
+        if all(self.evaluated):
+            text = f'all {len(self.labels)} runs done in {clock(self.elapsed())}'
+        else:
+            text = (
+                f'stopped in run {self.index + 1} of {len(self.labels)} ({self.labels[self.index]}) after '
+                f'{clock(self.elapsed())}; its output: {self.log_file}'
+            )
         self.stream.write(('\r' + text.ljust(self.width) if self.tty else text) + '\n')
         self.stream.flush()
 
