@@ -102,6 +102,9 @@ def test_the_demo_shows_one_progress_line_and_sends_each_runs_output_to_its_log(
     summary = (out / 'summary.md').read_text()
     assert summary.strip() in ' '.join(shown.split()) or summary.split('.')[0] in shown
     assert summary.startswith('At the training size (32 px)') and (out / 'summary_position.png').is_file()
+    demo.main(['--out', str(out)])  # again: the finished runs and the demo's own summary files are reused
+    again = capsys.readouterr().out
+    assert 'all 3 runs done' in again and (out / 'summary.md').read_text() == summary
 
 
 def test_a_run_that_fails_says_where_it_stopped_and_where_its_output_is(tmp_path):
