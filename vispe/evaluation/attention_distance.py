@@ -12,7 +12,6 @@ head's value is the mean over the patch queries of the images used.
 from __future__ import annotations
 
 import contextlib
-import copy
 import inspect
 import json
 import math
@@ -20,9 +19,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
 import torch
-from mmengine.runner import Runner
 
-from vispe.datasets.augment import check_resize
 from vispe.engine.config import flat_config
 from vispe.evaluation import figures, report
 from vispe.evaluation.trained_model import (
@@ -32,13 +29,14 @@ from vispe.evaluation.trained_model import (
     encoding_label,
     load_model,
     model_patch_size,
+    resize_setting,
     resolution_label,
     set_strategy,
+    settings_loader,
     trained_config,
     training_record,
 )
 from vispe.positions import Positions
-from vispe.registry import DATASETS
 
 
 def attention_layers(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
@@ -156,22 +154,8 @@ def recorded_distances(
 def sample_batch(cfg, res: Resolution, num_images: int, resize: str | None = None) -> dict[str, Any]:
     """The first ``num_images`` samples of the config's test set at ``res``, as one collated batch: a procedural set
     renders that size, a set of image files is resized to it (``resize``: 'crop', 'pad' or 'stretch')."""
-    loader_cfg = copy.deepcopy(cfg.test_dataloader)
-    loader_cfg.dataset.update(image_size=res, **resize_option(cfg, resize))
-    loader_cfg.batch_size = int(num_images)
-    return next(iter(Runner.build_dataloader(loader_cfg, seed=0)))
-
-
-def resize_option(cfg, resize: str | None) -> dict[str, str]:
-    """``{'resize': mode}`` for a test set of image files; {} for one rendering each size (then ``resize`` raises)."""
-    dataset = cfg.test_dataloader.dataset
-    kind = dataset.get('type')
-    cls = DATASETS.get(kind) if isinstance(kind, str) else kind
-    if cls is None or 'resize' not in inspect.signature(cls).parameters:
-        if resize is not None:
-            raise ValueError(f'resize={resize!r}: the test set ({kind}) renders each size itself; leave resize out')
-        return {}
-    return {'resize': check_resize(resize or dataset.get('resize', 'crop'))}
+    loader = settings_loader(cfg, dict(image_size=res, **resize_setting(cfg, resize)), num_images)
+    return next(iter(loader))
 
 
 def attention_distances(

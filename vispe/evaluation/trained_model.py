@@ -8,13 +8,15 @@ import inspect
 import json
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 from mmengine.evaluator import Evaluator
 from mmengine.registry import init_default_scope
+from mmengine.runner import Runner
 
+from vispe.datasets.augment import check_resize
 from vispe.encodings.base import Encoding
 from vispe.encodings.build import spec_items, spec_text
 from vispe.engine.checkpoint import load_checkpoint
@@ -282,6 +284,30 @@ def rank_classes(
     return results
 
 
+def settings_loader(cfg, overrides: Mapping[str, Any], batch_size: int | None = None):
+    """The config's test loader with ``overrides`` applied to its data set (and another batch size when given)."""
+    loader_cfg = copy.deepcopy(cfg.test_dataloader)
+    loader_cfg.dataset.update(dict(overrides))
+    if batch_size is not None:
+        loader_cfg.batch_size = int(batch_size)
+    return Runner.build_dataloader(loader_cfg, seed=0)
+
+
+def resize_setting(cfg, resize: str | None) -> dict[str, str]:
+    """``{'resize': mode}`` for a test set of image files, {} for one drawing sizes itself (then ``resize`` raises)."""
+    dataset = cfg.test_dataloader.dataset
+    kind = dataset.get('type')
+    cls = DATASETS.get(kind) if isinstance(kind, str) else kind
+    if cls is None or 'resize' not in inspect.signature(cls).parameters:
+        if resize is not None:
+            raise ValueError(
+                f'--resize {resize}: the test set ({getattr(cls, "__name__", kind)}) renders each size itself, with '
+                'no image to resize; leave --resize out'
+            )
+        return {}
+    return {'resize': check_resize(resize or dataset.get('resize', 'crop'))}
+
+
 __all__ = [
     'Resolution',
     'available_strategies',
@@ -298,8 +324,10 @@ __all__ = [
     'model_patch_size',
     'parse_resolution',
     'rank_classes',
+    'resize_setting',
     'resolution_label',
     'set_strategy',
+    'settings_loader',
     'train_resolution',
     'trained_config',
     'training_record',

@@ -8,13 +8,11 @@ Each (strategy, resolution) is one ``vispe.sweeps.engine`` cell.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import torch
 
-from vispe.datasets.augment import check_resize
 from vispe.evaluation import figures, report
 from vispe.evaluation.trained_model import (
     Resolution,
@@ -24,11 +22,11 @@ from vispe.evaluation.trained_model import (
     encoding_label,
     load_model,
     model_patch_size,
+    resize_setting,
     resolution_label,
     trained_config,
     training_record,
 )
-from vispe.registry import DATASETS
 from vispe.sweeps.engine import Cell, Log, run_sweep
 from vispe.sweeps.identity import sweep_identity
 from vispe.sweeps.registry import SWEEPS
@@ -63,21 +61,6 @@ def open_classifier(
         **trained_config(meta),
     }
     return OpenedClassifier(model, encoding_label(model, meta), SettingsEvaluator(cfg, model), resizing, header)
-
-
-def resize_setting(cfg, resize: str | None) -> dict[str, str]:
-    """``{'resize': mode}`` for a test set of image files, {} for one drawing sizes itself (then ``resize`` raises)."""
-    dataset = cfg.test_dataloader.dataset
-    kind = dataset.get('type')
-    cls = DATASETS.get(kind) if isinstance(kind, str) else kind
-    if cls is None or 'resize' not in inspect.signature(cls).parameters:
-        if resize is not None:
-            raise ValueError(
-                f'--resize {resize}: the test set ({getattr(cls, "__name__", kind)}) renders each size itself, with '
-                'no image to resize; leave --resize out'
-            )
-        return {}
-    return {'resize': check_resize(resize or dataset.get('resize', 'crop'))}
 
 
 def resolution_column(row: report.Row) -> str:

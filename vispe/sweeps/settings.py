@@ -9,18 +9,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from mmengine.evaluator import Evaluator
-from mmengine.runner import Runner
 
-from vispe.evaluation.trained_model import evaluate, set_strategy
-
-
-def settings_loader(cfg, overrides: Mapping[str, Any], batch_size: int | None = None):
-    """The config's test loader with ``overrides`` applied to its data set (and another batch size when given)."""
-    loader_cfg = copy.deepcopy(cfg.test_dataloader)
-    loader_cfg.dataset.update(dict(overrides))
-    if batch_size is not None:
-        loader_cfg.batch_size = int(batch_size)
-    return Runner.build_dataloader(loader_cfg, seed=0)
+from vispe.evaluation.trained_model import evaluate, set_strategy, settings_loader
 
 
 class InputView(NamedTuple):
