@@ -48,6 +48,9 @@ class MultiViewTransformer(PEBackbone):
     token, so a world-frame-invariant encoding (gta, relative plucker) makes the model invariant.
     """
 
+    #: the hooks it serves (readers elsewhere, such as show-encoding's camera rig, take them from here)
+    supported_hooks = SUPPORTED_HOOKS
+
     #: the shared patch embedding (layer 0 of layer-wise lr decay, with the model-level encodings)
     stem_prefixes = ('patch_embed',)
 

@@ -22,9 +22,7 @@ from vispe.encodings.base import Encoding
 from vispe.encodings.build import encoding_class, normalize_spec
 from vispe.encodings.stack import EncodingStack
 from vispe.positions import Cameras, Positions, grid_coords, grid_positions
-
-#: the hooks the multi-view transformer serves (its ``SUPPORTED_HOOKS``; evaluation does not import backbones)
-VIEW_HOOKS = frozenset({'embed', 'rotate', 'transform_v', 'transform_out'})
+from vispe.registry import MODELS
 
 
 @dataclass(frozen=True)
@@ -70,10 +68,13 @@ def reads_cameras(spec: str) -> bool:
 
 def why_not_on_rig(spec: str) -> str | None:
     """Why ``spec`` (with a camera encoding) cannot be drawn on the rig, as the multi-view transformer refuses it:
-    an encoding of other than 2-D positions or needing hooks beyond ``VIEW_HOOKS``; None when it can."""
+    an encoding of other than 2-D positions or needing hooks the transformer does not serve; None when it can."""
+    served = MODELS.get(
+        'MultiViewTransformer'
+    ).supported_hooks  # through the registry: evaluation sits beside backbones
     for cfg in normalize_spec(spec):
         cls = encoding_class(cfg['type'])
-        needs = cls.hooks() - cls.option_hooks - VIEW_HOOKS
+        needs = cls.hooks() - cls.option_hooks - served
         if 2 not in cls.ndims or needs:
             what = f'needs the {sorted(needs)} hooks' if needs else 'is not for 2-D positions'
             return (
