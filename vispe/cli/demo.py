@@ -19,7 +19,7 @@ import torch
 from vispe.cli.common import demo_parser
 from vispe.evaluation import outputs
 from vispe.evaluation.report import console as report_console
-from vispe.experiments.compare import Run, compare, schedule_options
+from vispe.experiments.compare import Run, check_summary, compare, schedule_options
 from vispe.experiments.progress import RunsProgress, clock
 from vispe.sweeps.resolution import merged_column, results_table
 
@@ -68,11 +68,9 @@ def main(
         f'{", ".join(RESOLUTIONS)} px; outputs in {out}'
     )
     start = time.time()
-    targets = [os.path.join(out, name) for name in ('summary.json', 'summary_position.png', 'summary.md')]
     with outputs.forcing(args.force):
         try:  # a file in the way stops the demo before it trains anything
-            for path, kind in zip(targets, ('summary', 'figure', 'summary')):
-                outputs.check_target(path, kind)
+            check_summary(out, figure='summary_position.png')  # the figure compare() draws of the task
         except outputs.OutputConflict as err:
             parser.exit(2, f'error: {err}\n')
         progress = RunsProgress([r.encoding for r in runs])
@@ -82,7 +80,7 @@ def main(
             progress.close()
         task = summary['tasks']['position']
         text = conclusion(task['results'], task['chance'])
-        outputs.write_text(targets[2], text + '\n', 'summary')
+        outputs.write_text(os.path.join(out, 'summary.md'), text + '\n', 'summary')
     console.print(results_table(task['results'], title='top-1 (%) by test size; trained at 32 px'))
     console.print(text)
     console.print(

@@ -179,10 +179,10 @@ def sweep_runs(
     return rows
 
 
-def check_summary(out_dir: str) -> None:
-    """OutputConflict unless ``write_summary`` may write its three files into ``out_dir`` (a demo checks first,
-    before it trains anything)."""
-    for name, kind in (('summary.md', 'summary'), ('summary.json', 'summary'), ('summary.png', 'figure')):
+def check_summary(out_dir: str, figure: str = 'summary.png') -> None:
+    """OutputConflict unless a summary may write summary.md, summary.json and ``figure`` into ``out_dir``
+    (``write_summary``'s three by default; a demo checks first, before it trains anything)."""
+    for name, kind in (('summary.md', 'summary'), ('summary.json', 'summary'), (figure, 'figure')):
         outputs.check_target(os.path.join(out_dir, name), kind)
 
 
