@@ -139,8 +139,6 @@ def draw(name: str, out: Path = ROOT / 'docs') -> str:
     fig = FIGURES[name]
     path = out / fig.path
     path.parent.mkdir(parents=True, exist_ok=True)
-    if fig.path and path.exists():
-        path.unlink()  # a picture of ours, drawn again (save_figure refuses to replace a file it did not write)
     if fig.checkpoint:
         from vispe.engine.config import load_config
         from vispe.evaluation.trained_model import encoding_label, load_model
